@@ -1,0 +1,179 @@
+//! The log vocabulary shared by the core, the store and the drivers.
+//!
+//! The core never touches a log: it emits instructions ([`LogSpan`]s to send, bytes to append)
+//! and the driver performs them against something that implements these traits. The store
+//! (`logship-store`) implements them over an mmap commit log; tests and the simulator implement
+//! them over memory.
+
+use std::future::Future;
+
+use bytes::Bytes;
+
+/// A physical commit-log offset: RocketMQ's `phyOffset`, a byte position in the commit log.
+pub type Offset = u64;
+
+/// A byte range of the local log that the master wants sent to a slave.
+///
+/// Every span the core emits is non-empty, at most the configured transfer batch size, ends at or
+/// before the last appended end, and never crosses a segment boundary.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LogSpan {
+    /// First byte of the span.
+    pub offset: Offset,
+    /// Number of bytes.
+    pub len: u32,
+}
+
+impl LogSpan {
+    /// The offset one past the last byte.
+    pub fn end(&self) -> Offset {
+        self.offset + u64::from(self.len)
+    }
+}
+
+/// The readable range of a log: `[min, max)`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct LogBounds {
+    /// The oldest offset still held (RocketMQ `getMinPhyOffset`); moves forward with retention.
+    pub min: Offset,
+    /// The end of the log (RocketMQ `getMaxPhyOffset`): one past the last written byte.
+    pub max: Offset,
+}
+
+/// Read access to a master's log, used by a master driver to resolve spans.
+pub trait LogRead: Send + Sync + 'static {
+    /// The error a read can fail with.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The current readable range.
+    fn bounds(&self) -> LogBounds;
+
+    /// The bytes of `span`, without copying where the log allows it.
+    ///
+    /// Fails if any part of the span is outside [`bounds`](Self::bounds) or crosses a segment.
+    fn read(&self, span: LogSpan) -> Result<Bytes, Self::Error>;
+}
+
+/// Write access to a slave's log, used by a slave driver to store replicated bytes.
+pub trait LogWrite: Send + Sync + 'static {
+    /// The error a write or flush can fail with.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// One past the last stored byte (RocketMQ `getMaxPhyOffset`). 0 for an empty log.
+    fn end(&self) -> Offset;
+
+    /// One past the last durable byte.
+    fn flushed(&self) -> Offset;
+
+    /// Stores raw replicated bytes at `offset` and returns the new end.
+    ///
+    /// `offset` must equal [`end`](Self::end), except that an empty log adopts the first offset it
+    /// is given. Any other offset is an error: a log never has a silent gap.
+    fn append_at(&self, offset: Offset, data: &[u8]) -> Result<Offset, Self::Error>;
+
+    /// Makes every stored byte durable and returns the durable end. May block on the disk.
+    fn flush(&self) -> Result<Offset, Self::Error>;
+}
+
+/// A master's log that accepts messages from producers (RocketMQ `putMessage`).
+pub trait MessageLog: LogRead {
+    /// What a producer hands in.
+    type Message: Send + 'static;
+
+    /// A future that completes once the log is durable up to an offset.
+    type Durable: Future<Output = Result<Offset, Self::Error>> + Send + 'static;
+
+    /// Appends one message at the end of the log. It does not wait for a flush or a slave; the
+    /// result's status is [`PutStatus::PutOk`] or a refusal (illegal message, full disk, ...).
+    fn put(&self, message: Self::Message) -> PutResult;
+
+    /// Completes once every byte before `offset` is durable (SYNC_FLUSH group commit). Concurrent
+    /// waits share one flush. The caller applies its own timeout.
+    fn durable(&self, offset: Offset) -> Self::Durable;
+}
+
+/// The outcome of storing a message, with RocketMQ's `PutMessageStatus` names.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PutStatus {
+    /// Stored, and flushed and replicated as far as the role requires.
+    PutOk,
+    /// Stored, but not durable within `sync_flush_timeout` (SYNC_FLUSH).
+    FlushDiskTimeout,
+    /// Stored, but not acknowledged by enough slaves within `slave_timeout` (SYNC_MASTER).
+    FlushSlaveTimeout,
+    /// Stored, but no slave was connected or close enough to wait for (SYNC_MASTER).
+    SlaveNotAvailable,
+    /// Stored, but too few slaves are in sync to meet the quorum (SYNC_MASTER, quorum policy).
+    InSyncReplicasNotEnough,
+    /// Not stored: the broker cannot take writes (a slave, shutting down, or the disk is full).
+    ServiceNotAvailable,
+    /// Not stored: the message is malformed or larger than `max_message_size`.
+    MessageIllegal,
+    /// Not stored: the encoded properties exceed RocketMQ's 32 767-byte limit.
+    PropertiesSizeExceeded,
+    /// Not stored: the log could not be written (for example a segment could not be created).
+    UnknownError,
+}
+
+impl PutStatus {
+    /// RocketMQ's constant name, e.g. `FLUSH_SLAVE_TIMEOUT`.
+    pub fn rocketmq_name(self) -> &'static str {
+        match self {
+            Self::PutOk => "PUT_OK",
+            Self::FlushDiskTimeout => "FLUSH_DISK_TIMEOUT",
+            Self::FlushSlaveTimeout => "FLUSH_SLAVE_TIMEOUT",
+            Self::SlaveNotAvailable => "SLAVE_NOT_AVAILABLE",
+            Self::InSyncReplicasNotEnough => "IN_SYNC_REPLICAS_NOT_ENOUGH",
+            Self::ServiceNotAvailable => "SERVICE_NOT_AVAILABLE",
+            Self::MessageIllegal => "MESSAGE_ILLEGAL",
+            Self::PropertiesSizeExceeded => "PROPERTIES_SIZE_EXCEEDED",
+            Self::UnknownError => "UNKNOWN_ERROR",
+        }
+    }
+
+    /// Whether the message is in the master's log (true for every status but the refusals).
+    pub fn is_stored(self) -> bool {
+        matches!(
+            self,
+            Self::PutOk
+                | Self::FlushDiskTimeout
+                | Self::FlushSlaveTimeout
+                | Self::SlaveNotAvailable
+                | Self::InSyncReplicasNotEnough
+        )
+    }
+}
+
+impl std::fmt::Display for PutStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.rocketmq_name())
+    }
+}
+
+/// What a put returns (RocketMQ `AppendMessageResult` plus status).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PutResult {
+    /// The outcome.
+    pub status: PutStatus,
+    /// Physical offset of the stored message (`wroteOffset`); meaningful when stored.
+    pub offset: Offset,
+    /// Bytes the message occupies in the log (`wroteBytes`).
+    pub wrote_bytes: u32,
+    /// The message's offset in its consume queue.
+    pub queue_offset: u64,
+    /// RocketMQ's offset message id: store host and physical offset, as upper-case hex.
+    pub msg_id: String,
+}
+
+impl PutResult {
+    /// One past the message's last byte: what a replication or flush wait waits for.
+    pub fn end(&self) -> Offset {
+        self.offset + u64::from(self.wrote_bytes)
+    }
+
+    /// A result for a message that was not stored.
+    pub fn refused(status: PutStatus) -> Self {
+        Self { status, offset: 0, wrote_bytes: 0, queue_offset: 0, msg_id: String::new() }
+    }
+}

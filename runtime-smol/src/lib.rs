@@ -1,0 +1,2 @@
+//! logship-smol: binds the logship core to async-io / smol.
+#![forbid(unsafe_code)]

@@ -1,0 +1,2 @@
+//! logship-tokio: binds the logship core to tokio.
+#![forbid(unsafe_code)]

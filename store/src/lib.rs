@@ -1,0 +1,1 @@
+//! logship-store: a RocketMQ-compatible mmap commit log.
