@@ -1,6 +1,4 @@
-//! logship: RocketMQ-compatible master/slave commit-log replication.
-//!
-//! This facade re-exports the workspace crates.
+#![doc = include_str!("../README.md")]
 #![forbid(unsafe_code)]
 
 pub use logship_core as core;

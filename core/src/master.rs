@@ -1,0 +1,660 @@
+//! The master side: one state machine for every slave connection of a RocketMQ HA master, plus
+//! the SYNC_MASTER wait table.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::ops::Bound;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tracing::{debug, info, trace, warn};
+
+use crate::config::{ConfigError, MasterConfig, NewSlaveStart};
+use crate::error::{ApiMisuse, CloseReason, PeerError, WaitError};
+use crate::frame::{PUSH_HEADER_LEN, PushHeader, ReportDecoder};
+use crate::log::{LogBounds, LogSpan, Offset};
+use crate::policy;
+use crate::waiters::Waiters;
+use crate::{ConnId, WaitId};
+
+/// How far ahead the core schedules its timeout when it has nothing to wait for.
+pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// Something the master driver tells the core.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MasterInput {
+    /// A slave connected. The id is the driver's choice and must not be in use.
+    Accepted {
+        /// The new connection.
+        conn: ConnId,
+    },
+    /// Bytes arrived from a slave, in any fragmentation.
+    Received {
+        /// The connection they arrived on.
+        conn: ConnId,
+        /// The bytes.
+        data: Bytes,
+    },
+    /// One `Transmit` for this connection has been fully written.
+    Sent {
+        /// The connection written to.
+        conn: ConnId,
+    },
+    /// The connection is gone: EOF, an I/O error, a failed span read, or the driver finished
+    /// tearing down a connection the core closed. Frees the id.
+    Closed {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// The local log is readable up to `end` (the store appended).
+    Appended {
+        /// The new end.
+        end: Offset,
+    },
+    /// Retention removed the log before `min`.
+    Retained {
+        /// The new min offset.
+        min: Offset,
+    },
+    /// SYNC_MASTER: finish with a `WaitDone` once slaves hold every byte before `offset`, as
+    /// the ack policy requires, or at `deadline`.
+    AwaitReplication {
+        /// The driver's id for this wait; unique among pending waits.
+        id: WaitId,
+        /// The offset to reach: the put's `offset + wrote_bytes`.
+        offset: Offset,
+        /// When to give up with [`WaitError::Timeout`].
+        deadline: Instant,
+    },
+    /// Give up a pending wait; it finishes with [`WaitError::Cancelled`]. Unknown ids are
+    /// ignored (the wait may have just finished).
+    CancelWait {
+        /// The wait.
+        id: WaitId,
+    },
+}
+
+/// Something the core asks the master driver to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum MasterOutput {
+    /// Write `header`, then the log bytes of `body` (resolved through `LogRead::read`), to
+    /// `conn`, and feed `Sent` once written. `body` is `None` for a heartbeat.
+    Transmit {
+        /// Where to write.
+        conn: ConnId,
+        /// The 12-byte push header.
+        header: [u8; PUSH_HEADER_LEN],
+        /// The log bytes to follow the header.
+        body: Option<LogSpan>,
+    },
+    /// Stop both directions of `conn`, then feed `Closed` for it.
+    Close {
+        /// The connection.
+        conn: ConnId,
+        /// Why.
+        reason: CloseReason,
+    },
+    /// Something happened that the application may want to know.
+    Event(MasterEvent),
+    /// Nothing more to do until this instant or the next input: call `handle_timeout` then.
+    Timeout(Instant),
+}
+
+/// What the master reports to the application.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MasterEvent {
+    /// A slave's first report arrived and streaming starts at `start`.
+    SlaveStarted {
+        /// The connection.
+        conn: ConnId,
+        /// The slave's first report (0 for an empty slave).
+        requested: Offset,
+        /// Where streaming starts.
+        start: Offset,
+    },
+    /// A slave acknowledged every byte before `offset`.
+    SlaveAcked {
+        /// The connection.
+        conn: ConnId,
+        /// The new ack.
+        offset: Offset,
+    },
+    /// The driver reported a live connection closed (EOF or I/O error).
+    SlaveDisconnected {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A replication wait finished: `Ok(offset)` with the offset waited for, or why not.
+    WaitDone {
+        /// The wait.
+        id: WaitId,
+        /// The outcome.
+        result: Result<Offset, WaitError>,
+    },
+    /// A slave broke the protocol or cannot be served; its connection is being closed.
+    PeerError {
+        /// The connection.
+        conn: ConnId,
+        /// What was wrong.
+        error: PeerError,
+    },
+}
+
+/// A snapshot of one slave connection, for status pages and metrics.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SlaveInfo {
+    /// The connection.
+    pub conn: ConnId,
+    /// Where streaming started; `None` until the first report.
+    pub start: Option<Offset>,
+    /// The latest ack; `None` until the first report.
+    pub ack: Option<Offset>,
+    /// One past the last byte handed out for sending.
+    pub sent: Offset,
+    /// Body bytes handed out for sending on this connection.
+    pub bytes_sent: u64,
+    /// Bytes the slave lacks: the master's end minus its ack (the whole log before a report).
+    pub lag_bytes: u64,
+    /// How long the slave has been behind the master's end; zero when caught up.
+    pub lag: Duration,
+    /// Whether the slave is within `ha_max_gap_not_in_sync` of the end.
+    pub in_sync: bool,
+    /// Transmits handed out and not yet `Sent`.
+    pub inflight: u32,
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// Nothing is sent before the first report.
+    AwaitingReport,
+    Streaming {
+        start: Offset,
+        next: Offset,
+        ack: Offset,
+    },
+}
+
+#[derive(Debug)]
+struct SlaveConn {
+    phase: Phase,
+    reports: ReportDecoder,
+    last_read: Instant,
+    last_send: Instant,
+    /// When the slave's ack last covered the master's end (or when it connected).
+    caught_up_at: Instant,
+    inflight: u32,
+    bytes_sent: u64,
+}
+
+impl SlaveConn {
+    fn ack(&self) -> Option<Offset> {
+        match self.phase {
+            Phase::Streaming { ack, .. } => Some(ack),
+            Phase::AwaitingReport => None,
+        }
+    }
+}
+
+/// The RocketMQ HA master for all slave connections (sans-IO).
+///
+/// Drive it as the crate docs describe: after every `handle_input` or `handle_timeout`, drain
+/// [`poll_output`](Self::poll_output) until it returns [`MasterOutput::Timeout`].
+#[derive(Debug)]
+pub struct Master {
+    config: MasterConfig,
+    now: Instant,
+    log: LogBounds,
+    conns: BTreeMap<ConnId, SlaveConn>,
+    /// Connections the core closed and the driver has not yet reported `Closed` for.
+    closing: BTreeSet<ConnId>,
+    waiters: Waiters,
+    queue: VecDeque<MasterOutput>,
+    /// The connection that sent last, for round-robin fairness.
+    cursor: Option<ConnId>,
+}
+
+impl Master {
+    /// A master whose local log currently spans `log`.
+    pub fn new(config: MasterConfig, now: Instant, log: LogBounds) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Self {
+            config,
+            now,
+            log,
+            conns: BTreeMap::new(),
+            closing: BTreeSet::new(),
+            waiters: Waiters::default(),
+            queue: VecDeque::new(),
+            cursor: None,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &MasterConfig {
+        &self.config
+    }
+
+    /// The local log's range as last reported through `Appended` and `Retained`.
+    pub fn log_bounds(&self) -> LogBounds {
+        self.log
+    }
+
+    /// The offset replicated as the ack policy requires, if any.
+    pub fn replicated(&self) -> Option<Offset> {
+        policy::frontier(
+            self.config.ack_policy,
+            &self.acks(),
+            self.log.max,
+            self.config.ha_max_gap_not_in_sync,
+        )
+    }
+
+    /// Replication waits still pending.
+    pub fn pending_waits(&self) -> usize {
+        self.waiters.len()
+    }
+
+    /// A snapshot of every live slave connection, in connection-id order.
+    pub fn slaves(&self) -> impl ExactSizeIterator<Item = SlaveInfo> + '_ {
+        self.conns.iter().map(|(&conn, c)| {
+            let (start, ack, sent) = match c.phase {
+                Phase::AwaitingReport => (None, None, 0),
+                Phase::Streaming { start, next, ack } => (Some(start), Some(ack), next),
+            };
+            let covered = ack.unwrap_or(0);
+            let caught_up = ack.is_some() && covered >= self.log.max;
+            SlaveInfo {
+                conn,
+                start,
+                ack,
+                sent,
+                bytes_sent: c.bytes_sent,
+                lag_bytes: self.log.max.saturating_sub(covered),
+                lag: if caught_up {
+                    Duration::ZERO
+                } else {
+                    self.now.saturating_duration_since(c.caught_up_at)
+                },
+                in_sync: ack
+                    .is_some_and(|a| policy::in_sync(a, self.log.max, self.config.ha_max_gap_not_in_sync)),
+                inflight: c.inflight,
+            }
+        })
+    }
+
+    /// Feeds one input. On `Err` the input was refused and nothing changed.
+    pub fn handle_input(&mut self, now: Instant, input: MasterInput) -> Result<(), ApiMisuse> {
+        if now < self.now {
+            return Err(ApiMisuse::TimeWentBackwards);
+        }
+        self.check(&input)?;
+        self.now = now;
+        self.expire_waits();
+        match input {
+            MasterInput::Accepted { conn } => {
+                info!(?conn, "slave connected");
+                self.conns.insert(
+                    conn,
+                    SlaveConn {
+                        phase: Phase::AwaitingReport,
+                        reports: ReportDecoder::new(),
+                        last_read: now,
+                        last_send: now,
+                        caught_up_at: now,
+                        inflight: 0,
+                        bytes_sent: 0,
+                    },
+                );
+            }
+            MasterInput::Received { conn, data } => self.on_received(conn, &data),
+            MasterInput::Sent { conn } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.inflight -= 1;
+                }
+            }
+            MasterInput::Closed { conn } => {
+                if self.conns.remove(&conn).is_some() {
+                    info!(?conn, "slave disconnected");
+                    self.queue.push_back(MasterOutput::Event(MasterEvent::SlaveDisconnected { conn }));
+                    self.complete_waits();
+                } else {
+                    self.closing.remove(&conn);
+                }
+            }
+            MasterInput::Appended { end } => {
+                let previous = self.log.max;
+                for c in self.conns.values_mut() {
+                    if c.ack().is_some_and(|a| a >= previous) {
+                        c.caught_up_at = now;
+                    }
+                }
+                self.log.max = end;
+                self.complete_waits();
+            }
+            MasterInput::Retained { min } => {
+                self.log.min = min;
+                let behind: Vec<_> = self
+                    .conns
+                    .iter()
+                    .filter_map(|(&id, c)| match c.phase {
+                        Phase::Streaming { next, .. } if next < min => Some((id, next)),
+                        _ => None,
+                    })
+                    .collect();
+                for (conn, next) in behind {
+                    self.close(
+                        conn,
+                        CloseReason::Peer(PeerError::SlaveBehindRetention { reported: next, min }),
+                    );
+                }
+            }
+            MasterInput::AwaitReplication { id, offset, deadline } => self.on_await(id, offset, deadline),
+            MasterInput::CancelWait { id } => {
+                if self.waiters.remove(id).is_some() {
+                    self.wait_done(id, Err(WaitError::Cancelled));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Advances time: expires waits and closes connections idle past the housekeeping interval.
+    /// Spurious or early calls are harmless; a `now` earlier than the last one is ignored.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if now < self.now {
+            return;
+        }
+        self.now = now;
+        self.expire_waits();
+        let idle: Vec<ConnId> = self
+            .conns
+            .iter()
+            .filter(|(_, c)| now.saturating_duration_since(c.last_read) >= self.config.housekeeping_interval)
+            .map(|(&id, _)| id)
+            .collect();
+        for conn in idle {
+            self.close(conn, CloseReason::HousekeepingTimeout);
+        }
+    }
+
+    /// The next thing to do. Drain until [`MasterOutput::Timeout`] after every input.
+    pub fn poll_output(&mut self) -> MasterOutput {
+        let out = self.do_poll_output();
+        match &out {
+            MasterOutput::Transmit { conn, body, .. } => trace!(?conn, ?body, "transmit"),
+            MasterOutput::Timeout(_) => {}
+            other => debug!(?other, "output"),
+        }
+        out
+    }
+
+    fn do_poll_output(&mut self) -> MasterOutput {
+        if let Some(out) = self.queue.pop_front() {
+            return out;
+        }
+        if let Some(out) = self.next_transmit() {
+            return out;
+        }
+        MasterOutput::Timeout(self.next_timeout())
+    }
+
+    fn check(&self, input: &MasterInput) -> Result<(), ApiMisuse> {
+        let known = |conn: ConnId| {
+            if self.conns.contains_key(&conn) || self.closing.contains(&conn) {
+                Ok(())
+            } else {
+                Err(ApiMisuse::UnknownConn(conn))
+            }
+        };
+        match *input {
+            MasterInput::Accepted { conn } => {
+                if self.conns.contains_key(&conn) || self.closing.contains(&conn) {
+                    return Err(ApiMisuse::DuplicateConn(conn));
+                }
+            }
+            MasterInput::Received { conn, .. } | MasterInput::Closed { conn } => known(conn)?,
+            MasterInput::Sent { conn } => {
+                known(conn)?;
+                if self.conns.get(&conn).is_some_and(|c| c.inflight == 0) {
+                    return Err(ApiMisuse::NothingInFlight(conn));
+                }
+            }
+            MasterInput::Appended { end } => {
+                if end < self.log.max {
+                    return Err(ApiMisuse::LogWentBackwards { end, previous: self.log.max });
+                }
+            }
+            MasterInput::Retained { min } => {
+                if min < self.log.min || min > self.log.max {
+                    return Err(ApiMisuse::InvalidRetention {
+                        min,
+                        previous: self.log.min,
+                        end: self.log.max,
+                    });
+                }
+            }
+            MasterInput::AwaitReplication { id, offset, .. } => {
+                if self.waiters.contains(id) {
+                    return Err(ApiMisuse::DuplicateWait(id));
+                }
+                if offset > self.log.max {
+                    return Err(ApiMisuse::WaitBeyondEnd { offset, end: self.log.max });
+                }
+            }
+            MasterInput::CancelWait { .. } => {}
+        }
+        Ok(())
+    }
+
+    fn on_received(&mut self, conn: ConnId, data: &[u8]) {
+        let log = self.log;
+        let config = &self.config;
+        let Some(c) = self.conns.get_mut(&conn) else {
+            trace!(?conn, len = data.len(), "bytes for a closing connection dropped");
+            return;
+        };
+        c.last_read = self.now;
+        let mut data = data;
+        let mut acked = None;
+        let mut started = None;
+        let mut failure = None;
+        while let Some(report) = c.reports.decode(&mut data) {
+            let offset = match report {
+                Ok(offset) => offset,
+                Err(e) => {
+                    failure = Some(PeerError::Frame(e));
+                    break;
+                }
+            };
+            match &mut c.phase {
+                Phase::AwaitingReport => match first_report_start(config, log, offset) {
+                    Ok(start) => {
+                        c.phase = Phase::Streaming { start, next: start, ack: offset };
+                        if offset >= log.max {
+                            c.caught_up_at = self.now;
+                        }
+                        started = Some((offset, start));
+                    }
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                },
+                Phase::Streaming { next, ack, .. } => {
+                    if offset > log.max {
+                        failure = Some(PeerError::AckBeyondEnd { ack: offset, end: log.max });
+                        break;
+                    }
+                    if offset > *next {
+                        failure = Some(PeerError::AckBeyondSent { ack: offset, sent: *next });
+                        break;
+                    }
+                    if offset < *ack {
+                        failure = Some(PeerError::AckWentBackwards { ack: offset, previous: *ack });
+                        break;
+                    }
+                    if offset > *ack {
+                        *ack = offset;
+                        acked = Some(offset);
+                    }
+                    if offset >= log.max {
+                        c.caught_up_at = self.now;
+                    }
+                }
+            }
+        }
+        if let Some((requested, start)) = started {
+            debug!(?conn, requested, start, "slave starts streaming");
+            self.queue.push_back(MasterOutput::Event(MasterEvent::SlaveStarted { conn, requested, start }));
+        }
+        if let Some(offset) = acked {
+            trace!(?conn, offset, "slave ack");
+            self.queue.push_back(MasterOutput::Event(MasterEvent::SlaveAcked { conn, offset }));
+        }
+        if let Some(error) = failure {
+            self.close(conn, CloseReason::Peer(error));
+        } else if acked.is_some() || started.is_some() {
+            self.complete_waits();
+        }
+    }
+
+    fn on_await(&mut self, id: WaitId, offset: Offset, deadline: Instant) {
+        let acks = self.acks();
+        let decided = policy::check_available(
+            self.config.ack_policy,
+            &acks,
+            offset,
+            self.config.ha_max_gap_not_in_sync,
+        )
+        .and_then(|()| if deadline <= self.now { Err(WaitError::Timeout) } else { Ok(()) });
+        if let Err(e) = decided {
+            self.wait_done(id, Err(e));
+            return;
+        }
+        let frontier =
+            policy::frontier(self.config.ack_policy, &acks, self.log.max, self.config.ha_max_gap_not_in_sync);
+        if frontier.is_some_and(|f| f >= offset) {
+            self.wait_done(id, Ok(offset));
+        } else {
+            self.waiters.insert(id, offset, deadline);
+        }
+    }
+
+    fn acks(&self) -> Vec<Offset> {
+        self.conns.values().filter_map(SlaveConn::ack).collect()
+    }
+
+    fn complete_waits(&mut self) {
+        if self.waiters.len() == 0 {
+            return;
+        }
+        if let Some(frontier) = self.replicated() {
+            for (id, offset) in self.waiters.pop_satisfied(frontier) {
+                self.wait_done(id, Ok(offset));
+            }
+        }
+    }
+
+    fn expire_waits(&mut self) {
+        for id in self.waiters.pop_expired(self.now) {
+            self.wait_done(id, Err(WaitError::Timeout));
+        }
+    }
+
+    fn wait_done(&mut self, id: WaitId, result: Result<Offset, WaitError>) {
+        self.queue.push_back(MasterOutput::Event(MasterEvent::WaitDone { id, result }));
+    }
+
+    fn close(&mut self, conn: ConnId, reason: CloseReason) {
+        if self.conns.remove(&conn).is_none() {
+            return;
+        }
+        self.closing.insert(conn);
+        match reason {
+            CloseReason::Peer(error) => {
+                warn!(?conn, %error, "closing slave connection");
+                self.queue.push_back(MasterOutput::Event(MasterEvent::PeerError { conn, error }));
+            }
+            _ => info!(?conn, %reason, "closing slave connection"),
+        }
+        self.queue.push_back(MasterOutput::Close { conn, reason });
+        self.complete_waits();
+    }
+
+    fn wants_transmit(&self, c: &SlaveConn) -> bool {
+        match c.phase {
+            Phase::Streaming { next, .. } if c.inflight < self.config.max_inflight => {
+                next < self.log.max || self.now >= c.last_send + self.config.heartbeat_interval
+            }
+            _ => false,
+        }
+    }
+
+    fn next_transmit(&mut self) -> Option<MasterOutput> {
+        let after = match self.cursor {
+            Some(c) => (Bound::Excluded(c), Bound::Unbounded),
+            None => (Bound::Unbounded, Bound::Unbounded),
+        };
+        let upto = match self.cursor {
+            Some(c) => (Bound::Unbounded, Bound::Included(c)),
+            None => (Bound::Unbounded, Bound::Excluded(ConnId(0))),
+        };
+        let conn = self
+            .conns
+            .range(after)
+            .chain(self.conns.range(upto))
+            .find(|(_, c)| self.wants_transmit(c))
+            .map(|(&id, _)| id)?;
+        self.cursor = Some(conn);
+        let segment = self.config.mapped_file_size_commit_log;
+        let batch = u64::from(self.config.transfer_batch_size);
+        let end = self.log.max;
+        let now = self.now;
+        let c = self.conns.get_mut(&conn).expect("found above");
+        let Phase::Streaming { next, .. } = &mut c.phase else {
+            unreachable!("wants_transmit checked the phase")
+        };
+        c.inflight += 1;
+        c.last_send = now;
+        let (header, body) = if *next < end {
+            let segment_end = (*next / segment).saturating_add(1).saturating_mul(segment);
+            let len = batch.min(end - *next).min(segment_end - *next);
+            let span =
+                LogSpan { offset: *next, len: u32::try_from(len).expect("len <= transfer_batch_size") };
+            *next += len;
+            c.bytes_sent += len;
+            (PushHeader { offset: span.offset, body_len: span.len }, Some(span))
+        } else {
+            (PushHeader::heartbeat(*next), None)
+        };
+        Some(MasterOutput::Transmit { conn, header: header.encode(), body })
+    }
+
+    fn next_timeout(&self) -> Instant {
+        let mut at = self.waiters.next_deadline().unwrap_or(self.now + IDLE_TIMEOUT);
+        for c in self.conns.values() {
+            at = at.min(c.last_read + self.config.housekeeping_interval);
+            if matches!(c.phase, Phase::Streaming { .. }) && c.inflight < self.config.max_inflight {
+                at = at.min(c.last_send + self.config.heartbeat_interval);
+            }
+        }
+        at
+    }
+}
+
+/// Where streaming starts for a first report, or why the slave cannot be served.
+fn first_report_start(config: &MasterConfig, log: LogBounds, reported: Offset) -> Result<Offset, PeerError> {
+    if reported == 0 {
+        return Ok(match config.new_slave_start {
+            NewSlaveStart::Earliest => log.min,
+            NewSlaveStart::LastFile => (log.max - log.max % config.mapped_file_size_commit_log).max(log.min),
+        });
+    }
+    if reported > log.max {
+        return Err(PeerError::SlaveAhead { reported, end: log.max });
+    }
+    if reported < log.min {
+        return Err(PeerError::SlaveBehindRetention { reported, min: log.min });
+    }
+    Ok(reported)
+}

@@ -1,0 +1,403 @@
+//! The slave side: one state machine for a RocketMQ HA slave's connection to its master.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use bytes::Bytes;
+use tracing::{debug, info, trace, warn};
+
+use crate::config::{AckOn, ConfigError, SlaveConfig};
+use crate::error::{ApiMisuse, CloseReason, PeerError};
+use crate::frame::{PushDecoder, REPORT_LEN, encode_report};
+use crate::log::Offset;
+use crate::master::IDLE_TIMEOUT;
+
+/// Something the slave driver tells the core.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SlaveInput {
+    /// The connection asked for by `Connect` is up.
+    Connected,
+    /// Bytes arrived from the master, in any fragmentation.
+    Received(Bytes),
+    /// The connection failed or ended (connect error, EOF, I/O error). Not for connections the
+    /// core closed itself.
+    Closed,
+    /// The log stored every byte before `end` (after an `Append`).
+    Appended {
+        /// The log's new end.
+        end: Offset,
+    },
+    /// The log made every byte before `end` durable (after a `Flush`).
+    Flushed {
+        /// The durable end.
+        end: Offset,
+    },
+    /// An `Append` failed; the log's end is `end`. The connection is closed and re-opened after
+    /// the back-off, reporting `end`.
+    AppendFailed {
+        /// The log's end after the failure.
+        end: Offset,
+    },
+    /// A `Flush` failed. The connection is closed and re-opened after the back-off.
+    FlushFailed,
+}
+
+/// Something the core asks the slave driver to do.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use]
+pub enum SlaveOutput {
+    /// Open a connection to the master; feed `Connected` or `Closed`.
+    Connect,
+    /// Write this 8-byte report to the master.
+    Transmit([u8; REPORT_LEN]),
+    /// Store `data` at `offset` (`LogWrite::append_at`); feed `Appended` or `AppendFailed`.
+    Append {
+        /// Where the bytes go.
+        offset: Offset,
+        /// The raw log bytes.
+        data: Bytes,
+    },
+    /// Make the log durable (`LogWrite::flush`); feed `Flushed` or `FlushFailed`.
+    Flush,
+    /// Drop the connection. Do not feed `Closed` for it.
+    Close(CloseReason),
+    /// Something happened that the application may want to know.
+    Event(SlaveEvent),
+    /// Nothing more to do until this instant or the next input: call `handle_timeout` then.
+    Timeout(Instant),
+}
+
+/// What the slave reports to the application.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SlaveEvent {
+    /// The first report of a connection went out: the master will stream from `offset`.
+    FirstReport {
+        /// The offset reported.
+        offset: Offset,
+    },
+    /// The connection ended; `None` when the driver reported it.
+    Disconnected {
+        /// Why the core closed it, if it did.
+        reason: Option<CloseReason>,
+    },
+    /// The master broke the protocol; the connection is being closed.
+    PeerError(PeerError),
+}
+
+/// Where the slave is in its connection cycle.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SlaveState {
+    /// Waiting out the back-off before the next `Connect`.
+    Disconnected {
+        /// When the next `Connect` goes out.
+        retry_at: Instant,
+    },
+    /// `Connect` went out; waiting for `Connected` or `Closed`.
+    Connecting,
+    /// Connected to the master.
+    Streaming,
+}
+
+#[derive(Debug)]
+struct Stream {
+    decoder: PushDecoder,
+    last_read: Instant,
+    last_report: Instant,
+    /// The latest report sent on this connection; `None` before the first.
+    reported: Option<Offset>,
+}
+
+#[derive(Debug)]
+enum State {
+    Disconnected { retry_at: Instant },
+    Connecting,
+    Streaming(Box<Stream>),
+}
+
+/// The RocketMQ HA slave (sans-IO).
+///
+/// Drive it as the crate docs describe: after every `handle_input` or `handle_timeout`, drain
+/// [`poll_output`](Self::poll_output) until it returns [`SlaveOutput::Timeout`].
+#[derive(Debug)]
+pub struct Slave {
+    config: SlaveConfig,
+    now: Instant,
+    state: State,
+    /// One past the last stored byte (the last `Appended`).
+    end: Offset,
+    /// One past the last durable byte (the last `Flushed`).
+    flushed: Offset,
+    /// One past the last byte handed out in an `Append`: where the next frame must start.
+    requested: Offset,
+    /// The highest offset a master frame has shown (its next transfer offset).
+    master_offset: Option<Offset>,
+    flush_in_flight: bool,
+    queue: VecDeque<SlaveOutput>,
+}
+
+impl Slave {
+    /// A slave whose log ends at `end` with every byte before `flushed` durable. It asks to
+    /// connect at once.
+    pub fn new(config: SlaveConfig, now: Instant, end: Offset, flushed: Offset) -> Result<Self, ConfigError> {
+        config.validate()?;
+        Ok(Self {
+            config,
+            now,
+            state: State::Disconnected { retry_at: now },
+            end,
+            flushed: flushed.min(end),
+            requested: end,
+            master_offset: None,
+            flush_in_flight: false,
+            queue: VecDeque::new(),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &SlaveConfig {
+        &self.config
+    }
+
+    /// The connection state.
+    pub fn state(&self) -> SlaveState {
+        match &self.state {
+            State::Disconnected { retry_at } => SlaveState::Disconnected { retry_at: *retry_at },
+            State::Connecting => SlaveState::Connecting,
+            State::Streaming(_) => SlaveState::Streaming,
+        }
+    }
+
+    /// One past the last stored byte.
+    pub fn end(&self) -> Offset {
+        self.end
+    }
+
+    /// One past the last durable byte, as last reported by `Flushed`.
+    pub fn flushed(&self) -> Offset {
+        self.flushed
+    }
+
+    /// The latest report sent on the current connection.
+    pub fn reported(&self) -> Option<Offset> {
+        match &self.state {
+            State::Streaming(s) => s.reported,
+            _ => None,
+        }
+    }
+
+    /// The furthest offset the master has shown in a frame: where its stream currently is.
+    pub fn master_offset(&self) -> Option<Offset> {
+        self.master_offset
+    }
+
+    /// When the last bytes arrived from the master on the current connection.
+    pub fn last_read(&self) -> Option<Instant> {
+        match &self.state {
+            State::Streaming(s) => Some(s.last_read),
+            _ => None,
+        }
+    }
+
+    /// Whether the driver should read from the connection: false when not connected, and while
+    /// received bytes not yet stored reach `max_unstored` (backpressure).
+    pub fn wants_read(&self) -> bool {
+        match &self.state {
+            State::Streaming(s) => {
+                (self.requested - self.end) + (s.decoder.buffered() as u64) < self.config.max_unstored
+            }
+            _ => false,
+        }
+    }
+
+    /// Feeds one input. On `Err` the input was refused and nothing changed.
+    pub fn handle_input(&mut self, now: Instant, input: SlaveInput) -> Result<(), ApiMisuse> {
+        if now < self.now {
+            return Err(ApiMisuse::TimeWentBackwards);
+        }
+        match input {
+            SlaveInput::Connected if !matches!(self.state, State::Connecting) => {
+                return Err(ApiMisuse::UnexpectedConnected);
+            }
+            SlaveInput::Appended { end } | SlaveInput::AppendFailed { end } if end > self.requested => {
+                return Err(ApiMisuse::AppendedBeyondRequested { end, requested: self.requested });
+            }
+            SlaveInput::Appended { end } | SlaveInput::AppendFailed { end } if end < self.end => {
+                return Err(ApiMisuse::LogWentBackwards { end, previous: self.end });
+            }
+            _ => {}
+        }
+        self.now = now;
+        match input {
+            SlaveInput::Connected => {
+                info!("connected to master");
+                self.state = State::Streaming(Box::new(Stream {
+                    decoder: PushDecoder::new(self.config.max_frame_body),
+                    last_read: now,
+                    last_report: now,
+                    reported: None,
+                }));
+            }
+            SlaveInput::Received(data) => self.on_received(data),
+            SlaveInput::Closed => {
+                if !matches!(self.state, State::Disconnected { .. }) {
+                    info!("connection to master ended");
+                    self.disconnect(None);
+                }
+            }
+            SlaveInput::Appended { end } => self.end = end,
+            SlaveInput::Flushed { end } => {
+                self.flush_in_flight = false;
+                self.flushed = self.flushed.max(end);
+            }
+            SlaveInput::AppendFailed { end } => {
+                warn!(end, "append failed");
+                self.end = end;
+                self.requested = end;
+                self.close(CloseReason::StoreFailed);
+            }
+            SlaveInput::FlushFailed => {
+                warn!("flush failed");
+                self.flush_in_flight = false;
+                self.close(CloseReason::StoreFailed);
+            }
+        }
+        Ok(())
+    }
+
+    /// Advances time: closes a connection idle past the housekeeping interval. Spurious or
+    /// early calls are harmless; a `now` earlier than the last one is ignored.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if now < self.now {
+            return;
+        }
+        self.now = now;
+        if let State::Streaming(s) = &self.state {
+            if now.saturating_duration_since(s.last_read) >= self.config.housekeeping_interval {
+                self.close(CloseReason::HousekeepingTimeout);
+            }
+        }
+    }
+
+    /// The next thing to do. Drain until [`SlaveOutput::Timeout`] after every input.
+    pub fn poll_output(&mut self) -> SlaveOutput {
+        let out = self.do_poll_output();
+        match &out {
+            SlaveOutput::Append { offset, data } => trace!(offset, len = data.len(), "append"),
+            SlaveOutput::Transmit(r) => trace!(offset = u64::from_be_bytes(*r), "report"),
+            SlaveOutput::Timeout(_) => {}
+            other => debug!(?other, "output"),
+        }
+        out
+    }
+
+    fn do_poll_output(&mut self) -> SlaveOutput {
+        if let Some(out) = self.queue.pop_front() {
+            return out;
+        }
+        if self.config.ack_on == AckOn::Flushed && self.flushed < self.end && !self.flush_in_flight {
+            self.flush_in_flight = true;
+            return SlaveOutput::Flush;
+        }
+        let reportable = self.reportable();
+        match &mut self.state {
+            State::Disconnected { retry_at } if self.now >= *retry_at => {
+                self.state = State::Connecting;
+                info!("connecting to master");
+                return SlaveOutput::Connect;
+            }
+            State::Streaming(s) => {
+                let report = match s.reported {
+                    // The first report is where the master starts: it must be the whole log.
+                    None if reportable == self.requested => {
+                        self.queue
+                            .push_back(SlaveOutput::Event(SlaveEvent::FirstReport { offset: reportable }));
+                        Some(reportable)
+                    }
+                    Some(r) if reportable > r => Some(reportable),
+                    Some(r) if self.now >= s.last_report + self.config.heartbeat_interval => Some(r),
+                    _ => None,
+                };
+                if let Some(offset) = report {
+                    s.reported = Some(offset);
+                    s.last_report = self.now;
+                    return SlaveOutput::Transmit(encode_report(offset));
+                }
+            }
+            _ => {}
+        }
+        SlaveOutput::Timeout(self.next_timeout())
+    }
+
+    fn reportable(&self) -> Offset {
+        match self.config.ack_on {
+            AckOn::Written => self.end,
+            AckOn::Flushed => self.flushed.min(self.end),
+        }
+    }
+
+    fn next_timeout(&self) -> Instant {
+        match &self.state {
+            State::Disconnected { retry_at } => *retry_at,
+            State::Connecting => self.now + IDLE_TIMEOUT,
+            State::Streaming(s) => {
+                let housekeeping = s.last_read + self.config.housekeeping_interval;
+                match s.reported {
+                    Some(_) => housekeeping.min(s.last_report + self.config.heartbeat_interval),
+                    None => housekeeping,
+                }
+            }
+        }
+    }
+
+    fn on_received(&mut self, data: Bytes) {
+        let State::Streaming(s) = &mut self.state else {
+            trace!(len = data.len(), "bytes after the connection closed dropped");
+            return;
+        };
+        s.last_read = self.now;
+        s.decoder.extend(data);
+        let failure = loop {
+            let header = match s.decoder.peek_header() {
+                Ok(Some(h)) => h,
+                Ok(None) => break None,
+                Err(e) => break Some(PeerError::Frame(e)),
+            };
+            // RocketMQ checks the offset as soon as the header is visible; an empty slave
+            // (end 0) adopts whatever the master starts with.
+            if self.requested != 0 && header.offset != self.requested {
+                break Some(PeerError::OffsetMismatch { expected: self.requested, got: header.offset });
+            }
+            let Some(push) = s.decoder.decode().expect("the header parsed above") else {
+                break None;
+            };
+            let frame_end = push.offset + push.body.len() as u64;
+            self.master_offset = Some(self.master_offset.map_or(frame_end, |m| m.max(frame_end)));
+            if !push.body.is_empty() {
+                self.requested = frame_end;
+                self.queue.push_back(SlaveOutput::Append { offset: push.offset, data: push.body });
+            }
+        };
+        if let Some(error) = failure {
+            self.close(CloseReason::Peer(error));
+        }
+    }
+
+    fn close(&mut self, reason: CloseReason) {
+        if !matches!(self.state, State::Streaming(_)) {
+            return;
+        }
+        if let CloseReason::Peer(error) = reason {
+            warn!(%error, "closing connection to master");
+            self.queue.push_back(SlaveOutput::Event(SlaveEvent::PeerError(error)));
+        } else {
+            info!(%reason, "closing connection to master");
+        }
+        self.queue.push_back(SlaveOutput::Close(reason));
+        self.disconnect(Some(reason));
+    }
+
+    fn disconnect(&mut self, reason: Option<CloseReason>) {
+        self.state = State::Disconnected { retry_at: self.now + self.config.reconnect_interval };
+        self.queue.push_back(SlaveOutput::Event(SlaveEvent::Disconnected { reason }));
+    }
+}
