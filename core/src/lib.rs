@@ -103,6 +103,7 @@
 #![forbid(unsafe_code)]
 
 pub mod config;
+pub mod driver;
 pub mod error;
 pub mod frame;
 #[doc(hidden)]

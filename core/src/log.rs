@@ -90,6 +90,9 @@ pub trait MessageLog: LogRead {
     /// Completes once every byte before `offset` is durable (SYNC_FLUSH group commit). Concurrent
     /// waits share one flush. The caller applies its own timeout.
     fn durable(&self, offset: Offset) -> Self::Durable;
+
+    /// One past the last durable byte.
+    fn flushed(&self) -> Offset;
 }
 
 /// The outcome of storing a message, with RocketMQ's `PutMessageStatus` names.

@@ -1,2 +1,88 @@
-//! logship-smol: binds the logship core to async-io / smol.
+//! # logship-smol
+//!
+//! Binds the sans-IO [`logship_core`] state machines to the smol ecosystem: `async-io` timers,
+//! `async-net` sockets, `futures-lite` combinators, `async-channel` channels, and `blocking`
+//! for disk flushes. It never spawns on a global executor: every task goes to the [`Spawn`]
+//! the caller supplies, so it runs under smol's executors, under async-std's, or any other.
+//! (async-std is discontinued upstream; its users should use this adapter.)
+//!
+//! The shape is the same as `logship-tokio`:
+//!
+//! - [`spawn_master`] binds the HA listen address, accepts slaves and streams the log to them;
+//!   its [`MasterHandle`] puts messages (waiting for the disk and the slaves as the role says),
+//!   reports status, and shuts down.
+//! - [`spawn_slave`] connects to a master, stores what it streams, and acknowledges it; its
+//!   [`SlaveHandle`] reports status and shuts down.
+//!
+//! A master runs one core task owning the
+//! [`MasterDriver`](logship_core::driver::MasterDriver), one accept task, and one task per
+//! connection whose read and write paths end together and report `Closed` exactly once. A slave
+//! runs one task owning its [`SlaveDriver`](logship_core::driver::SlaveDriver).
 #![forbid(unsafe_code)]
+
+use std::future::Future;
+use std::pin::Pin;
+
+mod master;
+mod slave;
+
+pub use master::{MasterHandle, spawn_master};
+pub use slave::{SlaveHandle, spawn_slave};
+
+/// A boxed task, as handed to a [`Spawn`].
+pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Runs tasks: the caller's executor. Implemented for every `Fn(Task)`, so
+/// `|task| smol::spawn(task).detach()` or `|task| { async_std::task::spawn(task); }` will do.
+pub trait Spawn: Send + Sync + 'static {
+    /// Starts `task` in the background; it must be polled to completion.
+    fn spawn(&self, task: Task);
+}
+
+impl<F: Fn(Task) + Send + Sync + 'static> Spawn for F {
+    fn spawn(&self, task: Task) {
+        self(task)
+    }
+}
+
+/// Why a service could not start.
+#[derive(thiserror::Error, Debug)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The configuration cannot work.
+    #[error("invalid configuration: {0}")]
+    Config(#[from] logship_core::ConfigError),
+    /// The HA listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: std::net::SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// The clock every task of this crate uses.
+#[allow(clippy::disallowed_methods)]
+pub(crate) fn now() -> std::time::Instant {
+    std::time::Instant::now()
+}
+
+/// Writes `header` then `body` with vectored writes until both are out.
+pub(crate) async fn write_frame<W>(w: &mut W, header: &[u8], body: &[u8]) -> std::io::Result<()>
+where
+    W: futures_lite::AsyncWrite + Unpin,
+{
+    use futures_lite::AsyncWriteExt;
+    use std::io::IoSlice;
+    let mut slices = [IoSlice::new(header), IoSlice::new(body)];
+    let mut pending = &mut slices[..];
+    while !pending.is_empty() {
+        let n = w.write_vectored(pending).await?;
+        if n == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        IoSlice::advance_slices(&mut pending, n);
+    }
+    Ok(())
+}

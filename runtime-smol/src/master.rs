@@ -1,0 +1,376 @@
+//! The master service on async-io / async-net.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use async_channel::{Receiver, Sender, bounded};
+use async_io::Timer;
+use async_net::{TcpListener, TcpStream};
+use bytes::{Bytes, BytesMut};
+use futures_lite::{AsyncReadExt, FutureExt};
+use logship_core::driver::{
+    BrokerRole, ConnSink, FlushDiskType, MasterDriver, MasterServiceConfig, MasterStatus, Transmit, WaitSink,
+    put_status,
+};
+use logship_core::{ConnId, MessageLog, Offset, PutResult, PutStatus, WaitError};
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::{Spawn, StartError, now, write_frame};
+
+/// Capacity of the channel into the core task.
+const COMMAND_QUEUE: usize = 4096;
+/// Read buffer of a connection; refilled when less than a quarter is left.
+const READ_BUFFER: usize = 4096;
+
+enum Command {
+    Accepted { conn: ConnId, peer: SocketAddr, sink: ConnHandle },
+    Received { conn: ConnId, data: Bytes },
+    Sent { conn: ConnId },
+    Closed { conn: ConnId },
+    Wait { offset: Offset, deadline: Instant, reply: Sender<Result<Offset, WaitError>> },
+    Status { reply: Sender<MasterStatus> },
+    Shutdown { reply: Sender<()> },
+}
+
+/// The core task's handle on one connection.
+struct ConnHandle {
+    frames: Sender<Transmit>,
+    /// Dropping it ends the connection.
+    close: Option<Sender<()>>,
+}
+
+impl ConnSink for ConnHandle {
+    fn transmit(&mut self, transmit: Transmit) {
+        // Capacity is max_inflight, which the core never exceeds; a full or closed channel means
+        // the writer is gone and the teardown will report Closed.
+        let _ = self.frames.try_send(transmit);
+    }
+
+    fn close(&mut self) {
+        self.close = None;
+    }
+}
+
+struct WaitReply(Sender<Result<Offset, WaitError>>);
+
+impl WaitSink for WaitReply {
+    fn complete(self, result: Result<Offset, WaitError>) {
+        let _ = self.0.try_send(result);
+    }
+}
+
+struct Shared<L> {
+    log: Arc<L>,
+    config: MasterServiceConfig,
+    commands: Sender<Command>,
+    /// A one-slot wake-up: puts `try_send` into it, so wakes coalesce.
+    appended: Sender<()>,
+    stopping: AtomicBool,
+    local_addr: SocketAddr,
+    spawner: Arc<dyn Spawn>,
+}
+
+/// A running master: puts messages, reports status, shuts down. Cheap to clone.
+pub struct MasterHandle<L> {
+    shared: Arc<Shared<L>>,
+}
+
+impl<L> Clone for MasterHandle<L> {
+    fn clone(&self) -> Self {
+        Self { shared: self.shared.clone() }
+    }
+}
+
+/// Binds `listen` and starts a master service for `log`, running its tasks on `spawner`.
+pub async fn spawn_master<L: MessageLog>(
+    config: MasterServiceConfig,
+    log: Arc<L>,
+    listen: SocketAddr,
+    spawner: impl Spawn,
+) -> Result<MasterHandle<L>, StartError> {
+    config.validate()?;
+    let listener =
+        TcpListener::bind(listen).await.map_err(|source| StartError::Bind { addr: listen, source })?;
+    let local_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: listen, source })?;
+    let driver = MasterDriver::new(config.core.clone(), now(), log.bounds())?;
+    let (commands, commands_rx) = bounded(COMMAND_QUEUE);
+    let (appended, appended_rx) = bounded(1);
+    let (stop_accepting, stop_accepting_rx) = bounded::<()>(1);
+    let shared = Arc::new(Shared {
+        log,
+        config,
+        commands,
+        appended,
+        stopping: AtomicBool::new(false),
+        local_addr,
+        spawner: Arc::new(spawner),
+    });
+    shared.spawner.spawn(Box::pin(accept_loop(listener, shared.clone(), stop_accepting_rx)));
+    let span = info_span!("ha_master", listen = %local_addr);
+    let core = core_task(driver, commands_rx, appended_rx, shared.clone(), stop_accepting).instrument(span);
+    shared.spawner.spawn(Box::pin(core));
+    info!(listen = %local_addr, role = shared.config.role.rocketmq_name(), "HA master listening");
+    Ok(MasterHandle { shared })
+}
+
+impl<L: MessageLog> MasterHandle<L> {
+    /// The address slaves connect to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    /// The log.
+    pub fn log(&self) -> &Arc<L> {
+        &self.shared.log
+    }
+
+    /// Appends `message`, then waits as the role requires: for the disk under SYNC_FLUSH (up to
+    /// `sync_flush_timeout`) and, on a SYNC_MASTER, for the slaves the ack policy needs (up to
+    /// `slave_timeout`). The two waits run side by side; neither depends on the other.
+    pub async fn put(&self, message: L::Message) -> PutResult {
+        let shared = &self.shared;
+        if shared.stopping.load(Ordering::Acquire) {
+            return PutResult::refused(PutStatus::ServiceNotAvailable);
+        }
+        let appended = shared.log.put(message);
+        if appended.status != PutStatus::PutOk {
+            return appended;
+        }
+        let end = appended.end();
+        let flush = async {
+            if shared.config.flush_disk_type != FlushDiskType::SyncFlush {
+                return None;
+            }
+            let durable = async { shared.log.durable(end).await.is_ok() };
+            let timeout = async {
+                Timer::after(shared.config.sync_flush_timeout).await;
+                false
+            };
+            Some(durable.or(timeout).await)
+        };
+        let replicate = async {
+            if shared.config.role != BrokerRole::SyncMaster {
+                let _ = shared.appended.try_send(());
+                return None;
+            }
+            let (reply, done) = bounded(1);
+            let deadline = now() + shared.config.slave_timeout;
+            if shared.commands.send(Command::Wait { offset: end, deadline, reply }).await.is_err() {
+                return Some(Err(WaitError::Cancelled));
+            }
+            Some(done.recv().await.unwrap_or(Err(WaitError::Cancelled)))
+        };
+        let (flushed, replicated) = futures_lite::future::zip(flush, replicate).await;
+        PutResult { status: put_status(appended.status, flushed, replicated), ..appended }
+    }
+
+    /// A status snapshot: offsets and every slave's ack, lag and sync state.
+    pub async fn status(&self) -> Option<MasterStatus> {
+        let (reply, rx) = bounded(1);
+        self.shared.commands.send(Command::Status { reply }).await.ok()?;
+        rx.recv().await.ok()
+    }
+
+    /// Stops accepting, lets pending replication waits finish (each ends by its deadline),
+    /// flushes the log, and closes every connection. Later puts are refused.
+    pub async fn shutdown(&self) {
+        self.shared.stopping.store(true, Ordering::Release);
+        let (reply, rx) = bounded(1);
+        if self.shared.commands.send(Command::Shutdown { reply }).await.is_ok() {
+            let _ = rx.recv().await;
+        }
+    }
+}
+
+async fn accept_loop<L: MessageLog>(listener: TcpListener, shared: Arc<Shared<L>>, stop: Receiver<()>) {
+    let mut next = 0u64;
+    loop {
+        let accepted = async { Some(listener.accept().await) }.or(async {
+            let _ = stop.recv().await;
+            None
+        });
+        let (stream, peer) = match accepted.await {
+            None => return,
+            Some(Ok(accepted)) => accepted,
+            Some(Err(e)) => {
+                warn!(%e, "accept failed");
+                Timer::after(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        next += 1;
+        let conn = ConnId(next);
+        if let Err(e) = stream.set_nodelay(true) {
+            warn!(%e, %peer, "cannot set TCP_NODELAY");
+        }
+        let (frames, frames_rx) = bounded(shared.config.core.max_inflight as usize);
+        let (close, close_rx) = bounded(1);
+        let sink = ConnHandle { frames, close: Some(close) };
+        if shared.commands.send(Command::Accepted { conn, peer, sink }).await.is_err() {
+            return;
+        }
+        let span = info_span!("ha_conn", role = "master", conn = conn.0, peer = %peer);
+        let task = connection(stream, conn, frames_rx, close_rx, shared.clone()).instrument(span);
+        shared.spawner.spawn(Box::pin(task));
+    }
+}
+
+/// One connection: its read path and write path run together; whichever ends first ends both,
+/// and `Closed` is reported exactly once.
+async fn connection<L: MessageLog>(
+    stream: TcpStream,
+    conn: ConnId,
+    frames: Receiver<Transmit>,
+    close: Receiver<()>,
+    shared: Arc<Shared<L>>,
+) {
+    info!("slave connected");
+    let read = read_path(stream.clone(), conn, &shared.commands);
+    let write = write_path(stream, conn, frames, &shared);
+    let closed = async {
+        let _ = close.recv().await;
+        Ok("closed by the master")
+    };
+    let ended = async { read.await.map(|()| "end of stream") }
+        .or(async { write.await.map(|()| "writer stopped") })
+        .or(closed)
+        .await;
+    match ended {
+        Ok(why) => info!(why, "slave connection ended"),
+        Err(e) => info!(%e, "slave connection failed"),
+    }
+    let _ = shared.commands.send(Command::Closed { conn }).await;
+}
+
+async fn read_path(mut stream: TcpStream, conn: ConnId, commands: &Sender<Command>) -> io::Result<()> {
+    let mut buf = BytesMut::new();
+    loop {
+        if buf.len() < READ_BUFFER / 4 {
+            buf.resize(READ_BUFFER, 0);
+        }
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        let data = buf.split_to(n).freeze();
+        if commands.send(Command::Received { conn, data }).await.is_err() {
+            return Ok(());
+        }
+    }
+}
+
+async fn write_path<L: MessageLog>(
+    mut stream: TcpStream,
+    conn: ConnId,
+    frames: Receiver<Transmit>,
+    shared: &Shared<L>,
+) -> io::Result<()> {
+    while let Ok(t) = frames.recv().await {
+        let body = match t.body {
+            Some(span) => {
+                shared.log.read(span).map_err(|e| io::Error::other(format!("reading {span:?}: {e}")))?
+            }
+            None => Bytes::new(),
+        };
+        write_frame(&mut stream, &t.header, &body).await?;
+        if shared.commands.send(Command::Sent { conn }).await.is_err() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+enum Wake {
+    Appended,
+    Command(Option<Command>),
+    Timer,
+}
+
+async fn core_task<L: MessageLog>(
+    mut driver: MasterDriver<ConnHandle, WaitReply>,
+    commands: Receiver<Command>,
+    appended: Receiver<()>,
+    shared: Arc<Shared<L>>,
+    stop_accepting: Sender<()>,
+) {
+    let mut stopping: Option<Sender<()>> = None;
+    let mut timer = Timer::at(driver.drain());
+    loop {
+        let wake = async {
+            let _ = appended.recv().await;
+            Wake::Appended
+        }
+        .or(async { Wake::Command(commands.recv().await.ok()) })
+        .or(async {
+            (&mut timer).await;
+            Wake::Timer
+        })
+        .await;
+        match wake {
+            Wake::Appended => driver.log_changed(now(), shared.log.bounds()),
+            Wake::Command(None) => break,
+            Wake::Command(Some(command)) => {
+                let mut next = Some(command);
+                while let Some(command) = next {
+                    match command {
+                        Command::Shutdown { reply } => {
+                            let _ = stop_accepting.try_send(());
+                            stopping = Some(reply);
+                        }
+                        other => handle(&mut driver, &shared, other),
+                    }
+                    next = commands.try_recv().ok();
+                }
+            }
+            Wake::Timer => {
+                let at = now();
+                driver.log_changed(at, shared.log.bounds());
+                driver.handle_timeout(at);
+            }
+        }
+        if stopping.is_some() && driver.pending_waits() == 0 {
+            break;
+        }
+        timer.set_at(driver.drain());
+    }
+    let end = shared.log.bounds().max;
+    let durable = async { shared.log.durable(end).await.is_ok() };
+    let timeout = async {
+        Timer::after(shared.config.sync_flush_timeout).await;
+        false
+    };
+    if !durable.or(timeout).await {
+        warn!(end, "flush at shutdown did not finish");
+    }
+    driver.shutdown();
+    info!("HA master stopped");
+    if let Some(reply) = stopping {
+        let _ = reply.try_send(());
+    }
+}
+
+fn handle<L: MessageLog>(
+    driver: &mut MasterDriver<ConnHandle, WaitReply>,
+    shared: &Shared<L>,
+    command: Command,
+) {
+    let at = now();
+    match command {
+        Command::Accepted { conn, peer, sink } => driver.accept(at, conn, peer, sink),
+        Command::Received { conn, data } => driver.received(at, conn, data),
+        Command::Sent { conn } => driver.sent(at, conn),
+        Command::Closed { conn } => driver.closed(at, conn),
+        Command::Wait { offset, deadline, reply } => {
+            driver.log_changed(at, shared.log.bounds());
+            driver.await_replication(at, offset, deadline, WaitReply(reply));
+        }
+        Command::Status { reply } => {
+            driver.log_changed(at, shared.log.bounds());
+            let _ = reply.try_send(driver.status(at, shared.config.role, shared.log.flushed()));
+        }
+        Command::Shutdown { .. } => debug!("shutdown handled by the caller"),
+    }
+}

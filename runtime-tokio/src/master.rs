@@ -1,0 +1,342 @@
+//! The master service on tokio.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+use bytes::{Bytes, BytesMut};
+use logship_core::driver::{
+    BrokerRole, ConnSink, FlushDiskType, MasterDriver, MasterServiceConfig, MasterStatus, Transmit, WaitSink,
+    put_status,
+};
+use logship_core::{ConnId, MessageLog, Offset, PutResult, PutStatus, WaitError};
+use tokio::io::AsyncReadExt;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Notify, mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use crate::{StartError, io::write_frame, now};
+
+/// Capacity of the channel into the core task.
+const COMMAND_QUEUE: usize = 4096;
+/// Initial read buffer of a connection.
+const READ_BUFFER: usize = 4096;
+
+enum Command {
+    Accepted { conn: ConnId, peer: SocketAddr, sink: ConnHandle },
+    Received { conn: ConnId, data: Bytes },
+    Sent { conn: ConnId },
+    Closed { conn: ConnId },
+    Wait { offset: Offset, deadline: Instant, reply: oneshot::Sender<Result<Offset, WaitError>> },
+    Status { reply: oneshot::Sender<MasterStatus> },
+    Shutdown { reply: oneshot::Sender<()> },
+}
+
+/// The core task's handle on one connection.
+struct ConnHandle {
+    frames: mpsc::Sender<Transmit>,
+    close: Option<oneshot::Sender<()>>,
+}
+
+impl ConnSink for ConnHandle {
+    fn transmit(&mut self, transmit: Transmit) {
+        // Capacity is max_inflight, which the core never exceeds; a full or closed channel means
+        // the writer is gone and the teardown will report Closed.
+        let _ = self.frames.try_send(transmit);
+    }
+
+    fn close(&mut self) {
+        if let Some(close) = self.close.take() {
+            let _ = close.send(());
+        }
+    }
+}
+
+struct WaitReply(oneshot::Sender<Result<Offset, WaitError>>);
+
+impl WaitSink for WaitReply {
+    fn complete(self, result: Result<Offset, WaitError>) {
+        let _ = self.0.send(result);
+    }
+}
+
+struct Shared<L> {
+    log: Arc<L>,
+    config: MasterServiceConfig,
+    commands: mpsc::Sender<Command>,
+    appended: Notify,
+    stopping: AtomicBool,
+    local_addr: SocketAddr,
+    runtime: tokio::runtime::Handle,
+}
+
+/// A running master: puts messages, reports status, shuts down. Cheap to clone.
+pub struct MasterHandle<L> {
+    shared: Arc<Shared<L>>,
+}
+
+impl<L> Clone for MasterHandle<L> {
+    fn clone(&self) -> Self {
+        Self { shared: self.shared.clone() }
+    }
+}
+
+/// Binds `listen` and starts a master service for `log` on the current tokio runtime.
+pub async fn spawn_master<L: MessageLog>(
+    config: MasterServiceConfig,
+    log: Arc<L>,
+    listen: SocketAddr,
+) -> Result<MasterHandle<L>, StartError> {
+    config.validate()?;
+    let listener =
+        TcpListener::bind(listen).await.map_err(|source| StartError::Bind { addr: listen, source })?;
+    let local_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: listen, source })?;
+    let driver = MasterDriver::new(config.core.clone(), now(), log.bounds())?;
+    let (commands, rx) = mpsc::channel(COMMAND_QUEUE);
+    let shared = Arc::new(Shared {
+        log,
+        config,
+        commands,
+        appended: Notify::new(),
+        stopping: AtomicBool::new(false),
+        local_addr,
+        runtime: tokio::runtime::Handle::current(),
+    });
+    let accept = tokio::spawn(accept_loop(listener, shared.clone()));
+    let span = info_span!("ha_master", listen = %local_addr);
+    tokio::spawn(core_task(driver, rx, shared.clone(), accept).instrument(span));
+    info!(listen = %local_addr, role = shared.config.role.rocketmq_name(), "HA master listening");
+    Ok(MasterHandle { shared })
+}
+
+impl<L: MessageLog> MasterHandle<L> {
+    /// The address slaves connect to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    /// The log.
+    pub fn log(&self) -> &Arc<L> {
+        &self.shared.log
+    }
+
+    /// Appends `message`, then waits as the role requires: for the disk under SYNC_FLUSH (up to
+    /// `sync_flush_timeout`) and, on a SYNC_MASTER, for the slaves the ack policy needs (up to
+    /// `slave_timeout`). The two waits run side by side; neither depends on the other.
+    pub async fn put(&self, message: L::Message) -> PutResult {
+        let shared = &self.shared;
+        if shared.stopping.load(Ordering::Acquire) {
+            return PutResult::refused(PutStatus::ServiceNotAvailable);
+        }
+        let appended = shared.log.put(message);
+        if appended.status != PutStatus::PutOk {
+            return appended;
+        }
+        let end = appended.end();
+        let flush = async {
+            if shared.config.flush_disk_type != FlushDiskType::SyncFlush {
+                return None;
+            }
+            let durable = {
+                let _context = shared.runtime.enter();
+                tokio::time::timeout(shared.config.sync_flush_timeout, shared.log.durable(end))
+            };
+            Some(matches!(durable.await, Ok(Ok(_))))
+        };
+        let replicate = async {
+            if shared.config.role != BrokerRole::SyncMaster {
+                shared.appended.notify_one();
+                return None;
+            }
+            let (reply, done) = oneshot::channel();
+            let deadline = now() + shared.config.slave_timeout;
+            if shared.commands.send(Command::Wait { offset: end, deadline, reply }).await.is_err() {
+                return Some(Err(WaitError::Cancelled));
+            }
+            Some(done.await.unwrap_or(Err(WaitError::Cancelled)))
+        };
+        let (flushed, replicated) = tokio::join!(flush, replicate);
+        PutResult { status: put_status(appended.status, flushed, replicated), ..appended }
+    }
+
+    /// A status snapshot: offsets and every slave's ack, lag and sync state.
+    pub async fn status(&self) -> Option<MasterStatus> {
+        let (reply, rx) = oneshot::channel();
+        self.shared.commands.send(Command::Status { reply }).await.ok()?;
+        rx.await.ok()
+    }
+
+    /// Stops accepting, lets pending replication waits finish (each ends by its deadline),
+    /// flushes the log, and closes every connection. Later puts are refused.
+    pub async fn shutdown(&self) {
+        self.shared.stopping.store(true, Ordering::Release);
+        let (reply, rx) = oneshot::channel();
+        if self.shared.commands.send(Command::Shutdown { reply }).await.is_ok() {
+            let _ = rx.await;
+        }
+    }
+}
+
+async fn accept_loop<L: MessageLog>(listener: TcpListener, shared: Arc<Shared<L>>) {
+    let mut next = 0u64;
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                warn!(%e, "accept failed");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        next += 1;
+        let conn = ConnId(next);
+        if let Err(e) = stream.set_nodelay(true) {
+            warn!(%e, %peer, "cannot set TCP_NODELAY");
+        }
+        let (frames, frames_rx) = mpsc::channel(shared.config.core.max_inflight as usize);
+        let (close, close_rx) = oneshot::channel();
+        let sink = ConnHandle { frames, close: Some(close) };
+        if shared.commands.send(Command::Accepted { conn, peer, sink }).await.is_err() {
+            return;
+        }
+        let span = info_span!("ha_conn", role = "master", conn = conn.0, peer = %peer);
+        tokio::spawn(connection(stream, conn, frames_rx, close_rx, shared.clone()).instrument(span));
+    }
+}
+
+/// One connection: its read path and write path run together; whichever ends first ends both,
+/// and `Closed` is reported exactly once.
+async fn connection<L: MessageLog>(
+    stream: TcpStream,
+    conn: ConnId,
+    frames: mpsc::Receiver<Transmit>,
+    close: oneshot::Receiver<()>,
+    shared: Arc<Shared<L>>,
+) {
+    info!("slave connected");
+    let (rd, wr) = stream.into_split();
+    let ended = tokio::select! {
+        r = read_path(rd, conn, &shared.commands) => r.map(|()| "end of stream"),
+        r = write_path(wr, conn, frames, &shared) => r.map(|()| "writer stopped"),
+        _ = close => Ok("closed by the master"),
+    };
+    match ended {
+        Ok(why) => info!(why, "slave connection ended"),
+        Err(e) => info!(%e, "slave connection failed"),
+    }
+    let _ = shared.commands.send(Command::Closed { conn }).await;
+}
+
+async fn read_path(mut rd: OwnedReadHalf, conn: ConnId, commands: &mpsc::Sender<Command>) -> io::Result<()> {
+    let mut buf = BytesMut::with_capacity(READ_BUFFER);
+    loop {
+        buf.reserve(64);
+        if rd.read_buf(&mut buf).await? == 0 {
+            return Ok(());
+        }
+        let data = buf.split().freeze();
+        if commands.send(Command::Received { conn, data }).await.is_err() {
+            return Ok(());
+        }
+    }
+}
+
+async fn write_path<L: MessageLog>(
+    mut wr: OwnedWriteHalf,
+    conn: ConnId,
+    mut frames: mpsc::Receiver<Transmit>,
+    shared: &Shared<L>,
+) -> io::Result<()> {
+    while let Some(t) = frames.recv().await {
+        let body = match t.body {
+            Some(span) => {
+                shared.log.read(span).map_err(|e| io::Error::other(format!("reading {span:?}: {e}")))?
+            }
+            None => Bytes::new(),
+        };
+        write_frame(&mut wr, &t.header, &body).await?;
+        if shared.commands.send(Command::Sent { conn }).await.is_err() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+async fn core_task<L: MessageLog>(
+    mut driver: MasterDriver<ConnHandle, WaitReply>,
+    mut commands: mpsc::Receiver<Command>,
+    shared: Arc<Shared<L>>,
+    accept: JoinHandle<()>,
+) {
+    let mut stopping: Option<oneshot::Sender<()>> = None;
+    let sleep = tokio::time::sleep_until(driver.drain().into());
+    tokio::pin!(sleep);
+    loop {
+        tokio::select! {
+            biased;
+            () = shared.appended.notified() => driver.log_changed(now(), shared.log.bounds()),
+            command = commands.recv() => {
+                let Some(command) = command else { break };
+                let mut next = Some(command);
+                while let Some(command) = next {
+                    match command {
+                        Command::Shutdown { reply } => {
+                            accept.abort();
+                            stopping = Some(reply);
+                        }
+                        other => handle(&mut driver, &shared, other),
+                    }
+                    next = commands.try_recv().ok();
+                }
+            }
+            () = &mut sleep => {
+                let at = now();
+                driver.log_changed(at, shared.log.bounds());
+                driver.handle_timeout(at);
+            }
+        }
+        if stopping.is_some() && driver.pending_waits() == 0 {
+            break;
+        }
+        let deadline = tokio::time::Instant::from_std(driver.drain());
+        if sleep.deadline() != deadline {
+            sleep.as_mut().reset(deadline);
+        }
+    }
+    let end = shared.log.bounds().max;
+    if tokio::time::timeout(shared.config.sync_flush_timeout, shared.log.durable(end)).await.is_err() {
+        warn!(end, "flush at shutdown timed out");
+    }
+    driver.shutdown();
+    info!("HA master stopped");
+    if let Some(reply) = stopping {
+        let _ = reply.send(());
+    }
+}
+
+fn handle<L: MessageLog>(
+    driver: &mut MasterDriver<ConnHandle, WaitReply>,
+    shared: &Shared<L>,
+    command: Command,
+) {
+    let at = now();
+    match command {
+        Command::Accepted { conn, peer, sink } => driver.accept(at, conn, peer, sink),
+        Command::Received { conn, data } => driver.received(at, conn, data),
+        Command::Sent { conn } => driver.sent(at, conn),
+        Command::Closed { conn } => driver.closed(at, conn),
+        Command::Wait { offset, deadline, reply } => {
+            driver.log_changed(at, shared.log.bounds());
+            driver.await_replication(at, offset, deadline, WaitReply(reply));
+        }
+        Command::Status { reply } => {
+            driver.log_changed(at, shared.log.bounds());
+            let _ = reply.send(driver.status(at, shared.config.role, shared.log.flushed()));
+        }
+        Command::Shutdown { .. } => debug!("shutdown handled by the caller"),
+    }
+}

@@ -1,0 +1,106 @@
+//! Smoke test of both adapters with an in-memory log (the store-backed scenarios live in
+//! `e2e_replication.rs`).
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use logship_core::driver::{BrokerRole, MasterServiceConfig, SlaveServiceConfig};
+use logship_core::*;
+use support::*;
+
+#[derive(Default)]
+struct MemLog {
+    data: Mutex<Vec<u8>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("mem log: {0}")]
+struct MemError(String);
+
+impl LogRead for MemLog {
+    type Error = MemError;
+    fn bounds(&self) -> LogBounds {
+        LogBounds { min: 0, max: self.data.lock().unwrap().len() as u64 }
+    }
+    fn read(&self, span: LogSpan) -> Result<Bytes, MemError> {
+        let d = self.data.lock().unwrap();
+        d.get(span.offset as usize..span.end() as usize)
+            .map(Bytes::copy_from_slice)
+            .ok_or_else(|| MemError(format!("{span:?} out of range")))
+    }
+}
+
+impl LogWrite for MemLog {
+    type Error = MemError;
+    fn end(&self) -> Offset {
+        self.data.lock().unwrap().len() as u64
+    }
+    fn flushed(&self) -> Offset {
+        LogWrite::end(self)
+    }
+    fn append_at(&self, offset: Offset, data: &[u8]) -> Result<Offset, MemError> {
+        let mut d = self.data.lock().unwrap();
+        if offset != d.len() as u64 {
+            return Err(MemError(format!("append at {offset}, end {}", d.len())));
+        }
+        d.extend_from_slice(data);
+        Ok(d.len() as u64)
+    }
+    fn flush(&self) -> Result<Offset, MemError> {
+        Ok(LogWrite::end(self))
+    }
+}
+
+impl MessageLog for MemLog {
+    type Message = Vec<u8>;
+    type Durable = std::future::Ready<Result<Offset, MemError>>;
+    fn put(&self, message: Vec<u8>) -> PutResult {
+        let mut d = self.data.lock().unwrap();
+        let offset = d.len() as u64;
+        d.extend_from_slice(&message);
+        PutResult {
+            status: PutStatus::PutOk,
+            offset,
+            wrote_bytes: message.len() as u32,
+            queue_offset: 0,
+            msg_id: String::new(),
+        }
+    }
+    fn durable(&self, offset: Offset) -> Self::Durable {
+        std::future::ready(Ok(offset))
+    }
+    fn flushed(&self) -> Offset {
+        LogWrite::end(self)
+    }
+}
+
+fn sync_master_replicates_to_a_slave(master_side: Side, slave_side: Side) {
+    run(async {
+        let master_log = Arc::new(MemLog::default());
+        let config = MasterServiceConfig { role: BrokerRole::SyncMaster, ..Default::default() };
+        let master = master_side.master(config, master_log.clone()).await;
+        assert_eq!(master.put(b"first".to_vec()).await.status, PutStatus::SlaveNotAvailable);
+        let slave_log = Arc::new(MemLog::default());
+        let slave =
+            slave_side.slave(SlaveServiceConfig::new(master.addr().to_string()), slave_log.clone()).await;
+        eventually(Duration::from_secs(10), "the slave's first report", || async {
+            master.status().await.slaves.iter().any(|s| s.ack.is_some()).then_some(())
+        })
+        .await;
+        for i in 0..100 {
+            let r = master.put(format!("message {i}").into_bytes()).await;
+            assert_eq!(r.status, PutStatus::PutOk, "put {i}");
+        }
+        let status = master.status().await;
+        assert_eq!(status.slaves[0].ack, Some(status.max_offset));
+        assert_eq!(*slave_log.data.lock().unwrap(), *master_log.data.lock().unwrap());
+        assert_eq!(slave.status().await.ack_offset, Some(status.max_offset));
+        slave.shutdown().await;
+        master.shutdown().await;
+    });
+}
+
+on_every_runtime!(sync_master_replicates_to_a_slave);
