@@ -19,7 +19,7 @@ use crate::error::{ApiMisuse, WaitError};
 use crate::frame::PUSH_HEADER_LEN;
 use crate::frame::REPORT_LEN;
 use crate::log::LogWrite;
-use crate::log::{LogBounds, LogSpan, Offset, PutStatus};
+use crate::log::{LogBounds, LogSpan, MessageLog, Offset, PutStatus};
 use crate::{
     ConnId, Master, MasterEvent, MasterInput, MasterOutput, Slave, SlaveEvent, SlaveInput, SlaveOutput,
     SlaveState, WaitId,
@@ -197,6 +197,74 @@ pub fn put_status(
     }
 }
 
+/// Why a service could not start.
+#[derive(thiserror::Error, Debug)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The configuration cannot work.
+    #[error("invalid configuration: {0}")]
+    Config(#[from] ConfigError),
+    /// The HA listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// An adapter's reply channel for one answer (a status, a wait outcome).
+pub trait Reply<T> {
+    /// Delivers the answer; a receiver that is gone is ignored.
+    fn send(self, value: T);
+}
+
+/// What an adapter's connection tasks and handles send to the task that owns the
+/// [`MasterDriver`]. `C` is the adapter's [`ConnSink`], `W` its wait reply, `S` its status reply.
+pub enum MasterCommand<C, W, S> {
+    /// A slave connected; the adapter chose `conn`.
+    Accepted {
+        /// The connection.
+        conn: ConnId,
+        /// The slave's address.
+        peer: SocketAddr,
+        /// The connection's writer.
+        sink: C,
+    },
+    /// Bytes from a slave.
+    Received {
+        /// The connection.
+        conn: ConnId,
+        /// The bytes.
+        data: Bytes,
+    },
+    /// A connection's writer finished one transmit.
+    Sent {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A connection's teardown finished.
+    Closed {
+        /// The connection.
+        conn: ConnId,
+    },
+    /// A SYNC_MASTER put waits for `offset` until `deadline`.
+    Wait {
+        /// The put's end offset.
+        offset: Offset,
+        /// When to give up.
+        deadline: Instant,
+        /// Where the outcome goes.
+        reply: W,
+    },
+    /// A status snapshot is wanted.
+    Status {
+        /// Where it goes.
+        reply: S,
+    },
+}
+
 /// One frame for a connection's writer: write `header`, then the log bytes of `body`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Transmit {
@@ -338,6 +406,31 @@ pub struct MasterDriver<C, W> {
 }
 
 impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
+    /// Applies one command. `log` is read for its current bounds (every put wakes the driver
+    /// through a command or [`log_changed`](Self::log_changed)).
+    pub fn apply<S: Reply<MasterStatus>, L: MessageLog>(
+        &mut self,
+        now: Instant,
+        command: MasterCommand<C, W, S>,
+        log: &L,
+        role: BrokerRole,
+    ) {
+        match command {
+            MasterCommand::Accepted { conn, peer, sink } => self.accept(now, conn, peer, sink),
+            MasterCommand::Received { conn, data } => self.received(now, conn, data),
+            MasterCommand::Sent { conn } => self.sent(now, conn),
+            MasterCommand::Closed { conn } => self.closed(now, conn),
+            MasterCommand::Wait { offset, deadline, reply } => {
+                self.log_changed(now, log.bounds());
+                self.await_replication(now, offset, deadline, reply);
+            }
+            MasterCommand::Status { reply } => {
+                self.log_changed(now, log.bounds());
+                reply.send(self.status(now, role, log.flushed()));
+            }
+        }
+    }
+
     /// A driver for a log that currently spans `log`.
     pub fn new(config: MasterConfig, now: Instant, log: LogBounds) -> Result<Self, ConfigError> {
         Ok(Self {

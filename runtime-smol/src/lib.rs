@@ -45,22 +45,7 @@ impl<F: Fn(Task) + Send + Sync + 'static> Spawn for F {
     }
 }
 
-/// Why a service could not start.
-#[derive(thiserror::Error, Debug)]
-#[non_exhaustive]
-pub enum StartError {
-    /// The configuration cannot work.
-    #[error("invalid configuration: {0}")]
-    Config(#[from] logship_core::ConfigError),
-    /// The HA listen address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: std::net::SocketAddr,
-        /// The OS error.
-        source: std::io::Error,
-    },
-}
+pub use logship_core::driver::StartError;
 
 /// The clock every task of this crate uses.
 #[allow(clippy::disallowed_methods)]

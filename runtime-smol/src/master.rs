@@ -4,7 +4,6 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use async_channel::{Receiver, Sender, bounded};
 use async_io::Timer;
@@ -12,13 +11,13 @@ use async_net::{TcpListener, TcpStream};
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, FutureExt};
 use logship_core::driver::{
-    BrokerRole, ConnSink, FlushDiskType, MasterDriver, MasterServiceConfig, MasterStatus, Transmit, WaitSink,
-    put_status,
+    BrokerRole, ConnSink, FlushDiskType, MasterCommand, MasterDriver, MasterServiceConfig, MasterStatus,
+    Reply, StartError, Transmit, WaitSink, put_status,
 };
 use logship_core::{ConnId, MessageLog, Offset, PutResult, PutStatus, WaitError};
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{Instrument, info, info_span, warn};
 
-use crate::{Spawn, StartError, now, write_frame};
+use crate::{Spawn, now, write_frame};
 
 /// Capacity of the channel into the core task.
 const COMMAND_QUEUE: usize = 4096;
@@ -26,13 +25,14 @@ const COMMAND_QUEUE: usize = 4096;
 const READ_BUFFER: usize = 4096;
 
 enum Command {
-    Accepted { conn: ConnId, peer: SocketAddr, sink: ConnHandle },
-    Received { conn: ConnId, data: Bytes },
-    Sent { conn: ConnId },
-    Closed { conn: ConnId },
-    Wait { offset: Offset, deadline: Instant, reply: Sender<Result<Offset, WaitError>> },
-    Status { reply: Sender<MasterStatus> },
+    Driver(MasterCommand<ConnHandle, WaitReply, StatusReply>),
     Shutdown { reply: Sender<()> },
+}
+
+impl Command {
+    fn received(conn: ConnId, data: Bytes) -> Self {
+        Self::Driver(MasterCommand::Received { conn, data })
+    }
 }
 
 /// The core task's handle on one connection.
@@ -59,6 +59,14 @@ struct WaitReply(Sender<Result<Offset, WaitError>>);
 impl WaitSink for WaitReply {
     fn complete(self, result: Result<Offset, WaitError>) {
         let _ = self.0.try_send(result);
+    }
+}
+
+struct StatusReply(Sender<MasterStatus>);
+
+impl Reply<MasterStatus> for StatusReply {
+    fn send(self, status: MasterStatus) {
+        let _ = self.0.try_send(status);
     }
 }
 
@@ -158,7 +166,8 @@ impl<L: MessageLog> MasterHandle<L> {
             }
             let (reply, done) = bounded(1);
             let deadline = now() + shared.config.slave_timeout;
-            if shared.commands.send(Command::Wait { offset: end, deadline, reply }).await.is_err() {
+            let wait = MasterCommand::Wait { offset: end, deadline, reply: WaitReply(reply) };
+            if shared.commands.send(Command::Driver(wait)).await.is_err() {
                 return Some(Err(WaitError::Cancelled));
             }
             Some(done.recv().await.unwrap_or(Err(WaitError::Cancelled)))
@@ -170,7 +179,8 @@ impl<L: MessageLog> MasterHandle<L> {
     /// A status snapshot: offsets and every slave's ack, lag and sync state.
     pub async fn status(&self) -> Option<MasterStatus> {
         let (reply, rx) = bounded(1);
-        self.shared.commands.send(Command::Status { reply }).await.ok()?;
+        let status = MasterCommand::Status { reply: StatusReply(reply) };
+        self.shared.commands.send(Command::Driver(status)).await.ok()?;
         rx.recv().await.ok()
     }
 
@@ -209,7 +219,8 @@ async fn accept_loop<L: MessageLog>(listener: TcpListener, shared: Arc<Shared<L>
         let (frames, frames_rx) = bounded(shared.config.core.max_inflight as usize);
         let (close, close_rx) = bounded(1);
         let sink = ConnHandle { frames, close: Some(close) };
-        if shared.commands.send(Command::Accepted { conn, peer, sink }).await.is_err() {
+        if shared.commands.send(Command::Driver(MasterCommand::Accepted { conn, peer, sink })).await.is_err()
+        {
             return;
         }
         let span = info_span!("ha_conn", role = "master", conn = conn.0, peer = %peer);
@@ -242,7 +253,7 @@ async fn connection<L: MessageLog>(
         Ok(why) => info!(why, "slave connection ended"),
         Err(e) => info!(%e, "slave connection failed"),
     }
-    let _ = shared.commands.send(Command::Closed { conn }).await;
+    let _ = shared.commands.send(Command::Driver(MasterCommand::Closed { conn })).await;
 }
 
 async fn read_path(mut stream: TcpStream, conn: ConnId, commands: &Sender<Command>) -> io::Result<()> {
@@ -256,7 +267,7 @@ async fn read_path(mut stream: TcpStream, conn: ConnId, commands: &Sender<Comman
             return Ok(());
         }
         let data = buf.split_to(n).freeze();
-        if commands.send(Command::Received { conn, data }).await.is_err() {
+        if commands.send(Command::received(conn, data)).await.is_err() {
             return Ok(());
         }
     }
@@ -276,7 +287,7 @@ async fn write_path<L: MessageLog>(
             None => Bytes::new(),
         };
         write_frame(&mut stream, &t.header, &body).await?;
-        if shared.commands.send(Command::Sent { conn }).await.is_err() {
+        if shared.commands.send(Command::Driver(MasterCommand::Sent { conn })).await.is_err() {
             break;
         }
     }
@@ -320,7 +331,7 @@ async fn core_task<L: MessageLog>(
                             let _ = stop_accepting.try_send(());
                             stopping = Some(reply);
                         }
-                        other => handle(&mut driver, &shared, other),
+                        Command::Driver(c) => driver.apply(now(), c, &*shared.log, shared.config.role),
                     }
                     next = commands.try_recv().ok();
                 }
@@ -349,28 +360,5 @@ async fn core_task<L: MessageLog>(
     info!("HA master stopped");
     if let Some(reply) = stopping {
         let _ = reply.try_send(());
-    }
-}
-
-fn handle<L: MessageLog>(
-    driver: &mut MasterDriver<ConnHandle, WaitReply>,
-    shared: &Shared<L>,
-    command: Command,
-) {
-    let at = now();
-    match command {
-        Command::Accepted { conn, peer, sink } => driver.accept(at, conn, peer, sink),
-        Command::Received { conn, data } => driver.received(at, conn, data),
-        Command::Sent { conn } => driver.sent(at, conn),
-        Command::Closed { conn } => driver.closed(at, conn),
-        Command::Wait { offset, deadline, reply } => {
-            driver.log_changed(at, shared.log.bounds());
-            driver.await_replication(at, offset, deadline, WaitReply(reply));
-        }
-        Command::Status { reply } => {
-            driver.log_changed(at, shared.log.bounds());
-            let _ = reply.try_send(driver.status(at, shared.config.role, shared.log.flushed()));
-        }
-        Command::Shutdown { .. } => debug!("shutdown handled by the caller"),
     }
 }

@@ -11,11 +11,11 @@ use async_io::Timer;
 use async_net::TcpStream;
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt, FutureExt};
-use logship_core::driver::{SlaveAction, SlaveDriver, SlaveServiceConfig, SlaveStatus};
+use logship_core::driver::{SlaveAction, SlaveDriver, SlaveServiceConfig, SlaveStatus, StartError};
 use logship_core::{LogWrite, Offset};
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::{Spawn, StartError, now};
+use crate::{Spawn, now};
 
 /// Read buffer; refilled when less than a quarter is left.
 const READ_BUFFER: usize = 64 * 1024;

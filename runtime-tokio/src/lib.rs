@@ -32,22 +32,7 @@ mod slave;
 pub use master::{MasterHandle, spawn_master};
 pub use slave::{SlaveHandle, spawn_slave};
 
-/// Why a service could not start.
-#[derive(thiserror::Error, Debug)]
-#[non_exhaustive]
-pub enum StartError {
-    /// The configuration cannot work.
-    #[error("invalid configuration: {0}")]
-    Config(#[from] logship_core::ConfigError),
-    /// The HA listen address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
-    Bind {
-        /// The address.
-        addr: std::net::SocketAddr,
-        /// The OS error.
-        source: std::io::Error,
-    },
-}
+pub use logship_core::driver::StartError;
 
 /// The clock every task of this crate uses: tokio's, so paused-time tests work.
 pub(crate) fn now() -> std::time::Instant {

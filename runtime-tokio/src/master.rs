@@ -4,12 +4,11 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use logship_core::driver::{
-    BrokerRole, ConnSink, FlushDiskType, MasterDriver, MasterServiceConfig, MasterStatus, Transmit, WaitSink,
-    put_status,
+    BrokerRole, ConnSink, FlushDiskType, MasterCommand, MasterDriver, MasterServiceConfig, MasterStatus,
+    Reply, StartError, Transmit, WaitSink, put_status,
 };
 use logship_core::{ConnId, MessageLog, Offset, PutResult, PutStatus, WaitError};
 use tokio::io::AsyncReadExt;
@@ -17,9 +16,9 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tracing::{Instrument, debug, info, info_span, warn};
+use tracing::{Instrument, info, info_span, warn};
 
-use crate::{StartError, io::write_frame, now};
+use crate::{io::write_frame, now};
 
 /// Capacity of the channel into the core task.
 const COMMAND_QUEUE: usize = 4096;
@@ -27,13 +26,14 @@ const COMMAND_QUEUE: usize = 4096;
 const READ_BUFFER: usize = 4096;
 
 enum Command {
-    Accepted { conn: ConnId, peer: SocketAddr, sink: ConnHandle },
-    Received { conn: ConnId, data: Bytes },
-    Sent { conn: ConnId },
-    Closed { conn: ConnId },
-    Wait { offset: Offset, deadline: Instant, reply: oneshot::Sender<Result<Offset, WaitError>> },
-    Status { reply: oneshot::Sender<MasterStatus> },
+    Driver(MasterCommand<ConnHandle, WaitReply, StatusReply>),
     Shutdown { reply: oneshot::Sender<()> },
+}
+
+impl Command {
+    fn received(conn: ConnId, data: Bytes) -> Self {
+        Self::Driver(MasterCommand::Received { conn, data })
+    }
 }
 
 /// The core task's handle on one connection.
@@ -61,6 +61,14 @@ struct WaitReply(oneshot::Sender<Result<Offset, WaitError>>);
 impl WaitSink for WaitReply {
     fn complete(self, result: Result<Offset, WaitError>) {
         let _ = self.0.send(result);
+    }
+}
+
+struct StatusReply(oneshot::Sender<MasterStatus>);
+
+impl Reply<MasterStatus> for StatusReply {
+    fn send(self, status: MasterStatus) {
+        let _ = self.0.send(status);
     }
 }
 
@@ -154,7 +162,8 @@ impl<L: MessageLog> MasterHandle<L> {
             }
             let (reply, done) = oneshot::channel();
             let deadline = now() + shared.config.slave_timeout;
-            if shared.commands.send(Command::Wait { offset: end, deadline, reply }).await.is_err() {
+            let wait = MasterCommand::Wait { offset: end, deadline, reply: WaitReply(reply) };
+            if shared.commands.send(Command::Driver(wait)).await.is_err() {
                 return Some(Err(WaitError::Cancelled));
             }
             Some(done.await.unwrap_or(Err(WaitError::Cancelled)))
@@ -166,7 +175,8 @@ impl<L: MessageLog> MasterHandle<L> {
     /// A status snapshot: offsets and every slave's ack, lag and sync state.
     pub async fn status(&self) -> Option<MasterStatus> {
         let (reply, rx) = oneshot::channel();
-        self.shared.commands.send(Command::Status { reply }).await.ok()?;
+        let status = MasterCommand::Status { reply: StatusReply(reply) };
+        self.shared.commands.send(Command::Driver(status)).await.ok()?;
         rx.await.ok()
     }
 
@@ -200,7 +210,8 @@ async fn accept_loop<L: MessageLog>(listener: TcpListener, shared: Arc<Shared<L>
         let (frames, frames_rx) = mpsc::channel(shared.config.core.max_inflight as usize);
         let (close, close_rx) = oneshot::channel();
         let sink = ConnHandle { frames, close: Some(close) };
-        if shared.commands.send(Command::Accepted { conn, peer, sink }).await.is_err() {
+        if shared.commands.send(Command::Driver(MasterCommand::Accepted { conn, peer, sink })).await.is_err()
+        {
             return;
         }
         let span = info_span!("ha_conn", role = "master", conn = conn.0, peer = %peer);
@@ -228,7 +239,7 @@ async fn connection<L: MessageLog>(
         Ok(why) => info!(why, "slave connection ended"),
         Err(e) => info!(%e, "slave connection failed"),
     }
-    let _ = shared.commands.send(Command::Closed { conn }).await;
+    let _ = shared.commands.send(Command::Driver(MasterCommand::Closed { conn })).await;
 }
 
 async fn read_path(mut rd: OwnedReadHalf, conn: ConnId, commands: &mpsc::Sender<Command>) -> io::Result<()> {
@@ -239,7 +250,7 @@ async fn read_path(mut rd: OwnedReadHalf, conn: ConnId, commands: &mpsc::Sender<
             return Ok(());
         }
         let data = buf.split().freeze();
-        if commands.send(Command::Received { conn, data }).await.is_err() {
+        if commands.send(Command::received(conn, data)).await.is_err() {
             return Ok(());
         }
     }
@@ -259,7 +270,7 @@ async fn write_path<L: MessageLog>(
             None => Bytes::new(),
         };
         write_frame(&mut wr, &t.header, &body).await?;
-        if shared.commands.send(Command::Sent { conn }).await.is_err() {
+        if shared.commands.send(Command::Driver(MasterCommand::Sent { conn })).await.is_err() {
             break;
         }
     }
@@ -288,7 +299,7 @@ async fn core_task<L: MessageLog>(
                             accept.abort();
                             stopping = Some(reply);
                         }
-                        other => handle(&mut driver, &shared, other),
+                        Command::Driver(c) => driver.apply(now(), c, &*shared.log, shared.config.role),
                     }
                     next = commands.try_recv().ok();
                 }
@@ -315,28 +326,5 @@ async fn core_task<L: MessageLog>(
     info!("HA master stopped");
     if let Some(reply) = stopping {
         let _ = reply.send(());
-    }
-}
-
-fn handle<L: MessageLog>(
-    driver: &mut MasterDriver<ConnHandle, WaitReply>,
-    shared: &Shared<L>,
-    command: Command,
-) {
-    let at = now();
-    match command {
-        Command::Accepted { conn, peer, sink } => driver.accept(at, conn, peer, sink),
-        Command::Received { conn, data } => driver.received(at, conn, data),
-        Command::Sent { conn } => driver.sent(at, conn),
-        Command::Closed { conn } => driver.closed(at, conn),
-        Command::Wait { offset, deadline, reply } => {
-            driver.log_changed(at, shared.log.bounds());
-            driver.await_replication(at, offset, deadline, WaitReply(reply));
-        }
-        Command::Status { reply } => {
-            driver.log_changed(at, shared.log.bounds());
-            let _ = reply.send(driver.status(at, shared.config.role, shared.log.flushed()));
-        }
-        Command::Shutdown { .. } => debug!("shutdown handled by the caller"),
     }
 }

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use logship_core::driver::{SlaveAction, SlaveDriver, SlaveServiceConfig, SlaveStatus};
+use logship_core::driver::{SlaveAction, SlaveDriver, SlaveServiceConfig, SlaveStatus, StartError};
 use logship_core::{LogWrite, Offset};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::{StartError, now};
+use crate::now;
 
 /// Read buffer; refilled when less than a quarter is left.
 const READ_BUFFER: usize = 64 * 1024;
