@@ -212,7 +212,11 @@ pub fn parse_properties(text: &str, origin: &str) -> Result<Vec<(String, String,
         let (key, value) = split_key_value(&logical);
         let key = unescape(key);
         if key.is_empty() {
-            return Err(ConfigError::Syntax { origin: origin.to_string(), line: index + 1, text: raw.to_string() });
+            return Err(ConfigError::Syntax {
+                origin: origin.to_string(),
+                line: index + 1,
+                text: raw.to_string(),
+            });
         }
         out.push((key, unescape(value.trim_end()), index + 1));
     }
@@ -329,9 +333,12 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
             "haSendHeartbeatInterval" => s.ha_send_heartbeat_interval = millis(key, v)?,
             "haHousekeepingInterval" => s.ha_housekeeping_interval = millis(key, v)?,
             "haTransferBatchSize" => {
-                s.ha_transfer_batch_size = number(key, v, 1, u64::from(logship_core::frame::MAX_JAVA_FRAME_BODY))? as u32
+                s.ha_transfer_batch_size =
+                    number(key, v, 1, u64::from(logship_core::frame::MAX_JAVA_FRAME_BODY))? as u32
             }
-            "haMaxGapNotInSync" | "haSlaveFallbehindMax" => s.ha_max_gap_not_in_sync = number(key, v, 1, i64::MAX as u64)?,
+            "haMaxGapNotInSync" | "haSlaveFallbehindMax" => {
+                s.ha_max_gap_not_in_sync = number(key, v, 1, i64::MAX as u64)?
+            }
             "slaveTimeout" => s.slave_timeout = millis(key, v)?,
             "syncFlushTimeout" => s.sync_flush_timeout = millis(key, v)?,
             "flushIntervalCommitLog" => s.flush_interval_commit_log = millis(key, v)?,
@@ -348,7 +355,9 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
             }
             "diskMaxUsedSpaceRatio" => s.disk_max_used_space_ratio = number(key, v, 10, 95)? as u32,
             "slaveReadEnable" => s.slave_read_enable = boolean(key, v)?,
-            "accessMessageInMemoryMaxRatio" => s.access_message_in_memory_max_ratio = number(key, v, 1, 100)? as u32,
+            "accessMessageInMemoryMaxRatio" => {
+                s.access_message_in_memory_max_ratio = number(key, v, 1, 100)? as u32
+            }
             "newSlaveStart" => {
                 s.new_slave_start = match v {
                     "EARLIEST" => NewSlaveStart::Earliest,
@@ -395,7 +404,10 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), ConfigError> {
         ));
     }
     if s.broker_role == BrokerRole::Slave && s.ha_master_address.is_none() {
-        return Err(conflict("brokerRole=SLAVE haMasterAddress=(unset)".into(), "a slave needs haMasterAddress"));
+        return Err(conflict(
+            "brokerRole=SLAVE haMasterAddress=(unset)".into(),
+            "a slave needs haMasterAddress",
+        ));
     }
     if s.ha_send_heartbeat_interval >= s.ha_housekeeping_interval {
         return Err(conflict(
@@ -421,7 +433,10 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), ConfigError> {
     }
     if u64::from(s.max_message_size) + 8 > s.mapped_file_size_commit_log {
         return Err(conflict(
-            format!("maxMessageSize={} mappedFileSizeCommitLog={}", s.max_message_size, s.mapped_file_size_commit_log),
+            format!(
+                "maxMessageSize={} mappedFileSizeCommitLog={}",
+                s.max_message_size, s.mapped_file_size_commit_log
+            ),
             "a message must fit in a segment with room for the 8-byte BLANK record",
         ));
     }
@@ -429,7 +444,11 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), ConfigError> {
 }
 
 fn invalid(key: &str, value: &str, reason: &str) -> ConfigError {
-    ConfigError::Invalid { key: key.to_string(), value: value.to_string(), reason: format!("expected {reason}") }
+    ConfigError::Invalid {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: format!("expected {reason}"),
+    }
 }
 
 fn number(key: &str, v: &str, min: u64, max: u64) -> Result<u64, ConfigError> {
@@ -440,7 +459,9 @@ fn number(key: &str, v: &str, min: u64, max: u64) -> Result<u64, ConfigError> {
 }
 
 fn millis(key: &str, v: &str) -> Result<Duration, ConfigError> {
-    number(key, v, 1, 24 * 3600 * 1000).map(Duration::from_millis).map_err(|_| invalid(key, v, "milliseconds, at least 1"))
+    number(key, v, 1, 24 * 3600 * 1000)
+        .map(Duration::from_millis)
+        .map_err(|_| invalid(key, v, "milliseconds, at least 1"))
 }
 
 fn port(key: &str, v: &str) -> Result<u16, ConfigError> {
@@ -456,7 +477,9 @@ fn boolean(key: &str, v: &str) -> Result<bool, ConfigError> {
 }
 
 fn master_address(key: &str, v: &str) -> Result<String, ConfigError> {
-    let ok = v.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+    let ok = v
+        .rsplit_once(':')
+        .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
     if ok { Ok(v.to_string()) } else { Err(invalid(key, v, "host:port")) }
 }
 
@@ -467,7 +490,9 @@ impl BrokerSettings {
             Some(AckPolicyKey::AnySlave) => AckPolicy::AnySlave,
             Some(AckPolicyKey::AllInSync) => AckPolicy::AllInSync,
             Some(AckPolicyKey::Quorum) => AckPolicy::Quorum { in_sync_replicas: self.in_sync_replicas },
-            None if self.in_sync_replicas >= 2 => AckPolicy::Quorum { in_sync_replicas: self.in_sync_replicas },
+            None if self.in_sync_replicas >= 2 => {
+                AckPolicy::Quorum { in_sync_replicas: self.in_sync_replicas }
+            }
             None => AckPolicy::AnySlave,
         }
     }
@@ -577,7 +602,10 @@ mod tests {
     #[test]
     fn invalid_value_is_an_error_naming_key_and_value() {
         let err = load_text("brokerRole=MASTER\n").unwrap_err();
-        assert_eq!(err.to_string(), "invalid value for brokerRole: \"MASTER\": expected ASYNC_MASTER, SYNC_MASTER or SLAVE");
+        assert_eq!(
+            err.to_string(),
+            "invalid value for brokerRole: \"MASTER\": expected ASYNC_MASTER, SYNC_MASTER or SLAVE"
+        );
         let err = load_text("haTransferBatchSize=0\n").unwrap_err();
         assert!(err.to_string().starts_with("invalid value for haTransferBatchSize: \"0\""), "{err}");
         let err = load_text("listenPort=99999\n").unwrap_err();
@@ -589,7 +617,10 @@ mod tests {
     #[test]
     fn slave_without_master_address_is_refused() {
         let err = load_text("brokerRole=SLAVE\n").unwrap_err();
-        assert_eq!(err.to_string(), "brokerRole=SLAVE haMasterAddress=(unset): a slave needs haMasterAddress");
+        assert_eq!(
+            err.to_string(),
+            "brokerRole=SLAVE haMasterAddress=(unset): a slave needs haMasterAddress"
+        );
         load_text("brokerRole=SLAVE\nhaMasterAddress=10.0.0.1:10912\n").unwrap();
         let err = load_text("brokerRole=SLAVE\nhaMasterAddress=10.0.0.1\n").unwrap_err();
         assert!(err.to_string().contains("haMasterAddress"), "{err}");
@@ -630,7 +661,9 @@ mod tests {
 
     #[test]
     fn logship_keys_parse() {
-        let s = load_text("newSlaveStart=LAST_FILE\nslaveAckOn=FLUSHED\nackPolicy=ALL_IN_SYNC\n").unwrap().settings;
+        let s = load_text("newSlaveStart=LAST_FILE\nslaveAckOn=FLUSHED\nackPolicy=ALL_IN_SYNC\n")
+            .unwrap()
+            .settings;
         assert_eq!(s.new_slave_start, NewSlaveStart::LastFile);
         assert_eq!(s.slave_ack_on, AckOn::Flushed);
         assert_eq!(s.effective_ack_policy(), AckPolicy::AllInSync);
