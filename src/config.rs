@@ -275,9 +275,17 @@ fn unescape(s: &str) -> String {
     out
 }
 
-/// Builds the settings from an optional `broker.conf` and command-line `key=value` overrides.
-pub fn load(file: Option<&Path>, overrides: &[(String, String)]) -> Result<Loaded, ConfigError> {
+/// Builds the settings from `defaults` (the subcommand's), an optional `broker.conf`, and
+/// command-line `key=value` overrides, each overriding the one before.
+pub fn load(
+    defaults: &[(&str, &str)],
+    file: Option<&Path>,
+    overrides: &[(String, String)],
+) -> Result<Loaded, ConfigError> {
     let mut raw: BTreeMap<String, Setting> = BTreeMap::new();
+    for (key, value) in defaults {
+        raw.insert(key.to_string(), Setting { value: value.to_string(), origin: "default".into() });
+    }
     if let Some(path) = file {
         let text = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::Read { path: path.to_path_buf(), reason: e.to_string() })?;
@@ -647,7 +655,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("broker.conf");
         std::fs::write(&path, "listenPort=20911\nbrokerRole=SYNC_MASTER\n").unwrap();
-        let loaded = load(Some(&path), &[("listenPort".into(), "40911".into())]).unwrap();
+        let loaded = load(&[("brokerRole", "SLAVE")], Some(&path), &[("listenPort".into(), "40911".into())]).unwrap();
         assert_eq!(loaded.settings.listen_port, 40911);
         assert_eq!(loaded.settings.ha_listen_port, 40912);
         assert_eq!(loaded.settings.broker_role, BrokerRole::SyncMaster);
@@ -655,7 +663,7 @@ mod tests {
 
     #[test]
     fn missing_file_is_an_error_naming_it() {
-        let err = load(Some(Path::new("/nonexistent/broker.conf")), &[]).unwrap_err();
+        let err = load(&[], Some(Path::new("/nonexistent/broker.conf")), &[]).unwrap_err();
         assert!(err.to_string().starts_with("cannot read /nonexistent/broker.conf"), "{err}");
     }
 

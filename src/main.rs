@@ -1,12 +1,146 @@
-//! The `logship` server binary.
+//! The `logship` server binary: `demo`, `master`, `slave` and `bench`. Wiring only: the
+//! protocol lives in `logship-core`, the store in `logship-store`, the I/O in `logship-tokio`.
 // A binary has no public API: `pub` inside it marks what modules share.
 #![allow(unreachable_pub)]
 #![forbid(unsafe_code)]
 
-// Wired into the commands as they land (binary issue).
-#[allow(dead_code)]
+mod bench;
 mod config;
+mod demo;
+mod http;
+mod metrics;
+mod server;
 
-fn main() -> anyhow::Result<()> {
-    anyhow::bail!("the logship binary is not built yet: see README.md")
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// RocketMQ-compatible master/slave commit-log replication.
+#[derive(Parser, Debug)]
+#[command(name = "logship", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// A SYNC_MASTER and two slaves in one process: produce, watch the lag, check the logs.
+    Demo(demo::DemoArgs),
+    /// Run a master broker (ASYNC_MASTER unless brokerRole says SYNC_MASTER).
+    Master(ServeArgs),
+    /// Run a slave broker replicating from haMasterAddress.
+    Slave(ServeArgs),
+    /// Measure replication against raw baselines in the same run.
+    Bench(bench::BenchArgs),
+}
+
+/// Options shared by `master` and `slave`. Flags override `--config`.
+#[derive(Args, Debug)]
+struct ServeArgs {
+    /// A RocketMQ broker.conf (key=value properties).
+    #[arg(long, short)]
+    config: Option<PathBuf>,
+    /// Set any broker.conf key, e.g. --set haTransferBatchSize=65536 (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE", value_parser = parse_key_value)]
+    set: Vec<(String, String)>,
+    /// storePathRootDir.
+    #[arg(long)]
+    store: Option<PathBuf>,
+    /// listenPort (the HTTP API).
+    #[arg(long)]
+    listen_port: Option<u16>,
+    /// haListenPort (default listenPort + 1).
+    #[arg(long)]
+    ha_listen_port: Option<u16>,
+    /// haMasterAddress, host:port (slaves).
+    #[arg(long)]
+    master: Option<String>,
+    /// brokerRole: ASYNC_MASTER or SYNC_MASTER (masters).
+    #[arg(long)]
+    role: Option<String>,
+}
+
+fn parse_key_value(s: &str) -> Result<(String, String), String> {
+    let (k, v) = s.split_once('=').ok_or_else(|| format!("expected KEY=VALUE, found {s:?}"))?;
+    if k.trim().is_empty() {
+        return Err(format!("expected KEY=VALUE, found {s:?}"));
+    }
+    Ok((k.trim().to_string(), v.trim().to_string()))
+}
+
+impl ServeArgs {
+    fn overrides(&self) -> Vec<(String, String)> {
+        let mut out = self.set.clone();
+        let mut add = |k: &str, v: Option<String>| {
+            if let Some(v) = v {
+                out.push((k.to_string(), v));
+            }
+        };
+        add("storePathRootDir", self.store.as_ref().map(|p| p.display().to_string()));
+        add("listenPort", self.listen_port.map(|p| p.to_string()));
+        add("haListenPort", self.ha_listen_port.map(|p| p.to_string()));
+        add("haMasterAddress", self.master.clone());
+        add("brokerRole", self.role.clone());
+        out
+    }
+}
+
+fn settings_for(args: &ServeArgs, slave: bool) -> anyhow::Result<config::BrokerSettings> {
+    let defaults: &[(&str, &str)] = if slave { &[("brokerRole", "SLAVE")] } else { &[] };
+    let loaded = config::load(defaults, args.config.as_deref(), &args.overrides())?;
+    for warning in &loaded.warnings {
+        tracing::warn!("{warning}");
+    }
+    let role = loaded.settings.broker_role;
+    let is_slave = role == logship_core::driver::BrokerRole::Slave;
+    if slave && !is_slave {
+        anyhow::bail!("brokerRole={} but `logship slave` runs a SLAVE: use `logship master`", role.rocketmq_name());
+    }
+    if !slave && is_slave {
+        anyhow::bail!("brokerRole=SLAVE but `logship master` runs a master: use `logship slave`");
+    }
+    Ok(loaded.settings)
+}
+
+fn init_logging(default: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Demo(args) => {
+            init_logging("warn");
+            runtime().and_then(|rt| rt.block_on(demo::run(args)))
+        }
+        Command::Bench(args) => {
+            init_logging("warn");
+            runtime().and_then(|rt| rt.block_on(bench::run(args)))
+        }
+        Command::Master(args) => serve(&args, false),
+        Command::Slave(args) => serve(&args, true),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(e) => {
+            eprintln!("logship: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn serve(args: &ServeArgs, slave: bool) -> anyhow::Result<bool> {
+    init_logging("info");
+    let settings = settings_for(args, slave)?;
+    runtime()?.block_on(server::run(settings))?;
+    Ok(true)
 }

@@ -357,6 +357,8 @@ pub struct SlaveStatus {
     pub master_offset: Option<Offset>,
     /// Bytes the master has shown that the slave has not acknowledged.
     pub lag_bytes: u64,
+    /// How long the slave has been behind what the master has shown; zero when caught up.
+    pub lag: Duration,
     /// How long since the master was last heard from; `None` when not connected.
     pub since_last_read: Option<Duration>,
     /// Connections made since start.
@@ -640,6 +642,8 @@ pub struct SlaveDriver<L> {
     master_address: String,
     connections: u64,
     peer_errors: u64,
+    /// When the reports last covered everything the master had shown.
+    caught_up_at: Instant,
 }
 
 impl<L: LogWrite> SlaveDriver<L> {
@@ -651,7 +655,14 @@ impl<L: LogWrite> SlaveDriver<L> {
     ) -> Result<Self, ConfigError> {
         config.validate()?;
         let core = Slave::new(config.core.clone(), now, log.end(), log.flushed())?;
-        Ok(Self { core, log, master_address: config.master_address.clone(), connections: 0, peer_errors: 0 })
+        Ok(Self {
+            core,
+            log,
+            master_address: config.master_address.clone(),
+            connections: 0,
+            peer_errors: 0,
+            caught_up_at: now,
+        })
     }
 
     /// The protocol core.
@@ -670,7 +681,12 @@ impl<L: LogWrite> SlaveDriver<L> {
             match self.core.poll_output() {
                 SlaveOutput::Timeout(at) => return SlaveAction::Wait(at),
                 SlaveOutput::Connect => return SlaveAction::Connect,
-                SlaveOutput::Transmit(report) => return SlaveAction::Send(report),
+                SlaveOutput::Transmit(report) => {
+                    if u64::from_be_bytes(report) >= self.core.master_offset().unwrap_or(0) {
+                        self.caught_up_at = now;
+                    }
+                    return SlaveAction::Send(report);
+                }
                 SlaveOutput::Flush => return SlaveAction::Flush,
                 SlaveOutput::Close(reason) => {
                     info!(%reason, "closing connection to master");
@@ -732,6 +748,7 @@ impl<L: LogWrite> SlaveDriver<L> {
     pub fn status(&self, now: Instant) -> SlaveStatus {
         let ack_offset = self.core.reported();
         let master_offset = self.core.master_offset();
+        let lag_bytes = master_offset.unwrap_or(0).saturating_sub(ack_offset.unwrap_or(self.core.end()));
         SlaveStatus {
             state: self.core.state().into(),
             master_address: self.master_address.clone(),
@@ -739,7 +756,8 @@ impl<L: LogWrite> SlaveDriver<L> {
             flushed_offset: self.log.flushed(),
             ack_offset,
             master_offset,
-            lag_bytes: master_offset.unwrap_or(0).saturating_sub(ack_offset.unwrap_or(self.core.end())),
+            lag_bytes,
+            lag: if lag_bytes == 0 { Duration::ZERO } else { now.saturating_duration_since(self.caught_up_at) },
             since_last_read: self.core.last_read().map(|t| now.saturating_duration_since(t)),
             connections: self.connections,
             peer_errors: self.peer_errors,

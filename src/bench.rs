@@ -1,0 +1,449 @@
+//! `logship bench`: replication scenarios, each beside a raw baseline measured in the same run,
+//! reported as ratios. These are measurements, not tests: nothing here passes or fails.
+//!
+//! | scenario | baseline |
+//! |---|---|
+//! | catch-up of a backlog to an empty slave (32 KiB and tuned batches) | the same bytes streamed from an mmap over loopback into another mmap, same frame size, an 8-byte ack per frame |
+//! | SYNC put latency, 1 producer | a raw 8-byte TCP ping-pong |
+//! | idle replication latency (one put on an idle master until a slave acks) | one TCP round trip |
+//! | SYNC and ASYNC put throughput and latency, 1 and 64 producers | ASYNC put throughput in the same run |
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bytes::Bytes;
+use clap::Args;
+use logship_core::driver::{BrokerRole, FlushDiskType, MasterServiceConfig, SlaveServiceConfig};
+use logship_core::{AckPolicy, LogRead, LogSpan, MasterConfig, PutStatus};
+use logship_store::{CommitLog, Message, StoreConfig};
+use serde::Serialize;
+
+/// Options of `logship bench`.
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Backlog size for the catch-up scenario, in bytes.
+    #[arg(long, default_value_t = 1 << 30)]
+    pub catch_up_bytes: u64,
+    /// Batch size of the tuned catch-up run (haTransferBatchSize).
+    #[arg(long, default_value_t = 1 << 20)]
+    pub tuned_batch: u32,
+    /// Messages per throughput scenario.
+    #[arg(long, default_value_t = 200_000)]
+    pub messages: u64,
+    /// Samples per latency scenario.
+    #[arg(long, default_value_t = 5_000)]
+    pub samples: usize,
+    /// Message body size, in bytes.
+    #[arg(long, default_value_t = 1024)]
+    pub size: usize,
+    /// Small sizes everywhere: a smoke run, not a measurement.
+    #[arg(long)]
+    pub quick: bool,
+    /// Only run scenarios whose name contains this.
+    #[arg(long)]
+    pub only: Option<String>,
+}
+
+/// One measured figure beside its baseline.
+#[derive(Serialize, Debug, Clone)]
+pub struct Row {
+    /// What was measured.
+    pub scenario: String,
+    /// logship's figure.
+    pub value: f64,
+    /// The unit of both figures.
+    pub unit: &'static str,
+    /// What the baseline is.
+    pub baseline_name: String,
+    /// The baseline's figure, measured in the same run.
+    pub baseline: f64,
+    /// `value / baseline`.
+    pub ratio: f64,
+    /// The goal for the ratio, as text.
+    pub target: &'static str,
+}
+
+impl Row {
+    fn new(scenario: String, value: f64, unit: &'static str, baseline_name: &str, baseline: f64, target: &'static str) -> Self {
+        let ratio = if baseline > 0.0 { value / baseline } else { f64::NAN };
+        Self { scenario, value, unit, baseline_name: baseline_name.to_string(), baseline, ratio, target }
+    }
+}
+
+const SEGMENT: u64 = 1 << 30;
+const TOPIC: &str = "BenchTopic";
+
+fn store_config(segment: u64) -> StoreConfig {
+    let mut c = StoreConfig::default();
+    c.mapped_file_size_commit_log = segment;
+    c
+}
+
+fn open(dir: &Path, segment: u64) -> anyhow::Result<Arc<CommitLog>> {
+    Ok(Arc::new(CommitLog::open(dir, store_config(segment)).with_context(|| format!("opening {}", dir.display()))?))
+}
+
+fn message(size: usize, i: u64) -> Message {
+    let mut body = vec![b'x'; size];
+    let tag = i.to_be_bytes();
+    let n = tag.len().min(size);
+    body[..n].copy_from_slice(&tag[..n]);
+    Message::new(TOPIC, (i % 8) as i32, Bytes::from(body))
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// A master and its slaves on loopback, each with a fresh store.
+struct Cluster {
+    _dir: tempfile::TempDir,
+    master_store: Arc<CommitLog>,
+    master: logship_tokio::MasterHandle<CommitLog>,
+    slave_stores: Vec<Arc<CommitLog>>,
+    slaves: Vec<logship_tokio::SlaveHandle>,
+}
+
+impl Cluster {
+    async fn start(role: BrokerRole, slaves: usize, batch: u32, prefill: u64, size: usize) -> anyhow::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("logship-bench-").tempdir()?;
+        let master_store = open(&dir.path().join("master"), SEGMENT)?;
+        if prefill > 0 {
+            let store = master_store.clone();
+            tokio::task::spawn_blocking(move || {
+                let mut i = 0;
+                while store.max_offset() < prefill {
+                    let r = store.put(message(size, i));
+                    anyhow::ensure!(r.status == PutStatus::PutOk, "prefill put failed: {}", r.status);
+                    i += 1;
+                }
+                Ok(())
+            })
+            .await??;
+        }
+        let config = MasterServiceConfig {
+            core: MasterConfig {
+                mapped_file_size_commit_log: SEGMENT,
+                transfer_batch_size: batch,
+                ack_policy: AckPolicy::AnySlave,
+                ..MasterConfig::default()
+            },
+            role,
+            flush_disk_type: FlushDiskType::AsyncFlush,
+            ..MasterServiceConfig::default()
+        };
+        let master = logship_tokio::spawn_master(config, master_store.clone(), "127.0.0.1:0".parse()?).await?;
+        let mut cluster = Self { _dir: dir, master_store, master, slave_stores: Vec::new(), slaves: Vec::new() };
+        for _ in 0..slaves {
+            cluster.add_slave().await?;
+        }
+        Ok(cluster)
+    }
+
+    async fn add_slave(&mut self) -> anyhow::Result<()> {
+        let store = open(&self._dir.path().join(format!("slave-{}", self.slaves.len())), SEGMENT)?;
+        let handle =
+            logship_tokio::spawn_slave(SlaveServiceConfig::new(self.master.local_addr().to_string()), store.clone()).await?;
+        self.slave_stores.push(store);
+        self.slaves.push(handle);
+        Ok(())
+    }
+
+    async fn wait_for_slaves(&self) -> anyhow::Result<()> {
+        let start = Instant::now();
+        loop {
+            let status = self.master.status().await.context("master stopped")?;
+            if status.slaves.iter().filter(|s| s.ack.is_some()).count() >= self.slaves.len() {
+                return Ok(());
+            }
+            anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "slaves did not connect");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    async fn stop(self) {
+        for s in &self.slaves {
+            s.shutdown().await;
+        }
+        self.master.shutdown().await;
+    }
+}
+
+/// Replicates a backlog to an empty slave; returns MB/s.
+async fn catch_up(bytes: u64, batch: u32, size: usize) -> anyhow::Result<(f64, Arc<CommitLog>, tempfile::TempDir)> {
+    let mut cluster = Cluster::start(BrokerRole::AsyncMaster, 0, batch, bytes, size).await?;
+    let end = cluster.master_store.max_offset();
+    let start = Instant::now();
+    cluster.add_slave().await?;
+    let slave = cluster.slave_stores[0].clone();
+    while slave.max_offset() < end {
+        tokio::time::sleep(Duration::from_micros(200)).await;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let master_store = cluster.master_store.clone();
+    let dir = tempfile::Builder::new().prefix("logship-bench-raw-").tempdir()?;
+    cluster.stop().await;
+    Ok((end as f64 / secs / 1e6, master_store, dir))
+}
+
+/// The catch-up baseline: stream `[0, end)` of `source` in frames of `batch` bytes (12-byte
+/// header, never across a segment) over loopback into a fresh mmap; the receiver acks every
+/// frame with 8 bytes and the sender drains the acks on another thread. Returns MB/s.
+fn raw_stream(source: &CommitLog, batch: u32, dir: &Path) -> anyhow::Result<f64> {
+    let end = source.max_offset();
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let sink_path = dir.join("raw-sink");
+    let receiver = std::thread::spawn(move || -> anyhow::Result<()> {
+        let (mut sock, _) = listener.accept()?;
+        sock.set_nodelay(true)?;
+        let mut sink = logship_store::raw::RawMap::create(&sink_path, end as usize)?;
+        let mut header = [0u8; 12];
+        let mut received = 0u64;
+        while received < end {
+            sock.read_exact(&mut header)?;
+            let len = u32::from_be_bytes(header[8..].try_into()?) as usize;
+            sock.read_exact(sink.reserve(len))?;
+            sink.advance(len);
+            received += len as u64;
+            sock.write_all(&received.to_be_bytes())?;
+        }
+        Ok(())
+    });
+    let mut sock = TcpStream::connect(addr)?;
+    sock.set_nodelay(true)?;
+    let mut acks = sock.try_clone()?;
+    let ack_reader = std::thread::spawn(move || -> std::io::Result<()> {
+        let mut ack = [0u8; 8];
+        loop {
+            acks.read_exact(&mut ack)?;
+            if u64::from_be_bytes(ack) >= end {
+                return Ok(());
+            }
+        }
+    });
+    let start = Instant::now();
+    let mut at = 0u64;
+    while at < end {
+        let segment_end = (at / SEGMENT + 1) * SEGMENT;
+        let len = (end.min(segment_end) - at).min(u64::from(batch)) as u32;
+        let body = source.read(LogSpan { offset: at, len })?;
+        let mut header = [0u8; 12];
+        header[..8].copy_from_slice(&at.to_be_bytes());
+        header[8..].copy_from_slice(&len.to_be_bytes());
+        sock.write_all(&header)?;
+        sock.write_all(&body)?;
+        at += u64::from(len);
+    }
+    ack_reader.join().map_err(|_| anyhow::anyhow!("ack reader panicked"))??;
+    let secs = start.elapsed().as_secs_f64();
+    receiver.join().map_err(|_| anyhow::anyhow!("receiver panicked"))??;
+    Ok(end as f64 / secs / 1e6)
+}
+
+/// A raw 8-byte TCP ping-pong over loopback: `samples` round trips, sorted.
+fn ping_pong(samples: usize) -> anyhow::Result<Vec<Duration>> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr: SocketAddr = listener.local_addr()?;
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut sock, _) = listener.accept()?;
+        sock.set_nodelay(true)?;
+        let mut buf = [0u8; 8];
+        while sock.read_exact(&mut buf).is_ok() {
+            sock.write_all(&buf)?;
+        }
+        Ok(())
+    });
+    let mut sock = TcpStream::connect(addr)?;
+    sock.set_nodelay(true)?;
+    let mut rtts = Vec::with_capacity(samples);
+    let mut buf = [0u8; 8];
+    for i in 0..samples + samples / 10 {
+        let t = Instant::now();
+        sock.write_all(&(i as u64).to_be_bytes())?;
+        sock.read_exact(&mut buf)?;
+        if i >= samples / 10 {
+            rtts.push(t.elapsed());
+        }
+    }
+    drop(sock);
+    let _ = echo.join();
+    rtts.sort_unstable();
+    Ok(rtts)
+}
+
+/// Puts `messages` from `producers` concurrent tasks; returns (puts/s, sorted latencies).
+async fn throughput(role: BrokerRole, producers: usize, messages: u64, size: usize) -> anyhow::Result<(f64, Vec<Duration>)> {
+    let cluster = Cluster::start(role, 1, 32 * 1024, 0, size).await?;
+    cluster.wait_for_slaves().await?;
+    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for _ in 0..producers {
+        let (master, next) = (cluster.master.clone(), next.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = Vec::new();
+            loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= messages {
+                    return Ok::<_, anyhow::Error>(latencies);
+                }
+                let t = Instant::now();
+                let r = master.put(message(size, i)).await;
+                anyhow::ensure!(r.status == PutStatus::PutOk, "put {i} ended {}", r.status);
+                latencies.push(t.elapsed());
+            }
+        }));
+    }
+    let mut latencies = Vec::with_capacity(messages as usize);
+    for t in tasks {
+        latencies.extend(t.await??);
+    }
+    let secs = start.elapsed().as_secs_f64();
+    cluster.stop().await;
+    latencies.sort_unstable();
+    Ok((messages as f64 / secs, latencies))
+}
+
+/// One SYNC put at a time on an otherwise idle master, `pause` apart; sorted latencies.
+async fn idle_puts(samples: usize, size: usize, pause: Duration) -> anyhow::Result<Vec<Duration>> {
+    let cluster = Cluster::start(BrokerRole::SyncMaster, 1, 32 * 1024, 0, size).await?;
+    cluster.wait_for_slaves().await?;
+    let mut latencies = Vec::with_capacity(samples);
+    for i in 0..samples as u64 {
+        tokio::time::sleep(pause).await;
+        let t = Instant::now();
+        let r = cluster.master.put(message(size, i)).await;
+        anyhow::ensure!(r.status == PutStatus::PutOk, "put {i} ended {}", r.status);
+        latencies.push(t.elapsed());
+    }
+    cluster.stop().await;
+    latencies.sort_unstable();
+    Ok(latencies)
+}
+
+fn wanted(args: &BenchArgs, name: &str) -> bool {
+    args.only.as_deref().is_none_or(|o| name.contains(o))
+}
+
+/// Runs every scenario and prints the table (or JSON). Always `Ok(true)` once measured.
+pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
+    if args.quick {
+        args.catch_up_bytes = args.catch_up_bytes.min(64 << 20);
+        args.messages = args.messages.min(5_000);
+        args.samples = args.samples.min(300);
+    }
+    let mut rows = Vec::new();
+    let say = |s: &str| {
+        if !args.json {
+            eprintln!("  running {s} ...");
+        }
+    };
+
+    if wanted(&args, "catch-up") {
+        for (label, batch) in [("32 KiB batches", 32 * 1024), ("tuned batches", args.tuned_batch)] {
+            say(&format!("catch-up, {label}"));
+            let (mbps, master_store, dir) = catch_up(args.catch_up_bytes, batch, args.size).await?;
+            let store = master_store.clone();
+            let path = dir.path().to_path_buf();
+            let raw = tokio::task::spawn_blocking(move || raw_stream(&store, batch, &path)).await??;
+            rows.push(Row::new(
+                format!("catch-up of {} MiB, {label} ({batch} B)", args.catch_up_bytes >> 20),
+                mbps,
+                "MB/s",
+                "raw mmap -> socket -> mmap, same frames, 8-byte ack per frame",
+                raw,
+                ">= 0.9",
+            ));
+        }
+    }
+
+    let rtts = ping_pong(args.samples)?;
+    if wanted(&args, "sync-latency") {
+        say("SYNC put latency, 1 producer");
+        let (_, lat) = throughput(BrokerRole::SyncMaster, 1, args.samples as u64, args.size).await?;
+        rows.push(Row::new(
+            "SYNC put latency p50, 1 producer".into(),
+            micros(percentile(&lat, 0.5)),
+            "us",
+            "raw 8-byte TCP ping-pong p50",
+            micros(percentile(&rtts, 0.5)),
+            "<= 3",
+        ));
+        rows.push(Row::new(
+            "SYNC put latency p99, 1 producer".into(),
+            micros(percentile(&lat, 0.99)),
+            "us",
+            "raw 8-byte TCP ping-pong p99",
+            micros(percentile(&rtts, 0.99)),
+            "-",
+        ));
+    }
+    if wanted(&args, "idle") {
+        say("idle replication latency");
+        let lat = idle_puts(args.samples.min(2_000), args.size, Duration::from_millis(2)).await?;
+        rows.push(Row::new(
+            "idle replication latency p50 (put until a slave acks)".into(),
+            micros(percentile(&lat, 0.5)),
+            "us",
+            "one TCP round trip (p50)",
+            micros(percentile(&rtts, 0.5)),
+            "<= 2",
+        ));
+    }
+    if wanted(&args, "throughput") {
+        for producers in [1usize, 64] {
+            say(&format!("ASYNC and SYNC throughput, {producers} producer(s)"));
+            let (async_rate, async_lat) = throughput(BrokerRole::AsyncMaster, producers, args.messages, args.size).await?;
+            let (sync_rate, sync_lat) = throughput(BrokerRole::SyncMaster, producers, args.messages, args.size).await?;
+            let target = if producers == 64 { ">= 0.8" } else { "-" };
+            rows.push(Row::new(
+                format!("SYNC puts/s, {producers} producer(s)"),
+                sync_rate,
+                "puts/s",
+                "ASYNC puts/s, same producers",
+                async_rate,
+                target,
+            ));
+            for (name, lat) in [("ASYNC", &async_lat), ("SYNC", &sync_lat)] {
+                rows.push(Row::new(
+                    format!("{name} put latency p99, {producers} producer(s)"),
+                    micros(percentile(lat, 0.99)),
+                    "us",
+                    "p50 of the same run",
+                    micros(percentile(lat, 0.5)),
+                    "-",
+                ));
+            }
+        }
+    }
+
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        println!();
+        println!("{:<58} {:>14}  {:<62} {:>14} {:>8}  {}", "scenario", "logship", "baseline (same run)", "", "ratio", "target");
+        for r in &rows {
+            println!(
+                "{:<58} {:>9.1} {:<4}  {:<62} {:>9.1} {:<4} {:>7.2}x  {}",
+                r.scenario, r.value, r.unit, r.baseline_name, r.baseline, r.unit, r.ratio, r.target
+            );
+        }
+        println!("\nRatios compare figures measured in this run on this machine; absolute figures vary between machines.");
+    }
+    Ok(true)
+}
