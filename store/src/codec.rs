@@ -149,6 +149,12 @@ pub enum RecordError {
         /// Its value.
         value: i64,
     },
+    /// The topic is empty or has characters no RocketMQ topic has (`[%|a-zA-Z0-9_-]`).
+    #[error("illegal topic bytes {topic:?}")]
+    IllegalTopic {
+        /// The topic bytes, lossily decoded.
+        topic: String,
+    },
     /// The size field disagrees with the lengths inside the record.
     #[error("total size {total} but the fields add up to {computed}")]
     LengthMismatch {
@@ -790,6 +796,9 @@ pub(crate) fn parse_record(
         return invalid(RecordError::LengthMismatch { total, computed });
     }
     let properties = &rec[at..at + props_len as usize];
+    if !valid_topic(topic) {
+        return invalid(RecordError::IllegalTopic { topic: String::from_utf8_lossy(topic).into_owned() });
+    }
     if let Some(actual) = physical_offset {
         if stored_offset < 0 || stored_offset as u64 != actual {
             return invalid(RecordError::PhysicalOffsetMismatch { stored: stored_offset, actual });

@@ -204,6 +204,12 @@ impl Ctx<'_> {
         let scan = self.scan(start);
         match scan.invalid {
             None => Ok(scan.end),
+            // Zeros to the end: where writing stopped, nothing torn.
+            Some(inv)
+                if inv.error == RecordError::Empty && inv.offset >= flushed && self.zero_after(&inv) =>
+            {
+                Ok(inv.offset)
+            }
             Some(inv) if inv.offset >= flushed => Ok(Self::torn(inv, report)),
             Some(inv) => self.corruption(inv, report),
         }
