@@ -551,21 +551,34 @@ fn load_queue(
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
         let raw = entry(&files, mid);
-        let keep = !is_zero(&raw) && (is_blank(&raw) || (decode_entry(&raw).0 as u64) < limit);
+        // A negative offset is garbage: keep it, so that validation below reports it.
+        let keep = !is_zero(&raw) && (is_blank(&raw) || decode_entry(&raw).0 < limit as i64);
         if keep { lo = mid + 1 } else { hi = mid }
     }
     let cut = lo;
-    // Validate the last kept entry: a size of 0 or a negative offset means garbage.
+    // Validate the kept entries of the last file (RocketMQ checks its last files the same way):
+    // each is blank padding or a message position, in log order.
     if cut > first {
-        let raw = entry(&files, cut - 1);
-        let (phys, size, _) = decode_entry(&raw);
-        if !is_blank(&raw) && (phys < 0 || size <= 0) {
-            let f = &files[((cut - 1 - first) / per_file) as usize];
-            return Err(StoreError::ConsumeQueueCorrupt {
-                path: f.1.path().to_path_buf(),
-                index: cut - 1,
-                reason: format!("entry ({phys}, {size}) is not a message position"),
-            });
+        let file_start = first + (cut - 1 - first) / per_file * per_file;
+        let mut prev_end = 0u64;
+        for index in file_start..cut {
+            let raw = entry(&files, index);
+            if is_blank(&raw) {
+                continue;
+            }
+            let (phys, size, _) = decode_entry(&raw);
+            if phys < 0 || size <= 0 || (phys as u64) < prev_end {
+                let f = &files[((index - first) / per_file) as usize];
+                return Err(StoreError::ConsumeQueueCorrupt {
+                    path: f.1.path().to_path_buf(),
+                    index,
+                    reason: format!(
+                        "entry ({phys}, {size}) is not a message position after {prev_end} \
+                         (open with rebuild_consume_queues to rebuild the queues from the log)"
+                    ),
+                });
+            }
+            prev_end = phys as u64 + size as u64;
         }
     }
     // Drop files wholly past the cut (keep the one holding it), zero the rest of that file.
