@@ -171,6 +171,10 @@ pub enum RecordError {
         /// Where the record is.
         actual: u64,
     },
+    /// The record ends in a zero byte inside its properties (which RocketMQ always ends with
+    /// `\u0002`): in the unflushed part of the log after a crash, the mark of a torn write.
+    #[error("the properties end in a zero byte: the tail of a torn write")]
+    ZeroSuffix,
     /// The body does not match its CRC.
     #[error("body CRC {stored} but the body's CRC is {computed}")]
     BodyCrcMismatch {
@@ -701,17 +705,27 @@ fn be_i64(b: &[u8], at: usize) -> i64 {
     i64::from_be_bytes(x)
 }
 
+/// Optional checks of [`parse_record`].
+#[derive(Copy, Clone, Debug, Default)]
+pub(crate) struct Checks {
+    /// Verify the body CRC.
+    pub(crate) crc: bool,
+    /// Reject a message whose non-empty properties end in a zero byte. RocketMQ's format protects
+    /// only the body with a CRC; a write torn inside the properties leaves a zero suffix that
+    /// would otherwise pass. Used where a torn write is possible (the unflushed tail after a crash).
+    pub(crate) zero_suffix: bool,
+}
+
 /// Judges the record at the start of `buf`.
 ///
 /// `buf` holds the bytes present from the record start (at most to the segment end);
 /// `remaining` is the number of bytes from the record start to the segment end. If
-/// `physical_offset` is given, the record's offset field must equal it. With `check_crc`, the
-/// body CRC is verified.
+/// `physical_offset` is given, the record's offset field must equal it.
 pub(crate) fn parse_record(
     buf: &[u8],
     remaining: usize,
     physical_offset: Option<u64>,
-    check_crc: bool,
+    checks: Checks,
 ) -> Record<'_> {
     let header = |error| Record::Invalid { error };
     if buf.len() < BLANK_RECORD_LEN {
@@ -804,7 +818,10 @@ pub(crate) fn parse_record(
             return invalid(RecordError::PhysicalOffsetMismatch { stored: stored_offset, actual });
         }
     }
-    if check_crc {
+    if checks.zero_suffix && !properties.is_empty() && rec[total - 1] == 0 {
+        return invalid(RecordError::ZeroSuffix);
+    }
+    if checks.crc {
         let computed = self::body_crc(&rec[body.clone()]);
         if computed != body_crc {
             return invalid(RecordError::BodyCrcMismatch { stored: body_crc, computed });
@@ -854,7 +871,7 @@ pub(crate) fn decode(
     physical_offset: Option<u64>,
     check_crc: bool,
 ) -> Result<StoredMessage, RecordError> {
-    match parse_record(record, record.len(), physical_offset, check_crc) {
+    match parse_record(record, record.len(), physical_offset, Checks { crc: check_crc, zero_suffix: false }) {
         Record::Message(v) => Ok(StoredMessage {
             total_size: v.total as u32,
             version: v.version,
@@ -1019,6 +1036,66 @@ mod tests {
         assert_eq!(&m.body[..], b"body");
     }
 
+    fn host() -> impl proptest::strategy::Strategy<Value = SocketAddr> {
+        use proptest::prelude::*;
+        prop_oneof![
+            (any::<[u8; 4]>(), any::<u16>()).prop_map(|(ip, port)| SocketAddr::from((ip, port))),
+            (any::<[u8; 16]>(), any::<u16>())
+                .prop_map(|(ip, port)| SocketAddr::from((Ipv6Addr::from(ip), port))),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decode_inverts_encode(
+            topic in "[%|a-zA-Z0-9_-]{1,127}",
+            queue_id in 0..i32::MAX,
+            flag: i32,
+            body in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..300),
+            props in proptest::collection::vec(("[a-zA-Z]{1,8}", "[^\\x01\\x02]{1,20}"), 0..4),
+            sys_flag in 0..0x0F_i32,
+            born_timestamp: i64,
+            born_host in host(),
+            reconsume_times: i32,
+            prepared_transaction_offset: i64,
+            queue_offset in 0..i64::MAX,
+            physical_offset in 0..i64::MAX,
+            store_timestamp: i64,
+            store_host in host(),
+        ) {
+            let mut properties: Vec<(String, String)> = Vec::new();
+            for (k, v) in props {
+                if !properties.iter().any(|(n, _)| *n == k) {
+                    properties.push((k, v));
+                }
+            }
+            let msg = Message {
+                topic, queue_id, flag, body: Bytes::from(body), properties, sys_flag, born_timestamp, born_host,
+                reconsume_times, prepared_transaction_offset,
+            };
+            let fields = StoreFields { queue_offset, physical_offset, store_timestamp, store_host };
+            let bytes = Bytes::from(encode(&msg, &fields).unwrap());
+            let m = decode(&bytes, Some(physical_offset as u64), true).unwrap();
+            proptest::prop_assert_eq!(m.total_size as usize, bytes.len());
+            proptest::prop_assert_eq!(m.version, MessageVersion::V1);
+            proptest::prop_assert_eq!((&m.topic, m.queue_id, m.flag, &m.body), (&msg.topic, msg.queue_id, msg.flag, &msg.body));
+            proptest::prop_assert_eq!(&m.properties, &msg.properties);
+            proptest::prop_assert_eq!((m.born_timestamp, m.born_host, m.store_timestamp, m.store_host), (born_timestamp, born_host, store_timestamp, store_host));
+            proptest::prop_assert_eq!((m.queue_offset, m.physical_offset, m.reconsume_times, m.prepared_transaction_offset), (queue_offset, physical_offset, reconsume_times, prepared_transaction_offset));
+            proptest::prop_assert_eq!(m.sys_flag & 0x0F, sys_flag);
+            proptest::prop_assert_eq!(m.sys_flag & sys_flag::BORNHOST_V6 != 0, born_host.is_ipv6());
+            proptest::prop_assert_eq!(m.sys_flag & sys_flag::STOREHOST_V6 != 0, store_host.is_ipv6());
+            proptest::prop_assert_eq!(m.body_crc, body_crc(&msg.body));
+        }
+
+        #[test]
+        fn parse_record_never_panics_on_garbage(buf in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..400), remaining in 0usize..1000) {
+            let remaining = remaining.max(buf.len());
+            let _ = parse_record(&buf, remaining, Some(0), ALL);
+            let _ = decode(&Bytes::from(buf), None, true);
+        }
+    }
+
     #[test]
     fn msg_id_is_store_host_port_and_offset_in_upper_hex() {
         assert_eq!(
@@ -1026,6 +1103,8 @@ mod tests {
             "7F00000100002A9F0000000000000081"
         );
     }
+
+    const ALL: Checks = Checks { crc: true, zero_suffix: true };
 
     #[test]
     fn parse_record_rejects_each_kind_of_damage() {
@@ -1037,9 +1116,9 @@ mod tests {
         };
         let good = encode(&Message::new("T", 0, &b"abc"[..]), &fields).unwrap();
         let n = good.len();
-        assert!(matches!(parse_record(&good, 1000, Some(100), true), Record::Message(_)));
-        assert!(matches!(parse_record(&good[..n - 1], 1000, Some(100), true), Record::Incomplete));
-        let err = |buf: &[u8]| match parse_record(buf, 1000, Some(100), true) {
+        assert!(matches!(parse_record(&good, 1000, Some(100), ALL), Record::Message(_)));
+        assert!(matches!(parse_record(&good[..n - 1], 1000, Some(100), ALL), Record::Incomplete));
+        let err = |buf: &[u8]| match parse_record(buf, 1000, Some(100), ALL) {
             Record::Invalid { error } => error,
             other => panic!("expected invalid, got {other:?}"),
         };
@@ -1059,7 +1138,17 @@ mod tests {
         let mut bad = good.clone();
         bad[n - 1] = 1; // properties length 1 instead of 0
         assert!(matches!(err(&bad), RecordError::LengthMismatch { .. }));
-        assert!(matches!(parse_record(&blank_record(40), 40, None, true), Record::Blank { len: 40 }));
+        // A torn write that zeroed the end of the properties: only the zero-suffix check sees it.
+        let tagged = encode(&Message::new("T", 0, &b"abc"[..]).with_tags("x"), &fields).unwrap();
+        let mut torn = tagged.clone();
+        *torn.last_mut().unwrap() = 0;
+        assert!(matches!(
+            parse_record(&torn, 1000, Some(100), Checks { crc: true, zero_suffix: false }),
+            Record::Message(_)
+        ));
+        assert_eq!(err(&torn), RecordError::ZeroSuffix);
+        assert!(matches!(parse_record(&tagged, 1000, Some(100), ALL), Record::Message(_)));
+        assert!(matches!(parse_record(&blank_record(40), 40, None, ALL), Record::Blank { len: 40 }));
         assert!(matches!(err(&blank_record(40)), RecordError::BadBlank { .. }));
     }
 

@@ -277,6 +277,17 @@ impl Dispatcher {
         size: u32,
         tags_code: i64,
     ) -> Result<(), StoreError> {
+        // Queue offsets come from log bytes; one that cannot name a file is not indexed.
+        if queue_offset > i64::MAX as u64 / CQ_ENTRY_SIZE {
+            tracing::warn!(
+                topic,
+                queue_id,
+                queue_offset,
+                physical_offset,
+                "impossible queue offset; not indexed"
+            );
+            return Ok(());
+        }
         if !self.writers.get(topic).is_some_and(|q| q.contains_key(&queue_id)) {
             let dir = self.queue_dir(topic, queue_id);
             fs::create_dir_all(&dir).at(&dir)?;
@@ -422,7 +433,7 @@ impl Dispatcher {
                     at += remaining;
                     continue;
                 }
-                match codec::parse_record(&buf[at..], remaining, Some(phys), false) {
+                match codec::parse_record(&buf[at..], remaining, Some(phys), codec::Checks::default()) {
                     Record::Message(v) => {
                         if codec::dispatched_sys_flag(v.sys_flag) {
                             if codec::valid_topic(v.topic) && v.queue_id >= 0 && v.queue_offset >= 0 {

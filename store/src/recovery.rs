@@ -25,7 +25,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
 use crate::checkpoint::{Checkpoint, CheckpointFile, LogshipState};
-use crate::codec::{self, Record, RecordError};
+use crate::codec::{self, Checks, Record, RecordError};
+
+const ALL: Checks = Checks { crc: true, zero_suffix: true };
 use crate::config::StoreConfig;
 use crate::consume_queue::{self, Dispatcher, QueueRegistry};
 use crate::env::StoreEnv;
@@ -119,8 +121,8 @@ impl Ctx<'_> {
     }
 
     /// Walks records from `start` (a record boundary) until an invalid one or the end of the
-    /// last segment.
-    fn scan(&self, start: u64) -> Scan {
+    /// last segment. Records from `torn_from` on may be torn writes and get the zero-suffix check.
+    fn scan(&self, start: u64, torn_from: u64) -> Scan {
         let mut pos = start;
         loop {
             let i = ((pos - self.segs[0].base) / self.size) as usize;
@@ -134,7 +136,8 @@ impl Ctx<'_> {
                 continue;
             }
             let bytes = &seg.writer.peek()[rel..];
-            match codec::parse_record(bytes, remaining, Some(pos), self.config.check_crc_on_recover) {
+            let checks = Checks { crc: self.config.check_crc_on_recover, zero_suffix: pos >= torn_from };
+            match codec::parse_record(bytes, remaining, Some(pos), checks) {
                 Record::Message(v) => pos += v.total as u64,
                 Record::Blank { len } => pos += len as u64,
                 Record::Incomplete => {
@@ -169,13 +172,13 @@ impl Ctx<'_> {
             let magic = &bytes[p + 4..p + 8];
             (magic == v1 || magic == v2)
                 && matches!(
-                    codec::parse_record(&bytes[p..], size - p, Some(seg.base + p as u64), true),
+                    codec::parse_record(&bytes[p..], size - p, Some(seg.base + p as u64), ALL),
                     Record::Message(_)
                 )
         });
         found_here
             || self.segs[inv.seg + 1..].iter().any(|s| {
-                matches!(codec::parse_record(s.writer.peek(), size, Some(s.base), true), Record::Message(_))
+                matches!(codec::parse_record(s.writer.peek(), size, Some(s.base), ALL), Record::Message(_))
             })
     }
 
@@ -201,7 +204,7 @@ impl Ctx<'_> {
     fn crash_end(&self, flushed: u64, report: &mut RecoveryReport) -> Result<u64, StoreError> {
         let start = self.data_start(self.index_of(flushed));
         report.scanned_from = Some(start);
-        let scan = self.scan(start);
+        let scan = self.scan(start, flushed);
         match scan.invalid {
             None => Ok(scan.end),
             // Zeros to the end: where writing stopped, nothing torn.
@@ -219,7 +222,7 @@ impl Ctx<'_> {
     fn foreign_clean_end(&self, report: &mut RecoveryReport) -> Result<u64, StoreError> {
         let start = self.data_start(self.segs.len().saturating_sub(3));
         report.scanned_from = Some(start);
-        let scan = self.scan(start);
+        let scan = self.scan(start, u64::MAX);
         match scan.invalid {
             None => Ok(scan.end),
             Some(inv) if self.zero_after(&inv) => Ok(inv.offset),
@@ -238,8 +241,12 @@ impl Ctx<'_> {
             let seg = &self.segs[i];
             let start = self.data_start(i);
             let rel = (start - seg.base) as usize;
-            match codec::parse_record(&seg.writer.peek()[rel..], self.size as usize - rel, Some(start), false)
-            {
+            match codec::parse_record(
+                &seg.writer.peek()[rel..],
+                self.size as usize - rel,
+                Some(start),
+                Checks::default(),
+            ) {
                 Record::Message(v) => Some(v.store_timestamp),
                 _ => None,
             }
@@ -250,7 +257,7 @@ impl Ctx<'_> {
             .unwrap_or(0);
         let start = self.data_start(from);
         report.scanned_from = Some(start);
-        let scan = self.scan(start);
+        let scan = self.scan(start, 0);
         match scan.invalid {
             None => Ok(scan.end),
             Some(inv) if self.valid_message_after(&inv) => self.corruption(inv, report),
