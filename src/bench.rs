@@ -18,7 +18,7 @@ use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
 use logship_core::driver::{BrokerRole, FlushDiskType, MasterServiceConfig, SlaveServiceConfig};
-use logship_core::{AckPolicy, LogRead, LogSpan, MasterConfig, PutStatus};
+use logship_core::{AckPolicy, LogSpan, MasterConfig, PutStatus};
 use logship_store::{CommitLog, Message, StoreConfig};
 use serde::Serialize;
 
@@ -71,7 +71,14 @@ pub struct Row {
 }
 
 impl Row {
-    fn new(scenario: String, value: f64, unit: &'static str, baseline_name: &str, baseline: f64, target: &'static str) -> Self {
+    fn new(
+        scenario: String,
+        value: f64,
+        unit: &'static str,
+        baseline_name: &str,
+        baseline: f64,
+        target: &'static str,
+    ) -> Self {
         let ratio = if baseline > 0.0 { value / baseline } else { f64::NAN };
         Self { scenario, value, unit, baseline_name: baseline_name.to_string(), baseline, ratio, target }
     }
@@ -87,7 +94,9 @@ fn store_config(segment: u64) -> StoreConfig {
 }
 
 fn open(dir: &Path, segment: u64) -> anyhow::Result<Arc<CommitLog>> {
-    Ok(Arc::new(CommitLog::open(dir, store_config(segment)).with_context(|| format!("opening {}", dir.display()))?))
+    Ok(Arc::new(
+        CommitLog::open(dir, store_config(segment)).with_context(|| format!("opening {}", dir.display()))?,
+    ))
 }
 
 fn message(size: usize, i: u64) -> Message {
@@ -119,7 +128,13 @@ struct Cluster {
 }
 
 impl Cluster {
-    async fn start(role: BrokerRole, slaves: usize, batch: u32, prefill: u64, size: usize) -> anyhow::Result<Self> {
+    async fn start(
+        role: BrokerRole,
+        slaves: usize,
+        batch: u32,
+        prefill: u64,
+        size: usize,
+    ) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("logship-bench-").tempdir()?;
         let master_store = open(&dir.path().join("master"), SEGMENT)?;
         if prefill > 0 {
@@ -146,8 +161,10 @@ impl Cluster {
             flush_disk_type: FlushDiskType::AsyncFlush,
             ..MasterServiceConfig::default()
         };
-        let master = logship_tokio::spawn_master(config, master_store.clone(), "127.0.0.1:0".parse()?).await?;
-        let mut cluster = Self { _dir: dir, master_store, master, slave_stores: Vec::new(), slaves: Vec::new() };
+        let master =
+            logship_tokio::spawn_master(config, master_store.clone(), "127.0.0.1:0".parse()?).await?;
+        let mut cluster =
+            Self { _dir: dir, master_store, master, slave_stores: Vec::new(), slaves: Vec::new() };
         for _ in 0..slaves {
             cluster.add_slave().await?;
         }
@@ -156,8 +173,11 @@ impl Cluster {
 
     async fn add_slave(&mut self) -> anyhow::Result<()> {
         let store = open(&self._dir.path().join(format!("slave-{}", self.slaves.len())), SEGMENT)?;
-        let handle =
-            logship_tokio::spawn_slave(SlaveServiceConfig::new(self.master.local_addr().to_string()), store.clone()).await?;
+        let handle = logship_tokio::spawn_slave(
+            SlaveServiceConfig::new(self.master.local_addr().to_string()),
+            store.clone(),
+        )
+        .await?;
         self.slave_stores.push(store);
         self.slaves.push(handle);
         Ok(())
@@ -184,7 +204,11 @@ impl Cluster {
 }
 
 /// Replicates a backlog to an empty slave; returns MB/s.
-async fn catch_up(bytes: u64, batch: u32, size: usize) -> anyhow::Result<(f64, Arc<CommitLog>, tempfile::TempDir)> {
+async fn catch_up(
+    bytes: u64,
+    batch: u32,
+    size: usize,
+) -> anyhow::Result<(f64, Arc<CommitLog>, tempfile::TempDir)> {
     let mut cluster = Cluster::start(BrokerRole::AsyncMaster, 0, batch, bytes, size).await?;
     let end = cluster.master_store.max_offset();
     let start = Instant::now();
@@ -211,14 +235,14 @@ fn raw_stream(source: &CommitLog, batch: u32, dir: &Path) -> anyhow::Result<f64>
     let receiver = std::thread::spawn(move || -> anyhow::Result<()> {
         let (mut sock, _) = listener.accept()?;
         sock.set_nodelay(true)?;
-        let mut sink = logship_store::raw::RawMap::create(&sink_path, end as usize)?;
+        let mut sink = logship_store::raw::RawMap::create(&sink_path, end as usize, true)?;
         let mut header = [0u8; 12];
         let mut received = 0u64;
         while received < end {
             sock.read_exact(&mut header)?;
             let len = u32::from_be_bytes(header[8..].try_into()?) as usize;
-            sock.read_exact(sink.reserve(len))?;
-            sink.advance(len);
+            sock.read_exact(sink.reserve(len)?)?;
+            sink.advance(len)?;
             received += len as u64;
             sock.write_all(&received.to_be_bytes())?;
         }
@@ -287,7 +311,12 @@ fn ping_pong(samples: usize) -> anyhow::Result<Vec<Duration>> {
 }
 
 /// Puts `messages` from `producers` concurrent tasks; returns (puts/s, sorted latencies).
-async fn throughput(role: BrokerRole, producers: usize, messages: u64, size: usize) -> anyhow::Result<(f64, Vec<Duration>)> {
+async fn throughput(
+    role: BrokerRole,
+    producers: usize,
+    messages: u64,
+    size: usize,
+) -> anyhow::Result<(f64, Vec<Duration>)> {
     let cluster = Cluster::start(role, 1, 32 * 1024, 0, size).await?;
     cluster.wait_for_slaves().await?;
     let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -408,8 +437,10 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
     if wanted(&args, "throughput") {
         for producers in [1usize, 64] {
             say(&format!("ASYNC and SYNC throughput, {producers} producer(s)"));
-            let (async_rate, async_lat) = throughput(BrokerRole::AsyncMaster, producers, args.messages, args.size).await?;
-            let (sync_rate, sync_lat) = throughput(BrokerRole::SyncMaster, producers, args.messages, args.size).await?;
+            let (async_rate, async_lat) =
+                throughput(BrokerRole::AsyncMaster, producers, args.messages, args.size).await?;
+            let (sync_rate, sync_lat) =
+                throughput(BrokerRole::SyncMaster, producers, args.messages, args.size).await?;
             let target = if producers == 64 { ">= 0.8" } else { "-" };
             rows.push(Row::new(
                 format!("SYNC puts/s, {producers} producer(s)"),
@@ -436,14 +467,19 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
         println!();
-        println!("{:<58} {:>14}  {:<62} {:>14} {:>8}  {}", "scenario", "logship", "baseline (same run)", "", "ratio", "target");
+        println!(
+            "{:<58} {:>14}  {:<62} {:>14} {:>8}  target",
+            "scenario", "logship", "baseline (same run)", "", "ratio"
+        );
         for r in &rows {
             println!(
                 "{:<58} {:>9.1} {:<4}  {:<62} {:>9.1} {:<4} {:>7.2}x  {}",
                 r.scenario, r.value, r.unit, r.baseline_name, r.baseline, r.unit, r.ratio, r.target
             );
         }
-        println!("\nRatios compare figures measured in this run on this machine; absolute figures vary between machines.");
+        println!(
+            "\nRatios compare figures measured in this run on this machine; absolute figures vary between machines."
+        );
     }
     Ok(true)
 }

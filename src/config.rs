@@ -655,7 +655,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("broker.conf");
         std::fs::write(&path, "listenPort=20911\nbrokerRole=SYNC_MASTER\n").unwrap();
-        let loaded = load(&[("brokerRole", "SLAVE")], Some(&path), &[("listenPort".into(), "40911".into())]).unwrap();
+        let loaded =
+            load(&[("brokerRole", "SLAVE")], Some(&path), &[("listenPort".into(), "40911".into())]).unwrap();
         assert_eq!(loaded.settings.listen_port, 40911);
         assert_eq!(loaded.settings.ha_listen_port, 40912);
         assert_eq!(loaded.settings.broker_role, BrokerRole::SyncMaster);

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use logship_core::driver::{BrokerRole, FlushDiskType, MasterServiceConfig, SlaveServiceConfig};
-use logship_core::{AckPolicy, LogRead, LogSpan, MasterConfig, PutStatus};
+use logship_core::{AckPolicy, LogSpan, MasterConfig, PutStatus};
 use logship_store::{CommitLog, Message, StoreConfig};
 use tokio::sync::Mutex;
 
@@ -69,7 +69,8 @@ fn store_config(segment: u64, port: u16) -> StoreConfig {
 }
 
 fn open(dir: &Path, segment: u64) -> anyhow::Result<Arc<CommitLog>> {
-    let store = CommitLog::open(dir, store_config(segment, 10911)).with_context(|| format!("opening {}", dir.display()))?;
+    let store = CommitLog::open(dir, store_config(segment, 10911))
+        .with_context(|| format!("opening {}", dir.display()))?;
     Ok(Arc::new(store))
 }
 
@@ -83,6 +84,15 @@ async fn start_slave(dir: PathBuf, segment: u64, master: &str) -> anyhow::Result
     let store = open(&dir, segment)?;
     let handle = logship_tokio::spawn_slave(SlaveServiceConfig::new(master), store.clone()).await?;
     Ok(SlaveNode { dir, store, handle })
+}
+
+/// Prints a line above the progress bar, or plainly when the bar is hidden (not a terminal).
+fn say(bar: &ProgressBar, line: String) {
+    if bar.is_hidden() {
+        println!("{line}");
+    } else {
+        bar.println(line);
+    }
 }
 
 fn human_bytes(n: u64) -> String {
@@ -138,7 +148,11 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<bool> {
     let segment = args.segment_size;
     let policy = AckPolicy::Quorum { in_sync_replicas: args.in_sync_replicas };
     let config = MasterServiceConfig {
-        core: MasterConfig { mapped_file_size_commit_log: segment, ack_policy: policy, ..MasterConfig::default() },
+        core: MasterConfig {
+            mapped_file_size_commit_log: segment,
+            ack_policy: policy,
+            ..MasterConfig::default()
+        },
         role: BrokerRole::SyncMaster,
         flush_disk_type: FlushDiskType::AsyncFlush,
         ..MasterServiceConfig::default()
@@ -158,7 +172,13 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<bool> {
         args.in_sync_replicas,
         args.in_sync_replicas - 1
     );
-    println!("  {} messages of {} B from {} producers; stores under {}", args.messages, args.size, args.producers, root.display());
+    println!(
+        "  {} messages of {} B from {} producers; stores under {}",
+        args.messages,
+        args.size,
+        args.producers,
+        root.display()
+    );
 
     // Wait for every slave's first report.
     let ready = Instant::now();
@@ -193,7 +213,8 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<bool> {
                 if index >= total {
                     return outcomes;
                 }
-                let message = Message::new("DemoTopic", (index % 4) as i32, body_of(index, size)).with_tags("demo");
+                let message =
+                    Message::new("DemoTopic", (index % 4) as i32, body_of(index, size)).with_tags("demo");
                 let t = Instant::now();
                 let r = master.put(message).await;
                 outcomes.push(Outcome { status: r.status, latency: t.elapsed(), index, offset: r.offset });
@@ -219,7 +240,10 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<bool> {
                         .map(|s| format!("{} lag {}", s.address, human_bytes(s.lag_bytes)))
                         .collect();
                     let extra = if killed.is_some() && !restarted { " | slave-1 stopped" } else { "" };
-                    bar.set_message(format!("{}{extra}", if lags.is_empty() { "no slave".into() } else { lags.join(", ") }));
+                    bar.set_message(format!(
+                        "{}{extra}",
+                        if lags.is_empty() { "no slave".into() } else { lags.join(", ") }
+                    ));
                 }
                 let done = produced.load(Ordering::Relaxed);
                 if let (Some(at), None) = (kill_at, &killed) {
@@ -229,7 +253,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<bool> {
                         victim.handle.shutdown().await;
                         let dir = victim.dir.clone();
                         drop(victim);
-                        bar.println(format!("  stopped slave-1 after {done} messages"));
+                        say(&bar, format!("  stopped slave-1 after {done} messages"));
                         killed = Some((Instant::now(), dir));
                     }
                 }
@@ -238,9 +262,15 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<bool> {
                         match start_slave(dir.clone(), segment, &address).await {
                             Ok(node) => {
                                 slaves.lock().await.insert(0, node);
-                                bar.println(format!("  restarted slave-1 after {} messages", produced.load(Ordering::Relaxed)));
+                                say(
+                                    &bar,
+                                    format!(
+                                        "  restarted slave-1 after {} messages",
+                                        produced.load(Ordering::Relaxed)
+                                    ),
+                                );
                             }
-                            Err(e) => bar.println(format!("  could not restart slave-1: {e:#}")),
+                            Err(e) => say(&bar, format!("  could not restart slave-1: {e:#}")),
                         }
                         restarted = true;
                     }
@@ -323,7 +353,7 @@ async fn report(
     }
 
     let status = master.status().await.context("master stopped")?;
-    println!("\n  {:<10} {:>15} {:>15}  {}", "node", "max offset", "ack offset", "commit log vs master");
+    println!("\n  {:<10} {:>15} {:>15}  commit log vs master", "node", "max offset", "ack offset");
     println!("  {:<10} {:>15} {:>15}  -", "master", master_store.max_offset(), "-");
     for (i, slave) in slaves.iter().enumerate() {
         let s = slave.handle.status().await;
@@ -335,7 +365,12 @@ async fn report(
                 format!("DIFFERENT: {e:#}")
             }
         };
-        println!("  {:<10} {:>15} {:>15}  {check}", format!("slave-{}", i + 1), slave.store.max_offset(), ack);
+        println!(
+            "  {:<10} {:>15} {:>15}  {check}",
+            format!("slave-{}", i + 1),
+            slave.store.max_offset(),
+            ack
+        );
     }
     let _ = status;
 

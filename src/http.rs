@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -100,15 +100,23 @@ fn message_from_request(
     let header = |name: &str| -> Result<Option<String>, String> {
         headers
             .get(name)
-            .map(|v| v.to_str().map(str::to_string).map_err(|_| format!("header {name} is not visible ASCII")))
+            .map(|v| {
+                v.to_str().map(str::to_string).map_err(|_| format!("header {name} is not visible ASCII"))
+            })
             .transpose()
     };
     let queue_id = match query.get("queueId").cloned().or(header("x-queue-id")?) {
         None => 0,
-        Some(q) => q.parse::<i32>().ok().filter(|q| *q >= 0).ok_or_else(|| format!("queueId {q:?} is not a queue number"))?,
+        Some(q) => q
+            .parse::<i32>()
+            .ok()
+            .filter(|q| *q >= 0)
+            .ok_or_else(|| format!("queueId {q:?} is not a queue number"))?,
     };
     if !logship_store::codec::valid_topic(topic.as_bytes()) {
-        return Err(format!("topic {topic:?} must be 1 to 127 characters of letters, digits, '%', '|', '-' or '_'"));
+        return Err(format!(
+            "topic {topic:?} must be 1 to 127 characters of letters, digits, '%', '|', '-' or '_'"
+        ));
     }
     let born = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
     let mut message = Message::new(topic, queue_id, body);
@@ -182,7 +190,10 @@ async fn get_messages(
     Query(params): Query<PullParams>,
 ) -> Response {
     if matches!(broker.node, Node::Slave(_)) && !broker.settings.slave_read_enable {
-        return error(StatusCode::FORBIDDEN, "this broker is a SLAVE and slaveReadEnable is false: read from the master");
+        return error(
+            StatusCode::FORBIDDEN,
+            "this broker is a SLAVE and slaveReadEnable is false: read from the master",
+        );
     }
     let max = params.max.unwrap_or(32);
     if max == 0 || max > MAX_PULL {
@@ -191,7 +202,8 @@ async fn get_messages(
     let (min_queue, max_queue) = broker.store.queue_bounds(&topic, queue_id);
     let offset = params.offset.unwrap_or(min_queue);
     let store = broker.store.clone();
-    let read = tokio::task::spawn_blocking(move || store.read_queue_messages(&topic, queue_id, offset, max)).await;
+    let read =
+        tokio::task::spawn_blocking(move || store.read_queue_messages(&topic, queue_id, offset, max)).await;
     let messages = match read {
         Ok(Ok(m)) => m,
         Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("reading the queue: {e}")),
@@ -199,7 +211,8 @@ async fn get_messages(
     };
     let pulled_end = messages.last().map(|m| m.physical_offset as u64 + u64::from(m.total_size));
     let backlog = pulled_end.map_or(0, |end| broker.store.max_offset().saturating_sub(end));
-    let memory_limit = broker.total_memory / 100 * u64::from(broker.settings.access_message_in_memory_max_ratio);
+    let memory_limit =
+        broker.total_memory / 100 * u64::from(broker.settings.access_message_in_memory_max_ratio);
     let next = messages.last().map_or(offset.max(min_queue), |m| m.queue_offset as u64 + 1);
     let list: Vec<Value> = messages
         .iter()
@@ -274,7 +287,13 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
         Node::Slave(slave) => {
             let s = slave.status().await?;
             let in_sync = s.state == SlaveLinkState::Streaming && s.lag_bytes < gap;
-            broker.metrics.observe_slave(&s, store.min_offset, broker.start_offset, in_sync, store.disk_used_ratio);
+            broker.metrics.observe_slave(
+                &s,
+                store.min_offset,
+                broker.start_offset,
+                in_sync,
+                store.disk_used_ratio,
+            );
             let state = match s.state {
                 SlaveLinkState::Disconnected => "DISCONNECTED",
                 SlaveLinkState::Connecting => "CONNECTING",
@@ -304,7 +323,10 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
 async fn metrics(State(broker): State<Arc<Broker>>) -> Response {
     // Refresh the replication gauges from the live status.
     let _ = status_json(&broker).await;
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], broker.metrics.render())
+    (
+        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
+        broker.metrics.render(),
+    )
         .into_response()
 }
 
@@ -319,6 +341,3 @@ pub fn total_memory() -> u64 {
         })
         .unwrap_or(8 << 30)
 }
-
-/// How long to wait for in-flight HTTP requests at shutdown.
-pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);

@@ -96,7 +96,10 @@ fn settings_for(args: &ServeArgs, slave: bool) -> anyhow::Result<config::BrokerS
     let role = loaded.settings.broker_role;
     let is_slave = role == logship_core::driver::BrokerRole::Slave;
     if slave && !is_slave {
-        anyhow::bail!("brokerRole={} but `logship slave` runs a SLAVE: use `logship master`", role.rocketmq_name());
+        anyhow::bail!(
+            "brokerRole={} but `logship slave` runs a SLAVE: use `logship master`",
+            role.rocketmq_name()
+        );
     }
     if !slave && is_slave {
         anyhow::bail!("brokerRole=SLAVE but `logship master` runs a master: use `logship slave`");

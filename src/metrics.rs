@@ -52,13 +52,22 @@ impl Metrics {
         let slave_lag_seconds = Family::<SlaveLabels, Gauge<f64, AtomicU64>>::default();
         let slave_in_sync = Family::<SlaveLabels, Gauge>::default();
         let replicated_bytes = Counter::default();
-        let put_latency = Family::<StatusLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
+        let put_latency =
+            Family::<StatusLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
         let connections = Gauge::default();
         let disk_used_ratio = Gauge::<f64, AtomicU64>::default();
         let (max_offset, min_offset, flushed_offset) = (Gauge::default(), Gauge::default(), Gauge::default());
-        registry.register("slave_lag_bytes", "Bytes a slave lacks behind the master", slave_lag_bytes.clone());
+        registry.register(
+            "slave_lag_bytes",
+            "Bytes a slave lacks behind the master",
+            slave_lag_bytes.clone(),
+        );
         registry.register("slave_lag_seconds", "How long a slave has been behind", slave_lag_seconds.clone());
-        registry.register("slave_in_sync", "1 if the slave is within haMaxGapNotInSync", slave_in_sync.clone());
+        registry.register(
+            "slave_in_sync",
+            "1 if the slave is within haMaxGapNotInSync",
+            slave_in_sync.clone(),
+        );
         registry.register(
             "replicated_bytes",
             "Log bytes sent to slaves (master) or stored from the master (slave)",
@@ -70,10 +79,18 @@ impl Metrics {
             "Live HA connections (slaves on a master; 1 when a slave streams)",
             connections.clone(),
         );
-        registry.register("disk_used_ratio", "Disk usage of the store's file system", disk_used_ratio.clone());
+        registry.register(
+            "disk_used_ratio",
+            "Disk usage of the store's file system",
+            disk_used_ratio.clone(),
+        );
         registry.register("commitlog_max_offset", "End of the commit log", max_offset.clone());
         registry.register("commitlog_min_offset", "Oldest offset of the commit log", min_offset.clone());
-        registry.register("commitlog_flushed_offset", "Durable end of the commit log", flushed_offset.clone());
+        registry.register(
+            "commitlog_flushed_offset",
+            "Durable end of the commit log",
+            flushed_offset.clone(),
+        );
         Self {
             registry,
             slave_lag_bytes,
@@ -92,7 +109,9 @@ impl Metrics {
 
     /// Records one put.
     pub fn record_put(&self, status: PutStatus, seconds: f64) {
-        self.put_latency.get_or_create(&StatusLabels { status: status.rocketmq_name().to_string() }).observe(seconds);
+        self.put_latency
+            .get_or_create(&StatusLabels { status: status.rocketmq_name().to_string() })
+            .observe(seconds);
     }
 
     fn set_replicated(&self, total: u64) {
@@ -120,7 +139,14 @@ impl Metrics {
     }
 
     /// Refreshes the replication gauges from a slave's status (its own link to the master).
-    pub fn observe_slave(&self, status: &SlaveStatus, min_offset: u64, start_offset: u64, in_sync: bool, disk: Option<f64>) {
+    pub fn observe_slave(
+        &self,
+        status: &SlaveStatus,
+        min_offset: u64,
+        start_offset: u64,
+        in_sync: bool,
+        disk: Option<f64>,
+    ) {
         self.slave_lag_bytes.clear();
         self.slave_lag_seconds.clear();
         self.slave_in_sync.clear();
@@ -146,7 +172,8 @@ impl Metrics {
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)
+            .expect("writing to a String cannot fail");
         out
     }
 }

@@ -18,7 +18,10 @@ use crate::metrics::Metrics;
 pub fn store_config(s: &BrokerSettings) -> StoreConfig {
     let mut c = StoreConfig::default();
     c.mapped_file_size_commit_log = s.mapped_file_size_commit_log;
-    c.flush_disk_type = s.flush_disk_type;
+    c.flush_disk_type = match s.flush_disk_type {
+        logship_core::driver::FlushDiskType::SyncFlush => logship_store::FlushDiskType::SyncFlush,
+        _ => logship_store::FlushDiskType::AsyncFlush,
+    };
     c.flush_interval_commit_log = s.flush_interval_commit_log;
     c.sync_flush_timeout = s.sync_flush_timeout;
     c.max_message_size = s.max_message_size;
@@ -79,14 +82,19 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         "logship ready"
     );
     let app = router(broker.clone()).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app).with_graceful_shutdown(shutdown_signal()).await.context("HTTP server failed")?;
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("HTTP server failed")?;
     info!("HTTP drained; stopping replication");
     match &broker.node {
         Node::Master(m) => m.shutdown().await,
         Node::Slave(s) => s.shutdown().await,
     }
     let closing = store.clone();
-    tokio::task::spawn_blocking(move || closing.shutdown()).await?.context("flushing the store at shutdown")?;
+    tokio::task::spawn_blocking(move || closing.shutdown())
+        .await?
+        .context("flushing the store at shutdown")?;
     info!(max_offset = store.max_offset(), "logship stopped cleanly");
     Ok(())
 }

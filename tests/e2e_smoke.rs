@@ -25,6 +25,9 @@ impl LogRead for MemLog {
     fn bounds(&self) -> LogBounds {
         LogBounds { min: 0, max: self.data.lock().unwrap().len() as u64 }
     }
+    fn flushed(&self) -> Offset {
+        self.bounds().max
+    }
     fn read(&self, span: LogSpan) -> Result<Bytes, MemError> {
         let d = self.data.lock().unwrap();
         d.get(span.offset as usize..span.end() as usize)
@@ -34,13 +37,6 @@ impl LogRead for MemLog {
 }
 
 impl LogWrite for MemLog {
-    type Error = MemError;
-    fn end(&self) -> Offset {
-        self.data.lock().unwrap().len() as u64
-    }
-    fn flushed(&self) -> Offset {
-        LogWrite::end(self)
-    }
     fn append_at(&self, offset: Offset, data: &[u8]) -> Result<Offset, MemError> {
         let mut d = self.data.lock().unwrap();
         if offset != d.len() as u64 {
@@ -50,7 +46,7 @@ impl LogWrite for MemLog {
         Ok(d.len() as u64)
     }
     fn flush(&self) -> Result<Offset, MemError> {
-        Ok(LogWrite::end(self))
+        Ok(self.bounds().max)
     }
 }
 
@@ -71,9 +67,6 @@ impl MessageLog for MemLog {
     }
     fn durable(&self, offset: Offset) -> Self::Durable {
         std::future::ready(Ok(offset))
-    }
-    fn flushed(&self) -> Offset {
-        LogWrite::end(self)
     }
 }
 

@@ -654,7 +654,7 @@ impl<L: LogWrite> SlaveDriver<L> {
         log: std::sync::Arc<L>,
     ) -> Result<Self, ConfigError> {
         config.validate()?;
-        let core = Slave::new(config.core.clone(), now, log.end(), log.flushed())?;
+        let core = Slave::new(config.core.clone(), now, log.bounds().max, log.flushed())?;
         Ok(Self {
             core,
             log,
@@ -696,7 +696,7 @@ impl<L: LogWrite> SlaveDriver<L> {
                     Ok(end) => self.feed(now, SlaveInput::Appended { end }),
                     Err(e) => {
                         warn!(%e, offset, len = data.len(), "append failed");
-                        let end = self.log.end();
+                        let end = self.log.bounds().max;
                         self.feed(now, SlaveInput::AppendFailed { end });
                     }
                 },
@@ -752,12 +752,16 @@ impl<L: LogWrite> SlaveDriver<L> {
         SlaveStatus {
             state: self.core.state().into(),
             master_address: self.master_address.clone(),
-            max_offset: self.log.end(),
+            max_offset: self.log.bounds().max,
             flushed_offset: self.log.flushed(),
             ack_offset,
             master_offset,
             lag_bytes,
-            lag: if lag_bytes == 0 { Duration::ZERO } else { now.saturating_duration_since(self.caught_up_at) },
+            lag: if lag_bytes == 0 {
+                Duration::ZERO
+            } else {
+                now.saturating_duration_since(self.caught_up_at)
+            },
             since_last_read: self.core.last_read().map(|t| now.saturating_duration_since(t)),
             connections: self.connections,
             peer_errors: self.peer_errors,

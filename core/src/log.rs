@@ -40,13 +40,17 @@ pub struct LogBounds {
     pub max: Offset,
 }
 
-/// Read access to a master's log, used by a master driver to resolve spans.
+/// Read access to a log: what a master driver needs to resolve spans, and what every log
+/// reports about itself.
 pub trait LogRead: Send + Sync + 'static {
-    /// The error a read can fail with.
+    /// The error a read (or, for the sub-traits, a write or flush) can fail with.
     type Error: std::error::Error + Send + Sync + 'static;
 
-    /// The current readable range.
+    /// The current readable range; `max` is the end of the log (0 for an empty log).
     fn bounds(&self) -> LogBounds;
+
+    /// One past the last durable byte.
+    fn flushed(&self) -> Offset;
 
     /// The bytes of `span`, without copying where the log allows it.
     ///
@@ -55,20 +59,11 @@ pub trait LogRead: Send + Sync + 'static {
 }
 
 /// Write access to a slave's log, used by a slave driver to store replicated bytes.
-pub trait LogWrite: Send + Sync + 'static {
-    /// The error a write or flush can fail with.
-    type Error: std::error::Error + Send + Sync + 'static;
-
-    /// One past the last stored byte (RocketMQ `getMaxPhyOffset`). 0 for an empty log.
-    fn end(&self) -> Offset;
-
-    /// One past the last durable byte.
-    fn flushed(&self) -> Offset;
-
+pub trait LogWrite: LogRead {
     /// Stores raw replicated bytes at `offset` and returns the new end.
     ///
-    /// `offset` must equal [`end`](Self::end), except that an empty log adopts the first offset it
-    /// is given. Any other offset is an error: a log never has a silent gap.
+    /// `offset` must equal the end (`bounds().max`), except that an empty log adopts the first
+    /// offset it is given. Any other offset is an error: a log never has a silent gap.
     fn append_at(&self, offset: Offset, data: &[u8]) -> Result<Offset, Self::Error>;
 
     /// Makes every stored byte durable and returns the durable end. May block on the disk.
@@ -90,9 +85,6 @@ pub trait MessageLog: LogRead {
     /// Completes once every byte before `offset` is durable (SYNC_FLUSH group commit). Concurrent
     /// waits share one flush. The caller applies its own timeout.
     fn durable(&self, offset: Offset) -> Self::Durable;
-
-    /// One past the last durable byte.
-    fn flushed(&self) -> Offset;
 }
 
 /// The outcome of storing a message, with RocketMQ's `PutMessageStatus` names.

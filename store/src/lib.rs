@@ -1,1 +1,103 @@
-//! logship-store: a RocketMQ-compatible mmap commit log.
+//! logship-store: a RocketMQ-compatible memory-mapped commit log, with consume queues, flushing,
+//! crash recovery and retention. It implements `logship-core`'s log traits ([`LogRead`],
+//! [`LogWrite`], [`MessageLog`]) so the replication drivers can use it, and it writes the bytes a
+//! Java RocketMQ broker writes, so a real RocketMQ peer can read them.
+//!
+//! # Layout
+//!
+//! ```text
+//! <root>/lock                                  exclusive lock of the store (one process, one handle)
+//! <root>/abort                                 present while the store is open: a crash marker
+//! <root>/checkpoint                            one 4 KiB page, RocketMQ's layout + a logship block
+//! <root>/commitlog/<20-digit offset>           segments of mapped_file_size_commit_log bytes
+//! <root>/consumequeue/<topic>/<queueId>/<20-digit byte offset>   20-byte index entries
+//! ```
+//!
+//! Segments hold RocketMQ stored messages ([`codec`]) back to back. A message never spans two
+//! segments: when one does not fit (with 8 bytes to spare), the segment is padded with a BLANK
+//! record and the message starts the next segment. A physical offset is a byte position in the
+//! concatenation of the segments, so a segment's name is the offset of its first byte. A slave's
+//! log is byte-for-byte its master's.
+//!
+//! # Threads and locking
+//!
+//! A [`CommitLog`] is shared through an `Arc`; every method takes `&self`.
+//!
+//! - Writers ([`put`](CommitLog::put), [`append_at`](CommitLog::append_at)) serialize on one put
+//!   lock (RocketMQ's `putMessageLock`). Validation, property encoding and the body CRC happen
+//!   before it is taken. The message is encoded straight into the mapped segment.
+//! - Readers ([`read`](CommitLog::read), [`read_message`](CommitLog::read_message)) take no lock
+//!   but a brief read lock on the segment table. The end of the log is published with a
+//!   `Release` store after the bytes are written and read with `Acquire`; a reader never forms a
+//!   view of bytes being written (see the `mmap` module). A span is a zero-copy `Bytes` that
+//!   keeps its segment mapped, even after retention deletes the file.
+//! - Background threads: **flush** (group commit on request, interval flushes, consume-queue
+//!   flushes, checkpoints), **reput** (indexes replicated bytes into the consume queues as they
+//!   arrive, waiting on a partial trailing message), **prealloc** (creates and page-touches the
+//!   next segment), **retention** (deletes old segments by age and disk usage).
+//!   On a master, [`put`](CommitLog::put) indexes its message itself.
+//!
+//! # Durability
+//!
+//! - A put returns once its bytes are in the page cache. [`durable`](MessageLog::durable) (a
+//!   runtime-agnostic future) or [`wait_durable`](CommitLog::wait_durable) completes once they are
+//!   on disk; concurrent waiters share one msync of the page-aligned dirty range (group commit).
+//!   [`put_and_flush`](CommitLog::put_and_flush) is RocketMQ's `putMessage`: under `SYNC_FLUSH` it
+//!   waits up to `sync_flush_timeout` and returns `FlushDiskTimeout` if the flush is late. Under
+//!   `ASYNC_FLUSH` the flush thread flushes every `flush_interval_commit_log`.
+//! - After a clean [`shutdown`](CommitLog::shutdown) (or drop) the store reopens at once. After a
+//!   crash it scans from the durable boundary recorded in the checkpoint, stops at the first
+//!   invalid record and zeroes and fsyncs the torn tail, so it cannot resurface after another
+//!   crash. An invalid record *before* the durable boundary is corruption: opening fails with
+//!   [`StoreError::Corrupt`] naming the segment and offset, unless the operator sets
+//!   [`RecoveryOptions::truncate_on_corruption`]. Consume queues are trimmed and re-dispatched to
+//!   match. See [`RecoveryReport`] for what recovery did.
+//! - Every file that appears (segments, consume-queue files, the abort marker) is created under a
+//!   temporary name, sized and renamed, and its directory fsynced.
+//!
+//! # Example
+//!
+//! ```
+//! use logship_core::{LogRead, LogSpan, PutStatus};
+//! use logship_store::{CommitLog, Message, StoreConfig};
+//!
+//! let dir = tempfile::tempdir()?;
+//! let mut config = StoreConfig::default();
+//! config.mapped_file_size_commit_log = 64 * 1024;
+//! config.max_message_size = 4096;
+//! let log = CommitLog::open(dir.path(), config)?;
+//! let put = log.put(Message::new("TopicTest", 0, &b"hello"[..]).with_tags("TagA"));
+//! assert_eq!(put.status, PutStatus::PutOk);
+//! let bytes = log.read(LogSpan { offset: put.offset, len: put.wrote_bytes })?;
+//! assert_eq!(log.read_message(put.offset)?.body, &b"hello"[..]);
+//! assert_eq!(bytes.len() as u32, put.wrote_bytes);
+//! log.shutdown()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+pub mod codec;
+
+mod checkpoint;
+mod config;
+mod consume_queue;
+mod env;
+mod error;
+mod flush;
+mod mmap;
+mod prealloc;
+pub mod raw;
+mod recovery;
+mod retention;
+mod segment;
+mod store;
+
+pub use codec::{Message, MessageVersion, RecordError, StoreFields, StoredMessage};
+pub use config::{CQ_ENTRY_SIZE, FlushDiskType, RecoveryOptions, StoreConfig};
+pub use consume_queue::CqEntry;
+pub use env::{Clock, DiskUsage, OsDiskUsage, StoreEnv, SystemClock};
+pub use error::{ConfigError, StoreError};
+pub use flush::{Durable, FlushHold};
+pub use logship_core::{LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
+pub use recovery::{RecoveryKind, RecoveryReport};
+pub use retention::RetentionReport;
+pub use store::{CommitLog, StoreStatus};

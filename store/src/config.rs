@@ -1,0 +1,250 @@
+//! The store's configuration, with RocketMQ's `MessageStoreConfig` names and defaults.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::error::ConfigError;
+use crate::mmap::PAGE_SIZE;
+
+/// Size of one consume-queue entry: physical offset `i64`, size `i32`, tag code `i64`.
+pub const CQ_ENTRY_SIZE: u64 = 20;
+
+/// When a put counts as done on disk (RocketMQ `FlushDiskType`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum FlushDiskType {
+    /// Group commit: [`CommitLog::put_and_flush`](crate::CommitLog::put_and_flush) returns once
+    /// the message is on disk, or `FlushDiskTimeout` after `sync_flush_timeout`.
+    SyncFlush,
+    /// A background flush every `flush_interval_commit_log`; puts return at once.
+    #[default]
+    AsyncFlush,
+}
+
+/// What recovery may do beyond RocketMQ's defaults. Not a RocketMQ setting.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecoveryOptions {
+    /// Cut the log at a corrupt record in its flushed part (and drop everything after it)
+    /// instead of refusing to open with [`StoreError::Corrupt`](crate::StoreError::Corrupt).
+    /// Operator's choice only: it discards data that had been durable.
+    pub truncate_on_corruption: bool,
+    /// Delete every consume queue and rebuild them from the commit log.
+    pub rebuild_consume_queues: bool,
+}
+
+/// The store's configuration. Field names are RocketMQ's (`MessageStoreConfig`, snake case) and
+/// defaults are RocketMQ's unless a field says otherwise.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct StoreConfig {
+    /// Size of each commit-log segment (`mappedFileSizeCommitLog`, 1 GiB). Must be equal on a
+    /// master and its slaves. A multiple of the 4 KiB page size.
+    pub mapped_file_size_commit_log: u64,
+    /// Size of each consume-queue file (`mappedFileSizeConsumeQueue`, 300 000 entries of 20 bytes).
+    pub mapped_file_size_consume_queue: u64,
+    /// Synchronous (group commit) or asynchronous flush (`flushDiskType`, ASYNC_FLUSH).
+    pub flush_disk_type: FlushDiskType,
+    /// Interval of the asynchronous flush (`flushIntervalCommitLog`, 500 ms).
+    pub flush_interval_commit_log: Duration,
+    /// The asynchronous flush waits for this many dirty pages (`flushCommitLogLeastPages`, 4)...
+    pub flush_commit_log_least_pages: u32,
+    /// ...unless this long has passed since the last full flush (`flushCommitLogThoroughInterval`, 10 s).
+    pub flush_commit_log_thorough_interval: Duration,
+    /// Interval of consume-queue flushes (`flushIntervalConsumeQueue`, 1 s).
+    pub flush_interval_consume_queue: Duration,
+    /// How long a SYNC_FLUSH put waits for its flush (`syncFlushTimeout`, 5 s).
+    pub sync_flush_timeout: Duration,
+    /// The largest stored message, in bytes (`maxMessageSize`, 4 MiB). A larger message is refused
+    /// with `MessageIllegal`. Must leave room for the BLANK record in a segment.
+    pub max_message_size: u32,
+    /// Hours a segment is kept after its last write (`fileReservedTime`, 72).
+    pub file_reserved_time: u32,
+    /// The hours of day (local time) at which expired segments are deleted, `;`-separated
+    /// (`deleteWhen`, "04").
+    pub delete_when: String,
+    /// Disk usage (percent) above which expired segments are deleted at any hour
+    /// (`diskMaxUsedSpaceRatio`, 75).
+    pub disk_max_used_space_ratio: u32,
+    /// Disk usage (fraction) above which the oldest segments are deleted even if not expired
+    /// (RocketMQ's `diskSpaceCleanForciblyRatio`, 0.85).
+    pub disk_space_clean_forcibly_ratio: f64,
+    /// Disk usage (fraction) above which puts are refused with `ServiceNotAvailable`
+    /// (RocketMQ's `diskSpaceWarningLevelRatio`, 0.90).
+    pub disk_space_warning_level_ratio: f64,
+    /// Whether the forcible deletion above `disk_space_clean_forcibly_ratio` is enabled
+    /// (`cleanFileForciblyEnable`, true).
+    pub clean_file_forcibly_enable: bool,
+    /// How often retention runs (`cleanResourceInterval`, 10 s).
+    pub clean_resource_interval: Duration,
+    /// At most this many segments are deleted per retention round (RocketMQ's
+    /// `DELETE_FILES_BATCH_MAX`, 10).
+    pub delete_files_batch_max: u32,
+    /// Verify body CRCs while recovering after a crash (`checkCRCOnRecover`, true).
+    pub check_crc_on_recover: bool,
+    /// Touch every page of the next segment when preallocating it (`warmMapedFileEnable`).
+    /// **Default true here** (RocketMQ: false): page faults on fresh log pages cut replication
+    /// throughput by about half on the target machines.
+    pub warm_mapped_file_enable: bool,
+    /// The broker's address, stored in each message and in its message id (`brokerIP1` and the
+    /// listen port; 127.0.0.1:10911).
+    pub store_host: SocketAddr,
+    /// What recovery may do beyond RocketMQ's defaults.
+    pub recovery: RecoveryOptions,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            mapped_file_size_commit_log: 1024 * 1024 * 1024,
+            mapped_file_size_consume_queue: 300_000 * CQ_ENTRY_SIZE,
+            flush_disk_type: FlushDiskType::AsyncFlush,
+            flush_interval_commit_log: Duration::from_millis(500),
+            flush_commit_log_least_pages: 4,
+            flush_commit_log_thorough_interval: Duration::from_secs(10),
+            flush_interval_consume_queue: Duration::from_secs(1),
+            sync_flush_timeout: Duration::from_secs(5),
+            max_message_size: 4 * 1024 * 1024,
+            file_reserved_time: 72,
+            delete_when: "04".to_string(),
+            disk_max_used_space_ratio: 75,
+            disk_space_clean_forcibly_ratio: 0.85,
+            disk_space_warning_level_ratio: 0.90,
+            clean_file_forcibly_enable: true,
+            clean_resource_interval: Duration::from_secs(10),
+            delete_files_batch_max: 10,
+            check_crc_on_recover: true,
+            warm_mapped_file_enable: true,
+            store_host: SocketAddr::from(([127, 0, 0, 1], 10911)),
+            recovery: RecoveryOptions::default(),
+        }
+    }
+}
+
+impl StoreConfig {
+    /// Checks every field; the error names the first bad field and its value.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let page = PAGE_SIZE as u64;
+        let seg = self.mapped_file_size_commit_log;
+        if seg == 0 || seg % page != 0 || seg > i32::MAX as u64 + 1 {
+            return Err(ConfigError::new(
+                "mapped_file_size_commit_log",
+                seg,
+                "must be a positive multiple of 4096, at most 2 GiB (RocketMQ maps segments with int positions)",
+            ));
+        }
+        let cq = self.mapped_file_size_consume_queue;
+        if cq == 0 || cq % CQ_ENTRY_SIZE != 0 || cq > i32::MAX as u64 {
+            return Err(ConfigError::new(
+                "mapped_file_size_consume_queue",
+                cq,
+                "must be a positive multiple of 20 bytes, below 2 GiB",
+            ));
+        }
+        if self.max_message_size == 0
+            || u64::from(self.max_message_size) + crate::codec::BLANK_RECORD_LEN as u64 > seg
+        {
+            return Err(ConfigError::new(
+                "max_message_size",
+                self.max_message_size,
+                format!("must be positive and leave 8 bytes for the BLANK record in a {seg}-byte segment"),
+            ));
+        }
+        for (field, d) in [
+            ("flush_interval_commit_log", self.flush_interval_commit_log),
+            ("flush_commit_log_thorough_interval", self.flush_commit_log_thorough_interval),
+            ("flush_interval_consume_queue", self.flush_interval_consume_queue),
+            ("sync_flush_timeout", self.sync_flush_timeout),
+            ("clean_resource_interval", self.clean_resource_interval),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::new(field, d, "must be positive"));
+            }
+        }
+        parse_delete_when(&self.delete_when)?;
+        if !(10..=95).contains(&self.disk_max_used_space_ratio) {
+            return Err(ConfigError::new(
+                "disk_max_used_space_ratio",
+                self.disk_max_used_space_ratio,
+                "must be a percentage between 10 and 95 (RocketMQ's bounds)",
+            ));
+        }
+        for (field, r) in [
+            ("disk_space_clean_forcibly_ratio", self.disk_space_clean_forcibly_ratio),
+            ("disk_space_warning_level_ratio", self.disk_space_warning_level_ratio),
+        ] {
+            if !(r > 0.0 && r <= 1.0) {
+                return Err(ConfigError::new(field, r, "must be a fraction in (0, 1]"));
+            }
+        }
+        if self.delete_files_batch_max == 0 {
+            return Err(ConfigError::new(
+                "delete_files_batch_max",
+                self.delete_files_batch_max,
+                "must be positive",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Entries per consume-queue file.
+    pub(crate) fn cq_entries_per_file(&self) -> u64 {
+        self.mapped_file_size_consume_queue / CQ_ENTRY_SIZE
+    }
+}
+
+/// Parses `delete_when` ("04", "04;16") into hours of day.
+pub(crate) fn parse_delete_when(s: &str) -> Result<Vec<u32>, ConfigError> {
+    let bad =
+        || ConfigError::new("delete_when", s, "must be hours of day 0..=23 separated by ';', e.g. \"04\"");
+    let hours: Result<Vec<u32>, _> = s.split(';').map(|h| h.trim().parse::<u32>()).collect();
+    match hours {
+        Ok(h) if !h.is_empty() && h.iter().all(|&x| x < 24) => Ok(h),
+        _ => Err(bad()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_rocketmqs_and_valid() {
+        let c = StoreConfig::default();
+        assert_eq!(c.mapped_file_size_commit_log, 1 << 30);
+        assert_eq!(c.mapped_file_size_consume_queue, 6_000_000);
+        assert_eq!(c.flush_interval_commit_log, Duration::from_millis(500));
+        assert_eq!(c.max_message_size, 4 << 20);
+        assert_eq!(c.file_reserved_time, 72);
+        assert_eq!(c.delete_when, "04");
+        assert_eq!(c.disk_max_used_space_ratio, 75);
+        assert_eq!(c.flush_disk_type, FlushDiskType::AsyncFlush);
+        assert!(c.check_crc_on_recover);
+        c.validate().unwrap();
+    }
+
+    #[test]
+    fn validation_errors_name_the_field_and_value() {
+        let mut c = StoreConfig { mapped_file_size_commit_log: 1000, ..StoreConfig::default() };
+        let e = c.validate().unwrap_err();
+        assert_eq!(e.field, "mapped_file_size_commit_log");
+        assert_eq!(e.value, "1000");
+        assert!(e.to_string().contains("mapped_file_size_commit_log") && e.to_string().contains("1000"));
+
+        c = StoreConfig { mapped_file_size_commit_log: 4096, ..StoreConfig::default() };
+        assert_eq!(c.validate().unwrap_err().field, "max_message_size");
+
+        c = StoreConfig { delete_when: "25".into(), ..StoreConfig::default() };
+        let e = c.validate().unwrap_err();
+        assert_eq!((e.field, e.value.as_str()), ("delete_when", "\"25\""));
+
+        c = StoreConfig { disk_max_used_space_ratio: 99, ..StoreConfig::default() };
+        assert_eq!(c.validate().unwrap_err().field, "disk_max_used_space_ratio");
+
+        c = StoreConfig { sync_flush_timeout: Duration::ZERO, ..StoreConfig::default() };
+        assert_eq!(c.validate().unwrap_err().field, "sync_flush_timeout");
+
+        c = StoreConfig { mapped_file_size_consume_queue: 30, ..StoreConfig::default() };
+        assert_eq!(c.validate().unwrap_err().field, "mapped_file_size_consume_queue");
+        assert_eq!(parse_delete_when("04;16").unwrap(), vec![4, 16]);
+    }
+}

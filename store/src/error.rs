@@ -1,0 +1,220 @@
+//! The store's errors. Every variant carries the context an operator needs (paths, offsets, sizes).
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::codec::RecordError;
+
+/// An invalid [`StoreConfig`](crate::StoreConfig) field.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("config field `{field}` = {value}: {reason}")]
+#[non_exhaustive]
+pub struct ConfigError {
+    /// The field's name, as in [`StoreConfig`](crate::StoreConfig) (RocketMQ's name in snake case).
+    pub field: &'static str,
+    /// The rejected value, formatted.
+    pub value: String,
+    /// What a valid value looks like.
+    pub reason: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(field: &'static str, value: impl std::fmt::Debug, reason: impl Into<String>) -> Self {
+        Self { field, value: format!("{value:?}"), reason: reason.into() }
+    }
+}
+
+/// Everything that can go wrong in the store.
+///
+/// Bad input (a corrupt file, a garbage checkpoint, a wrong offset) always gets its own variant;
+/// the store never panics on it and never discards data to get past it.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+
+    /// A file operation failed.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+
+    /// Another process (or another handle in this process) has the store open.
+    #[error("store {path} is locked by another process or handle")]
+    Locked {
+        /// The lock file.
+        path: PathBuf,
+    },
+
+    /// A segment or consume-queue file does not have the configured size.
+    #[error("{path} is {actual} bytes, but the configured file size ({field}) is {expected} bytes")]
+    FileSizeMismatch {
+        /// The file.
+        path: PathBuf,
+        /// The configuration field that sets the size.
+        field: &'static str,
+        /// The configured size.
+        expected: u64,
+        /// The file's size on disk.
+        actual: u64,
+    },
+
+    /// A file's name is not a multiple of the file size.
+    #[error("{path} starts at byte {start}, which is not a multiple of the file size {file_size}")]
+    MisalignedFile {
+        /// The file.
+        path: PathBuf,
+        /// The start offset its name gives.
+        start: u64,
+        /// The configured file size.
+        file_size: u64,
+    },
+
+    /// Files are missing between two present ones.
+    #[error("missing file for offset {expected} in {dir} (next present file: {found})")]
+    FileGap {
+        /// The directory.
+        dir: PathBuf,
+        /// The start offset of the missing file.
+        expected: u64,
+        /// The next file that is present.
+        found: PathBuf,
+    },
+
+    /// A record in the flushed (or cleanly shut down) part of the log is invalid. This is data
+    /// corruption, not a torn tail; open with
+    /// [`RecoveryOptions::truncate_on_corruption`](crate::RecoveryOptions) to cut the log there.
+    #[error("corrupt record in segment {segment} at offset {offset}: {reason}")]
+    Corrupt {
+        /// The segment file.
+        segment: PathBuf,
+        /// The record's physical offset.
+        offset: u64,
+        /// What is wrong with it.
+        reason: RecordError,
+    },
+
+    /// The checkpoint file is shorter or longer than one page.
+    #[error("checkpoint {path} is {len} bytes, expected {expected} (truncated or not a checkpoint)")]
+    CheckpointTruncated {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// Its length.
+        len: u64,
+        /// The expected length (one page).
+        expected: u64,
+    },
+
+    /// The checkpoint file holds values no store writes.
+    #[error("checkpoint {path} is corrupt: {reason}")]
+    CheckpointCorrupt {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// A consume-queue file holds an entry no dispatch writes.
+    #[error("consume queue file {path} is corrupt at entry {index}: {reason}")]
+    ConsumeQueueCorrupt {
+        /// The consume-queue file.
+        path: PathBuf,
+        /// The entry's queue offset.
+        index: u64,
+        /// What is wrong with it.
+        reason: String,
+    },
+
+    /// `append_at` was given an offset other than the end of the log: a gap or an overlap.
+    #[error("append at offset {got}, but the log ends at {expected}")]
+    OffsetMismatch {
+        /// The current end of the log.
+        expected: u64,
+        /// The offset the caller gave.
+        got: u64,
+    },
+
+    /// The bytes do not fit in the segment they start in (frames never span segments).
+    #[error("{len} bytes at offset {offset} cross the segment end {segment_end}")]
+    CrossesSegment {
+        /// The first byte.
+        offset: u64,
+        /// The number of bytes.
+        len: u64,
+        /// The end of the segment holding `offset`.
+        segment_end: u64,
+    },
+
+    /// A read outside the readable range `[min, max)`.
+    #[error("bytes [{offset}, {end}) are outside the log [{min}, {max})")]
+    OutOfRange {
+        /// The first byte asked for.
+        offset: u64,
+        /// One past the last byte asked for.
+        end: u64,
+        /// The oldest offset held.
+        min: u64,
+        /// The end of the log.
+        max: u64,
+    },
+
+    /// A message read hit the BLANK padding at the end of a segment.
+    #[error("no message at offset {offset}: it is the end-of-segment padding")]
+    NotAMessage {
+        /// The offset asked for.
+        offset: u64,
+    },
+
+    /// A consume-queue read asked for an offset the queue does not hold.
+    #[error("queue offset {offset} of {topic}:{queue_id} is outside [{min}, {max})")]
+    QueueOffsetOutOfRange {
+        /// The topic.
+        topic: String,
+        /// The queue id.
+        queue_id: i32,
+        /// The queue offset asked for.
+        offset: u64,
+        /// The oldest queue offset held.
+        min: u64,
+        /// One past the newest queue offset.
+        max: u64,
+    },
+
+    /// Writing the log back to disk failed. The store refuses further durability waits.
+    #[error("flush of {path} failed: {source}")]
+    FlushFailed {
+        /// The file that failed.
+        path: PathBuf,
+        /// The OS error (shared by every waiter that sees it).
+        #[source]
+        source: Arc<io::Error>,
+    },
+
+    /// The store has been shut down.
+    #[error("the store is shut down")]
+    Closed,
+}
+
+impl StoreError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: io::Error) -> Self {
+        Self::Io { path: path.into(), source }
+    }
+}
+
+/// Adds a path to an `io::Result`.
+pub(crate) trait IoContext<T> {
+    fn at(self, path: impl AsRef<Path>) -> Result<T, StoreError>;
+}
+
+impl<T> IoContext<T> for io::Result<T> {
+    fn at(self, path: impl AsRef<Path>) -> Result<T, StoreError> {
+        self.map_err(|source| StoreError::io(path.as_ref(), source))
+    }
+}

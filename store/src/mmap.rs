@@ -1,0 +1,403 @@
+//! Memory maps and the few raw OS calls the store needs.
+//!
+//! This is the only module of the crate with `unsafe` code. Every block carries a `// SAFETY:`
+//! argument; the arguments rest on the discipline below.
+//!
+//! # The mapping discipline
+//!
+//! A [`MappedFile`] maps one fixed-size file, once per process. Its bytes are split at
+//! `published`:
+//!
+//! - `[0, published)` is immutable. Anyone may hold `&[u8]` views (and [`MappedSpan`]s, which
+//!   become zero-copy `Bytes`) over it.
+//! - `[published, len)` belongs to the file's single [`MapWriter`]. Only the writer touches it,
+//!   and only through `&mut self`, so no view of it can exist while it is written.
+//!
+//! `published` only grows. The writer stores it with `Release` after writing the bytes below it;
+//! readers load it with `Acquire` before creating a view. A reader therefore never sees a byte
+//! that is being written, and never holds a view over bytes that will change.
+//!
+//! The store holds an exclusive lock on its directory ([`try_lock_exclusive`]), so no other
+//! well-behaved process writes these files while they are mapped. (A foreign process writing or
+//! truncating a mapped file would break any mmap-based store; this is the usual mmap caveat.)
+#![allow(unsafe_code)]
+
+use std::ffi::CString;
+use std::fs::File;
+use std::io;
+use std::mem::MaybeUninit;
+use std::ops::Range;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use memmap2::{MmapOptions, MmapRaw};
+
+/// The page size used for flush alignment and page touching (RocketMQ's `OS_PAGE_SIZE`).
+pub(crate) const PAGE_SIZE: usize = 4096;
+
+/// A fixed-size file mapped read-write, shared by one [`MapWriter`] and any number of readers.
+pub(crate) struct MappedFile {
+    map: MmapRaw,
+    published: AtomicUsize,
+    path: PathBuf,
+    // Keeps the descriptor open for the lifetime of the mapping (not required by mmap, but it
+    // lets the mapping be inspected in /proc and keeps the file identity obvious).
+    _file: File,
+}
+
+impl std::fmt::Debug for MappedFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MappedFile")
+            .field("path", &self.path)
+            .field("len", &self.len())
+            .field("published", &self.published())
+            .finish()
+    }
+}
+
+impl MappedFile {
+    /// Maps the whole of `file` and returns the shared handle plus its only writer.
+    ///
+    /// The caller maps each file at most once per process (the store enforces it: one
+    /// `MappedFile` per segment or consume-queue file).
+    pub(crate) fn map(file: File, path: PathBuf) -> io::Result<(Arc<Self>, MapWriter)> {
+        let map = MmapOptions::new().map_raw(&file)?;
+        if map.len() == 0 {
+            return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot map an empty file"));
+        }
+        let shared = Arc::new(Self { map, published: AtomicUsize::new(0), path, _file: file });
+        let writer = MapWriter { file: Arc::clone(&shared), pos: 0 };
+        Ok((shared, writer))
+    }
+
+    /// Length of the mapping (the file size).
+    pub(crate) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// The mapped file's path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// End of the immutable prefix.
+    pub(crate) fn published(&self) -> usize {
+        self.published.load(Ordering::Acquire)
+    }
+
+    /// A view of `range` if it lies inside the published prefix.
+    pub(crate) fn read(&self, range: Range<usize>) -> Option<&[u8]> {
+        if range.start > range.end || range.end > self.published() {
+            return None;
+        }
+        // SAFETY: `range` lies inside the mapping (published <= len) and inside the published
+        // prefix, which the discipline above keeps immutable for the life of the mapping. The
+        // mapping lives as long as `self`, which the returned borrow is tied to.
+        Some(unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(range.start), range.len()) })
+    }
+
+    /// An owned view of `range` (inside the published prefix) that keeps the mapping alive.
+    pub(crate) fn span(self: &Arc<Self>, range: Range<usize>) -> Option<MappedSpan> {
+        if range.start > range.end || range.end > self.published() {
+            return None;
+        }
+        Some(MappedSpan { file: Arc::clone(self), start: range.start, len: range.len() })
+    }
+
+    /// Writes `range` back to the file and waits for it (msync `MS_SYNC`), page-aligned.
+    pub(crate) fn flush(&self, range: Range<usize>) -> io::Result<()> {
+        let end = range.end.min(self.len());
+        let start = range.start / PAGE_SIZE * PAGE_SIZE;
+        if end <= start {
+            return Ok(());
+        }
+        self.map.flush_range(start, end - start)
+    }
+}
+
+/// A zero-copy view of published bytes of a [`MappedFile`]; it keeps the mapping alive, even after
+/// the file is deleted. Turned into `bytes::Bytes` with `Bytes::from_owner`.
+pub(crate) struct MappedSpan {
+    file: Arc<MappedFile>,
+    start: usize,
+    len: usize,
+}
+
+impl AsRef<[u8]> for MappedSpan {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `MappedFile::span` only builds a span inside the published prefix, which never
+        // changes; `self.file` keeps the mapping alive for as long as this span exists.
+        unsafe { std::slice::from_raw_parts(self.file.map.as_ptr().add(self.start), self.len) }
+    }
+}
+
+/// The single writer of a [`MappedFile`]: it owns the unpublished suffix `[published, len)`.
+///
+/// `pos` is the write position; `pos >= published` always holds.
+pub(crate) struct MapWriter {
+    file: Arc<MappedFile>,
+    pos: usize,
+}
+
+impl std::fmt::Debug for MapWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MapWriter").field("file", &self.file).field("pos", &self.pos).finish()
+    }
+}
+
+impl MapWriter {
+    /// The file this writer writes.
+    pub(crate) fn file(&self) -> &Arc<MappedFile> {
+        &self.file
+    }
+
+    /// The write position.
+    pub(crate) fn pos(&self) -> usize {
+        self.pos
+    }
+
+    /// Bytes left after the write position.
+    pub(crate) fn remaining(&self) -> usize {
+        self.file.len() - self.pos
+    }
+
+    /// Moves the write position inside the unpublished suffix.
+    ///
+    /// # Panics
+    /// If `pos` is below the published prefix or beyond the file: a broken store invariant.
+    pub(crate) fn seek(&mut self, pos: usize) {
+        assert!(
+            pos >= self.file.published.load(Ordering::Relaxed) && pos <= self.file.len(),
+            "seek to {pos} outside the unpublished suffix of {}",
+            self.file.path.display()
+        );
+        self.pos = pos;
+    }
+
+    /// The `len` bytes at the write position, for the caller to fill; does not advance.
+    ///
+    /// # Panics
+    /// If the bytes do not fit in the file: callers check [`remaining`](Self::remaining) first.
+    pub(crate) fn reserve(&mut self, len: usize) -> &mut [u8] {
+        assert!(len <= self.remaining(), "write of {len} bytes past the end of {}", self.file.path.display());
+        // SAFETY: `[pos, pos + len)` is inside the mapping (checked above) and inside the
+        // unpublished suffix (`pos >= published`), which no reader views and which only this
+        // writer touches; `&mut self` makes this the only live reference to it.
+        unsafe { std::slice::from_raw_parts_mut(self.file.map.as_mut_ptr().add(self.pos), len) }
+    }
+
+    /// Advances the write position by `len` bytes (already filled through `reserve`).
+    pub(crate) fn advance(&mut self, len: usize) {
+        assert!(len <= self.remaining(), "advance past the end of {}", self.file.path.display());
+        self.pos += len;
+    }
+
+    /// Copies `data` at the write position and advances.
+    pub(crate) fn write(&mut self, data: &[u8]) {
+        self.reserve(data.len()).copy_from_slice(data);
+        self.pos += data.len();
+    }
+
+    /// Makes everything before the write position readable (and immutable).
+    pub(crate) fn publish(&mut self) {
+        self.file.published.store(self.pos, Ordering::Release);
+    }
+
+    /// The whole mapping, for the writer's own inspection (recovery scans, zero checks).
+    pub(crate) fn peek(&self) -> &[u8] {
+        // SAFETY: the mapping is `len` bytes long and lives as long as `self.file`. Only this
+        // writer ever mutates the mapping, and it needs `&mut self` to do so, which cannot
+        // coexist with the `&self` borrow this view is tied to; other views are read-only.
+        unsafe { std::slice::from_raw_parts(self.file.map.as_ptr(), self.file.len()) }
+    }
+
+    /// Zeroes every page-sized chunk of `range` that is not already zero; returns the number of
+    /// bytes written. Reading first keeps clean pages clean.
+    ///
+    /// # Panics
+    /// If `range` reaches below the published prefix or beyond the file.
+    pub(crate) fn zero(&mut self, range: Range<usize>) -> usize {
+        assert!(
+            range.start >= self.file.published.load(Ordering::Relaxed) && range.end <= self.file.len(),
+            "zeroing outside the unpublished suffix of {}",
+            self.file.path.display()
+        );
+        let mut zeroed = 0;
+        let mut at = range.start;
+        while at < range.end {
+            let chunk_end = ((at / PAGE_SIZE + 1) * PAGE_SIZE).min(range.end);
+            let dirty = self.peek()[at..chunk_end].iter().any(|&b| b != 0);
+            if dirty {
+                // SAFETY: `[at, chunk_end)` is inside the mapping and the unpublished suffix
+                // (asserted above), which only this writer touches, through `&mut self`.
+                unsafe { std::ptr::write_bytes(self.file.map.as_mut_ptr().add(at), 0, chunk_end - at) };
+                zeroed += chunk_end - at;
+            }
+            at = chunk_end;
+        }
+        zeroed
+    }
+
+    /// Faults in every page from the write position to the end by rewriting one byte per page
+    /// with its own value (so contents never change). Stops early when `stop` is set.
+    pub(crate) fn touch_pages(&mut self, stop: &AtomicBool) {
+        let base = self.file.map.as_mut_ptr();
+        let mut at = self.pos;
+        let mut pages = 0usize;
+        while at < self.file.len() {
+            if pages % 256 == 0 && stop.load(Ordering::Relaxed) {
+                return;
+            }
+            // SAFETY: `at` is inside the mapping and at or after the write position, so in the
+            // unpublished suffix that only this writer (holding `&mut self`) touches. The volatile
+            // read and write of the same value fault the page in without changing it.
+            unsafe {
+                let p = base.add(at);
+                std::ptr::write_volatile(p, std::ptr::read_volatile(p));
+            }
+            pages += 1;
+            at = (at / PAGE_SIZE + 1) * PAGE_SIZE;
+        }
+    }
+}
+
+/// Takes an exclusive, non-blocking lock on `file` (an open-file-description lock on Linux, which
+/// also conflicts with the POSIX record lock a Java broker takes on its `lock` file; `flock`
+/// elsewhere). Returns `Ok(false)` if someone else holds it.
+pub(crate) fn try_lock_exclusive(file: &File) -> io::Result<bool> {
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let rc = {
+        // SAFETY: `flock` is a plain C struct for which all-zero bytes is a valid value.
+        let mut lock: libc::flock = unsafe { std::mem::zeroed() };
+        lock.l_type = libc::F_WRLCK as libc::c_short;
+        lock.l_whence = libc::SEEK_SET as libc::c_short;
+        lock.l_start = 0;
+        lock.l_len = 0; // the whole file
+        lock.l_pid = 0; // required by F_OFD_SETLK
+        // SAFETY: the descriptor is valid for the duration of the call (borrowed from `file`)
+        // and `lock` is a valid, initialised `flock` that outlives the call.
+        unsafe { libc::fcntl(file.as_raw_fd(), libc::F_OFD_SETLK, &lock as *const libc::flock) }
+    };
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    // SAFETY: the descriptor is valid for the duration of the call (borrowed from `file`).
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(true);
+    }
+    let err = io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(code) if code == libc::EAGAIN || code == libc::EACCES || code == libc::EWOULDBLOCK => Ok(false),
+        _ => Err(err),
+    }
+}
+
+/// The used fraction of the file system holding `path`, computed like RocketMQ's
+/// `UtilAll.getDiskPartitionSpaceUsedPercent`: `used / (used + available to unprivileged users)`.
+pub(crate) fn disk_used_ratio(path: &Path) -> io::Result<f64> {
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+    let mut stat = MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c_path` is a valid NUL-terminated string and `stat` points to writable memory of
+    // the right type; both outlive the call.
+    let rc = unsafe { libc::statvfs(c_path.as_ptr(), stat.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `statvfs` returned 0, so it initialised the whole struct.
+    let stat = unsafe { stat.assume_init() };
+    let frsize = stat.f_frsize as f64;
+    let total = stat.f_blocks as f64 * frsize;
+    let free = stat.f_bfree as f64 * frsize;
+    let avail = stat.f_bavail as f64 * frsize;
+    let used = total - free;
+    let entire = used + avail;
+    if entire <= 0.0 {
+        return Ok(0.0);
+    }
+    Ok(used / entire)
+}
+
+/// The local hour of day (0..=23) of a Unix time in milliseconds, or `None` if the C library
+/// cannot convert it.
+pub(crate) fn local_hour(epoch_millis: i64) -> Option<u32> {
+    let secs = epoch_millis.div_euclid(1000) as libc::time_t;
+    let mut tm = MaybeUninit::<libc::tm>::uninit();
+    // SAFETY: both pointers are valid for the call; `localtime_r` is the re-entrant variant and
+    // writes only into `tm`.
+    let result = unsafe { libc::localtime_r(&secs, tm.as_mut_ptr()) };
+    if result.is_null() {
+        return None;
+    }
+    // SAFETY: `localtime_r` returned non-null, so it initialised `tm`.
+    let tm = unsafe { tm.assume_init() };
+    u32::try_from(tm.tm_hour).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn temp_file(len: u64) -> (tempfile::TempDir, PathBuf, File) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        let file = File::options().read(true).write(true).create(true).truncate(true).open(&path).unwrap();
+        file.set_len(len).unwrap();
+        (dir, path, file)
+    }
+
+    #[test]
+    fn reads_see_only_published_bytes() {
+        let (_dir, path, file) = temp_file(8192);
+        let (map, mut writer) = MappedFile::map(file, path).unwrap();
+        writer.write(b"hello");
+        assert!(map.read(0..5).is_none(), "unpublished bytes are not readable");
+        writer.publish();
+        assert_eq!(map.read(0..5).unwrap(), b"hello");
+        assert!(map.read(0..6).is_none());
+        let span = map.span(1..4).unwrap();
+        assert_eq!(span.as_ref(), b"ell");
+    }
+
+    #[test]
+    fn zero_only_rewrites_dirty_pages_and_touch_keeps_contents() {
+        let (_dir, path, file) = temp_file(3 * PAGE_SIZE as u64);
+        let (_map, mut writer) = MappedFile::map(file, path).unwrap();
+        writer.seek(PAGE_SIZE + 10);
+        writer.write(b"xyz");
+        writer.touch_pages(&AtomicBool::new(false));
+        assert_eq!(&writer.peek()[PAGE_SIZE + 10..PAGE_SIZE + 13], b"xyz");
+        writer.seek(0);
+        assert_eq!(writer.zero(0..3 * PAGE_SIZE), PAGE_SIZE);
+        assert!(writer.peek().iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    #[should_panic(expected = "outside the unpublished suffix")]
+    fn seeking_into_published_bytes_is_a_bug() {
+        let (_dir, path, file) = temp_file(4096);
+        let (_map, mut writer) = MappedFile::map(file, path).unwrap();
+        writer.write(b"abc");
+        writer.publish();
+        writer.seek(1);
+    }
+
+    #[test]
+    fn a_second_lock_on_the_same_file_fails() {
+        let (_dir, path, file) = temp_file(1);
+        assert!(try_lock_exclusive(&file).unwrap());
+        let again = File::options().read(true).write(true).open(&path).unwrap();
+        assert!(!try_lock_exclusive(&again).unwrap());
+        drop(file);
+        assert!(try_lock_exclusive(&again).unwrap());
+    }
+
+    #[test]
+    fn disk_ratio_and_local_hour_are_sane() {
+        let ratio = disk_used_ratio(Path::new("/")).unwrap();
+        assert!((0.0..=1.0).contains(&ratio));
+        assert!(local_hour(0).unwrap() < 24);
+    }
+}

@@ -1,0 +1,134 @@
+//! Segment preallocation (RocketMQ's `AllocateMappedFileService`): the next segment is created,
+//! mapped and (with `warm_mapped_file_enable`) has its pages touched on a background thread, so
+//! the write path rolls into a segment whose pages are already faulted in.
+
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+
+use crate::error::StoreError;
+use crate::mmap::{MapWriter, MappedFile};
+use crate::segment;
+use crate::store::{Shared, lock};
+
+#[derive(Debug, Default)]
+struct PreallocState {
+    /// The segment to create next.
+    requested: Option<u64>,
+    /// The segment being created now.
+    working: Option<u64>,
+    /// A created segment, not yet in the log.
+    ready: Option<(u64, Arc<MappedFile>, MapWriter)>,
+}
+
+/// The preallocation slot shared by the writer and the preallocation thread.
+#[derive(Debug, Default)]
+pub(crate) struct Prealloc {
+    state: Mutex<PreallocState>,
+    cv: Condvar,
+}
+
+impl Prealloc {
+    pub(crate) fn wake(&self) {
+        let _g = lock(&self.state);
+        self.cv.notify_all();
+    }
+}
+
+impl Shared {
+    /// Asks the preallocation thread to create the segment at `base`.
+    pub(crate) fn request_segment(&self, base: u64) {
+        let mut st = lock(&self.prealloc.state);
+        if st.ready.as_ref().is_some_and(|r| r.0 == base) || st.working == Some(base) {
+            return;
+        }
+        st.requested = Some(base);
+        self.prealloc.cv.notify_all();
+    }
+
+    /// The segment at `base`: the preallocated one if it is ready (or being made), else a new one.
+    pub(crate) fn take_segment(&self, base: u64) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
+        let mut st = lock(&self.prealloc.state);
+        loop {
+            if let Some(ready) = st.ready.take() {
+                if ready.0 == base {
+                    return Ok((ready.1, ready.2));
+                }
+                Self::discard(ready.1);
+            }
+            if st.working == Some(base) {
+                st = self.prealloc.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+                continue;
+            }
+            if st.requested == Some(base) {
+                st.requested = None;
+            }
+            break;
+        }
+        drop(st);
+        let path = self.commitlog_dir.join(segment::file_name(base));
+        if path.exists() {
+            // Only a segment beyond the log end can be here: one preallocated and then abandoned.
+            tracing::warn!(path = %path.display(), "replacing a stale file beyond the log end");
+            std::fs::remove_file(&path).map_err(|e| StoreError::io(&path, e))?;
+        }
+        segment::create_file(&self.commitlog_dir, base, self.segment_size)
+    }
+
+    fn discard(map: Arc<MappedFile>) {
+        let path = map.path().to_path_buf();
+        drop(map);
+        if let Err(e) = std::fs::remove_file(&path) {
+            tracing::warn!(path = %path.display(), error = %e, "cannot remove an unused preallocated segment");
+        }
+    }
+
+    /// Deletes a preallocated segment that was never used (at clean shutdown).
+    pub(crate) fn discard_preallocated(&self) {
+        let ready = lock(&self.prealloc.state).ready.take();
+        if let Some((_, map, _)) = ready {
+            Self::discard(map);
+            let _ = segment::sync_dir(&self.commitlog_dir);
+        }
+    }
+}
+
+/// The preallocation thread.
+pub(crate) fn prealloc_thread(shared: Arc<Shared>) {
+    loop {
+        let base = {
+            let mut st = lock(&shared.prealloc.state);
+            loop {
+                if shared.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                if let Some(b) = st.requested.take() {
+                    st.working = Some(b);
+                    break b;
+                }
+                st = shared.prealloc.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        let created = segment::create_file(&shared.commitlog_dir, base, shared.segment_size).map(
+            |(map, mut writer)| {
+                if shared.config.warm_mapped_file_enable {
+                    writer.touch_pages(&shared.stop);
+                }
+                (map, writer)
+            },
+        );
+        let mut st = lock(&shared.prealloc.state);
+        st.working = None;
+        match created {
+            Ok((map, writer)) => {
+                if let Some(old) = st.ready.replace((base, map, writer)) {
+                    Shared::discard(old.1);
+                }
+                tracing::debug!(base, "preallocated the next segment");
+            }
+            Err(e) => {
+                tracing::warn!(base, error = %e, "segment preallocation failed; the writer will create it")
+            }
+        }
+        shared.prealloc.cv.notify_all();
+    }
+}

@@ -1,0 +1,463 @@
+//! Opening a store: lock, checkpoint, segment checks, commit-log recovery, consume-queue recovery.
+//!
+//! How the end of the log is found depends on how the last run ended (protocol notes §6.6):
+//!
+//! - **Clean** (no `abort` marker, the checkpoint says clean): the end recorded at shutdown is
+//!   trusted after a cheap consistency check. No scan.
+//! - **Crash** (`abort` marker present): the log is scanned from the start of the segment holding
+//!   the checkpointed durable boundary, checking every record (CRC with `check_crc_on_recover`).
+//!   At the first invalid record: if it starts at or after the durable boundary it is a torn
+//!   tail; the rest of its segment is zeroed and fsynced and later segments are deleted, so the
+//!   torn bytes can never be recovered later (RocketMQ #10666). If it lies before the boundary,
+//!   bytes that had been durable are damaged: that is corruption, reported with the segment and
+//!   offset, unless [`RecoveryOptions::truncate_on_corruption`](crate::RecoveryOptions) is set.
+//! - **Foreign** stores (a checkpoint without the logship block, written by RocketMQ) are
+//!   recovered as RocketMQ does: after a clean shutdown the last three segments are scanned and
+//!   the log must end in zeros; after a crash the scan starts at the newest segment whose first
+//!   message is older than the checkpoint timestamps, and an invalid record followed by a valid
+//!   message later in its segment is corruption.
+//!
+//! Consume queues are then trimmed to the durable dispatch point and re-dispatched from the log.
+
+use std::collections::HashMap;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use crate::checkpoint::{Checkpoint, CheckpointFile, LogshipState};
+use crate::codec::{self, Checks, Record, RecordError};
+
+const ALL: Checks = Checks { crc: true, zero_suffix: true };
+use crate::config::StoreConfig;
+use crate::consume_queue::{self, Dispatcher, QueueRegistry};
+use crate::env::StoreEnv;
+use crate::error::{IoContext, StoreError};
+use crate::mmap::{self, MapWriter, MappedFile};
+use crate::segment::{self, Segment, SegmentTable};
+use crate::store::ActiveSegment;
+
+/// How the previous run of the store ended, as recovery judged it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum RecoveryKind {
+    /// No segments: a new (or emptied) store.
+    New,
+    /// A clean shutdown: reopened without scanning.
+    Clean,
+    /// A crash (the `abort` marker was present): scanned from the durable boundary.
+    Crash,
+    /// A clean RocketMQ store without logship's checkpoint block: the last segments were scanned.
+    ForeignClean,
+    /// A crashed RocketMQ store without logship's checkpoint block.
+    ForeignCrash,
+}
+
+/// What recovery found and did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct RecoveryReport {
+    /// How the previous run ended.
+    pub kind: RecoveryKind,
+    /// Where the scan started, if the log was scanned.
+    pub scanned_from: Option<u64>,
+    /// The recovered end of the log.
+    pub end: u64,
+    /// The first invalid record, where the log was cut, and why it was invalid.
+    pub truncated_at: Option<(u64, RecordError)>,
+    /// Bytes zeroed after the end (a torn tail) and made durable.
+    pub zeroed_bytes: u64,
+    /// Segment files deleted: empty trailing segments and segments past a torn tail.
+    pub removed_segments: Vec<PathBuf>,
+    /// Where consume-queue dispatch restarted.
+    pub dispatch_from: u64,
+}
+
+/// Everything `CommitLog::open` needs from recovery.
+pub(crate) struct Recovered {
+    pub(crate) commitlog_dir: PathBuf,
+    pub(crate) segments: SegmentTable,
+    pub(crate) active: Option<ActiveSegment>,
+    pub(crate) min: u64,
+    pub(crate) end: u64,
+    pub(crate) dispatcher: Dispatcher,
+    pub(crate) queues: Arc<QueueRegistry>,
+    pub(crate) checkpoint: CheckpointFile,
+    pub(crate) lock_file: File,
+    pub(crate) report: RecoveryReport,
+}
+
+struct Loaded {
+    base: u64,
+    map: Arc<MappedFile>,
+    writer: MapWriter,
+}
+
+struct Invalid {
+    offset: u64,
+    seg: usize,
+    error: RecordError,
+}
+
+struct Scan {
+    end: u64,
+    invalid: Option<Invalid>,
+}
+
+struct Ctx<'a> {
+    config: &'a StoreConfig,
+    size: u64,
+    segs: Vec<Loaded>,
+    min: u64,
+}
+
+impl Ctx<'_> {
+    fn index_of(&self, offset: u64) -> usize {
+        let first = self.segs[0].base;
+        (((offset.max(first) - first) / self.size) as usize).min(self.segs.len() - 1)
+    }
+
+    fn data_start(&self, i: usize) -> u64 {
+        self.segs[i].base.max(self.min)
+    }
+
+    /// Walks records from `start` (a record boundary) until an invalid one or the end of the
+    /// last segment. Records from `torn_from` on may be torn writes and get the zero-suffix check.
+    fn scan(&self, start: u64, torn_from: u64) -> Scan {
+        let mut pos = start;
+        loop {
+            let i = ((pos - self.segs[0].base) / self.size) as usize;
+            let Some(seg) = self.segs.get(i) else {
+                return Scan { end: pos, invalid: None };
+            };
+            let rel = (pos - seg.base) as usize;
+            let remaining = self.size as usize - rel;
+            if remaining < codec::BLANK_RECORD_LEN {
+                pos = seg.base + self.size; // too small for a record: padding
+                continue;
+            }
+            let bytes = &seg.writer.peek()[rel..];
+            let checks = Checks { crc: self.config.check_crc_on_recover, zero_suffix: pos >= torn_from };
+            match codec::parse_record(bytes, remaining, Some(pos), checks) {
+                Record::Message(v) => pos += v.total as u64,
+                Record::Blank { len } => pos += len as u64,
+                Record::Incomplete => {
+                    let error = RecordError::Truncated { total: remaining + 1, available: remaining };
+                    return Scan { end: pos, invalid: Some(Invalid { offset: pos, seg: i, error }) };
+                }
+                Record::Invalid { error } => {
+                    return Scan { end: pos, invalid: Some(Invalid { offset: pos, seg: i, error }) };
+                }
+            }
+        }
+    }
+
+    /// Whether everything from `inv` to the end of the log is zero (a cleanly ended log).
+    fn zero_after(&self, inv: &Invalid) -> bool {
+        let seg = &self.segs[inv.seg];
+        let rel = (inv.offset - seg.base) as usize;
+        seg.writer.peek()[rel..].iter().all(|&b| b == 0)
+            && self.segs[inv.seg + 1..].iter().all(|s| s.writer.peek().iter().all(|&b| b == 0))
+    }
+
+    /// Whether a valid message starts anywhere after `inv` in its segment, or at the start of a
+    /// later one.
+    fn valid_message_after(&self, inv: &Invalid) -> bool {
+        let seg = &self.segs[inv.seg];
+        let bytes = seg.writer.peek();
+        let size = self.size as usize;
+        let from = (inv.offset - seg.base) as usize + 1;
+        let v1 = codec::MESSAGE_MAGIC_CODE_V1.to_be_bytes();
+        let v2 = codec::MESSAGE_MAGIC_CODE_V2.to_be_bytes();
+        let found_here = (from..size.saturating_sub(codec::BLANK_RECORD_LEN)).any(|p| {
+            let magic = &bytes[p + 4..p + 8];
+            (magic == v1 || magic == v2)
+                && matches!(
+                    codec::parse_record(&bytes[p..], size - p, Some(seg.base + p as u64), ALL),
+                    Record::Message(_)
+                )
+        });
+        found_here
+            || self.segs[inv.seg + 1..].iter().any(|s| {
+                matches!(codec::parse_record(s.writer.peek(), size, Some(s.base), ALL), Record::Message(_))
+            })
+    }
+
+    fn corruption(&self, inv: Invalid, report: &mut RecoveryReport) -> Result<u64, StoreError> {
+        let segment = self.segs[inv.seg].map.path().to_path_buf();
+        if self.config.recovery.truncate_on_corruption {
+            tracing::error!(segment = %segment.display(), offset = inv.offset, error = %inv.error,
+                "corrupt record before the durable point; truncating there as the recovery options ask");
+            report.truncated_at = Some((inv.offset, inv.error));
+            Ok(inv.offset)
+        } else {
+            Err(StoreError::Corrupt { segment, offset: inv.offset, reason: inv.error })
+        }
+    }
+
+    fn torn(inv: Invalid, report: &mut RecoveryReport) -> u64 {
+        tracing::warn!(offset = inv.offset, error = %inv.error, "torn tail after a crash; truncating");
+        report.truncated_at = Some((inv.offset, inv.error));
+        inv.offset
+    }
+
+    /// Crash recovery from a durable boundary `flushed`.
+    fn crash_end(&self, flushed: u64, report: &mut RecoveryReport) -> Result<u64, StoreError> {
+        let start = self.data_start(self.index_of(flushed));
+        report.scanned_from = Some(start);
+        let scan = self.scan(start, flushed);
+        match scan.invalid {
+            None => Ok(scan.end),
+            // Zeros to the end: where writing stopped, nothing torn.
+            Some(inv)
+                if inv.error == RecordError::Empty && inv.offset >= flushed && self.zero_after(&inv) =>
+            {
+                Ok(inv.offset)
+            }
+            Some(inv) if inv.offset >= flushed => Ok(Self::torn(inv, report)),
+            Some(inv) => self.corruption(inv, report),
+        }
+    }
+
+    /// RocketMQ's normal recovery of a store without logship's checkpoint block.
+    fn foreign_clean_end(&self, report: &mut RecoveryReport) -> Result<u64, StoreError> {
+        let start = self.data_start(self.segs.len().saturating_sub(3));
+        report.scanned_from = Some(start);
+        let scan = self.scan(start, u64::MAX);
+        match scan.invalid {
+            None => Ok(scan.end),
+            Some(inv) if self.zero_after(&inv) => Ok(inv.offset),
+            Some(inv) => self.corruption(inv, report),
+        }
+    }
+
+    /// RocketMQ's abnormal recovery of a store without logship's checkpoint block.
+    fn foreign_crash_end(
+        &self,
+        ckpt: Option<&Checkpoint>,
+        report: &mut RecoveryReport,
+    ) -> Result<u64, StoreError> {
+        let safe_ts = ckpt.map_or(0, |c| c.physic_msg_timestamp.min(c.logics_msg_timestamp) - 3000).max(0);
+        let first_ts = |i: usize| {
+            let seg = &self.segs[i];
+            let start = self.data_start(i);
+            let rel = (start - seg.base) as usize;
+            match codec::parse_record(
+                &seg.writer.peek()[rel..],
+                self.size as usize - rel,
+                Some(start),
+                Checks::default(),
+            ) {
+                Record::Message(v) => Some(v.store_timestamp),
+                _ => None,
+            }
+        };
+        let from = (0..self.segs.len())
+            .rev()
+            .find(|&i| first_ts(i).is_some_and(|ts| ts != 0 && ts <= safe_ts))
+            .unwrap_or(0);
+        let start = self.data_start(from);
+        report.scanned_from = Some(start);
+        let scan = self.scan(start, 0);
+        match scan.invalid {
+            None => Ok(scan.end),
+            Some(inv) if self.valid_message_after(&inv) => self.corruption(inv, report),
+            Some(inv) => Ok(Self::torn(inv, report)),
+        }
+    }
+
+    /// Whether the end recorded at a clean shutdown is consistent with the files.
+    fn clean_end_consistent(&self, clean_end: u64) -> bool {
+        let last_end = self.segs.last().map_or(0, |s| s.base + self.size);
+        if clean_end < self.min || clean_end > last_end {
+            return false;
+        }
+        // Segments past the end must be empty (a preallocated next segment).
+        (0..self.segs.len()).filter(|&i| self.data_start(i) >= clean_end).all(|i| {
+            let rel = (self.data_start(i) - self.segs[i].base) as usize;
+            self.segs[i].writer.peek()[rel..rel + codec::BLANK_RECORD_LEN].iter().all(|&b| b == 0)
+        })
+    }
+}
+
+/// Opens and recovers the store at `root`.
+pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Result<Recovered, StoreError> {
+    fs::create_dir_all(root).at(root)?;
+    let commitlog_dir = root.join("commitlog");
+    fs::create_dir_all(&commitlog_dir).at(&commitlog_dir)?;
+    let lock_path = root.join("lock");
+    let lock_file = File::options()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&lock_path)
+        .at(&lock_path)?;
+    if !mmap::try_lock_exclusive(&lock_file).at(&lock_path)? {
+        return Err(StoreError::Locked { path: lock_path });
+    }
+    let (mut checkpoint, loaded) = CheckpointFile::open(&root.join("checkpoint"))?;
+    let abort_path = root.join("abort");
+    let abort = abort_path.exists();
+    let size = config.mapped_file_size_commit_log;
+    let listed = segment::list_files(&commitlog_dir, size, "mapped_file_size_commit_log")?;
+    let block = loaded.as_ref().and_then(|c| c.logship);
+
+    let mut segs = Vec::with_capacity(listed.len());
+    for (base, path) in listed {
+        let (map, writer) = segment::open_file(&path)?;
+        segs.push(Loaded { base, map, writer });
+    }
+    let mut min = segs.first().map_or(0, |s| s.base);
+    if let (Some(b), Some(first)) = (block, segs.first()) {
+        if b.min_offset > first.base && b.min_offset < first.base + size {
+            min = b.min_offset;
+        }
+    }
+    let mut ctx = Ctx { config, size, segs, min };
+    let kind = match (ctx.segs.is_empty(), abort, block) {
+        (true, _, _) => RecoveryKind::New,
+        (false, false, Some(b)) if b.clean => RecoveryKind::Clean,
+        (false, _, Some(_)) => RecoveryKind::Crash,
+        (false, false, None) => RecoveryKind::ForeignClean,
+        (false, true, None) => RecoveryKind::ForeignCrash,
+    };
+    let mut report = RecoveryReport {
+        kind,
+        scanned_from: None,
+        end: 0,
+        truncated_at: None,
+        zeroed_bytes: 0,
+        removed_segments: Vec::new(),
+        dispatch_from: 0,
+    };
+    let end = match kind {
+        RecoveryKind::New => 0,
+        RecoveryKind::Clean => {
+            let b = block.expect("clean implies a logship block");
+            if ctx.clean_end_consistent(b.clean_end) {
+                b.clean_end
+            } else {
+                tracing::warn!(
+                    clean_end = b.clean_end,
+                    "the clean-shutdown end does not match the files; scanning"
+                );
+                report.kind = RecoveryKind::Crash;
+                ctx.crash_end(b.flushed, &mut report)?
+            }
+        }
+        RecoveryKind::Crash => ctx.crash_end(block.map_or(0, |b| b.flushed), &mut report)?,
+        RecoveryKind::ForeignClean => ctx.foreign_clean_end(&mut report)?,
+        RecoveryKind::ForeignCrash => ctx.foreign_crash_end(loaded.as_ref(), &mut report)?,
+    };
+    let scanned = report.scanned_from.is_some();
+
+    // Cut the log at `end`: zero the rest of its segment (only what is not zero already), make
+    // that durable, and delete the segments past it.
+    let mut kept = Vec::new();
+    let mut removed_any = false;
+    for mut seg in std::mem::take(&mut ctx.segs) {
+        let data_start = seg.base.max(min);
+        if data_start >= end {
+            let path = seg.map.path().to_path_buf();
+            drop(seg);
+            fs::remove_file(&path).at(&path)?;
+            report.removed_segments.push(path);
+            removed_any = true;
+            continue;
+        }
+        let seg_end = seg.base + size;
+        if scanned && end < seg_end {
+            let rel = (end - seg.base) as usize;
+            let zeroed = seg.writer.zero(rel..size as usize);
+            if zeroed > 0 {
+                seg.map.flush(rel..size as usize).at(seg.map.path())?;
+                report.zeroed_bytes += zeroed as u64;
+            }
+        }
+        kept.push(seg);
+    }
+    if removed_any {
+        segment::sync_dir(&commitlog_dir)?;
+    }
+    let (min, end) = if kept.is_empty() { (0, 0) } else { (min, end) };
+    report.end = end;
+
+    let mut segments = SegmentTable::new(size);
+    let mut active = None;
+    let n = kept.len();
+    for (i, mut seg) in kept.into_iter().enumerate() {
+        let seg_end = seg.base + size;
+        let pos = if i + 1 == n { end.min(seg_end) - seg.base } else { size };
+        if scanned {
+            // The scanned bytes came from the page cache; make them durable before trusting them.
+            let lo = report.scanned_from.unwrap_or(0).max(seg.base).min(seg.base + pos) - seg.base;
+            seg.map.flush(lo as usize..pos as usize).at(seg.map.path())?;
+        }
+        seg.writer.seek(pos as usize);
+        seg.writer.publish();
+        segments.push(Arc::new(Segment { base: seg.base, map: Arc::clone(&seg.map) }));
+        if i + 1 == n && pos < size {
+            active = Some(ActiveSegment { base: seg.base, writer: seg.writer });
+        }
+    }
+
+    // Consume queues.
+    let cq_root = root.join("consumequeue");
+    if config.recovery.rebuild_consume_queues && cq_root.exists() {
+        tracing::warn!(dir = %cq_root.display(), "rebuilding every consume queue as the recovery options ask");
+        fs::remove_dir_all(&cq_root).at(&cq_root)?;
+    }
+    let cq_existed = cq_root.exists();
+    fs::create_dir_all(&cq_root).at(&cq_root)?;
+    let queues: Arc<QueueRegistry> = Arc::new(RwLock::new(HashMap::new()));
+    let durable_dispatch = block.map(|b| b.dispatched.min(end));
+    let limit = if cq_existed { durable_dispatch.unwrap_or(end) } else { 0 };
+    let mut dispatcher = consume_queue::load(&cq_root, config, Arc::clone(&queues), limit, min)?;
+    let from = if !cq_existed {
+        tracing::info!(dir = %cq_root.display(), "no consume queues: rebuilding them from the log");
+        min
+    } else {
+        durable_dispatch.or_else(|| consume_queue::max_indexed_end(&dispatcher)).unwrap_or(min)
+    }
+    .clamp(min, end);
+    report.dispatch_from = from;
+    dispatcher.dispatched = from;
+    let segments = RwLock::new(segments);
+    dispatcher.dispatch(&segments, size, min, end)?;
+    if let Some((offset, reason)) = dispatcher.error.take() {
+        let table = segments.read().unwrap_or_else(|e| e.into_inner());
+        let segment =
+            table.find(offset).map(|s| s.path().to_path_buf()).unwrap_or_else(|| commitlog_dir.clone());
+        return Err(StoreError::Corrupt { segment, offset, reason });
+    }
+    for q in dispatcher.queues() {
+        q.flush()?;
+    }
+    let segments = segments.into_inner().unwrap_or_else(|e| e.into_inner());
+
+    // Record the recovered state, then mark the store as running.
+    let mut ckpt = loaded.clone().unwrap_or_default();
+    ckpt.logship = Some(LogshipState {
+        clean: false,
+        flushed: dispatcher.dispatched,
+        clean_end: 0,
+        min_offset: min,
+        dispatched: dispatcher.dispatched,
+    });
+    checkpoint.write(ckpt)?;
+    File::create(&abort_path).at(&abort_path)?;
+    segment::sync_dir(root)?;
+    tracing::info!(?report, "recovery finished");
+    Ok(Recovered {
+        commitlog_dir,
+        segments,
+        active,
+        min,
+        end,
+        dispatcher,
+        queues,
+        checkpoint,
+        lock_file,
+        report,
+    })
+}

@@ -1,0 +1,183 @@
+//! Retention (RocketMQ's `CleanCommitLogService`): deletes old segments by age and by disk usage.
+//!
+//! Each round measures the disk usage of the commit-log directory, then:
+//!
+//! - above `disk_space_warning_level_ratio` (90 %), puts are refused with `ServiceNotAvailable`
+//!   until a later round measures less;
+//! - at a `delete_when` hour, or above `disk_max_used_space_ratio` (75 %), segments older than
+//!   `file_reserved_time` (by last write) are deleted, oldest first;
+//! - above `disk_space_clean_forcibly_ratio` (85 %), the oldest segments are deleted even if they
+//!   have not expired.
+//!
+//! At most `delete_files_batch_max` segments go per round, deletion stops at the first segment
+//! that is kept, and the active (last) segment is never deleted. The log's minimum offset moves
+//! to the first remaining segment, and consume-queue files that only point below it go too.
+//! A reader holding a span of a deleted segment keeps its mapping alive until it lets go.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use crate::config::parse_delete_when;
+use crate::error::{IoContext, StoreError};
+use crate::segment;
+use crate::store::{Shared, lock, read};
+
+/// The outcome of one retention round.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct RetentionReport {
+    /// The disk usage measured (`None` if it could not be measured).
+    pub disk_used_ratio: Option<f64>,
+    /// Whether puts are now refused for lack of disk.
+    pub disk_full: bool,
+    /// The segment files deleted, oldest first.
+    pub deleted_segments: Vec<PathBuf>,
+    /// The log's minimum offset after the round.
+    pub min_offset: u64,
+}
+
+/// Retention's wake-up and the last measurement.
+#[derive(Debug, Default)]
+pub(crate) struct RetentionState {
+    last_ratio: Mutex<Option<f64>>,
+    cv: Condvar,
+    /// Serializes rounds.
+    round: Mutex<()>,
+}
+
+impl RetentionState {
+    pub(crate) fn wake(&self) {
+        let _g = lock(&self.last_ratio);
+        self.cv.notify_all();
+    }
+
+    pub(crate) fn last_ratio(&self) -> Option<f64> {
+        *lock(&self.last_ratio)
+    }
+}
+
+impl Shared {
+    /// Measures the disk usage and refuses or re-accepts puts accordingly.
+    pub(crate) fn measure_disk(&self) -> Option<f64> {
+        let cfg = &self.config;
+        let ratio = match self.env.disk.used_ratio(&self.commitlog_dir) {
+            Ok(r) => Some(r),
+            Err(e) => {
+                tracing::warn!(error = %e, dir = %self.commitlog_dir.display(), "cannot measure disk usage");
+                None
+            }
+        };
+        *lock(&self.retention.last_ratio) = ratio;
+        let r = ratio.unwrap_or(0.0);
+        let disk_full = r > cfg.disk_space_warning_level_ratio;
+        if self.disk_full.swap(disk_full, Ordering::AcqRel) != disk_full {
+            if disk_full {
+                tracing::error!(
+                    ratio = r,
+                    limit = cfg.disk_space_warning_level_ratio,
+                    "disk full: refusing puts"
+                );
+            } else {
+                tracing::info!(ratio = r, "disk usage back to normal: accepting puts");
+            }
+        }
+        ratio
+    }
+
+    /// Runs one retention round.
+    pub(crate) fn retention_round(&self) -> Result<RetentionReport, StoreError> {
+        let _round = lock(&self.retention.round);
+        let cfg = &self.config;
+        let ratio = self.measure_disk();
+        let r = ratio.unwrap_or(0.0);
+        let disk_full = self.disk_full.load(Ordering::Acquire);
+        let space_to_delete = r > f64::from(cfg.disk_max_used_space_ratio) / 100.0;
+        let clean_immediately = cfg.clean_file_forcibly_enable && r > cfg.disk_space_clean_forcibly_ratio;
+        let now = self.env.clock.now_millis();
+        let hours = parse_delete_when(&cfg.delete_when).map_err(StoreError::Config)?;
+        let time_to_delete = hours.contains(&self.env.clock.hour_of_day(now));
+        let mut deleted = Vec::new();
+        if time_to_delete || space_to_delete || clean_immediately {
+            let reserved_ms = i64::from(cfg.file_reserved_time) * 3_600_000;
+            loop {
+                if deleted.len() >= cfg.delete_files_batch_max as usize {
+                    break;
+                }
+                let candidate = {
+                    let segs = read(&self.segments);
+                    if segs.len() <= 1 {
+                        break; // never the active segment
+                    }
+                    Arc::clone(segs.first().expect("more than one segment"))
+                };
+                let path = candidate.path().to_path_buf();
+                let modified = std::fs::metadata(&path).and_then(|m| m.modified()).at(&path)?;
+                let modified_ms =
+                    modified.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_millis() as i64;
+                let expired = now >= modified_ms.saturating_add(reserved_ms);
+                if !(expired || clean_immediately) {
+                    break; // never delete past a kept segment
+                }
+                {
+                    let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
+                    match segs.first() {
+                        Some(first) if Arc::ptr_eq(first, &candidate) && segs.len() > 1 => {}
+                        _ => break,
+                    }
+                    segs.pop_first();
+                    let new_min = segs.first().expect("more than one segment").base;
+                    self.min.fetch_max(new_min, Ordering::AcqRel);
+                }
+                std::fs::remove_file(&path).at(&path)?;
+                tracing::info!(path = %path.display(), expired, forced = !expired, "deleted a commit-log segment");
+                deleted.push(path);
+            }
+            if !deleted.is_empty() {
+                segment::sync_dir(&self.commitlog_dir)?;
+                self.forget_queue_entries_below_min()?;
+            }
+        }
+        Ok(RetentionReport {
+            disk_used_ratio: ratio,
+            disk_full,
+            deleted_segments: deleted,
+            min_offset: self.min.load(Ordering::Acquire),
+        })
+    }
+
+    fn forget_queue_entries_below_min(&self) -> Result<(), StoreError> {
+        let min = self.min.load(Ordering::Acquire);
+        let queues: Vec<_> = read(&self.queues).values().flat_map(|q| q.values().cloned()).collect();
+        for q in queues {
+            for path in q.forget_below(min)? {
+                tracing::debug!(path = %path.display(), "deleted a consume-queue file");
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The retention thread: one round every `clean_resource_interval`.
+pub(crate) fn retention_thread(shared: Arc<Shared>) {
+    loop {
+        {
+            let mut g = lock(&shared.retention.last_ratio);
+            let deadline = std::time::Instant::now() + shared.config.clean_resource_interval;
+            loop {
+                if shared.stop.load(Ordering::Acquire) {
+                    return;
+                }
+                let now = std::time::Instant::now();
+                if now >= deadline {
+                    break;
+                }
+                g = shared.retention.cv.wait_timeout(g, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            }
+        }
+        if let Err(e) = shared.retention_round() {
+            tracing::error!(error = %e, "retention round failed");
+        }
+    }
+}

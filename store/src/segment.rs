@@ -1,0 +1,200 @@
+//! Fixed-size files named by their 20-digit start offset (commit-log segments and consume-queue
+//! files), and the table of mapped commit-log segments.
+
+use std::collections::VecDeque;
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::{IoContext, StoreError};
+use crate::mmap::{MapWriter, MappedFile};
+
+/// The file name for a file starting at `start` (RocketMQ `UtilAll.offset2FileName`).
+pub(crate) fn file_name(start: u64) -> String {
+    format!("{start:020}")
+}
+
+/// The start offset a file name encodes, if it is exactly 20 digits.
+pub(crate) fn parse_file_name(name: &str) -> Option<u64> {
+    (name.len() == 20 && name.bytes().all(|b| b.is_ascii_digit())).then(|| name.parse().ok()).flatten()
+}
+
+/// Fsyncs a directory, so that creations, renames and deletions in it are durable.
+pub(crate) fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir).and_then(|d| d.sync_all()).at(dir)
+}
+
+/// Lists the files of `dir` that are named by a start offset, sorted, after checking that each
+/// has `file_size` bytes, starts at a multiple of it, and that none is missing in between.
+/// Leftover `*.tmp` files from an interrupted creation are deleted; other names are ignored.
+pub(crate) fn list_files(
+    dir: &Path,
+    file_size: u64,
+    field: &'static str,
+) -> Result<Vec<(u64, PathBuf)>, StoreError> {
+    let mut files = Vec::new();
+    let entries = match fs::read_dir(dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(files),
+        Err(e) => return Err(StoreError::io(dir, e)),
+    };
+    let mut removed_tmp = false;
+    for entry in entries {
+        let entry = entry.at(dir)?;
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".tmp") && parse_file_name(name.trim_end_matches(".tmp")).is_some() {
+            tracing::warn!(path = %path.display(), "removing a file left by an interrupted creation");
+            fs::remove_file(&path).at(&path)?;
+            removed_tmp = true;
+            continue;
+        }
+        let Some(start) = parse_file_name(&name) else {
+            tracing::debug!(path = %path.display(), "ignoring a file that is not named by an offset");
+            continue;
+        };
+        let actual = entry.metadata().at(&path)?.len();
+        if actual != file_size {
+            return Err(StoreError::FileSizeMismatch { path, field, expected: file_size, actual });
+        }
+        if start % file_size != 0 {
+            return Err(StoreError::MisalignedFile { path, start, file_size });
+        }
+        files.push((start, path));
+    }
+    if removed_tmp {
+        sync_dir(dir)?;
+    }
+    files.sort();
+    for pair in files.windows(2) {
+        let expected = pair[0].0 + file_size;
+        if pair[1].0 != expected {
+            return Err(StoreError::FileGap { dir: dir.to_path_buf(), expected, found: pair[1].1.clone() });
+        }
+    }
+    Ok(files)
+}
+
+/// Creates the zero-filled file for `start` in `dir` and maps it. The file is created under a
+/// temporary name, sized, then renamed and the directory fsynced, so a crash never leaves a
+/// file of the wrong size under a real name.
+pub(crate) fn create_file(
+    dir: &Path,
+    start: u64,
+    size: u64,
+) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
+    let path = dir.join(file_name(start));
+    if path.exists() {
+        return Err(StoreError::io(
+            &path,
+            std::io::Error::new(std::io::ErrorKind::AlreadyExists, "file already exists"),
+        ));
+    }
+    let tmp = dir.join(format!("{}.tmp", file_name(start)));
+    let file = File::options().read(true).write(true).create(true).truncate(true).open(&tmp).at(&tmp)?;
+    file.set_len(size).at(&tmp)?;
+    fs::rename(&tmp, &path).at(&path)?;
+    sync_dir(dir)?;
+    MappedFile::map(file, path.clone()).at(&path)
+}
+
+/// Opens and maps an existing file.
+pub(crate) fn open_file(path: &Path) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
+    let file = File::options().read(true).write(true).open(path).at(path)?;
+    MappedFile::map(file, path.to_path_buf()).at(path)
+}
+
+/// One mapped commit-log segment.
+#[derive(Debug)]
+pub(crate) struct Segment {
+    /// The offset of its first byte.
+    pub(crate) base: u64,
+    /// The mapping.
+    pub(crate) map: Arc<MappedFile>,
+}
+
+impl Segment {
+    pub(crate) fn path(&self) -> &Path {
+        self.map.path()
+    }
+}
+
+/// The mapped segments, oldest first, contiguous.
+#[derive(Debug)]
+pub(crate) struct SegmentTable {
+    size: u64,
+    segs: VecDeque<Arc<Segment>>,
+}
+
+impl SegmentTable {
+    pub(crate) fn new(size: u64) -> Self {
+        Self { size, segs: VecDeque::new() }
+    }
+
+    /// The segment holding `offset`.
+    pub(crate) fn find(&self, offset: u64) -> Option<&Arc<Segment>> {
+        let first = self.segs.front()?.base;
+        if offset < first {
+            return None;
+        }
+        self.segs.get(((offset - first) / self.size) as usize)
+    }
+
+    pub(crate) fn first(&self) -> Option<&Arc<Segment>> {
+        self.segs.front()
+    }
+
+    pub(crate) fn push(&mut self, seg: Arc<Segment>) {
+        debug_assert!(
+            self.segs.back().is_none_or(|l| l.base + self.size == seg.base),
+            "segments must be contiguous"
+        );
+        self.segs.push_back(seg);
+    }
+
+    pub(crate) fn pop_first(&mut self) -> Option<Arc<Segment>> {
+        self.segs.pop_front()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.segs.len()
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<Segment>> {
+        self.segs.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_twenty_digit_offsets() {
+        assert_eq!(file_name(1_073_741_824), "00000000001073741824");
+        assert_eq!(parse_file_name("00000000001073741824"), Some(1 << 30));
+        assert_eq!(parse_file_name("0000000000107374182"), None);
+        assert_eq!(parse_file_name("0000000000107374182x"), None);
+    }
+
+    #[test]
+    fn listing_checks_size_alignment_and_gaps() {
+        let dir = tempfile::tempdir().unwrap();
+        let mk = |start: u64, len: u64| {
+            File::create(dir.path().join(file_name(start))).unwrap().set_len(len).unwrap()
+        };
+        mk(0, 4096);
+        mk(4096, 4096);
+        File::create(dir.path().join("00000000000000008192.tmp")).unwrap();
+        File::create(dir.path().join("README")).unwrap();
+        let files = list_files(dir.path(), 4096, "f").unwrap();
+        assert_eq!(files.iter().map(|f| f.0).collect::<Vec<_>>(), vec![0, 4096]);
+        assert!(!dir.path().join("00000000000000008192.tmp").exists());
+
+        mk(12288, 4096);
+        assert!(matches!(list_files(dir.path(), 4096, "f"), Err(StoreError::FileGap { expected: 8192, .. })));
+        mk(8192, 100);
+        let e = list_files(dir.path(), 4096, "f").unwrap_err();
+        assert!(matches!(e, StoreError::FileSizeMismatch { expected: 4096, actual: 100, .. }), "{e}");
+    }
+}

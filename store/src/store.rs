@@ -1,0 +1,758 @@
+//! [`CommitLog`]: the store's public handle, its shared state and the write and read paths.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard};
+use std::thread::{JoinHandle, Thread};
+use std::time::Duration;
+
+use bytes::Bytes;
+use logship_core::{LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
+
+use crate::checkpoint::CheckpointFile;
+use crate::codec::{self, Message, PreparedMessage, StoredMessage};
+use crate::config::{FlushDiskType, StoreConfig};
+use crate::consume_queue::{ConsumeQueue, CqEntry, Dispatcher, QueueRegistry};
+use crate::env::StoreEnv;
+use crate::error::{IoContext, StoreError};
+use crate::flush::{Durable, FlushShared};
+use crate::mmap::MapWriter;
+use crate::prealloc::Prealloc;
+use crate::recovery::{self, RecoveryReport};
+use crate::retention::{RetentionReport, RetentionState};
+use crate::segment::{Segment, SegmentTable};
+
+/// Locks a mutex, ignoring poisoning: every critical section publishes its effects atomically at
+/// its end, so a panic inside one leaves nothing half-visible.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The segment being written.
+#[derive(Debug)]
+pub(crate) struct ActiveSegment {
+    pub(crate) base: u64,
+    pub(crate) writer: MapWriter,
+}
+
+/// State guarded by the put lock (RocketMQ's `putMessageLock`).
+#[derive(Debug)]
+pub(crate) struct WriterState {
+    pub(crate) active: Option<ActiveSegment>,
+}
+
+/// State shared by the handle, the background threads and durability futures.
+pub(crate) struct Shared {
+    pub(crate) root: PathBuf,
+    pub(crate) commitlog_dir: PathBuf,
+    pub(crate) config: StoreConfig,
+    pub(crate) env: StoreEnv,
+    pub(crate) segment_size: u64,
+    pub(crate) segments: RwLock<SegmentTable>,
+    /// One past the last published byte (Release on write, Acquire on read).
+    pub(crate) end: AtomicU64,
+    /// The oldest offset held.
+    pub(crate) min: AtomicU64,
+    /// One past the last durable byte.
+    pub(crate) flushed: AtomicU64,
+    /// Mirror of the dispatcher's progress, for lock-free status reads.
+    pub(crate) dispatched: AtomicU64,
+    pub(crate) writer: Mutex<WriterState>,
+    pub(crate) dispatcher: Mutex<Dispatcher>,
+    pub(crate) queues: Arc<QueueRegistry>,
+    pub(crate) flush: FlushShared,
+    pub(crate) checkpoint: Mutex<CheckpointFile>,
+    pub(crate) prealloc: Prealloc,
+    pub(crate) retention: RetentionState,
+    pub(crate) disk_full: AtomicBool,
+    pub(crate) closed: AtomicBool,
+    /// Tells the background threads to stop.
+    pub(crate) stop: AtomicBool,
+    pub(crate) reput_thread: OnceLock<Thread>,
+    pub(crate) flush_count: AtomicU64,
+    pub(crate) _lock_file: File,
+}
+
+impl Shared {
+    pub(crate) fn abort_path(&self) -> PathBuf {
+        self.root.join("abort")
+    }
+
+    /// Catches the consume queues up with the log.
+    pub(crate) fn dispatch_pending(&self, d: &mut Dispatcher) -> Result<(), StoreError> {
+        let end = self.end.load(Ordering::Acquire);
+        let min = self.min.load(Ordering::Acquire);
+        let result = d.dispatch(&self.segments, self.segment_size, min, end);
+        self.dispatched.store(d.dispatched, Ordering::Release);
+        result
+    }
+
+    fn wake_reput(&self) {
+        if let Some(t) = self.reput_thread.get() {
+            t.unpark();
+        }
+    }
+
+    /// Makes `base` the active segment (preallocated if possible) and asks for the next one.
+    fn install_segment(&self, w: &mut WriterState, base: u64) -> Result<(), StoreError> {
+        debug_assert_eq!(base % self.segment_size, 0);
+        let (map, writer) = self.take_segment(base)?;
+        let seg = Arc::new(Segment { base, map });
+        self.segments.write().unwrap_or_else(|e| e.into_inner()).push(seg);
+        w.active = Some(ActiveSegment { base, writer });
+        self.request_segment(base + self.segment_size);
+        tracing::debug!(base, "new commit-log segment");
+        Ok(())
+    }
+
+    /// Closes the active segment at the log end: pads it with a BLANK record if a message of
+    /// `len` bytes (plus the BLANK record that must fit after it) does not fit.
+    fn make_room(&self, w: &mut WriterState, len: usize) -> Result<(), StoreError> {
+        loop {
+            if w.active.is_none() {
+                let end = self.end.load(Ordering::Relaxed);
+                self.install_segment(w, end)?;
+            }
+            let a = w.active.as_mut().expect("installed above");
+            let remaining = a.writer.remaining();
+            if len + codec::BLANK_RECORD_LEN <= remaining {
+                return Ok(());
+            }
+            if remaining >= codec::BLANK_RECORD_LEN {
+                a.writer.write(&codec::blank_record(remaining));
+            }
+            let size = a.writer.file().len();
+            a.writer.seek(size);
+            a.writer.publish();
+            self.end.store(a.base + self.segment_size, Ordering::Release);
+            w.active = None;
+        }
+    }
+
+    /// Adopts `offset` as the first offset of an empty log.
+    fn adopt(&self, w: &mut WriterState, offset: u64) -> Result<(), StoreError> {
+        let base = offset - offset % self.segment_size;
+        {
+            // Record the first offset durably before any byte lands, so recovery finds it.
+            let mut ckpt = lock(&self.checkpoint);
+            let mut c = ckpt.current().clone();
+            let mut state = c.logship.unwrap_or_default();
+            state.min_offset = offset;
+            state.flushed = offset;
+            state.dispatched = offset;
+            state.clean = false;
+            c.logship = Some(state);
+            ckpt.write(c)?;
+        }
+        self.install_segment(w, base)?;
+        let a = w.active.as_mut().expect("installed above");
+        a.writer.seek((offset - base) as usize);
+        a.writer.publish();
+        self.min.store(offset, Ordering::Release);
+        self.flushed.store(offset, Ordering::Release);
+        self.end.store(offset, Ordering::Release);
+        let mut d = lock(&self.dispatcher);
+        d.dispatched = offset;
+        self.dispatched.store(offset, Ordering::Release);
+        self.flush.reset_boundary(offset);
+        tracing::info!(offset, "empty log adopted its first offset");
+        Ok(())
+    }
+
+    fn put(&self, message: Message) -> PutResult {
+        let prepared = match PreparedMessage::new(
+            message,
+            self.config.store_host,
+            self.config.max_message_size as usize,
+        ) {
+            Ok(p) => p,
+            Err(e) => {
+                tracing::debug!(error = %e, "message refused");
+                return PutResult::refused(e.put_status());
+            }
+        };
+        if self.closed.load(Ordering::Acquire) || self.disk_full.load(Ordering::Acquire) {
+            return PutResult::refused(PutStatus::ServiceNotAvailable);
+        }
+        let mut w = lock(&self.writer);
+        if self.closed.load(Ordering::Acquire) {
+            return PutResult::refused(PutStatus::ServiceNotAvailable);
+        }
+        let mut d = lock(&self.dispatcher);
+        // Replicated bytes may precede this put (a slave turned master): index them first, so the
+        // queue offsets continue from them.
+        if let Err(e) = self.dispatch_pending(&mut d) {
+            tracing::error!(error = %e, "consume-queue dispatch failed; refusing the put");
+            return PutResult::refused(PutStatus::UnknownError);
+        }
+        let end = self.end.load(Ordering::Relaxed);
+        if d.dispatched != end || d.error.is_some() {
+            tracing::warn!(
+                end,
+                dispatched = d.dispatched,
+                "the log ends inside an incomplete or invalid record; refusing puts"
+            );
+            return PutResult::refused(PutStatus::ServiceNotAvailable);
+        }
+        let (topic, queue_id) = (prepared.topic(), prepared.queue_id());
+        let queue_offset = if prepared.is_dispatched() { d.next_queue_offset(topic, queue_id) } else { 0 };
+        let len = prepared.len();
+        if let Err(e) = self.make_room(&mut w, len) {
+            tracing::error!(error = %e, "cannot open a commit-log segment; refusing the put");
+            return PutResult::refused(PutStatus::UnknownError);
+        }
+        let a = w.active.as_mut().expect("make_room leaves an active segment");
+        let offset = a.base + a.writer.pos() as u64;
+        let store_timestamp = self.env.clock.now_millis();
+        prepared.write(a.writer.reserve(len), queue_offset as i64, offset as i64, store_timestamp);
+        a.writer.advance(len);
+        a.writer.publish();
+        let new_end = offset + len as u64;
+        self.end.store(new_end, Ordering::Release);
+        drop(w);
+        // Index it directly (the dispatcher would parse exactly these fields back).
+        d.dispatched = new_end;
+        if prepared.is_dispatched() {
+            if let Err(e) =
+                d.put_entry(topic, queue_id, queue_offset, offset, len as u32, prepared.tags_code())
+            {
+                tracing::error!(error = %e, offset, "consume-queue write failed; will retry from the log");
+                d.dispatched = offset;
+            }
+        }
+        d.last_message = Some((store_timestamp, new_end));
+        self.dispatched.store(d.dispatched, Ordering::Release);
+        drop(d);
+        PutResult {
+            status: PutStatus::PutOk,
+            offset,
+            wrote_bytes: len as u32,
+            queue_offset,
+            msg_id: codec::offset_msg_id(self.config.store_host, offset),
+        }
+    }
+
+    fn append_at(&self, offset: Offset, data: &[u8]) -> Result<Offset, StoreError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        let mut w = lock(&self.writer);
+        let empty = w.active.is_none() && read(&self.segments).len() == 0;
+        if empty {
+            self.adopt(&mut w, offset)?;
+        } else {
+            let end = self.end.load(Ordering::Relaxed);
+            if offset != end {
+                return Err(StoreError::OffsetMismatch { expected: end, got: offset });
+            }
+        }
+        if data.is_empty() {
+            return Ok(offset);
+        }
+        if w.active.as_ref().is_none_or(|a| a.writer.remaining() == 0) {
+            w.active = None;
+            self.install_segment(&mut w, offset)?;
+        }
+        let a = w.active.as_mut().expect("installed above");
+        if data.len() > a.writer.remaining() {
+            return Err(StoreError::CrossesSegment {
+                offset,
+                len: data.len() as u64,
+                segment_end: a.base + self.segment_size,
+            });
+        }
+        a.writer.write(data);
+        a.writer.publish();
+        let new_end = offset + data.len() as u64;
+        self.end.store(new_end, Ordering::Release);
+        drop(w);
+        self.wake_reput();
+        Ok(new_end)
+    }
+
+    fn bounds(&self) -> LogBounds {
+        let max = self.end.load(Ordering::Acquire);
+        LogBounds { min: self.min.load(Ordering::Acquire).min(max), max }
+    }
+
+    fn read_span(&self, span: LogSpan) -> Result<Bytes, StoreError> {
+        let LogBounds { min, max } = self.bounds();
+        let end = span.end();
+        if span.offset < min || end > max {
+            return Err(StoreError::OutOfRange { offset: span.offset, end, min, max });
+        }
+        if span.len == 0 {
+            return Ok(Bytes::new());
+        }
+        let seg = read(&self.segments).find(span.offset).cloned();
+        let Some(seg) = seg else {
+            return Err(StoreError::OutOfRange { offset: span.offset, end, min: self.bounds().min, max });
+        };
+        let seg_end = seg.base + self.segment_size;
+        if end > seg_end {
+            return Err(StoreError::CrossesSegment {
+                offset: span.offset,
+                len: u64::from(span.len),
+                segment_end: seg_end,
+            });
+        }
+        let range = (span.offset - seg.base) as usize..(end - seg.base) as usize;
+        match seg.map.span(range) {
+            Some(s) => Ok(Bytes::from_owner(s)),
+            None => Err(StoreError::OutOfRange { offset: span.offset, end, min, max }),
+        }
+    }
+
+    fn read_message(&self, offset: Offset) -> Result<StoredMessage, StoreError> {
+        let LogBounds { min, max } = self.bounds();
+        let out_of_range = |end| StoreError::OutOfRange { offset, end, min, max };
+        if offset < min || offset >= max {
+            return Err(out_of_range(offset + 1));
+        }
+        let seg = read(&self.segments).find(offset).cloned().ok_or_else(|| out_of_range(offset + 1))?;
+        let limit = max.min(seg.base + self.segment_size);
+        let header = self.read_span(LogSpan { offset, len: (limit - offset).min(8) as u32 })?;
+        if header.len() == 8
+            && i32::from_be_bytes([header[4], header[5], header[6], header[7]]) == codec::BLANK_MAGIC_CODE
+        {
+            return Err(StoreError::NotAMessage { offset });
+        }
+        let total = if header.len() >= 4 {
+            i32::from_be_bytes([header[0], header[1], header[2], header[3]])
+        } else {
+            0
+        };
+        let corrupt = |reason| StoreError::Corrupt { segment: seg.path().to_path_buf(), offset, reason };
+        let available = limit - offset;
+        if total <= 0 || total as u64 > available {
+            let reason = if total > 0 && offset + total as u64 <= seg.base + self.segment_size {
+                codec::RecordError::Truncated { total: total as usize, available: available as usize }
+            } else {
+                codec::RecordError::BadTotalSize { total, remaining: available as usize }
+            };
+            return Err(corrupt(reason));
+        }
+        let record = self.read_span(LogSpan { offset, len: total as u32 })?;
+        codec::decode(&record, Some(offset), true).map_err(corrupt)
+    }
+
+    fn queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+        read(&self.queues).get(topic).and_then(|q| q.get(&queue_id)).cloned()
+    }
+}
+
+/// What [`CommitLog::status`] reports.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct StoreStatus {
+    /// The oldest offset held (moves forward with retention).
+    pub min_offset: Offset,
+    /// The end of the log.
+    pub max_offset: Offset,
+    /// One past the last durable byte.
+    pub flushed_offset: Offset,
+    /// Every record before this offset is indexed in the consume queues.
+    pub dispatched_offset: Offset,
+    /// Number of segment files.
+    pub segments: usize,
+    /// The disk usage measured by the last retention round.
+    pub disk_used_ratio: Option<f64>,
+    /// Puts are refused because the disk is above `disk_space_warning_level_ratio`.
+    pub disk_full: bool,
+    /// Flushes of the commit log so far (each may serve many waiters).
+    pub flush_count: u64,
+    /// Where consume-queue dispatch stopped on an invalid record, and why.
+    pub dispatch_error: Option<(Offset, String)>,
+    /// The durable message boundary recorded in the checkpoint.
+    pub checkpoint_flushed: Offset,
+    /// The offset up to which the checkpoint records the consume queues as durable.
+    pub checkpoint_dispatched: Offset,
+}
+
+/// A RocketMQ-compatible commit log: the store of one broker. See the crate docs for the layout,
+/// the threads and the durability guarantees.
+///
+/// All methods take `&self`; share a `CommitLog` through an `Arc`. Dropping it shuts it down
+/// cleanly (as [`shutdown`](Self::shutdown) does, logging any error).
+pub struct CommitLog {
+    shared: Arc<Shared>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    report: RecoveryReport,
+}
+
+impl std::fmt::Debug for CommitLog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommitLog")
+            .field("root", &self.shared.root)
+            .field("bounds", &self.shared.bounds())
+            .finish_non_exhaustive()
+    }
+}
+
+impl CommitLog {
+    /// Opens (creating if needed) the store under `root` with the system clock and disk.
+    pub fn open(root: impl AsRef<Path>, config: StoreConfig) -> Result<Self, StoreError> {
+        Self::open_with(root, config, StoreEnv::default())
+    }
+
+    /// Opens the store with an injected clock and disk-usage source.
+    ///
+    /// Opening takes an exclusive lock on `<root>/lock`, recovers the log (at once after a clean
+    /// shutdown; after a crash, by scanning from the last checkpointed boundary and truncating
+    /// a torn tail durably), rebuilds or trims the consume queues, creates the `abort` marker and
+    /// starts the background threads.
+    pub fn open_with(root: impl AsRef<Path>, config: StoreConfig, env: StoreEnv) -> Result<Self, StoreError> {
+        config.validate()?;
+        let recovered = recovery::recover(root.as_ref(), &config, &env)?;
+        // Recovery dispatched everything complete: the dispatched offset is the last boundary.
+        let boundary = recovered.dispatcher.dispatched;
+        let shared = Arc::new(Shared {
+            root: root.as_ref().to_path_buf(),
+            commitlog_dir: recovered.commitlog_dir,
+            segment_size: config.mapped_file_size_commit_log,
+            segments: RwLock::new(recovered.segments),
+            end: AtomicU64::new(recovered.end),
+            min: AtomicU64::new(recovered.min),
+            flushed: AtomicU64::new(recovered.end),
+            dispatched: AtomicU64::new(boundary),
+            writer: Mutex::new(WriterState { active: recovered.active }),
+            dispatcher: Mutex::new(recovered.dispatcher),
+            queues: recovered.queues,
+            flush: FlushShared::new(boundary),
+            checkpoint: Mutex::new(recovered.checkpoint),
+            prealloc: Prealloc::default(),
+            retention: RetentionState::default(),
+            disk_full: AtomicBool::new(false),
+            closed: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            reput_thread: OnceLock::new(),
+            flush_count: AtomicU64::new(0),
+            _lock_file: recovered.lock_file,
+            config,
+            env,
+        });
+        let log = Self { shared, threads: Mutex::new(Vec::new()), report: recovered.report };
+        type Service = (&'static str, fn(Arc<Shared>));
+        let services: [Service; 4] = [
+            ("logship-flush", crate::flush::flush_thread),
+            ("logship-reput", reput_thread),
+            ("logship-prealloc", crate::prealloc::prealloc_thread),
+            ("logship-retention", crate::retention::retention_thread),
+        ];
+        for (name, body) in services {
+            let s = Arc::clone(&log.shared);
+            // On failure, dropping `log` stops the threads already started and shuts down.
+            let handle = std::thread::Builder::new()
+                .name(name.to_string())
+                .spawn(move || body(s))
+                .at(&log.shared.root)?;
+            if name == "logship-reput" {
+                let _ = log.shared.reput_thread.set(handle.thread().clone());
+            }
+            lock(&log.threads).push(handle);
+        }
+        let shared = &log.shared;
+        shared.measure_disk();
+        {
+            let w = lock(&shared.writer);
+            if let Some(a) = &w.active {
+                shared.request_segment(a.base + shared.segment_size);
+            }
+        }
+        tracing::info!(root = %shared.root.display(), min = recovered.min, end = recovered.end, kind = ?log.report.kind, "store open");
+        Ok(log)
+    }
+
+    /// What recovery found and did when the store was opened.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.report
+    }
+
+    /// The configuration the store runs with.
+    pub fn config(&self) -> &StoreConfig {
+        &self.shared.config
+    }
+
+    /// The readable range `[min, max)`.
+    pub fn bounds(&self) -> LogBounds {
+        self.shared.bounds()
+    }
+
+    /// The oldest offset held (RocketMQ `getMinPhyOffset`).
+    pub fn min_offset(&self) -> Offset {
+        self.bounds().min
+    }
+
+    /// The end of the log (RocketMQ `getMaxPhyOffset`).
+    pub fn max_offset(&self) -> Offset {
+        self.shared.end.load(Ordering::Acquire)
+    }
+
+    /// One past the last durable byte.
+    pub fn flushed_offset(&self) -> Offset {
+        self.shared.flushed.load(Ordering::Acquire)
+    }
+
+    /// Appends a message (master path) without waiting for a flush; see [`MessageLog::put`].
+    pub fn put(&self, message: Message) -> PutResult {
+        self.shared.put(message)
+    }
+
+    /// RocketMQ's `putMessage`: appends a message and, under `SYNC_FLUSH`, waits up to
+    /// `sync_flush_timeout` for it to be durable (`PutOk`) or returns `FlushDiskTimeout` (the
+    /// message is stored either way). Under `ASYNC_FLUSH` it returns at once. Blocks the thread;
+    /// async callers use [`put`](Self::put) and [`durable`](MessageLog::durable) instead.
+    pub fn put_and_flush(&self, message: Message) -> PutResult {
+        let mut result = self.put(message);
+        if result.status == PutStatus::PutOk && self.shared.config.flush_disk_type == FlushDiskType::SyncFlush
+        {
+            match self.wait_durable(result.end(), self.shared.config.sync_flush_timeout) {
+                Ok(true) => {}
+                Ok(false) => result.status = PutStatus::FlushDiskTimeout,
+                Err(e) => {
+                    tracing::error!(error = %e, "flush failed");
+                    result.status = PutStatus::FlushDiskTimeout;
+                }
+            }
+        }
+        result
+    }
+
+    /// Blocks until every byte before `offset` is durable (`Ok(true)`), or `timeout` passes
+    /// (`Ok(false)`). Requests a flush at once; concurrent waiters share it.
+    pub fn wait_durable(&self, offset: Offset, timeout: Duration) -> Result<bool, StoreError> {
+        self.shared.wait_durable(offset, timeout)
+    }
+
+    /// Stores replicated bytes at `offset` (slave path); see [`LogWrite::append_at`].
+    pub fn append_at(&self, offset: Offset, data: &[u8]) -> Result<Offset, StoreError> {
+        self.shared.append_at(offset, data)
+    }
+
+    /// The bytes of `span`, zero-copy; see [`LogRead::read`].
+    pub fn read(&self, span: LogSpan) -> Result<Bytes, StoreError> {
+        self.shared.read_span(span)
+    }
+
+    /// Decodes the message at `offset`, checking its lengths, physical offset and body CRC.
+    pub fn read_message(&self, offset: Offset) -> Result<StoredMessage, StoreError> {
+        self.shared.read_message(offset)
+    }
+
+    /// `[min, max)` queue offsets of a consume queue (`(0, 0)` for a queue that does not exist).
+    pub fn queue_bounds(&self, topic: &str, queue_id: i32) -> (u64, u64) {
+        self.shared.queue(topic, queue_id).map_or((0, 0), |q| q.bounds())
+    }
+
+    /// Up to `max_count` consume-queue entries of `(topic, queue_id)` from `queue_offset`
+    /// (RocketMQ `getMessage`'s index walk). Blank padding entries are skipped.
+    pub fn read_queue(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        queue_offset: u64,
+        max_count: usize,
+    ) -> Result<Vec<CqEntry>, StoreError> {
+        match self.shared.queue(topic, queue_id) {
+            Some(q) => q.read(queue_offset, max_count),
+            None if queue_offset == 0 => Ok(Vec::new()),
+            None => Err(StoreError::QueueOffsetOutOfRange {
+                topic: topic.to_string(),
+                queue_id,
+                offset: queue_offset,
+                min: 0,
+                max: 0,
+            }),
+        }
+    }
+
+    /// Up to `max_count` messages of `(topic, queue_id)` from `queue_offset`, read through the
+    /// consume queue and decoded from the log.
+    pub fn read_queue_messages(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        queue_offset: u64,
+        max_count: usize,
+    ) -> Result<Vec<StoredMessage>, StoreError> {
+        self.read_queue(topic, queue_id, queue_offset, max_count)?
+            .into_iter()
+            .map(|e| self.read_message(e.physical_offset))
+            .collect()
+    }
+
+    /// Indexes every complete record appended so far into the consume queues, now, on this
+    /// thread (the reput thread does the same in the background after each `append_at`).
+    /// Returns the dispatched offset.
+    pub fn dispatch_pending(&self) -> Result<Offset, StoreError> {
+        let mut d = lock(&self.shared.dispatcher);
+        self.shared.dispatch_pending(&mut d)?;
+        Ok(d.dispatched)
+    }
+
+    /// Makes every stored byte durable and returns the durable end; see [`LogWrite::flush`].
+    pub fn flush(&self) -> Result<Offset, StoreError> {
+        self.shared.flush_log()
+    }
+
+    /// Flushes the log and the consume queues and records both in the checkpoint, so that a
+    /// crash from now on recovers from here. (The flush thread does this periodically.)
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        self.shared.checkpoint_now(false)
+    }
+
+    /// Runs one retention round now (the retention thread runs one every
+    /// `clean_resource_interval`).
+    pub fn run_retention(&self) -> Result<RetentionReport, StoreError> {
+        self.shared.retention_round()
+    }
+
+    /// Holds off every flush while the returned guard lives: a way for tests to observe
+    /// `FlushDiskTimeout` deterministically. Not for production use.
+    #[doc(hidden)]
+    pub fn hold_flushes(&self) -> crate::flush::FlushHold<'_> {
+        self.shared.hold_flushes()
+    }
+
+    /// A snapshot of the store's offsets and health.
+    pub fn status(&self) -> StoreStatus {
+        let s = &self.shared;
+        let bounds = s.bounds();
+        let dispatch_error = lock(&s.dispatcher).error.as_ref().map(|(o, e)| (*o, e.to_string()));
+        let ckpt = lock(&s.checkpoint).current().logship.unwrap_or_default();
+        StoreStatus {
+            min_offset: bounds.min,
+            max_offset: bounds.max,
+            flushed_offset: s.flushed.load(Ordering::Acquire),
+            dispatched_offset: s.dispatched.load(Ordering::Acquire),
+            segments: read(&s.segments).len(),
+            disk_used_ratio: s.retention.last_ratio(),
+            disk_full: s.disk_full.load(Ordering::Acquire),
+            flush_count: s.flush_count.load(Ordering::Relaxed),
+            dispatch_error,
+            checkpoint_flushed: ckpt.flushed,
+            checkpoint_dispatched: ckpt.dispatched,
+        }
+    }
+
+    /// Shuts the store down cleanly: stops the threads, flushes the log and the consume queues,
+    /// records a clean checkpoint and removes the `abort` marker, so the next open needs no scan.
+    /// Later calls do nothing; later writes fail with `Closed` / `ServiceNotAvailable`.
+    pub fn shutdown(&self) -> Result<(), StoreError> {
+        if self.shared.closed.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        // Serialize with in-flight writes: after this no write starts.
+        drop(lock(&self.shared.writer));
+        self.stop_threads();
+        let s = &self.shared;
+        s.checkpoint_now(true)?;
+        s.discard_preallocated();
+        std::fs::remove_file(s.abort_path()).at(s.abort_path())?;
+        crate::segment::sync_dir(&s.root)?;
+        s.flush.stop();
+        tracing::info!(root = %s.root.display(), end = s.end.load(Ordering::Acquire), "store shut down cleanly");
+        Ok(())
+    }
+
+    /// Stops the store as if the process had died: the threads stop, but nothing is flushed,
+    /// no checkpoint is written and the `abort` marker stays, so the next open runs crash
+    /// recovery. (Bytes already written stay in the OS page cache, so to simulate lost writes,
+    /// damage the files after this returns.) For fault-injection tests.
+    pub fn abandon(self) {
+        self.shared.closed.store(true, Ordering::Release);
+        drop(lock(&self.shared.writer));
+        self.stop_threads();
+        self.shared.flush.stop();
+        // Drop runs next: `shutdown` sees `closed` already set and does nothing.
+    }
+
+    fn stop_threads(&self) {
+        let s = &self.shared;
+        s.stop.store(true, Ordering::Release);
+        s.flush.wake_flusher();
+        s.prealloc.wake();
+        s.retention.wake();
+        s.wake_reput();
+        for t in lock(&self.threads).drain(..) {
+            if t.join().is_err() {
+                tracing::error!("a store thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for CommitLog {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::error!(error = %e, root = %self.shared.root.display(), "clean shutdown failed; the next open will run crash recovery");
+        }
+    }
+}
+
+/// The reput thread: dispatches replicated bytes into the consume queues as they arrive.
+fn reput_thread(shared: Arc<Shared>) {
+    while !shared.stop.load(Ordering::Acquire) {
+        let behind = shared.dispatched.load(Ordering::Acquire) < shared.end.load(Ordering::Acquire);
+        if behind {
+            let mut d = lock(&shared.dispatcher);
+            if let Err(e) = shared.dispatch_pending(&mut d) {
+                tracing::error!(error = %e, "consume-queue dispatch failed; retrying");
+                drop(d);
+                std::thread::park_timeout(Duration::from_millis(100));
+                continue;
+            }
+            let stuck = d.dispatched < shared.end.load(Ordering::Acquire);
+            drop(d);
+            if !stuck {
+                continue;
+            }
+        }
+        // Woken by every append; the timeout is a safety net.
+        std::thread::park_timeout(Duration::from_millis(100));
+    }
+}
+
+impl LogRead for CommitLog {
+    type Error = StoreError;
+
+    fn bounds(&self) -> LogBounds {
+        self.shared.bounds()
+    }
+
+    fn flushed(&self) -> Offset {
+        self.flushed_offset()
+    }
+
+    fn read(&self, span: LogSpan) -> Result<Bytes, StoreError> {
+        self.shared.read_span(span)
+    }
+}
+
+impl LogWrite for CommitLog {
+    fn append_at(&self, offset: Offset, data: &[u8]) -> Result<Offset, StoreError> {
+        self.shared.append_at(offset, data)
+    }
+
+    fn flush(&self) -> Result<Offset, StoreError> {
+        self.shared.flush_log()
+    }
+}
+
+impl MessageLog for CommitLog {
+    type Message = Message;
+    type Durable = Durable;
+
+    fn put(&self, message: Message) -> PutResult {
+        self.shared.put(message)
+    }
+
+    fn durable(&self, offset: Offset) -> Durable {
+        Durable::new(Arc::clone(&self.shared), offset)
+    }
+}

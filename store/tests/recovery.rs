@@ -1,0 +1,228 @@
+//! Clean and crash recovery: the abort marker, the checkpoint, torn tails and corruption.
+
+mod common;
+
+use std::path::Path;
+
+use common::{Env, SEGMENT, config, message, patch, segment_path, zero_from};
+use logship_store::{LogSpan, PutResult, PutStatus, RecordError, RecoveryKind, StoreError};
+
+fn put_all(log: &logship_store::CommitLog, range: std::ops::Range<usize>) -> Vec<PutResult> {
+    range
+        .map(|i| {
+            let r = log.put(message(i));
+            assert_eq!(r.status, PutStatus::PutOk);
+            r
+        })
+        .collect()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_clean_shutdown_reopens_without_scanning() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), config()).unwrap();
+    let puts = put_all(&log, 0..50);
+    let bounds = log.bounds();
+    log.shutdown().unwrap();
+    assert!(!dir.path().join("abort").exists(), "a clean shutdown removes the abort marker");
+    drop(log);
+    // Damage a message: a reopen that scanned would refuse to open; this one does not look.
+    let victim = &puts[10];
+    // Byte 90 is in the body (88 bytes of header with IPv4 hosts), which the CRC covers.
+    patch(&segment_path(dir.path(), 0), victim.offset + 90, &[0xFF]);
+    let log = env.open(dir.path(), config()).unwrap();
+    assert_eq!(log.recovery_report().kind, RecoveryKind::Clean);
+    assert_eq!(log.recovery_report().scanned_from, None);
+    assert_eq!(log.bounds(), bounds);
+    assert!(dir.path().join("abort").exists());
+    assert!(matches!(
+        log.read_message(victim.offset),
+        Err(StoreError::Corrupt { offset, reason: RecordError::BodyCrcMismatch { .. }, .. }) if offset == victim.offset
+    ));
+    assert_eq!(log.read_message(puts[11].offset).unwrap().queue_offset, puts[11].queue_offset as i64);
+}
+
+#[test]
+fn cutting_the_last_message_at_every_byte_recovers_the_previous_boundary_for_good() {
+    let base = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(base.path(), config()).unwrap();
+    put_all(&log, 0..5);
+    log.checkpoint().unwrap(); // everything so far is durable and recorded
+    let last = log.put(logship_store::Message::new("T0", 0, &b"the last one"[..]));
+    let (start, end) = (last.offset, last.end());
+    log.abandon(); // crash: the last message is not durable
+    let seg0 = |dir: &Path| segment_path(dir, 0);
+    let original = std::fs::read(seg0(base.path())).unwrap();
+    for cut in start..=end {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(base.path(), dir.path());
+        zero_from(&seg0(dir.path()), cut);
+        // Zeroing bytes that were zero anyway (the empty properties' length) leaves the message whole.
+        let whole = original[cut as usize..end as usize].iter().all(|&b| b == 0);
+        let expect = if whole { end } else { start };
+
+        let log = env.open(dir.path(), config()).unwrap();
+        let report = log.recovery_report().clone();
+        assert_eq!(report.kind, RecoveryKind::Crash, "cut at {cut}");
+        assert_eq!(log.bounds().max, expect, "cut at {cut}");
+        // A cut that leaves only zeros (the size field starts with zero bytes) is where writing
+        // stopped: nothing torn to report.
+        let torn = !whole && original[start as usize..cut as usize].iter().any(|&b| b != 0);
+        let truncated = report.truncated_at.as_ref().map(|t| t.0);
+        assert_eq!(truncated, torn.then_some(start), "cut at {cut}");
+        let bytes = std::fs::read(seg0(dir.path())).unwrap();
+        assert!(
+            bytes[expect as usize..].iter().all(|&b| b == 0),
+            "torn bytes are physically gone (cut at {cut})"
+        );
+        let in_queue = log.read_queue("T0", 0, 0, 100).unwrap().iter().any(|e| e.physical_offset == start);
+        assert_eq!(in_queue, whole, "the consume queue matches the log (cut at {cut})");
+        log.abandon(); // crash again, straight away
+
+        let log = env.open(dir.path(), config()).unwrap();
+        assert_eq!(log.bounds().max, expect, "nothing stale comes back (cut at {cut})");
+        assert_eq!(log.recovery_report().truncated_at, None, "cut at {cut}");
+        drop(log);
+    }
+}
+
+#[test]
+fn a_hole_in_the_unflushed_tail_drops_everything_after_it_for_good() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), config()).unwrap();
+    put_all(&log, 0..3);
+    log.checkpoint().unwrap();
+    let tail = put_all(&log, 3..6);
+    log.abandon();
+    // Pages written back out of order: message 3 never reached the disk, 4 and 5 did.
+    patch(&segment_path(dir.path(), 0), tail[0].offset, &vec![0; tail[0].wrote_bytes as usize]);
+    let log = env.open(dir.path(), config()).unwrap();
+    assert_eq!(log.bounds().max, tail[0].offset);
+    assert!(log.recovery_report().zeroed_bytes as u32 >= tail[1].wrote_bytes + tail[2].wrote_bytes);
+    let bytes = std::fs::read(segment_path(dir.path(), 0)).unwrap();
+    assert!(bytes[tail[0].offset as usize..].iter().all(|&b| b == 0), "messages 4 and 5 are zeroed on disk");
+    log.abandon();
+    let log = env.open(dir.path(), config()).unwrap();
+    assert_eq!(log.bounds().max, tail[0].offset, "messages 4 and 5 do not come back after another crash");
+}
+
+#[test]
+fn a_flipped_byte_mid_log_is_corruption_naming_the_segment_and_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), config()).unwrap();
+    let puts = put_all(&log, 0..20);
+    log.checkpoint().unwrap();
+    log.abandon();
+    let victim = &puts[7];
+    patch(&segment_path(dir.path(), 0), victim.offset + 90, &[0x5A]); // a body byte
+    let err = env.open(dir.path(), config()).unwrap_err();
+    match &err {
+        StoreError::Corrupt { segment, offset, .. } => {
+            assert_eq!(*offset, victim.offset);
+            assert_eq!(segment, &segment_path(dir.path(), 0));
+        }
+        other => panic!("expected corruption, got {other}"),
+    }
+    let text = err.to_string();
+    assert!(text.contains(&victim.offset.to_string()) && text.contains("00000000000000000000"), "{text}");
+    assert!(dir.path().join("commitlog/00000000000000000000").exists(), "nothing was deleted");
+
+    // Only an explicit recovery option cuts the log there.
+    let mut cfg = config();
+    cfg.recovery.truncate_on_corruption = true;
+    let log = env.open(dir.path(), cfg).unwrap();
+    assert_eq!(log.bounds().max, victim.offset);
+    assert_eq!(log.recovery_report().truncated_at.as_ref().map(|t| t.0), Some(victim.offset));
+}
+
+#[test]
+fn a_slave_crash_mid_message_recovers_to_the_last_whole_message() {
+    let (mdir, sdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let env = Env::default();
+    let master = env.open(mdir.path(), config()).unwrap();
+    let puts = put_all(&master, 0..10);
+    let max = master.bounds().max;
+    let all = master.read(LogSpan { offset: 0, len: max as u32 }).unwrap();
+    let slave = env.open(sdir.path(), config()).unwrap();
+    // Durable up to the middle of message 5, then more bytes that a crash tears at message 8.
+    let mid5 = puts[5].offset + 20;
+    slave.append_at(0, &all[..mid5 as usize]).unwrap();
+    slave.checkpoint().unwrap();
+    slave.append_at(mid5, &all[mid5 as usize..]).unwrap();
+    slave.abandon();
+    zero_from(&segment_path(sdir.path(), 0), puts[8].offset + 3);
+    let slave = env.open(sdir.path(), config()).unwrap();
+    assert_eq!(slave.bounds().max, puts[8].offset, "recovery lands on the last whole message");
+    assert_eq!(slave.max_offset(), puts[8].offset);
+    // The slave re-requests from there and gets the same bytes again.
+    slave.append_at(puts[8].offset, &all[puts[8].offset as usize..]).unwrap();
+    assert_eq!(slave.read(LogSpan { offset: 0, len: max as u32 }).unwrap(), all);
+}
+
+#[test]
+fn an_empty_trailing_segment_is_deleted_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), config()).unwrap();
+    put_all(&log, 0..3);
+    log.shutdown().unwrap();
+    drop(log);
+    let trailing = segment_path(dir.path(), SEGMENT);
+    std::fs::File::create(&trailing).unwrap().set_len(SEGMENT).unwrap();
+    let log = env.open(dir.path(), config()).unwrap();
+    assert!(!trailing.exists());
+    assert_eq!(log.recovery_report().removed_segments, vec![trailing]);
+    assert_eq!(log.put(message(3)).status, PutStatus::PutOk);
+}
+
+#[test]
+fn a_full_last_segment_reopens_and_rolls_on_the_next_write() {
+    let (mdir, sdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let env = Env::default();
+    let master = env.open(mdir.path(), config()).unwrap();
+    while master.bounds().max < SEGMENT + 1000 {
+        master.put(message(1));
+    }
+    // The slave gets exactly the first segment, which ends in BLANK padding.
+    let slave = env.open(sdir.path(), config()).unwrap();
+    for at in (0..SEGMENT).step_by(4096) {
+        slave.append_at(at, &master.read(LogSpan { offset: at, len: 4096 }).unwrap()).unwrap();
+    }
+    assert_eq!(slave.max_offset(), SEGMENT);
+    slave.shutdown().unwrap();
+    drop(slave);
+    let slave = env.open(sdir.path(), config()).unwrap();
+    assert_eq!(slave.recovery_report().kind, RecoveryKind::Clean);
+    assert_eq!(slave.max_offset(), SEGMENT);
+    let next = master.read(LogSpan { offset: SEGMENT, len: 1000 }).unwrap();
+    assert_eq!(slave.append_at(SEGMENT, &next).unwrap(), SEGMENT + 1000);
+    slave.abandon();
+    // After a crash the partial message at the end is dropped: the slave is back at the last
+    // whole message of the second segment.
+    let mut boundary = SEGMENT;
+    while let Ok(m) = master.read_message(boundary) {
+        if boundary + u64::from(m.total_size) > SEGMENT + 1000 {
+            break;
+        }
+        boundary += u64::from(m.total_size);
+    }
+    let slave = env.open(sdir.path(), config()).unwrap();
+    assert_eq!(slave.max_offset(), boundary);
+}
