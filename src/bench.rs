@@ -120,11 +120,12 @@ fn micros(d: Duration) -> f64 {
 
 /// A master and its slaves on loopback, each with a fresh store.
 struct Cluster {
-    _dir: tempfile::TempDir,
     master_store: Arc<CommitLog>,
     master: logship_tokio::MasterHandle<CommitLog>,
     slave_stores: Vec<Arc<CommitLog>>,
     slaves: Vec<logship_tokio::SlaveHandle>,
+    // Last: fields drop in order, and the stores must close before their directory goes.
+    dir: tempfile::TempDir,
 }
 
 impl Cluster {
@@ -163,8 +164,7 @@ impl Cluster {
         };
         let master =
             logship_tokio::spawn_master(config, master_store.clone(), "127.0.0.1:0".parse()?).await?;
-        let mut cluster =
-            Self { _dir: dir, master_store, master, slave_stores: Vec::new(), slaves: Vec::new() };
+        let mut cluster = Self { master_store, master, slave_stores: Vec::new(), slaves: Vec::new(), dir };
         for _ in 0..slaves {
             cluster.add_slave().await?;
         }
@@ -172,7 +172,7 @@ impl Cluster {
     }
 
     async fn add_slave(&mut self) -> anyhow::Result<()> {
-        let store = open(&self._dir.path().join(format!("slave-{}", self.slaves.len())), SEGMENT)?;
+        let store = open(&self.dir.path().join(format!("slave-{}", self.slaves.len())), SEGMENT)?;
         let handle = logship_tokio::spawn_slave(
             SlaveServiceConfig::new(self.master.local_addr().to_string()),
             store.clone(),

@@ -47,6 +47,25 @@ impl<F: Fn(Task) + Send + Sync + 'static> Spawn for F {
 
 pub use logship_core::driver::StartError;
 
+/// Lets other tasks run every so often. async-io has no cooperative budget (unlike tokio), so
+/// a loop whose awaits are always ready (a busy socket) would otherwise hold its executor
+/// thread, starving other tasks and delaying cancellation.
+#[derive(Debug, Default)]
+pub(crate) struct Budget(u32);
+
+impl Budget {
+    const TURNS: u32 = 32;
+
+    /// Counts one turn of a loop; yields once every [`Self::TURNS`] turns.
+    pub(crate) async fn tick(&mut self) {
+        self.0 += 1;
+        if self.0 >= Self::TURNS {
+            self.0 = 0;
+            futures_lite::future::yield_now().await;
+        }
+    }
+}
+
 /// The clock every task of this crate uses.
 #[allow(clippy::disallowed_methods)]
 pub(crate) fn now() -> std::time::Instant {

@@ -17,7 +17,7 @@ use logship_core::driver::{
 use logship_core::{ConnId, MessageLog, Offset, PutResult, PutStatus, WaitError};
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::{Spawn, now, write_frame};
+use crate::{Budget, Spawn, now, write_frame};
 
 /// Capacity of the channel into the core task.
 const COMMAND_QUEUE: usize = 4096;
@@ -258,7 +258,9 @@ async fn connection<L: MessageLog>(
 
 async fn read_path(mut stream: TcpStream, conn: ConnId, commands: &Sender<Command>) -> io::Result<()> {
     let mut buf = BytesMut::new();
+    let mut budget = Budget::default();
     loop {
+        budget.tick().await;
         if buf.len() < READ_BUFFER / 4 {
             buf.resize(READ_BUFFER, 0);
         }
@@ -279,7 +281,9 @@ async fn write_path<L: MessageLog>(
     frames: Receiver<Transmit>,
     shared: &Shared<L>,
 ) -> io::Result<()> {
+    let mut budget = Budget::default();
     while let Ok(t) = frames.recv().await {
+        budget.tick().await;
         let body = match t.body {
             Some(span) => {
                 shared.log.read(span).map_err(|e| io::Error::other(format!("reading {span:?}: {e}")))?
@@ -309,7 +313,9 @@ async fn core_task<L: MessageLog>(
 ) {
     let mut stopping: Option<Sender<()>> = None;
     let mut timer = Timer::at(driver.drain());
+    let mut budget = Budget::default();
     loop {
+        budget.tick().await;
         let wake = async {
             let _ = appended.recv().await;
             Wake::Appended

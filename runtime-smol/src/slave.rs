@@ -15,7 +15,7 @@ use logship_core::driver::{SlaveAction, SlaveDriver, SlaveServiceConfig, SlaveSt
 use logship_core::{LogWrite, Offset};
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::{Spawn, now};
+use crate::{Budget, Spawn, now};
 
 /// Read buffer; refilled when less than a quarter is left.
 const READ_BUFFER: usize = 64 * 1024;
@@ -87,7 +87,9 @@ enum Wake<E> {
 impl<L: LogWrite> SlaveTask<L> {
     async fn run(mut self) {
         let mut buf = BytesMut::new();
+        let mut budget = Budget::default();
         loop {
+            budget.tick().await;
             let deadline = self.perform().await;
             let wants_read = self.stream.is_some() && self.driver.wants_read();
             if wants_read && buf.len() < READ_BUFFER / 4 {
