@@ -1,0 +1,423 @@
+//! The `logship` binary as users run it: real processes, free ports, temporary directories,
+//! HTTP over loopback, `kill -9`.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const BIN: &str = env!("CARGO_BIN_EXE_logship");
+const TOPIC: &str = "CliTopic";
+
+/// Two consecutive free ports: listenPort and haListenPort = listenPort + 1.
+fn free_port_pair() -> u16 {
+    for _ in 0..200 {
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = probe.local_addr().unwrap().port();
+        if port < 65535 && TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no two consecutive free ports");
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into()
+}
+
+struct Broker {
+    child: Child,
+    port: u16,
+    dir: PathBuf,
+    args: Vec<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Broker {
+    fn start(role: &str, dir: &Path, port: u16, extra: &[&str]) -> Self {
+        let mut args = vec![
+            role.to_string(),
+            "--store".into(),
+            dir.display().to_string(),
+            "--listen-port".into(),
+            port.to_string(),
+            "--set".into(),
+            "mappedFileSizeCommitLog=1048576".into(),
+            "--set".into(),
+            "maxMessageSize=262144".into(),
+            "--set".into(),
+            "haSendHeartbeatInterval=200".into(),
+            "--set".into(),
+            "haHousekeepingInterval=2000".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Self::spawn(args, port, dir)
+    }
+
+    fn spawn(args: Vec<String>, port: u16, dir: &Path) -> Self {
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start logship");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let pipe = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                sink.lock().unwrap().push_str(&line);
+                sink.lock().unwrap().push('\n');
+            }
+        });
+        let broker = Self { child, port, dir: dir.to_path_buf(), args, stderr };
+        broker.wait_ready();
+        broker
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn wait_ready(&self) {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(20) {
+            if let Ok(mut r) = agent().get(self.url("/status")).call() {
+                if r.status() == 200 && r.body_mut().read_to_string().is_ok() {
+                    return;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("broker on port {} did not start:\n{}", self.port, self.stderr.lock().unwrap());
+    }
+
+    fn status(&self) -> Value {
+        let mut r = agent().get(self.url("/status")).call().unwrap();
+        serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap()
+    }
+
+    fn put(&self, body: &str, query: &str) -> (u16, Value) {
+        let url = self.url(&format!("/topics/{TOPIC}/messages{query}"));
+        let mut r = agent().post(url).send(body).unwrap();
+        let code = r.status().as_u16();
+        (code, serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap())
+    }
+
+    fn get(&self, path: &str) -> (u16, Value) {
+        let mut r = agent().get(self.url(path)).call().unwrap();
+        let code = r.status().as_u16();
+        (code, serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap())
+    }
+
+    fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    fn restart(&mut self) {
+        let again = Self::spawn(self.args.clone(), self.port, &self.dir);
+        *self = again;
+    }
+
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "no exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn max_offset(b: &Broker) -> u64 {
+    b.status()["maxOffset"].as_u64().unwrap()
+}
+
+/// The commit log of a store directory, concatenated in segment order (1 MiB segments).
+fn commit_log(dir: &Path, upto: u64) -> Vec<u8> {
+    let mut names: Vec<_> =
+        std::fs::read_dir(dir.join("commitlog")).unwrap().map(|e| e.unwrap().path()).collect();
+    names.sort();
+    let mut out = Vec::new();
+    for n in names {
+        out.extend(std::fs::read(n).unwrap());
+    }
+    out.truncate(upto as usize);
+    out
+}
+
+fn master_and_slave(master_extra: &[&str]) -> (tempfile::TempDir, Broker, Broker) {
+    let dir = tempfile::tempdir().unwrap();
+    let mport = free_port_pair();
+    let master = Broker::start("master", &dir.path().join("master"), mport, master_extra);
+    let sport = free_port_pair();
+    let ha = format!("127.0.0.1:{}", mport + 1);
+    let slave = Broker::start(
+        "slave",
+        &dir.path().join("slave"),
+        sport,
+        &["--master", &ha, "--set", "slaveReadEnable=true"],
+    );
+    (dir, master, slave)
+}
+
+#[test]
+fn messages_produced_over_http_are_read_back_from_the_slave() {
+    let (_dir, master, slave) = master_and_slave(&["--role", "SYNC_MASTER"]);
+    eventually("the slave to connect", || master.status()["slaves"].as_array().is_some_and(|s| s.len() == 1));
+    let mut acked = Vec::new();
+    for i in 0..20 {
+        let (code, reply) = master.put(&format!("hello {i}"), "?queueId=0&tags=TagA&keys=k1&color=blue");
+        assert_eq!(code, 200, "{reply}");
+        assert_eq!(reply["status"], "PUT_OK");
+        assert_eq!(reply["queueOffset"], i);
+        assert_eq!(reply["msgId"].as_str().unwrap().len(), 32);
+        acked.push(reply);
+    }
+    eventually("the slave's consume queue", || {
+        slave.get(&format!("/topics/{TOPIC}/queues/0/messages?offset=0&max=100")).1["messages"]
+            .as_array()
+            .is_some_and(|m| m.len() == 20)
+    });
+    let (code, read) = slave.get(&format!("/topics/{TOPIC}/queues/0/messages?offset=5&max=3"));
+    assert_eq!(code, 200);
+    let messages = read["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 3);
+    assert_eq!(messages[0]["body"], "hello 5");
+    assert_eq!(messages[0]["tags"], "TagA");
+    assert_eq!(messages[0]["properties"]["KEYS"], "k1");
+    assert_eq!(messages[0]["properties"]["color"], "blue");
+    assert_eq!(messages[0]["msgId"], acked[5]["msgId"]);
+    assert_eq!(read["nextOffset"], 8);
+    assert_eq!(read["suggestPullingFromSlave"], false);
+    let status = master.status();
+    assert_eq!(status["role"], "SYNC_MASTER");
+    assert_eq!(status["slaves"][0]["lagBytes"], 0);
+    assert_eq!(slave.status()["master"]["state"], "STREAMING");
+    let (code, metrics) = {
+        let mut r = agent().get(master.url("/metrics")).call().unwrap();
+        (r.status().as_u16(), r.body_mut().read_to_string().unwrap())
+    };
+    assert_eq!(code, 200);
+    for name in [
+        "logship_slave_lag_bytes",
+        "logship_slave_lag_seconds",
+        "logship_replicated_bytes_total",
+        "logship_put_latency_seconds_bucket",
+        "logship_connections",
+        "logship_disk_used_ratio",
+    ] {
+        assert!(metrics.contains(name), "{name} missing from /metrics:\n{metrics}");
+    }
+    assert!(metrics.contains("status=\"PUT_OK\""), "{metrics}");
+}
+
+#[test]
+fn a_killed_slave_catches_up_after_restart() {
+    let (_dir, master, mut slave) = master_and_slave(&[]);
+    for i in 0..50 {
+        assert_eq!(master.put(&format!("before {i}"), "").0, 200);
+    }
+    eventually("the slave to catch up", || max_offset(&slave) == max_offset(&master));
+    slave.kill9();
+    for i in 0..200 {
+        assert_eq!(master.put(&"x".repeat(2000 + i), "").0, 200);
+    }
+    slave.restart();
+    eventually("the restarted slave to catch up", || max_offset(&slave) == max_offset(&master));
+    let end = max_offset(&master);
+    assert_eq!(commit_log(&slave.dir, end), commit_log(&master.dir, end));
+}
+
+#[test]
+fn a_killed_sync_master_keeps_every_acknowledged_message() {
+    let (_dir, mut master, slave) = master_and_slave(&["--role", "SYNC_MASTER"]);
+    eventually("the slave to connect", || master.status()["slaves"].as_array().is_some_and(|s| s.len() == 1));
+    let acked = Arc::new(Mutex::new(Vec::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let producers: Vec<_> = (0..4)
+        .map(|p| {
+            let (acked, stop, url) =
+                (acked.clone(), stop.clone(), master.url(&format!("/topics/{TOPIC}/messages?queueId={p}")));
+            std::thread::spawn(move || {
+                let agent = agent();
+                let mut i = 0;
+                while !stop.load(Ordering::Relaxed) {
+                    let body = format!("producer {p} message {i}");
+                    let Ok(mut r) = agent.post(&url).send(&body) else { return };
+                    if r.status() == 200 {
+                        let reply: Value =
+                            serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+                        acked.lock().unwrap().push((p, reply["queueOffset"].as_u64().unwrap(), body));
+                    }
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    eventually("some acknowledged puts", || acked.lock().unwrap().len() >= 200);
+    master.kill9();
+    stop.store(true, Ordering::Relaxed);
+    for p in producers {
+        p.join().unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    master.restart();
+    for (queue, offset, body) in &acked {
+        let (code, read) =
+            master.get(&format!("/topics/{TOPIC}/queues/{queue}/messages?offset={offset}&max=1"));
+        assert_eq!(code, 200);
+        assert_eq!(
+            read["messages"][0]["body"],
+            body.as_str(),
+            "PUT_OK message lost: queue {queue} offset {offset}"
+        );
+    }
+    // The slave's log is a prefix of the master's.
+    eventually("the slave to resume", || max_offset(&slave) == max_offset(&master));
+    let end = max_offset(&slave);
+    assert_eq!(commit_log(&slave.dir, end), commit_log(&master.dir, end));
+}
+
+#[test]
+fn sigterm_shuts_down_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut master = Broker::start("master", &dir.path().join("m"), free_port_pair(), &[]);
+    assert_eq!(master.put("one", "").0, 200);
+    assert!(master.dir.join("abort").exists(), "the abort marker exists while running");
+    let status = master.terminate();
+    assert!(status.success(), "{status:?}");
+    assert!(!master.dir.join("abort").exists(), "a clean shutdown removes the abort marker");
+    assert!(master.stderr.lock().unwrap().contains("logship stopped cleanly"));
+}
+
+#[test]
+fn bad_requests_get_their_documented_errors() {
+    let (_dir, master, slave) = master_and_slave(&[]);
+    let (code, reply) = master.put("x", "?queueId=abc");
+    assert_eq!((code, reply["error"].as_str().unwrap()), (400, "queueId \"abc\" is not a queue number"));
+    let mut r = agent().post(master.url("/topics/bad%20topic/messages")).send("x").unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.body_mut().read_to_string().unwrap().contains("topic \\\"bad topic\\\""));
+    let (code, reply) = master.get(&format!("/topics/{TOPIC}/queues/0/messages?max=0"));
+    assert_eq!((code, reply["error"].as_str().unwrap()), (400, "max must be between 1 and 1000"));
+    let (code, reply) = slave.put("x", "");
+    assert_eq!((code, reply["status"].as_str().unwrap()), (503, "SERVICE_NOT_AVAILABLE"));
+    assert_eq!(reply["stored"], false);
+    // A SYNC_MASTER with no slave stores the message but says it is not replicated.
+    let dir = tempfile::tempdir().unwrap();
+    let lonely = Broker::start("master", dir.path(), free_port_pair(), &["--role", "SYNC_MASTER"]);
+    let (code, reply) = lonely.put("alone", "");
+    assert_eq!(
+        (code, reply["status"].as_str().unwrap(), &reply["stored"]),
+        (502, "SLAVE_NOT_AVAILABLE", &Value::Bool(true))
+    );
+}
+
+#[test]
+fn slave_refuses_reads_without_slave_read_enable() {
+    let dir = tempfile::tempdir().unwrap();
+    let mport = free_port_pair();
+    let _master = Broker::start("master", &dir.path().join("m"), mport, &[]);
+    let ha = format!("127.0.0.1:{}", mport + 1);
+    let slave = Broker::start("slave", &dir.path().join("s"), free_port_pair(), &["--master", &ha]);
+    let (code, reply) = slave.get(&format!("/topics/{TOPIC}/queues/0/messages"));
+    assert_eq!(code, 403);
+    assert!(reply["error"].as_str().unwrap().contains("slaveReadEnable"));
+}
+
+fn run_with_config(role: &str, conf: &str) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broker.conf");
+    std::fs::write(&path, conf).unwrap();
+    Command::new(BIN).args([role, "--config", path.to_str().unwrap()]).output().unwrap()
+}
+
+#[test]
+fn bad_config_fails_before_starting_naming_key_and_value() {
+    let cases = [
+        ("master", "brokerRole=MASTER\n", "invalid value for brokerRole: \"MASTER\""),
+        ("master", "haTransferBatchSize=zero\n", "invalid value for haTransferBatchSize: \"zero\""),
+        (
+            "slave",
+            "brokerRole=SLAVE\n",
+            "brokerRole=SLAVE haMasterAddress=(unset): a slave needs haMasterAddress",
+        ),
+        ("master", "listenPort=20911\nhaListenPort=20911\n", "listenPort=20911 haListenPort=20911"),
+        ("master", "brokerRole=SLAVE\nhaMasterAddress=127.0.0.1:1\n", "use `logship slave`"),
+    ];
+    for (role, conf, expected) in cases {
+        let out = run_with_config(role, conf);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{conf}: {stderr}");
+        assert!(stderr.contains(expected), "{conf}: expected {expected:?} in {stderr}");
+    }
+}
+
+#[test]
+fn unknown_config_key_is_a_warning_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port_pair();
+    let conf = dir.path().join("broker.conf");
+    std::fs::write(
+        &conf,
+        format!(
+            "listenPort={port}\nstorePathRootDir={}\nhaTransferBatchSzie=1\n",
+            dir.path().join("s").display()
+        ),
+    )
+    .unwrap();
+    let broker =
+        Broker::spawn(vec!["master".into(), "--config".into(), conf.display().to_string()], port, dir.path());
+    assert!(broker.stderr.lock().unwrap().contains("unknown key haTransferBatchSzie"));
+}
+
+#[test]
+fn demo_with_2000_messages_exits_zero_with_identical_logs() {
+    let out = Command::new(BIN).args(["demo", "--messages", "2000"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.matches("identical").count(), 2, "{stdout}");
+    assert!(stdout.contains("PUT_OK 2000"), "{stdout}");
+    assert!(stdout.contains("demo passed"), "{stdout}");
+}
+
+#[test]
+fn demo_survives_a_slave_killed_mid_run() {
+    let out =
+        Command::new(BIN).args(["demo", "--messages", "3000", "--kill-slave-at", "1000"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("stopped slave-1") && stdout.contains("restarted slave-1"), "{stdout}");
+    assert_eq!(stdout.matches("identical").count(), 2, "{stdout}");
+}
