@@ -188,9 +188,7 @@ impl Shared {
     fn flush_consume_queues(&self) -> Result<u64, StoreError> {
         let dispatched = self.dispatched.load(Ordering::Acquire);
         let queues: Vec<_> = read(&self.queues).values().flat_map(|q| q.values().cloned()).collect();
-        for q in queues {
-            q.flush()?;
-        }
+        crate::consume_queue::flush_queues(&queues)?;
         Ok(dispatched)
     }
 

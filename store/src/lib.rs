@@ -77,6 +77,9 @@
 
 pub mod codec;
 
+#[doc(hidden)]
+pub mod bench;
+
 mod checkpoint;
 mod config;
 mod consume_queue;

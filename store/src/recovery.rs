@@ -430,9 +430,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Res
             table.find(offset).map(|s| s.path().to_path_buf()).unwrap_or_else(|| commitlog_dir.clone());
         return Err(StoreError::Corrupt { segment, offset, reason });
     }
-    for q in dispatcher.queues() {
-        q.flush()?;
-    }
+    consume_queue::flush_queues(&dispatcher.queues().cloned().collect::<Vec<_>>())?;
     let segments = segments.into_inner().unwrap_or_else(|e| e.into_inner());
 
     // Record the recovered state, then mark the store as running.

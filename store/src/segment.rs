@@ -76,12 +76,14 @@ pub(crate) fn list_files(
 }
 
 /// Creates the zero-filled file for `start` in `dir` and maps it. The file is created under a
-/// temporary name, sized, then renamed and the directory fsynced, so a crash never leaves a
-/// file of the wrong size under a real name.
+/// temporary name, sized, then renamed, so a crash never leaves a file of the wrong size under a
+/// real name. With `sync`, the directory is fsynced so the new name is durable; otherwise the
+/// caller syncs it before relying on the file's durability.
 pub(crate) fn create_file(
     dir: &Path,
     start: u64,
     size: u64,
+    sync: bool,
 ) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
     let path = dir.join(file_name(start));
     if path.exists() {
@@ -94,7 +96,9 @@ pub(crate) fn create_file(
     let file = File::options().read(true).write(true).create(true).truncate(true).open(&tmp).at(&tmp)?;
     file.set_len(size).at(&tmp)?;
     fs::rename(&tmp, &path).at(&path)?;
-    sync_dir(dir)?;
+    if sync {
+        sync_dir(dir)?;
+    }
     MappedFile::map(file, path.clone()).at(&path)
 }
 

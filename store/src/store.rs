@@ -460,8 +460,13 @@ impl CommitLog {
         shared.measure_disk();
         {
             let w = lock(&shared.writer);
-            if let Some(a) = &w.active {
-                shared.request_segment(a.base + shared.segment_size);
+            match &w.active {
+                Some(a) => shared.request_segment(a.base + shared.segment_size),
+                // The log ends at a segment end: the next write starts the next segment.
+                None if read(&shared.segments).len() > 0 => {
+                    shared.request_segment(shared.end.load(Ordering::Acquire))
+                }
+                None => {}
             }
         }
         tracing::info!(root = %shared.root.display(), min = recovered.min, end = recovered.end, kind = ?log.report.kind, "store open");
@@ -651,11 +656,15 @@ impl CommitLog {
         drop(lock(&self.shared.writer));
         self.stop_threads();
         let s = &self.shared;
-        s.checkpoint_now(true)?;
-        s.discard_preallocated();
-        std::fs::remove_file(s.abort_path()).at(s.abort_path())?;
-        crate::segment::sync_dir(&s.root)?;
+        let result = (|| {
+            s.checkpoint_now(true)?;
+            s.discard_preallocated();
+            std::fs::remove_file(s.abort_path()).at(s.abort_path())?;
+            crate::segment::sync_dir(&s.root)
+        })();
+        // Whatever happened, no durability wait may hang.
         s.flush.stop();
+        result?;
         tracing::info!(root = %s.root.display(), end = s.end.load(Ordering::Acquire), "store shut down cleanly");
         Ok(())
     }

@@ -545,7 +545,7 @@ fn cut_consume_queues(root: &Path, durable: u64, pick: u16) {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 200,
+        cases: 128,
         max_shrink_iters: 2000,
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/model.txt"))),
         ..ProptestConfig::default()
