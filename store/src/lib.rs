@@ -48,10 +48,10 @@
 //! - After a clean [`shutdown`](CommitLog::shutdown) (or drop) the store reopens at once. After a
 //!   crash it scans from the durable boundary recorded in the checkpoint, stops at the first
 //!   invalid record and zeroes and fsyncs the torn tail, so it cannot resurface after another
-//!   crash. An invalid record *before* the durable boundary is corruption: opening fails with
-//!   [`StoreError::Corrupt`] naming the segment and offset, unless the operator sets
-//!   [`RecoveryOptions::truncate_on_corruption`]. Consume queues are trimmed and re-dispatched to
-//!   match. See [`RecoveryReport`] for what recovery did.
+//!   crash. An invalid record *before* the durable boundary, or one followed by valid messages,
+//!   is corruption: opening fails with [`StoreError::Corrupt`] naming the segment and offset,
+//!   unless the operator sets [`RecoveryOptions::truncate_on_corruption`]. Consume queues are
+//!   trimmed and re-dispatched to match. See [`RecoveryReport`] for what recovery did.
 //! - Every file that appears (segments, consume-queue files, the abort marker) is created under a
 //!   temporary name, sized and renamed, and its directory fsynced.
 //!
