@@ -20,7 +20,7 @@ impl MmapTarget {
     pub fn create(path: &Path, len: u64) -> io::Result<Self> {
         let file = File::options().read(true).write(true).create(true).truncate(true).open(path)?;
         file.set_len(len)?;
-        let (_map, mut writer) = MappedFile::map(file, path.to_path_buf())?;
+        let (_map, mut writer) = MappedFile::map(file, path.to_path_buf(), None)?;
         writer.touch_pages(&AtomicBool::new(false));
         Ok(Self { writer })
     }

@@ -359,7 +359,8 @@ impl Dispatcher {
         if empty {
             // A new (or fully trimmed) queue starts at this entry; its first file is padded.
             let start = queue_offset / entries_per_file * entries_per_file;
-            let (map, mut writer) = segment::create_file(&cq.dir, start * CQ_ENTRY_SIZE, file_size, false)?;
+            let (map, mut writer) =
+                segment::create_file(&cq.dir, start * CQ_ENTRY_SIZE, file_size, false, None)?;
             cq.dir_dirty.store(true, Ordering::Release);
             for _ in start..queue_offset {
                 writer.write(&BLANK_ENTRY);
@@ -429,7 +430,7 @@ impl Dispatcher {
                 let files = cq.files.read().unwrap_or_else(|e| e.into_inner());
                 files.back().map_or(0, |(s, _)| s + cq.entries_per_file)
             };
-            let (map, writer) = segment::create_file(&cq.dir, start * CQ_ENTRY_SIZE, file_size, false)?;
+            let (map, writer) = segment::create_file(&cq.dir, start * CQ_ENTRY_SIZE, file_size, false, None)?;
             cq.dir_dirty.store(true, Ordering::Release);
             cq.files.write().unwrap_or_else(|e| e.into_inner()).push_back((start, map));
             w.writer = Some(writer);
@@ -593,7 +594,7 @@ fn load_queue(
         segment::list_files(&dir, config.mapped_file_size_consume_queue, "mapped_file_size_consume_queue")?;
     let mut files = Vec::with_capacity(listed.len());
     for (start_byte, path) in listed {
-        let (map, writer) = segment::open_file(&path)?;
+        let (map, writer) = segment::open_file(&path, None)?;
         files.push((start_byte / CQ_ENTRY_SIZE, map, writer));
     }
     let entry = |files: &[(u64, Arc<MappedFile>, MapWriter)], index: u64| -> [u8; ENTRY] {

@@ -88,7 +88,7 @@ pub(crate) struct Recovered {
     pub(crate) dispatcher: Dispatcher,
     pub(crate) queues: Arc<QueueRegistry>,
     pub(crate) checkpoint: CheckpointFile,
-    pub(crate) lock_file: File,
+    pub(crate) lock_file: Arc<File>,
     pub(crate) report: RecoveryReport,
 }
 
@@ -308,6 +308,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Res
     if !mmap::try_lock_exclusive(&lock_file).at(&lock_path)? {
         return Err(StoreError::Locked { path: lock_path });
     }
+    let lock_file = Arc::new(lock_file);
     let (mut checkpoint, loaded) = CheckpointFile::open(&root.join("checkpoint"))?;
     let abort_path = root.join("abort");
     let abort = abort_path.exists();
@@ -317,7 +318,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Res
 
     let mut segs = Vec::with_capacity(listed.len());
     for (base, path) in listed {
-        let (map, writer) = segment::open_file(&path)?;
+        let (map, writer) = segment::open_file(&path, Some(&lock_file))?;
         segs.push(Loaded { base, map, writer });
     }
     let mut min = segs.first().map_or(0, |s| s.base);

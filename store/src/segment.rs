@@ -84,6 +84,7 @@ pub(crate) fn create_file(
     start: u64,
     size: u64,
     sync: bool,
+    lock: Option<&Arc<File>>,
 ) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
     let path = dir.join(file_name(start));
     if path.exists() {
@@ -99,13 +100,16 @@ pub(crate) fn create_file(
     if sync {
         sync_dir(dir)?;
     }
-    MappedFile::map(file, path.clone()).at(&path)
+    MappedFile::map(file, path.clone(), lock.cloned()).at(&path)
 }
 
-/// Opens and maps an existing file.
-pub(crate) fn open_file(path: &Path) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
+/// Opens and maps an existing file (see [`MappedFile::map`] for `lock`).
+pub(crate) fn open_file(
+    path: &Path,
+    lock: Option<&Arc<File>>,
+) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
     let file = File::options().read(true).write(true).open(path).at(path)?;
-    MappedFile::map(file, path.to_path_buf()).at(path)
+    MappedFile::map(file, path.to_path_buf(), lock.cloned()).at(path)
 }
 
 /// One mapped commit-log segment.

@@ -75,7 +75,8 @@ pub(crate) struct Shared {
     pub(crate) stop: AtomicBool,
     pub(crate) reput_thread: OnceLock<Thread>,
     pub(crate) flush_count: AtomicU64,
-    pub(crate) _lock_file: File,
+    /// The exclusive lock on `<root>/lock`; every segment mapping holds it too.
+    pub(crate) lock_file: Arc<File>,
 }
 
 impl Shared {
@@ -122,6 +123,14 @@ impl Shared {
             let remaining = a.writer.remaining();
             if len + codec::BLANK_RECORD_LEN <= remaining {
                 return Ok(());
+            }
+            if remaining as u64 == self.segment_size {
+                // Not even an empty segment holds it (config validation keeps this from happening).
+                return Err(StoreError::CrossesSegment {
+                    offset: a.base,
+                    len: len as u64,
+                    segment_end: a.base + self.segment_size,
+                });
             }
             if remaining >= codec::BLANK_RECORD_LEN {
                 a.writer.write(&codec::blank_record(remaining));
@@ -432,7 +441,7 @@ impl CommitLog {
             stop: AtomicBool::new(false),
             reput_thread: OnceLock::new(),
             flush_count: AtomicU64::new(0),
-            _lock_file: recovered.lock_file,
+            lock_file: recovered.lock_file,
             config,
             env,
         });
@@ -540,11 +549,15 @@ impl CommitLog {
     }
 
     /// The bytes of `span`, zero-copy; see [`LogRead::read`].
+    ///
+    /// The returned `Bytes` keeps its segment mapped (even if retention deletes the file) and
+    /// the store's directory locked: the store cannot be reopened while it is alive.
     pub fn read(&self, span: LogSpan) -> Result<Bytes, StoreError> {
         self.shared.read_span(span)
     }
 
     /// Decodes the message at `offset`, checking its lengths, physical offset and body CRC.
+    /// The body is a zero-copy span (see [`read`](Self::read)).
     pub fn read_message(&self, offset: Offset) -> Result<StoredMessage, StoreError> {
         self.shared.read_message(offset)
     }

@@ -587,7 +587,8 @@ fn cut_consume_queues(root: &Path, durable: u64, pick: u16) {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 128,
+        // Deeper runs: PROPTEST_CASES=2000 cargo test -p logship-store --test model
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64),
         max_shrink_iters: 2000,
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/model.txt"))),
         ..ProptestConfig::default()

@@ -192,3 +192,19 @@ fn the_next_segment_is_preallocated_in_the_background_and_then_used() {
     log.shutdown().unwrap();
     assert!(!segment_path(dir.path(), 2 * SEGMENT).exists());
 }
+
+#[test]
+fn a_live_span_keeps_the_store_locked_until_it_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), config()).unwrap();
+    let r = log.put(message(0));
+    let span = log.read(LogSpan { offset: r.offset, len: r.wrote_bytes }).unwrap();
+    log.abandon();
+    // Reopening would recover (and might rewrite) bytes the span still shows.
+    assert!(matches!(env.open(dir.path(), config()), Err(StoreError::Locked { .. })));
+    let copy = span.to_vec();
+    drop(span);
+    let log = env.open(dir.path(), config()).unwrap();
+    assert_eq!(log.read(LogSpan { offset: r.offset, len: r.wrote_bytes }).unwrap(), copy);
+}
