@@ -195,10 +195,11 @@ impl Shared {
     /// Records the durable state in the checkpoint. `cq_durable` is the consume queues' durable
     /// offset, if just measured.
     fn write_checkpoint(&self, clean: bool, cq_durable: Option<u64>) -> Result<(), StoreError> {
+        // Everything is read under the checkpoint lock (see `adopt`).
+        let mut ckpt = lock(&self.checkpoint);
         let boundary = lock(&self.flush.run).boundary;
         let end = self.end.load(Ordering::Acquire);
         let last = lock(&self.dispatcher).last_message;
-        let mut ckpt = lock(&self.checkpoint);
         let mut c = ckpt.current().clone();
         let old = c.logship.unwrap_or_default();
         let state = LogshipState {

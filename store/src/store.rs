@@ -147,8 +147,15 @@ impl Shared {
     fn adopt(&self, w: &mut WriterState, offset: u64) -> Result<(), StoreError> {
         let base = offset - offset % self.segment_size;
         {
-            // Record the first offset durably before any byte lands, so recovery finds it.
+            // Under the checkpoint lock, so a concurrent checkpoint write sees all of the new start
+            // or none of it; and recorded durably before any byte lands, so recovery finds it.
             let mut ckpt = lock(&self.checkpoint);
+            self.min.store(offset, Ordering::Release);
+            self.end.store(offset, Ordering::Release);
+            self.flushed.store(offset, Ordering::Release);
+            lock(&self.dispatcher).dispatched = offset;
+            self.dispatched.store(offset, Ordering::Release);
+            self.flush.reset_boundary(offset);
             let mut c = ckpt.current().clone();
             let mut state = c.logship.unwrap_or_default();
             state.min_offset = offset;
@@ -162,13 +169,6 @@ impl Shared {
         let a = w.active.as_mut().expect("installed above");
         a.writer.seek((offset - base) as usize);
         a.writer.publish();
-        self.min.store(offset, Ordering::Release);
-        self.flushed.store(offset, Ordering::Release);
-        self.end.store(offset, Ordering::Release);
-        let mut d = lock(&self.dispatcher);
-        d.dispatched = offset;
-        self.dispatched.store(offset, Ordering::Release);
-        self.flush.reset_boundary(offset);
         tracing::info!(offset, "empty log adopted its first offset");
         Ok(())
     }
