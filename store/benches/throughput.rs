@@ -8,7 +8,8 @@
 //!   thread indexes them concurrently).
 //!
 //! Run with `cargo bench -p logship-store --bench throughput`; a summary with MB/s, msgs/s and
-//! the ratios to memcpy is printed at the end.
+//! the ratios to memcpy is printed at the end. The files go to the system temporary directory,
+//! or to `LOGSHIP_BENCH_DIR` (for example a tmpfs, to take the disk out of the figures).
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -26,6 +27,14 @@ static RESULTS: Mutex<Vec<(String, u64, u64, f64)>> = Mutex::new(Vec::new());
 
 fn record(name: &str, bytes: u64, msgs: u64, iters: u64, elapsed: Duration) {
     RESULTS.lock().unwrap().push((name.to_string(), bytes, msgs, elapsed.as_secs_f64() / iters as f64));
+}
+
+/// A temporary directory under `LOGSHIP_BENCH_DIR` or the system temporary directory.
+fn tempdir() -> tempfile::TempDir {
+    match std::env::var_os("LOGSHIP_BENCH_DIR") {
+        Some(dir) => tempfile::tempdir_in(dir).unwrap(),
+        None => tempfile::tempdir().unwrap(),
+    }
 }
 
 fn config() -> StoreConfig {
@@ -50,9 +59,9 @@ fn stored_len(body: usize) -> usize {
 
 fn bench_put(c: &mut Criterion, body: usize, label: &str) {
     let len = stored_len(body);
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempdir();
     let log = CommitLog::open(dir.path(), config()).unwrap();
-    let target_dir = tempfile::tempdir().unwrap();
+    let target_dir = tempdir();
     let mut target = MmapTarget::prefaulted(&target_dir.path().join("memcpy"), SEGMENT).unwrap();
     let record_bytes = vec![b'x'; len];
     let mut group = c.benchmark_group("put");
@@ -134,9 +143,9 @@ impl RemoteLog {
 }
 
 fn bench_append(c: &mut Criterion) {
-    let dir = tempfile::tempdir().unwrap();
+    let dir = tempdir();
     let log = CommitLog::open(dir.path(), config()).unwrap();
-    let target_dir = tempfile::tempdir().unwrap();
+    let target_dir = tempdir();
     let mut target = MmapTarget::prefaulted(&target_dir.path().join("memcpy"), SEGMENT).unwrap();
     let mut fresh = MmapTarget::fresh(&target_dir.path().join("fresh"), SEGMENT).unwrap();
     let mut remote = RemoteLog::new();
