@@ -196,28 +196,34 @@ fn bench_append(c: &mut Criterion) {
     log.shutdown().unwrap();
 }
 
-/// Prints the last measurement of each case with MB/s, msgs/s and the ratio to memcpy.
+/// Prints, for each case, the median of its samples: MB/s, msgs/s and the ratio to memcpy.
 fn summary() {
     let results = RESULTS.lock().unwrap();
-    let mut last: Vec<(String, u64, u64, f64)> = Vec::new();
-    for r in results.iter() {
-        match last.iter_mut().find(|l| l.0 == r.0) {
-            Some(l) => *l = r.clone(),
-            None => last.push(r.clone()),
+    let mut cases: Vec<(String, u64, u64, Vec<f64>)> = Vec::new();
+    for (name, bytes, msgs, secs) in results.iter() {
+        match cases.iter_mut().find(|c| c.0 == *name) {
+            Some(c) => c.3.push(*secs),
+            None => cases.push((name.clone(), *bytes, *msgs, vec![*secs])),
         }
     }
-    println!("\n{:<26} {:>12} {:>14} {:>16}", "case", "MB/s", "msgs/s", "vs memcpy");
-    for (name, bytes, msgs, secs) in &last {
+    let median = |v: &[f64]| {
+        let mut v = v.to_vec();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!("\n{:<28} {:>10} {:>12} {:>18}", "case (median of samples)", "MB/s", "msgs/s", "vs memcpy");
+    for (name, bytes, msgs, samples) in &cases {
+        let secs = median(samples);
         let mbps = *bytes as f64 / secs / 1e6;
         let ratio = match name.strip_suffix(" store") {
-            Some(base) => last
+            Some(base) => cases
                 .iter()
-                .find(|l| l.0 == format!("{base} memcpy"))
-                .map_or(String::new(), |m| format!("{:.2} of memcpy", m.3 / secs)),
+                .find(|c| c.0 == format!("{base} memcpy"))
+                .map_or(String::new(), |m| format!("{:.2} of memcpy", median(&m.3) / secs)),
             None => String::new(),
         };
         let msgs_per_s = if *msgs == 0 { String::from("-") } else { format!("{:.0}", *msgs as f64 / secs) };
-        println!("{name:<26} {mbps:>12.1} {msgs_per_s:>14} {ratio:>16}");
+        println!("{name:<28} {mbps:>10.1} {msgs_per_s:>12} {ratio:>18}");
     }
 }
 
