@@ -90,6 +90,9 @@ const TOPIC: &str = "BenchTopic";
 fn store_config(segment: u64) -> StoreConfig {
     let mut c = StoreConfig::default();
     c.mapped_file_size_commit_log = segment;
+    if std::env::var_os("NOWARM").is_some() {
+        c.warm_mapped_file_enable = false;
+    }
     c
 }
 
@@ -225,8 +228,9 @@ async fn catch_up(
 }
 
 /// The catch-up baseline: stream `[0, end)` of `source` in frames of `batch` bytes (12-byte
-/// header, never across a segment) over loopback into a fresh mmap; the receiver acks every
-/// frame with 8 bytes and the sender drains the acks on another thread. Returns MB/s.
+/// header, never across a segment) over loopback into a pre-faulted mmap; the receiver reads
+/// each frame into a buffer, copies it into the mapping (as a slave does) and acks it with 8
+/// bytes; the sender drains the acks on another thread. Returns MB/s.
 fn raw_stream(source: &CommitLog, batch: u32, dir: &Path) -> anyhow::Result<f64> {
     let end = source.max_offset();
     let listener = TcpListener::bind("127.0.0.1:0")?;
@@ -235,14 +239,15 @@ fn raw_stream(source: &CommitLog, batch: u32, dir: &Path) -> anyhow::Result<f64>
     let receiver = std::thread::spawn(move || -> anyhow::Result<()> {
         let (mut sock, _) = listener.accept()?;
         sock.set_nodelay(true)?;
-        let mut sink = logship_store::raw::RawMap::create(&sink_path, end as usize, true)?;
+        let mut sink = logship_store::bench::MmapTarget::prefaulted(&sink_path, end)?;
         let mut header = [0u8; 12];
+        let mut frame = vec![0u8; batch as usize];
         let mut received = 0u64;
         while received < end {
             sock.read_exact(&mut header)?;
             let len = u32::from_be_bytes(header[8..].try_into()?) as usize;
-            sock.read_exact(sink.reserve(len)?)?;
-            sink.advance(len)?;
+            sock.read_exact(&mut frame[..len])?;
+            sink.copy(&frame[..len])?;
             received += len as u64;
             sock.write_all(&received.to_be_bytes())?;
         }

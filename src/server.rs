@@ -18,10 +18,7 @@ use crate::metrics::Metrics;
 pub fn store_config(s: &BrokerSettings) -> StoreConfig {
     let mut c = StoreConfig::default();
     c.mapped_file_size_commit_log = s.mapped_file_size_commit_log;
-    c.flush_disk_type = match s.flush_disk_type {
-        logship_core::driver::FlushDiskType::SyncFlush => logship_store::FlushDiskType::SyncFlush,
-        _ => logship_store::FlushDiskType::AsyncFlush,
-    };
+    c.flush_disk_type = s.flush_disk_type;
     c.flush_interval_commit_log = s.flush_interval_commit_log;
     c.sync_flush_timeout = s.sync_flush_timeout;
     c.max_message_size = s.max_message_size;

@@ -12,6 +12,9 @@
 //! log ended then, the first offset of a log that adopted a non-segment-aligned start, and the
 //! commit-log offset up to which the consume queues are durable. It is protected by a CRC32.
 //! The page's other bytes are preserved as found.
+//!
+//! Everything the store reads lies in the page's first 512-byte sector, which disks write
+//! atomically, so a write torn by a power cut leaves the old or the new checkpoint, not a mix.
 
 use std::fs::File;
 use std::io::Read;
@@ -179,11 +182,25 @@ pub(crate) struct CheckpointFile {
 }
 
 impl CheckpointFile {
-    /// Opens the checkpoint at `path`; `Ok((file, None))` if it did not exist (it is created).
+    /// Opens the checkpoint at `path`; `Ok((file, None))` if it did not exist. A missing
+    /// checkpoint is created whole (a zero page written under a temporary name, fsynced, renamed,
+    /// directory fsynced), so a crash never leaves an empty or partial one behind.
     pub(crate) fn open(path: &Path) -> Result<(Self, Option<Checkpoint>), StoreError> {
+        let tmp = path.with_extension("tmp");
+        if tmp.exists() {
+            std::fs::remove_file(&tmp).at(&tmp)?;
+        }
         let existed = path.exists();
-        let mut file =
-            File::options().read(true).write(true).create(true).truncate(false).open(path).at(path)?;
+        if !existed {
+            let file = File::options().write(true).create(true).truncate(true).open(&tmp).at(&tmp)?;
+            file.write_all_at(&[0; CHECKPOINT_LEN], 0).at(&tmp)?;
+            file.sync_all().at(&tmp)?;
+            std::fs::rename(&tmp, path).at(path)?;
+            if let Some(dir) = path.parent() {
+                crate::segment::sync_dir(dir)?;
+            }
+        }
+        let mut file = File::options().read(true).write(true).open(path).at(path)?;
         let mut page = Vec::new();
         file.read_to_end(&mut page).at(path)?;
         let loaded = if existed { Some(parse(path, &page)?) } else { None };

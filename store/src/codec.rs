@@ -17,7 +17,6 @@
 //! The writer always uses magic V1 (`0xDAA320A7`), which every RocketMQ version reads; V1 and V2
 //! (`0xDAA320AB`, 2-byte topic length) are both read.
 
-use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::ops::Range;
 
@@ -400,12 +399,24 @@ pub fn body_crc(body: &[u8]) -> i32 {
 /// RocketMQ's offset message id (`MessageDecoder.createMessageId`): the store host's address
 /// bytes, its port as an `i32` and the physical offset as an `i64`, in upper-case hex.
 pub fn offset_msg_id(store_host: SocketAddr, physical_offset: u64) -> String {
-    let mut bytes = Vec::with_capacity(28);
-    put_host(&mut bytes, store_host);
-    bytes.extend_from_slice(&physical_offset.to_be_bytes());
-    let mut id = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(id, "{b:02X}");
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    let mut bytes = [0u8; 28];
+    let n = match store_host.ip() {
+        IpAddr::V4(ip) => {
+            bytes[..4].copy_from_slice(&ip.octets());
+            4
+        }
+        IpAddr::V6(ip) => {
+            bytes[..16].copy_from_slice(&ip.octets());
+            16
+        }
+    };
+    bytes[n..n + 4].copy_from_slice(&i32::from(store_host.port()).to_be_bytes());
+    bytes[n + 4..n + 12].copy_from_slice(&physical_offset.to_be_bytes());
+    let mut id = String::with_capacity(2 * (n + 12));
+    for b in &bytes[..n + 12] {
+        id.push(char::from(HEX[usize::from(b >> 4)]));
+        id.push(char::from(HEX[usize::from(b & 0xF)]));
     }
     id
 }
@@ -444,18 +455,28 @@ pub fn stored_len(
 /// Encodes properties as RocketMQ does (`messageProperties2String`): `name \u0001 value \u0002`
 /// for each property, in order.
 pub fn encode_properties(properties: &[(String, String)]) -> Result<String, EncodeError> {
-    let mut out = String::new();
+    let mut out = String::with_capacity(properties_len(properties)?);
     for (name, value) in properties {
-        let bad = |s: &str| s.is_empty() || s.contains([NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR]);
-        if bad(name) || bad(value) {
-            return Err(EncodeError::IllegalProperty { name: name.clone() });
-        }
         out.push_str(name);
         out.push(NAME_VALUE_SEPARATOR);
         out.push_str(value);
         out.push(PROPERTY_SEPARATOR);
     }
     Ok(out)
+}
+
+/// The encoded length of `properties`, after checking that no name or value is empty or holds a
+/// separator.
+fn properties_len(properties: &[(String, String)]) -> Result<usize, EncodeError> {
+    let bad = |s: &str| {
+        s.is_empty() || s.bytes().any(|b| b == NAME_VALUE_SEPARATOR as u8 || b == PROPERTY_SEPARATOR as u8)
+    };
+    properties.iter().try_fold(0, |len, (name, value)| {
+        if bad(name) || bad(value) {
+            return Err(EncodeError::IllegalProperty { name: name.clone() });
+        }
+        Ok(len + name.len() + value.len() + 2)
+    })
 }
 
 /// Parses a properties string as RocketMQ does (`string2messageProperties`): entries are split at
@@ -499,7 +520,7 @@ pub fn valid_topic(topic: &[u8]) -> bool {
 /// queue offset, physical offset and store timestamp remain to be filled in.
 pub(crate) struct PreparedMessage {
     message: Message,
-    properties: String,
+    properties_len: usize,
     sys_flag: i32,
     body_crc: i32,
     store_host: SocketAddr,
@@ -519,9 +540,9 @@ impl PreparedMessage {
         if message.queue_id < 0 {
             return Err(EncodeError::IllegalQueueId { queue_id: message.queue_id });
         }
-        let properties = encode_properties(&message.properties)?;
-        if properties.len() > MAX_PROPERTIES_LEN {
-            return Err(EncodeError::PropertiesTooLong { len: properties.len() });
+        let properties_len = properties_len(&message.properties)?;
+        if properties_len > MAX_PROPERTIES_LEN {
+            return Err(EncodeError::PropertiesTooLong { len: properties_len });
         }
         let mut sys_flag = message.sys_flag & !(sys_flag::BORNHOST_V6 | sys_flag::STOREHOST_V6);
         if message.born_host.is_ipv6() {
@@ -530,19 +551,14 @@ impl PreparedMessage {
         if store_host.is_ipv6() {
             sys_flag |= sys_flag::STOREHOST_V6;
         }
-        let len = stored_len(
-            MessageVersion::V1,
-            sys_flag,
-            message.body.len(),
-            message.topic.len(),
-            properties.len(),
-        );
+        let len =
+            stored_len(MessageVersion::V1, sys_flag, message.body.len(), message.topic.len(), properties_len);
         if len > max_message_size || len > i32::MAX as usize {
             return Err(EncodeError::TooLarge { len, max: max_message_size.min(i32::MAX as usize) });
         }
         let body_crc = body_crc(&message.body);
         let tags_code = message.tags().map_or(0, tags_code);
-        Ok(Self { message, properties, sys_flag, body_crc, store_host, len, tags_code })
+        Ok(Self { message, properties_len, sys_flag, body_crc, store_host, len, tags_code })
     }
 
     pub(crate) fn len(&self) -> usize {
@@ -596,8 +612,13 @@ impl PreparedMessage {
         w.bytes(&m.body);
         w.bytes(&[m.topic.len() as u8]);
         w.bytes(m.topic.as_bytes());
-        w.bytes(&(self.properties.len() as i16).to_be_bytes());
-        w.bytes(self.properties.as_bytes());
+        w.bytes(&(self.properties_len as i16).to_be_bytes());
+        for (name, value) in &m.properties {
+            w.bytes(name.as_bytes());
+            w.bytes(&[NAME_VALUE_SEPARATOR as u8]);
+            w.bytes(value.as_bytes());
+            w.bytes(&[PROPERTY_SEPARATOR as u8]);
+        }
         debug_assert_eq!(w.at, self.len);
     }
 }
@@ -650,14 +671,6 @@ impl SliceWriter<'_> {
         }
         self.i32(i32::from(addr.port()));
     }
-}
-
-fn put_host(out: &mut Vec<u8>, addr: SocketAddr) {
-    match addr.ip() {
-        IpAddr::V4(ip) => out.extend_from_slice(&ip.octets()),
-        IpAddr::V6(ip) => out.extend_from_slice(&ip.octets()),
-    }
-    out.extend_from_slice(&i32::from(addr.port()).to_be_bytes());
 }
 
 /// The fields of a valid message record, borrowed from the log.

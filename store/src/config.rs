@@ -9,16 +9,12 @@ use crate::mmap::PAGE_SIZE;
 /// Size of one consume-queue entry: physical offset `i64`, size `i32`, tag code `i64`.
 pub const CQ_ENTRY_SIZE: u64 = 20;
 
-/// When a put counts as done on disk (RocketMQ `FlushDiskType`).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
-pub enum FlushDiskType {
-    /// Group commit: [`CommitLog::put_and_flush`](crate::CommitLog::put_and_flush) returns once
-    /// the message is on disk, or `FlushDiskTimeout` after `sync_flush_timeout`.
-    SyncFlush,
-    /// A background flush every `flush_interval_commit_log`; puts return at once.
-    #[default]
-    AsyncFlush,
-}
+/// When a put counts as done on disk (RocketMQ `FlushDiskType`): under `SyncFlush`,
+/// [`CommitLog::put_and_flush`](crate::CommitLog::put_and_flush) returns once the message is on
+/// disk (group commit), or `FlushDiskTimeout` after `sync_flush_timeout`; under `AsyncFlush` a
+/// background flush runs every `flush_interval_commit_log`. The same type the runtime adapters
+/// use.
+pub use logship_core::driver::FlushDiskType;
 
 /// What recovery may do beyond RocketMQ's defaults. Not a RocketMQ setting.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

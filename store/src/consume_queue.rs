@@ -10,7 +10,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use crate::codec::{self, Record, RecordError};
@@ -83,6 +83,11 @@ pub(crate) struct ConsumeQueue {
     max: AtomicU64,
     /// Entries below this are on disk.
     flushed: AtomicU64,
+    /// A file was created since the directory was last fsynced (deferred to the next flush, off
+    /// the write path).
+    dir_dirty: AtomicBool,
+    /// The queue's directories were created and their names are not yet durable.
+    dirs_new: AtomicBool,
 }
 
 impl ConsumeQueue {
@@ -135,8 +140,22 @@ impl ConsumeQueue {
         Ok(out)
     }
 
-    /// Writes dirty entries back to disk.
-    pub(crate) fn flush(&self) -> Result<(), StoreError> {
+    /// The directories whose new entries (files, or the queue's own directories) are not yet
+    /// durable; clears the marks.
+    fn take_dirty_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = Vec::new();
+        if self.dir_dirty.swap(false, Ordering::AcqRel) {
+            dirs.push(self.dir.clone());
+        }
+        if self.dirs_new.swap(false, Ordering::AcqRel) {
+            // consumequeue/<topic>/<queueId>: the new names live in both parents.
+            dirs.extend(self.dir.ancestors().skip(1).take(2).map(Path::to_path_buf));
+        }
+        dirs
+    }
+
+    /// Writes dirty entries back to disk (see [`flush_queues`] for the file names).
+    fn flush_entries(&self) -> Result<(), StoreError> {
         let max = self.max.load(Ordering::Acquire);
         let from = self.flushed.load(Ordering::Acquire);
         if max <= from {
@@ -210,6 +229,33 @@ pub(crate) struct CqWriter {
     cq: Arc<ConsumeQueue>,
     /// The writer of the last file, positioned at entry `max`.
     writer: Option<MapWriter>,
+}
+
+/// Makes every queue durable: first the names of new files and directories (each directory
+/// fsynced once), then the dirty entries.
+pub(crate) fn flush_queues(queues: &[Arc<ConsumeQueue>]) -> Result<(), StoreError> {
+    let mut dirs = std::collections::BTreeSet::new();
+    let mut marked = Vec::new();
+    for q in queues {
+        let d = q.take_dirty_dirs();
+        if !d.is_empty() {
+            marked.push(Arc::clone(q));
+            dirs.extend(d);
+        }
+    }
+    for dir in &dirs {
+        if let Err(e) = segment::sync_dir(dir) {
+            for q in &marked {
+                q.dir_dirty.store(true, Ordering::Release);
+                q.dirs_new.store(true, Ordering::Release);
+            }
+            return Err(e);
+        }
+    }
+    for q in queues {
+        q.flush_entries()?;
+    }
+    Ok(())
 }
 
 /// All consume queues, by topic and queue id, for readers.
@@ -300,6 +346,8 @@ impl Dispatcher {
                 min: AtomicU64::new(queue_offset),
                 max: AtomicU64::new(queue_offset),
                 flushed: AtomicU64::new(0),
+                dir_dirty: AtomicBool::new(true),
+                dirs_new: AtomicBool::new(true),
             });
             self.register(cq, None);
         }
@@ -311,7 +359,9 @@ impl Dispatcher {
         if empty {
             // A new (or fully trimmed) queue starts at this entry; its first file is padded.
             let start = queue_offset / entries_per_file * entries_per_file;
-            let (map, mut writer) = segment::create_file(&cq.dir, start * CQ_ENTRY_SIZE, file_size)?;
+            let (map, mut writer) =
+                segment::create_file(&cq.dir, start * CQ_ENTRY_SIZE, file_size, false, None)?;
+            cq.dir_dirty.store(true, Ordering::Release);
             for _ in start..queue_offset {
                 writer.write(&BLANK_ENTRY);
             }
@@ -380,7 +430,8 @@ impl Dispatcher {
                 let files = cq.files.read().unwrap_or_else(|e| e.into_inner());
                 files.back().map_or(0, |(s, _)| s + cq.entries_per_file)
             };
-            let (map, writer) = segment::create_file(&cq.dir, start * CQ_ENTRY_SIZE, file_size)?;
+            let (map, writer) = segment::create_file(&cq.dir, start * CQ_ENTRY_SIZE, file_size, false, None)?;
+            cq.dir_dirty.store(true, Ordering::Release);
             cq.files.write().unwrap_or_else(|e| e.into_inner()).push_back((start, map));
             w.writer = Some(writer);
         }
@@ -543,7 +594,7 @@ fn load_queue(
         segment::list_files(&dir, config.mapped_file_size_consume_queue, "mapped_file_size_consume_queue")?;
     let mut files = Vec::with_capacity(listed.len());
     for (start_byte, path) in listed {
-        let (map, writer) = segment::open_file(&path)?;
+        let (map, writer) = segment::open_file(&path, None)?;
         files.push((start_byte / CQ_ENTRY_SIZE, map, writer));
     }
     let entry = |files: &[(u64, Arc<MappedFile>, MapWriter)], index: u64| -> [u8; ENTRY] {
@@ -611,6 +662,8 @@ fn load_queue(
         min: AtomicU64::new(cut),
         max: AtomicU64::new(cut),
         flushed: AtomicU64::new(cut),
+        dir_dirty: AtomicBool::new(false),
+        dirs_new: AtomicBool::new(false),
     });
     let n = files.len();
     let mut last_writer = None;

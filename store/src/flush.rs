@@ -101,6 +101,9 @@ impl Shared {
     /// Writes the commit log back up to its current end and wakes the waiters it satisfies.
     pub(crate) fn flush_log(&self) -> Result<u64, StoreError> {
         let mut progress = lock(&self.flush.run);
+        // A dispatched offset read before the end is a boundary at or below it: the boundary walk
+        // starts there (on a master it is the end itself, or one message short).
+        let dispatched = self.dispatched.load(Ordering::Acquire);
         let target = self.end.load(Ordering::Acquire);
         let from = self.flushed.load(Ordering::Acquire);
         if target > from {
@@ -127,7 +130,7 @@ impl Shared {
             }
             self.flushed.fetch_max(target, Ordering::AcqRel);
             self.flush_count.fetch_add(1, Ordering::Relaxed);
-            progress.boundary = self.boundary_at_or_below(progress.boundary, target);
+            progress.boundary = self.boundary_at_or_below(progress.boundary.max(dispatched), target);
         }
         drop(progress);
         let flushed = self.flushed.load(Ordering::Acquire);
@@ -144,13 +147,9 @@ impl Shared {
     }
 
     /// The last message (or segment) boundary at or below `limit`, walking record headers
-    /// forward from the known boundary `from`.
+    /// forward from the known boundary `from` (at or below `limit`).
     fn boundary_at_or_below(&self, from: u64, limit: u64) -> u64 {
         let mut pos = from.max(self.min.load(Ordering::Acquire));
-        let dispatched = self.dispatched.load(Ordering::Acquire);
-        if dispatched > pos && dispatched <= limit {
-            pos = dispatched;
-        }
         let segs = read(&self.segments);
         while pos < limit {
             let Some(seg) = segs.find(pos) else { break };
@@ -188,19 +187,18 @@ impl Shared {
     fn flush_consume_queues(&self) -> Result<u64, StoreError> {
         let dispatched = self.dispatched.load(Ordering::Acquire);
         let queues: Vec<_> = read(&self.queues).values().flat_map(|q| q.values().cloned()).collect();
-        for q in queues {
-            q.flush()?;
-        }
+        crate::consume_queue::flush_queues(&queues)?;
         Ok(dispatched)
     }
 
     /// Records the durable state in the checkpoint. `cq_durable` is the consume queues' durable
     /// offset, if just measured.
     fn write_checkpoint(&self, clean: bool, cq_durable: Option<u64>) -> Result<(), StoreError> {
+        // Everything is read under the checkpoint lock (see `adopt`).
+        let mut ckpt = lock(&self.checkpoint);
         let boundary = lock(&self.flush.run).boundary;
         let end = self.end.load(Ordering::Acquire);
         let last = lock(&self.dispatcher).last_message;
-        let mut ckpt = lock(&self.checkpoint);
         let mut c = ckpt.current().clone();
         let old = c.logship.unwrap_or_default();
         let state = LogshipState {

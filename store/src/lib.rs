@@ -24,8 +24,8 @@
 //! A [`CommitLog`] is shared through an `Arc`; every method takes `&self`.
 //!
 //! - Writers ([`put`](CommitLog::put), [`append_at`](CommitLog::append_at)) serialize on one put
-//!   lock (RocketMQ's `putMessageLock`). Validation, property encoding and the body CRC happen
-//!   before it is taken. The message is encoded straight into the mapped segment.
+//!   lock (RocketMQ's `putMessageLock`). Validation, sizing and the body CRC happen before it is
+//!   taken; the message is then encoded straight into the mapped segment.
 //! - Readers ([`read`](CommitLog::read), [`read_message`](CommitLog::read_message)) take no lock
 //!   but a brief read lock on the segment table. The end of the log is published with a
 //!   `Release` store after the bytes are written and read with `Acquire`; a reader never forms a
@@ -48,12 +48,31 @@
 //! - After a clean [`shutdown`](CommitLog::shutdown) (or drop) the store reopens at once. After a
 //!   crash it scans from the durable boundary recorded in the checkpoint, stops at the first
 //!   invalid record and zeroes and fsyncs the torn tail, so it cannot resurface after another
-//!   crash. An invalid record *before* the durable boundary is corruption: opening fails with
-//!   [`StoreError::Corrupt`] naming the segment and offset, unless the operator sets
-//!   [`RecoveryOptions::truncate_on_corruption`]. Consume queues are trimmed and re-dispatched to
-//!   match. See [`RecoveryReport`] for what recovery did.
-//! - Every file that appears (segments, consume-queue files, the abort marker) is created under a
-//!   temporary name, sized and renamed, and its directory fsynced.
+//!   crash. An invalid record *before* the durable boundary, or one followed by valid messages,
+//!   is corruption: opening fails with [`StoreError::Corrupt`] naming the segment and offset,
+//!   unless the operator sets [`RecoveryOptions::truncate_on_corruption`]. Consume queues are
+//!   trimmed and re-dispatched to match. See [`RecoveryReport`] for what recovery did.
+//! - Segments, consume-queue files and the checkpoint are created under a temporary name, sized
+//!   and renamed, so none ever appears with the wrong size; their directories are fsynced before
+//!   anything relies on them (for consume-queue files, at the next queue flush, off the write
+//!   path).
+//!
+//! # Retention
+//!
+//! Segments older than `file_reserved_time` go at the `delete_when` hour, or at any hour above
+//! 75 % disk usage; above 85 % the oldest go even unexpired; above 90 % puts are refused with
+//! `ServiceNotAvailable`. The active segment is never deleted. The minimum offset moves forward
+//! ([`bounds`](CommitLog::bounds), [`RetentionReport`]) so a master can tell a slave that it has
+//! fallen behind retention. The clock and the disk-usage source are injectable ([`StoreEnv`]).
+//!
+//! # Compatibility notes
+//!
+//! - Messages are written with magic V1, which every RocketMQ version reads, so topics longer
+//!   than 127 bytes (which would need V2) are refused; V2 records written by others are read.
+//! - As in RocketMQ 4.9, consume queues index messages as soon as they are in the log, flushed
+//!   or not.
+//! - The checkpoint keeps RocketMQ's fields where Java reads them; the store's own recovery data
+//!   sits in a CRC-protected block that RocketMQ ignores (see the `checkpoint` module).
 //!
 //! # Example
 //!
@@ -77,6 +96,9 @@
 
 pub mod codec;
 
+#[doc(hidden)]
+pub mod bench;
+
 mod checkpoint;
 mod config;
 mod consume_queue;
@@ -85,7 +107,6 @@ mod error;
 mod flush;
 mod mmap;
 mod prealloc;
-pub mod raw;
 mod recovery;
 mod retention;
 mod segment;

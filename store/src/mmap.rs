@@ -46,6 +46,8 @@ pub(crate) struct MappedFile {
     // Keeps the descriptor open for the lifetime of the mapping (not required by mmap, but it
     // lets the mapping be inspected in /proc and keeps the file identity obvious).
     _file: File,
+    // The store's directory lock, held for as long as this mapping lives (see `map`).
+    _lock: Option<Arc<File>>,
 }
 
 impl std::fmt::Debug for MappedFile {
@@ -62,13 +64,20 @@ impl MappedFile {
     /// Maps the whole of `file` and returns the shared handle plus its only writer.
     ///
     /// The caller maps each file at most once per process (the store enforces it: one
-    /// `MappedFile` per segment or consume-queue file).
-    pub(crate) fn map(file: File, path: PathBuf) -> io::Result<(Arc<Self>, MapWriter)> {
+    /// `MappedFile` per segment or consume-queue file). A mapping whose views can outlive the
+    /// store (commit-log segments, through spans) takes the store's directory `lock` along, so
+    /// the store cannot be reopened, and its files rewritten through a second mapping, while any
+    /// view of the old one is alive.
+    pub(crate) fn map(
+        file: File,
+        path: PathBuf,
+        lock: Option<Arc<File>>,
+    ) -> io::Result<(Arc<Self>, MapWriter)> {
         let map = MmapOptions::new().map_raw(&file)?;
         if map.len() == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot map an empty file"));
         }
-        let shared = Arc::new(Self { map, published: AtomicUsize::new(0), path, _file: file });
+        let shared = Arc::new(Self { map, published: AtomicUsize::new(0), path, _file: file, _lock: lock });
         let writer = MapWriter { file: Arc::clone(&shared), pos: 0 };
         Ok((shared, writer))
     }
@@ -351,7 +360,7 @@ mod tests {
     #[test]
     fn reads_see_only_published_bytes() {
         let (_dir, path, file) = temp_file(8192);
-        let (map, mut writer) = MappedFile::map(file, path).unwrap();
+        let (map, mut writer) = MappedFile::map(file, path, None).unwrap();
         writer.write(b"hello");
         assert!(map.read(0..5).is_none(), "unpublished bytes are not readable");
         writer.publish();
@@ -364,7 +373,7 @@ mod tests {
     #[test]
     fn zero_only_rewrites_dirty_pages_and_touch_keeps_contents() {
         let (_dir, path, file) = temp_file(3 * PAGE_SIZE as u64);
-        let (_map, mut writer) = MappedFile::map(file, path).unwrap();
+        let (_map, mut writer) = MappedFile::map(file, path, None).unwrap();
         writer.seek(PAGE_SIZE + 10);
         writer.write(b"xyz");
         writer.touch_pages(&AtomicBool::new(false));
@@ -378,7 +387,7 @@ mod tests {
     #[should_panic(expected = "outside the unpublished suffix")]
     fn seeking_into_published_bytes_is_a_bug() {
         let (_dir, path, file) = temp_file(4096);
-        let (_map, mut writer) = MappedFile::map(file, path).unwrap();
+        let (_map, mut writer) = MappedFile::map(file, path, None).unwrap();
         writer.write(b"abc");
         writer.publish();
         writer.seek(1);

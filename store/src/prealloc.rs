@@ -71,7 +71,7 @@ impl Shared {
             tracing::warn!(path = %path.display(), "replacing a stale file beyond the log end");
             std::fs::remove_file(&path).map_err(|e| StoreError::io(&path, e))?;
         }
-        segment::create_file(&self.commitlog_dir, base, self.segment_size)
+        segment::create_file(&self.commitlog_dir, base, self.segment_size, true, Some(&self.lock_file))
     }
 
     fn discard(map: Arc<MappedFile>) {
@@ -108,14 +108,19 @@ pub(crate) fn prealloc_thread(shared: Arc<Shared>) {
                 st = shared.prealloc.cv.wait(st).unwrap_or_else(|e| e.into_inner());
             }
         };
-        let created = segment::create_file(&shared.commitlog_dir, base, shared.segment_size).map(
-            |(map, mut writer)| {
-                if shared.config.warm_mapped_file_enable {
-                    writer.touch_pages(&shared.stop);
-                }
-                (map, writer)
-            },
-        );
+        let created = segment::create_file(
+            &shared.commitlog_dir,
+            base,
+            shared.segment_size,
+            true,
+            Some(&shared.lock_file),
+        )
+        .map(|(map, mut writer)| {
+            if shared.config.warm_mapped_file_enable {
+                writer.touch_pages(&shared.stop);
+            }
+            (map, writer)
+        });
         let mut st = lock(&shared.prealloc.state);
         st.working = None;
         match created {

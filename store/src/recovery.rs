@@ -5,17 +5,23 @@
 //! - **Clean** (no `abort` marker, the checkpoint says clean): the end recorded at shutdown is
 //!   trusted after a cheap consistency check. No scan.
 //! - **Crash** (`abort` marker present): the log is scanned from the start of the segment holding
-//!   the checkpointed durable boundary, checking every record (CRC with `check_crc_on_recover`).
-//!   At the first invalid record: if it starts at or after the durable boundary it is a torn
-//!   tail; the rest of its segment is zeroed and fsynced and later segments are deleted, so the
-//!   torn bytes can never be recovered later (RocketMQ #10666). If it lies before the boundary,
-//!   bytes that had been durable are damaged: that is corruption, reported with the segment and
-//!   offset, unless [`RecoveryOptions::truncate_on_corruption`](crate::RecoveryOptions) is set.
+//!   the checkpointed durable boundary, checking every record (CRC with `check_crc_on_recover`;
+//!   past the boundary, also the zero suffix a write torn inside the properties leaves). At the
+//!   first invalid record:
+//!   - before the durable boundary, bytes that had been durable are damaged: **corruption**;
+//!   - followed by nothing but zeros: the end of the log, nothing to do;
+//!   - followed by a valid message anywhere later: damage inside the log, **corruption**;
+//!   - otherwise a **torn tail**: the rest of its segment is zeroed and fsynced and later segments
+//!     are deleted, so the torn bytes can never be recovered later (RocketMQ #10666).
+//!
+//!   Corruption is reported with the segment and offset, unless
+//!   [`RecoveryOptions::truncate_on_corruption`](crate::RecoveryOptions) is set, in which case the
+//!   log is cut there like a torn tail.
 //! - **Foreign** stores (a checkpoint without the logship block, written by RocketMQ) are
 //!   recovered as RocketMQ does: after a clean shutdown the last three segments are scanned and
 //!   the log must end in zeros; after a crash the scan starts at the newest segment whose first
-//!   message is older than the checkpoint timestamps, and an invalid record followed by a valid
-//!   message later in its segment is corruption.
+//!   message is older than the checkpoint timestamps, with the rules above minus the durable
+//!   boundary.
 //!
 //! Consume queues are then trimmed to the durable dispatch point and re-dispatched from the log.
 
@@ -82,7 +88,7 @@ pub(crate) struct Recovered {
     pub(crate) dispatcher: Dispatcher,
     pub(crate) queues: Arc<QueueRegistry>,
     pub(crate) checkpoint: CheckpointFile,
-    pub(crate) lock_file: File,
+    pub(crate) lock_file: Arc<File>,
     pub(crate) report: RecoveryReport,
 }
 
@@ -159,34 +165,40 @@ impl Ctx<'_> {
             && self.segs[inv.seg + 1..].iter().all(|s| s.writer.peek().iter().all(|&b| b == 0))
     }
 
-    /// Whether a valid message starts anywhere after `inv` in its segment, or at the start of a
-    /// later one.
+    /// Whether a valid message starts anywhere after `inv`: later in its segment or in a later
+    /// segment. (A valid message needs its magic, consistent lengths, its own physical offset in
+    /// its offset field, a legal topic and a matching body CRC, so one is never found by chance.)
     fn valid_message_after(&self, inv: &Invalid) -> bool {
-        let seg = &self.segs[inv.seg];
-        let bytes = seg.writer.peek();
         let size = self.size as usize;
-        let from = (inv.offset - seg.base) as usize + 1;
-        let v1 = codec::MESSAGE_MAGIC_CODE_V1.to_be_bytes();
-        let v2 = codec::MESSAGE_MAGIC_CODE_V2.to_be_bytes();
-        let found_here = (from..size.saturating_sub(codec::BLANK_RECORD_LEN)).any(|p| {
-            let magic = &bytes[p + 4..p + 8];
-            (magic == v1 || magic == v2)
-                && matches!(
-                    codec::parse_record(&bytes[p..], size - p, Some(seg.base + p as u64), ALL),
-                    Record::Message(_)
-                )
-        });
-        found_here
-            || self.segs[inv.seg + 1..].iter().any(|s| {
-                matches!(codec::parse_record(s.writer.peek(), size, Some(s.base), ALL), Record::Message(_))
+        let first = (inv.offset - self.segs[inv.seg].base) as usize + 1;
+        self.segs[inv.seg..].iter().enumerate().any(|(i, seg)| {
+            let bytes = seg.writer.peek();
+            let from = if i == 0 { first } else { 0 };
+            (from..size.saturating_sub(codec::BLANK_RECORD_LEN)).any(|p| {
+                // Cheap filter first: the magic codes share their first three bytes.
+                bytes[p + 4] == 0xDA
+                    && bytes[p + 5] == 0xA3
+                    && bytes[p + 6] == 0x20
+                    && codec::MessageVersion::from_magic_code(i32::from_be_bytes([
+                        bytes[p + 4],
+                        bytes[p + 5],
+                        bytes[p + 6],
+                        bytes[p + 7],
+                    ]))
+                    .is_some()
+                    && matches!(
+                        codec::parse_record(&bytes[p..], size - p, Some(seg.base + p as u64), ALL),
+                        Record::Message(_)
+                    )
             })
+        })
     }
 
     fn corruption(&self, inv: Invalid, report: &mut RecoveryReport) -> Result<u64, StoreError> {
         let segment = self.segs[inv.seg].map.path().to_path_buf();
         if self.config.recovery.truncate_on_corruption {
             tracing::error!(segment = %segment.display(), offset = inv.offset, error = %inv.error,
-                "corrupt record before the durable point; truncating there as the recovery options ask");
+                "corrupt record; truncating there as the recovery options ask");
             report.truncated_at = Some((inv.offset, inv.error));
             Ok(inv.offset)
         } else {
@@ -207,14 +219,13 @@ impl Ctx<'_> {
         let scan = self.scan(start, flushed);
         match scan.invalid {
             None => Ok(scan.end),
+            // Durable bytes are damaged.
+            Some(inv) if inv.offset < flushed => self.corruption(inv, report),
             // Zeros to the end: where writing stopped, nothing torn.
-            Some(inv)
-                if inv.error == RecordError::Empty && inv.offset >= flushed && self.zero_after(&inv) =>
-            {
-                Ok(inv.offset)
-            }
-            Some(inv) if inv.offset >= flushed => Ok(Self::torn(inv, report)),
-            Some(inv) => self.corruption(inv, report),
+            Some(inv) if inv.error == RecordError::Empty && self.zero_after(&inv) => Ok(inv.offset),
+            // Valid messages after an invalid one: damage inside the log, not a torn tail.
+            Some(inv) if self.valid_message_after(&inv) => self.corruption(inv, report),
+            Some(inv) => Ok(Self::torn(inv, report)),
         }
     }
 
@@ -230,7 +241,8 @@ impl Ctx<'_> {
         }
     }
 
-    /// RocketMQ's abnormal recovery of a store without logship's checkpoint block.
+    /// RocketMQ's abnormal recovery of a store without logship's checkpoint block (no durable
+    /// boundary is known).
     fn foreign_crash_end(
         &self,
         ckpt: Option<&Checkpoint>,
@@ -260,6 +272,7 @@ impl Ctx<'_> {
         let scan = self.scan(start, 0);
         match scan.invalid {
             None => Ok(scan.end),
+            Some(inv) if inv.error == RecordError::Empty && self.zero_after(&inv) => Ok(inv.offset),
             Some(inv) if self.valid_message_after(&inv) => self.corruption(inv, report),
             Some(inv) => Ok(Self::torn(inv, report)),
         }
@@ -295,6 +308,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Res
     if !mmap::try_lock_exclusive(&lock_file).at(&lock_path)? {
         return Err(StoreError::Locked { path: lock_path });
     }
+    let lock_file = Arc::new(lock_file);
     let (mut checkpoint, loaded) = CheckpointFile::open(&root.join("checkpoint"))?;
     let abort_path = root.join("abort");
     let abort = abort_path.exists();
@@ -304,7 +318,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Res
 
     let mut segs = Vec::with_capacity(listed.len());
     for (base, path) in listed {
-        let (map, writer) = segment::open_file(&path)?;
+        let (map, writer) = segment::open_file(&path, Some(&lock_file))?;
         segs.push(Loaded { base, map, writer });
     }
     let mut min = segs.first().map_or(0, |s| s.base);
@@ -430,9 +444,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Res
             table.find(offset).map(|s| s.path().to_path_buf()).unwrap_or_else(|| commitlog_dir.clone());
         return Err(StoreError::Corrupt { segment, offset, reason });
     }
-    for q in dispatcher.queues() {
-        q.flush()?;
-    }
+    consume_queue::flush_queues(&dispatcher.queues().cloned().collect::<Vec<_>>())?;
     let segments = segments.into_inner().unwrap_or_else(|e| e.into_inner());
 
     // Record the recovered state, then mark the store as running.

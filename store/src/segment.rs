@@ -76,12 +76,15 @@ pub(crate) fn list_files(
 }
 
 /// Creates the zero-filled file for `start` in `dir` and maps it. The file is created under a
-/// temporary name, sized, then renamed and the directory fsynced, so a crash never leaves a
-/// file of the wrong size under a real name.
+/// temporary name, sized, then renamed, so a crash never leaves a file of the wrong size under a
+/// real name. With `sync`, the directory is fsynced so the new name is durable; otherwise the
+/// caller syncs it before relying on the file's durability.
 pub(crate) fn create_file(
     dir: &Path,
     start: u64,
     size: u64,
+    sync: bool,
+    lock: Option<&Arc<File>>,
 ) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
     let path = dir.join(file_name(start));
     if path.exists() {
@@ -94,14 +97,19 @@ pub(crate) fn create_file(
     let file = File::options().read(true).write(true).create(true).truncate(true).open(&tmp).at(&tmp)?;
     file.set_len(size).at(&tmp)?;
     fs::rename(&tmp, &path).at(&path)?;
-    sync_dir(dir)?;
-    MappedFile::map(file, path.clone()).at(&path)
+    if sync {
+        sync_dir(dir)?;
+    }
+    MappedFile::map(file, path.clone(), lock.cloned()).at(&path)
 }
 
-/// Opens and maps an existing file.
-pub(crate) fn open_file(path: &Path) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
+/// Opens and maps an existing file (see [`MappedFile::map`] for `lock`).
+pub(crate) fn open_file(
+    path: &Path,
+    lock: Option<&Arc<File>>,
+) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
     let file = File::options().read(true).write(true).open(path).at(path)?;
-    MappedFile::map(file, path.to_path_buf()).at(path)
+    MappedFile::map(file, path.to_path_buf(), lock.cloned()).at(path)
 }
 
 /// One mapped commit-log segment.

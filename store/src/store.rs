@@ -75,7 +75,8 @@ pub(crate) struct Shared {
     pub(crate) stop: AtomicBool,
     pub(crate) reput_thread: OnceLock<Thread>,
     pub(crate) flush_count: AtomicU64,
-    pub(crate) _lock_file: File,
+    /// The exclusive lock on `<root>/lock`; every segment mapping holds it too.
+    pub(crate) lock_file: Arc<File>,
 }
 
 impl Shared {
@@ -123,6 +124,14 @@ impl Shared {
             if len + codec::BLANK_RECORD_LEN <= remaining {
                 return Ok(());
             }
+            if remaining as u64 == self.segment_size {
+                // Not even an empty segment holds it (config validation keeps this from happening).
+                return Err(StoreError::CrossesSegment {
+                    offset: a.base,
+                    len: len as u64,
+                    segment_end: a.base + self.segment_size,
+                });
+            }
             if remaining >= codec::BLANK_RECORD_LEN {
                 a.writer.write(&codec::blank_record(remaining));
             }
@@ -138,8 +147,15 @@ impl Shared {
     fn adopt(&self, w: &mut WriterState, offset: u64) -> Result<(), StoreError> {
         let base = offset - offset % self.segment_size;
         {
-            // Record the first offset durably before any byte lands, so recovery finds it.
+            // Under the checkpoint lock, so a concurrent checkpoint write sees all of the new start
+            // or none of it; and recorded durably before any byte lands, so recovery finds it.
             let mut ckpt = lock(&self.checkpoint);
+            self.min.store(offset, Ordering::Release);
+            self.end.store(offset, Ordering::Release);
+            self.flushed.store(offset, Ordering::Release);
+            lock(&self.dispatcher).dispatched = offset;
+            self.dispatched.store(offset, Ordering::Release);
+            self.flush.reset_boundary(offset);
             let mut c = ckpt.current().clone();
             let mut state = c.logship.unwrap_or_default();
             state.min_offset = offset;
@@ -153,13 +169,6 @@ impl Shared {
         let a = w.active.as_mut().expect("installed above");
         a.writer.seek((offset - base) as usize);
         a.writer.publish();
-        self.min.store(offset, Ordering::Release);
-        self.flushed.store(offset, Ordering::Release);
-        self.end.store(offset, Ordering::Release);
-        let mut d = lock(&self.dispatcher);
-        d.dispatched = offset;
-        self.dispatched.store(offset, Ordering::Release);
-        self.flush.reset_boundary(offset);
         tracing::info!(offset, "empty log adopted its first offset");
         Ok(())
     }
@@ -432,7 +441,7 @@ impl CommitLog {
             stop: AtomicBool::new(false),
             reput_thread: OnceLock::new(),
             flush_count: AtomicU64::new(0),
-            _lock_file: recovered.lock_file,
+            lock_file: recovered.lock_file,
             config,
             env,
         });
@@ -460,8 +469,13 @@ impl CommitLog {
         shared.measure_disk();
         {
             let w = lock(&shared.writer);
-            if let Some(a) = &w.active {
-                shared.request_segment(a.base + shared.segment_size);
+            match &w.active {
+                Some(a) => shared.request_segment(a.base + shared.segment_size),
+                // The log ends at a segment end: the next write starts the next segment.
+                None if read(&shared.segments).len() > 0 => {
+                    shared.request_segment(shared.end.load(Ordering::Acquire))
+                }
+                None => {}
             }
         }
         tracing::info!(root = %shared.root.display(), min = recovered.min, end = recovered.end, kind = ?log.report.kind, "store open");
@@ -535,11 +549,15 @@ impl CommitLog {
     }
 
     /// The bytes of `span`, zero-copy; see [`LogRead::read`].
+    ///
+    /// The returned `Bytes` keeps its segment mapped (even if retention deletes the file) and
+    /// the store's directory locked: the store cannot be reopened while it is alive.
     pub fn read(&self, span: LogSpan) -> Result<Bytes, StoreError> {
         self.shared.read_span(span)
     }
 
     /// Decodes the message at `offset`, checking its lengths, physical offset and body CRC.
+    /// The body is a zero-copy span (see [`read`](Self::read)).
     pub fn read_message(&self, offset: Offset) -> Result<StoredMessage, StoreError> {
         self.shared.read_message(offset)
     }
@@ -651,11 +669,15 @@ impl CommitLog {
         drop(lock(&self.shared.writer));
         self.stop_threads();
         let s = &self.shared;
-        s.checkpoint_now(true)?;
-        s.discard_preallocated();
-        std::fs::remove_file(s.abort_path()).at(s.abort_path())?;
-        crate::segment::sync_dir(&s.root)?;
+        let result = (|| {
+            s.checkpoint_now(true)?;
+            s.discard_preallocated();
+            std::fs::remove_file(s.abort_path()).at(s.abort_path())?;
+            crate::segment::sync_dir(&s.root)
+        })();
+        // Whatever happened, no durability wait may hang.
         s.flush.stop();
+        result?;
         tracing::info!(root = %s.root.display(), end = s.end.load(Ordering::Acquire), "store shut down cleanly");
         Ok(())
     }

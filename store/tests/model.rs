@@ -20,7 +20,9 @@ use std::path::Path;
 use bytes::Bytes;
 use common::{Env, SEGMENT, T0, config, segment_path};
 use logship_store::codec::{self, BLANK_MAGIC_CODE, StoreFields, sys_flag};
-use logship_store::{CommitLog, LogSpan, Message, PutStatus, RecoveryKind, StoreConfig, StoredMessage};
+use logship_store::{
+    CommitLog, LogSpan, Message, PutStatus, RecoveryKind, StoreConfig, StoreError, StoredMessage,
+};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 
@@ -215,6 +217,17 @@ impl Model {
             }
         }
     }
+}
+
+/// What recovery must do with a damaged log.
+struct Oracle {
+    /// Where the log ends.
+    end: u64,
+    /// A damaged record passed as valid (the format cannot see it).
+    undetected: bool,
+    /// Opening must fail with corruption at this offset (then, with the truncation option, the
+    /// log ends there).
+    corrupt: Option<u64>,
 }
 
 struct Harness {
@@ -430,9 +443,28 @@ impl Harness {
         }
         cut_consume_queues(root, cq_durable, cq_cut);
 
-        let log = self.env.open(root, self.cfg.clone()).unwrap();
+        let oracle = self.oracle(&image, torn_from);
+        let log = match self.env.open(root, self.cfg.clone()) {
+            Ok(log) => {
+                prop_assert_eq!(
+                    oracle.corrupt,
+                    None,
+                    "expected corruption; cut at {}, flips at {:?}",
+                    cut_at,
+                    flipped
+                );
+                log
+            }
+            Err(StoreError::Corrupt { offset, .. }) => {
+                prop_assert_eq!(Some(offset), oracle.corrupt, "cut at {}, flips at {:?}", cut_at, flipped);
+                let mut cfg = self.cfg.clone();
+                cfg.recovery.truncate_on_corruption = true;
+                self.env.open(root, cfg).unwrap()
+            }
+            Err(e) => return Err(TestCaseError::fail(format!("recovery failed: {e}"))),
+        };
         let recovered = log.bounds();
-        let (expect, undetected) = self.oracle(&image, torn_from);
+        let (expect, undetected) = (oracle.corrupt.unwrap_or(oracle.end), oracle.undetected);
         if expect == min && recovered.max == 0 {
             // Nothing whole survived: the store is empty again.
             prop_assert_eq!(recovered.min, 0);
@@ -475,38 +507,50 @@ impl Harness {
         image
     }
 
-    /// Where recovery must land on `image`: after the last record of the stream the model
-    /// intended that `image` holds whole and valid, by the store's rules (a valid message where
-    /// it should be; from `torn_from` on, properties may not end in a zero byte, the mark of a
-    /// torn write). Also says whether a damaged record passed as valid.
-    fn oracle(&self, image: &[u8], torn_from: u64) -> (u64, bool) {
+    /// What recovery must do with `image`: walk the records the model intended while `image`
+    /// holds them valid by the store's rules (a valid message where it should be; from
+    /// `torn_from` on, properties may not end in a zero byte, the mark of a torn write). Where the
+    /// walk stops, the log ends, unless a valid message follows somewhere later: then that record
+    /// is corruption.
+    fn oracle(&self, image: &[u8], torn_from: u64) -> Oracle {
         let min = self.model.min;
         let mut intended = self.model.bytes.clone();
         intended.extend_from_slice(&self.model.pending);
-        let mut expect = min;
-        let mut undetected = false;
-        for r in &self.model.recs {
-            let from = (r.start - min) as usize;
-            let to = from + r.len as usize;
+        let valid = |r: &Rec, torn_check: bool| {
+            let (from, to) = ((r.start - min) as usize, (r.start - min + r.len) as usize);
             if to > image.len() {
+                return false;
+            }
+            if image[from..to] == intended[from..to] {
+                return true;
+            }
+            if intended[from + 4..from + 8] == BLANK_MAGIC_CODE.to_be_bytes() {
+                return image[from..from + 8] == codec::blank_record(r.len as usize);
+            }
+            StoredMessage::decode(&Bytes::copy_from_slice(&image[from..to]))
+                .is_ok_and(|m| m.physical_offset as u64 == r.start && u64::from(m.total_size) == r.len)
+                && !(torn_check && r.props && image[to - 1] == 0)
+        };
+        let mut out = Oracle { end: min, undetected: false, corrupt: None };
+        for (i, r) in self.model.recs.iter().enumerate() {
+            let (from, to) = ((r.start - min) as usize, (r.start - min + r.len) as usize);
+            if to > image.len() {
+                break; // beyond the files
+            }
+            if !valid(r, r.start >= torn_from) {
+                let message_after = self.model.recs[i + 1..].iter().any(|later| {
+                    intended[(later.start - min) as usize + 4..][..4] != BLANK_MAGIC_CODE.to_be_bytes()
+                        && valid(later, true)
+                });
+                if message_after {
+                    out.corrupt = Some(r.start);
+                }
                 break;
             }
-            if image[from..to] != intended[from..to] {
-                let ok = if intended[from + 4..from + 8] != BLANK_MAGIC_CODE.to_be_bytes() {
-                    StoredMessage::decode(&Bytes::copy_from_slice(&image[from..to])).is_ok_and(|m| {
-                        m.physical_offset as u64 == r.start && u64::from(m.total_size) == r.len
-                    }) && !(r.start >= torn_from && r.props && image[to - 1] == 0)
-                } else {
-                    image[from..from + 8] == codec::blank_record(r.len as usize)
-                };
-                if !ok {
-                    break;
-                }
-                undetected = true;
-            }
-            expect = r.start + r.len;
+            out.undetected |= image[from..to] != intended[from..to];
+            out.end = r.start + r.len;
         }
-        (expect, undetected)
+        out
     }
 
     fn last_boundary_at_or_below(&self, offset: u64) -> u64 {
@@ -543,7 +587,8 @@ fn cut_consume_queues(root: &Path, durable: u64, pick: u16) {
 
 proptest! {
     #![proptest_config(ProptestConfig {
-        cases: 200,
+        // Deeper runs: PROPTEST_CASES=2000 cargo test -p logship-store --test model
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(64),
         max_shrink_iters: 2000,
         failure_persistence: Some(Box::new(FileFailurePersistence::Direct("proptest-regressions/model.txt"))),
         ..ProptestConfig::default()
@@ -573,7 +618,7 @@ proptest! {
         let torn_from = h.log().status().checkpoint_flushed;
         h.log.take().unwrap().abandon();
         let log = h.env.open(h.dir.path(), h.cfg.clone()).unwrap();
-        let (expect, _) = h.oracle(&h.zero_extended(), torn_from);
+        let expect = h.oracle(&h.zero_extended(), torn_from).end;
         prop_assert_eq!(log.max_offset(), if expect == h.model.min { 0 } else { expect });
     }
 }

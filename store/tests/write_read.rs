@@ -170,3 +170,41 @@ fn the_store_implements_the_core_traits_and_is_send_sync() {
     let log = Env::default().open(dir.path(), config()).unwrap();
     assert_send(&MessageLog::durable(&log, 0));
 }
+
+#[test]
+fn the_next_segment_is_preallocated_in_the_background_and_then_used() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let log = Env::default().open(dir.path(), config()).unwrap();
+    assert_eq!(log.put(message(0)).status, PutStatus::PutOk);
+    let next = segment_path(dir.path(), SEGMENT);
+    common::eventually("the preallocated segment", || next.exists());
+    assert_eq!(log.status().segments, 1, "preallocated, not yet part of the log");
+    assert_eq!(std::fs::metadata(&next).unwrap().len(), SEGMENT);
+    let inode = std::fs::metadata(&next).unwrap().ino();
+    while log.bounds().max < SEGMENT {
+        log.put(message(1));
+    }
+    assert_eq!(log.status().segments, 2);
+    assert_eq!(std::fs::metadata(&next).unwrap().ino(), inode, "the roll took the preallocated file");
+    common::eventually("the following segment", || segment_path(dir.path(), 2 * SEGMENT).exists());
+    // A clean shutdown removes the unused one.
+    log.shutdown().unwrap();
+    assert!(!segment_path(dir.path(), 2 * SEGMENT).exists());
+}
+
+#[test]
+fn a_live_span_keeps_the_store_locked_until_it_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), config()).unwrap();
+    let r = log.put(message(0));
+    let span = log.read(LogSpan { offset: r.offset, len: r.wrote_bytes }).unwrap();
+    log.abandon();
+    // Reopening would recover (and might rewrite) bytes the span still shows.
+    assert!(matches!(env.open(dir.path(), config()), Err(StoreError::Locked { .. })));
+    let copy = span.to_vec();
+    drop(span);
+    let log = env.open(dir.path(), config()).unwrap();
+    assert_eq!(log.read(LogSpan { offset: r.offset, len: r.wrote_bytes }).unwrap(), copy);
+}
