@@ -46,9 +46,12 @@ pub struct BenchArgs {
     /// Small sizes everywhere: a smoke run, not a measurement.
     #[arg(long)]
     pub quick: bool,
-    /// Only run scenarios whose name contains this.
+    /// Only run scenarios whose name contains this (catch-up, sync-latency, idle, throughput).
     #[arg(long)]
     pub only: Option<String>,
+    /// Run every scenario this many times and report the medians.
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
 }
 
 /// One measured figure beside its baseline.
@@ -84,15 +87,16 @@ impl Row {
     }
 }
 
-const SEGMENT: u64 = 1 << 30;
+/// Segment size of the catch-up scenario: RocketMQ's default.
+const CATCH_UP_SEGMENT: u64 = 1 << 30;
+/// Segment size of the put scenarios; the warm-up fills one segment so that the measured puts
+/// land in segments the store preallocated and warmed, as on a broker that has been running.
+const STEADY_SEGMENT: u64 = 128 << 20;
 const TOPIC: &str = "BenchTopic";
 
 fn store_config(segment: u64) -> StoreConfig {
     let mut c = StoreConfig::default();
     c.mapped_file_size_commit_log = segment;
-    if std::env::var_os("NOWARM").is_some() {
-        c.warm_mapped_file_enable = false;
-    }
     c
 }
 
@@ -121,8 +125,14 @@ fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 /// A master and its slaves on loopback, each with a fresh store.
 struct Cluster {
+    segment: u64,
     master_store: Arc<CommitLog>,
     master: logship_tokio::MasterHandle<CommitLog>,
     slave_stores: Vec<Arc<CommitLog>>,
@@ -132,31 +142,32 @@ struct Cluster {
 }
 
 impl Cluster {
+    /// Starts a master (whose store is first filled to `prefill` bytes of `size`-byte
+    /// messages) and `slaves` slaves.
     async fn start(
         role: BrokerRole,
         slaves: usize,
         batch: u32,
-        prefill: u64,
-        size: usize,
+        segment: u64,
+        prefill: (u64, usize),
     ) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("logship-bench-").tempdir()?;
-        let master_store = open(&dir.path().join("master"), SEGMENT)?;
-        if prefill > 0 {
-            let store = master_store.clone();
-            tokio::task::spawn_blocking(move || {
-                let mut i = 0;
-                while store.max_offset() < prefill {
-                    let r = store.put(message(size, i));
-                    anyhow::ensure!(r.status == PutStatus::PutOk, "prefill put failed: {}", r.status);
-                    i += 1;
-                }
-                Ok(())
-            })
-            .await??;
-        }
+        let master_store = open(&dir.path().join("master"), segment)?;
+        let (bytes, size) = prefill;
+        let store = master_store.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut i = 0;
+            while store.max_offset() < bytes {
+                let r = store.put(message(size, i));
+                anyhow::ensure!(r.status == PutStatus::PutOk, "prefill put failed: {}", r.status);
+                i += 1;
+            }
+            Ok(())
+        })
+        .await??;
         let config = MasterServiceConfig {
             core: MasterConfig {
-                mapped_file_size_commit_log: SEGMENT,
+                mapped_file_size_commit_log: segment,
                 transfer_batch_size: batch,
                 ack_policy: AckPolicy::AnySlave,
                 ..MasterConfig::default()
@@ -167,7 +178,8 @@ impl Cluster {
         };
         let master =
             logship_tokio::spawn_master(config, master_store.clone(), "127.0.0.1:0".parse()?).await?;
-        let mut cluster = Self { master_store, master, slave_stores: Vec::new(), slaves: Vec::new(), dir };
+        let mut cluster =
+            Self { segment, master_store, master, slave_stores: Vec::new(), slaves: Vec::new(), dir };
         for _ in 0..slaves {
             cluster.add_slave().await?;
         }
@@ -175,7 +187,7 @@ impl Cluster {
     }
 
     async fn add_slave(&mut self) -> anyhow::Result<()> {
-        let store = open(&self.dir.path().join(format!("slave-{}", self.slaves.len())), SEGMENT)?;
+        let store = open(&self.dir.path().join(format!("slave-{}", self.slaves.len())), self.segment)?;
         let handle = logship_tokio::spawn_slave(
             SlaveServiceConfig::new(self.master.local_addr().to_string()),
             store.clone(),
@@ -198,6 +210,72 @@ impl Cluster {
         }
     }
 
+    /// Puts `count` messages, numbered from `from`, from `producers` concurrent tasks; returns
+    /// the elapsed time and every put's latency, sorted.
+    async fn produce(
+        &self,
+        producers: usize,
+        from: u64,
+        count: u64,
+        size: usize,
+    ) -> anyhow::Result<(f64, Vec<Duration>)> {
+        let next = Arc::new(std::sync::atomic::AtomicU64::new(from));
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..producers {
+            let (master, next) = (self.master.clone(), next.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= from + count {
+                        return Ok::<_, anyhow::Error>(latencies);
+                    }
+                    let t = Instant::now();
+                    let r = master.put(message(size, i)).await;
+                    anyhow::ensure!(r.status == PutStatus::PutOk, "put {i} ended {}", r.status);
+                    latencies.push(t.elapsed());
+                }
+            }));
+        }
+        let mut latencies = Vec::with_capacity(count as usize);
+        for t in tasks {
+            latencies.extend(t.await??);
+        }
+        let secs = start.elapsed().as_secs_f64();
+        latencies.sort_unstable();
+        Ok((secs, latencies))
+    }
+
+    /// Brings the cluster to its steady state: puts a segment's worth of messages, then waits
+    /// until every slave holds the master's log and every store has finished preallocating (and
+    /// page-warming) its next segment. Returns the number of the next message.
+    async fn settle(&self, producers: usize, size: usize) -> anyhow::Result<u64> {
+        let warm_up = self.segment / (size as u64 + 128) + 1_000;
+        self.produce(producers, 0, warm_up, size).await?;
+        let end = self.master_store.max_offset();
+        let start = Instant::now();
+        for store in &self.slave_stores {
+            while store.max_offset() < end {
+                anyhow::ensure!(start.elapsed() < Duration::from_secs(120), "slaves did not catch up");
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        self.wait_preallocated().await?;
+        Ok(warm_up)
+    }
+
+    async fn wait_preallocated(&self) -> anyhow::Result<()> {
+        let start = Instant::now();
+        for store in std::iter::once(&self.master_store).chain(&self.slave_stores) {
+            while store.status().preallocating {
+                anyhow::ensure!(start.elapsed() < Duration::from_secs(120), "preallocation did not finish");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+        Ok(())
+    }
+
     async fn stop(self) {
         for s in &self.slaves {
             s.shutdown().await;
@@ -206,13 +284,16 @@ impl Cluster {
     }
 }
 
-/// Replicates a backlog to an empty slave; returns MB/s.
+/// Replicates a backlog to an empty slave; returns MB/s, the master's store (for the baseline)
+/// and a directory for the baseline's sink.
 async fn catch_up(
     bytes: u64,
     batch: u32,
     size: usize,
 ) -> anyhow::Result<(f64, Arc<CommitLog>, tempfile::TempDir)> {
-    let mut cluster = Cluster::start(BrokerRole::AsyncMaster, 0, batch, bytes, size).await?;
+    let mut cluster =
+        Cluster::start(BrokerRole::AsyncMaster, 0, batch, CATCH_UP_SEGMENT, (bytes, size)).await?;
+    cluster.wait_preallocated().await?;
     let end = cluster.master_store.max_offset();
     let start = Instant::now();
     cluster.add_slave().await?;
@@ -228,9 +309,9 @@ async fn catch_up(
 }
 
 /// The catch-up baseline: stream `[0, end)` of `source` in frames of `batch` bytes (12-byte
-/// header, never across a segment) over loopback into a pre-faulted mmap; the receiver reads
-/// each frame into a buffer, copies it into the mapping (as a slave does) and acks it with 8
-/// bytes; the sender drains the acks on another thread. Returns MB/s.
+/// header, never across a segment) over loopback into a newly mapped file, as a plain program
+/// would; the receiver reads each frame into a buffer, copies it into the mapping (as a slave
+/// does) and acks it with 8 bytes; the sender drains the acks on another thread. Returns MB/s.
 fn raw_stream(source: &CommitLog, batch: u32, dir: &Path) -> anyhow::Result<f64> {
     let end = source.max_offset();
     let listener = TcpListener::bind("127.0.0.1:0")?;
@@ -239,7 +320,7 @@ fn raw_stream(source: &CommitLog, batch: u32, dir: &Path) -> anyhow::Result<f64>
     let receiver = std::thread::spawn(move || -> anyhow::Result<()> {
         let (mut sock, _) = listener.accept()?;
         sock.set_nodelay(true)?;
-        let mut sink = logship_store::bench::MmapTarget::prefaulted(&sink_path, end)?;
+        let mut sink = logship_store::bench::MmapTarget::fresh(&sink_path, CATCH_UP_SEGMENT)?;
         let mut header = [0u8; 12];
         let mut frame = vec![0u8; batch as usize];
         let mut received = 0u64;
@@ -268,7 +349,7 @@ fn raw_stream(source: &CommitLog, batch: u32, dir: &Path) -> anyhow::Result<f64>
     let start = Instant::now();
     let mut at = 0u64;
     while at < end {
-        let segment_end = (at / SEGMENT + 1) * SEGMENT;
+        let segment_end = (at / CATCH_UP_SEGMENT + 1) * CATCH_UP_SEGMENT;
         let len = (end.min(segment_end) - at).min(u64::from(batch)) as u32;
         let body = source.read(LogSpan { offset: at, len })?;
         let mut header = [0u8; 12];
@@ -315,50 +396,32 @@ fn ping_pong(samples: usize) -> anyhow::Result<Vec<Duration>> {
     Ok(rtts)
 }
 
-/// Puts `messages` from `producers` concurrent tasks; returns (puts/s, sorted latencies).
+/// Puts `messages` from `producers` concurrent tasks on a settled cluster; returns (puts/s,
+/// sorted latencies).
 async fn throughput(
     role: BrokerRole,
     producers: usize,
     messages: u64,
-    size: usize,
+    args: &BenchArgs,
 ) -> anyhow::Result<(f64, Vec<Duration>)> {
-    let cluster = Cluster::start(role, 1, 32 * 1024, 0, size).await?;
+    let size = args.size;
+    let cluster = Cluster::start(role, 1, 32 * 1024, args.steady_segment(), (0, size)).await?;
     cluster.wait_for_slaves().await?;
-    let next = Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for _ in 0..producers {
-        let (master, next) = (cluster.master.clone(), next.clone());
-        tasks.push(tokio::spawn(async move {
-            let mut latencies = Vec::new();
-            loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= messages {
-                    return Ok::<_, anyhow::Error>(latencies);
-                }
-                let t = Instant::now();
-                let r = master.put(message(size, i)).await;
-                anyhow::ensure!(r.status == PutStatus::PutOk, "put {i} ended {}", r.status);
-                latencies.push(t.elapsed());
-            }
-        }));
-    }
-    let mut latencies = Vec::with_capacity(messages as usize);
-    for t in tasks {
-        latencies.extend(t.await??);
-    }
-    let secs = start.elapsed().as_secs_f64();
+    let from = cluster.settle(64, size).await?;
+    let (secs, latencies) = cluster.produce(producers, from, messages, size).await?;
     cluster.stop().await;
-    latencies.sort_unstable();
     Ok((messages as f64 / secs, latencies))
 }
 
-/// One SYNC put at a time on an otherwise idle master, `pause` apart; sorted latencies.
-async fn idle_puts(samples: usize, size: usize, pause: Duration) -> anyhow::Result<Vec<Duration>> {
-    let cluster = Cluster::start(BrokerRole::SyncMaster, 1, 32 * 1024, 0, size).await?;
+/// One SYNC put at a time on an otherwise idle, settled master, `pause` apart; sorted latencies.
+async fn idle_puts(samples: usize, args: &BenchArgs, pause: Duration) -> anyhow::Result<Vec<Duration>> {
+    let size = args.size;
+    let cluster =
+        Cluster::start(BrokerRole::SyncMaster, 1, 32 * 1024, args.steady_segment(), (0, size)).await?;
     cluster.wait_for_slaves().await?;
+    let from = cluster.settle(64, size).await?;
     let mut latencies = Vec::with_capacity(samples);
-    for i in 0..samples as u64 {
+    for i in from..from + samples as u64 {
         tokio::time::sleep(pause).await;
         let t = Instant::now();
         let r = cluster.master.put(message(size, i)).await;
@@ -368,6 +431,12 @@ async fn idle_puts(samples: usize, size: usize, pause: Duration) -> anyhow::Resu
     cluster.stop().await;
     latencies.sort_unstable();
     Ok(latencies)
+}
+
+impl BenchArgs {
+    fn steady_segment(&self) -> u64 {
+        if self.quick { 16 << 20 } else { STEADY_SEGMENT }
+    }
 }
 
 fn wanted(args: &BenchArgs, name: &str) -> bool {
@@ -380,6 +449,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
         args.catch_up_bytes = args.catch_up_bytes.min(64 << 20);
         args.messages = args.messages.min(5_000);
         args.samples = args.samples.min(300);
+        args.repeat = 1;
     }
     let mut rows = Vec::new();
     let say = |s: &str| {
@@ -388,80 +458,112 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
         }
     };
 
+    let repeat = args.repeat.max(1);
     if wanted(&args, "catch-up") {
         for (label, batch) in [("32 KiB batches", 32 * 1024), ("tuned batches", args.tuned_batch)] {
-            say(&format!("catch-up, {label}"));
-            let (mbps, master_store, dir) = catch_up(args.catch_up_bytes, batch, args.size).await?;
-            let store = master_store.clone();
-            let path = dir.path().to_path_buf();
-            let raw = tokio::task::spawn_blocking(move || raw_stream(&store, batch, &path)).await??;
+            let (mut ours, mut raws) = (Vec::new(), Vec::new());
+            for round in 1..=repeat {
+                say(&format!("catch-up, {label} ({round}/{repeat})"));
+                let (mbps, master_store, dir) = catch_up(args.catch_up_bytes, batch, args.size).await?;
+                let path = dir.path().to_path_buf();
+                let raw =
+                    tokio::task::spawn_blocking(move || raw_stream(&master_store, batch, &path)).await??;
+                ours.push(mbps);
+                raws.push(raw);
+            }
             rows.push(Row::new(
                 format!("catch-up of {} MiB, {label} ({batch} B)", args.catch_up_bytes >> 20),
-                mbps,
+                median(ours),
                 "MB/s",
-                "raw mmap -> socket -> mmap, same frames, 8-byte ack per frame",
-                raw,
+                "plain mmap -> socket -> new mmap, same frames, 8-byte ack per frame",
+                median(raws),
                 ">= 0.9",
             ));
         }
     }
 
-    let rtts = ping_pong(args.samples)?;
+    let mut rtt50 = Vec::new();
+    let mut rtt99 = Vec::new();
+    for _ in 0..repeat {
+        let rtts = ping_pong(args.samples)?;
+        rtt50.push(micros(percentile(&rtts, 0.5)));
+        rtt99.push(micros(percentile(&rtts, 0.99)));
+    }
+    let (rtt50, rtt99) = (median(rtt50), median(rtt99));
     if wanted(&args, "sync-latency") {
-        say("SYNC put latency, 1 producer");
-        let (_, lat) = throughput(BrokerRole::SyncMaster, 1, args.samples as u64, args.size).await?;
+        let (mut p50, mut p99) = (Vec::new(), Vec::new());
+        for round in 1..=repeat {
+            say(&format!("SYNC put latency, 1 producer ({round}/{repeat})"));
+            let (_, lat) = throughput(BrokerRole::SyncMaster, 1, args.samples as u64, &args).await?;
+            p50.push(micros(percentile(&lat, 0.5)));
+            p99.push(micros(percentile(&lat, 0.99)));
+        }
         rows.push(Row::new(
             "SYNC put latency p50, 1 producer".into(),
-            micros(percentile(&lat, 0.5)),
+            median(p50),
             "us",
             "raw 8-byte TCP ping-pong p50",
-            micros(percentile(&rtts, 0.5)),
+            rtt50,
             "<= 3",
         ));
         rows.push(Row::new(
             "SYNC put latency p99, 1 producer".into(),
-            micros(percentile(&lat, 0.99)),
+            median(p99),
             "us",
             "raw 8-byte TCP ping-pong p99",
-            micros(percentile(&rtts, 0.99)),
+            rtt99,
             "-",
         ));
     }
     if wanted(&args, "idle") {
-        say("idle replication latency");
-        let lat = idle_puts(args.samples.min(2_000), args.size, Duration::from_millis(2)).await?;
+        let mut p50 = Vec::new();
+        for round in 1..=repeat {
+            say(&format!("idle replication latency ({round}/{repeat})"));
+            let lat = idle_puts(args.samples.min(2_000), &args, Duration::from_millis(2)).await?;
+            p50.push(micros(percentile(&lat, 0.5)));
+        }
         rows.push(Row::new(
             "idle replication latency p50 (put until a slave acks)".into(),
-            micros(percentile(&lat, 0.5)),
+            median(p50),
             "us",
             "one TCP round trip (p50)",
-            micros(percentile(&rtts, 0.5)),
+            rtt50,
             "<= 2",
         ));
     }
     if wanted(&args, "throughput") {
         for producers in [1usize, 64] {
-            say(&format!("ASYNC and SYNC throughput, {producers} producer(s)"));
-            let (async_rate, async_lat) =
-                throughput(BrokerRole::AsyncMaster, producers, args.messages, args.size).await?;
-            let (sync_rate, sync_lat) =
-                throughput(BrokerRole::SyncMaster, producers, args.messages, args.size).await?;
+            let (mut asyncs, mut syncs) = (Vec::new(), Vec::new());
+            let mut latencies: [(Vec<f64>, Vec<f64>); 2] = Default::default();
+            for round in 1..=repeat {
+                say(&format!("ASYNC and SYNC throughput, {producers} producer(s) ({round}/{repeat})"));
+                for (i, role) in [BrokerRole::AsyncMaster, BrokerRole::SyncMaster].into_iter().enumerate() {
+                    let (rate, lat) = throughput(role, producers, args.messages, &args).await?;
+                    if i == 0 {
+                        asyncs.push(rate)
+                    } else {
+                        syncs.push(rate)
+                    }
+                    latencies[i].0.push(micros(percentile(&lat, 0.5)));
+                    latencies[i].1.push(micros(percentile(&lat, 0.99)));
+                }
+            }
             let target = if producers == 64 { ">= 0.8" } else { "-" };
             rows.push(Row::new(
                 format!("SYNC puts/s, {producers} producer(s)"),
-                sync_rate,
+                median(syncs),
                 "puts/s",
                 "ASYNC puts/s, same producers",
-                async_rate,
+                median(asyncs),
                 target,
             ));
-            for (name, lat) in [("ASYNC", &async_lat), ("SYNC", &sync_lat)] {
+            for (name, (p50, p99)) in ["ASYNC", "SYNC"].into_iter().zip(latencies) {
                 rows.push(Row::new(
                     format!("{name} put latency p99, {producers} producer(s)"),
-                    micros(percentile(lat, 0.99)),
+                    median(p99),
                     "us",
                     "p50 of the same run",
-                    micros(percentile(lat, 0.5)),
+                    median(p50),
                     "-",
                 ));
             }

@@ -581,13 +581,35 @@ impl Master {
         self.complete_waits();
     }
 
+    /// Whether `c` has a frame to send now.
+    ///
+    /// Full frames (a whole batch, or the rest of a segment) go out while fewer than
+    /// `max_inflight` transmits are unwritten. A partial frame goes out at once on an idle
+    /// connection, and otherwise as soon as the connection's writes have all completed: while a
+    /// write is under way, more appends gather into the next frame instead of one frame per put.
+    /// That is adaptive batching without a timer: an idle master still sends within one event.
     fn wants_transmit(&self, c: &SlaveConn) -> bool {
-        match c.phase {
-            Phase::Streaming { next, .. } if c.inflight < self.config.max_inflight => {
-                next < self.log.max || self.now >= c.last_send + self.config.heartbeat_interval
-            }
-            _ => false,
+        let Phase::Streaming { next, .. } = c.phase else { return false };
+        if c.inflight >= self.config.max_inflight {
+            return false;
         }
+        if next >= self.log.max {
+            return self.now >= c.last_send + self.config.heartbeat_interval;
+        }
+        c.inflight == 0 || self.sendable(next) == self.batch_limit(next)
+    }
+
+    /// Bytes that can go in one frame from `next`: up to the batch size, the segment end and
+    /// the appended end.
+    fn sendable(&self, next: Offset) -> u64 {
+        self.batch_limit(next).min(self.log.max - next)
+    }
+
+    /// The most one frame from `next` can ever carry: the batch size or the rest of the segment.
+    fn batch_limit(&self, next: Offset) -> u64 {
+        let segment = self.config.mapped_file_size_commit_log;
+        let segment_end = (next / segment).saturating_add(1).saturating_mul(segment);
+        u64::from(self.config.transfer_batch_size).min(segment_end - next)
     }
 
     fn next_transmit(&mut self) -> Option<MasterOutput> {
@@ -634,7 +656,10 @@ impl Master {
         let mut at = self.waiters.next_deadline().unwrap_or(self.now + IDLE_TIMEOUT);
         for c in self.conns.values() {
             at = at.min(c.last_read + self.config.housekeeping_interval);
-            if matches!(c.phase, Phase::Streaming { .. }) && c.inflight < self.config.max_inflight {
+            // A heartbeat is due only on a connection with nothing to send; pending data goes out
+            // when a `Sent` or an `Appended` arrives, not on a timer.
+            let idle = matches!(c.phase, Phase::Streaming { next, .. } if next >= self.log.max);
+            if idle && c.inflight < self.config.max_inflight {
                 at = at.min(c.last_send + self.config.heartbeat_interval);
             }
         }

@@ -58,8 +58,11 @@ fn batches_never_exceed_batch_size_appended_end_or_segment() {
     let clock = Clock::new();
     let config = MasterConfig { transfer_batch_size: 1_000, max_inflight: 1_000, ..master_config() };
     let start = SEG - 2_500;
-    let (_, out) = streaming_master(config, &clock, LogBounds { min: 0, max: SEG + 1_200 }, start);
-    let spans: Vec<_> = transmits(&out).into_iter().map(|(_, _, s)| s.unwrap()).collect();
+    let (mut m, out) = streaming_master(config, &clock, LogBounds { min: 0, max: SEG + 1_200 }, start);
+    let mut spans: Vec<_> = transmits(&out).into_iter().map(|(_, _, s)| s.unwrap()).collect();
+    // The partial tail waits for the full frames to be written, then goes out.
+    sent_all(&mut m, clock.at(1), &out);
+    spans.extend(transmits(&drain_master(&mut m).0).into_iter().map(|(_, _, s)| s.unwrap()));
     let expected = [
         (SEG - 2_500, 1_000),
         (SEG - 1_500, 1_000),
@@ -70,6 +73,46 @@ fn batches_never_exceed_batch_size_appended_end_or_segment() {
     assert_eq!(
         spans.iter().map(|s| (s.offset, s.len)).collect::<Vec<_>>(),
         expected.map(|(o, l)| (o, l as u32))
+    );
+}
+
+#[test]
+fn appends_during_a_write_gather_into_one_frame() {
+    let clock = Clock::new();
+    let (mut m, out) = streaming_master(master_config(), &clock, LogBounds { min: 0, max: 100 }, 100);
+    assert!(transmits(&out).is_empty());
+    // Idle: the first put goes out at once, alone.
+    m.handle_input(clock.at(1), MasterInput::Appended { end: 150 }).unwrap();
+    let first = drain_master(&mut m).0;
+    assert_eq!(transmits(&first)[0].2, Some(LogSpan { offset: 100, len: 50 }));
+    // While it is being written, three more puts land: no frame per put...
+    for end in [200, 250, 300] {
+        m.handle_input(clock.at(2), MasterInput::Appended { end }).unwrap();
+        assert!(transmits(&drain_master(&mut m).0).is_empty(), "a partial frame waits for the write");
+    }
+    // ...but one frame with all three as soon as the write completes.
+    m.handle_input(clock.at(3), MasterInput::Sent { conn: C }).unwrap();
+    assert_eq!(transmits(&drain_master(&mut m).0)[0].2, Some(LogSpan { offset: 150, len: 150 }));
+}
+
+#[test]
+fn full_frames_pipeline_while_a_write_is_under_way() {
+    let clock = Clock::new();
+    let config = MasterConfig { transfer_batch_size: 100, max_inflight: 4, ..master_config() };
+    let (mut m, out) = streaming_master(config, &clock, LogBounds { min: 0, max: 0 }, 0);
+    assert!(transmits(&out).is_empty());
+    m.handle_input(clock.at(1), MasterInput::Appended { end: 50 }).unwrap();
+    assert_eq!(transmits(&drain_master(&mut m).0).len(), 1, "idle: a partial frame goes at once");
+    m.handle_input(clock.at(2), MasterInput::Appended { end: 370 }).unwrap();
+    let spans: Vec<_> = transmits(&drain_master(&mut m).0).into_iter().map(|t| t.2.unwrap()).collect();
+    assert_eq!(
+        spans,
+        [
+            LogSpan { offset: 50, len: 100 },
+            LogSpan { offset: 150, len: 100 },
+            LogSpan { offset: 250, len: 100 }
+        ],
+        "full frames go out while writes are pending; the 20-byte tail waits"
     );
 }
 

@@ -35,6 +35,12 @@ impl Prealloc {
 }
 
 impl Shared {
+    /// Whether a segment is requested or being created.
+    pub(crate) fn preallocating(&self) -> bool {
+        let st = lock(&self.prealloc.state);
+        st.requested.is_some() || st.working.is_some()
+    }
+
     /// Asks the preallocation thread to create the segment at `base`.
     pub(crate) fn request_segment(&self, base: u64) {
         let mut st = lock(&self.prealloc.state);
@@ -92,8 +98,12 @@ impl Shared {
     }
 }
 
-/// The preallocation thread.
+/// The preallocation thread. It runs at the lowest priority: warming a segment is a second
+/// or more of page zeroing, which must not take CPU from puts and replication.
 pub(crate) fn prealloc_thread(shared: Arc<Shared>) {
+    if let Err(e) = crate::mmap::lower_current_thread_priority() {
+        tracing::debug!(error = %e, "cannot lower the preallocation thread's priority");
+    }
     loop {
         let base = {
             let mut st = lock(&shared.prealloc.state);

@@ -381,6 +381,8 @@ pub struct StoreStatus {
     pub checkpoint_flushed: Offset,
     /// The offset up to which the checkpoint records the consume queues as durable.
     pub checkpoint_dispatched: Offset,
+    /// The background thread is creating (and warming) the next segment.
+    pub preallocating: bool,
 }
 
 /// A RocketMQ-compatible commit log: the store of one broker. See the crate docs for the layout,
@@ -655,6 +657,7 @@ impl CommitLog {
             dispatch_error,
             checkpoint_flushed: ckpt.flushed,
             checkpoint_dispatched: ckpt.dispatched,
+            preallocating: s.preallocating(),
         }
     }
 
