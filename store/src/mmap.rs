@@ -345,6 +345,16 @@ pub(crate) fn local_hour(epoch_millis: i64) -> Option<u32> {
     u32::try_from(tm.tm_hour).ok()
 }
 
+/// Lowers the calling thread's scheduling priority to the minimum (nice 19), for background
+/// work that must not take CPU from the write and replication paths (segment preallocation).
+/// Best effort: a failure is returned and may be ignored.
+pub(crate) fn lower_current_thread_priority() -> io::Result<()> {
+    // SAFETY: `gettid` takes no arguments and cannot fail; `setpriority` only reads its integer
+    // arguments. On Linux, PRIO_PROCESS with a thread id changes that one thread's nice value.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) };
+    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,12 +421,3 @@ mod tests {
     }
 }
 
-/// Lowers the calling thread's scheduling priority to the minimum (nice 19), for background
-/// work that must not take CPU from the write and replication paths (segment preallocation).
-/// Best effort: a failure is returned and may be ignored.
-pub(crate) fn lower_current_thread_priority() -> io::Result<()> {
-    // SAFETY: `gettid` takes no arguments and cannot fail; `setpriority` only reads its integer
-    // arguments. On Linux, PRIO_PROCESS with a thread id changes that one thread's nice value.
-    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, libc::gettid() as libc::id_t, 19) };
-    if rc == 0 { Ok(()) } else { Err(io::Error::last_os_error()) }
-}
