@@ -420,4 +420,3 @@ mod tests {
         assert!(local_hour(0).unwrap() < 24);
     }
 }
-
