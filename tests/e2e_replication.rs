@@ -268,6 +268,7 @@ fn sync_put_is_put_ok_once_the_slave_acknowledges(master_side: Side, slave_side:
         wait_for_slaves(&master, 1).await;
         for i in 0..100 {
             let r = master.put(message(i, 500)).await;
+            // The master flushes asynchronously: the replication wait does not depend on it.
             assert_eq!(r.status, PutStatus::PutOk);
             assert!(sstore.max_offset() >= r.end(), "PutOk only once the slave holds the message");
         }
@@ -339,6 +340,46 @@ fn quorum_of_three_needs_both_slaves(master_side: Side, slave_side: Side) {
         wait_for_slaves(&master, 1).await;
         assert_eq!(master.put(message(50, 400)).await.status, PutStatus::InSyncReplicasNotEnough);
         slave1.shutdown().await;
+        master.shutdown().await;
+    });
+}
+
+fn sync_flush_put_returns_once_the_message_is_durable(side: Side) {
+    run(async {
+        let mdir = temp();
+        let mut sc = store_config();
+        sc.flush_disk_type = logship_core::driver::FlushDiskType::SyncFlush;
+        let mstore = std::sync::Arc::new(CommitLog::open(mdir.path(), sc).unwrap());
+        let mut config = master_config(BrokerRole::AsyncMaster, AckPolicy::AnySlave);
+        config.flush_disk_type = logship_core::driver::FlushDiskType::SyncFlush;
+        let master = side.master(config, mstore.clone()).await;
+        for i in 0..20 {
+            let r = master.put(message(i, 300)).await;
+            assert_eq!(r.status, PutStatus::PutOk);
+            assert!(mstore.flushed_offset() >= r.end(), "PutOk under SYNC_FLUSH only once durable");
+        }
+        master.shutdown().await;
+    });
+}
+
+fn durable_acks_report_only_flushed_bytes(master_side: Side, slave_side: Side) {
+    run(async {
+        let (mdir, sdir) = (temp(), temp());
+        let mstore = open_store(mdir.path());
+        let master = master_side
+            .master(master_config(BrokerRole::SyncMaster, AckPolicy::AnySlave), mstore.clone())
+            .await;
+        let sstore = open_store(sdir.path());
+        let mut config = slave_config(master.addr());
+        config.core.ack_on = logship_core::AckOn::Flushed;
+        let slave = slave_side.slave(config, sstore.clone()).await;
+        wait_for_slaves(&master, 1).await;
+        for i in 0..30 {
+            let r = master.put(message(i, 600)).await;
+            assert_eq!(r.status, PutStatus::PutOk);
+            assert!(sstore.flushed_offset() >= r.end(), "a durable ack means the slave flushed the message");
+        }
+        slave.shutdown().await;
         master.shutdown().await;
     });
 }
@@ -451,6 +492,7 @@ on_every_runtime!(
     quorum_of_three_needs_both_slaves,
     idle_connection_stays_up,
     segment_end_padding_is_replicated_verbatim,
+    durable_acks_report_only_flushed_bytes,
 );
 
 on_each_runtime!(
@@ -458,6 +500,7 @@ on_each_runtime!(
     master_closes_a_forged_ack_and_releases_no_waiter,
     sync_put_times_out_when_the_slave_stalls,
     sync_put_is_slave_not_available_without_a_slave_or_beyond_the_gap,
+    sync_flush_put_returns_once_the_message_is_durable,
     master_drops_a_silent_slave_within_the_housekeeping_interval,
     slave_drops_a_silent_master_within_the_housekeeping_interval,
 );
