@@ -110,6 +110,8 @@ pub mod fuzzing;
 pub mod log;
 mod master;
 pub mod policy;
+#[cfg(feature = "sim")]
+pub mod sim;
 mod slave;
 mod waiters;
 
