@@ -102,6 +102,11 @@ pub struct FaultRates {
     pub intruder: f64,
     /// Attempts to advance the master's min offset past a stopped slave.
     pub retention: f64,
+    /// Spurious `handle_timeout` calls, at instants no core asked for.
+    pub spurious_timeout: f64,
+    /// Up to this long between the master's `Close` and the driver's `Closed`, during which
+    /// reads and writes that were under way still reach the core (which must ignore them).
+    pub close_lag: Duration,
     /// Probability that a crash is silent (a machine crash: the peer sees no FIN or RST and
     /// finds out by housekeeping) rather than a process crash (the peer sees a reset).
     pub silent_crash: f64,
@@ -126,6 +131,8 @@ impl FaultRates {
             master_crash: 0.0,
             intruder: 0.0,
             retention: 0.0,
+            spurious_timeout: 0.0,
+            close_lag: Duration::ZERO,
             silent_crash: 0.0,
         }
     }
@@ -148,6 +155,8 @@ impl FaultRates {
             master_crash: 0.05,
             intruder: 0.1,
             retention: 0.3,
+            spurious_timeout: 1.0,
+            close_lag: Duration::from_millis(5),
             silent_crash: 0.5,
         }
     }

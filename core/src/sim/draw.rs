@@ -129,6 +129,7 @@ fn draw_faults(rng: &mut SimRng) -> FaultRates {
     let master_crash = rate(0.15);
     let intruder = rate(0.3);
     let retention = rate(1.0);
+    let spurious_timeout = rate(3.0);
     FaultRates {
         latency,
         jitter: rng.duration(Duration::ZERO, latency),
@@ -151,6 +152,8 @@ fn draw_faults(rng: &mut SimRng) -> FaultRates {
         master_crash,
         intruder,
         retention,
+        spurious_timeout,
+        close_lag: if rng.chance(0.5) { Duration::ZERO } else { rng.duration(Duration::ZERO, ms(50)) },
         silent_crash: rng.pick(&[0.0, 0.5, 1.0]),
     }
 }
@@ -166,8 +169,11 @@ fn draw_workload(
     let chunk_cap = (faults.max_read_chunk as u64).saturating_mul(2_048);
     let budget = rng.range(4 * 1024, cfg.max_bytes.max(4 * 1024)).min(chunk_cap).min(cfg.max_bytes);
     let segment = master.mapped_file_size_commit_log.min(1 << 20);
-    let initial =
-        if rng.chance(0.5) { (0, 0) } else { (segment * rng.range(0, 3), rng.range(0, 3 * segment)) };
+    let initial = if rng.chance(0.5) {
+        (0, 0)
+    } else {
+        (segment * rng.range(0, 3), rng.range(0, (3 * segment).min(budget)))
+    };
     let slave_prefill =
         (0..slaves).map(|_| (initial.1 > 0 && rng.chance(0.3)).then(|| rng.range(1, initial.1))).collect();
     let fast = rng.chance(0.5);

@@ -25,27 +25,36 @@
 //!   follow the crate's run-loop contract: a master `Transmit` is resolved from the master's log
 //!   and written to the connection (`Sent` once the connection has room); a slave `Append` is
 //!   stored at the log's end (an empty log adopts the offset); `Flush` makes bytes durable;
-//!   after the master's `Close` the driver tears the connection down and feeds `Closed`; after
-//!   the slave's `Close` it drops the connection and feeds nothing.
+//!   after the master's `Close` the driver tears the connection down and feeds `Closed` (at
+//!   once, or after a lag during which reads and writes already under way still arrive); after
+//!   the slave's `Close` it drops the connection and feeds nothing. One `AppendFailed` voids
+//!   every append the core had asked for on that connection, so appends after a failed one get
+//!   no completion. Slaves also flush in the background, and cores get spurious
+//!   `handle_timeout` calls.
 //! - **Links.** Each connection direction is an ordered byte pipe with latency and jitter,
 //!   reads of arbitrary size (splitting and merging writes), a bounded capacity toward the slave
 //!   (so the master's flow control and the slave's `wants_read` backpressure matter), stalls,
-//!   resets, and one-way or two-way partitions longer than housekeeping.
-//! - **Node faults.** A slave crash loses a random part of its unflushed suffix (a torn tail)
-//!   and restarts; a stopped slave stays down for several housekeeping intervals; a slow disk
-//!   delivers `Appended` and `Flushed` late (in order); a disk error fails an append or a flush.
-//!   A master crash loses a random part of its unflushed tail, and in-flight bytes on every
-//!   connection; waits pending on the crashed master are gone with it. Crashes are either
-//!   process crashes (peers see a reset) or machine crashes (peers see nothing, find out by
-//!   housekeeping, or get a reset once the host is back). A forged-ack intruder connects to the
-//!   master and sends first reports and acks, honest and forged. Retention advances the
-//!   master's min offset past a stopped slave.
+//!   resets, and one-way or two-way partitions longer than housekeeping (connects fail while a
+//!   partition lasts).
+//! - **Node faults.** A slave crash keeps its durable bytes plus a random part of its unflushed
+//!   suffix (a torn tail) and restarts; a stopped slave stays down for several housekeeping
+//!   intervals; a slow disk delivers `Appended` and `Flushed` late (in order); a disk error
+//!   fails an append (possibly after writing part of it) or a flush. A master crash likewise
+//!   keeps its durable bytes plus a random part of its unflushed tail, so a slave can now hold
+//!   more than the master; waits pending on the crashed master are gone with it. A crash is a
+//!   process crash (peers see a reset, in-flight bytes are lost) or a machine crash (bytes on
+//!   the wire still arrive, peers see nothing and find out by housekeeping, or by a reset once
+//!   the host is back and receives a packet for the dead connection). A forged-ack intruder
+//!   connects to the master and sends first reports and acks, honest and forged. Retention
+//!   advances the master's min offset past a stopped slave, or past a lagging one.
 //! - **Workload.** Bursts of messages appended to the master's log (with `Appended` per
 //!   message or per burst, and SYNC_FLUSH or periodic master flushes), SYNC waits
-//!   (`AwaitReplication`) with random deadlines from zero to seconds, and occasional
-//!   cancellations. Each seed draws its cluster size, `AckPolicy`, `ack_on` per slave,
-//!   `NewSlaveStart`, batch and segment sizes, timers, and which faults happen how often
-//!   (swarm testing), unless [`SimConfig`] fixes them.
+//!   (`AwaitReplication`) with random deadlines from zero to seconds (some exactly at the
+//!   instant an ack arrives), waits for older offsets, and cancellations. Each seed draws its
+//!   cluster size, `AckPolicy`, `ack_on` per slave, `NewSlaveStart`, batch and segment sizes,
+//!   timers, network shape, and which faults happen how often (swarm testing), unless
+//!   [`SimConfig`] fixes them; and whether, at one instant, timeouts run before or after other
+//!   events.
 //!
 //! # What is checked
 //!
@@ -54,41 +63,53 @@
 //! - every slave's log is a byte prefix of the master's (from where the slave's log starts), or
 //!   its divergence has been reported (`PeerError::SlaveAhead` or `SlaveBehindRetention` by the
 //!   master, `OffsetMismatch` by the slave), after which the slave is taken out of service and
-//!   ends with that error; a slave whose log is not a prefix never appends and is never
-//!   accepted by the master ([`Violation::SilentMerge`], [`Violation::DivergedSlaveAccepted`]);
-//!   every stored byte equals the master's byte at that offset;
+//!   ends with that error; a slave whose log is not a prefix never appends what the master
+//!   sends and is never accepted by the master ([`Violation::SilentMerge`],
+//!   [`Violation::DivergedSlaveAccepted`]); every stored byte equals the byte the sending
+//!   master held at that offset; every error raised against a slave is true;
 //! - a slave reports only what it has stored, or made durable with `AckOn::Flushed`; the
 //!   master's ack for a connection never exceeds what the peer reported, nor what it was sent;
 //! - every report is handled as the protocol's rules say: the first report starts the stream
 //!   or is refused as ahead or behind retention, later acks beyond the end, beyond what was
 //!   sent, going backwards, or above `i64::MAX` are refused with the matching `PeerError`;
 //! - every master transmit is a valid span: contiguous, non-empty, within the batch size, the
-//!   appended end and one segment;
+//!   appended end and one segment, above the min offset, on a live connection;
 //! - every `WaitDone(Ok(o))` had, at that instant, enough distinct slaves whose acknowledged
-//!   (and therefore stored) offset reached `o`, per the policy; no `Ok` at or after the
-//!   deadline, no `Timeout` before it, exactly one `WaitDone` per wait, `SlaveNotAvailable` and
-//!   `InSyncReplicasNotEnough` only when a wait starts, `Cancelled` only after `CancelWait`, and
-//!   no wait still pending after its deadline.
+//!   offset reached `o`, per the policy, each still holding it (durably with `AckOn::Flushed`,
+//!   or unless it crashed since with `AckOn::Written`, whose acks mean "in the page cache");
+//!   no `Ok` at or after the deadline, no `Timeout` before it, exactly one `WaitDone` per
+//!   wait, `SlaveNotAvailable` and `InSyncReplicasNotEnough` only when a wait starts,
+//!   `Cancelled` only after `CancelWait`, and no wait still pending after its deadline;
+//! - the master's count of pending waits matches the waits started; no core loops on
+//!   `poll_output` or on timeouts at one instant.
 //!
 //! **Liveness.** After the fault phase, every fault is healed and every node restarted; within
 //! [`SimConfig::liveness_timeout`] of virtual time every slave must hold exactly the master's
-//! log with the master's ack for it at the end, and no wait may be left. A slave ahead of the
-//! master or behind retention must instead have ended with the typed error.
+//! log with the master's ack for it at the end (or, started by `NewSlaveStart::LastFile` at the
+//! master's very end, hold nothing yet), and no wait may be left. A slave ahead of the master
+//! or behind retention must instead have ended with the typed error.
 //!
-//! # The classic protocol's limits, and what the simulator assumes
+//! # The classic protocol's limits, and what the simulated drivers do about them
 //!
-//! - The classic protocol carries no epoch and no slave identity. A slave that holds bytes a
-//!   crashed master lost can be recognised only while the master's log is shorter than the
-//!   slave's: once the master has grown past it, its report looks like any other. So after a
-//!   master restart the simulated broker holds producer appends until every slave has reported
-//!   to the new master or been refused ([`SimConfig::restart_fence`]); and a slave refused as
-//!   ahead (or behind retention) is taken out of service by the operator rather than left to
-//!   reconnect. Turn the fence off to see the silent merge it prevents.
-//! - Without authentication, a peer that acknowledges only bytes it was sent cannot be told
-//!   from a slave: the intruder's plausible acks count as copies. Every forgery the protocol
-//!   can refute must be refuted.
-//! - Content is a pure function of (master incarnation, offset), so bytes written by different
-//!   master incarnations differ and the oracle can compare logs byte for byte.
+//! The classic protocol carries no epoch, no slave identity and no authentication. Three
+//! consequences need the application's (driver's) help, and the simulated drivers give it:
+//!
+//! - A slave that holds bytes a crashed master lost can be recognised only while the master's
+//!   log is shorter than the slave's: once the master has grown past it, its report looks like
+//!   any other. So after a master restart the simulated broker holds producer appends until
+//!   every slave has reported to the new master or been refused ([`SimConfig::restart_fence`]),
+//!   and a slave refused as ahead (or behind retention) is taken out of service rather than left
+//!   to reconnect. Turn the fence off to see the silent merge it prevents.
+//! - A slave whose machine crashed silently and came back within the housekeeping interval
+//!   has two connections at the master, and a quorum would count it twice. The master's driver,
+//!   which knows peer addresses, tears down the older connection of a host that connects again
+//!   ([`SimConfig::close_stale_connections`]).
+//! - A peer that acknowledges only bytes it was sent cannot be told from a slave: the
+//!   intruder's plausible acks count as copies. Every forgery the protocol can refute must be
+//!   refuted.
+//!
+//! Content is a pure function of (master incarnation, offset), so bytes written by different
+//! master incarnations differ and the oracle can compare logs byte for byte.
 //!
 //! # Reproducing
 //!

@@ -99,6 +99,8 @@ stats! {
         slow_disk_ops,
         /// Failed slave appends or flushes.
         disk_errors,
+        /// Failed appends that left part of their bytes in the log (a torn append).
+        torn_appends,
         /// Master crashes (restarted later).
         master_crashes,
         /// Master crashes that lost unflushed bytes.
@@ -111,21 +113,31 @@ stats! {
         intruders,
         /// Reports sent by intruders.
         intruder_reports,
+        /// `handle_timeout` calls at instants no core asked for.
+        spurious_timeouts,
+        /// Master closes whose `Closed` the driver fed late, after reads and writes under way.
+        lagged_closes,
         /// Retention moves past a stopped slave's end.
         retention_past_stopped_slave,
         /// Retention moves past a running, lagging slave's end.
         retention_past_lagging_slave,
     }
     "detected" {
-        /// `PeerError::SlaveAhead` raised by the master.
+        /// Real slaves the master refused as ahead of its log (they held bytes it lost).
+        slaves_refused_ahead,
+        /// Real slaves the master refused as behind its retention.
+        slaves_refused_behind_retention,
+        /// Intruder connections the master closed with a `PeerError`.
+        intruders_refused,
+        /// `PeerError::SlaveAhead` raised by the master (slaves and intruders).
         slave_ahead,
-        /// `PeerError::SlaveBehindRetention` raised by the master.
+        /// `PeerError::SlaveBehindRetention` raised by the master (slaves and intruders).
         slave_behind_retention,
-        /// `PeerError::AckBeyondEnd` raised by the master.
+        /// `PeerError::AckBeyondEnd` raised by the master (slaves and intruders).
         ack_beyond_end,
-        /// `PeerError::AckBeyondSent` raised by the master.
+        /// `PeerError::AckBeyondSent` raised by the master (slaves and intruders).
         ack_beyond_sent,
-        /// `PeerError::AckWentBackwards` raised by the master.
+        /// `PeerError::AckWentBackwards` raised by the master (slaves and intruders).
         ack_went_backwards,
         /// `PeerError::Frame` raised by the master or a slave.
         frame_errors,

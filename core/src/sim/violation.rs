@@ -123,6 +123,18 @@ pub enum Violation {
         /// The bound it broke.
         limit: u64,
     },
+    /// A slave core believes its log holds more than it does.
+    #[error("slave {slave}'s view is impossible: {what} ({value} > {limit})")]
+    SlaveView {
+        /// The slave.
+        slave: usize,
+        /// Which quantity.
+        what: &'static str,
+        /// Its value.
+        value: u64,
+        /// The bound it broke.
+        limit: u64,
+    },
     /// The master handled a report differently from the protocol's rules.
     #[error("connection {conn}: expected {expected:?} from the reports, the master did {got:?}")]
     ReportHandling {
@@ -142,7 +154,9 @@ pub enum Violation {
         error: PeerError,
     },
     /// A wait ended `Ok` without enough slaves holding its offset.
-    #[error("wait {id} ended Ok({offset}) with {have} slave(s) holding it, {need} needed")]
+    #[error(
+        "wait {id} ended Ok({offset}) with {have} slave(s) holding it, {need} needed; connections: {view}"
+    )]
     WaitOkTooFew {
         /// The wait.
         id: u64,
@@ -152,6 +166,8 @@ pub enum Violation {
         have: usize,
         /// Slaves the policy needs.
         need: usize,
+        /// The master's view of its connections then: peer, ack, in sync.
+        view: String,
     },
     /// A wait ended `Ok` at or after its deadline.
     #[error("wait {id} ended Ok {late:?} after its deadline")]
