@@ -84,7 +84,7 @@ fn silent_slave_crashes() -> SimConfig {
     }
 }
 
-/// A cluster whose master crashes and loses unflushed bytes while slaves come and go.
+/// A cluster whose master's machine crashes and loses unflushed bytes while slaves come and go.
 fn master_crashes() -> SimConfig {
     SimConfig {
         slaves: Some(2),
@@ -92,6 +92,7 @@ fn master_crashes() -> SimConfig {
             master_crash: 0.5,
             slave_crash: 0.3,
             partition_both_ways: 0.2,
+            silent_crash: 1.0,
             ..FaultRates::none()
         }),
         ..config()

@@ -107,8 +107,9 @@ pub struct FaultRates {
     /// Up to this long between the master's `Close` and the driver's `Closed`, during which
     /// reads and writes that were under way still reach the core (which must ignore them).
     pub close_lag: Duration,
-    /// Probability that a crash is silent (a machine crash: the peer sees no FIN or RST and
-    /// finds out by housekeeping) rather than a process crash (the peer sees a reset).
+    /// Probability that a crash is a machine crash (unflushed bytes are lost but for a torn
+    /// part; peers see no FIN or RST and find out by housekeeping) rather than a process crash
+    /// (the page cache survives; peers see a reset).
     pub silent_crash: f64,
 }
 

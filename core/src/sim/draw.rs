@@ -154,7 +154,7 @@ fn draw_faults(rng: &mut SimRng) -> FaultRates {
         retention,
         spurious_timeout,
         close_lag: if rng.chance(0.5) { Duration::ZERO } else { rng.duration(Duration::ZERO, ms(50)) },
-        silent_crash: rng.pick(&[0.0, 0.5, 1.0]),
+        silent_crash: rng.pick(&[0.3, 0.6, 1.0]),
     }
 }
 

@@ -87,6 +87,10 @@ stats! {
         partitions_both_ways,
         /// Slave crashes (restarted later).
         slave_crashes,
+        /// Process crashes (of the master or a slave): peers see a reset, the page cache
+        /// survives, the durable end may lag the written end at restart. The other crashes are
+        /// machine crashes: silent to peers, unflushed bytes lost but for a torn part.
+        process_crashes,
         /// Slave crashes that lost part of an unflushed suffix (a torn tail).
         slave_torn_tails,
         /// Unflushed slave bytes lost in crashes.

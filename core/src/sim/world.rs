@@ -957,6 +957,22 @@ impl Simulation {
                 if self.starting_wait != Some(id) {
                     return bad("refused up front, but not when it started");
                 }
+                // Refused only if too few slaves are within `ha_max_gap_not_in_sync` of it.
+                if let Some(core) = self.master.core.as_ref() {
+                    let gap = self.master.config.ha_max_gap_not_in_sync;
+                    let acks: Vec<Offset> = core.slaves().filter_map(|i| i.ack).collect();
+                    let close = acks.iter().filter(|&&a| w.offset.saturating_sub(a) < gap).count();
+                    let enough = match (e, self.master.config.ack_policy) {
+                        (WaitError::SlaveNotAvailable, _) => !acks.is_empty() && close > 0,
+                        (_, AckPolicy::Quorum { in_sync_replicas }) => {
+                            close >= in_sync_replicas.saturating_sub(1) as usize
+                        }
+                        _ => false,
+                    };
+                    if enough {
+                        return bad("refused up front though enough slaves were close enough");
+                    }
+                }
             }
         }
         Ok(())
@@ -2065,10 +2081,18 @@ impl Simulation {
         s.fail_next = false;
         s.slow_until = 0;
         let conn = s.conn.take();
-        let unflushed = s.log.end().saturating_sub(s.log.durable());
-        let keep = self.rng.range(0, unflushed);
+        // A machine crash (silent to peers) keeps only durable bytes plus a torn part of the
+        // rest; a process crash keeps the page cache, so nothing written is lost, though the
+        // durable end may lag behind it at restart.
+        let lost = if silent {
+            let unflushed = s.log.end().saturating_sub(s.log.durable());
+            let keep = self.rng.range(0, unflushed);
+            self.slaves[i].log.crash(keep)
+        } else {
+            self.stats.process_crashes += 1;
+            0
+        };
         let s = &mut self.slaves[i];
-        let lost = s.log.crash(keep);
         s.valid_end = s.valid_end.min(s.log.end());
         s.down_until = Some(self.now + down);
         s.stopped = stop;
@@ -2137,10 +2161,17 @@ impl Simulation {
         self.intruders.clear();
         let old = self.master.log.clone();
         self.master.old_logs.insert(self.master.inc - 1, old);
-        let log = &mut self.master.log;
-        let unflushed = log.end().saturating_sub(log.durable());
-        let keep = self.rng.range(0, unflushed);
-        let lost = self.master.log.crash(keep);
+        // A machine crash loses unflushed bytes (all but a torn part); a process crash keeps
+        // the page cache.
+        let lost = if silent {
+            let log = &mut self.master.log;
+            let unflushed = log.end().saturating_sub(log.durable());
+            let keep = self.rng.range(0, unflushed);
+            self.master.log.crash(keep)
+        } else {
+            self.stats.process_crashes += 1;
+            0
+        };
         self.stats.master_crashes += 1;
         if lost > 0 {
             self.stats.master_lost_tails += 1;
@@ -2350,6 +2381,16 @@ impl Simulation {
                 if let Some(ack) = info.ack {
                     view("ack beyond what the peer reported", ack, reported.unwrap_or(0))?;
                     view("ack beyond sent", ack, info.sent)?;
+                }
+            }
+            // A wait the frontier already covers must have completed in the same input.
+            if let Some(frontier) = core.replicated() {
+                if let Some((&id, w)) = self.waits.iter().find(|(_, w)| w.offset <= frontier) {
+                    return Err(Violation::WaitBadResult {
+                        id,
+                        result: Ok(w.offset),
+                        why: "still pending though the master's frontier covers it",
+                    });
                 }
             }
             if core.pending_waits() != self.waits.len() {
