@@ -27,10 +27,10 @@
 //!   stored at the log's end (an empty log adopts the offset); `Flush` makes bytes durable;
 //!   after the master's `Close` the driver tears the connection down and feeds `Closed` (at
 //!   once, or after a lag during which reads and writes already under way still arrive); after
-//!   the slave's `Close` it drops the connection and feeds nothing. One `AppendFailed` voids
-//!   every append the core had asked for on that connection, so appends after a failed one get
-//!   no completion. Slaves also flush in the background, and cores get spurious
-//!   `handle_timeout` calls.
+//!   the slave's `Close` it drops the connection and feeds nothing. Every `Append` gets its own
+//!   answer, in order, however late the disk is; after a failed one, the appends that follow
+//!   fail too. Slaves also flush in the background, and cores get spurious `handle_timeout`
+//!   calls.
 //! - **Links.** Each connection direction is an ordered byte pipe with latency and jitter,
 //!   reads of arbitrary size (splitting and merging writes), a bounded capacity toward the slave
 //!   (so the master's flow control and the slave's `wants_read` backpressure matter), stalls,

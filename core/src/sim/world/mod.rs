@@ -149,9 +149,8 @@ struct SlaveNode {
     slow_until: Nanos,
     slow_max: Nanos,
     fail_next: bool,
-    /// An append failed on the current connection: the core's later appends for it cannot
-    /// continue the log and get no completion (one `AppendFailed` voids them all), until the
-    /// next connection.
+    /// An append failed on the current connection: the core's later appends for it no longer
+    /// continue the log and fail too, until the next connection.
     poisoned: bool,
     /// The oracle: `[base, valid_end)` of this slave's log equals the master's.
     valid_end: Offset,

@@ -152,9 +152,10 @@ impl Simulation {
     pub(super) fn slave_append(&mut self, i: usize, offset: Offset, data: Bytes) -> R {
         self.rec(Node::Slave(i), "out Append", offset, data.len() as u64, Detail::None);
         if self.slaves[i].poisoned {
-            // A later append of the stream that failed: it cannot continue the log, and the one
-            // `AppendFailed` already queued voids it (the core restarts from that end).
-            return Ok(());
+            // A later append of the stream that failed: it no longer continues the log, so the
+            // store refuses it too. Every append gets its own answer, in order.
+            let end = self.slaves[i].log.end();
+            return self.disk_op(i, DiskDone::AppendFailed(end));
         }
         let failed = std::mem::take(&mut self.slaves[i].fail_next);
         let data = if failed {
