@@ -180,7 +180,7 @@ fn draw_workload(
     Workload {
         budget,
         max_burst: rng.range(1, 16),
-        max_message: rng.range(16, 2 * u64::from(master.transfer_batch_size)),
+        max_message: rng.range(16, (2 * u64::from(master.transfer_batch_size)).min(budget / 4).max(16)),
         gap: if fast { (ms(1), ms(50)) } else { (ms(10), ms(1_000)) },
         sync_probability: rng.pick(&[0.0, 0.3, 1.0]),
         cancel_probability: 0.05,

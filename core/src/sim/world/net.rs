@@ -109,8 +109,14 @@ impl Simulation {
                 }
             }
             let available: usize = p.segs.iter().take_while(|(t, _)| *t <= now).map(|(_, b)| b.len()).sum();
-            let max = available.min(self.faults.max_read_chunk).max(1) as u64;
-            let n = self.rng.range(1, max) as usize;
+            let n = match peer {
+                // Intruders swallow whatever arrives (read splitting is the slaves' test).
+                Peer::Intruder { .. } if dir == Dir::ToPeer => available,
+                _ => {
+                    let max = available.min(self.faults.max_read_chunk).max(1) as u64;
+                    self.rng.range(1, max) as usize
+                }
+            };
             let c = self.conns.get_mut(&conn).expect("present");
             let p = &mut c.pipes[dir.index()];
             let mut chunk = BytesMut::with_capacity(n);

@@ -25,6 +25,9 @@ impl Simulation {
         self.rec(Node::Workload, "burst", burst, u64::from(per_message), Detail::None);
         let mut ends = Vec::new();
         for _ in 0..burst {
+            if self.appended >= self.workload.budget {
+                break;
+            }
             let len = self.rng.range(1, self.workload.max_message);
             let end = self.master.log.append_generated(self.master.inc, len);
             if self.workload.master_flush.is_none() {
