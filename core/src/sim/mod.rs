@@ -36,17 +36,19 @@
 //!   (so the master's flow control and the slave's `wants_read` backpressure matter), stalls,
 //!   resets, and one-way or two-way partitions longer than housekeeping (connects fail while a
 //!   partition lasts).
-//! - **Node faults.** A slave crash keeps its durable bytes plus a random part of its unflushed
-//!   suffix (a torn tail) and restarts; a stopped slave stays down for several housekeeping
-//!   intervals; a slow disk delivers `Appended` and `Flushed` late (in order); a disk error
-//!   fails an append (possibly after writing part of it) or a flush. A master crash likewise
-//!   keeps its durable bytes plus a random part of its unflushed tail, so a slave can now hold
-//!   more than the master; waits pending on the crashed master are gone with it. A crash is a
-//!   process crash (peers see a reset, in-flight bytes are lost) or a machine crash (bytes on
-//!   the wire still arrive, peers see nothing and find out by housekeeping, or by a reset once
-//!   the host is back and receives a packet for the dead connection). A forged-ack intruder
-//!   connects to the master and sends first reports and acks, honest and forged. Retention
-//!   advances the master's min offset past a stopped slave, or past a lagging one.
+//! - **Node faults.** A crash is either a machine crash or a process crash. A machine crash
+//!   keeps the durable bytes plus a random part of the unflushed suffix (a torn tail), lets
+//!   bytes already on the wire arrive, and sends peers nothing: they find out by housekeeping,
+//!   or by a reset once the host is back and receives a packet for the dead connection. A
+//!   process crash keeps the page cache (nothing written is lost, but the durable end may lag
+//!   the written end at restart) and resets its connections. Slaves crash and restart; a
+//!   stopped slave stays down for several housekeeping intervals; a slow disk delivers
+//!   `Appended` and `Flushed` late (in order); a disk error fails an append (possibly after
+//!   writing part of it) or a flush. The master crashes and restarts, so after a machine crash
+//!   a slave can hold more than the master; waits pending on the crashed master are gone with
+//!   it. A forged-ack intruder connects to the master and sends first reports and acks, honest
+//!   and forged. Retention advances the master's min offset past a stopped slave, or past a
+//!   lagging one.
 //! - **Workload.** Bursts of messages appended to the master's log (with `Appended` per
 //!   message or per burst, and SYNC_FLUSH or periodic master flushes), SYNC waits
 //!   (`AwaitReplication`) with random deadlines from zero to seconds (some exactly at the
@@ -110,6 +112,32 @@
 //!
 //! Content is a pure function of (master incarnation, offset), so bytes written by different
 //! master incarnations differ and the oracle can compare logs byte for byte.
+//!
+//! # Your own configuration
+//!
+//! Fix what you deploy and let the seeds draw the rest (the network, the faults, the workload):
+//!
+//! ```
+//! use std::time::Duration;
+//! use logship_core::sim::{SimConfig, run_seeds};
+//! use logship_core::{AckOn, AckPolicy, MasterConfig, SlaveConfig};
+//!
+//! let config = SimConfig {
+//!     slaves: Some(2),
+//!     master: Some(MasterConfig {
+//!         ack_policy: AckPolicy::Quorum { in_sync_replicas: 2 },
+//!         ..MasterConfig::default()
+//!     }),
+//!     slave: Some(SlaveConfig { ack_on: AckOn::Flushed, ..SlaveConfig::default() }),
+//!     // RocketMQ's timers (5 s heartbeats, 20 s housekeeping) need longer phases.
+//!     fault_time: Duration::from_secs(300),
+//!     liveness_timeout: Duration::from_secs(600),
+//!     ..SimConfig::default()
+//! };
+//! let stats = run_seeds(0..2, &config).map_err(|failure| failure.to_string())?;
+//! assert_eq!(stats.seeds, 2);
+//! # Ok::<(), String>(())
+//! ```
 //!
 //! # Reproducing
 //!
@@ -215,11 +243,10 @@ pub struct Seeds {
 
 impl IntoIterator for Seeds {
     type Item = u64;
-    type IntoIter = std::iter::Map<std::ops::Range<u64>, Box<dyn Fn(u64) -> u64>>;
+    type IntoIter = std::ops::Range<u64>;
 
     fn into_iter(self) -> Self::IntoIter {
-        let start = self.start;
-        (0..self.runs).map(Box::new(move |i| start.wrapping_add(i)))
+        self.start..self.start.saturating_add(self.runs)
     }
 }
 
