@@ -138,6 +138,17 @@ fn regression_late_append_failures_do_not_reach_the_next_stream() {
     assert_eq!(first_failing(0..64, &failing_slow_disks(), |_| true), None);
 }
 
+/// Seeds the final soak found: 0x99ffb1 (core bug, fixed in `Slave`: a failure learned while
+/// reconnecting let the new stream start with a failed stream's answers still due; unit test
+/// `failure_learned_while_reconnecting_holds_the_first_report_back`) and 0x995594 (a
+/// simulator bug: its oracle misjudged a slave holding a crashed master's in-flight bytes).
+#[test]
+fn regression_soak_seeds() {
+    for seed in [0x99ffb1, 0x995594] {
+        run_seed(seed, &config()).unwrap_or_else(|f| panic!("\n{f}"));
+    }
+}
+
 /// Found as swarm seed 0x298 (then 0x99e): a slave's machine crashed (no reset reached the
 /// master), rebooted and connected again within the master's housekeeping interval. The master,
 /// which cannot tell two connections of one slave apart, counted the stale connection's ack and

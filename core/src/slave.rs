@@ -136,8 +136,8 @@ pub struct Slave {
     /// `Append`s handed out and not yet answered by `Appended` or `AppendFailed`.
     unanswered: u64,
     /// Of those, the ones handed out before an `AppendFailed`: each will fail too, and an
-    /// asynchronous driver may answer them late. No new connection starts before they are all
-    /// answered, or a late `AppendFailed` would land in the next stream.
+    /// asynchronous driver may answer them late. No new stream starts (no `Connect`, no first
+    /// report) before they are all answered, and their late `AppendFailed`s close nothing.
     doomed: u64,
     queue: VecDeque<SlaveOutput>,
 }
@@ -264,6 +264,14 @@ impl Slave {
                 self.flush_in_flight = false;
                 self.flushed = self.flushed.max(end);
             }
+            SlaveInput::AppendFailed { end } if self.doomed > 0 => {
+                // A late answer for an append handed out before an earlier failure: it failed
+                // for that reason, and the connection it belonged to is already gone.
+                self.unanswered = self.unanswered.saturating_sub(1);
+                self.doomed -= 1;
+                self.end = end;
+                self.requested = end;
+            }
             SlaveInput::AppendFailed { end } => {
                 self.unanswered = self.unanswered.saturating_sub(1);
                 self.doomed = self.unanswered;
@@ -325,7 +333,7 @@ impl Slave {
             State::Streaming(s) => {
                 let report = match s.reported {
                     // The first report is where the master starts: it must be the whole log.
-                    None if reportable == self.requested => {
+                    None if reportable == self.requested && self.doomed == 0 => {
                         self.queue
                             .push_back(SlaveOutput::Event(SlaveEvent::FirstReport { offset: reportable }));
                         Some(reportable)

@@ -1,5 +1,5 @@
 //! Appends of a stream whose append failed (found by the deterministic simulator: seeds 0x6f,
-//! 0x4c2, 0x5d9 of `logship_core::sim`). A driver answers every `Append` with `Appended` or
+//! 0x4c2, 0x5d9 and 0x99ffb1 of `logship_core::sim`). A driver answers every `Append` with `Appended` or
 //! `AppendFailed`, in order; an asynchronous one (a store on its own thread, a slow disk) may
 //! answer the appends that follow a failed one long after the core closed the connection. Those
 //! late `AppendFailed`s must not reach the next connection's stream: the core used to reconnect
@@ -39,6 +39,31 @@ fn slave_does_not_reconnect_before_every_append_of_a_failed_stream_is_answered()
     assert!(!drain_slave(&mut s).0.contains(&SlaveOutput::Connect));
     s.handle_input(clock.at(10_002), SlaveInput::AppendFailed { end: 0 }).unwrap();
     assert_eq!(drain_slave(&mut s).0, [SlaveOutput::Connect]);
+}
+
+#[test]
+fn failure_learned_while_reconnecting_holds_the_first_report_back() {
+    // Seed 0x99ffb1: after an ordinary disconnect the slave reconnects with appends still on
+    // the disk; the first of them then fails while the new connection comes up.
+    let clock = Clock::new();
+    let (mut s, _) = streaming_slave(SlaveConfig::default(), &clock, 0);
+    s.handle_input(clock.at(1), SlaveInput::Received(three_frames())).unwrap();
+    let _ = drain_slave(&mut s);
+    s.handle_input(clock.at(2), SlaveInput::Closed).unwrap();
+    s.handle_timeout(clock.at(5_002));
+    assert!(drain_slave(&mut s).0.contains(&SlaveOutput::Connect));
+    s.handle_input(clock.at(5_003), SlaveInput::AppendFailed { end: 0 }).unwrap();
+    s.handle_input(clock.at(5_004), SlaveInput::Connected).unwrap();
+    let (out, _) = drain_slave(&mut s);
+    assert!(slave_outputs_reports(&out).is_empty(), "no stream while two answers are due: {out:?}");
+    // The late failures of the other two close nothing; then the stream starts at the log's end.
+    s.handle_input(clock.at(5_005), SlaveInput::AppendFailed { end: 0 }).unwrap();
+    let (out, _) = drain_slave(&mut s);
+    assert!(!out.iter().any(|o| matches!(o, SlaveOutput::Close(_))), "{out:?}");
+    assert!(slave_outputs_reports(&out).is_empty(), "{out:?}");
+    s.handle_input(clock.at(5_006), SlaveInput::AppendFailed { end: 0 }).unwrap();
+    assert_eq!(slave_outputs_reports(&drain_slave(&mut s).0), [0]);
+    assert_eq!(s.state(), SlaveState::Streaming);
 }
 
 #[test]
