@@ -11,6 +11,8 @@
 //! - [`Master`]: every slave connection of a master, plus SYNC_MASTER waits ([`AckPolicy`]).
 //! - [`Slave`]: a slave's connection to its master, with reconnect back-off.
 //! - [`log`]: the traits a driver's log implements ([`LogRead`], [`LogWrite`], [`MessageLog`]).
+//! - `sim` (feature `sim`): a deterministic simulator of a master and its slaves under seeded
+//!   faults, checking the protocol's invariants after every step.
 //!
 //! ## The run-loop contract
 //!
@@ -111,6 +113,8 @@ pub mod fuzzing;
 pub mod log;
 mod master;
 pub mod policy;
+#[cfg(feature = "sim")]
+pub mod sim;
 mod slave;
 mod waiters;
 

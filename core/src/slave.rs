@@ -33,7 +33,8 @@ pub enum SlaveInput {
         end: Offset,
     },
     /// An `Append` failed; the log's end is `end`. The connection is closed and re-opened after
-    /// the back-off, reporting `end`.
+    /// the back-off, reporting `end`, once every `Append` handed out before is answered (each
+    /// one gets its own `Appended` or `AppendFailed`, in order, however late).
     AppendFailed {
         /// The log's end after the failure.
         end: Offset,
@@ -132,6 +133,12 @@ pub struct Slave {
     /// The highest offset a master frame has shown (its next transfer offset).
     master_offset: Option<Offset>,
     flush_in_flight: bool,
+    /// `Append`s handed out and not yet answered by `Appended` or `AppendFailed`.
+    unanswered: u64,
+    /// Of those, the ones handed out before an `AppendFailed`: each will fail too, and an
+    /// asynchronous driver may answer them late. No new stream starts (no `Connect`, no first
+    /// report) before they are all answered, and their late `AppendFailed`s close nothing.
+    doomed: u64,
     queue: VecDeque<SlaveOutput>,
 }
 
@@ -149,6 +156,8 @@ impl Slave {
             requested: end,
             master_offset: None,
             flush_in_flight: false,
+            unanswered: 0,
+            doomed: 0,
             queue: VecDeque::new(),
         })
     }
@@ -244,12 +253,28 @@ impl Slave {
                     self.disconnect(None);
                 }
             }
-            SlaveInput::Appended { end } => self.end = end,
+            SlaveInput::Appended { end } => {
+                self.end = end;
+                // Every byte asked for is stored: nothing is outstanding, however the driver
+                // grouped its answers.
+                self.unanswered = if end == self.requested { 0 } else { self.unanswered.saturating_sub(1) };
+                self.doomed = self.doomed.min(self.unanswered);
+            }
             SlaveInput::Flushed { end } => {
                 self.flush_in_flight = false;
                 self.flushed = self.flushed.max(end);
             }
+            SlaveInput::AppendFailed { end } if self.doomed > 0 => {
+                // A late answer for an append handed out before an earlier failure: it failed
+                // for that reason, and the connection it belonged to is already gone.
+                self.unanswered = self.unanswered.saturating_sub(1);
+                self.doomed -= 1;
+                self.end = end;
+                self.requested = end;
+            }
             SlaveInput::AppendFailed { end } => {
+                self.unanswered = self.unanswered.saturating_sub(1);
+                self.doomed = self.unanswered;
                 warn!(end, "append failed");
                 self.end = end;
                 self.requested = end;
@@ -300,7 +325,7 @@ impl Slave {
         }
         let reportable = self.reportable();
         match &mut self.state {
-            State::Disconnected { retry_at } if self.now >= *retry_at => {
+            State::Disconnected { retry_at } if self.now >= *retry_at && self.doomed == 0 => {
                 self.state = State::Connecting;
                 info!("connecting to master");
                 return SlaveOutput::Connect;
@@ -308,7 +333,7 @@ impl Slave {
             State::Streaming(s) => {
                 let report = match s.reported {
                     // The first report is where the master starts: it must be the whole log.
-                    None if reportable == self.requested => {
+                    None if reportable == self.requested && self.doomed == 0 => {
                         self.queue
                             .push_back(SlaveOutput::Event(SlaveEvent::FirstReport { offset: reportable }));
                         Some(reportable)
@@ -337,6 +362,8 @@ impl Slave {
 
     fn next_timeout(&self) -> Instant {
         match &self.state {
+            // Waiting for the answers to a failed stream's appends: the next input brings them.
+            State::Disconnected { retry_at } if self.doomed > 0 => (*retry_at).max(self.now + IDLE_TIMEOUT),
             State::Disconnected { retry_at } => *retry_at,
             State::Connecting => self.now + IDLE_TIMEOUT,
             State::Streaming(s) => {
@@ -374,6 +401,7 @@ impl Slave {
             self.master_offset = Some(self.master_offset.map_or(frame_end, |m| m.max(frame_end)));
             if !push.body.is_empty() {
                 self.requested = frame_end;
+                self.unanswered += 1;
                 self.queue.push_back(SlaveOutput::Append { offset: push.offset, data: push.body });
             }
         };

@@ -1,0 +1,185 @@
+//! An in-memory commit log that knows which of its bytes are written and which are durable.
+
+use bytes::Bytes;
+
+use crate::log::{LogBounds, LogSpan, Offset};
+
+/// The bytes of one node's log: `[base, end)`, of which `[base, durable)` survive a crash and
+/// `[min, end)` may be read (retention moves `min`; the bytes below it are kept so the
+/// simulator can still compare logs).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct MemLog {
+    base: Offset,
+    data: Vec<u8>,
+    durable: Offset,
+    min: Offset,
+}
+
+/// The byte a master of incarnation `generation` writes at `offset`: a pure function, so two
+/// incarnations almost always disagree at an offset, and no randomness is spent on content.
+pub(crate) fn content(generation: u64, offset: Offset) -> u8 {
+    let mut z = offset ^ generation.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 29)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 32)) as u8
+}
+
+impl MemLog {
+    /// A log holding `[base, base + len)` written by `generation`, all durable.
+    pub(crate) fn prefilled(generation: u64, base: Offset, len: u64) -> Self {
+        let data = (base..base + len).map(|o| content(generation, o)).collect();
+        Self { base, data, durable: base + len, min: base }
+    }
+
+    /// A copy of `[start, end)` of another log, all durable (a slave that was in sync earlier).
+    pub(crate) fn copy_of(other: &Self, start: Offset, end: Offset) -> Self {
+        if end <= start {
+            return Self::default();
+        }
+        let data = other.slice(start, end).to_vec();
+        Self { base: start, data, durable: end, min: start }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.data.is_empty()
+    }
+
+    /// One past the last written byte; 0 for an empty log (RocketMQ reports 0 then).
+    pub(crate) fn end(&self) -> Offset {
+        if self.data.is_empty() { 0 } else { self.base + self.data.len() as u64 }
+    }
+
+    pub(crate) fn durable(&self) -> Offset {
+        if self.data.is_empty() { 0 } else { self.durable }
+    }
+
+    pub(crate) fn bounds(&self) -> LogBounds {
+        if self.data.is_empty() {
+            LogBounds { min: self.min, max: self.min }
+        } else {
+            LogBounds { min: self.min, max: self.end() }
+        }
+    }
+
+    /// The bytes of `[start, end)`; the range must be held.
+    pub(crate) fn slice(&self, start: Offset, end: Offset) -> &[u8] {
+        &self.data[(start - self.base) as usize..(end - self.base) as usize]
+    }
+
+    /// Whether `[start, end)` is held.
+    pub(crate) fn holds(&self, start: Offset, end: Offset) -> bool {
+        !self.data.is_empty() && start >= self.base && end <= self.end() && start <= end
+    }
+
+    /// The bytes of a span the master asked to send, or why they cannot be read.
+    pub(crate) fn read(&self, span: LogSpan) -> Result<Bytes, &'static str> {
+        if span.offset < self.min {
+            return Err("span starts below the min offset");
+        }
+        if !self.holds(span.offset, span.end()) {
+            return Err("span is outside the log");
+        }
+        Ok(Bytes::copy_from_slice(self.slice(span.offset, span.end())))
+    }
+
+    /// Appends `data` at `offset`, which must be the end (an empty log adopts any offset).
+    pub(crate) fn append_at(&mut self, offset: Offset, data: &[u8]) -> Result<Offset, Offset> {
+        if self.data.is_empty() {
+            self.base = offset;
+            self.durable = offset;
+            self.min = offset;
+        } else if offset != self.end() {
+            return Err(self.end());
+        }
+        self.data.extend_from_slice(data);
+        Ok(self.end())
+    }
+
+    /// Appends what a master of `generation` writes next: `len` bytes at the end.
+    pub(crate) fn append_generated(&mut self, generation: u64, len: u64) -> Offset {
+        let start = if self.data.is_empty() { self.min } else { self.end() };
+        if self.data.is_empty() {
+            self.base = start;
+            self.durable = start;
+        }
+        self.data.extend((start..start + len).map(|o| content(generation, o)));
+        self.end()
+    }
+
+    /// Makes every written byte durable.
+    pub(crate) fn flush(&mut self) -> Offset {
+        self.durable = self.end().max(self.base);
+        self.durable()
+    }
+
+    /// Makes `[.., upto)` durable (a flush that started when the log ended at `upto`).
+    pub(crate) fn flush_upto(&mut self, upto: Offset) {
+        self.durable = self.durable.max(upto.min(self.end()));
+    }
+
+    /// A crash: keeps the durable bytes plus the first `keep_unflushed` unflushed ones (a torn
+    /// tail), and everything left becomes durable (recovery wrote it back). Returns the bytes
+    /// lost. A log left with no bytes is empty again, as a wiped store directory would be.
+    pub(crate) fn crash(&mut self, keep_unflushed: u64) -> u64 {
+        if self.data.is_empty() {
+            return 0;
+        }
+        let end = self.end();
+        let keep_end = (self.durable + keep_unflushed).min(end);
+        self.data.truncate((keep_end - self.base) as usize);
+        self.durable = keep_end;
+        if self.data.is_empty() {
+            let min = self.min;
+            *self = Self { min, ..Self::default() };
+        }
+        end - keep_end
+    }
+
+    /// Retention: bytes below `min` can no longer be read.
+    pub(crate) fn retain(&mut self, min: Offset) {
+        self.min = self.min.max(min);
+    }
+
+    pub(crate) fn min(&self) -> Offset {
+        self.min
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn append_is_contiguous_and_an_empty_log_adopts() {
+        let mut log = MemLog::default();
+        assert_eq!(log.end(), 0);
+        assert_eq!(log.append_at(4096, b"abc"), Ok(4099));
+        assert_eq!(log.base, 4096);
+        assert_eq!(log.append_at(4098, b"x"), Err(4099));
+        assert_eq!(log.append_at(4099, b"d"), Ok(4100));
+        assert_eq!(log.slice(4097, 4100), b"bcd");
+    }
+
+    #[test]
+    fn crash_keeps_durable_bytes_plus_a_torn_part() {
+        let mut log = MemLog::prefilled(1, 0, 10);
+        log.append_generated(1, 10);
+        assert_eq!(log.durable(), 10);
+        assert_eq!(log.crash(4), 6);
+        assert_eq!((log.end(), log.durable()), (14, 14));
+        let mut fresh = MemLog::default();
+        fresh.append_at(100, b"xyz").unwrap();
+        assert_eq!(fresh.crash(0), 3);
+        assert!(fresh.is_empty());
+        assert_eq!(fresh.end(), 0);
+    }
+
+    #[test]
+    fn reads_refuse_retained_and_missing_bytes() {
+        let mut log = MemLog::prefilled(1, 0, 100);
+        log.retain(50);
+        assert!(log.read(LogSpan { offset: 40, len: 20 }).is_err());
+        assert!(log.read(LogSpan { offset: 90, len: 20 }).is_err());
+        assert_eq!(log.read(LogSpan { offset: 50, len: 2 }).unwrap().len(), 2);
+    }
+}

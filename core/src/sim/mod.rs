@@ -1,0 +1,278 @@
+//! A deterministic simulator of a whole cluster: one master and up to four slaves, in virtual
+//! time, with seeded faults, checking the protocol's invariants after every step.
+//!
+//! Because the core is sans-IO, the simulator is only a loop (quinn's `Pair::step`, str0m's
+//! `progress`, extended to N nodes): it plays the drivers, the network, the disks, the clock and
+//! the producers, and the state machines are the very ones production runs. One [`SimRng`]
+//! seeded from a `u64` makes every choice, time starts from one epoch and advances only by the
+//! simulator, and no `HashMap` order is ever observed, so a seed replays exactly.
+//!
+//! ```
+//! use logship_core::sim::{SimConfig, Simulation};
+//!
+//! let outcome = Simulation::new(7, SimConfig::default())?.run().map_err(|f| f.to_string())?;
+//! assert_eq!(outcome.stats.seeds, 1);
+//! // Same seed, same run.
+//! let again = Simulation::new(7, SimConfig::default())?.run().map_err(|f| f.to_string())?;
+//! assert_eq!(outcome.trace_hash, again.trace_hash);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # What is simulated
+//!
+//! - **Cluster.** A [`Master`](crate::Master) and 1–4 [`Slave`](crate::Slave)s, each with an
+//!   in-memory log that records which bytes are written and which are durable. The drivers
+//!   follow the crate's run-loop contract: a master `Transmit` is resolved from the master's log
+//!   and written to the connection (`Sent` once the connection has room); a slave `Append` is
+//!   stored at the log's end (an empty log adopts the offset); `Flush` makes bytes durable;
+//!   after the master's `Close` the driver tears the connection down and feeds `Closed` (at
+//!   once, or after a lag during which reads and writes already under way still arrive); after
+//!   the slave's `Close` it drops the connection and feeds nothing. Every `Append` gets its own
+//!   answer, in order, however late the disk is; after a failed one, the appends that follow
+//!   fail too. Slaves also flush in the background, and cores get spurious `handle_timeout`
+//!   calls.
+//! - **Links.** Each connection direction is an ordered byte pipe with latency and jitter,
+//!   reads of arbitrary size (splitting and merging writes), a bounded capacity toward the slave
+//!   (so the master's flow control and the slave's `wants_read` backpressure matter), stalls,
+//!   resets, and one-way or two-way partitions longer than housekeeping (connects fail while a
+//!   partition lasts).
+//! - **Node faults.** A crash is either a machine crash or a process crash. A machine crash
+//!   keeps the durable bytes plus a random part of the unflushed suffix (a torn tail), lets
+//!   bytes already on the wire arrive, and sends peers nothing: they find out by housekeeping,
+//!   or by a reset once the host is back and receives a packet for the dead connection. A
+//!   process crash keeps the page cache (nothing written is lost, but the durable end may lag
+//!   the written end at restart) and resets its connections. Slaves crash and restart; a
+//!   stopped slave stays down for several housekeeping intervals; a slow disk delivers
+//!   `Appended` and `Flushed` late (in order); a disk error fails an append (possibly after
+//!   writing part of it) or a flush. The master crashes and restarts, so after a machine crash
+//!   a slave can hold more than the master; waits pending on the crashed master are gone with
+//!   it. A forged-ack intruder connects to the master and sends first reports and acks, honest
+//!   and forged. Retention advances the master's min offset past a stopped slave, or past a
+//!   lagging one.
+//! - **Workload.** Bursts of messages appended to the master's log (with `Appended` per
+//!   message or per burst, and SYNC_FLUSH or periodic master flushes), SYNC waits
+//!   (`AwaitReplication`) with random deadlines from zero to seconds (some exactly at the
+//!   instant an ack arrives), waits for older offsets, and cancellations. Each seed draws its
+//!   cluster size, `AckPolicy`, `ack_on` per slave, `NewSlaveStart`, batch and segment sizes,
+//!   timers, network shape, and which faults happen how often (swarm testing), unless
+//!   [`SimConfig`] fixes them; and whether, at one instant, timeouts run before or after other
+//!   events.
+//!
+//! # What is checked
+//!
+//! After **every** step:
+//!
+//! - every slave's log is a byte prefix of the master's (from where the slave's log starts), or
+//!   its divergence has been reported (`PeerError::SlaveAhead` or `SlaveBehindRetention` by the
+//!   master, `OffsetMismatch` by the slave), after which the slave is taken out of service and
+//!   ends with that error; a slave whose log is not a prefix never appends what the master
+//!   sends and is never accepted by the master ([`Violation::SilentMerge`],
+//!   [`Violation::DivergedSlaveAccepted`]); every stored byte equals the byte the sending
+//!   master held at that offset; every error raised against a slave is true;
+//! - a slave reports only what it has stored, or made durable with `AckOn::Flushed`; the
+//!   master's ack for a connection never exceeds what the peer reported, nor what it was sent;
+//! - every report is handled as the protocol's rules say: the first report starts the stream
+//!   or is refused as ahead or behind retention, later acks beyond the end, beyond what was
+//!   sent, going backwards, or above `i64::MAX` are refused with the matching `PeerError`;
+//! - every master transmit is a valid span: contiguous, non-empty, within the batch size, the
+//!   appended end and one segment, above the min offset, on a live connection;
+//! - every `WaitDone(Ok(o))` had, at that instant, enough distinct slaves whose acknowledged
+//!   offset reached `o`, per the policy, each still holding it (durably with `AckOn::Flushed`,
+//!   or unless it crashed since with `AckOn::Written`, whose acks mean "in the page cache");
+//!   no `Ok` at or after the deadline, no `Timeout` before it, exactly one `WaitDone` per
+//!   wait, `SlaveNotAvailable` and `InSyncReplicasNotEnough` only when a wait starts,
+//!   `Cancelled` only after `CancelWait`, and no wait still pending after its deadline;
+//! - the master's count of pending waits matches the waits started; no core loops on
+//!   `poll_output` or on timeouts at one instant.
+//!
+//! **Liveness.** After the fault phase, every fault is healed and every node restarted; within
+//! [`SimConfig::liveness_timeout`] of virtual time every slave must hold exactly the master's
+//! log with the master's ack for it at the end (or, started by `NewSlaveStart::LastFile` at the
+//! master's very end, hold nothing yet), and no wait may be left. A slave ahead of the master
+//! or behind retention must instead have ended with the typed error.
+//!
+//! # The classic protocol's limits, and what the simulated drivers do about them
+//!
+//! The classic protocol carries no epoch, no slave identity and no authentication. Three
+//! consequences need the application's (driver's) help, and the simulated drivers give it:
+//!
+//! - A slave that holds bytes a crashed master lost can be recognised only while the master's
+//!   log is shorter than the slave's: once the master has grown past it, its report looks like
+//!   any other. So after a master restart the simulated broker holds producer appends until
+//!   every slave has reported to the new master or been refused ([`SimConfig::restart_fence`]),
+//!   and a slave refused as ahead (or behind retention) is taken out of service rather than left
+//!   to reconnect. Turn the fence off to see the silent merge it prevents.
+//! - A slave whose machine crashed silently and came back within the housekeeping interval
+//!   has two connections at the master, and a quorum would count it twice. The master's driver,
+//!   which knows peer addresses, tears down the older connection of a host that connects again
+//!   ([`SimConfig::close_stale_connections`]).
+//! - A peer that acknowledges only bytes it was sent cannot be told from a slave: the
+//!   intruder's plausible acks count as copies. Every forgery the protocol can refute must be
+//!   refuted.
+//!
+//! Content is a pure function of (master incarnation, offset), so bytes written by different
+//! master incarnations differ and the oracle can compare logs byte for byte.
+//!
+//! # Your own configuration
+//!
+//! Fix what you deploy and let the seeds draw the rest (the network, the faults, the workload):
+//!
+//! ```
+//! use std::time::Duration;
+//! use logship_core::sim::{SimConfig, run_seeds};
+//! use logship_core::{AckOn, AckPolicy, MasterConfig, SlaveConfig};
+//!
+//! let config = SimConfig {
+//!     slaves: Some(2),
+//!     master: Some(MasterConfig {
+//!         ack_policy: AckPolicy::Quorum { in_sync_replicas: 2 },
+//!         ..MasterConfig::default()
+//!     }),
+//!     slave: Some(SlaveConfig { ack_on: AckOn::Flushed, ..SlaveConfig::default() }),
+//!     // RocketMQ's timers (5 s heartbeats, 20 s housekeeping) need longer phases.
+//!     fault_time: Duration::from_secs(300),
+//!     liveness_timeout: Duration::from_secs(600),
+//!     ..SimConfig::default()
+//! };
+//! let stats = run_seeds(0..2, &config).map_err(|failure| failure.to_string())?;
+//! assert_eq!(stats.seeds, 2);
+//! # Ok::<(), String>(())
+//! ```
+//!
+//! # Reproducing
+//!
+//! A [`Failure`] prints the seed, the violation, the drawn cluster, the last events and a
+//! one-line replay command. [`seeds_from_env`] reads `SIM_SEED` (the first seed, decimal or
+//! `0x` hex) and `SIM_RUNS` (how many), following madsim's `MADSIM_TEST_SEED` /
+//! `MADSIM_TEST_NUM`; [`check_determinism`] runs a seed twice and compares the hash of the
+//! whole event trace.
+
+mod config;
+mod draw;
+mod memlog;
+mod rng;
+mod stats;
+mod violation;
+mod world;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+pub use config::{FaultRates, SimConfig};
+pub use rng::SimRng;
+pub use stats::Stats;
+pub use violation::{Failure, Outcome, Violation};
+pub use world::Simulation;
+
+/// Runs one seed, turning a panic inside a core into a [`Failure`] that names the seed.
+pub fn run_seed(seed: u64, config: &SimConfig) -> Result<Outcome, Box<Failure>> {
+    let sim = match Simulation::new(seed, config.clone()) {
+        Ok(sim) => sim,
+        Err(e) => {
+            return Err(Box::new(Failure {
+                seed,
+                at: std::time::Duration::ZERO,
+                step: 0,
+                violation: Violation::Panic { message: format!("invalid configuration: {e}") },
+                summary: String::new(),
+                replay: config.replay_command.replace("{seed}", &format!("{seed:#x}")),
+                recent: Vec::new(),
+                stats: Stats::default(),
+            }));
+        }
+    };
+    let summary = sim.summary().to_string();
+    match catch_unwind(AssertUnwindSafe(move || sim.run())) {
+        Ok(result) => result,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic".into());
+            Err(Box::new(Failure {
+                seed,
+                at: std::time::Duration::ZERO,
+                step: 0,
+                violation: Violation::Panic { message },
+                summary,
+                replay: config.replay_command.replace("{seed}", &format!("{seed:#x}")),
+                recent: Vec::new(),
+                stats: Stats::default(),
+            }))
+        }
+    }
+}
+
+/// Runs every seed in order and adds up their counters; stops at the first failure.
+pub fn run_seeds(seeds: impl IntoIterator<Item = u64>, config: &SimConfig) -> Result<Stats, Box<Failure>> {
+    let mut total = Stats::default();
+    for seed in seeds {
+        let outcome = run_seed(seed, config)?;
+        total.merge(&outcome.stats);
+    }
+    Ok(total)
+}
+
+/// Runs `seed` twice and compares the hashes of the two event traces.
+pub fn check_determinism(seed: u64, config: &SimConfig) -> Result<u64, Box<Failure>> {
+    let first = run_seed(seed, config)?;
+    let second = run_seed(seed, config)?;
+    if first.trace_hash != second.trace_hash {
+        return Err(Box::new(Failure {
+            seed,
+            at: second.stats.virtual_time,
+            step: second.stats.steps,
+            violation: Violation::Nondeterministic { first: first.trace_hash, second: second.trace_hash },
+            summary: first.summary,
+            replay: config.replay_command.replace("{seed}", &format!("{seed:#x}")),
+            recent: Vec::new(),
+            stats: second.stats,
+        }));
+    }
+    Ok(first.trace_hash)
+}
+
+/// Which seeds to run: `start`, `start + 1`, ... (`runs` of them).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Seeds {
+    /// The first seed.
+    pub start: u64,
+    /// How many.
+    pub runs: u64,
+}
+
+impl IntoIterator for Seeds {
+    type Item = u64;
+    type IntoIter = std::ops::Range<u64>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.start..self.start.saturating_add(self.runs)
+    }
+}
+
+/// Parses a seed: decimal, or hex with a `0x` prefix.
+pub fn parse_seed(text: &str) -> Option<u64> {
+    let t = text.trim();
+    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16).ok(),
+        None => t.parse().ok(),
+    }
+}
+
+/// The seeds to run: `SIM_SEED` (first seed) and `SIM_RUNS` (how many) from the environment,
+/// else the defaults. With `SIM_SEED` set and `SIM_RUNS` unset, one seed runs.
+///
+/// # Panics
+///
+/// If either variable is set but does not parse.
+pub fn seeds_from_env(default_start: u64, default_runs: u64) -> Seeds {
+    let var = |name: &str| std::env::var(name).ok().filter(|v| !v.trim().is_empty());
+    let seed =
+        var("SIM_SEED").map(|v| parse_seed(&v).unwrap_or_else(|| panic!("SIM_SEED={v:?} is not a seed")));
+    let runs =
+        var("SIM_RUNS").map(|v| parse_seed(&v).unwrap_or_else(|| panic!("SIM_RUNS={v:?} is not a number")));
+    match (seed, runs) {
+        (Some(start), runs) => Seeds { start, runs: runs.unwrap_or(1) },
+        (None, runs) => Seeds { start: default_start, runs: runs.unwrap_or(default_runs) },
+    }
+}

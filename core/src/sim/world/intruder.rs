@@ -1,0 +1,98 @@
+//! Forged-ack intruders: peers that connect to the master and send honest and forged reports.
+
+use super::*;
+
+impl Simulation {
+    pub(super) fn intruder_received(&mut self, id: u64, conn: u64, chunk: Bytes) {
+        let Some(x) = self.intruders.get_mut(&id) else { return };
+        x.decoder.extend(chunk);
+        loop {
+            match x.decoder.decode() {
+                Ok(Some(push)) => {
+                    let end = push.offset + push.body.len() as u64;
+                    x.received = Some(x.received.map_or(end, |r| r.max(end)));
+                }
+                Ok(None) => return,
+                Err(_) => {
+                    self.peer_side_down(conn, Teardown::Fin);
+                    return;
+                }
+            }
+        }
+    }
+
+    pub(super) fn intruder_connect(&mut self) -> R {
+        if self.master.core.is_none() || self.intruders.len() >= 2 {
+            return Ok(());
+        }
+        let id = self.next_intruder;
+        self.next_intruder += 1;
+        let conn = self.open_conn(Peer::Intruder { id });
+        let acts_left = self.rng.range(1, 12) as u32;
+        self.intruders.insert(
+            id,
+            Intruder {
+                conn,
+                decoder: PushDecoder::new(i32::MAX as u32),
+                received: None,
+                last_ack: None,
+                acts_left,
+            },
+        );
+        self.stats.intruders += 1;
+        self.rec(Node::Intruder(id), "connects", conn, 0, Detail::None);
+        self.feed_master(MasterInput::Accepted { conn: ConnId(conn) })?;
+        let at = self.now + self.between(MS, 100 * MS);
+        self.schedule(at, Ev::Intruder { id });
+        Ok(())
+    }
+
+    pub(super) fn intruder_act(&mut self, id: u64) -> R {
+        let Some(x) = self.intruders.get(&id) else { return Ok(()) };
+        let conn = x.conn;
+        if !self.conns.get(&conn).is_some_and(|c| c.peer_open) {
+            self.intruders.remove(&id);
+            return Ok(());
+        }
+        if x.acts_left == 0 || self.phase == Phase::Quiet {
+            self.rec(Node::Intruder(id), "leaves", conn, 0, Detail::None);
+            self.peer_side_down(conn, Teardown::Fin);
+            self.intruders.remove(&id);
+            return Ok(());
+        }
+        let end = self.master.log.end().max(self.master.log.min());
+        let min = self.master.log.min();
+        let (last, received) = (x.last_ack, x.received);
+        let wire: Vec<u8> = match (last, self.rng.below(7)) {
+            // First report: empty, plausible, ahead of the master, or garbage.
+            (None, 0 | 1) => 0u64.to_be_bytes().to_vec(),
+            (None, 2 | 3) => self.rng.range(min, end).to_be_bytes().to_vec(),
+            (None, 4 | 5) => (end + self.rng.range(1, 1 << 20)).to_be_bytes().to_vec(),
+            (_, 6) => (0..self.rng.range(1, 20)).map(|_| self.rng.next_u64() as u8).collect(),
+            (None, _) => u64::MAX.to_be_bytes().to_vec(),
+            // Later: an honest ack of what it received, or a forgery the master must refute.
+            (Some(a), 0 | 1) => received.unwrap_or(a).max(a).to_be_bytes().to_vec(),
+            (Some(_), 2) => (end + self.rng.range(1 << 20, 1 << 30)).to_be_bytes().to_vec(),
+            (Some(a), 3) if a > 0 => (a - self.rng.range(1, a)).to_be_bytes().to_vec(),
+            // The master's end: beyond what it has sent, unless it is caught up (then a lie the
+            // protocol cannot tell from the truth).
+            (Some(_), 3 | 4) => end.to_be_bytes().to_vec(),
+            (Some(_), _) => (MAX_WIRE_OFFSET + 1 + self.rng.below(1 << 20)).to_be_bytes().to_vec(),
+        };
+        if wire.len() == REPORT_LEN {
+            let w = u64::from_be_bytes(wire[..].try_into().expect("8 bytes"));
+            if w <= MAX_WIRE_OFFSET {
+                let x = self.intruders.get_mut(&id).expect("present");
+                x.last_ack = Some(x.last_ack.map_or(w, |a| a.max(w)));
+            }
+        }
+        let x = self.intruders.get_mut(&id).expect("present");
+        x.acts_left -= 1;
+        self.stats.intruder_reports += 1;
+        self.rec(Node::Intruder(id), "sends", conn, wire.len() as u64, Detail::None);
+        self.send(conn, Dir::ToMaster, Bytes::from(wire));
+        let at = self.now + self.between(5 * MS, 300 * MS);
+        self.schedule(at, Ev::Intruder { id });
+        Ok(())
+    }
+}

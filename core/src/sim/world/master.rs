@@ -1,0 +1,402 @@
+//! The master's driver: feeding the core, performing its outputs, checking its events.
+
+use super::*;
+
+impl Simulation {
+    pub(super) fn feed_master(&mut self, input: MasterInput) -> R {
+        let now = self.instant(self.now);
+        if !self.master.draining {
+            self.snapshot_master();
+        }
+        let Some(core) = self.master.core.as_mut() else { return Ok(()) };
+        let (what, a, b) = match &input {
+            MasterInput::Accepted { conn } => ("in Accepted", conn.0, 0),
+            MasterInput::Received { conn, data } => ("in Received", conn.0, data.len() as u64),
+            MasterInput::Sent { conn } => ("in Sent", conn.0, 0),
+            MasterInput::Closed { conn } => ("in Closed", conn.0, 0),
+            MasterInput::Appended { end } => ("in Appended", *end, 0),
+            MasterInput::Retained { min } => ("in Retained", *min, 0),
+            MasterInput::AwaitReplication { id, offset, .. } => ("in AwaitReplication", id.0, *offset),
+            MasterInput::CancelWait { id } => ("in CancelWait", id.0, 0),
+        };
+        core.handle_input(now, input)
+            .map_err(|error| Violation::ApiMisuse { node: "master".into(), error })?;
+        self.rec(Node::Master, what, a, b, Detail::None);
+        self.drain_master()
+    }
+
+    pub(super) fn master_timeout(&mut self) -> R {
+        self.master.timeout = None;
+        let (at, n) = self.master.spin;
+        self.master.spin = if at == self.now { (at, n + 1) } else { (self.now, 0) };
+        if self.master.spin.1 > SPIN_LIMIT {
+            return Err(Violation::Livelock { node: "master".into(), what: "timeouts at one instant" });
+        }
+        let now = self.instant(self.now);
+        self.snapshot_master();
+        if let Some(core) = self.master.core.as_mut() {
+            core.handle_timeout(now);
+            self.drain_master()?;
+        }
+        Ok(())
+    }
+
+    pub(super) fn snapshot_master(&mut self) {
+        self.before_input.clear();
+        if let Some(core) = self.master.core.as_ref() {
+            self.before_input.extend(core.slaves().map(|info| (info.conn.0, info.ack)));
+        }
+    }
+
+    pub(super) fn drain_master(&mut self) -> R {
+        if self.master.draining {
+            return Ok(());
+        }
+        self.master.draining = true;
+        let result = self.drain_master_inner();
+        self.master.draining = false;
+        result
+    }
+
+    pub(super) fn drain_master_inner(&mut self) -> R {
+        for _ in 0..DRAIN_LIMIT {
+            let Some(core) = self.master.core.as_mut() else { return Ok(()) };
+            match core.poll_output() {
+                MasterOutput::Timeout(at) => {
+                    self.master.timeout = Some(self.to_nanos(at));
+                    return Ok(());
+                }
+                MasterOutput::Transmit { conn, header, body } => {
+                    self.master_transmit(conn.0, header, body)?
+                }
+                MasterOutput::Close { conn, reason } => {
+                    self.rec(Node::Master, "out Close", conn.0, 0, Detail::Close(reason));
+                    if reason == CloseReason::HousekeepingTimeout {
+                        self.stats.housekeeping_closes += 1;
+                    }
+                    self.master_close(conn.0)?;
+                }
+                MasterOutput::Event(e) => self.master_event(e)?,
+            }
+        }
+        Err(Violation::Livelock { node: "master".into(), what: "poll_output never returned Timeout" })
+    }
+
+    /// The core closed `conn`: tear it down and feed `Closed`, at once or after a lag during
+    /// which writes under way still finish (`Sent`) and reads under way still arrive.
+    pub(super) fn master_close(&mut self, conn: u64) -> R {
+        let lag = self.rng.range(0, nanos(self.faults.close_lag));
+        if lag == 0 {
+            self.master_side_down(conn, Teardown::Fin);
+            return self.feed_master(MasterInput::Closed { conn: ConnId(conn) });
+        }
+        let delay = self.link_delay();
+        let now = self.now;
+        let Some(c) = self.conns.get_mut(&conn) else { return Ok(()) };
+        c.master_closing = true;
+        let finishing = std::mem::take(&mut c.pending_tx).len();
+        let p = &mut c.pipes[Dir::ToPeer.index()];
+        let at = (now + delay).max(p.last_ready);
+        p.eof = Some(at);
+        self.kick(conn, Dir::ToPeer, at);
+        self.stats.lagged_closes += 1;
+        for _ in 0..finishing {
+            self.feed_master(MasterInput::Sent { conn: ConnId(conn) })?;
+        }
+        let inc = self.master.inc;
+        self.schedule(now + lag, Ev::MasterClosed { conn, inc });
+        Ok(())
+    }
+
+    pub(super) fn master_transmit(&mut self, conn: u64, header: [u8; 12], body: Option<LogSpan>) -> R {
+        let h = PushHeader::decode(&header, u32::MAX >> 1).map_err(|_| Violation::BadTransmit {
+            conn,
+            offset: 0,
+            len: 0,
+            reason: "header does not decode",
+        })?;
+        let bad =
+            |reason| Violation::BadTransmit { conn, offset: h.offset, len: u64::from(h.body_len), reason };
+        let Some(c) = self.conns.get(&conn) else { return Err(bad("unknown connection")) };
+        if !c.master_open || c.master_closing || c.master_inc != self.master.inc {
+            return Err(bad("connection already closed"));
+        }
+        if c.next.is_some_and(|n| n != h.offset) {
+            return Err(bad("not where the stream continues"));
+        }
+        let cfg = &self.master.config;
+        let log = &self.master.log;
+        let data = match body {
+            None if h.body_len != 0 => return Err(bad("heartbeat with a body length")),
+            None => Bytes::new(),
+            Some(span) => {
+                if (span.offset, span.len) != (h.offset, h.body_len) {
+                    return Err(bad("header does not match the span"));
+                }
+                if span.len == 0 || span.len > cfg.transfer_batch_size {
+                    return Err(bad("span length outside 1..=transfer_batch_size"));
+                }
+                let seg = cfg.mapped_file_size_commit_log;
+                if span.offset / seg != (span.end() - 1) / seg {
+                    return Err(bad("span crosses a segment"));
+                }
+                if span.end() > self.master.core.as_ref().map_or(0, |m| m.log_bounds().max) {
+                    return Err(bad("span beyond the appended end"));
+                }
+                log.read(span).map_err(bad)?
+            }
+        };
+        self.rec(Node::Master, "out Transmit", conn, h.offset, Detail::None);
+        let mut wire = BytesMut::with_capacity(12 + data.len());
+        wire.extend_from_slice(&header);
+        wire.extend_from_slice(&data);
+        let c = self.conns.get_mut(&conn).expect("checked above");
+        c.next = Some(h.offset + u64::from(h.body_len));
+        c.body_bytes += u64::from(h.body_len);
+        c.pending_tx.push_back(wire.freeze());
+        self.flush_tx(conn)
+    }
+
+    /// Moves master transmits into the pipe while it has room; each one moved is `Sent`.
+    pub(super) fn flush_tx(&mut self, conn: u64) -> R {
+        let cap = self.faults.pipe_capacity;
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else { return Ok(()) };
+            if !c.master_open || c.master_closing {
+                c.pending_tx.clear();
+                return Ok(());
+            }
+            let Some(front) = c.pending_tx.front() else { return Ok(()) };
+            let pipe = &c.pipes[Dir::ToPeer.index()];
+            if pipe.bytes > 0 && pipe.bytes + front.len() > cap {
+                return Ok(());
+            }
+            let wire = c.pending_tx.pop_front().expect("front exists");
+            self.send(conn, Dir::ToPeer, wire);
+            self.feed_master(MasterInput::Sent { conn: ConnId(conn) })?;
+        }
+    }
+
+    pub(super) fn master_event(&mut self, e: MasterEvent) -> R {
+        match e {
+            MasterEvent::SlaveStarted { conn, requested, start } => {
+                self.rec(Node::Master, "ev SlaveStarted", conn.0, requested, Detail::None);
+                let Some(c) = self.conns.get_mut(&conn.0) else { return Ok(()) };
+                c.started = true;
+                c.next = Some(start);
+                if let Peer::Slave { idx, inc } = c.peer {
+                    let s = &self.slaves[idx];
+                    if s.inc == inc && s.ended_with.is_none() {
+                        if !s.prefix_ok() {
+                            return Err(Violation::DivergedSlaveAccepted {
+                                slave: idx,
+                                reported: requested,
+                                valid_end: s.valid_end,
+                            });
+                        }
+                        self.master.fence.remove(&idx);
+                    }
+                }
+            }
+            MasterEvent::SlaveAcked { conn, offset } => {
+                self.rec(Node::Master, "ev SlaveAcked", conn.0, offset, Detail::None);
+            }
+            MasterEvent::SlaveDisconnected { conn } => {
+                self.rec(Node::Master, "ev SlaveDisconnected", conn.0, 0, Detail::None);
+            }
+            MasterEvent::WaitDone { id, result } => {
+                self.rec(Node::Master, "ev WaitDone", id.0, 0, Detail::Wait(result));
+                self.wait_done(id.0, result)?;
+            }
+            MasterEvent::PeerError { conn, error } => {
+                self.rec(Node::Master, "ev PeerError", conn.0, 0, Detail::Peer(error));
+                self.peer_errors.push((conn.0, error));
+                match error {
+                    PeerError::SlaveAhead { .. } => self.stats.slave_ahead += 1,
+                    PeerError::SlaveBehindRetention { .. } => self.stats.slave_behind_retention += 1,
+                    PeerError::AckBeyondEnd { .. } => self.stats.ack_beyond_end += 1,
+                    PeerError::AckBeyondSent { .. } => self.stats.ack_beyond_sent += 1,
+                    PeerError::AckWentBackwards { .. } => self.stats.ack_went_backwards += 1,
+                    PeerError::Frame(_) => self.stats.frame_errors += 1,
+                    PeerError::OffsetMismatch { .. } => self.stats.offset_mismatches += 1,
+                }
+                let Some(c) = self.conns.get(&conn.0) else { return Ok(()) };
+                if let Peer::Intruder { .. } = c.peer {
+                    self.stats.intruders_refused += 1;
+                }
+                if let Peer::Slave { idx, inc } = c.peer {
+                    let s = &self.slaves[idx];
+                    if s.inc == inc && s.ended_with.is_none() {
+                        match error {
+                            PeerError::SlaveAhead { .. } | PeerError::SlaveBehindRetention { .. } => {
+                                if matches!(error, PeerError::SlaveAhead { .. }) {
+                                    self.stats.slaves_refused_ahead += 1;
+                                } else {
+                                    self.stats.slaves_refused_behind_retention += 1;
+                                }
+                                self.quarantine.push((idx, error));
+                            }
+                            // An honest slave never sends these.
+                            _ => return Err(Violation::FalseAccusation { slave: idx, error }),
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn wait_done(&mut self, id: u64, result: Result<Offset, WaitError>) -> R {
+        let Some(w) = self.waits.remove(&id) else { return Err(Violation::WaitDoneNotPending { id }) };
+        self.wait_deadlines.remove(&(w.deadline, id));
+        let bad = |why| Err(Violation::WaitBadResult { id, result, why });
+        match result {
+            Ok(o) => {
+                self.stats.waits_ok += 1;
+                if o != w.offset {
+                    return bad("Ok with another offset than waited for");
+                }
+                if self.now >= w.deadline {
+                    return Err(Violation::WaitOkAfterDeadline {
+                        id,
+                        late: Duration::from_nanos(self.now - w.deadline),
+                    });
+                }
+                self.check_wait_ok(id, o)?;
+            }
+            Err(WaitError::Timeout) => {
+                self.stats.waits_timeout += 1;
+                if self.now < w.deadline {
+                    return bad("Timeout before the deadline");
+                }
+            }
+            Err(WaitError::Cancelled) => {
+                self.stats.waits_cancelled += 1;
+                if !w.cancel_requested {
+                    return bad("Cancelled without CancelWait");
+                }
+            }
+            Err(e) => {
+                if e == WaitError::SlaveNotAvailable {
+                    self.stats.waits_slave_not_available += 1;
+                } else {
+                    self.stats.waits_in_sync_replicas_not_enough += 1;
+                }
+                if self.starting_wait != Some(id) {
+                    return bad("refused up front, but not when it started");
+                }
+                // Refused only if too few slaves are within `ha_max_gap_not_in_sync` of it.
+                if let Some(core) = self.master.core.as_ref() {
+                    let gap = self.master.config.ha_max_gap_not_in_sync;
+                    let acks: Vec<Offset> = core.slaves().filter_map(|i| i.ack).collect();
+                    let close = acks.iter().filter(|&&a| w.offset.saturating_sub(a) < gap).count();
+                    let enough = match (e, self.master.config.ack_policy) {
+                        (WaitError::SlaveNotAvailable, _) => !acks.is_empty() && close > 0,
+                        (_, AckPolicy::Quorum { in_sync_replicas }) => {
+                            close >= in_sync_replicas.saturating_sub(1) as usize
+                        }
+                        _ => false,
+                    };
+                    if enough {
+                        return bad("refused up front though enough slaves were close enough");
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `Ok(o)`: enough distinct slaves must hold `o` by their own truthful reports.
+    pub(super) fn check_wait_ok(&self, id: u64, o: Offset) -> R {
+        let Some(core) = self.master.core.as_ref() else { return Ok(()) };
+        // Every connection live at some point of this input, with its highest ack.
+        let mut acks: BTreeMap<u64, Option<Offset>> = self.before_input.iter().copied().collect();
+        for info in core.slaves() {
+            let a = acks.entry(info.conn.0).or_insert(None);
+            *a = (*a).max(info.ack);
+        }
+        let mut holders: BTreeSet<Peer> = BTreeSet::new();
+        for (&conn, &ack) in &acks {
+            let Some(c) = self.conns.get(&conn) else { continue };
+            // The master's ack never exceeds the peer's report (checked every step), and a slave
+            // reports only what it stored; so `ack` is a truthful holding.
+            let holds = ack.is_some_and(|a| a >= o) && c.reported.is_some_and(|r| r >= o);
+            if holds {
+                let key = match c.peer {
+                    Peer::Slave { idx, inc } => {
+                        // What was acknowledged is still there: durable bytes survive crashes;
+                        // written ones survive as long as the slave has not crashed since.
+                        let s = &self.slaves[idx];
+                        let kept = match s.config.ack_on {
+                            AckOn::Flushed => s.log.durable() >= o,
+                            AckOn::Written => s.inc != inc || s.log.end() >= o,
+                        };
+                        if !kept {
+                            return Err(Violation::WaitBadResult {
+                                id,
+                                result: Ok(o),
+                                why: "a slave counted for it no longer holds the offset",
+                            });
+                        }
+                        Peer::Slave { idx, inc: 0 }
+                    }
+                    p => p,
+                };
+                holders.insert(key);
+            }
+        }
+        // Connections still live were live when the wait completed, with an ack no higher.
+        let in_sync_short = core.slaves().any(|info| info.in_sync && info.ack.is_some_and(|a| a < o));
+        let need = match self.master.config.ack_policy {
+            AckPolicy::AnySlave | AckPolicy::AllInSync => 1,
+            AckPolicy::Quorum { in_sync_replicas } => in_sync_replicas.saturating_sub(1) as usize,
+        };
+        if holders.len() < need {
+            let view: Vec<String> = core
+                .slaves()
+                .map(|info| {
+                    let peer = self.conns.get(&info.conn.0).map(|c| c.peer);
+                    format!("#{} {:?} ack {:?} in_sync {}", info.conn.0, peer, info.ack, info.in_sync)
+                })
+                .collect();
+            let view = if view.is_empty() { "none".into() } else { view.join(", ") };
+            return Err(Violation::WaitOkTooFew { id, offset: o, have: holders.len(), need, view });
+        }
+        if self.master.config.ack_policy == AckPolicy::AllInSync && in_sync_short {
+            return Err(Violation::WaitBadResult {
+                id,
+                result: Ok(o),
+                why: "an in-sync slave is below the offset",
+            });
+        }
+        Ok(())
+    }
+
+    /// Tears down the master's side of a connection.
+    pub(super) fn master_side_down(&mut self, conn: u64, how: Teardown) {
+        let delay = self.link_delay();
+        let now = self.now;
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        if !c.master_open {
+            return;
+        }
+        c.master_open = false;
+        c.pending_tx.clear();
+        c.pipes[Dir::ToMaster.index()].clear();
+        match how {
+            Teardown::Fin => {
+                let p = &mut c.pipes[Dir::ToPeer.index()];
+                let at = (now + delay).max(p.last_ready);
+                p.eof = Some(at);
+                self.kick(conn, Dir::ToPeer, at);
+            }
+            Teardown::Rst => {
+                let p = &mut c.pipes[Dir::ToPeer.index()];
+                p.clear();
+                p.eof = Some(now + delay);
+                self.kick(conn, Dir::ToPeer, now + delay);
+            }
+            Teardown::Silent => c.master_silent = true,
+        }
+    }
+}

@@ -1,0 +1,727 @@
+//! The cluster and its deterministic event loop: the master, the slaves, intruders, the links
+//! between them, the disks, the workload, the fault plan, and the oracle that checks every step.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::hash::{Hash, Hasher};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+
+use crate::config::{AckOn, AckPolicy, MasterConfig, NewSlaveStart, SlaveConfig};
+use crate::error::{CloseReason, PeerError, WaitError};
+use crate::frame::{FrameError, MAX_WIRE_OFFSET, PushDecoder, PushHeader, REPORT_LEN};
+use crate::log::{LogSpan, Offset};
+use crate::{
+    ConnId, Master, MasterEvent, MasterInput, MasterOutput, Slave, SlaveEvent, SlaveInput, SlaveOutput,
+    WaitId,
+};
+
+mod faults;
+mod intruder;
+mod master;
+mod net;
+mod oracle;
+mod slave;
+mod workload;
+
+use super::config::{FaultRates, SimConfig};
+use super::draw::{Drawn, Workload, draw};
+use super::memlog::MemLog;
+use super::rng::SimRng;
+use super::stats::Stats;
+use super::violation::{Failure, Outcome, Violation};
+
+/// Virtual time: nanoseconds since the simulation's epoch.
+type Nanos = u64;
+
+const MS: Nanos = 1_000_000;
+/// A `poll_output` drain longer than this never ends.
+const DRAIN_LIMIT: usize = 100_000;
+/// Timeouts at one instant, without time moving, before a node counts as spinning.
+const SPIN_LIMIT: u32 = 10_000;
+/// Events kept for a failure report.
+const RECENT: usize = 200;
+
+fn nanos(d: Duration) -> Nanos {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Dir {
+    ToMaster,
+    ToPeer,
+}
+
+impl Dir {
+    fn index(self) -> usize {
+        match self {
+            Self::ToMaster => 0,
+            Self::ToPeer => 1,
+        }
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Peer {
+    Slave { idx: usize, inc: u64 },
+    Intruder { id: u64 },
+}
+
+/// How one side of a connection goes away.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Teardown {
+    /// A clean close: the other side reads what is in flight, then EOF.
+    Fin,
+    /// A reset: in-flight bytes are lost and the other side sees the connection fail.
+    Rst,
+    /// A machine crash: nothing is sent; the other side finds out by housekeeping, or by a
+    /// reset once the host is back and receives a packet for the dead connection.
+    Silent,
+}
+
+/// One direction of a connection: ordered bytes with the instant each write becomes readable.
+#[derive(Debug, Default)]
+struct Pipe {
+    segs: VecDeque<(Nanos, Bytes)>,
+    bytes: usize,
+    last_ready: Nanos,
+    /// EOF (or a reset) after the bytes, readable at this instant.
+    eof: Option<Nanos>,
+    scheduled: Option<Nanos>,
+}
+
+impl Pipe {
+    fn clear(&mut self) {
+        self.segs.clear();
+        self.bytes = 0;
+    }
+}
+
+#[derive(Debug)]
+struct Conn {
+    peer: Peer,
+    master_inc: u64,
+    pipes: [Pipe; 2],
+    stall_until: [Nanos; 2],
+    /// The master's socket is open (the driver has not torn it down).
+    master_open: bool,
+    /// The master's core closed it; the driver feeds `Closed` once its teardown finishes,
+    /// and until then may still feed reads and writes that were under way.
+    master_closing: bool,
+    /// The peer's socket is open.
+    peer_open: bool,
+    peer_silent: bool,
+    master_silent: bool,
+    /// Master transmits waiting for room in the pipe (not yet `Sent`).
+    pending_tx: VecDeque<Bytes>,
+    // The oracle's view:
+    /// Mirror of the master's report decoder: bytes of an incomplete word.
+    partial: Vec<u8>,
+    /// The highest report the peer sent on this connection.
+    reported: Option<Offset>,
+    /// The master accepted the first report.
+    started: bool,
+    /// Where the next span (or heartbeat) must start.
+    next: Option<Offset>,
+    /// Body bytes the master transmitted on it.
+    body_bytes: u64,
+}
+
+#[derive(Debug)]
+enum DiskDone {
+    Appended(Offset),
+    AppendFailed(Offset),
+    Flushed(Offset),
+    FlushFailed,
+}
+
+#[derive(Debug)]
+struct SlaveNode {
+    config: SlaveConfig,
+    inc: u64,
+    core: Option<Slave>,
+    timeout: Option<Nanos>,
+    log: MemLog,
+    conn: Option<u64>,
+    connecting: Option<u64>,
+    disk: VecDeque<(Nanos, DiskDone)>,
+    disk_last: Nanos,
+    slow_until: Nanos,
+    slow_max: Nanos,
+    fail_next: bool,
+    /// An append failed on the current connection: the core's later appends for it no longer
+    /// continue the log and fail too, until the next connection.
+    poisoned: bool,
+    /// The oracle: `[base, valid_end)` of this slave's log equals the master's.
+    valid_end: Offset,
+    /// Down, and when it comes back (`None`: running).
+    down_until: Option<Nanos>,
+    stopped: bool,
+    /// Taken out after a typed error, which it ends with.
+    ended_with: Option<PeerError>,
+    draining: bool,
+    spin: (Nanos, u32),
+}
+
+impl SlaveNode {
+    fn prefix_ok(&self) -> bool {
+        self.log.is_empty() || self.valid_end == self.log.end()
+    }
+    fn running(&self) -> bool {
+        self.core.is_some()
+    }
+}
+
+#[derive(Debug)]
+struct MasterNode {
+    config: MasterConfig,
+    inc: u64,
+    core: Option<Master>,
+    timeout: Option<Nanos>,
+    log: MemLog,
+    /// Each crashed incarnation's log as it was at the crash: bytes still in flight from it
+    /// are checked against it.
+    old_logs: BTreeMap<u64, MemLog>,
+    down_until: Option<Nanos>,
+    /// Slaves that have not yet reported to the restarted master.
+    fence: BTreeSet<usize>,
+    draining: bool,
+    spin: (Nanos, u32),
+}
+
+#[derive(Debug)]
+struct Intruder {
+    conn: u64,
+    decoder: PushDecoder,
+    received: Option<Offset>,
+    last_ack: Option<Offset>,
+    acts_left: u32,
+}
+
+#[derive(Debug)]
+struct WaitRec {
+    offset: Offset,
+    deadline: Nanos,
+    cancel_requested: bool,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Phase {
+    Faults,
+    Quiet,
+}
+
+#[derive(Debug)]
+enum Ev {
+    Deliver { conn: u64, dir: Dir },
+    MasterClosed { conn: u64, inc: u64 },
+    ConnectDone { slave: usize, inc: u64, attempt: u64, fail: bool },
+    Disk { slave: usize, inc: u64 },
+    SlaveRestart { slave: usize, inc: u64 },
+    MasterRestart { inc: u64 },
+    MasterFlush,
+    SlaveFlush,
+    Workload,
+    FaultTick,
+    Intruder { id: u64 },
+    Quiet,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+enum Node {
+    Master,
+    Slave(usize),
+    Intruder(u64),
+    Net,
+    Workload,
+    Fault,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+enum Detail {
+    None,
+    Peer(PeerError),
+    Close(CloseReason),
+    Wait(Result<Offset, WaitError>),
+}
+
+/// One line of the event trace.
+#[derive(Clone, Debug, Hash)]
+struct Rec {
+    t: Nanos,
+    node: Node,
+    what: &'static str,
+    a: u64,
+    b: u64,
+    detail: Detail,
+}
+
+impl std::fmt::Display for Rec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let node = match self.node {
+            Node::Master => "master".to_string(),
+            Node::Slave(i) => format!("slave {i}"),
+            Node::Intruder(i) => format!("intruder {i}"),
+            Node::Net => "net".into(),
+            Node::Workload => "workload".into(),
+            Node::Fault => "FAULT".into(),
+        };
+        write!(f, "{:>11.6}s {node:<10} {:<22} {:>8} {:>8}", self.t as f64 / 1e9, self.what, self.a, self.b)?;
+        match self.detail {
+            Detail::None => Ok(()),
+            Detail::Peer(e) => write!(f, "  {e:?}"),
+            Detail::Close(r) => write!(f, "  {r:?}"),
+            Detail::Wait(r) => write!(f, "  {r:?}"),
+        }
+    }
+}
+
+/// FNV-1a, 64 bits: a stable hash for the event trace.
+#[derive(Debug)]
+struct Fnv(u64);
+
+impl Hasher for Fnv {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01B3);
+        }
+    }
+}
+
+type R<T = ()> = Result<T, Violation>;
+
+/// One deterministic run of a cluster under faults, from a seed.
+///
+/// Build it with [`Simulation::new`] and [`run`](Self::run) it; see the [module
+/// docs](super) for what it simulates and checks.
+#[derive(Debug)]
+pub struct Simulation {
+    seed: u64,
+    cfg: SimConfig,
+    rng: SimRng,
+    epoch: Instant,
+    now: Nanos,
+    step: u64,
+    phase: Phase,
+    quiet_at: Nanos,
+    faults: FaultRates,
+    workload: Workload,
+    summary: String,
+    master: MasterNode,
+    slaves: Vec<SlaveNode>,
+    intruders: BTreeMap<u64, Intruder>,
+    conns: BTreeMap<u64, Conn>,
+    queue: BTreeMap<(Nanos, u64), Ev>,
+    seq: u64,
+    next_conn: u64,
+    next_wait: u64,
+    next_attempt: u64,
+    next_intruder: u64,
+    partition_until: Vec<[Nanos; 2]>,
+    waits: BTreeMap<u64, WaitRec>,
+    wait_deadlines: BTreeSet<(Nanos, u64)>,
+    /// The wait being started right now: the only one that may end as unavailable.
+    starting_wait: Option<u64>,
+    appended: u64,
+    /// Peer errors the master raised during the current input, by connection.
+    peer_errors: Vec<(u64, PeerError)>,
+    /// The master's connections and acks before the current input: one input can close
+    /// several connections, and a wait it completes may rest on one closed later in it.
+    before_input: Vec<(u64, Option<Offset>)>,
+    quarantine: Vec<(usize, PeerError)>,
+    stats: Stats,
+    hash: Fnv,
+    recent: VecDeque<Rec>,
+}
+
+impl Simulation {
+    /// A simulation of the cluster that `seed` draws under `config`.
+    ///
+    /// Fails if a configuration given in `config` is invalid.
+    pub fn new(seed: u64, config: SimConfig) -> Result<Self, crate::ConfigError> {
+        if let Some(m) = &config.master {
+            m.validate()?;
+        }
+        if let Some(s) = &config.slave {
+            s.validate()?;
+        }
+        let mut rng = SimRng::new(seed);
+        let Drawn { master: mcfg, slaves: scfgs, faults, workload } = draw(&mut rng, &config);
+        let epoch = crate::fuzzing::epoch();
+        let (base, len) = workload.initial;
+        let master_log = if len == 0 {
+            let mut l = MemLog::default();
+            l.retain(base);
+            l
+        } else {
+            MemLog::prefilled(0, base, len)
+        };
+        let slaves: Vec<SlaveNode> = scfgs
+            .into_iter()
+            .enumerate()
+            .map(|(i, config)| {
+                let log = match workload.slave_prefill[i] {
+                    Some(n) => MemLog::copy_of(&master_log, base, base + n),
+                    None => MemLog::default(),
+                };
+                SlaveNode {
+                    config,
+                    inc: 0,
+                    core: None,
+                    timeout: None,
+                    valid_end: log.end(),
+                    log,
+                    conn: None,
+                    connecting: None,
+                    disk: VecDeque::new(),
+                    disk_last: 0,
+                    slow_until: 0,
+                    slow_max: 0,
+                    fail_next: false,
+                    poisoned: false,
+                    down_until: None,
+                    stopped: false,
+                    ended_with: None,
+                    draining: false,
+                    spin: (0, 0),
+                }
+            })
+            .collect();
+        let summary = summarize(&mcfg, &slaves, &faults, &workload);
+        let n = slaves.len();
+        let mut stats = Stats { seeds: 1, slaves: n as u64, ..Stats::default() };
+        match mcfg.ack_policy {
+            AckPolicy::AnySlave => stats.policy_any_slave = 1,
+            AckPolicy::Quorum { .. } => stats.policy_quorum = 1,
+            AckPolicy::AllInSync => stats.policy_all_in_sync = 1,
+        }
+        for s in &slaves {
+            match s.config.ack_on {
+                AckOn::Written => stats.ack_on_written += 1,
+                AckOn::Flushed => stats.ack_on_flushed += 1,
+            }
+        }
+        if mcfg.new_slave_start == NewSlaveStart::LastFile {
+            stats.new_slave_last_file = 1;
+        }
+        let quiet_at = nanos(config.fault_time);
+        Ok(Self {
+            seed,
+            rng,
+            epoch,
+            now: 0,
+            step: 0,
+            phase: Phase::Faults,
+            quiet_at,
+            faults,
+            workload,
+            summary,
+            master: MasterNode {
+                config: mcfg,
+                inc: 0,
+                core: None,
+                timeout: None,
+                log: master_log,
+                old_logs: BTreeMap::new(),
+                down_until: None,
+                fence: BTreeSet::new(),
+                draining: false,
+                spin: (0, 0),
+            },
+            slaves,
+            intruders: BTreeMap::new(),
+            conns: BTreeMap::new(),
+            queue: BTreeMap::new(),
+            seq: 0,
+            next_conn: 1,
+            next_wait: 1,
+            next_attempt: 1,
+            next_intruder: 1,
+            partition_until: vec![[0, 0]; n],
+            waits: BTreeMap::new(),
+            wait_deadlines: BTreeSet::new(),
+            starting_wait: None,
+            appended: 0,
+            peer_errors: Vec::new(),
+            before_input: Vec::new(),
+            quarantine: Vec::new(),
+            stats,
+            hash: Fnv(0xCBF2_9CE4_8422_2325),
+            recent: VecDeque::new(),
+            cfg: config,
+        })
+    }
+
+    /// The seed.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// The drawn cluster, in one line.
+    pub fn summary(&self) -> &str {
+        &self.summary
+    }
+
+    /// Runs to the end: the fault phase, then the quiet phase until the cluster converges.
+    pub fn run(mut self) -> Result<Outcome, Box<Failure>> {
+        let result = self.start().and_then(|()| {
+            while self.step()? {}
+            Ok(())
+        });
+        match result {
+            Ok(()) => {
+                self.stats.virtual_time = Duration::from_nanos(self.now);
+                Ok(Outcome {
+                    seed: self.seed,
+                    stats: self.stats,
+                    trace_hash: self.hash.finish(),
+                    summary: self.summary,
+                })
+            }
+            Err(violation) => Err(Box::new(self.failure(violation))),
+        }
+    }
+
+    pub(crate) fn failure(&mut self, violation: Violation) -> Failure {
+        self.stats.virtual_time = Duration::from_nanos(self.now);
+        Failure {
+            seed: self.seed,
+            at: Duration::from_nanos(self.now),
+            step: self.step,
+            violation,
+            summary: self.summary.clone(),
+            replay: self.cfg.replay_command.replace("{seed}", &format!("{:#x}", self.seed)),
+            recent: self.recent.iter().map(ToString::to_string).collect(),
+            stats: self.stats.clone(),
+        }
+    }
+
+    // ---------------------------------------------------------------- plumbing
+
+    fn instant(&self, t: Nanos) -> Instant {
+        self.epoch + Duration::from_nanos(t)
+    }
+
+    fn to_nanos(&self, at: Instant) -> Nanos {
+        nanos(at.saturating_duration_since(self.epoch))
+    }
+
+    fn schedule(&mut self, at: Nanos, ev: Ev) {
+        self.seq += 1;
+        self.queue.insert((at.max(self.now), self.seq), ev);
+    }
+
+    fn rec(&mut self, node: Node, what: &'static str, a: u64, b: u64, detail: Detail) {
+        let r = Rec { t: self.now, node, what, a, b, detail };
+        r.hash(&mut self.hash);
+        if self.cfg.print_trace {
+            eprintln!("{r}");
+        }
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(r);
+    }
+
+    fn between(&mut self, lo: Nanos, hi: Nanos) -> Nanos {
+        self.rng.range(lo, hi)
+    }
+
+    fn link_delay(&mut self) -> Nanos {
+        nanos(self.faults.latency) + self.rng.range(0, nanos(self.faults.jitter))
+    }
+
+    fn master_hk(&self) -> Nanos {
+        nanos(self.master.config.housekeeping_interval)
+    }
+
+    fn max_hk(&self) -> Nanos {
+        self.slaves
+            .iter()
+            .map(|s| nanos(s.config.housekeeping_interval))
+            .max()
+            .unwrap_or(0)
+            .max(self.master_hk())
+    }
+
+    // ---------------------------------------------------------------- the loop
+
+    fn start(&mut self) -> R {
+        let bounds = self.master.log.bounds();
+        self.master.core =
+            Some(Master::new(self.master.config.clone(), self.instant(0), bounds).expect("config validated"));
+        self.drain_master()?;
+        for i in 0..self.slaves.len() {
+            self.start_slave(i)?;
+        }
+        self.schedule(0, Ev::Workload);
+        self.schedule(0, Ev::FaultTick);
+        self.schedule(0, Ev::SlaveFlush);
+        if self.workload.master_flush.is_some() {
+            self.schedule(0, Ev::MasterFlush);
+        }
+        self.schedule(self.quiet_at, Ev::Quiet);
+        self.check()
+    }
+
+    /// One step: the earliest event or core timeout. `Ok(false)` once the run is over.
+    fn step(&mut self) -> R<bool> {
+        self.step += 1;
+        self.stats.steps += 1;
+        if self.step > self.cfg.max_steps {
+            return Err(Violation::StepLimit(self.cfg.max_steps));
+        }
+        // The earliest of: queued events, the master's timeout, each slave's. At one instant,
+        // this seed's tie-break order decides whether events or timeouts go first.
+        let mut best: Option<(Nanos, usize)> = None;
+        let timeouts_first = self.workload.timeouts_first;
+        let mut consider = |t: Option<Nanos>, who: usize| {
+            if let Some(t) = t {
+                let wins = match best {
+                    None => true,
+                    Some((b, w)) => t < b || (t == b && timeouts_first && w == 0 && who != 0),
+                };
+                if wins {
+                    best = Some((t, who));
+                }
+            }
+        };
+        consider(self.queue.keys().next().map(|&(t, _)| t), 0);
+        consider(self.master.timeout, 1);
+        for (i, s) in self.slaves.iter().enumerate() {
+            consider(s.timeout, 2 + i);
+        }
+        let Some((t, who)) = best else {
+            return Err(Violation::Livelock { node: "simulation".into(), what: "nothing left to do" });
+        };
+        let limit = self.quiet_at + nanos(self.cfg.liveness_timeout);
+        if t > limit && self.phase == Phase::Quiet {
+            self.now = limit;
+            return Err(Violation::NoConvergence { detail: self.convergence().unwrap_err() });
+        }
+        self.now = self.now.max(t);
+        match who {
+            0 => {
+                let (_, ev) = self.queue.pop_first().expect("peeked above");
+                self.on_event(ev)?;
+            }
+            1 => self.master_timeout()?,
+            i => self.slave_timeout(i - 2)?,
+        }
+        while let Some((slave, error)) = self.quarantine.pop() {
+            self.end_slave(slave, error)?;
+        }
+        self.check()?;
+        if self.phase == Phase::Quiet && self.convergence().is_ok() {
+            for s in &self.slaves {
+                if s.ended_with.is_none() {
+                    self.stats.slaves_converged += 1;
+                }
+            }
+            return Ok(false);
+        }
+        Ok(true)
+    }
+
+    fn on_event(&mut self, ev: Ev) -> R {
+        match ev {
+            Ev::Deliver { conn, dir } => self.deliver(conn, dir),
+            Ev::MasterClosed { conn, inc } => {
+                let live = self.master.inc == inc && self.conns.get(&conn).is_some_and(|c| c.master_open);
+                if live {
+                    let c = self.conns.get_mut(&conn).expect("checked");
+                    c.master_open = false;
+                    c.pipes[Dir::ToMaster.index()].clear();
+                    self.feed_master(MasterInput::Closed { conn: ConnId(conn) })?;
+                }
+                Ok(())
+            }
+            Ev::ConnectDone { slave, inc, attempt, fail } => self.connect_done(slave, inc, attempt, fail),
+            Ev::Disk { slave, inc } => self.disk_event(slave, inc),
+            Ev::SlaveRestart { slave, inc } => {
+                let s = &self.slaves[slave];
+                if s.inc == inc && !s.running() && s.ended_with.is_none() {
+                    self.start_slave(slave)?;
+                }
+                Ok(())
+            }
+            Ev::MasterRestart { inc } => {
+                if self.master.inc == inc && self.master.core.is_none() {
+                    self.restart_master()?;
+                }
+                Ok(())
+            }
+            Ev::MasterFlush => {
+                self.master.log.flush();
+                if let Some(every) = self.workload.master_flush {
+                    let at = self.now + nanos(every);
+                    self.schedule(at, Ev::MasterFlush);
+                }
+                Ok(())
+            }
+            Ev::SlaveFlush => {
+                for s in &mut self.slaves {
+                    if s.running() {
+                        s.log.flush();
+                    }
+                }
+                let at = self.now + nanos(self.workload.slave_flush);
+                self.schedule(at, Ev::SlaveFlush);
+                Ok(())
+            }
+            Ev::Workload => self.workload_tick(),
+            Ev::FaultTick => self.fault_tick(),
+            Ev::Intruder { id } => self.intruder_act(id),
+            Ev::Quiet => self.quiet(),
+        }
+    }
+}
+
+fn summarize(m: &MasterConfig, slaves: &[SlaveNode], f: &FaultRates, w: &Workload) -> String {
+    let acks: Vec<&str> = slaves
+        .iter()
+        .map(|s| match s.config.ack_on {
+            AckOn::Written => "W",
+            AckOn::Flushed => "F",
+        })
+        .collect();
+    let mut on = Vec::new();
+    for (name, rate) in [
+        ("stall", f.stall),
+        ("reset", f.reset),
+        ("part1", f.partition_one_way),
+        ("part2", f.partition_both_ways),
+        ("scrash", f.slave_crash),
+        ("sstop", f.slave_stop),
+        ("slowdisk", f.slow_disk),
+        ("diskerr", f.disk_error),
+        ("mcrash", f.master_crash),
+        ("intruder", f.intruder),
+        ("retention", f.retention),
+    ] {
+        if rate > 0.0 {
+            on.push(format!("{name}={rate:.2}"));
+        }
+    }
+    format!(
+        "{} slave(s) ack_on [{}], {:?}, {:?}, batch {} B, segment {} B, inflight {}, hk {:?}, \
+         latency {:?}+{:?}, chunk<={}, budget {} B, faults/s: {}",
+        slaves.len(),
+        acks.join(""),
+        m.ack_policy,
+        m.new_slave_start,
+        m.transfer_batch_size,
+        m.mapped_file_size_commit_log,
+        m.max_inflight,
+        m.housekeeping_interval,
+        f.latency,
+        f.jitter,
+        f.max_read_chunk,
+        w.budget,
+        if on.is_empty() { "none".to_string() } else { on.join(" ") }
+    )
+}
