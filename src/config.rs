@@ -541,6 +541,7 @@ impl BrokerSettings {
             flush_disk_type: self.flush_disk_type,
             slave_timeout: self.slave_timeout,
             sync_flush_timeout: self.sync_flush_timeout,
+            restart_fence: 0,
         }
     }
 

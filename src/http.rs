@@ -281,6 +281,7 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                 "replicatedOffset": s.replicated_offset,
                 "slaves": slaves,
                 "bytesReplicated": s.bytes_replicated,
+                "fence": s.fence.as_ref().map(ToString::to_string),
                 "diskUsedRatio": store.disk_used_ratio,
             }))
         }

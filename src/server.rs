@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use logship_core::driver::BrokerRole;
-use logship_store::{CommitLog, StoreConfig};
+use logship_store::{CommitLog, RecoveryKind, StoreConfig};
 use tracing::{info, warn};
 
 use crate::config::BrokerSettings;
@@ -51,7 +51,14 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         }
         _ => {
             let ha = settings.ha_addr();
-            let master = logship_tokio::spawn_master(settings.master_service_config(), store.clone(), ha)
+            let mut config = settings.master_service_config();
+            let crashed =
+                matches!(store.recovery_report().kind, RecoveryKind::Crash | RecoveryKind::ForeignCrash);
+            if crashed && settings.total_replicas > 1 {
+                // A slave may hold bytes this crash lost: hear from every slave before appending.
+                config.restart_fence = settings.total_replicas as usize - 1;
+            }
+            let master = logship_tokio::spawn_master(config, store.clone(), ha)
                 .await
                 .with_context(|| format!("cannot start the HA service on {ha} (haListenPort)"))?;
             Node::Master(master)

@@ -254,6 +254,50 @@ fn master_closes_a_forged_ack_and_releases_no_waiter(side: Side) {
     });
 }
 
+fn master_refuses_puts_once_a_slave_is_ahead_of_it(side: Side) {
+    run(async {
+        let mdir = temp();
+        let mstore = open_store(mdir.path());
+        fill(&mstore, 0, 10, 100);
+        let end = mstore.max_offset();
+        let master =
+            side.master(master_config(BrokerRole::AsyncMaster, AckPolicy::AnySlave), mstore.clone()).await;
+        assert_eq!(master.put(message(10, 100)).await.status, PutStatus::PutOk);
+        // A slave that kept bytes this master lost (a crash took the master's unflushed tail).
+        let mut ahead = TcpStream::connect(master.addr()).await.unwrap();
+        ahead.write_all(&report(end + 5_000)).await.unwrap();
+        read_until_closed(&mut ahead).await;
+        let status = master.status().await;
+        assert!(
+            matches!(status.fence, Some(logship_core::driver::Fence::Diverged { reported, .. }) if reported == end + 5_000)
+        );
+        // Appending now would put different bytes at offsets the slave already holds.
+        let before = mstore.max_offset();
+        assert_eq!(master.put(message(11, 100)).await.status, PutStatus::ServiceNotAvailable);
+        assert_eq!(mstore.max_offset(), before, "nothing appended");
+        master.shutdown().await;
+    });
+}
+
+fn restarted_master_takes_puts_once_its_slaves_report(master_side: Side, slave_side: Side) {
+    run(async {
+        let (mdir, sdir) = (temp(), temp());
+        let mstore = open_store(mdir.path());
+        let mut config = master_config(BrokerRole::SyncMaster, AckPolicy::AnySlave);
+        config.restart_fence = 1;
+        let master = master_side.master(config, mstore.clone()).await;
+        assert_eq!(master.put(message(0, 100)).await.status, PutStatus::ServiceNotAvailable, "fenced");
+        let slave = slave_side.slave(slave_config(master.addr()), open_store(sdir.path())).await;
+        eventually(Duration::from_secs(10), "the fence to lift", || async {
+            master.status().await.fence.is_none().then_some(())
+        })
+        .await;
+        assert_eq!(master.put(message(0, 100)).await.status, PutStatus::PutOk);
+        slave.shutdown().await;
+        master.shutdown().await;
+    });
+}
+
 // ---- SYNC puts --------------------------------------------------------------------------
 
 fn sync_put_is_put_ok_once_the_slave_acknowledges(master_side: Side, slave_side: Side) {
@@ -493,6 +537,7 @@ on_every_runtime!(
     idle_connection_stays_up,
     segment_end_padding_is_replicated_verbatim,
     durable_acks_report_only_flushed_bytes,
+    restarted_master_takes_puts_once_its_slaves_report,
 );
 
 on_each_runtime!(
@@ -501,6 +546,7 @@ on_each_runtime!(
     sync_put_times_out_when_the_slave_stalls,
     sync_put_is_slave_not_available_without_a_slave_or_beyond_the_gap,
     sync_flush_put_returns_once_the_message_is_durable,
+    master_refuses_puts_once_a_slave_is_ahead_of_it,
     master_drops_a_silent_slave_within_the_housekeeping_interval,
     slave_drops_a_silent_master_within_the_housekeeping_interval,
 );

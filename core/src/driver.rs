@@ -15,7 +15,7 @@ use bytes::Bytes;
 use tracing::{debug, error, info, warn};
 
 use crate::config::{ConfigError, MasterConfig, SlaveConfig};
-use crate::error::{ApiMisuse, WaitError};
+use crate::error::{ApiMisuse, PeerError, WaitError};
 use crate::frame::PUSH_HEADER_LEN;
 use crate::frame::REPORT_LEN;
 use crate::log::LogWrite;
@@ -88,6 +88,10 @@ pub struct MasterServiceConfig {
     pub slave_timeout: Duration,
     /// How long a SYNC_FLUSH put waits for the disk (`syncFlushTimeout`).
     pub sync_flush_timeout: Duration,
+    /// Refuse puts until this many slaves have reported (0: take puts at once). Set it to the
+    /// number of slaves after a crash recovery: a slave may hold bytes the master lost, and the
+    /// master must not append over that offset before it has heard from every slave.
+    pub restart_fence: usize,
 }
 
 impl Default for MasterServiceConfig {
@@ -98,6 +102,46 @@ impl Default for MasterServiceConfig {
             flush_disk_type: FlushDiskType::default(),
             slave_timeout: DEFAULT_SLAVE_TIMEOUT,
             sync_flush_timeout: DEFAULT_SYNC_FLUSH_TIMEOUT,
+            restart_fence: 0,
+        }
+    }
+}
+
+/// Why a master refuses puts for now (they get `SERVICE_NOT_AVAILABLE`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fence {
+    /// The master restarted after a crash and waits to hear from its slaves before appending:
+    /// one of them may hold bytes it lost.
+    Restart {
+        /// Slaves still to report.
+        waiting_for: usize,
+    },
+    /// A slave holds bytes past this master's end: the master lost data the slave has (a crash
+    /// lost its unflushed tail). Appending would make the logs differ at the same offsets, so
+    /// the master takes no puts until an operator resolves it (promote the slave, or rebuild
+    /// it) and restarts the master.
+    Diverged {
+        /// The slave.
+        slave: SocketAddr,
+        /// Where the slave's log ends.
+        reported: Offset,
+        /// Where the master's log ended.
+        end: Offset,
+    },
+}
+
+impl std::fmt::Display for Fence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Restart { waiting_for } => {
+                write!(f, "restarted after a crash: waiting for {waiting_for} slave(s) to report")
+            }
+            Self::Diverged { slave, reported, end } => write!(
+                f,
+                "slave {slave} holds bytes up to {reported}, past this master's end {end}: \
+                 the master lost data the slave has; promote or rebuild the slave, then restart"
+            ),
         }
     }
 }
@@ -338,6 +382,8 @@ pub struct MasterStatus {
     pub connections_accepted: u64,
     /// Connections closed for a peer error since start.
     pub peer_errors: u64,
+    /// Why puts are refused, if they are.
+    pub fence: Option<Fence>,
 }
 
 /// A slave's status: its side of the master connection.
@@ -405,6 +451,7 @@ pub struct MasterDriver<C, W> {
     bytes_replicated: u64,
     connections_accepted: u64,
     peer_errors: u64,
+    fence: Option<Fence>,
 }
 
 impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
@@ -444,6 +491,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             bytes_replicated: 0,
             connections_accepted: 0,
             peer_errors: 0,
+            fence: None,
         })
     }
 
@@ -452,8 +500,34 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         &self.master
     }
 
+    /// Refuses puts until `slaves` slaves have reported (see
+    /// [`MasterServiceConfig::restart_fence`]). 0 does nothing.
+    pub fn set_restart_fence(&mut self, slaves: usize) {
+        if slaves > 0 && self.fence.is_none() {
+            warn!(slaves, "restarted after a crash: refusing puts until the slaves report");
+            self.fence = Some(Fence::Restart { waiting_for: slaves });
+        }
+    }
+
+    /// Why puts are refused now, if they are. Adapters check it before every put.
+    pub fn fence(&self) -> Option<&Fence> {
+        self.fence.as_ref()
+    }
+
     /// A new connection, with the id the adapter chose (unique among live connections).
+    ///
+    /// An older connection from the same host (not loopback) is closed first: the classic
+    /// protocol carries no slave identity, and a slave whose machine restarted can reconnect
+    /// before its dead connection times out; counting both would count one slave twice.
     pub fn accept(&mut self, now: Instant, conn: ConnId, address: SocketAddr, sink: C) {
+        if !address.ip().is_loopback() {
+            let stale: Vec<ConnId> =
+                self.conns.iter().filter(|(_, e)| e.address.ip() == address.ip()).map(|(&c, _)| c).collect();
+            for old in stale {
+                warn!(conn = ?old, peer = %address.ip(), "the same slave host connected again: closing its older connection");
+                self.feed(now, MasterInput::Evict { conn: old, reason: crate::CloseReason::Superseded });
+            }
+        }
         self.feed(now, MasterInput::Accepted { conn });
         self.connections_accepted += 1;
         self.conns.insert(conn, ConnEntry { sink, address, since: now });
@@ -583,6 +657,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             bytes_replicated: self.bytes_replicated,
             connections_accepted: self.connections_accepted,
             peer_errors: self.peer_errors,
+            fence: self.fence.clone(),
         }
     }
 
@@ -593,6 +668,17 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             // the adapter; refusing the input leaves the core consistent.
             error!(%e, "master driver fed an invalid input");
             debug_assert!(matches!(e, ApiMisuse::TimeWentBackwards), "driver misuse: {e}");
+        }
+    }
+
+    /// A slave reported (and was not ahead): one fewer to wait for after a restart.
+    fn count_report(&mut self) {
+        if let Some(Fence::Restart { waiting_for }) = &mut self.fence {
+            *waiting_for = waiting_for.saturating_sub(1);
+            if *waiting_for == 0 {
+                info!("every slave reported after the restart: taking puts");
+                self.fence = None;
+            }
         }
     }
 
@@ -607,9 +693,17 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                 self.peer_errors += 1;
                 let peer = self.conns.get(&conn).map(|e| e.address);
                 warn!(?conn, ?peer, %error, "slave broke the protocol");
+                if let (PeerError::SlaveAhead { reported, end }, Some(slave)) = (error, peer) {
+                    let fence = Fence::Diverged { slave, reported, end };
+                    error!(%fence, "refusing puts");
+                    self.fence = Some(fence);
+                } else if let PeerError::SlaveBehindRetention { .. } = error {
+                    self.count_report();
+                }
             }
             MasterEvent::SlaveStarted { conn, requested, start } => {
                 info!(?conn, requested, start, "slave streaming");
+                self.count_report();
             }
             MasterEvent::SlaveAcked { .. } => {}
             MasterEvent::SlaveDisconnected { conn } => debug!(?conn, "slave disconnected"),
@@ -859,6 +953,53 @@ mod tests {
         d.shutdown();
         assert!(*closed.borrow());
         assert_eq!(*results.borrow(), [Err(WaitError::Cancelled)]);
+    }
+
+    fn driver_at(end: Offset) -> (MasterDriver<Sink, Reply>, Instant) {
+        let now = crate::fuzzing::epoch();
+        (MasterDriver::new(MasterConfig::default(), now, LogBounds { min: 0, max: end }).unwrap(), now)
+    }
+
+    #[test]
+    fn a_slave_ahead_of_the_master_fences_puts() {
+        let (mut d, now) = driver_at(100);
+        let addr: SocketAddr = "10.0.0.7:4000".parse().unwrap();
+        d.accept(now, ConnId(1), addr, Sink::default());
+        d.received(now, ConnId(1), Bytes::copy_from_slice(&encode_report(150)));
+        let _ = d.drain();
+        assert_eq!(d.fence(), Some(&Fence::Diverged { slave: addr, reported: 150, end: 100 }));
+        assert!(d.status(now, BrokerRole::SyncMaster, 0).fence.is_some());
+    }
+
+    #[test]
+    fn the_restart_fence_lifts_once_every_slave_reported() {
+        let (mut d, now) = driver_at(100);
+        d.set_restart_fence(2);
+        for (i, port) in [(1, 4001), (2, 4002)] {
+            assert!(matches!(d.fence(), Some(Fence::Restart { .. })));
+            d.accept(now, ConnId(i), SocketAddr::from(([127, 0, 0, 1], port)), Sink::default());
+            d.received(now, ConnId(i), Bytes::copy_from_slice(&encode_report(100)));
+            let _ = d.drain();
+        }
+        assert_eq!(d.fence(), None);
+    }
+
+    #[test]
+    fn a_host_that_connects_again_replaces_its_older_connection() {
+        let (mut d, now) = driver_at(100);
+        let old = Sink::default();
+        let closed = old.closed.clone();
+        d.accept(now, ConnId(1), "10.0.0.9:5000".parse().unwrap(), old);
+        d.received(now, ConnId(1), Bytes::copy_from_slice(&encode_report(100)));
+        d.accept(now, ConnId(2), "10.0.0.9:5001".parse().unwrap(), Sink::default());
+        let _ = d.drain();
+        assert!(*closed.borrow(), "the stale connection is closed");
+        let slaves: Vec<_> = d.status(now, BrokerRole::SyncMaster, 0).slaves.iter().map(|s| s.conn).collect();
+        assert_eq!(slaves, [ConnId(2)], "and no longer counted");
+        // Slaves on one host over loopback (tests, the demo) are distinct.
+        d.accept(now, ConnId(3), "127.0.0.1:6000".parse().unwrap(), Sink::default());
+        d.accept(now, ConnId(4), "127.0.0.1:6001".parse().unwrap(), Sink::default());
+        assert_eq!(d.status(now, BrokerRole::SyncMaster, 0).slaves.len(), 3);
     }
 
     #[test]

@@ -79,6 +79,8 @@ pub enum CloseReason {
     HousekeepingTimeout,
     /// The local log failed to store or flush replicated bytes (slave).
     StoreFailed,
+    /// The same slave host connected again; this older connection is stale (master).
+    Superseded,
 }
 
 impl std::fmt::Display for CloseReason {
@@ -87,6 +89,7 @@ impl std::fmt::Display for CloseReason {
             Self::Peer(e) => write!(f, "{e}"),
             Self::HousekeepingTimeout => f.write_str("nothing read within the housekeeping interval"),
             Self::StoreFailed => f.write_str("the local log failed"),
+            Self::Superseded => f.write_str("the same slave host connected again"),
         }
     }
 }

@@ -421,6 +421,7 @@ pub fn run_slave(config: SlaveConfig, start: Offset, ops: &[SlaveOp]) {
     let mut stored = start; // the model log's end
     let mut durable = start;
     let mut queued: Vec<(Offset, usize)> = Vec::new(); // appends requested, not yet stored
+    let mut failing = false; // an append failed: the ones queued behind it fail too
     let mut flush_pending = false;
     let mut connecting = false;
     let mut connected = false;
@@ -449,7 +450,11 @@ pub fn run_slave(config: SlaveConfig, start: Offset, ops: &[SlaveOp]) {
                 was.then_some(SlaveInput::Closed)
             }
             SlaveOp::Store => {
-                if let Some((offset, n)) = queued.first().copied() {
+                if failing && !queued.is_empty() {
+                    // Appends queued behind a failed one fail too; each gets its own answer.
+                    queued.remove(0);
+                    Some(SlaveInput::AppendFailed { end: stored })
+                } else if let Some((offset, n)) = queued.first().copied() {
                     queued.remove(0);
                     assert!(offset == stored || stored == 0, "append is not contiguous");
                     stored = offset + n as u64;
@@ -464,7 +469,8 @@ pub fn run_slave(config: SlaveConfig, start: Offset, ops: &[SlaveOp]) {
             }
             SlaveOp::Fail => {
                 if !queued.is_empty() {
-                    queued.clear();
+                    queued.remove(0);
+                    failing = true;
                     Some(SlaveInput::AppendFailed { end: stored })
                 } else if flush_pending {
                     flush_pending = false;
@@ -481,6 +487,9 @@ pub fn run_slave(config: SlaveConfig, start: Offset, ops: &[SlaveOp]) {
         };
         if let Some(input) = input {
             slave.handle_input(now, input).expect("the model only feeds valid inputs");
+        }
+        if queued.is_empty() {
+            failing = false;
         }
         for _ in 0..10_000 {
             match slave.poll_output() {

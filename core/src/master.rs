@@ -45,6 +45,15 @@ pub enum MasterInput {
         /// The connection.
         conn: ConnId,
     },
+    /// The driver wants `conn` closed (for example because the same slave connected again):
+    /// it stops counting at once, and the core emits `Close` with `reason`. Unknown or already
+    /// closing connections are ignored.
+    Evict {
+        /// The connection.
+        conn: ConnId,
+        /// Why.
+        reason: CloseReason,
+    },
     /// The local log is readable up to `end` (the store appended).
     Appended {
         /// The new end.
@@ -321,6 +330,7 @@ impl Master {
                     self.closing.remove(&conn);
                 }
             }
+            MasterInput::Evict { conn, reason } => self.close(conn, reason),
             MasterInput::Appended { end } => {
                 let previous = self.log.max;
                 for c in self.conns.values_mut() {
@@ -441,7 +451,7 @@ impl Master {
                     return Err(ApiMisuse::WaitBeyondEnd { offset, end: self.log.max });
                 }
             }
-            MasterInput::CancelWait { .. } => {}
+            MasterInput::CancelWait { .. } | MasterInput::Evict { .. } => {}
         }
         Ok(())
     }

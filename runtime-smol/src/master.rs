@@ -77,6 +77,8 @@ struct Shared<L> {
     /// A one-slot wake-up: puts `try_send` into it, so wakes coalesce.
     appended: Sender<()>,
     stopping: AtomicBool,
+    /// The driver refuses puts (see `logship_core::driver::Fence`); published by the core task.
+    fenced: AtomicBool,
     local_addr: SocketAddr,
     spawner: Arc<dyn Spawn>,
 }
@@ -103,7 +105,8 @@ pub async fn spawn_master<L: MessageLog>(
     let listener =
         TcpListener::bind(listen).await.map_err(|source| StartError::Bind { addr: listen, source })?;
     let local_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: listen, source })?;
-    let driver = MasterDriver::new(config.core.clone(), now(), log.bounds())?;
+    let mut driver = MasterDriver::new(config.core.clone(), now(), log.bounds())?;
+    driver.set_restart_fence(config.restart_fence);
     let (commands, commands_rx) = bounded(COMMAND_QUEUE);
     let (appended, appended_rx) = bounded(1);
     let (stop_accepting, stop_accepting_rx) = bounded::<()>(1);
@@ -113,6 +116,7 @@ pub async fn spawn_master<L: MessageLog>(
         commands,
         appended,
         stopping: AtomicBool::new(false),
+        fenced: AtomicBool::new(driver.fence().is_some()),
         local_addr,
         spawner: Arc::new(spawner),
     });
@@ -140,7 +144,7 @@ impl<L: MessageLog> MasterHandle<L> {
     /// `slave_timeout`). The two waits run side by side; neither depends on the other.
     pub async fn put(&self, message: L::Message) -> PutResult {
         let shared = &self.shared;
-        if shared.stopping.load(Ordering::Acquire) {
+        if shared.stopping.load(Ordering::Acquire) || shared.fenced.load(Ordering::Acquire) {
             return PutResult::refused(PutStatus::ServiceNotAvailable);
         }
         let appended = shared.log.put(message);
@@ -352,6 +356,7 @@ async fn core_task<L: MessageLog>(
             break;
         }
         timer.set_at(driver.drain());
+        shared.fenced.store(driver.fence().is_some(), Ordering::Release);
     }
     let end = shared.log.bounds().max;
     let durable = async { shared.log.durable(end).await.is_ok() };

@@ -78,6 +78,8 @@ struct Shared<L> {
     commands: mpsc::Sender<Command>,
     appended: Notify,
     stopping: AtomicBool,
+    /// The driver refuses puts (see `logship_core::driver::Fence`); published by the core task.
+    fenced: AtomicBool,
     local_addr: SocketAddr,
     runtime: tokio::runtime::Handle,
 }
@@ -103,7 +105,8 @@ pub async fn spawn_master<L: MessageLog>(
     let listener =
         TcpListener::bind(listen).await.map_err(|source| StartError::Bind { addr: listen, source })?;
     let local_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: listen, source })?;
-    let driver = MasterDriver::new(config.core.clone(), now(), log.bounds())?;
+    let mut driver = MasterDriver::new(config.core.clone(), now(), log.bounds())?;
+    driver.set_restart_fence(config.restart_fence);
     let (commands, rx) = mpsc::channel(COMMAND_QUEUE);
     let shared = Arc::new(Shared {
         log,
@@ -111,6 +114,7 @@ pub async fn spawn_master<L: MessageLog>(
         commands,
         appended: Notify::new(),
         stopping: AtomicBool::new(false),
+        fenced: AtomicBool::new(driver.fence().is_some()),
         local_addr,
         runtime: tokio::runtime::Handle::current(),
     });
@@ -137,7 +141,7 @@ impl<L: MessageLog> MasterHandle<L> {
     /// `slave_timeout`). The two waits run side by side; neither depends on the other.
     pub async fn put(&self, message: L::Message) -> PutResult {
         let shared = &self.shared;
-        if shared.stopping.load(Ordering::Acquire) {
+        if shared.stopping.load(Ordering::Acquire) || shared.fenced.load(Ordering::Acquire) {
             return PutResult::refused(PutStatus::ServiceNotAvailable);
         }
         let appended = shared.log.put(message);
@@ -314,6 +318,7 @@ async fn core_task<L: MessageLog>(
             break;
         }
         let deadline = tokio::time::Instant::from_std(driver.drain());
+        shared.fenced.store(driver.fence().is_some(), Ordering::Release);
         if sleep.deadline() != deadline {
             sleep.as_mut().reset(deadline);
         }

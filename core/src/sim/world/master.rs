@@ -18,6 +18,7 @@ impl Simulation {
             MasterInput::Retained { min } => ("in Retained", *min, 0),
             MasterInput::AwaitReplication { id, offset, .. } => ("in AwaitReplication", id.0, *offset),
             MasterInput::CancelWait { id } => ("in CancelWait", id.0, 0),
+            MasterInput::Evict { conn, .. } => ("in Evict", conn.0, 0),
         };
         core.handle_input(now, input)
             .map_err(|error| Violation::ApiMisuse { node: "master".into(), error })?;
