@@ -806,9 +806,11 @@ impl<L: LogWrite> SlaveDriver<L> {
         }
     }
 
-    /// The connection asked for by `Connect` is up.
+    /// The connection asked for by `Connect` is up. Records its number (1 for the first) as
+    /// the `conn` field of the current tracing span, when the span declares one.
     pub fn connected(&mut self, now: Instant) {
         self.connections += 1;
+        tracing::Span::current().record("conn", self.connections);
         self.feed(now, SlaveInput::Connected);
     }
 

@@ -40,7 +40,9 @@ pub async fn spawn_slave<L: LogWrite>(
 ) -> Result<SlaveHandle, StartError> {
     let driver = SlaveDriver::new(&config, now(), log.clone())?;
     let (commands, rx) = bounded(16);
-    let span = info_span!("ha_conn", role = "slave", master = %config.master_address);
+    // One span for the slave's connection cycle; `conn` numbers the current connection.
+    let span =
+        info_span!("ha_conn", role = "slave", peer = %config.master_address, conn = tracing::field::Empty);
     let task =
         SlaveTask { driver, config, log, commands: rx, stream: None, connecting: None, flushing: None };
     spawner.spawn(Box::pin(task.run().instrument(span)));
