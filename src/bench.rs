@@ -49,6 +49,9 @@ pub struct BenchArgs {
     /// Only run scenarios whose name contains this (catch-up, sync-latency, idle, throughput).
     #[arg(long)]
     pub only: Option<String>,
+    /// Create segments without touching their pages first (`warm_mapped_file_enable=false`).
+    #[arg(long)]
+    pub no_warm: bool,
     /// Run every scenario this many times and report the medians.
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
@@ -94,16 +97,18 @@ const CATCH_UP_SEGMENT: u64 = 1 << 30;
 const STEADY_SEGMENT: u64 = 128 << 20;
 const TOPIC: &str = "BenchTopic";
 
-fn store_config(segment: u64) -> StoreConfig {
-    let mut c = StoreConfig::default();
-    c.mapped_file_size_commit_log = segment;
-    c
+/// Writes every dirty page back (the `sync` command), so that each measured phase starts with
+/// the same amount of pending writeback; otherwise whichever phase runs second pays for the
+/// first one's dirty pages.
+fn settle_writeback() {
+    let _ = std::process::Command::new("sync").status();
 }
 
-fn open(dir: &Path, segment: u64) -> anyhow::Result<Arc<CommitLog>> {
-    Ok(Arc::new(
-        CommitLog::open(dir, store_config(segment)).with_context(|| format!("opening {}", dir.display()))?,
-    ))
+fn open(dir: &Path, segment: u64, warm: bool) -> anyhow::Result<Arc<CommitLog>> {
+    let mut c = StoreConfig::default();
+    c.mapped_file_size_commit_log = segment;
+    c.warm_mapped_file_enable = warm;
+    Ok(Arc::new(CommitLog::open(dir, c).with_context(|| format!("opening {}", dir.display()))?))
 }
 
 fn message(size: usize, i: u64) -> Message {
@@ -133,6 +138,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 /// A master and its slaves on loopback, each with a fresh store.
 struct Cluster {
     segment: u64,
+    warm: bool,
     master_store: Arc<CommitLog>,
     master: logship_tokio::MasterHandle<CommitLog>,
     slave_stores: Vec<Arc<CommitLog>>,
@@ -150,9 +156,10 @@ impl Cluster {
         batch: u32,
         segment: u64,
         prefill: (u64, usize),
+        warm: bool,
     ) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("logship-bench-").tempdir()?;
-        let master_store = open(&dir.path().join("master"), segment)?;
+        let master_store = open(&dir.path().join("master"), segment, warm)?;
         let (bytes, size) = prefill;
         let store = master_store.clone();
         tokio::task::spawn_blocking(move || {
@@ -179,7 +186,7 @@ impl Cluster {
         let master =
             logship_tokio::spawn_master(config, master_store.clone(), "127.0.0.1:0".parse()?).await?;
         let mut cluster =
-            Self { segment, master_store, master, slave_stores: Vec::new(), slaves: Vec::new(), dir };
+            Self { segment, warm, master_store, master, slave_stores: Vec::new(), slaves: Vec::new(), dir };
         for _ in 0..slaves {
             cluster.add_slave().await?;
         }
@@ -187,7 +194,8 @@ impl Cluster {
     }
 
     async fn add_slave(&mut self) -> anyhow::Result<()> {
-        let store = open(&self.dir.path().join(format!("slave-{}", self.slaves.len())), self.segment)?;
+        let store =
+            open(&self.dir.path().join(format!("slave-{}", self.slaves.len())), self.segment, self.warm)?;
         let handle = logship_tokio::spawn_slave(
             SlaveServiceConfig::new(self.master.local_addr().to_string()),
             store.clone(),
@@ -276,7 +284,7 @@ impl Cluster {
         Ok(())
     }
 
-    async fn stop(self) {
+    async fn stop(&self) {
         for s in &self.slaves {
             s.shutdown().await;
         }
@@ -284,28 +292,27 @@ impl Cluster {
     }
 }
 
-/// Replicates a backlog to an empty slave; returns MB/s, the master's store (for the baseline)
-/// and a directory for the baseline's sink.
-async fn catch_up(
-    bytes: u64,
-    batch: u32,
-    size: usize,
-) -> anyhow::Result<(f64, Arc<CommitLog>, tempfile::TempDir)> {
+/// Replicates a backlog to an empty slave, then streams the same bytes with the plain baseline
+/// ([`raw_stream`]); returns both rates in MB/s.
+async fn catch_up(bytes: u64, batch: u32, args: &BenchArgs) -> anyhow::Result<(f64, f64)> {
+    let warm = !args.no_warm;
     let mut cluster =
-        Cluster::start(BrokerRole::AsyncMaster, 0, batch, CATCH_UP_SEGMENT, (bytes, size)).await?;
+        Cluster::start(BrokerRole::AsyncMaster, 0, batch, CATCH_UP_SEGMENT, (bytes, args.size), warm).await?;
     cluster.wait_preallocated().await?;
     let end = cluster.master_store.max_offset();
+    settle_writeback();
     let start = Instant::now();
     cluster.add_slave().await?;
     let slave = cluster.slave_stores[0].clone();
     while slave.max_offset() < end {
         tokio::time::sleep(Duration::from_micros(200)).await;
     }
-    let secs = start.elapsed().as_secs_f64();
-    let master_store = cluster.master_store.clone();
-    let dir = tempfile::Builder::new().prefix("logship-bench-raw-").tempdir()?;
+    let ours = end as f64 / start.elapsed().as_secs_f64() / 1e6;
     cluster.stop().await;
-    Ok((end as f64 / secs / 1e6, master_store, dir))
+    let (store, path) = (cluster.master_store.clone(), cluster.dir.path().to_path_buf());
+    settle_writeback();
+    let raw = tokio::task::spawn_blocking(move || raw_stream(&store, batch, &path)).await??;
+    Ok((ours, raw))
 }
 
 /// The catch-up baseline: stream `[0, end)` of `source` in frames of `batch` bytes (12-byte
@@ -406,9 +413,10 @@ async fn throughput(
     args: &BenchArgs,
 ) -> anyhow::Result<(f64, f64, Vec<Duration>)> {
     let size = args.size;
-    let cluster = Cluster::start(role, 1, 32 * 1024, args.steady_segment(), (0, size)).await?;
+    let cluster = Cluster::start(role, 1, 32 * 1024, args.steady_segment(), (0, size), !args.no_warm).await?;
     cluster.wait_for_slaves().await?;
     let from = cluster.settle(64, size).await?;
+    settle_writeback();
     let start = Instant::now();
     let (secs, latencies) = cluster.produce(producers, from, messages, size).await?;
     let end = cluster.master_store.max_offset();
@@ -424,7 +432,8 @@ async fn throughput(
 async fn idle_puts(samples: usize, args: &BenchArgs, pause: Duration) -> anyhow::Result<Vec<Duration>> {
     let size = args.size;
     let cluster =
-        Cluster::start(BrokerRole::SyncMaster, 1, 32 * 1024, args.steady_segment(), (0, size)).await?;
+        Cluster::start(BrokerRole::SyncMaster, 1, 32 * 1024, args.steady_segment(), (0, size), !args.no_warm)
+            .await?;
     cluster.wait_for_slaves().await?;
     let from = cluster.settle(64, size).await?;
     let mut latencies = Vec::with_capacity(samples);
@@ -471,10 +480,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
             let (mut ours, mut raws) = (Vec::new(), Vec::new());
             for round in 1..=repeat {
                 say(&format!("catch-up, {label} ({round}/{repeat})"));
-                let (mbps, master_store, dir) = catch_up(args.catch_up_bytes, batch, args.size).await?;
-                let path = dir.path().to_path_buf();
-                let raw =
-                    tokio::task::spawn_blocking(move || raw_stream(&master_store, batch, &path)).await??;
+                let (mbps, raw) = catch_up(args.catch_up_bytes, batch, &args).await?;
                 ours.push(mbps);
                 raws.push(raw);
             }

@@ -71,51 +71,80 @@ async fn read_until_closed(stream: &mut TcpStream) {
     }
 }
 
+/// A master and one empty slave, each on its side, with their stores and directories.
+struct Pair {
+    master: AnyMaster<CommitLog>,
+    slave: AnySlave,
+    mstore: std::sync::Arc<CommitLog>,
+    sstore: std::sync::Arc<CommitLog>,
+    // Last: the stores close before their directories go.
+    mdir: tempfile::TempDir,
+    sdir: tempfile::TempDir,
+}
+
+impl Pair {
+    /// Fills the master's store with `count` messages of `size` bytes, starts the master with
+    /// `config`, then starts the slave with `slave_config` changed by `tweak`.
+    async fn start(
+        master_side: &Side,
+        slave_side: &Side,
+        config: MasterServiceConfig,
+        (count, size): (u64, usize),
+        tweak: impl FnOnce(&mut SlaveServiceConfig),
+    ) -> Self {
+        let (mdir, sdir) = (temp(), temp());
+        let mstore = open_store(mdir.path());
+        fill(&mstore, 0, count, size);
+        let master = master_side.master(config, mstore.clone()).await;
+        let sstore = open_store(sdir.path());
+        let mut sc = slave_config(master.addr());
+        tweak(&mut sc);
+        let slave = slave_side.slave(sc, sstore.clone()).await;
+        Self { master, slave, mstore, sstore, mdir, sdir }
+    }
+
+    async fn stop(&self) {
+        self.slave.shutdown().await;
+        self.master.shutdown().await;
+    }
+}
+
+fn async_master() -> MasterServiceConfig {
+    master_config(BrokerRole::AsyncMaster, AckPolicy::AnySlave)
+}
+
 // ---- catch-up ---------------------------------------------------------------------------
 
 fn empty_slave_catches_up_the_whole_log_by_default(master_side: Side, slave_side: Side) {
     run(async {
-        let (mdir, sdir) = (temp(), temp());
-        let mstore = open_store(mdir.path());
-        fill(&mstore, 0, 220, 1000); // about four 64 KiB segments
-        let master = master_side
-            .master(master_config(BrokerRole::AsyncMaster, AckPolicy::AnySlave), mstore.clone())
-            .await;
-        let sstore = open_store(sdir.path());
-        let slave = slave_side.slave(slave_config(master.addr()), sstore.clone()).await;
-        caught_up(&mstore, &sstore).await;
-        assert_eq!(sstore.min_offset(), 0, "Earliest replicates from the master's first byte");
-        assert_same_segments(mdir.path(), sdir.path(), 0, mstore.max_offset());
+        // About four 64 KiB segments.
+        let p = Pair::start(&master_side, &slave_side, async_master(), (220, 1000), |_| {}).await;
+        caught_up(&p.mstore, &p.sstore).await;
+        assert_eq!(p.sstore.min_offset(), 0, "Earliest replicates from the master's first byte");
+        assert_same_segments(p.mdir.path(), p.sdir.path(), 0, p.mstore.max_offset());
         eventually(Duration::from_secs(5), "the slave's consume queue", || async {
-            (sstore.queue_bounds("E2eTopic", 1).1 == 55).then_some(())
+            (p.sstore.queue_bounds("E2eTopic", 1).1 == 55).then_some(())
         })
         .await;
-        let read = sstore.read_queue_messages("E2eTopic", 1, 0, 100).unwrap();
+        let read = p.sstore.read_queue_messages("E2eTopic", 1, 0, 100).unwrap();
         assert_eq!(read.len(), 55);
         assert_eq!(read[0].body, message(1, 1000).body);
-        slave.shutdown().await;
-        master.shutdown().await;
+        p.stop().await;
     });
 }
 
 fn empty_slave_starts_at_the_last_file_with_last_file_policy(master_side: Side, slave_side: Side) {
     run(async {
-        let (mdir, sdir) = (temp(), temp());
-        let mstore = open_store(mdir.path());
-        fill(&mstore, 0, 220, 1000);
-        let mut config = master_config(BrokerRole::AsyncMaster, AckPolicy::AnySlave);
+        let mut config = async_master();
         config.core.new_slave_start = NewSlaveStart::LastFile;
-        let master = master_side.master(config, mstore.clone()).await;
-        let sstore = open_store(sdir.path());
-        let slave = slave_side.slave(slave_config(master.addr()), sstore.clone()).await;
-        caught_up(&mstore, &sstore).await;
-        let end = mstore.max_offset();
+        let p = Pair::start(&master_side, &slave_side, config, (220, 1000), |_| {}).await;
+        caught_up(&p.mstore, &p.sstore).await;
+        let end = p.mstore.max_offset();
         let last_file = end - end % SEGMENT;
         assert!(last_file > 0);
-        assert_eq!(sstore.min_offset(), last_file, "RocketMQ's rule: start at the last file");
-        assert_same_segments(mdir.path(), sdir.path(), last_file, end);
-        slave.shutdown().await;
-        master.shutdown().await;
+        assert_eq!(p.sstore.min_offset(), last_file, "RocketMQ's rule: start at the last file");
+        assert_same_segments(p.mdir.path(), p.sdir.path(), last_file, end);
+        p.stop().await;
     });
 }
 
@@ -123,14 +152,8 @@ fn empty_slave_starts_at_the_last_file_with_last_file_policy(master_side: Side, 
 
 fn slave_resumes_after_a_clean_restart(master_side: Side, slave_side: Side) {
     run(async {
-        let (mdir, sdir) = (temp(), temp());
-        let mstore = open_store(mdir.path());
-        fill(&mstore, 0, 50, 700);
-        let master = master_side
-            .master(master_config(BrokerRole::AsyncMaster, AckPolicy::AnySlave), mstore.clone())
-            .await;
-        let sstore = open_store(sdir.path());
-        let slave = slave_side.slave(slave_config(master.addr()), sstore.clone()).await;
+        let Pair { master, slave, mstore, sstore, mdir, sdir } =
+            Pair::start(&master_side, &slave_side, async_master(), (50, 700), |_| {}).await;
         caught_up(&mstore, &sstore).await;
         slave.shutdown().await;
         close_store(sstore, false).await;
@@ -149,16 +172,16 @@ fn slave_resumes_after_a_clean_restart(master_side: Side, slave_side: Side) {
 
 fn slave_resumes_after_its_state_is_dropped_mid_stream(master_side: Side, slave_side: Side) {
     run(async {
-        let (mdir, sdir) = (temp(), temp());
-        let mstore = open_store(mdir.path());
-        fill(&mstore, 0, 12_000, 1000); // ~13.6 MB in 4 KiB frames: long enough to stop it half-way
-        let mut config = master_config(BrokerRole::AsyncMaster, AckPolicy::AnySlave);
+        let mut config = async_master();
         config.core.transfer_batch_size = 4096;
-        let master = master_side.master(config, mstore.clone()).await;
-        let sstore = open_store(sdir.path());
-        let _slave = slave_side.slave(slave_config(master.addr()), sstore.clone()).await;
+        // ~13.6 MB in 4 KiB frames: long enough to stop it half-way.
+        // Keep the first slave's handle: dropping it would stop the slave cleanly.
+        let Pair { master, slave: _first, mstore, sstore, mdir, sdir } =
+            Pair::start(&master_side, &slave_side, config, (12_000, 1000), |_| {}).await;
         let end = mstore.max_offset();
+        let started = Instant::now();
         while sstore.max_offset() == 0 {
+            assert!(started.elapsed() < Duration::from_secs(20), "replication never started");
             sleep(Duration::from_millis(1)).await;
         }
         slave_side.kill().await;
@@ -176,21 +199,16 @@ fn slave_resumes_after_its_state_is_dropped_mid_stream(master_side: Side, slave_
 
 fn slave_resumes_after_the_master_restarts(master_side: Side, slave_side: Side) {
     run(async {
-        let (mdir, sdir) = (temp(), temp());
-        let mstore = open_store(mdir.path());
-        fill(&mstore, 0, 60, 900);
-        let config = master_config(BrokerRole::AsyncMaster, AckPolicy::AnySlave);
-        let master = master_side.master(config.clone(), mstore.clone()).await;
+        let Pair { master, slave, mstore, sstore, mdir, sdir } =
+            Pair::start(&master_side, &slave_side, async_master(), (60, 900), |_| {}).await;
         let address = master.addr();
-        let sstore = open_store(sdir.path());
-        let slave = slave_side.slave(slave_config(address), sstore.clone()).await;
         caught_up(&mstore, &sstore).await;
         master.shutdown().await;
         drop(master);
         close_store(mstore, false).await;
         let mstore = open_store(mdir.path());
         let restarted = master_side.fresh();
-        let master = restarted.master_on(config, mstore.clone(), address).await;
+        let master = restarted.master_on(async_master(), mstore.clone(), address).await;
         for i in 60..120 {
             assert_eq!(master.put(message(i, 900)).await.status, PutStatus::PutOk);
         }
@@ -302,22 +320,16 @@ fn restarted_master_takes_puts_once_its_slaves_report(master_side: Side, slave_s
 
 fn sync_put_is_put_ok_once_the_slave_acknowledges(master_side: Side, slave_side: Side) {
     run(async {
-        let (mdir, sdir) = (temp(), temp());
-        let mstore = open_store(mdir.path());
-        let master = master_side
-            .master(master_config(BrokerRole::SyncMaster, AckPolicy::AnySlave), mstore.clone())
-            .await;
-        let sstore = open_store(sdir.path());
-        let slave = slave_side.slave(slave_config(master.addr()), sstore.clone()).await;
-        wait_for_slaves(&master, 1).await;
+        let config = master_config(BrokerRole::SyncMaster, AckPolicy::AnySlave);
+        let p = Pair::start(&master_side, &slave_side, config, (0, 0), |_| {}).await;
+        wait_for_slaves(&p.master, 1).await;
         for i in 0..100 {
-            let r = master.put(message(i, 500)).await;
+            let r = p.master.put(message(i, 500)).await;
             // The master flushes asynchronously: the replication wait does not depend on it.
             assert_eq!(r.status, PutStatus::PutOk);
-            assert!(sstore.max_offset() >= r.end(), "PutOk only once the slave holds the message");
+            assert!(p.sstore.max_offset() >= r.end(), "PutOk only once the slave holds the message");
         }
-        slave.shutdown().await;
-        master.shutdown().await;
+        p.stop().await;
     });
 }
 
@@ -408,23 +420,21 @@ fn sync_flush_put_returns_once_the_message_is_durable(side: Side) {
 
 fn durable_acks_report_only_flushed_bytes(master_side: Side, slave_side: Side) {
     run(async {
-        let (mdir, sdir) = (temp(), temp());
-        let mstore = open_store(mdir.path());
-        let master = master_side
-            .master(master_config(BrokerRole::SyncMaster, AckPolicy::AnySlave), mstore.clone())
-            .await;
-        let sstore = open_store(sdir.path());
-        let mut config = slave_config(master.addr());
-        config.core.ack_on = logship_core::AckOn::Flushed;
-        let slave = slave_side.slave(config, sstore.clone()).await;
-        wait_for_slaves(&master, 1).await;
+        let config = master_config(BrokerRole::SyncMaster, AckPolicy::AnySlave);
+        let p = Pair::start(&master_side, &slave_side, config, (0, 0), |c| {
+            c.core.ack_on = logship_core::AckOn::Flushed;
+        })
+        .await;
+        wait_for_slaves(&p.master, 1).await;
         for i in 0..30 {
-            let r = master.put(message(i, 600)).await;
+            let r = p.master.put(message(i, 600)).await;
             assert_eq!(r.status, PutStatus::PutOk);
-            assert!(sstore.flushed_offset() >= r.end(), "a durable ack means the slave flushed the message");
+            assert!(
+                p.sstore.flushed_offset() >= r.end(),
+                "a durable ack means the slave flushed the message"
+            );
         }
-        slave.shutdown().await;
-        master.shutdown().await;
+        p.stop().await;
     });
 }
 
@@ -432,20 +442,14 @@ fn durable_acks_report_only_flushed_bytes(master_side: Side, slave_side: Side) {
 
 fn idle_connection_stays_up(master_side: Side, slave_side: Side) {
     run(async {
-        let (mdir, sdir) = (temp(), temp());
-        let mstore = open_store(mdir.path());
-        let master = master_side
-            .master(master_config(BrokerRole::AsyncMaster, AckPolicy::AnySlave), mstore.clone())
-            .await;
-        let slave = slave_side.slave(slave_config(master.addr()), open_store(sdir.path())).await;
-        wait_for_slaves(&master, 1).await;
+        let p = Pair::start(&master_side, &slave_side, async_master(), (0, 0), |_| {}).await;
+        wait_for_slaves(&p.master, 1).await;
         sleep(HOUSEKEEPING * 3).await;
-        let status = master.status().await;
+        let status = p.master.status().await;
         assert_eq!((status.slaves.len(), status.connections_accepted), (1, 1), "heartbeats keep it up");
-        let s = slave.status().await;
+        let s = p.slave.status().await;
         assert_eq!((s.state, s.connections), (SlaveLinkState::Streaming, 1));
-        slave.shutdown().await;
-        master.shutdown().await;
+        p.stop().await;
     });
 }
 
@@ -495,12 +499,11 @@ fn slave_drops_a_silent_master_within_the_housekeeping_interval(side: Side) {
 
 fn segment_end_padding_is_replicated_verbatim(master_side: Side, slave_side: Side) {
     run(async {
-        let (mdir, sdir) = (temp(), temp());
-        let mstore = open_store(mdir.path());
         // Messages of ~3 KiB do not divide a 64 KiB segment: each roll leaves a BLANK record.
-        fill(&mstore, 0, 60, 3000);
-        let entries: Vec<_> =
-            (0..60u64).map(|i| mstore.read_queue("E2eTopic", (i % 4) as i32, i / 4, 1).unwrap()[0]).collect();
+        let p = Pair::start(&master_side, &slave_side, async_master(), (60, 3000), |_| {}).await;
+        let entries: Vec<_> = (0..60u64)
+            .map(|i| p.mstore.read_queue("E2eTopic", (i % 4) as i32, i / 4, 1).unwrap()[0])
+            .collect();
         assert!(
             entries.iter().any(|e| e.physical_offset == SEGMENT),
             "a message starts exactly at the segment"
@@ -511,18 +514,15 @@ fn segment_end_padding_is_replicated_verbatim(master_side: Side, slave_side: Sid
             .map(|e| e.physical_offset + u64::from(e.size))
             .max()
             .unwrap() as usize;
-        let segment0 = std::fs::read(mdir.path().join("commitlog").join(format!("{:020}", 0))).unwrap();
+        let segment0 = std::fs::read(p.mdir.path().join("commitlog").join(format!("{:020}", 0))).unwrap();
         assert_eq!(&segment0[blank_at + 4..blank_at + 8], &0xCBD4_3194u32.to_be_bytes(), "BLANK magic");
-        let master = master_side
-            .master(master_config(BrokerRole::AsyncMaster, AckPolicy::AnySlave), mstore.clone())
-            .await;
-        let sstore = open_store(sdir.path());
-        let slave = slave_side.slave(slave_config(master.addr()), sstore.clone()).await;
-        caught_up(&mstore, &sstore).await;
-        assert_same_segments(mdir.path(), sdir.path(), 0, mstore.max_offset());
-        assert_eq!(sstore.read_message(SEGMENT).unwrap().body, mstore.read_message(SEGMENT).unwrap().body);
-        slave.shutdown().await;
-        master.shutdown().await;
+        caught_up(&p.mstore, &p.sstore).await;
+        assert_same_segments(p.mdir.path(), p.sdir.path(), 0, p.mstore.max_offset());
+        assert_eq!(
+            p.sstore.read_message(SEGMENT).unwrap().body,
+            p.mstore.read_message(SEGMENT).unwrap().body
+        );
+        p.stop().await;
     });
 }
 

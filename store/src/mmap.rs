@@ -250,25 +250,37 @@ impl MapWriter {
         zeroed
     }
 
-    /// Faults in every page from the write position to the end by rewriting one byte per page
-    /// with its own value (so contents never change). Stops early when `stop` is set.
+    /// Brings every page from the write position to the end into the page cache and maps it,
+    /// without dirtying it: the kernel zeroes the pages here, off the write path, and the later
+    /// writes only take a cheap write-protect fault. Reading (not writing) matters: writing zeros
+    /// would leave a segment's worth of dirty pages for the kernel to write back, and writers
+    /// would stall behind that writeback. Stops early when `stop` is set.
     pub(crate) fn touch_pages(&mut self, stop: &AtomicBool) {
-        let base = self.file.map.as_mut_ptr();
-        let mut at = self.pos;
-        let mut pages = 0usize;
+        /// Populate in steps of this many bytes, checking `stop` between them.
+        const STEP: usize = 16 << 20;
+        let base = self.file.map.as_ptr();
+        let mut at = self.pos / PAGE_SIZE * PAGE_SIZE;
         while at < self.file.len() {
-            if pages % 256 == 0 && stop.load(Ordering::Relaxed) {
+            if stop.load(Ordering::Relaxed) {
                 return;
             }
-            // SAFETY: `at` is inside the mapping and at or after the write position, so in the
-            // unpublished suffix that only this writer (holding `&mut self`) touches. The volatile
-            // read and write of the same value fault the page in without changing it.
-            unsafe {
-                let p = base.add(at);
-                std::ptr::write_volatile(p, std::ptr::read_volatile(p));
+            let len = STEP.min(self.file.len() - at);
+            // SAFETY: `[at, at + len)` lies inside the mapping and starts on a page boundary;
+            // MADV_POPULATE_READ only faults pages in for reading and changes no byte.
+            let rc =
+                unsafe { libc::madvise(base.add(at) as *mut libc::c_void, len, libc::MADV_POPULATE_READ) };
+            if rc != 0 {
+                // Older kernels (before 5.14): read one byte per page instead.
+                let mut page = at;
+                while page < at + len {
+                    // SAFETY: `page` is inside the mapping; a volatile read of one byte faults the
+                    // page in. Only this writer (holding `&mut self`) writes this suffix, so the
+                    // byte is not being written concurrently.
+                    let _ = unsafe { std::ptr::read_volatile(base.add(page)) };
+                    page += PAGE_SIZE;
+                }
             }
-            pages += 1;
-            at = (at / PAGE_SIZE + 1) * PAGE_SIZE;
+            at += len;
         }
     }
 }
