@@ -74,6 +74,10 @@ pub(crate) struct Shared {
     /// Tells the background threads to stop.
     pub(crate) stop: AtomicBool,
     pub(crate) reput_thread: OnceLock<Thread>,
+    /// The reput thread is in its long idle sleep and must be woken for new bytes; while it
+    /// polls (every millisecond, like RocketMQ's ReputMessageService), appends do not wake it,
+    /// which keeps a thread wake-up off the slave's path from receiving bytes to acking them.
+    pub(crate) reput_idle: AtomicBool,
     pub(crate) flush_count: AtomicU64,
     /// The exclusive lock on `<root>/lock`; every segment mapping holds it too.
     pub(crate) lock_file: Arc<File>,
@@ -93,9 +97,16 @@ impl Shared {
         result
     }
 
+    /// Wakes the reput thread if it sleeps long; a polling reput thread finds the bytes within a
+    /// millisecond by itself.
     fn wake_reput(&self) {
-        if let Some(t) = self.reput_thread.get() {
-            t.unpark();
+        // Pairs with the fence in `reput_thread`: either it sees the new end, or this sees that it
+        // went idle (the end was stored before this fence).
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.reput_idle.load(Ordering::Relaxed) {
+            if let Some(t) = self.reput_thread.get() {
+                t.unpark();
+            }
         }
     }
 
@@ -442,6 +453,7 @@ impl CommitLog {
             closed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             reput_thread: OnceLock::new(),
+            reput_idle: AtomicBool::new(true),
             flush_count: AtomicU64::new(0),
             lock_file: recovered.lock_file,
             config,
@@ -720,11 +732,17 @@ impl Drop for CommitLog {
     }
 }
 
-/// The reput thread: dispatches replicated bytes into the consume queues as they arrive.
+/// The reput thread: dispatches replicated bytes into the consume queues as they arrive. While
+/// bytes keep arriving it polls every millisecond (RocketMQ's ReputMessageService sleeps 1 ms per
+/// round), so appends need not wake it; after a second without bytes it sleeps until woken.
 fn reput_thread(shared: Arc<Shared>) {
+    const POLL: Duration = Duration::from_millis(1);
+    const GO_IDLE_AFTER: Duration = Duration::from_secs(1);
+    let mut last_bytes = std::time::Instant::now();
     while !shared.stop.load(Ordering::Acquire) {
         let behind = shared.dispatched.load(Ordering::Acquire) < shared.end.load(Ordering::Acquire);
         if behind {
+            last_bytes = std::time::Instant::now();
             let mut d = lock(&shared.dispatcher);
             if let Err(e) = shared.dispatch_pending(&mut d) {
                 tracing::error!(error = %e, "consume-queue dispatch failed; retrying");
@@ -738,8 +756,17 @@ fn reput_thread(shared: Arc<Shared>) {
                 continue;
             }
         }
-        // Woken by every append; the timeout is a safety net.
-        std::thread::park_timeout(Duration::from_millis(100));
+        if last_bytes.elapsed() < GO_IDLE_AFTER {
+            std::thread::park_timeout(POLL);
+            continue;
+        }
+        shared.reput_idle.store(true, Ordering::Relaxed);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if shared.dispatched.load(Ordering::Acquire) >= shared.end.load(Ordering::Acquire) {
+            // Woken by the next append; the timeout is a safety net.
+            std::thread::park_timeout(Duration::from_millis(100));
+        }
+        shared.reput_idle.store(false, Ordering::Relaxed);
     }
 }
 
