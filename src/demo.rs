@@ -353,8 +353,14 @@ async fn report(
     }
 
     let status = master.status().await.context("master stopped")?;
+    let replicated = status.replicated_offset.map_or("-".to_string(), |o| o.to_string());
     println!("\n  {:<10} {:>15} {:>15}  commit log vs master", "node", "max offset", "ack offset");
-    println!("  {:<10} {:>15} {:>15}  -", "master", master_store.max_offset(), "-");
+    println!(
+        "  {:<10} {:>15} {:>15}  (replicated per the quorum)",
+        "master",
+        master_store.max_offset(),
+        replicated
+    );
     for (i, slave) in slaves.iter().enumerate() {
         let s = slave.handle.status().await;
         let ack = s.as_ref().and_then(|s| s.ack_offset).map_or("-".to_string(), |a| a.to_string());
@@ -372,7 +378,6 @@ async fn report(
             ack
         );
     }
-    let _ = status;
 
     // Every PUT_OK message is on every slave, with its body.
     let mut missing = 0u64;
