@@ -19,7 +19,7 @@ use crate::error::{ApiMisuse, PeerError, WaitError};
 use crate::frame::PUSH_HEADER_LEN;
 use crate::frame::REPORT_LEN;
 use crate::log::LogWrite;
-use crate::log::{LogBounds, LogSpan, MessageLog, Offset, PutStatus};
+use crate::log::{LogBounds, LogSpan, MessageLog, Offset, PutResult, PutStatus};
 use crate::{
     ConnId, Master, MasterEvent, MasterInput, MasterOutput, Slave, SlaveEvent, SlaveInput, SlaveOutput,
     SlaveState, WaitId,
@@ -212,6 +212,55 @@ impl SlaveServiceConfig {
             });
         }
         Ok(())
+    }
+}
+
+/// A put whose message is appended and which may still wait for the disk and for slaves: the
+/// part of `MasterHandle::put` both adapters share. The adapter starts it, runs the waits it
+/// asks for side by side (they do not depend on each other), and finishes it with their outcomes.
+#[derive(Debug)]
+#[must_use]
+pub struct PendingPut {
+    appended: PutResult,
+    /// Wait until the message is durable, up to `sync_flush_timeout` (SYNC_FLUSH).
+    pub flush: bool,
+    /// Wait for the slaves the ack policy needs, up to `slave_timeout` (SYNC_MASTER). When
+    /// false, the adapter still wakes its master task, so the frame goes out at once.
+    pub replicate: bool,
+}
+
+impl PendingPut {
+    /// Appends `message` unless the service `refused` puts (stopping, or fenced). A put that
+    /// ends here (refused, or the log did not store it) is returned as `Err` with its result.
+    pub fn start<L: MessageLog>(
+        config: &MasterServiceConfig,
+        log: &L,
+        message: L::Message,
+        refused: bool,
+    ) -> Result<Self, PutResult> {
+        if refused {
+            return Err(PutResult::refused(PutStatus::ServiceNotAvailable));
+        }
+        let appended = log.put(message);
+        if appended.status != PutStatus::PutOk {
+            return Err(appended);
+        }
+        Ok(Self {
+            appended,
+            flush: config.flush_disk_type == FlushDiskType::SyncFlush,
+            replicate: config.role == BrokerRole::SyncMaster,
+        })
+    }
+
+    /// One past the message's last byte: what both waits wait for.
+    pub fn end(&self) -> Offset {
+        self.appended.end()
+    }
+
+    /// The put's result from the outcomes of the waits it asked for (`None` for a wait it did
+    /// not ask for; `Some(true)` when the bytes became durable in time).
+    pub fn finish(self, flushed: Option<bool>, replicated: Option<Result<Offset, WaitError>>) -> PutResult {
+        PutResult { status: put_status(self.appended.status, flushed, replicated), ..self.appended }
     }
 }
 
@@ -898,6 +947,71 @@ mod tests {
         fn complete(self, r: Result<Offset, WaitError>) {
             self.0.borrow_mut().push(r);
         }
+    }
+
+    /// A log that appends 10-byte messages and counts them.
+    #[derive(Default)]
+    struct CountingLog(std::sync::atomic::AtomicU64);
+
+    impl crate::LogRead for CountingLog {
+        type Error = std::io::Error;
+        fn bounds(&self) -> LogBounds {
+            LogBounds { min: 0, max: self.0.load(std::sync::atomic::Ordering::Relaxed) * 10 }
+        }
+        fn flushed(&self) -> Offset {
+            0
+        }
+        fn read(&self, _: LogSpan) -> Result<Bytes, std::io::Error> {
+            Ok(Bytes::new())
+        }
+    }
+
+    impl MessageLog for CountingLog {
+        type Message = bool;
+        type Durable = std::future::Ready<Result<Offset, std::io::Error>>;
+        fn put(&self, legal: bool) -> PutResult {
+            if !legal {
+                return PutResult::refused(PutStatus::MessageIllegal);
+            }
+            let n = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            PutResult {
+                status: PutStatus::PutOk,
+                offset: n * 10,
+                wrote_bytes: 10,
+                queue_offset: n,
+                msg_id: String::new(),
+            }
+        }
+        fn durable(&self, offset: Offset) -> Self::Durable {
+            std::future::ready(Ok(offset))
+        }
+    }
+
+    #[test]
+    fn pending_put_appends_unless_refused_and_waits_as_the_role_says() {
+        let log = CountingLog::default();
+        let sync = MasterServiceConfig {
+            role: BrokerRole::SyncMaster,
+            flush_disk_type: FlushDiskType::SyncFlush,
+            ..Default::default()
+        };
+        let refused = PendingPut::start(&sync, &log, true, true).unwrap_err();
+        assert_eq!(
+            (refused.status, crate::LogRead::bounds(&log).max),
+            (PutStatus::ServiceNotAvailable, 0),
+            "refused: not stored"
+        );
+        assert_eq!(
+            PendingPut::start(&sync, &log, false, false).unwrap_err().status,
+            PutStatus::MessageIllegal
+        );
+        let p = PendingPut::start(&sync, &log, true, false).unwrap();
+        assert_eq!((p.end(), p.flush, p.replicate), (10, true, true));
+        let r = p.finish(Some(true), Some(Err(WaitError::Timeout)));
+        assert_eq!((r.status, r.offset, r.wrote_bytes), (PutStatus::FlushSlaveTimeout, 0, 10));
+        let p = PendingPut::start(&MasterServiceConfig::default(), &log, true, false).unwrap();
+        assert_eq!((p.flush, p.replicate), (false, false), "ASYNC_MASTER with ASYNC_FLUSH waits for nothing");
+        assert_eq!(p.finish(None, None).status, PutStatus::PutOk);
     }
 
     #[test]

@@ -11,10 +11,10 @@ use async_net::{TcpListener, TcpStream};
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, FutureExt};
 use logship_core::driver::{
-    BrokerRole, ConnSink, FlushDiskType, MasterCommand, MasterDriver, MasterServiceConfig, MasterStatus,
-    Reply, StartError, Transmit, WaitSink, put_status,
+    ConnSink, MasterCommand, MasterDriver, MasterServiceConfig, MasterStatus, PendingPut, Reply, StartError,
+    Transmit, WaitSink,
 };
-use logship_core::{ConnId, MessageLog, Offset, PutResult, PutStatus, WaitError};
+use logship_core::{ConnId, MessageLog, Offset, PutResult, WaitError};
 use tracing::{Instrument, info, info_span, warn};
 
 use crate::{Budget, Spawn, now, write_frame};
@@ -144,16 +144,14 @@ impl<L: MessageLog> MasterHandle<L> {
     /// `slave_timeout`). The two waits run side by side; neither depends on the other.
     pub async fn put(&self, message: L::Message) -> PutResult {
         let shared = &self.shared;
-        if shared.stopping.load(Ordering::Acquire) || shared.fenced.load(Ordering::Acquire) {
-            return PutResult::refused(PutStatus::ServiceNotAvailable);
-        }
-        let appended = shared.log.put(message);
-        if appended.status != PutStatus::PutOk {
-            return appended;
-        }
-        let end = appended.end();
-        let flush = async {
-            if shared.config.flush_disk_type != FlushDiskType::SyncFlush {
+        let refused = shared.stopping.load(Ordering::Acquire) || shared.fenced.load(Ordering::Acquire);
+        let pending = match PendingPut::start(&shared.config, &*shared.log, message, refused) {
+            Ok(pending) => pending,
+            Err(done) => return done,
+        };
+        let (end, flush, replicate) = (pending.end(), pending.flush, pending.replicate);
+        let flushed = async {
+            if !flush {
                 return None;
             }
             let durable = async { shared.log.durable(end).await.is_ok() };
@@ -163,8 +161,8 @@ impl<L: MessageLog> MasterHandle<L> {
             };
             Some(durable.or(timeout).await)
         };
-        let replicate = async {
-            if shared.config.role != BrokerRole::SyncMaster {
+        let replicated = async {
+            if !replicate {
                 let _ = shared.appended.try_send(());
                 return None;
             }
@@ -176,8 +174,8 @@ impl<L: MessageLog> MasterHandle<L> {
             }
             Some(done.recv().await.unwrap_or(Err(WaitError::Cancelled)))
         };
-        let (flushed, replicated) = futures_lite::future::zip(flush, replicate).await;
-        PutResult { status: put_status(appended.status, flushed, replicated), ..appended }
+        let (flushed, replicated) = futures_lite::future::zip(flushed, replicated).await;
+        pending.finish(flushed, replicated)
     }
 
     /// A status snapshot: offsets and every slave's ack, lag and sync state.

@@ -7,10 +7,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::{Bytes, BytesMut};
 use logship_core::driver::{
-    BrokerRole, ConnSink, FlushDiskType, MasterCommand, MasterDriver, MasterServiceConfig, MasterStatus,
-    Reply, StartError, Transmit, WaitSink, put_status,
+    ConnSink, MasterCommand, MasterDriver, MasterServiceConfig, MasterStatus, PendingPut, Reply, StartError,
+    Transmit, WaitSink,
 };
-use logship_core::{ConnId, MessageLog, Offset, PutResult, PutStatus, WaitError};
+use logship_core::{ConnId, MessageLog, Offset, PutResult, WaitError};
 use tokio::io::AsyncReadExt;
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{TcpListener, TcpStream};
@@ -141,16 +141,14 @@ impl<L: MessageLog> MasterHandle<L> {
     /// `slave_timeout`). The two waits run side by side; neither depends on the other.
     pub async fn put(&self, message: L::Message) -> PutResult {
         let shared = &self.shared;
-        if shared.stopping.load(Ordering::Acquire) || shared.fenced.load(Ordering::Acquire) {
-            return PutResult::refused(PutStatus::ServiceNotAvailable);
-        }
-        let appended = shared.log.put(message);
-        if appended.status != PutStatus::PutOk {
-            return appended;
-        }
-        let end = appended.end();
-        let flush = async {
-            if shared.config.flush_disk_type != FlushDiskType::SyncFlush {
+        let refused = shared.stopping.load(Ordering::Acquire) || shared.fenced.load(Ordering::Acquire);
+        let pending = match PendingPut::start(&shared.config, &*shared.log, message, refused) {
+            Ok(pending) => pending,
+            Err(done) => return done,
+        };
+        let (end, flush, replicate) = (pending.end(), pending.flush, pending.replicate);
+        let flushed = async {
+            if !flush {
                 return None;
             }
             let durable = {
@@ -159,8 +157,8 @@ impl<L: MessageLog> MasterHandle<L> {
             };
             Some(matches!(durable.await, Ok(Ok(_))))
         };
-        let replicate = async {
-            if shared.config.role != BrokerRole::SyncMaster {
+        let replicated = async {
+            if !replicate {
                 shared.appended.notify_one();
                 return None;
             }
@@ -172,8 +170,8 @@ impl<L: MessageLog> MasterHandle<L> {
             }
             Some(done.await.unwrap_or(Err(WaitError::Cancelled)))
         };
-        let (flushed, replicated) = tokio::join!(flush, replicate);
-        PutResult { status: put_status(appended.status, flushed, replicated), ..appended }
+        let (flushed, replicated) = tokio::join!(flushed, replicated);
+        pending.finish(flushed, replicated)
     }
 
     /// A status snapshot: offsets and every slave's ack, lag and sync state.
