@@ -1,0 +1,298 @@
+package logship.interop;
+
+import java.io.BufferedReader;
+import java.io.FileDescriptor;
+import java.io.FileOutputStream;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.net.InetSocketAddress;
+import java.nio.charset.StandardCharsets;
+import java.util.Base64;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import org.apache.rocketmq.common.message.MessageDecoder;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.store.AppendMessageResult;
+import org.apache.rocketmq.store.DefaultMessageStore;
+import org.apache.rocketmq.store.PutMessageResult;
+import org.apache.rocketmq.store.config.BrokerRole;
+import org.apache.rocketmq.store.config.FlushDiskType;
+import org.apache.rocketmq.store.config.MessageStoreConfig;
+
+/**
+ * Runs one Apache RocketMQ DefaultMessageStore (no NameServer, no broker) as a master or a
+ * slave and answers commands read from stdin, one per line, with one JSON object per line on
+ * stdout. Every command's answer ends with a line holding "end": true.
+ *
+ * <p>Arguments: --role ASYNC_MASTER|SYNC_MASTER|SLAVE --store DIR --segment BYTES [--ha-port N]
+ * [--master HOST:PORT] [--slave-timeout MS] [--housekeeping MS] [--heartbeat MS] [--topic T]
+ * [--queues N].
+ *
+ * <p>Commands: put COUNT SIZE | status | wait-dispatch | look OFFSET | queue QUEUE_ID |
+ * master HOST:PORT | shutdown.
+ */
+public final class Harness {
+    private static PrintStream out;
+    private final DefaultMessageStore store;
+    private final MessageStoreConfig config;
+    private final String topic;
+    private final int queues;
+    private long seq;
+
+    private Harness(DefaultMessageStore store, MessageStoreConfig config, String topic, int queues) {
+        this.store = store;
+        this.config = config;
+        this.topic = topic;
+        this.queues = queues;
+    }
+
+    public static void main(String[] args) throws Exception {
+        // Libraries that log to the console must not mix with the JSON lines.
+        out = new PrintStream(new FileOutputStream(FileDescriptor.out), true, StandardCharsets.UTF_8);
+        System.setOut(System.err);
+        Map<String, String> opts = new HashMap<>();
+        for (int i = 0; i + 1 < args.length; i += 2) {
+            opts.put(args[i].replaceFirst("^--", ""), args[i + 1]);
+        }
+        MessageStoreConfig c = new MessageStoreConfig();
+        String root = required(opts, "store");
+        BrokerRole role = BrokerRole.valueOf(opts.getOrDefault("role", "ASYNC_MASTER"));
+        c.setBrokerRole(role);
+        c.setStorePathRootDir(root);
+        c.setStorePathCommitLog(root + "/commitlog");
+        c.setMappedFileSizeCommitLog(Integer.parseInt(required(opts, "segment")));
+        c.setHaListenPort(Integer.parseInt(opts.getOrDefault("ha-port", "0")));
+        c.setFlushDiskType(FlushDiskType.ASYNC_FLUSH);
+        c.setSlaveTimeout(Integer.parseInt(opts.getOrDefault("slave-timeout", "3000")));
+        c.setHaHousekeepingInterval(Integer.parseInt(opts.getOrDefault("housekeeping", "20000")));
+        c.setHaSendHeartbeatInterval(Integer.parseInt(opts.getOrDefault("heartbeat", "5000")));
+        c.setCheckCRCOnRecover(true);
+        c.setFlushIntervalConsumeQueue(100);
+        c.setMaxMessageSize(256 * 1024);
+        c.setWarmMapedFileEnable(false);
+        if (role == BrokerRole.SYNC_MASTER) {
+            Compat.replicas(c, 2, 2);
+        }
+        DefaultMessageStore store = Compat.open(c, role == BrokerRole.SLAVE ? 1 : 0);
+        boolean loaded = store.load();
+        if (!loaded) {
+            emit(obj("event", "started", "load", false, "end", true));
+            System.exit(2);
+        }
+        store.start();
+        if (opts.containsKey("master")) {
+            store.updateHaMasterAddress(opts.get("master"));
+        }
+        Harness h = new Harness(store, c, opts.getOrDefault("topic", "JavaTopic"),
+            Integer.parseInt(opts.getOrDefault("queues", "4")));
+        Map<String, Object> started = h.status("started");
+        started.put("load", true);
+        started.put("haService", Compat.HA_SERVICE);
+        started.put("haPort", c.getHaListenPort());
+        started.put("end", true);
+        emit(started);
+
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            String[] w = line.trim().split("\\s+");
+            try {
+                if (!h.command(w)) {
+                    break;
+                }
+            } catch (Exception e) {
+                emit(obj("event", "error", "command", line, "message", String.valueOf(e), "end", true));
+            }
+        }
+        store.shutdown();
+        emit(obj("event", "shutdown", "end", true));
+        System.exit(0);
+    }
+
+    private boolean command(String[] w) throws Exception {
+        switch (w[0]) {
+            case "put":
+                put(Integer.parseInt(w[1]), Integer.parseInt(w[2]));
+                emit(obj("event", "put-done", "end", true));
+                return true;
+            case "status":
+                Map<String, Object> s = status("status");
+                s.put("end", true);
+                emit(s);
+                return true;
+            case "wait-dispatch":
+                long deadline = System.nanoTime() + 30_000_000_000L;
+                while (store.dispatchBehindBytes() > 0 && System.nanoTime() < deadline) {
+                    Thread.sleep(5);
+                }
+                Map<String, Object> d = status("dispatched");
+                d.put("end", true);
+                emit(d);
+                return true;
+            case "look":
+                MessageExt m = store.lookMessageByOffset(Long.parseLong(w[1]));
+                Map<String, Object> o = m == null ? obj("event", "message", "found", false) : message(m);
+                o.put("end", true);
+                emit(o);
+                return true;
+            case "queue":
+                int qid = Integer.parseInt(w[1]);
+                long min = store.getMinOffsetInQueue(topic, qid);
+                long max = store.getMaxOffsetInQueue(topic, qid);
+                for (long i = min; i < max; i++) {
+                    long phy = store.getCommitLogOffsetInQueue(topic, qid, i);
+                    MessageExt q = store.lookMessageByOffset(phy);
+                    emit(q == null ? obj("event", "message", "found", false, "commitLogOffset", phy) : message(q));
+                }
+                emit(obj("event", "queue-done", "queueId", qid, "min", min, "max", max, "end", true));
+                return true;
+            case "master":
+                store.updateHaMasterAddress(w[1]);
+                emit(obj("event", "master", "address", w[1], "end", true));
+                return true;
+            case "shutdown":
+                return false;
+            default:
+                emit(obj("event", "error", "message", "unknown command " + w[0], "end", true));
+                return true;
+        }
+    }
+
+    /** Puts COUNT messages of SIZE body bytes, each with tags, two keys and two properties. */
+    private void put(int count, int size) throws Exception {
+        InetSocketAddress born = new InetSocketAddress("127.0.0.1", 40000);
+        InetSocketAddress storeHost = new InetSocketAddress("127.0.0.1", config.getHaListenPort() - 1);
+        for (int n = 0; n < count; n++) {
+            long i = seq++;
+            byte[] prefix = String.format("java-%08d-", i).getBytes(StandardCharsets.US_ASCII);
+            byte[] body = new byte[Math.max(size, prefix.length)];
+            java.util.Arrays.fill(body, (byte) ('a' + i % 26));
+            System.arraycopy(prefix, 0, body, 0, prefix.length);
+            MessageExt msg = Compat.newMessage();
+            msg.setTopic(topic);
+            msg.setQueueId((int) (i % queues));
+            msg.setBody(body);
+            msg.setTags("Tag" + (i % 3));
+            msg.setKeys("key-" + i + " alt-" + i);
+            msg.putUserProperty("seq", Long.toString(i));
+            msg.putUserProperty("note", "h\u00e9llo " + i);
+            msg.setBornTimestamp(System.currentTimeMillis());
+            msg.setBornHost(born);
+            msg.setStoreHost(storeHost);
+            Compat.setPropertiesString(msg, MessageDecoder.messageProperties2String(msg.getProperties()));
+            PutMessageResult r = Compat.put(store, msg);
+            Map<String, Object> o = obj("event", "put", "seq", i, "status", r.getPutMessageStatus().name());
+            AppendMessageResult a = r.getAppendMessageResult();
+            if (a != null) {
+                o.put("offset", a.getWroteOffset());
+                o.put("size", a.getWroteBytes());
+                o.put("msgId", a.getMsgId());
+                o.put("queueOffset", a.getLogicsOffset());
+            }
+            o.put("queueId", msg.getQueueId());
+            emit(o);
+        }
+    }
+
+    private Map<String, Object> status(String event) {
+        return obj("event", event,
+            "maxPhyOffset", store.getMaxPhyOffset(),
+            "minPhyOffset", store.getMinPhyOffset(),
+            "confirmOffset", store.getConfirmOffset(),
+            "dispatchBehind", store.dispatchBehindBytes(),
+            "haConnections", store.getHaService().getConnectionCount().get());
+    }
+
+    private static Map<String, Object> message(MessageExt m) {
+        Map<String, Object> props = new TreeMap<>(m.getProperties());
+        return obj("event", "message", "found", true,
+            "topic", m.getTopic(),
+            "queueId", m.getQueueId(),
+            "queueOffset", m.getQueueOffset(),
+            "commitLogOffset", m.getCommitLogOffset(),
+            "storeSize", m.getStoreSize(),
+            "msgId", m.getMsgId(),
+            "bodyCRC", m.getBodyCRC(),
+            "sysFlag", m.getSysFlag(),
+            "bornTimestamp", m.getBornTimestamp(),
+            "storeTimestamp", m.getStoreTimestamp(),
+            "tags", m.getTags(),
+            "keys", m.getKeys(),
+            "properties", props,
+            "body", Base64.getEncoder().encodeToString(m.getBody()));
+    }
+
+    private static String required(Map<String, String> opts, String key) {
+        String v = opts.get(key);
+        if (v == null) {
+            throw new IllegalArgumentException("missing --" + key);
+        }
+        return v;
+    }
+
+    private static Map<String, Object> obj(Object... kv) {
+        Map<String, Object> m = new java.util.LinkedHashMap<>();
+        for (int i = 0; i < kv.length; i += 2) {
+            m.put((String) kv[i], kv[i + 1]);
+        }
+        return m;
+    }
+
+    private static synchronized void emit(Map<String, Object> o) {
+        StringBuilder b = new StringBuilder();
+        json(b, o);
+        out.println(b);
+    }
+
+    @SuppressWarnings("unchecked")
+    private static void json(StringBuilder b, Object v) {
+        if (v == null) {
+            b.append("null");
+        } else if (v instanceof Map) {
+            b.append('{');
+            boolean first = true;
+            for (Map.Entry<String, Object> e : ((Map<String, Object>) v).entrySet()) {
+                if (!first) {
+                    b.append(',');
+                }
+                first = false;
+                json(b, e.getKey());
+                b.append(':');
+                json(b, e.getValue());
+            }
+            b.append('}');
+        } else if (v instanceof List) {
+            b.append('[');
+            List<Object> l = (List<Object>) v;
+            for (int i = 0; i < l.size(); i++) {
+                if (i > 0) {
+                    b.append(',');
+                }
+                json(b, l.get(i));
+            }
+            b.append(']');
+        } else if (v instanceof Number || v instanceof Boolean) {
+            b.append(v);
+        } else {
+            b.append('"');
+            for (char ch : v.toString().toCharArray()) {
+                switch (ch) {
+                    case '"': b.append("\\\""); break;
+                    case '\\': b.append("\\\\"); break;
+                    case '\n': b.append("\\n"); break;
+                    case '\r': b.append("\\r"); break;
+                    case '\t': b.append("\\t"); break;
+                    default:
+                        if (ch < 0x20) {
+                            b.append(String.format("\\u%04x", (int) ch));
+                        } else {
+                            b.append(ch);
+                        }
+                }
+            }
+            b.append('"');
+        }
+    }
+}

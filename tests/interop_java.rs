@@ -1,0 +1,510 @@
+//! Interop with Apache RocketMQ's own Java store (`DefaultMessageStore`), both directions, each
+//! scenario against RocketMQ 4.9.x (`HAService`) and 5.x (`DefaultHAService`). The Java store is
+//! the reference for the wire and disk format. The harness is `tests/interop/rocketmq-java/`;
+//! see `support/interop.rs` for when these tests skip.
+
+#[path = "support/interop.rs"]
+mod interop;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use base64::Engine;
+use interop::*;
+use serde_json::Value;
+
+const TOPIC: &str = "JavaTopic";
+const QUEUES: u64 = 4;
+/// Body size: about 250 messages per 1 MiB segment.
+const SIZE: usize = 4000;
+/// Messages that fill a little over three 1 MiB segments.
+const BACKLOG: usize = 850;
+
+macro_rules! against_each_rocketmq {
+    ($($(#[$attr:meta])* $scenario:ident),* $(,)?) => {
+        $(
+            mod $scenario {
+                use super::*;
+                #[test] $(#[$attr])* fn rocketmq_4_9_8() { super::$scenario(ROCKETMQ_4) }
+                #[test] $(#[$attr])* fn rocketmq_5_5_1() { super::$scenario(ROCKETMQ_5) }
+            }
+        )*
+    };
+}
+
+against_each_rocketmq!(
+    java_master_feeds_an_empty_logship_slave_byte_for_byte,
+    java_sync_master_is_released_by_logship_acks,
+    logship_sync_master_feeds_an_empty_java_slave_that_parses_every_message,
+    empty_slaves_start_where_their_master_says,
+    java_opens_a_logship_store_after_a_clean_stop_and_after_kill_9,
+    logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9,
+    a_java_master_with_larger_segments_is_refused_without_corrupting_the_slave,
+);
+
+// Needs the store to refuse a replicated BLANK record that does not end at the slave's own
+// segment end, with an error naming both segment sizes (issue 15, item 3). Today the slave
+// stores Java's BLANK mid-segment and only its consume-queue dispatch stops at it.
+against_each_rocketmq!(
+    #[ignore = "needs the store to refuse a BLANK record that does not end its segment (issue 15 item 3)"]
+    a_java_master_with_smaller_segments_is_refused_without_corrupting_the_slave,
+);
+
+fn temp() -> tempfile::TempDir {
+    tempfile::Builder::new().prefix("logship-interop-").tempdir().unwrap()
+}
+
+fn addr(port: u16) -> String {
+    format!("127.0.0.1:{port}")
+}
+
+fn b64(v: &Value) -> Vec<u8> {
+    base64::engine::general_purpose::STANDARD.decode(v.as_str().unwrap()).unwrap()
+}
+
+/// The body of a message read through logship's HTTP API.
+fn http_body(m: &Value) -> Vec<u8> {
+    match m["bodyEncoding"].as_str() {
+        Some("utf8") => m["body"].as_str().unwrap().as_bytes().to_vec(),
+        _ => b64(&m["body"]),
+    }
+}
+
+/// Asserts that every rolled segment among `puts` (Java `put` lines, in order) was closed with a
+/// BLANK record ending at the segment end; returns the number of rolls.
+fn assert_rolls_are_blank(root: &Path, segment: u64, puts: &[Value]) -> usize {
+    let mut rolls = 0;
+    for w in puts.windows(2) {
+        let (prev, next) = (&w[0], &w[1]);
+        let end = prev["offset"].as_u64().unwrap() + prev["size"].as_u64().unwrap();
+        let at = next["offset"].as_u64().unwrap();
+        if at != end {
+            assert_eq!(at % segment, 0, "a gap that is not a roll: {end} to {at}");
+            assert_blank_to_segment_end(root, segment, end);
+            rolls += 1;
+        }
+    }
+    rolls
+}
+
+/// Asserts that a message Java decoded and one logship served are the same message.
+fn assert_same_message(java: &Value, logship: &Value) {
+    assert_eq!(java["found"], true, "Java found no message: {java}");
+    assert_eq!(java["commitLogOffset"], logship["physicalOffset"]);
+    assert_eq!(java["queueOffset"], logship["queueOffset"]);
+    assert_eq!(java["msgId"], logship["msgId"]);
+    assert_eq!(java["tags"], logship["tags"]);
+    assert_eq!(java["properties"], logship["properties"], "properties at {}", java["commitLogOffset"]);
+    assert_eq!(b64(&java["body"]), http_body(logship), "body at {}", java["commitLogOffset"]);
+    assert_eq!(java["bornTimestamp"], logship["bornTimestamp"]);
+    assert_eq!(java["storeTimestamp"], logship["storeTimestamp"]);
+}
+
+/// Every message of the test topic in Java's consume queues, by commit-log offset.
+fn java_queues(java: &mut JavaStore) -> BTreeMap<u64, Value> {
+    java.wait_dispatch();
+    let mut all = BTreeMap::new();
+    for q in 0..QUEUES as i32 {
+        for m in java.queue(q) {
+            assert_eq!(m["found"], true, "queue {q} points at no message: {m}");
+            assert_eq!(m["queueId"], q);
+            all.insert(m["commitLogOffset"].as_u64().unwrap(), m);
+        }
+    }
+    all
+}
+
+/// Every message of the test topic in a logship broker's consume queues, by commit-log offset,
+/// once there are `expected` of them.
+fn logship_queues(broker: &Logship, expected: usize) -> BTreeMap<u64, Value> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let mut all = BTreeMap::new();
+        for q in 0..QUEUES as i32 {
+            for m in broker.queue(TOPIC, q) {
+                all.insert(m["physicalOffset"].as_u64().unwrap(), m);
+            }
+        }
+        if all.len() >= expected || std::time::Instant::now() > deadline {
+            assert_eq!(all.len(), expected, "messages in logship's consume queues");
+            return all;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+// ---- 1. Java master -> empty logship slave ----------------------------------------------
+
+fn java_master_feeds_an_empty_logship_slave_byte_for_byte(rmq: Rocketmq) {
+    let Some(h) = harness(rmq, "java_master_feeds_an_empty_logship_slave_byte_for_byte") else { return };
+    let (jdir, ldir) = (temp(), temp());
+    let ha = free_port().to_string();
+    let mut java =
+        JavaStore::start(&h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha, "--heartbeat", "1000"]);
+    let slave = Logship::start("slave", ldir.path(), &["--master", &addr(java.ha_port())]);
+    java.until("the logship slave to connect", |s| s["haConnections"] == 1);
+    slave.until("the slave to stream", |s| s["master"]["state"] == "STREAMING");
+
+    // A backlog across more than three segments while the slave is stopped, then live puts.
+    slave.sigstop();
+    let mut puts = java.put(BACKLOG, SIZE);
+    slave.sigcont();
+    for _ in 0..10 {
+        puts.extend(java.put(2, SIZE));
+        let end = java.max_offset();
+        slave.until("the slave to catch up a live put", |s| s["maxOffset"] == end);
+    }
+    assert!(puts.iter().all(|p| p["status"] == "PUT_OK"));
+    let end = java.max_offset();
+    assert!(assert_rolls_are_blank(jdir.path(), SEG, &puts) >= 3, "the backlog spans at least three rolls");
+    assert_eq!(slave.status()["minOffset"], 0);
+    assert_same_segments(jdir.path(), ldir.path(), SEG, 0, end);
+
+    // logship's consume queues serve Java's messages as Java reads them.
+    let theirs = java_queues(&mut java);
+    assert_eq!(theirs.len(), puts.len());
+    let ours = logship_queues(&slave, puts.len());
+    for (offset, j) in &theirs {
+        assert_same_message(j, &ours[offset]);
+    }
+    drop(slave);
+    java.shutdown();
+}
+
+// ---- 2. Java SYNC_MASTER, logship slave -------------------------------------------------
+
+fn java_sync_master_is_released_by_logship_acks(rmq: Rocketmq) {
+    let Some(h) = harness(rmq, "java_sync_master_is_released_by_logship_acks") else { return };
+    for ack_on in ["WRITTEN", "FLUSHED"] {
+        let (jdir, ldir) = (temp(), temp());
+        let ha = free_port().to_string();
+        let mut java = JavaStore::start(
+            &h,
+            "SYNC_MASTER",
+            jdir.path(),
+            SEG,
+            &["--ha-port", &ha, "--heartbeat", "1000", "--slave-timeout", "1500"],
+        );
+        let slave = Logship::start(
+            "slave",
+            ldir.path(),
+            &[
+                "--master",
+                &addr(java.ha_port()),
+                "--set",
+                &format!("slaveAckOn={ack_on}"),
+                "--set",
+                "haSendHeartbeatInterval=1000",
+                // Longer than the SIGSTOP below, so the slave keeps its connection.
+                "--set",
+                "haHousekeepingInterval=30000",
+            ],
+        );
+        java.until("the logship slave to connect", |s| s["haConnections"] == 1);
+        slave.until("the slave to stream", |s| s["master"]["state"] == "STREAMING");
+
+        for p in java.put(5, SIZE) {
+            assert_eq!(p["status"], "PUT_OK", "slaveAckOn={ack_on}: {p}");
+        }
+        slave.sigstop();
+        for p in java.put(2, SIZE) {
+            assert_eq!(p["status"], "FLUSH_SLAVE_TIMEOUT", "slaveAckOn={ack_on}, slave stopped: {p}");
+        }
+        slave.sigcont();
+        let end = java.max_offset();
+        slave.until("the slave to catch up", |s| s["maxOffset"] == end);
+        for p in java.put(5, SIZE) {
+            assert_eq!(p["status"], "PUT_OK", "slaveAckOn={ack_on}, slave resumed: {p}");
+        }
+        let end = java.max_offset();
+        slave.until("the slave to hold every put", |s| s["maxOffset"] == end);
+        assert_same_segments(jdir.path(), ldir.path(), SEG, 0, end);
+        drop(slave);
+        java.shutdown();
+    }
+}
+
+// ---- 3. logship SYNC_MASTER -> empty Java slave -----------------------------------------
+
+fn logship_sync_master_feeds_an_empty_java_slave_that_parses_every_message(rmq: Rocketmq) {
+    let Some(h) = harness(rmq, "logship_sync_master_feeds_an_empty_java_slave_that_parses_every_message")
+    else {
+        return;
+    };
+    let (ldir, jdir) = (temp(), temp());
+    let master = Logship::start(
+        "master",
+        ldir.path(),
+        &[
+            "--set",
+            "brokerRole=SYNC_MASTER",
+            "--set",
+            "slaveTimeout=3000",
+            "--set",
+            "haSendHeartbeatInterval=1000",
+            "--set",
+            "haHousekeepingInterval=5000",
+        ],
+    );
+    let own_ha = free_port().to_string();
+    let slave_args = ["--master", &addr(master.ha_port()), "--ha-port", &own_ha, "--heartbeat", "1000"];
+    let mut java = JavaStore::start(&h, "SLAVE", jdir.path(), SEG, &slave_args);
+    master.until("the Java slave to report", |s| {
+        s["slaves"].as_array().is_some_and(|a| a.len() == 1 && !a[0]["ackOffset"].is_null())
+    });
+
+    let mut replies = Vec::new();
+    for i in 0..300 {
+        let (code, r) = master.put(TOPIC, i, SIZE, QUEUES);
+        assert_eq!(
+            (code, &r["status"]),
+            (200, &Value::from("PUT_OK")),
+            "put {i}, released by the Java slave"
+        );
+        replies.push(r);
+    }
+    // kill -9 the Java slave with the stream running; logship keeps taking puts.
+    java.kill9();
+    master.until("the master to drop the Java slave", |s| s["slaves"].as_array().is_some_and(Vec::is_empty));
+    for i in 300..600 {
+        let (_, r) = master.put(TOPIC, i, SIZE, QUEUES);
+        assert_eq!(r["stored"], true, "put {i} without a slave: {r}");
+        replies.push(r);
+    }
+    java.restart();
+    master.until("the restarted Java slave to report", |s| {
+        s["slaves"].as_array().is_some_and(|a| a.len() == 1 && !a[0]["ackOffset"].is_null())
+    });
+    for i in 600..650 {
+        let (code, r) = master.put(TOPIC, i, SIZE, QUEUES);
+        assert_eq!(
+            (code, &r["status"]),
+            (200, &Value::from("PUT_OK")),
+            "put {i} after the Java slave restarted"
+        );
+        replies.push(r);
+    }
+    let end = master.max_offset();
+    java.until("the Java slave to catch up", |s| s["maxPhyOffset"] == end);
+    assert_eq!(java.status()["minPhyOffset"], 0);
+    assert_same_segments(ldir.path(), jdir.path(), SEG, 0, end);
+
+    // Java's reput service dispatched every message, and Java parses each as logship wrote it.
+    let theirs = java_queues(&mut java);
+    assert_eq!(theirs.len(), replies.len(), "messages Java dispatched");
+    let ours = logship_queues(&master, replies.len());
+    for (i, r) in replies.iter().enumerate() {
+        let offset = r["offset"].as_u64().unwrap();
+        let j = java.look(offset);
+        assert_eq!(j["topic"], TOPIC);
+        assert_eq!(j["queueId"], r["queueId"]);
+        assert_eq!(j["queueOffset"], r["queueOffset"]);
+        assert_eq!(j["msgId"], r["msgId"]);
+        assert_eq!(j["keys"], format!("key-{i} alt-{i}"));
+        assert_eq!(b64(&j["body"]), body(b"logship", i as u64, SIZE));
+        assert_eq!(j["properties"]["note"], format!("h\u{e9}llo {i}"));
+        assert_same_message(&j, &ours[&offset]);
+        assert_eq!(theirs[&offset]["msgId"], r["msgId"]);
+    }
+    java.shutdown();
+}
+
+// ---- 4. start policies -------------------------------------------------------------------
+
+fn empty_slaves_start_where_their_master_says(rmq: Rocketmq) {
+    let Some(h) = harness(rmq, "empty_slaves_start_where_their_master_says") else { return };
+    // logship master (newSlaveStart=EARLIEST) -> empty Java slave: the whole log.
+    {
+        let (ldir, jdir) = (temp(), temp());
+        let master = Logship::start("master", ldir.path(), &["--set", "newSlaveStart=EARLIEST"]);
+        for i in 0..BACKLOG as u64 {
+            assert_eq!(master.put(TOPIC, i, SIZE, QUEUES).0, 200);
+        }
+        let end = master.max_offset();
+        assert!(end > 3 * SEG);
+        let own_ha = free_port().to_string();
+        let mut java = JavaStore::start(
+            &h,
+            "SLAVE",
+            jdir.path(),
+            SEG,
+            &["--master", &addr(master.ha_port()), "--ha-port", &own_ha, "--heartbeat", "1000"],
+        );
+        java.until("the Java slave to catch up", |s| s["maxPhyOffset"] == end);
+        assert_eq!(java.status()["minPhyOffset"], 0, "EARLIEST sends the whole log");
+        assert_same_segments(ldir.path(), jdir.path(), SEG, 0, end);
+        assert_eq!(java_queues(&mut java).len(), BACKLOG);
+        java.shutdown();
+    }
+    // Java master with a backlog -> empty logship slave: where Java says (its last file).
+    {
+        let (jdir, ldir) = (temp(), temp());
+        let ha = free_port().to_string();
+        let mut java = JavaStore::start(
+            &h,
+            "ASYNC_MASTER",
+            jdir.path(),
+            SEG,
+            &["--ha-port", &ha, "--heartbeat", "1000"],
+        );
+        java.put(BACKLOG, SIZE);
+        let end = java.max_offset();
+        let last_file = end - end % SEG;
+        assert!(last_file >= 3 * SEG);
+        let slave = Logship::start("slave", ldir.path(), &["--master", &addr(java.ha_port())]);
+        let s = slave.until("the slave to catch up", |s| s["maxOffset"] == end);
+        assert_eq!(s["minOffset"], last_file, "Java starts an empty slave at its last file");
+        assert_same_segments(jdir.path(), ldir.path(), SEG, last_file, end);
+        drop(slave);
+        java.shutdown();
+    }
+}
+
+// ---- 5. each opens the other's store directory -------------------------------------------
+
+fn java_opens_a_logship_store_after_a_clean_stop_and_after_kill_9(rmq: Rocketmq) {
+    let Some(h) = harness(rmq, "java_opens_a_logship_store_after_a_clean_stop_and_after_kill_9") else {
+        return;
+    };
+    for crash in [false, true] {
+        let ldir = temp();
+        let mut master = Logship::start("master", ldir.path(), &[]);
+        let mut replies = Vec::new();
+        for i in 0..BACKLOG as u64 {
+            let (code, r) = master.put(TOPIC, i, SIZE, QUEUES);
+            assert_eq!(code, 200);
+            replies.push(r);
+        }
+        let end = master.max_offset();
+        let ours = logship_queues(&master, BACKLOG);
+        if crash {
+            master.kill9();
+        } else {
+            master.terminate();
+        }
+        let ha = free_port().to_string();
+        let mut java = JavaStore::start(&h, "ASYNC_MASTER", ldir.path(), SEG, &["--ha-port", &ha]);
+        assert_eq!(java.started["maxPhyOffset"], end, "crash={crash}: Java recovered every message");
+        let theirs = java_queues(&mut java);
+        assert_eq!(theirs.len(), BACKLOG, "crash={crash}: Java's consume queues serve every message");
+        for r in &replies {
+            let offset = r["offset"].as_u64().unwrap();
+            assert_same_message(&theirs[&offset], &ours[&offset]);
+        }
+        java.shutdown();
+    }
+}
+
+fn logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9(rmq: Rocketmq) {
+    let Some(h) = harness(rmq, "logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9") else {
+        return;
+    };
+    for crash in [false, true] {
+        let jdir = temp();
+        let ha = free_port().to_string();
+        let mut java = JavaStore::start(&h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha]);
+        java.put(BACKLOG, SIZE);
+        let end = java.max_offset();
+        let theirs = java_queues(&mut java);
+        if crash {
+            java.kill9();
+        } else {
+            java.shutdown();
+        }
+        let master = Logship::start("master", jdir.path(), &[]);
+        assert_eq!(master.max_offset(), end, "crash={crash}: logship recovered every message");
+        let ours = logship_queues(&master, BACKLOG);
+        for (offset, j) in &theirs {
+            assert_same_message(j, &ours[offset]);
+        }
+        // And it appends after Java's last message.
+        let (code, r) = master.put(TOPIC, 0, SIZE, QUEUES);
+        assert_eq!(code, 200);
+        assert!(r["offset"].as_u64().unwrap() >= end);
+    }
+}
+
+// ---- 6. mismatched segment sizes ---------------------------------------------------------
+
+fn a_java_master_with_larger_segments_is_refused_without_corrupting_the_slave(rmq: Rocketmq) {
+    let Some(h) = harness(rmq, "a_java_master_with_larger_segments_is_refused_without_corrupting_the_slave")
+    else {
+        return;
+    };
+    let (jdir, ldir) = (temp(), temp());
+    let ha = free_port().to_string();
+    let mut java = JavaStore::start(
+        &h,
+        "ASYNC_MASTER",
+        jdir.path(),
+        2 * SEG,
+        &["--ha-port", &ha, "--heartbeat", "1000"],
+    );
+    let mut slave = Logship::start("slave", ldir.path(), &["--master", &addr(java.ha_port())]);
+    java.until("the logship slave to connect", |s| s["haConnections"] == 1);
+    java.put(400, SIZE);
+    assert!(java.max_offset() > SEG + SIZE as u64);
+    // Java's messages run on across logship's 1 MiB segment end: the append is refused.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !slave.stderr().contains("cross the segment end 1048576") {
+        assert!(std::time::Instant::now() < deadline, "no error about the segment end:\n{}", slave.stderr());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let held = slave.max_offset();
+    assert!(held <= SEG, "the slave appended past its segment end: {held}");
+    slave.terminate();
+    // The slave's store holds a clean prefix of Java's log and opens without repair.
+    let store = logship::store::CommitLog::open(ldir.path(), {
+        let mut c = logship::store::StoreConfig::default();
+        c.mapped_file_size_commit_log = SEG;
+        c.max_message_size = 256 * 1024;
+        c
+    })
+    .unwrap();
+    assert_eq!(store.max_offset(), held);
+    if held > 0 {
+        assert_same_segments(jdir.path(), ldir.path(), SEG, 0, held);
+    }
+    drop(store);
+    java.shutdown();
+}
+
+fn a_java_master_with_smaller_segments_is_refused_without_corrupting_the_slave(rmq: Rocketmq) {
+    let Some(h) = harness(rmq, "a_java_master_with_smaller_segments_is_refused_without_corrupting_the_slave")
+    else {
+        return;
+    };
+    let (jdir, ldir) = (temp(), temp());
+    let ha = free_port().to_string();
+    let mut java =
+        JavaStore::start(&h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha, "--heartbeat", "1000"]);
+    let mut slave =
+        Logship::start_with_segment("slave", ldir.path(), 2 * SEG, &["--master", &addr(java.ha_port())]);
+    java.until("the logship slave to connect", |s| s["haConnections"] == 1);
+    let puts = java.put(400, SIZE);
+    // Java's BLANK record ends its 1 MiB segment in the middle of logship's 2 MiB one.
+    let roll = puts.iter().map(|p| p["offset"].as_u64().unwrap()).find(|&o| o == SEG).expect("Java rolled");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let named = |log: &str| log.lines().any(|l| l.contains("1048576") && l.contains("2097152"));
+    while !named(&slave.stderr()) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no error naming both segment sizes:\n{}",
+            slave.stderr()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let held = slave.max_offset();
+    assert!(held < roll, "the slave stored Java's BLANK record as if its segment went on: {held}");
+    slave.terminate();
+    let store = logship::store::CommitLog::open(ldir.path(), {
+        let mut c = logship::store::StoreConfig::default();
+        c.mapped_file_size_commit_log = 2 * SEG;
+        c.max_message_size = 256 * 1024;
+        c
+    })
+    .unwrap();
+    assert_eq!(store.max_offset(), held);
+    drop(store);
+    java.shutdown();
+}

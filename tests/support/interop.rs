@@ -1,0 +1,581 @@
+//! Interop test support: Apache RocketMQ's own Java store, driven through the harness in
+//! `tests/interop/rocketmq-java/`, and `logship master` / `logship slave` processes.
+//!
+//! Without `LOGSHIP_REQUIRE_JAVA`, a machine lacking `java` or `mvn` (or the RocketMQ artifacts)
+//! skips each test with one line on stderr. With it set, any of those missing fails the test.
+#![allow(dead_code, unreachable_pub)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant, SystemTime};
+
+use serde_json::Value;
+
+/// Commit-log segment size in every interop test.
+pub const SEG: u64 = 1024 * 1024;
+
+/// One RocketMQ release the harness is built against.
+#[derive(Clone, Copy, Debug)]
+pub struct Rocketmq {
+    /// The `rocketmq-store` version.
+    pub version: &'static str,
+    /// The Maven profile that selects it.
+    profile: &'static str,
+    slot: usize,
+}
+
+/// RocketMQ 4.9.x: the classic `HAService`.
+pub const ROCKETMQ_4: Rocketmq = Rocketmq { version: "4.9.8", profile: "rocketmq-4", slot: 0 };
+/// RocketMQ 5.x: `DefaultHAService`.
+pub const ROCKETMQ_5: Rocketmq = Rocketmq { version: "5.5.1", profile: "rocketmq-5", slot: 1 };
+
+static BUILDS: [OnceLock<Result<Harness, String>>; 2] = [OnceLock::new(), OnceLock::new()];
+
+/// A built harness: its classpath.
+#[derive(Clone, Debug)]
+pub struct Harness {
+    pub rocketmq: Rocketmq,
+    classpath: String,
+}
+
+fn project() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop/rocketmq-java")
+}
+
+fn required() -> bool {
+    std::env::var("LOGSHIP_REQUIRE_JAVA").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+fn runs(program: &str, arg: &str) -> bool {
+    Command::new(program)
+        .arg(arg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn newest_source(dir: &Path) -> SystemTime {
+    let mut newest = SystemTime::UNIX_EPOCH;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.file_name().is_some_and(|n| n == "target") {
+            continue;
+        }
+        let t = if path.is_dir() {
+            newest_source(&path)
+        } else {
+            entry.metadata().and_then(|m| m.modified()).unwrap_or(SystemTime::UNIX_EPOCH)
+        };
+        newest = newest.max(t);
+    }
+    newest
+}
+
+fn build(rocketmq: Rocketmq) -> Result<Harness, String> {
+    if !runs("java", "-version") {
+        return Err("no `java` on PATH".into());
+    }
+    let dir = project();
+    let out = dir.join("target").join(rocketmq.version);
+    let jar = out.join("harness.jar");
+    let fresh = std::fs::metadata(&jar)
+        .and_then(|m| m.modified())
+        .is_ok_and(|built| built >= newest_source(&dir) && out.join("lib").is_dir());
+    if !fresh {
+        if !runs("mvn", "-v") {
+            return Err("no `mvn` on PATH to build the RocketMQ harness".into());
+        }
+        // Offline first (CI has filled ~/.m2), then online for a first run.
+        let mut last = String::new();
+        for offline in [true, false] {
+            let mut cmd = Command::new("mvn");
+            cmd.current_dir(&dir).args(["-q", "-B", "package", "-P", rocketmq.profile]);
+            if offline {
+                cmd.arg("-o");
+            }
+            let o = cmd.output().map_err(|e| format!("cannot run mvn: {e}"))?;
+            if o.status.success() {
+                last.clear();
+                break;
+            }
+            last = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+        }
+        if !last.is_empty() {
+            let tail: Vec<&str> = last.lines().rev().take(15).collect();
+            let tail: Vec<&str> = tail.into_iter().rev().collect();
+            return Err(format!(
+                "the harness for rocketmq-store {} did not build (do its artifacts resolve?):\n{}",
+                rocketmq.version,
+                tail.join("\n")
+            ));
+        }
+    }
+    let classpath = format!("{}:{}/*", jar.display(), out.join("lib").display());
+    Ok(Harness { rocketmq, classpath })
+}
+
+/// The harness for `rocketmq`, built once per test run; `None` (after one line saying why)
+/// when Java is unavailable and `LOGSHIP_REQUIRE_JAVA` is not set.
+pub fn harness(rocketmq: Rocketmq, test: &str) -> Option<Harness> {
+    match BUILDS[rocketmq.slot].get_or_init(|| build(rocketmq)) {
+        Ok(h) => Some(h.clone()),
+        Err(why) if required() => panic!("LOGSHIP_REQUIRE_JAVA is set, but {why}"),
+        Err(why) => {
+            let first = why.lines().next().unwrap_or_default();
+            // Straight to the process's stderr, past the test harness's capture.
+            let _ =
+                writeln!(std::io::stderr(), "{test}: skipped against RocketMQ {}: {first}", rocketmq.version);
+            None
+        }
+    }
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// Two consecutive free ports: listenPort and haListenPort = listenPort + 1.
+pub fn free_port_pair() -> u16 {
+    for _ in 0..200 {
+        let port = free_port();
+        if port < 65535 && TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no two consecutive free ports");
+}
+
+fn signal(pid: u32, sig: &str) {
+    assert!(
+        Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success(),
+        "kill {sig} {pid}"
+    );
+}
+
+fn collect_stderr(child: &mut Child) -> Arc<Mutex<String>> {
+    let sink = Arc::new(Mutex::new(String::new()));
+    let pipe = child.stderr.take().unwrap();
+    let s = sink.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            let mut s = s.lock().unwrap();
+            s.push_str(&line);
+            s.push('\n');
+        }
+    });
+    sink
+}
+
+// ---- the Java store ---------------------------------------------------------------------
+
+/// A running Java `DefaultMessageStore`.
+pub struct JavaStore {
+    pub harness: Harness,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Value>,
+    stderr: Arc<Mutex<String>>,
+    /// The `started` line: `haPort`, `maxPhyOffset`, ...
+    pub started: Value,
+    args: Vec<String>,
+}
+
+impl JavaStore {
+    /// Starts the harness with `--role role --store dir --segment segment` and `extra` arguments.
+    pub fn start(harness: &Harness, role: &str, dir: &Path, segment: u64, extra: &[&str]) -> Self {
+        let mut args = vec![
+            "--role".to_string(),
+            role.into(),
+            "--store".into(),
+            dir.display().to_string(),
+            "--segment".into(),
+            segment.to_string(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Self::spawn(harness, args)
+    }
+
+    fn spawn(harness: &Harness, args: Vec<String>) -> Self {
+        let home = std::env::temp_dir().join("logship-interop-home");
+        let mut child = Command::new("java")
+            .args([
+                "--add-opens=java.base/java.nio=ALL-UNNAMED",
+                "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+                "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
+                "--add-opens=java.base/java.lang=ALL-UNNAMED",
+                "-XX:+UseSerialGC",
+                "-XX:TieredStopAtLevel=1",
+                "-Xmx256m",
+            ])
+            // RocketMQ writes its logs under ~/logs: keep them out of the user's home.
+            .arg(format!("-Duser.home={}", home.display()))
+            .arg("-cp")
+            .arg(&harness.classpath)
+            .arg("logship.interop.Harness")
+            .args(&args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start java");
+        let stderr = collect_stderr(&mut child);
+        let (tx, lines) = channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    if tx.send(v).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        let mut s =
+            Self { harness: harness.clone(), child, stdin, lines, stderr, started: Value::Null, args };
+        let started = s.answer("start");
+        assert_eq!(started.last().unwrap()["load"], true, "the Java store did not load: {}", s.stderr());
+        s.started = started.last().unwrap().clone();
+        s
+    }
+
+    /// The Java process's stderr so far.
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// The HA port it serves (a master).
+    pub fn ha_port(&self) -> u16 {
+        self.started["haPort"].as_u64().unwrap() as u16
+    }
+
+    fn answer(&mut self, what: &str) -> Vec<Value> {
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            match self.lines.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+                Ok(v) => {
+                    let end = v["end"] == true;
+                    if v["event"] == "error" {
+                        panic!("the Java harness failed `{what}`: {v}\n{}", self.stderr());
+                    }
+                    got.push(v);
+                    if end {
+                        return got;
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    panic!("no answer to `{what}` from Java:\n{}", self.stderr())
+                }
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("the Java harness exited during `{what}`:\n{}", self.stderr())
+                }
+            }
+        }
+    }
+
+    /// Sends one command and returns its answer lines (the last has `"end": true`).
+    pub fn command(&mut self, line: &str) -> Vec<Value> {
+        let stdin = self.stdin.as_mut().expect("the Java store is stopped");
+        writeln!(stdin, "{line}").unwrap();
+        stdin.flush().unwrap();
+        self.answer(line)
+    }
+
+    /// Puts `count` messages of `size` body bytes; returns one `put` line each.
+    pub fn put(&mut self, count: usize, size: usize) -> Vec<Value> {
+        let mut lines = self.command(&format!("put {count} {size}"));
+        lines.pop();
+        assert_eq!(lines.len(), count);
+        lines
+    }
+
+    /// `maxPhyOffset`, `minPhyOffset`, `confirmOffset`, `dispatchBehind`, `haConnections`.
+    pub fn status(&mut self) -> Value {
+        self.command("status").pop().unwrap()
+    }
+
+    pub fn max_offset(&mut self) -> u64 {
+        self.status()["maxPhyOffset"].as_u64().unwrap()
+    }
+
+    /// Waits until the reput service has dispatched everything.
+    pub fn wait_dispatch(&mut self) -> Value {
+        self.command("wait-dispatch").pop().unwrap()
+    }
+
+    /// `lookMessageByOffset`.
+    pub fn look(&mut self, offset: u64) -> Value {
+        self.command(&format!("look {offset}")).pop().unwrap()
+    }
+
+    /// Every message in one of its topic's consume queues, read back through the queue.
+    pub fn queue(&mut self, queue_id: i32) -> Vec<Value> {
+        let mut lines = self.command(&format!("queue {queue_id}"));
+        lines.pop();
+        lines
+    }
+
+    /// Shuts the store down cleanly and waits for the process.
+    pub fn shutdown(mut self) {
+        self.command("shutdown");
+        drop(self.stdin.take());
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "java exited with {status}:\n{}", self.stderr());
+    }
+
+    /// kill -9.
+    pub fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        self.stdin = None;
+    }
+
+    /// Starts the same store again (same arguments).
+    pub fn restart(&mut self) {
+        let again = Self::spawn(&self.harness.clone(), self.args.clone());
+        *self = again;
+    }
+
+    /// Polls `check` on the store's status until it holds.
+    pub fn until(&mut self, what: &str, mut check: impl FnMut(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = self.status();
+            if check(&s) {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "timed out waiting for {what}; Java status {s}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for JavaStore {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+// ---- the logship binary -----------------------------------------------------------------
+
+const BIN: &str = env!("CARGO_BIN_EXE_logship");
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into()
+}
+
+/// A `logship master` or `logship slave` process with 1 MiB segments.
+pub struct Logship {
+    child: Child,
+    pub port: u16,
+    args: Vec<String>,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Logship {
+    /// Starts `logship role --store dir` on a fresh port pair with `extra` arguments.
+    pub fn start(role: &str, dir: &Path, extra: &[&str]) -> Self {
+        Self::start_with_segment(role, dir, SEG, extra)
+    }
+
+    pub fn start_with_segment(role: &str, dir: &Path, segment: u64, extra: &[&str]) -> Self {
+        let port = free_port_pair();
+        let mut args = vec![
+            role.to_string(),
+            "--store".into(),
+            dir.display().to_string(),
+            "--listen-port".into(),
+            port.to_string(),
+            "--set".into(),
+            format!("mappedFileSizeCommitLog={segment}"),
+            "--set".into(),
+            "maxMessageSize=262144".into(),
+            "--set".into(),
+            "slaveReadEnable=true".into(),
+        ];
+        args.extend(extra.iter().map(|s| s.to_string()));
+        Self::spawn(args, port)
+    }
+
+    fn spawn(args: Vec<String>, port: u16) -> Self {
+        let mut child = Command::new(BIN)
+            .args(&args)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start logship");
+        let stderr = collect_stderr(&mut child);
+        let broker = Self { child, port, args, stderr };
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            if let Ok(mut r) = agent().get(broker.url("/status")).call() {
+                if r.status() == 200 && r.body_mut().read_to_string().is_ok() {
+                    return broker;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("logship on port {port} did not start:\n{}", broker.stderr());
+    }
+
+    pub fn stderr(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    pub fn ha_port(&self) -> u16 {
+        self.port + 1
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn status(&self) -> Value {
+        let mut r = agent().get(self.url("/status")).call().unwrap();
+        serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap()
+    }
+
+    pub fn max_offset(&self) -> u64 {
+        self.status()["maxOffset"].as_u64().unwrap()
+    }
+
+    /// Polls `/status` until `check` holds.
+    pub fn until(&self, what: &str, mut check: impl FnMut(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = self.status();
+            if check(&s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; logship status {s}\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Puts message `i` (the same shape the Java harness puts): returns the HTTP status and reply.
+    pub fn put(&self, topic: &str, i: u64, size: usize, queues: u64) -> (u16, Value) {
+        let body = body(b"logship", i, size);
+        let query = format!(
+            "?queueId={}&tags=Tag{}&keys=key-{i}%20alt-{i}&seq={i}&note=h%C3%A9llo%20{i}",
+            i % queues,
+            i % 3
+        );
+        let url = self.url(&format!("/topics/{topic}/messages{query}"));
+        let mut r = agent().post(url).send(&body[..]).unwrap();
+        let code = r.status().as_u16();
+        (code, serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap())
+    }
+
+    /// Every message of one consume queue, through the HTTP API.
+    pub fn queue(&self, topic: &str, queue_id: i32) -> Vec<Value> {
+        let mut all = Vec::new();
+        let mut offset = 0;
+        loop {
+            let url =
+                self.url(&format!("/topics/{topic}/queues/{queue_id}/messages?offset={offset}&max=1000"));
+            let mut r = agent().get(url).call().unwrap();
+            assert_eq!(r.status().as_u16(), 200);
+            let v: Value = serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+            let got = v["messages"].as_array().unwrap().clone();
+            if got.is_empty() {
+                return all;
+            }
+            offset = v["nextOffset"].as_u64().unwrap();
+            all.extend(got);
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn sigstop(&self) {
+        signal(self.pid(), "-STOP");
+    }
+
+    pub fn sigcont(&self) {
+        signal(self.pid(), "-CONT");
+    }
+
+    /// SIGTERM and wait: a clean stop.
+    pub fn terminate(&mut self) {
+        signal(self.pid(), "-TERM");
+        let status = self.child.wait().unwrap();
+        assert!(status.success(), "logship exited with {status}:\n{}", self.stderr());
+    }
+
+    pub fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+impl Drop for Logship {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A body like the Java harness's: `"{who}-{i:08}-"` padded with one letter to `size` bytes.
+pub fn body(who: &[u8], i: u64, size: usize) -> Vec<u8> {
+    let mut b = who.to_vec();
+    b.extend_from_slice(format!("-{i:08}-").as_bytes());
+    let len = size.max(b.len());
+    b.resize(len, b'a' + (i % 26) as u8);
+    b
+}
+
+// ---- on-disk checks ---------------------------------------------------------------------
+
+/// Compares the commit-log segment files of two store roots byte for byte over `[from, to)`.
+pub fn assert_same_segments(a: &Path, b: &Path, segment: u64, from: u64, to: u64) {
+    assert!(from < to, "empty range {from}..{to}");
+    let mut at = from;
+    while at < to {
+        let base = at - at % segment;
+        let name = format!("{base:020}");
+        let x =
+            std::fs::read(a.join("commitlog").join(&name)).unwrap_or_else(|e| panic!("{name} in {a:?}: {e}"));
+        let y =
+            std::fs::read(b.join("commitlog").join(&name)).unwrap_or_else(|e| panic!("{name} in {b:?}: {e}"));
+        let (lo, hi) = ((at - base) as usize, (to.min(base + segment) - base) as usize);
+        assert!(x.len() >= hi && y.len() >= hi, "segment {name} is short: {} and {} bytes", x.len(), y.len());
+        if x[lo..hi] != y[lo..hi] {
+            let first = (lo..hi).find(|&i| x[i] != y[i]).unwrap();
+            panic!("segment {name} differs at offset {} (byte {first} of the file)", base + first as u64);
+        }
+        at = base + hi as u64;
+    }
+}
+
+/// RocketMQ's BLANK magic code.
+pub const BLANK_MAGIC: i32 = 0xcbd4_3194_u32 as i32;
+
+/// Asserts that `[end, next_segment)` of the store at `root` holds one BLANK record.
+pub fn assert_blank_to_segment_end(root: &Path, segment: u64, end: u64) {
+    let base = end - end % segment;
+    let file = std::fs::read(root.join("commitlog").join(format!("{base:020}"))).unwrap();
+    let at = (end - base) as usize;
+    let size = i32::from_be_bytes(file[at..at + 4].try_into().unwrap());
+    let magic = i32::from_be_bytes(file[at + 4..at + 8].try_into().unwrap());
+    assert_eq!(magic, BLANK_MAGIC, "no BLANK record at {end}");
+    assert_eq!(size as u64, segment - (end - base), "the BLANK record at {end} does not end the segment");
+}
