@@ -263,14 +263,28 @@ fn logship_sync_master_feeds_an_empty_java_slave_that_parses_every_message(rmq: 
         );
         replies.push(r);
     }
-    // kill -9 the Java slave with the stream running; logship keeps taking puts.
-    java.kill9();
-    master.until("the master to drop the Java slave", |s| s["slaves"].as_array().is_some_and(Vec::is_empty));
-    for i in 300..600 {
-        let (_, r) = master.put(TOPIC, i, SIZE, QUEUES);
-        assert_eq!(r["stored"], true, "put {i} without a slave: {r}");
-        replies.push(r);
-    }
+    // kill -9 the Java slave while SYNC puts stream to it; logship keeps storing every put.
+    let done = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        let producer = scope.spawn(|| {
+            let mut got = Vec::new();
+            for i in 300..600 {
+                let (_, r) = master.put(TOPIC, i, SIZE, QUEUES);
+                assert_eq!(r["stored"], true, "put {i} around the Java slave's death: {r}");
+                got.push(r);
+                done.store(i, std::sync::atomic::Ordering::Release);
+            }
+            got
+        });
+        while done.load(std::sync::atomic::Ordering::Acquire) < 400 {
+            std::thread::yield_now();
+        }
+        java.kill9();
+        replies.extend(producer.join().unwrap());
+    });
+    let statuses: Vec<&str> = replies[300..].iter().map(|r| r["status"].as_str().unwrap()).collect();
+    assert!(statuses[..100].iter().all(|s| *s == "PUT_OK"), "SYNC puts before the kill: {statuses:?}");
+    assert_ne!(statuses.last(), Some(&"PUT_OK"), "no slave acked the last puts");
     java.restart();
     master.until("the restarted Java slave to report", |s| {
         s["slaves"].as_array().is_some_and(|a| a.len() == 1 && !a[0]["ackOffset"].is_null())
@@ -384,6 +398,7 @@ fn java_opens_a_logship_store_after_a_clean_stop_and_after_kill_9(rmq: Rocketmq)
         }
         let ha = free_port().to_string();
         let mut java = JavaStore::start(&h, "ASYNC_MASTER", ldir.path(), SEG, &["--ha-port", &ha]);
+        assert_eq!(java.started["abortFileAtLoad"], crash, "logship's abort file says how it stopped");
         assert_eq!(java.started["maxPhyOffset"], end, "crash={crash}: Java recovered every message");
         let theirs = java_queues(&mut java);
         assert_eq!(theirs.len(), BACKLOG, "crash={crash}: Java's consume queues serve every message");
@@ -411,7 +426,14 @@ fn logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9(rmq: Rocketmq)
         } else {
             java.shutdown();
         }
+        assert_eq!(jdir.path().join("abort").exists(), crash, "Java's abort file says how it stopped");
         let master = Logship::start("master", jdir.path(), &[]);
+        let kind = if crash { "kind: ForeignCrash" } else { "kind: ForeignClean" };
+        assert!(
+            master.stderr().contains(kind),
+            "logship recovered a Java store with {kind}:\n{}",
+            master.stderr()
+        );
         assert_eq!(master.max_offset(), end, "crash={crash}: logship recovered every message");
         let ours = logship_queues(&master, BACKLOG);
         for (offset, j) in &theirs {
@@ -446,8 +468,9 @@ fn a_java_master_with_larger_segments_is_refused_without_corrupting_the_slave(rm
     assert!(java.max_offset() > SEG + SIZE as u64);
     // Java's messages run on across logship's 1 MiB segment end: the append is refused.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while !slave.stderr().contains("cross the segment end 1048576") {
-        assert!(std::time::Instant::now() < deadline, "no error about the segment end:\n{}", slave.stderr());
+    let named = |log: &str| log.lines().any(|l| l.contains("append failed") && l.contains("1048576"));
+    while !named(&slave.stderr()) {
+        assert!(std::time::Instant::now() < deadline, "no error naming the segment end:\n{}", slave.stderr());
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     let held = slave.max_offset();

@@ -75,6 +75,7 @@ public final class Harness {
         if (role == BrokerRole.SYNC_MASTER) {
             Compat.replicas(c, 2, 2);
         }
+        boolean abort = new java.io.File(root, "abort").exists();
         DefaultMessageStore store = Compat.open(c, role == BrokerRole.SLAVE ? 1 : 0);
         boolean loaded = store.load();
         if (!loaded) {
@@ -89,6 +90,7 @@ public final class Harness {
             Integer.parseInt(opts.getOrDefault("queues", "4")));
         Map<String, Object> started = h.status("started");
         started.put("load", true);
+        started.put("abortFileAtLoad", abort);
         started.put("haService", Compat.HA_SERVICE);
         started.put("haPort", c.getHaListenPort());
         started.put("end", true);
