@@ -36,6 +36,9 @@ pub const BLANK_RECORD_LEN: usize = 8;
 pub const MAX_PROPERTIES_LEN: usize = i16::MAX as usize;
 /// The longest topic a V1 message can carry (1-byte length; RocketMQ's `TOPIC_MAX_LENGTH`).
 pub const MAX_TOPIC_LEN: usize = i8::MAX as usize;
+/// The longest retry or DLQ topic (`%RETRY%`, `%DLQ%`), which RocketMQ 5.x stores as V2
+/// (RocketMQ's `RETRY_OR_DLQ_TOPIC_MAX_LENGTH`).
+pub const MAX_RETRY_TOPIC_LEN: usize = 255;
 /// The property that carries a message's tags (RocketMQ `MessageConst.PROPERTY_TAGS`).
 pub const PROPERTY_TAGS: &str = "TAGS";
 /// Separates a property's name from its value.
@@ -508,11 +511,17 @@ pub(crate) fn tags_code_of_properties(props: &[u8]) -> i64 {
     }
 }
 
-/// Whether `topic` is a legal topic name (RocketMQ `TopicValidator`: 1 to 127 characters of
-/// `[%|a-zA-Z0-9_-]`). The store uses the topic as a directory name, so this also keeps paths safe.
+/// Whether `topic` is a legal topic name (RocketMQ 5.x `TopicValidator`: 1 to 127 characters of
+/// `[%|a-zA-Z0-9_-]`, up to 255 for retry and DLQ topics). The store uses the topic as a
+/// directory name, so this also keeps paths safe.
 pub fn valid_topic(topic: &[u8]) -> bool {
+    let max = if topic.starts_with(b"%RETRY%") || topic.starts_with(b"%DLQ%") {
+        MAX_RETRY_TOPIC_LEN
+    } else {
+        MAX_TOPIC_LEN
+    };
     !topic.is_empty()
-        && topic.len() <= MAX_TOPIC_LEN
+        && topic.len() <= max
         && topic.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
 }
 
@@ -534,7 +543,8 @@ impl PreparedMessage {
         store_host: SocketAddr,
         max_message_size: usize,
     ) -> Result<Self, EncodeError> {
-        if !valid_topic(message.topic.as_bytes()) {
+        // The writer writes V1, whose topic length is one byte.
+        if !valid_topic(message.topic.as_bytes()) || message.topic.len() > MAX_TOPIC_LEN {
             return Err(EncodeError::IllegalTopic { topic: message.topic });
         }
         if message.queue_id < 0 {
@@ -823,7 +833,7 @@ pub(crate) fn parse_record(
         return invalid(RecordError::LengthMismatch { total, computed });
     }
     let properties = &rec[at..at + props_len as usize];
-    if !valid_topic(topic) {
+    if !valid_topic(topic) || (version == MessageVersion::V1 && topic_len > MAX_TOPIC_LEN) {
         return invalid(RecordError::IllegalTopic { topic: String::from_utf8_lossy(topic).into_owned() });
     }
     if let Some(actual) = physical_offset {
@@ -1047,6 +1057,44 @@ mod tests {
         assert_eq!(m.version, MessageVersion::V2);
         assert_eq!(m.topic, "TopicV2");
         assert_eq!(&m.body[..], b"body");
+    }
+
+    /// RocketMQ 5.x allows retry and DLQ topics of up to 255 bytes and stores them as V2.
+    #[test]
+    fn decode_reads_rocketmq_5_retry_topics_longer_than_127_bytes_as_v2() {
+        let fields = StoreFields {
+            queue_offset: 1,
+            physical_offset: 0,
+            store_timestamp: 2,
+            store_host: "1.2.3.4:5".parse().unwrap(),
+        };
+        let v1 = encode(&Message::new("T", 0, &b"body"[..]), &fields).unwrap();
+        let topic_at = v1.len() - 2 - 1 - 1;
+        let v2_with = |topic: &str| {
+            let mut v2 = Vec::new();
+            v2.extend_from_slice(&((v1.len() + topic.len()) as i32).to_be_bytes());
+            v2.extend_from_slice(&MESSAGE_MAGIC_CODE_V2.to_be_bytes());
+            v2.extend_from_slice(&v1[8..topic_at]);
+            v2.extend_from_slice(&(topic.len() as u16).to_be_bytes());
+            v2.extend_from_slice(topic.as_bytes());
+            v2.extend_from_slice(&v1[topic_at + 2..]);
+            StoredMessage::decode(&Bytes::from(v2))
+        };
+        let retry = format!("%RETRY%{}_{}", "G".repeat(120), "T".repeat(100));
+        assert_eq!(v2_with(&retry).unwrap().topic, retry);
+        let dlq = format!("%DLQ%{}", "G".repeat(250));
+        assert_eq!(v2_with(&dlq).unwrap().topic, dlq);
+        let plain = "T".repeat(128);
+        assert!(matches!(v2_with(&plain), Err(RecordError::IllegalTopic { .. })));
+        assert!(matches!(
+            v2_with(&format!("%RETRY%{}", "G".repeat(249))),
+            Err(RecordError::IllegalTopic { .. })
+        ));
+        // The writer writes V1 only, whose 1-byte topic length stops at 127.
+        assert!(matches!(
+            encode(&Message::new(retry.clone(), 0, &b"body"[..]), &fields),
+            Err(EncodeError::IllegalTopic { .. })
+        ));
     }
 
     fn host() -> impl proptest::strategy::Strategy<Value = SocketAddr> {
