@@ -102,10 +102,14 @@ fn assert_same_message(java: &Value, logship: &Value) {
 
 /// Every message of the test topic in Java's consume queues, by commit-log offset.
 fn java_queues(java: &mut JavaStore) -> BTreeMap<u64, Value> {
+    java_queues_of(java, TOPIC)
+}
+
+fn java_queues_of(java: &mut JavaStore, topic: &str) -> BTreeMap<u64, Value> {
     java.wait_dispatch();
     let mut all = BTreeMap::new();
     for q in 0..QUEUES as i32 {
-        for m in java.queue(q) {
+        for m in java.queue_of(topic, q) {
             assert_eq!(m["found"], true, "queue {q} points at no message: {m}");
             assert_eq!(m["queueId"], q);
             all.insert(m["commitLogOffset"].as_u64().unwrap(), m);
@@ -117,11 +121,15 @@ fn java_queues(java: &mut JavaStore) -> BTreeMap<u64, Value> {
 /// Every message of the test topic in a logship broker's consume queues, by commit-log offset,
 /// once there are `expected` of them.
 fn logship_queues(broker: &Logship, expected: usize) -> BTreeMap<u64, Value> {
+    logship_queues_of(broker, TOPIC, expected)
+}
+
+fn logship_queues_of(broker: &Logship, topic: &str, expected: usize) -> BTreeMap<u64, Value> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let mut all = BTreeMap::new();
         for q in 0..QUEUES as i32 {
-            for m in broker.queue(TOPIC, q) {
+            for m in broker.queue(topic, q) {
                 all.insert(m["physicalOffset"].as_u64().unwrap(), m);
             }
         }
@@ -166,6 +174,22 @@ fn java_master_feeds_an_empty_logship_slave_byte_for_byte(rmq: Rocketmq) {
     let ours = logship_queues(&slave, puts.len());
     for (offset, j) in &theirs {
         assert_same_message(j, &ours[offset]);
+    }
+
+    // 5.x allows retry and DLQ topics up to 255 characters (`%RETRY%` + a group of up to 120 +
+    // `_` + a topic) and writes them in its V2 format, with a 2-byte topic length.
+    if rmq.version.starts_with('5') {
+        let long_topic = format!("%RETRY%{}_{}", "G".repeat(120), "T".repeat(100));
+        let puts = java.put_to(&long_topic, 8, SIZE);
+        assert!(puts.iter().all(|p| p["status"] == "PUT_OK"), "{puts:?}");
+        let end = java.max_offset();
+        slave.until("the slave to catch up the V2 messages", |s| s["maxOffset"] == end);
+        assert_same_segments(jdir.path(), ldir.path(), SEG, 0, end);
+        let theirs = java_queues_of(&mut java, &long_topic);
+        let ours = logship_queues_of(&slave, &long_topic, puts.len());
+        for (offset, j) in &theirs {
+            assert_same_message(j, &ours[offset]);
+        }
     }
     drop(slave);
     java.shutdown();

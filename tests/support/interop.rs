@@ -322,6 +322,21 @@ impl JavaStore {
         lines
     }
 
+    /// Puts `count` messages of `size` body bytes to `topic`.
+    pub fn put_to(&mut self, topic: &str, count: usize, size: usize) -> Vec<Value> {
+        let mut lines = self.command(&format!("put {count} {size} {topic}"));
+        lines.pop();
+        assert_eq!(lines.len(), count);
+        lines
+    }
+
+    /// Every message in one consume queue of `topic`.
+    pub fn queue_of(&mut self, topic: &str, queue_id: i32) -> Vec<Value> {
+        let mut lines = self.command(&format!("queue {queue_id} {topic}"));
+        lines.pop();
+        lines
+    }
+
     /// Shuts the store down cleanly and waits for the process.
     pub fn shutdown(mut self) {
         self.command("shutdown");
@@ -488,8 +503,9 @@ impl Logship {
         let mut all = Vec::new();
         let mut offset = 0;
         loop {
+            let path = topic.replace('%', "%25").replace('|', "%7C");
             let url =
-                self.url(&format!("/topics/{topic}/queues/{queue_id}/messages?offset={offset}&max=1000"));
+                self.url(&format!("/topics/{path}/queues/{queue_id}/messages?offset={offset}&max=1000"));
             let mut r = agent().get(url).call().unwrap();
             assert_eq!(r.status().as_u16(), 200);
             let v: Value = serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();

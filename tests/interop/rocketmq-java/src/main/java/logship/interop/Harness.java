@@ -30,7 +30,7 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  * [--master HOST:PORT] [--slave-timeout MS] [--housekeeping MS] [--heartbeat MS] [--topic T]
  * [--queues N].
  *
- * <p>Commands: put COUNT SIZE | status | wait-dispatch | look OFFSET | queue QUEUE_ID |
+ * <p>Commands: put COUNT SIZE [TOPIC] | status | wait-dispatch | look OFFSET | queue QUEUE_ID [TOPIC] |
  * master HOST:PORT | shutdown.
  */
 public final class Harness {
@@ -116,7 +116,7 @@ public final class Harness {
     private boolean command(String[] w) throws Exception {
         switch (w[0]) {
             case "put":
-                put(Integer.parseInt(w[1]), Integer.parseInt(w[2]));
+                put(Integer.parseInt(w[1]), Integer.parseInt(w[2]), w.length > 3 ? w[3] : topic);
                 emit(obj("event", "put-done", "end", true));
                 return true;
             case "status":
@@ -141,6 +141,7 @@ public final class Harness {
                 return true;
             case "queue":
                 int qid = Integer.parseInt(w[1]);
+                String topic = w.length > 2 ? w[2] : this.topic;
                 long min = store.getMinOffsetInQueue(topic, qid);
                 long max = store.getMaxOffsetInQueue(topic, qid);
                 for (long i = min; i < max; i++) {
@@ -162,10 +163,15 @@ public final class Harness {
         }
     }
 
-    /** Puts COUNT messages of SIZE body bytes, each with tags, two keys and two properties. */
-    private void put(int count, int size) throws Exception {
+    /**
+     * Puts COUNT messages of SIZE body bytes, each with two keys and two properties; most have
+     * tags, some an IPv6 born or store host, and the flag varies.
+     */
+    private void put(int count, int size, String topic) throws Exception {
         InetSocketAddress born = new InetSocketAddress("127.0.0.1", 40000);
+        InetSocketAddress born6 = new InetSocketAddress("::1", 40001);
         InetSocketAddress storeHost = new InetSocketAddress("127.0.0.1", config.getHaListenPort() - 1);
+        InetSocketAddress storeHost6 = new InetSocketAddress("::1", config.getHaListenPort() - 1);
         for (int n = 0; n < count; n++) {
             long i = seq++;
             byte[] prefix = String.format("java-%08d-", i).getBytes(StandardCharsets.US_ASCII);
@@ -176,13 +182,16 @@ public final class Harness {
             msg.setTopic(topic);
             msg.setQueueId((int) (i % queues));
             msg.setBody(body);
-            msg.setTags("Tag" + (i % 3));
+            if (i % 13 != 12) {
+                msg.setTags("Tag" + (i % 3));
+            }
+            msg.setFlag((int) (i % 11));
             msg.setKeys("key-" + i + " alt-" + i);
             msg.putUserProperty("seq", Long.toString(i));
             msg.putUserProperty("note", "h\u00e9llo " + i);
             msg.setBornTimestamp(System.currentTimeMillis());
-            msg.setBornHost(born);
-            msg.setStoreHost(storeHost);
+            msg.setBornHost(i % 5 == 4 ? born6 : born);
+            msg.setStoreHost(i % 7 == 6 ? storeHost6 : storeHost);
             Compat.setPropertiesString(msg, MessageDecoder.messageProperties2String(msg.getProperties()));
             PutMessageResult r = Compat.put(store, msg);
             Map<String, Object> o = obj("event", "put", "seq", i, "status", r.getPutMessageStatus().name());
@@ -217,6 +226,9 @@ public final class Harness {
             "storeSize", m.getStoreSize(),
             "msgId", m.getMsgId(),
             "bodyCRC", m.getBodyCRC(),
+            "flag", m.getFlag(),
+            "bornHost", m.getBornHost().toString(),
+            "storeHost", m.getStoreHost().toString(),
             "sysFlag", m.getSysFlag(),
             "bornTimestamp", m.getBornTimestamp(),
             "storeTimestamp", m.getStoreTimestamp(),
