@@ -798,4 +798,49 @@ mod tests {
         assert_eq!(s.effective_ack_policy(), AckPolicy::AllInSync);
         assert!(load_text("slaveAckOn=DISK\n").unwrap_err().to_string().contains("slaveAckOn"));
     }
+
+    #[test]
+    fn http_keys_parse_and_check_their_ranges() {
+        let s = load_text(
+            "listenAddress=0.0.0.0\nhttpAuthToken=0123456789abcdef\nhttpHeaderTimeout=1500\n\
+             httpBodyTimeout=2500\nhttpIdleTimeout=3500\nhttpMaxConnections=7\n\
+             httpMaxInFlightBytes=8388608\nmaxTransferBytesOnMessageInMemory=1000\n\
+             maxTransferCountOnMessageInMemory=3\nshutdownDrainTimeout=250\ndefaultTopicQueueNums=4\n",
+        )
+        .unwrap()
+        .settings;
+        let h = &s.http;
+        assert_eq!(s.http_addr(), "0.0.0.0:10911".parse().unwrap());
+        assert_eq!(h.auth_token.as_deref(), Some("0123456789abcdef"));
+        assert_eq!(
+            (h.header_timeout, h.body_timeout, h.idle_timeout, h.shutdown_drain_timeout),
+            (
+                Duration::from_millis(1500),
+                Duration::from_millis(2500),
+                Duration::from_millis(3500),
+                Duration::from_millis(250)
+            )
+        );
+        assert_eq!((h.max_connections, h.max_in_flight_bytes), (7, 8 << 20));
+        assert_eq!((h.max_transfer_bytes, h.max_transfer_count, h.default_topic_queue_nums), (1000, 3, 4));
+        // Defaults: bind brokerIP1, no token, RocketMQ's 8 queues, 256 KiB / 32 messages a pull.
+        let d = load_text("brokerIP1=10.1.2.3\n").unwrap().settings;
+        assert_eq!(d.http_addr(), "10.1.2.3:10911".parse().unwrap());
+        assert_eq!((d.http.auth_token.clone(), d.http.default_topic_queue_nums), (None, 8));
+        assert_eq!((d.http.max_transfer_bytes, d.http.max_transfer_count), (256 << 10, 32));
+        for bad in [
+            "listenAddress=localhost",
+            "httpMaxConnections=0",
+            "defaultTopicQueueNums=0",
+            "maxTransferCountOnMessageInMemory=1001",
+            "httpHeaderTimeout=0",
+        ] {
+            let key = bad.split('=').next().unwrap();
+            assert!(load_text(bad).unwrap_err().to_string().contains(key), "{bad}");
+        }
+        let err = load_text("httpAuthToken=hunter2\n").unwrap_err().to_string();
+        assert!(err.contains("httpAuthToken") && !err.contains("hunter2"), "{err}");
+        let err = load_text("maxMessageSize=4194304\nhttpMaxInFlightBytes=4194304\n").unwrap_err();
+        assert!(matches!(err, ConfigError::Conflict { .. }), "{err}");
+    }
 }

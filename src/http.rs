@@ -505,3 +505,31 @@ pub fn total_memory() -> u64 {
         })
         .unwrap_or(8 << 30)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pull_statuses_follow_rocketmq() {
+        // (offset, min, max) -> (status, next offset, legal)
+        assert_eq!(pull_status(0, 0, 0), ("NO_MESSAGE_IN_QUEUE", 0, true));
+        assert_eq!(pull_status(4, 0, 0), ("NO_MESSAGE_IN_QUEUE", 0, false));
+        assert_eq!(pull_status(2, 5, 9), ("OFFSET_TOO_SMALL", 5, false));
+        assert_eq!(pull_status(5, 5, 9), ("FOUND", 5, true));
+        assert_eq!(pull_status(9, 5, 9), ("OFFSET_OVERFLOW_ONE", 9, true));
+        assert_eq!(pull_status(u64::MAX, 5, 9), ("OFFSET_OVERFLOW_BADLY", 9, false));
+    }
+
+    #[test]
+    fn the_in_flight_budget_refuses_what_it_cannot_hold_and_caps_one_reservation() {
+        let budget = InFlight::new(100);
+        let a = budget.try_reserve(60).expect("fits");
+        assert!(budget.try_reserve(60).is_none());
+        drop(a);
+        let whole = budget.try_reserve(1 << 40).expect("a reservation above the budget takes all of it");
+        assert!(budget.try_reserve(1).is_none());
+        drop(whole);
+        assert!(budget.try_reserve(100).is_some());
+    }
+}
