@@ -139,6 +139,8 @@ pub struct HttpSettings {
     pub idle_timeout: Duration,
     /// `httpMaxConnections`: open HTTP connections beyond this are answered 503 and closed.
     pub max_connections: usize,
+    /// `httpMaxConnectionsPerIp`: the same, per client IP (0: no per-IP limit).
+    pub max_connections_per_ip: usize,
     /// `httpMaxInFlightBytes`: request and response bodies held in memory at once.
     pub max_in_flight_bytes: u64,
     /// `maxTransferBytesOnMessageInMemory`: the most message bytes one pull returns (at least
@@ -162,6 +164,7 @@ impl Default for HttpSettings {
             body_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
             max_connections: 1024,
+            max_connections_per_ip: 0,
             max_in_flight_bytes: 256 << 20,
             max_transfer_bytes: 256 << 10,
             max_transfer_count: 32,
@@ -462,6 +465,7 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
             "httpBodyTimeout" => s.http.body_timeout = millis(key, v)?,
             "httpIdleTimeout" => s.http.idle_timeout = millis(key, v)?,
             "httpMaxConnections" => s.http.max_connections = number(key, v, 1, 1 << 20)? as usize,
+            "httpMaxConnectionsPerIp" => s.http.max_connections_per_ip = number(key, v, 0, 1 << 20)? as usize,
             "httpMaxInFlightBytes" => s.http.max_in_flight_bytes = number(key, v, 1, 1 << 40)?,
             "maxTransferBytesOnMessageInMemory" => s.http.max_transfer_bytes = number(key, v, 1, 1 << 30)?,
             "maxTransferCountOnMessageInMemory" => {

@@ -2,7 +2,7 @@
 //! service and the HTTP API, and on SIGINT or SIGTERM stops accepting, lets in-flight requests
 //! finish for up to `shutdownDrainTimeout`, closes what is left, flushes and closes the store.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -132,8 +132,8 @@ fn too_many_connections() -> &'static [u8] {
 ///
 /// Each connection is closed when its request header is not complete within `httpHeaderTimeout`
 /// of the connection opening or of the previous response, or when it moves no byte for
-/// `httpIdleTimeout`. Beyond `httpMaxConnections` open connections, a new one is answered 503
-/// and closed at once.
+/// `httpIdleTimeout`. Beyond `httpMaxConnections` open connections, or `httpMaxConnectionsPerIp`
+/// from one client IP, a new one is answered 503 and closed at once.
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
     router: axum::Router,
@@ -141,6 +141,7 @@ pub async fn serve_http(
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let per_peer: PeerCounts = Arc::default();
     let (stop, stopped) = watch::channel(false);
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
@@ -164,10 +165,15 @@ pub async fn serve_http(
                     let _ = stream.try_write(too_many_connections());
                     continue;
                 };
+                let Some(peer_slot) = PeerSlot::take(&per_peer, peer.ip(), limits.max_connections_per_ip) else {
+                    debug!(%peer, "HTTP connection refused: httpMaxConnectionsPerIp reached");
+                    let _ = stream.try_write(too_many_connections());
+                    continue;
+                };
                 let conn = serve_connection(stream, peer, router.clone(), limits.clone(), stopped.clone());
                 connections.spawn(async move {
                     conn.await;
-                    drop(slot);
+                    drop((slot, peer_slot));
                 });
             }
         }
@@ -187,6 +193,41 @@ pub async fn serve_http(
         );
         connections.abort_all();
         while connections.join_next().await.is_some() {}
+    }
+}
+
+/// Open HTTP connections per client IP.
+type PeerCounts = Arc<std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>>;
+
+/// One of a client IP's `httpMaxConnectionsPerIp` connections, given back on drop (also when
+/// the connection's task is aborted).
+struct PeerSlot {
+    counts: PeerCounts,
+    ip: IpAddr,
+}
+
+impl PeerSlot {
+    /// A slot for `ip`, or `None` if it holds `limit` already (`limit` 0: no limit).
+    fn take(counts: &PeerCounts, ip: IpAddr, limit: usize) -> Option<Self> {
+        let mut map = counts.lock().unwrap_or_else(|e| e.into_inner());
+        let n = map.entry(ip).or_default();
+        if limit > 0 && *n >= limit {
+            return None;
+        }
+        *n += 1;
+        Some(Self { counts: Arc::clone(counts), ip })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut map = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = map.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
     }
 }
 

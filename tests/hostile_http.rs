@@ -503,6 +503,44 @@ fn connections_beyond_the_cap_are_answered_503_at_once() {
     eventually("a slot to free", || master.get("/status").0 == 200);
 }
 
+/// A connection to `to` from the source address `from` (any loopback address will do).
+fn connect_from(from: IpAddr, to: SocketAddr) -> TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.bind(&SocketAddr::new(from, 0).into()).unwrap();
+    socket.connect(&to.into()).unwrap();
+    socket.into()
+}
+
+#[test]
+fn one_client_ip_cannot_take_every_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = Broker::master(
+        dir.path(),
+        Start::default().set("httpMaxConnections=64").set("httpMaxConnectionsPerIp=4"),
+    );
+    let stranger: IpAddr = "127.0.0.9".parse().unwrap();
+    // The stranger's first four connections are served.
+    let mut held = Vec::new();
+    for _ in 0..4 {
+        let mut s = connect_from(stranger, master.addr());
+        s.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let head = read_response_head(&mut s, Duration::from_secs(10)).unwrap_or_default();
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        held.push(s);
+    }
+    // A fifth, and a flood of idle ones, are refused at once...
+    for i in 0..20 {
+        let mut s = connect_from(stranger, master.addr());
+        let answer = read_until_closed(&mut s).expect("refused at once");
+        assert!(answer.starts_with("HTTP/1.1 503"), "connection {i}: {answer}");
+    }
+    // ...while another client is served.
+    let mut other = connect_from("127.0.0.10".parse().unwrap(), master.addr());
+    other.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let head = read_response_head(&mut other, Duration::from_secs(10)).unwrap_or_default();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+}
+
 #[test]
 fn a_half_sent_header_is_closed_after_the_header_timeout() {
     let dir = tempfile::tempdir().unwrap();
