@@ -153,6 +153,13 @@ pub struct HttpSettings {
     /// `defaultTopicQueueNums`: queues per topic; a put or pull naming a queueId at or beyond it
     /// is refused.
     pub default_topic_queue_nums: u32,
+    /// `httpTlsCertFile`: the PEM certificate chain of HTTPS (unset: plain HTTP).
+    pub tls_cert_file: Option<PathBuf>,
+    /// `httpTlsKeyFile`: the PEM private key of `httpTlsCertFile`.
+    pub tls_key_file: Option<PathBuf>,
+    /// `httpTlsClientCaFile`: PEM CA certificates; when set, clients must present a certificate
+    /// they signed (mTLS).
+    pub tls_client_ca_file: Option<PathBuf>,
 }
 
 impl Default for HttpSettings {
@@ -170,6 +177,9 @@ impl Default for HttpSettings {
             max_transfer_count: 32,
             shutdown_drain_timeout: Duration::from_secs(5),
             default_topic_queue_nums: 8,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_client_ca_file: None,
         }
     }
 }
@@ -473,6 +483,9 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
             }
             "shutdownDrainTimeout" => s.http.shutdown_drain_timeout = millis(key, v)?,
             "defaultTopicQueueNums" => s.http.default_topic_queue_nums = number(key, v, 1, 1024)? as u32,
+            "httpTlsCertFile" => s.http.tls_cert_file = (!v.is_empty()).then(|| PathBuf::from(v)),
+            "httpTlsKeyFile" => s.http.tls_key_file = (!v.is_empty()).then(|| PathBuf::from(v)),
+            "httpTlsClientCaFile" => s.http.tls_client_ca_file = (!v.is_empty()).then(|| PathBuf::from(v)),
             k if IGNORED_ROCKETMQ_KEYS.contains(&k) => {
                 warnings.push(format!("{origin}: RocketMQ key {k} is not used by logship; ignored"));
             }
@@ -528,6 +541,20 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), ConfigError> {
         return Err(conflict(
             format!("ackPolicy=QUORUM inSyncReplicas={}", s.in_sync_replicas),
             "a quorum needs inSyncReplicas >= 2 (the master counts as one)",
+        ));
+    }
+    let shown = |p: &Option<PathBuf>| p.as_ref().map_or("(unset)".to_string(), |p| p.display().to_string());
+    if s.http.tls_cert_file.is_some() != s.http.tls_key_file.is_some()
+        || (s.http.tls_client_ca_file.is_some() && s.http.tls_cert_file.is_none())
+    {
+        return Err(conflict(
+            format!(
+                "httpTlsCertFile={} httpTlsKeyFile={} httpTlsClientCaFile={}",
+                shown(&s.http.tls_cert_file),
+                shown(&s.http.tls_key_file),
+                shown(&s.http.tls_client_ca_file)
+            ),
+            "HTTPS needs both a certificate and its key; client certificates need HTTPS",
         ));
     }
     if u64::from(s.max_message_size) >= s.http.max_in_flight_bytes {

@@ -9,7 +9,8 @@
 //! | `GET /metrics` | Prometheus text |
 //!
 //! With `httpAuthToken` set, every route answers 401 unless the request carries
-//! `Authorization: Bearer <token>`.
+//! `Authorization: Bearer <token>`. HTTPS and client certificates (`httpTls*`) are set up in
+//! `server`, below the router.
 //!
 //! Put status codes: 200 `PUT_OK`; 504 `FLUSH_SLAVE_TIMEOUT` / `FLUSH_DISK_TIMEOUT` (stored on
 //! the master, the wait timed out); 502 `SLAVE_NOT_AVAILABLE` / `IN_SYNC_REPLICAS_NOT_ENOUGH`

@@ -17,6 +17,7 @@ use logship_store::{CommitLog, RecoveryKind, StoreConfig};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 use tower_service::Service;
 use tracing::{debug, info, warn};
 
@@ -96,9 +97,12 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         min_offset = store.min_offset(),
         max_offset = start_offset,
         http_auth = broker.settings.http.auth_token.is_some(),
+        https = broker.settings.http.tls_cert_file.is_some(),
+        http_client_certs = broker.settings.http.tls_client_ca_file.is_some(),
         "logship ready"
     );
-    serve_http(listener, router(broker.clone()), &broker.settings.http, shutdown_signal()).await;
+    let tls = tls_acceptor(&broker.settings.http)?;
+    serve_http(listener, router(broker.clone()), &broker.settings.http, tls, shutdown_signal()).await;
     info!("HTTP closed; stopping replication");
     match &broker.node {
         Node::Master(m) => m.shutdown().await,
@@ -138,6 +142,7 @@ pub async fn serve_http(
     listener: tokio::net::TcpListener,
     router: axum::Router,
     limits: &HttpSettings,
+    tls: Option<TlsAcceptor>,
     shutdown: impl std::future::Future<Output = ()>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -170,9 +175,20 @@ pub async fn serve_http(
                     let _ = stream.try_write(too_many_connections());
                     continue;
                 };
-                let conn = serve_connection(stream, peer, router.clone(), limits.clone(), stopped.clone());
+                let _ = stream.set_nodelay(true);
+                let (router, limits, stopped, tls) = (router.clone(), limits.clone(), stopped.clone(), tls.clone());
                 connections.spawn(async move {
-                    conn.await;
+                    match tls {
+                        None => serve_connection(stream, peer, router, limits, stopped).await,
+                        Some(acceptor) => {
+                            // The handshake counts against the header timeout.
+                            match tokio::time::timeout(limits.header_timeout, acceptor.accept(stream)).await {
+                                Ok(Ok(tls)) => serve_connection(tls, peer, router, limits, stopped).await,
+                                Ok(Err(e)) => debug!(%peer, %e, "HTTPS handshake failed"),
+                                Err(_) => debug!(%peer, "HTTPS handshake not complete within httpHeaderTimeout"),
+                            }
+                        }
+                    }
                     drop((slot, peer_slot));
                 });
             }
@@ -237,14 +253,13 @@ fn now_millis() -> u64 {
     EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64
 }
 
-async fn serve_connection(
-    stream: tokio::net::TcpStream,
+async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
     peer: SocketAddr,
     router: axum::Router,
     limits: HttpSettings,
     mut stop: watch::Receiver<bool>,
 ) {
-    let _ = stream.set_nodelay(true);
     let activity = Arc::new(AtomicU64::new(now_millis()));
     let io = TokioIo::new(Tracked { io: stream, activity: Arc::clone(&activity) });
     let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
@@ -289,22 +304,67 @@ async fn serve_connection(
     }
 }
 
+/// The TLS acceptor of `httpTlsCertFile` and `httpTlsKeyFile`, requiring client certificates
+/// signed by `httpTlsClientCaFile` when that is set; `None` for plain HTTP.
+pub fn tls_acceptor(h: &HttpSettings) -> anyhow::Result<Option<TlsAcceptor>> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let (Some(cert), Some(key)) = (&h.tls_cert_file, &h.tls_key_file) else {
+        return Ok(None);
+    };
+    let certs = |key: &str, path: &std::path::Path| -> anyhow::Result<Vec<CertificateDer<'static>>> {
+        let read = || CertificateDer::pem_file_iter(path)?.collect::<Result<Vec<_>, _>>();
+        let certs =
+            read().with_context(|| format!("{key}={}: cannot read PEM certificates", path.display()))?;
+        anyhow::ensure!(!certs.is_empty(), "{key}={}: no PEM certificate in the file", path.display());
+        Ok(certs)
+    };
+    let chain = certs("httpTlsCertFile", cert)?;
+    let private = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("httpTlsKeyFile={}: cannot read a PEM private key", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?;
+    let builder = match &h.tls_client_ca_file {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in certs("httpTlsClientCaFile", ca)? {
+                roots
+                    .add(c)
+                    .with_context(|| format!("httpTlsClientCaFile={}: not a CA certificate", ca.display()))?;
+            }
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                    .build()
+                    .with_context(|| format!("httpTlsClientCaFile={}", ca.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(chain, private).with_context(|| {
+        format!("httpTlsKeyFile={} does not match httpTlsCertFile={}", key.display(), cert.display())
+    })?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Some(TlsAcceptor::from(Arc::new(config))))
+}
+
 /// Request headers larger than this are refused (431) by hyper.
 const MAX_HEADER_BYTES: usize = 64 << 10;
 
-/// A socket that stamps `activity` each time bytes move either way.
-struct Tracked {
-    io: tokio::net::TcpStream,
+/// A connection that stamps `activity` each time bytes move either way.
+struct Tracked<S> {
+    io: S,
     activity: Arc<AtomicU64>,
 }
 
-impl Tracked {
+impl<S> Tracked<S> {
     fn touch(&self) {
         self.activity.store(now_millis(), Ordering::Relaxed);
     }
 }
 
-impl AsyncRead for Tracked {
+impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut TaskContext<'_>,
@@ -319,7 +379,7 @@ impl AsyncRead for Tracked {
     }
 }
 
-impl AsyncWrite for Tracked {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut TaskContext<'_>,

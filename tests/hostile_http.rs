@@ -16,11 +16,36 @@ const BIN: &str = env!("CARGO_BIN_EXE_logship");
 const TOKEN: &str = "s3cret-token-0123456789";
 
 fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
+    agent_with(None)
+}
+
+fn agent_with(tls: Option<&ureq::tls::TlsConfig>) -> ureq::Agent {
+    let mut config = ureq::Agent::config_builder()
         .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(10)))
-        .build()
-        .into()
+        .timeout_global(Some(Duration::from_secs(10)));
+    if let Some(tls) = tls {
+        config = config.tls_config(tls.clone());
+    }
+    config.build().into()
+}
+
+/// Test certificates (ECDSA P-256, valid for a century): a CA, a server certificate for
+/// 127.0.0.1 and a client certificate it signed, and a self-signed stranger.
+fn tls_file(name: &str) -> String {
+    format!("{}/tests/data/tls/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A client trusting the test CA, presenting `client` (`"client"`, `"stranger"`) if given.
+fn tls_client(client: Option<&str>) -> ureq::tls::TlsConfig {
+    use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
+    let ca = Certificate::from_pem(&std::fs::read(tls_file("ca.pem")).unwrap()).unwrap();
+    let mut b = TlsConfig::builder().root_certs(RootCerts::new_with_certs(&[ca]));
+    if let Some(name) = client {
+        let cert = Certificate::from_pem(&std::fs::read(tls_file(&format!("{name}.pem"))).unwrap()).unwrap();
+        let key = PrivateKey::from_pem(&std::fs::read(tls_file(&format!("{name}.key"))).unwrap()).unwrap();
+        b = b.client_cert(Some(ClientCert::new_with_certs(&[cert], key)));
+    }
+    b.build()
 }
 
 /// A broker process.
@@ -31,6 +56,7 @@ struct Broker {
     args: Vec<String>,
     nofile: Option<(u64, u64)>,
     token: Option<String>,
+    tls: Option<ureq::tls::TlsConfig>,
     stderr: Arc<Mutex<String>>,
 }
 
@@ -45,6 +71,8 @@ struct Start {
     ip: Option<IpAddr>,
     /// The bearer token to send.
     token: Option<String>,
+    /// Speak HTTPS with this client configuration.
+    tls: Option<ureq::tls::TlsConfig>,
 }
 
 impl Start {
@@ -107,7 +135,16 @@ impl Broker {
         }
         let (child, stderr) = spawn_child(&args, start.nofile);
         let ip = start.ip.unwrap_or(IpAddr::from([127, 0, 0, 1]));
-        let mut broker = Self { child, ip, port: 0, args, nofile: start.nofile, token: start.token, stderr };
+        let mut broker = Self {
+            child,
+            ip,
+            port: 0,
+            args,
+            nofile: start.nofile,
+            token: start.token,
+            tls: start.tls,
+            stderr,
+        };
         broker.wait_ready();
         broker
     }
@@ -126,7 +163,12 @@ impl Broker {
     }
 
     fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr())
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}{path}", self.addr())
+    }
+
+    fn agent(&self) -> ureq::Agent {
+        agent_with(self.tls.as_ref())
     }
 
     fn log(&self) -> String {
@@ -159,7 +201,7 @@ impl Broker {
 
     /// GET: status code and JSON body (Null when it is not JSON, 0 when unreachable).
     fn get(&self, path: &str) -> (u16, Value) {
-        match self.authorize(agent().get(self.url(path))).call() {
+        match self.authorize(self.agent().get(self.url(path))).call() {
             Ok(mut r) => {
                 let code = r.status().as_u16();
                 let text = r.body_mut().read_to_string().unwrap_or_default();
@@ -171,7 +213,7 @@ impl Broker {
 
     fn put(&self, topic: &str, query: &str, body: &str) -> (u16, Value) {
         let url = self.url(&format!("/topics/{topic}/messages{query}"));
-        match self.authorize(agent().post(url)).send(body) {
+        match self.authorize(self.agent().post(url)).send(body) {
             Ok(mut r) => {
                 let code = r.status().as_u16();
                 let text = r.body_mut().read_to_string().unwrap_or_default();
@@ -341,6 +383,56 @@ fn a_token_file_works_like_the_token_and_a_short_token_is_refused_without_echoin
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(err.contains("httpAuthToken") && !err.contains("short1"), "{err}");
+}
+
+#[test]
+fn with_a_client_ca_only_clients_holding_its_certificates_are_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = Broker::master(
+        dir.path(),
+        Start { tls: Some(tls_client(Some("client"))), ..Start::default() }
+            .set(&format!("httpTlsCertFile={}", tls_file("server.pem")))
+            .set(&format!("httpTlsKeyFile={}", tls_file("server.key")))
+            .set(&format!("httpTlsClientCaFile={}", tls_file("ca.pem"))),
+    );
+    assert_eq!(master.put("T", "", "over mTLS").0, 200);
+    let (code, read) = master.get("/topics/T/queues/0/messages?offset=0");
+    assert_eq!((code, &read["messages"][0]["body"]), (200, &Value::from("over mTLS")));
+    let status = master.url("/status");
+    for (who, tls) in
+        [("no certificate", tls_client(None)), ("a stranger's certificate", tls_client(Some("stranger")))]
+    {
+        let r = agent_with(Some(&tls)).get(&status).call();
+        assert!(r.is_err(), "{who} was served: {:?}", r.map(|r| r.status()));
+    }
+    let plain = agent().get(format!("http://{}/status", master.addr())).call();
+    assert!(plain.is_err() || plain.is_ok_and(|r| r.status() != 200), "plain HTTP was served");
+    // A stranger's handshake that never completes is closed too.
+    let mut silent = TcpStream::connect(master.addr()).unwrap();
+    assert!(read_until_closed(&mut silent).is_some(), "a silent TLS client kept its connection");
+}
+
+#[test]
+fn https_without_client_certificates_serves_any_client_that_trusts_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = Broker::master(
+        dir.path(),
+        Start { tls: Some(tls_client(None)), ..Start::default() }
+            .set(&format!("httpTlsCertFile={}", tls_file("server.pem")))
+            .set(&format!("httpTlsKeyFile={}", tls_file("server.key")))
+            .set("httpHeaderTimeout=1000"),
+    );
+    assert_eq!(master.put("T", "", "over TLS").0, 200);
+    let out = Command::new(BIN)
+        .args(["master", "--store", &dir.path().join("x").display().to_string()])
+        .args(["--set", &format!("httpTlsCertFile={}", tls_file("server.pem"))])
+        .args(["--set", &format!("httpTlsKeyFile={}", tls_file("client.key"))])
+        .args(["--listen-port", "0", "--ha-listen-port", "0"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("httpTlsKeyFile") && err.contains("does not match"), "{err}");
 }
 
 // ---------------------------------------------------------------------------------------------
