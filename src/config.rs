@@ -873,5 +873,14 @@ mod tests {
         assert!(err.contains("httpAuthToken") && !err.contains("hunter2"), "{err}");
         let err = load_text("maxMessageSize=4194304\nhttpMaxInFlightBytes=4194304\n").unwrap_err();
         assert!(matches!(err, ConfigError::Conflict { .. }), "{err}");
+        for half in ["httpTlsCertFile=/c.pem\n", "httpTlsKeyFile=/k.pem\n", "httpTlsClientCaFile=/ca.pem\n"] {
+            let err = load_text(half).unwrap_err();
+            assert!(
+                matches!(err, ConfigError::Conflict { .. }) && err.to_string().contains("httpTlsCertFile"),
+                "{err}"
+            );
+        }
+        let tls = load_text("httpTlsCertFile=/c.pem\nhttpTlsKeyFile=/k.pem\n").unwrap().settings.http;
+        assert_eq!((tls.tls_cert_file, tls.tls_client_ca_file), (Some(PathBuf::from("/c.pem")), None));
     }
 }

@@ -267,27 +267,51 @@ fn pull_status(offset: u64, min: u64, max: u64) -> (&'static str, u64, bool) {
     }
 }
 
+/// Memory one pull may use per message byte it returns: the message read from the log, its
+/// body as a JSON string (base64 is 4/3 of it) and the serialized response.
+const PULL_MEMORY_PER_BYTE: u64 = 4;
+
+/// What one pull read: its messages, and the reservation of `httpMaxInFlightBytes` that covers
+/// building and sending them.
+struct Pulled {
+    messages: Vec<StoredMessage>,
+    permit: OwnedSemaphorePermit,
+}
+
 /// The messages of one pull: at most `count` entries from `offset`, stopping before the one that
 /// would take the bytes past `max_bytes` (the first message is always taken, as RocketMQ does).
+/// Their memory is reserved before they are read; `Ok(None)` if the budget has no room now.
 fn read_capped(
-    store: &CommitLog,
+    broker: &Broker,
     topic: &str,
     queue_id: i32,
     offset: u64,
     count: usize,
     max_bytes: u64,
-) -> Result<Vec<StoredMessage>, StoreError> {
-    let entries = store.read_queue(topic, queue_id, offset, count)?;
+) -> Result<Option<Pulled>, StoreError> {
+    let entries = broker.store.read_queue(topic, queue_id, offset, count)?;
     let mut bytes = 0u64;
-    let mut out = Vec::new();
+    let mut taken = Vec::new();
     for e in entries {
-        bytes += u64::from(e.size);
-        if !out.is_empty() && bytes > max_bytes {
+        if !taken.is_empty() && bytes + u64::from(e.size) > max_bytes {
             break;
         }
-        out.push(store.read_message(e.physical_offset)?);
+        bytes += u64::from(e.size);
+        taken.push(e);
     }
-    Ok(out)
+    let Some(permit) = broker.in_flight.try_reserve(bytes * PULL_MEMORY_PER_BYTE + (64 << 10)) else {
+        return Ok(None);
+    };
+    let messages =
+        taken.iter().map(|e| broker.store.read_message(e.physical_offset)).collect::<Result<_, _>>()?;
+    Ok(Some(Pulled { messages, permit }))
+}
+
+fn busy() -> Response {
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the broker is busy: httpMaxInFlightBytes of bodies are in flight; retry later",
+    )
 }
 
 async fn get_messages(
@@ -313,16 +337,20 @@ async fn get_messages(
     let offset = params.offset.unwrap_or(min_queue);
     let (mut status, mut next, mut legal) = pull_status(offset, min_queue, max_queue);
     let mut messages = Vec::new();
+    let mut permit = None;
     if status == "FOUND" {
-        let store = broker.store.clone();
         let (count, max_bytes) = (max.min(http.max_transfer_count), http.max_transfer_bytes);
-        let topic = topic.clone();
+        let (reader, topic) = (broker.clone(), topic.clone());
         let read = tokio::task::spawn_blocking(move || {
-            read_capped(&store, &topic, queue_id, offset, count, max_bytes)
+            read_capped(&reader, &topic, queue_id, offset, count, max_bytes)
         })
         .await;
         match read {
-            Ok(Ok(m)) => messages = m,
+            Ok(Ok(Some(pulled))) => {
+                messages = pulled.messages;
+                permit = Some(pulled.permit);
+            }
+            Ok(Ok(None)) => return busy(),
             Ok(Err(StoreError::QueueOffsetOutOfRange { min, max, .. })) => {
                 // Retention moved the queue between the bounds and the read.
                 (status, next, legal) = pull_status(offset, min, max);
@@ -370,11 +398,9 @@ async fn get_messages(
     drop(list);
     let bytes = Bytes::from(serde_json::to_vec(&doc).expect("JSON values serialize"));
     drop(doc);
-    let Some(permit) = broker.in_flight.try_reserve(bytes.len() as u64) else {
-        return error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the broker is busy: httpMaxInFlightBytes of bodies are in flight; retry later",
-        );
+    // A pull without messages reserves its (small) answer now.
+    let Some(permit) = permit.or_else(|| broker.in_flight.try_reserve(bytes.len() as u64)) else {
+        return busy();
     };
     let code = if legal { StatusCode::OK } else { StatusCode::RANGE_NOT_SATISFIABLE };
     let body = Body::new(HeldBody { bytes: Some(bytes), _permit: permit });

@@ -716,6 +716,35 @@ fn stalled_bodies_beyond_the_in_flight_budget_are_refused_at_once() {
     assert_eq!(code, 200, "{reply}");
 }
 
+#[test]
+fn a_pull_is_refused_before_it_is_built_when_the_in_flight_budget_cannot_hold_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = Broker::master(
+        dir.path(),
+        Start::default()
+            .set("maxMessageSize=100000")
+            .set("httpMaxInFlightBytes=500000")
+            .set("maxTransferBytesOnMessageInMemory=1000000"),
+    );
+    let big = "p".repeat(90_000);
+    for _ in 0..2 {
+        assert_eq!(master.put("Big", "", &big).0, 200);
+    }
+    // Alone, a pull that needs more than the whole budget takes all of it and is served.
+    let (code, read) = master.get("/topics/Big/queues/0/messages?offset=0");
+    assert_eq!((code, read["messages"].as_array().map(Vec::len)), (200, Some(2)));
+    // While a stalled body holds part of the budget, the same pull is refused at once.
+    let _stalled = stalled_put(master.addr(), 100_000, 10);
+    eventually("the pull to be refused while the body is held", || {
+        let (code, reply) = master.get("/topics/Big/queues/0/messages?offset=0");
+        code == 503 && reply["error"].as_str().is_some_and(|e| e.contains("httpMaxInFlightBytes"))
+    });
+    drop(_stalled);
+    eventually("the pull to be served again", || {
+        master.get("/topics/Big/queues/0/messages?offset=0").0 == 200
+    });
+}
+
 // ---------------------------------------------------------------------------------------------
 // Out-of-range offsets answer RocketMQ's statuses, never a 500.
 
