@@ -557,6 +557,17 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), ConfigError> {
             "HTTPS needs both a certificate and its key; client certificates need HTTPS",
         ));
     }
+    if s.http.idle_timeout <= s.slave_timeout.max(s.sync_flush_timeout) {
+        return Err(conflict(
+            format!(
+                "httpIdleTimeout={} slaveTimeout={} syncFlushTimeout={}",
+                s.http.idle_timeout.as_millis(),
+                s.slave_timeout.as_millis(),
+                s.sync_flush_timeout.as_millis()
+            ),
+            "a put waiting for its slaves or its flush would be cut off: the idle timeout must be longer",
+        ));
+    }
     if u64::from(s.max_message_size) >= s.http.max_in_flight_bytes {
         return Err(conflict(
             format!(
@@ -834,7 +845,7 @@ mod tests {
     fn http_keys_parse_and_check_their_ranges() {
         let s = load_text(
             "listenAddress=0.0.0.0\nhttpAuthToken=0123456789abcdef\nhttpHeaderTimeout=1500\n\
-             httpBodyTimeout=2500\nhttpIdleTimeout=3500\nhttpMaxConnections=7\n\
+             httpBodyTimeout=2500\nhttpIdleTimeout=6500\nhttpMaxConnections=7\n\
              httpMaxInFlightBytes=8388608\nmaxTransferBytesOnMessageInMemory=1000\n\
              maxTransferCountOnMessageInMemory=3\nshutdownDrainTimeout=250\ndefaultTopicQueueNums=4\n",
         )
@@ -848,7 +859,7 @@ mod tests {
             (
                 Duration::from_millis(1500),
                 Duration::from_millis(2500),
-                Duration::from_millis(3500),
+                Duration::from_millis(6500),
                 Duration::from_millis(250)
             )
         );
@@ -880,6 +891,11 @@ mod tests {
                 "{err}"
             );
         }
+        let err = load_text("httpIdleTimeout=3000\n").unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Conflict { .. }) && err.to_string().contains("syncFlushTimeout"),
+            "{err}"
+        );
         let tls = load_text("httpTlsCertFile=/c.pem\nhttpTlsKeyFile=/k.pem\n").unwrap().settings.http;
         assert_eq!((tls.tls_cert_file, tls.tls_client_ca_file), (Some(PathBuf::from("/c.pem")), None));
     }
