@@ -177,7 +177,8 @@ pub async fn serve_http(
                 };
                 let _ = stream.set_nodelay(true);
                 let (router, limits, stopped, tls) = (router.clone(), limits.clone(), stopped.clone(), tls.clone());
-                connections.spawn(async move {
+                let span = tracing::debug_span!("http_connection", %peer);
+                connections.spawn(tracing::Instrument::instrument(async move {
                     match tls {
                         None => serve_connection(stream, peer, router, limits, stopped).await,
                         Some(acceptor) => {
@@ -190,7 +191,7 @@ pub async fn serve_http(
                         }
                     }
                     drop((slot, peer_slot));
-                });
+                }, span));
             }
         }
     }
