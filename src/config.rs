@@ -118,6 +118,70 @@ pub struct BrokerSettings {
     pub slave_ack_on: AckOn,
     /// logship `ackPolicy`; when unset, `QUORUM` if `inSyncReplicas >= 2`, else `ANY_SLAVE`.
     pub ack_policy: Option<AckPolicyKey>,
+    /// The HTTP port's exposure and resource limits.
+    pub http: HttpSettings,
+}
+
+/// The HTTP port's bind address, authentication, timeouts and limits, and the per-topic queue
+/// count (the keys of the README's "HTTP port" table).
+#[derive(Clone, Debug, PartialEq)]
+pub struct HttpSettings {
+    /// `listenAddress`: the IP the HTTP port binds; when unset, `brokerIP1`.
+    pub listen_address: Option<IpAddr>,
+    /// `httpAuthToken` / `httpAuthTokenFile`: the bearer token every request must carry.
+    pub auth_token: Option<String>,
+    /// `httpHeaderTimeout`: a request header must be complete within this long of the
+    /// connection opening or of the previous response.
+    pub header_timeout: Duration,
+    /// `httpBodyTimeout`: a request body must be complete within this long of its header.
+    pub body_timeout: Duration,
+    /// `httpIdleTimeout`: a connection that moves no byte either way for this long is closed.
+    pub idle_timeout: Duration,
+    /// `httpMaxConnections`: open HTTP connections beyond this are answered 503 and closed.
+    pub max_connections: usize,
+    /// `httpMaxConnectionsPerIp`: the same, per client IP (0: no per-IP limit).
+    pub max_connections_per_ip: usize,
+    /// `httpMaxInFlightBytes`: request and response bodies held in memory at once.
+    pub max_in_flight_bytes: u64,
+    /// `maxTransferBytesOnMessageInMemory`: the most message bytes one pull returns (at least
+    /// one message is always returned).
+    pub max_transfer_bytes: u64,
+    /// `maxTransferCountOnMessageInMemory`: the most messages one pull returns.
+    pub max_transfer_count: usize,
+    /// `shutdownDrainTimeout`: how long SIGTERM waits for open requests before closing them.
+    pub shutdown_drain_timeout: Duration,
+    /// `defaultTopicQueueNums`: queues per topic; a put or pull naming a queueId at or beyond it
+    /// is refused.
+    pub default_topic_queue_nums: u32,
+    /// `httpTlsCertFile`: the PEM certificate chain of HTTPS (unset: plain HTTP).
+    pub tls_cert_file: Option<PathBuf>,
+    /// `httpTlsKeyFile`: the PEM private key of `httpTlsCertFile`.
+    pub tls_key_file: Option<PathBuf>,
+    /// `httpTlsClientCaFile`: PEM CA certificates; when set, clients must present a certificate
+    /// they signed (mTLS).
+    pub tls_client_ca_file: Option<PathBuf>,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        Self {
+            listen_address: None,
+            auth_token: None,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 1024,
+            max_connections_per_ip: 0,
+            max_in_flight_bytes: 256 << 20,
+            max_transfer_bytes: 256 << 10,
+            max_transfer_count: 32,
+            shutdown_drain_timeout: Duration::from_secs(5),
+            default_topic_queue_nums: 8,
+            tls_cert_file: None,
+            tls_key_file: None,
+            tls_client_ca_file: None,
+        }
+    }
 }
 
 impl Default for BrokerSettings {
@@ -150,6 +214,7 @@ impl Default for BrokerSettings {
             new_slave_start: NewSlaveStart::Earliest,
             slave_ack_on: AckOn::Written,
             ack_policy: None,
+            http: HttpSettings::default(),
         }
     }
 }
@@ -162,7 +227,6 @@ const IGNORED_ROCKETMQ_KEYS: &[&str] = &[
     "namesrvAddr",
     "autoCreateTopicEnable",
     "autoCreateSubscriptionGroup",
-    "defaultTopicQueueNums",
     "storePathCommitLog",
     "storePathConsumeQueue",
     "storePathIndex",
@@ -304,6 +368,7 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
     let mut s = BrokerSettings::default();
     let mut warnings = Vec::new();
     let mut ha_port_set = false;
+    let mut token_file_set = false;
     for (key, Setting { value, origin }) in &raw {
         let v = value.trim();
         match key.as_str() {
@@ -388,6 +453,39 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
                     _ => return Err(invalid(key, v, "ANY_SLAVE, QUORUM or ALL_IN_SYNC")),
                 })
             }
+            // The HTTP port and resource limits.
+            "listenAddress" => {
+                s.http.listen_address = Some(v.parse().map_err(|_| invalid(key, v, "an IP address"))?)
+            }
+            "httpAuthToken" => s.http.auth_token = auth_token(key, v)?,
+            "httpAuthTokenFile" => {
+                let text = std::fs::read_to_string(v).map_err(|e| ConfigError::Invalid {
+                    key: key.clone(),
+                    value: v.to_string(),
+                    reason: format!("cannot read the token file: {e}"),
+                })?;
+                s.http.auth_token = auth_token(key, text.trim()).map_err(|_| ConfigError::Invalid {
+                    key: key.clone(),
+                    value: v.to_string(),
+                    reason: TOKEN_RULE.into(),
+                })?;
+                token_file_set = true;
+            }
+            "httpHeaderTimeout" => s.http.header_timeout = millis(key, v)?,
+            "httpBodyTimeout" => s.http.body_timeout = millis(key, v)?,
+            "httpIdleTimeout" => s.http.idle_timeout = millis(key, v)?,
+            "httpMaxConnections" => s.http.max_connections = number(key, v, 1, 1 << 20)? as usize,
+            "httpMaxConnectionsPerIp" => s.http.max_connections_per_ip = number(key, v, 0, 1 << 20)? as usize,
+            "httpMaxInFlightBytes" => s.http.max_in_flight_bytes = number(key, v, 1, 1 << 40)?,
+            "maxTransferBytesOnMessageInMemory" => s.http.max_transfer_bytes = number(key, v, 1, 1 << 30)?,
+            "maxTransferCountOnMessageInMemory" => {
+                s.http.max_transfer_count = number(key, v, 1, MAX_PULL_COUNT as u64)? as usize
+            }
+            "shutdownDrainTimeout" => s.http.shutdown_drain_timeout = millis(key, v)?,
+            "defaultTopicQueueNums" => s.http.default_topic_queue_nums = number(key, v, 1, 1024)? as u32,
+            "httpTlsCertFile" => s.http.tls_cert_file = (!v.is_empty()).then(|| PathBuf::from(v)),
+            "httpTlsKeyFile" => s.http.tls_key_file = (!v.is_empty()).then(|| PathBuf::from(v)),
+            "httpTlsClientCaFile" => s.http.tls_client_ca_file = (!v.is_empty()).then(|| PathBuf::from(v)),
             k if IGNORED_ROCKETMQ_KEYS.contains(&k) => {
                 warnings.push(format!("{origin}: RocketMQ key {k} is not used by logship; ignored"));
             }
@@ -398,6 +496,12 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
         s.ha_listen_port = s.listen_port.checked_add(1).ok_or_else(|| {
             invalid("listenPort", &s.listen_port.to_string(), "leave room for haListenPort = listenPort + 1")
         })?;
+    }
+    if token_file_set && raw.contains_key("httpAuthToken") {
+        return Err(ConfigError::Conflict {
+            keys: "httpAuthToken httpAuthTokenFile".into(),
+            reason: "set the token one way only".into(),
+        });
     }
     check_combinations(&s)?;
     Ok(Loaded { settings: s, warnings })
@@ -439,6 +543,40 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), ConfigError> {
             "a quorum needs inSyncReplicas >= 2 (the master counts as one)",
         ));
     }
+    let shown = |p: &Option<PathBuf>| p.as_ref().map_or("(unset)".to_string(), |p| p.display().to_string());
+    if s.http.tls_cert_file.is_some() != s.http.tls_key_file.is_some()
+        || (s.http.tls_client_ca_file.is_some() && s.http.tls_cert_file.is_none())
+    {
+        return Err(conflict(
+            format!(
+                "httpTlsCertFile={} httpTlsKeyFile={} httpTlsClientCaFile={}",
+                shown(&s.http.tls_cert_file),
+                shown(&s.http.tls_key_file),
+                shown(&s.http.tls_client_ca_file)
+            ),
+            "HTTPS needs both a certificate and its key; client certificates need HTTPS",
+        ));
+    }
+    if s.http.idle_timeout <= s.slave_timeout.max(s.sync_flush_timeout) {
+        return Err(conflict(
+            format!(
+                "httpIdleTimeout={} slaveTimeout={} syncFlushTimeout={}",
+                s.http.idle_timeout.as_millis(),
+                s.slave_timeout.as_millis(),
+                s.sync_flush_timeout.as_millis()
+            ),
+            "a put waiting for its slaves or its flush would be cut off: the idle timeout must be longer",
+        ));
+    }
+    if u64::from(s.max_message_size) >= s.http.max_in_flight_bytes {
+        return Err(conflict(
+            format!(
+                "maxMessageSize={} httpMaxInFlightBytes={}",
+                s.max_message_size, s.http.max_in_flight_bytes
+            ),
+            "the in-flight budget must hold at least one message body",
+        ));
+    }
     if u64::from(s.max_message_size) + 8 > s.mapped_file_size_commit_log {
         return Err(conflict(
             format!(
@@ -449,6 +587,29 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), ConfigError> {
         ));
     }
     Ok(())
+}
+
+/// The most messages one pull may ask for (`max`), and so the largest
+/// `maxTransferCountOnMessageInMemory`.
+pub const MAX_PULL_COUNT: usize = 1000;
+
+const TOKEN_RULE: &str = "expected 16 to 4096 visible ASCII characters without spaces";
+
+/// An HTTP bearer token: empty means none.
+fn auth_token(key: &str, v: &str) -> Result<Option<String>, ConfigError> {
+    if v.is_empty() {
+        return Ok(None);
+    }
+    if (16..=4096).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_graphic()) {
+        Ok(Some(v.to_string()))
+    } else {
+        // Never echo a rejected secret.
+        Err(ConfigError::Invalid {
+            key: key.to_string(),
+            value: "(hidden)".into(),
+            reason: TOKEN_RULE.into(),
+        })
+    }
 }
 
 fn invalid(key: &str, value: &str, reason: &str) -> ConfigError {
@@ -505,9 +666,9 @@ impl BrokerSettings {
         }
     }
 
-    /// The HTTP API address.
+    /// The HTTP API address: `listenAddress`, else `brokerIP1`, and `listenPort`.
     pub fn http_addr(&self) -> SocketAddr {
-        SocketAddr::new(self.broker_ip_for_bind(), self.listen_port)
+        SocketAddr::new(self.http.listen_address.unwrap_or(self.broker_ip1), self.listen_port)
     }
 
     /// The HA listen address.
@@ -678,5 +839,64 @@ mod tests {
         assert_eq!(s.slave_ack_on, AckOn::Flushed);
         assert_eq!(s.effective_ack_policy(), AckPolicy::AllInSync);
         assert!(load_text("slaveAckOn=DISK\n").unwrap_err().to_string().contains("slaveAckOn"));
+    }
+
+    #[test]
+    fn http_keys_parse_and_check_their_ranges() {
+        let s = load_text(
+            "listenAddress=0.0.0.0\nhttpAuthToken=0123456789abcdef\nhttpHeaderTimeout=1500\n\
+             httpBodyTimeout=2500\nhttpIdleTimeout=6500\nhttpMaxConnections=7\n\
+             httpMaxInFlightBytes=8388608\nmaxTransferBytesOnMessageInMemory=1000\n\
+             maxTransferCountOnMessageInMemory=3\nshutdownDrainTimeout=250\ndefaultTopicQueueNums=4\n",
+        )
+        .unwrap()
+        .settings;
+        let h = &s.http;
+        assert_eq!(s.http_addr(), "0.0.0.0:10911".parse().unwrap());
+        assert_eq!(h.auth_token.as_deref(), Some("0123456789abcdef"));
+        assert_eq!(
+            (h.header_timeout, h.body_timeout, h.idle_timeout, h.shutdown_drain_timeout),
+            (
+                Duration::from_millis(1500),
+                Duration::from_millis(2500),
+                Duration::from_millis(6500),
+                Duration::from_millis(250)
+            )
+        );
+        assert_eq!((h.max_connections, h.max_in_flight_bytes), (7, 8 << 20));
+        assert_eq!((h.max_transfer_bytes, h.max_transfer_count, h.default_topic_queue_nums), (1000, 3, 4));
+        // Defaults: bind brokerIP1, no token, RocketMQ's 8 queues, 256 KiB / 32 messages a pull.
+        let d = load_text("brokerIP1=10.1.2.3\n").unwrap().settings;
+        assert_eq!(d.http_addr(), "10.1.2.3:10911".parse().unwrap());
+        assert_eq!((d.http.auth_token.clone(), d.http.default_topic_queue_nums), (None, 8));
+        assert_eq!((d.http.max_transfer_bytes, d.http.max_transfer_count), (256 << 10, 32));
+        for bad in [
+            "listenAddress=localhost",
+            "httpMaxConnections=0",
+            "defaultTopicQueueNums=0",
+            "maxTransferCountOnMessageInMemory=1001",
+            "httpHeaderTimeout=0",
+        ] {
+            let key = bad.split('=').next().unwrap();
+            assert!(load_text(bad).unwrap_err().to_string().contains(key), "{bad}");
+        }
+        let err = load_text("httpAuthToken=hunter2\n").unwrap_err().to_string();
+        assert!(err.contains("httpAuthToken") && !err.contains("hunter2"), "{err}");
+        let err = load_text("maxMessageSize=4194304\nhttpMaxInFlightBytes=4194304\n").unwrap_err();
+        assert!(matches!(err, ConfigError::Conflict { .. }), "{err}");
+        for half in ["httpTlsCertFile=/c.pem\n", "httpTlsKeyFile=/k.pem\n", "httpTlsClientCaFile=/ca.pem\n"] {
+            let err = load_text(half).unwrap_err();
+            assert!(
+                matches!(err, ConfigError::Conflict { .. }) && err.to_string().contains("httpTlsCertFile"),
+                "{err}"
+            );
+        }
+        let err = load_text("httpIdleTimeout=3000\n").unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Conflict { .. }) && err.to_string().contains("syncFlushTimeout"),
+            "{err}"
+        );
+        let tls = load_text("httpTlsCertFile=/c.pem\nhttpTlsKeyFile=/k.pem\n").unwrap().settings.http;
+        assert_eq!((tls.tls_cert_file, tls.tls_client_ca_file), (Some(PathBuf::from("/c.pem")), None));
     }
 }

@@ -1,4 +1,5 @@
-//! The HTTP API on `listenPort` (axum).
+//! The HTTP API on `listenAddress:listenPort` (axum over hyper; the accept loop, timeouts and
+//! connection limits are in `server`).
 //!
 //! | route | what |
 //! |---|---|
@@ -7,32 +8,48 @@
 //! | `GET /status` | role, offsets, replication state |
 //! | `GET /metrics` | Prometheus text |
 //!
+//! With `httpAuthToken` set, every route answers 401 unless the request carries
+//! `Authorization: Bearer <token>`. HTTPS and client certificates (`httpTls*`) are set up in
+//! `server`, below the router.
+//!
 //! Put status codes: 200 `PUT_OK`; 504 `FLUSH_SLAVE_TIMEOUT` / `FLUSH_DISK_TIMEOUT` (stored on
 //! the master, the wait timed out); 502 `SLAVE_NOT_AVAILABLE` / `IN_SYNC_REPLICAS_NOT_ENOUGH`
 //! (stored on the master, no slave could take it in time); 503 `SERVICE_NOT_AVAILABLE` (not
-//! stored: a slave, a full disk, or shutting down); 400 for a bad request or
-//! `MESSAGE_ILLEGAL` / `PROPERTIES_SIZE_EXCEEDED` (not stored); 500 `UNKNOWN_ERROR`. Every put
-//! response carries `status` and `stored`.
+//! stored: a slave, a full disk, shutting down, or `httpMaxInFlightBytes` in use); 400 for a bad
+//! request or `MESSAGE_ILLEGAL` / `PROPERTIES_SIZE_EXCEEDED` (not stored); 408 for a body not
+//! complete within `httpBodyTimeout`; 413 for a body above `maxMessageSize`; 500 `UNKNOWN_ERROR`.
+//! Every put response carries `status` and `stored`.
+//!
+//! Pull statuses (RocketMQ's `GetMessageStatus`): 200 `FOUND`, 200 `OFFSET_OVERFLOW_ONE` (the
+//! offset is the queue's end: nothing new yet), 200 `NO_MESSAGE_IN_QUEUE` (an empty queue read
+//! at 0); 416 `OFFSET_TOO_SMALL` (below the queue's minimum), `OFFSET_OVERFLOW_BADLY` (beyond its
+//! end) and `NO_MESSAGE_IN_QUEUE` at another offset. Every pull answer carries `status`,
+//! `nextOffset` (where to read next), `minOffset` and `maxOffset`.
 
 use std::collections::BTreeMap;
+use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use axum::extract::{ConnectInfo, DefaultBodyLimit, Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use base64::Engine;
 use bytes::Bytes;
+use logship::request;
 use logship_core::PutStatus;
 use logship_core::driver::{BrokerRole, SlaveLinkState};
-use logship_store::{CommitLog, Message};
+use logship_store::{CommitLog, StoreError, StoredMessage};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use crate::config::BrokerSettings;
+use crate::config::{BrokerSettings, MAX_PULL_COUNT};
 use crate::metrics::Metrics;
 
 /// The replication side of a running broker.
@@ -57,22 +74,70 @@ pub struct Broker {
     pub start_offset: u64,
     /// Physical memory, for RocketMQ's suggest-pulling-from-slave hint.
     pub total_memory: u64,
+    /// `httpMaxInFlightBytes`: one permit per body byte held in memory.
+    pub in_flight: InFlight,
+}
+
+/// The budget of request and response body bytes held at once (`httpMaxInFlightBytes`).
+pub struct InFlight {
+    permits: Arc<Semaphore>,
+    total: u64,
+}
+
+impl InFlight {
+    /// A budget of `total` bytes.
+    pub fn new(total: u64) -> Self {
+        let total = total.min(Semaphore::MAX_PERMITS as u64);
+        Self { permits: Arc::new(Semaphore::new(total as usize)), total }
+    }
+
+    /// Reserves `bytes` (at most the whole budget) now, or `None` if they are not free.
+    fn try_reserve(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
+        let n = u32::try_from(bytes.min(self.total)).unwrap_or(u32::MAX);
+        Arc::clone(&self.permits).try_acquire_many_owned(n).ok()
+    }
 }
 
 /// The router over a shared broker.
 pub fn router(broker: Arc<Broker>) -> Router {
-    let body_limit = broker.settings.max_message_size as usize + 1;
     Router::new()
         .route("/topics/{topic}/messages", post(put_message))
         .route("/topics/{topic}/queues/{queue_id}/messages", get(get_messages))
         .route("/status", get(status))
         .route("/metrics", get(metrics))
-        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn_with_state(broker.clone(), authenticate))
         .with_state(broker)
+}
+
+/// With `httpAuthToken` set, answers 401 to a request without that bearer token.
+async fn authenticate(State(broker): State<Arc<Broker>>, request: Request, next: Next) -> Response {
+    let Some(token) = &broker.settings.http.auth_token else {
+        return next.run(request).await;
+    };
+    let given = request.headers().get(header::AUTHORIZATION).map(HeaderValue::as_bytes);
+    if request::authorized(given, token.as_bytes()) {
+        return next.run(request).await;
+    }
+    let reason = if given.is_some() {
+        "the bearer token is wrong"
+    } else {
+        "send Authorization: Bearer <httpAuthToken>"
+    };
+    let mut response = error(StatusCode::UNAUTHORIZED, reason);
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer realm=\"logship\""));
+    response
 }
 
 fn error(code: StatusCode, message: impl Into<String>) -> Response {
     (code, Json(json!({ "error": message.into() }))).into_response()
+}
+
+/// A put refused before it reached the store.
+fn refused(code: StatusCode, message: impl Into<String>) -> Response {
+    let body = json!({ "status": "SERVICE_NOT_AVAILABLE", "stored": false, "error": message.into() });
+    (code, Json(body)).into_response()
 }
 
 /// The HTTP status for a put outcome.
@@ -87,59 +152,55 @@ pub fn put_http_status(status: PutStatus) -> StatusCode {
     }
 }
 
-/// Builds a message from the request: queue id, tags, keys and other properties come from query
-/// parameters (`queueId`, `tags`, `keys`, any other name) or headers (`x-queue-id`, `x-tags`,
-/// `x-keys`, `x-property-<name>`).
-fn message_from_request(
-    topic: String,
-    query: &BTreeMap<String, String>,
+/// Reads a request body of at most `limit` bytes within `httpBodyTimeout`, holding its bytes
+/// against `httpMaxInFlightBytes` (the permit is returned with the body).
+async fn read_body(
+    broker: &Broker,
     headers: &HeaderMap,
-    peer: SocketAddr,
-    body: Bytes,
-) -> Result<Message, String> {
-    let header = |name: &str| -> Result<Option<String>, String> {
-        headers
-            .get(name)
-            .map(|v| {
-                v.to_str().map(str::to_string).map_err(|_| format!("header {name} is not visible ASCII"))
-            })
-            .transpose()
-    };
-    let queue_id = match query.get("queueId").cloned().or(header("x-queue-id")?) {
-        None => 0,
-        Some(q) => q
-            .parse::<i32>()
-            .ok()
-            .filter(|q| *q >= 0)
-            .ok_or_else(|| format!("queueId {q:?} is not a queue number"))?,
-    };
-    if !logship_store::codec::valid_topic(topic.as_bytes()) {
-        return Err(format!(
-            "topic {topic:?} must be 1 to 127 characters of letters, digits, '%', '|', '-' or '_'"
+    body: Body,
+    limit: u64,
+) -> Result<(Bytes, OwnedSemaphorePermit), Response> {
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit) {
+        return Err(refused(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body exceeds maxMessageSize={limit}"),
         ));
     }
-    let born = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
-    let mut message = Message::new(topic, queue_id, body);
-    message.born_timestamp = born;
-    message.born_host = peer;
-    if let Some(tags) = query.get("tags").cloned().or(header("x-tags")?) {
-        message = message.with_tags(tags);
-    }
-    if let Some(keys) = query.get("keys").cloned().or(header("x-keys")?) {
-        message = message.with_property("KEYS", keys);
-    }
-    for (name, value) in headers {
-        if let Some(prop) = name.as_str().strip_prefix("x-property-") {
-            let value = value.to_str().map_err(|_| format!("header {name} is not visible ASCII"))?;
-            message = message.with_property(prop, value);
+    let Some(permit) = broker.in_flight.try_reserve(declared.unwrap_or(limit)) else {
+        return Err(refused(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the broker is busy: httpMaxInFlightBytes of request bodies are in flight; retry later",
+        ));
+    };
+    let timeout = broker.settings.http.body_timeout;
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit as usize)).await {
+        Ok(Ok(bytes)) => Ok((bytes, permit)),
+        Ok(Err(e)) if is_length_limit(&e) => {
+            Err(refused(StatusCode::PAYLOAD_TOO_LARGE, format!("the body exceeds maxMessageSize={limit}")))
+        }
+        Ok(Err(e)) => Err(refused(StatusCode::BAD_REQUEST, format!("reading the body: {e}"))),
+        Err(_) => {
+            let mut r = refused(
+                StatusCode::REQUEST_TIMEOUT,
+                format!("the body was not complete within httpBodyTimeout={}ms", timeout.as_millis()),
+            );
+            r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+            Err(r)
         }
     }
-    for (name, value) in query {
-        if !matches!(name.as_str(), "queueId" | "tags" | "keys") {
-            message = message.with_property(name.clone(), value.clone());
+}
+
+fn is_length_limit(e: &axum::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(s) = source {
+        if s.is::<http_body_util::LengthLimitError>() {
+            return true;
         }
+        source = s.source();
     }
-    Ok(message)
+    false
 }
 
 async fn put_message(
@@ -148,17 +209,25 @@ async fn put_message(
     Query(query): Query<BTreeMap<String, String>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     let Node::Master(master) = &broker.node else {
-        let body = json!({ "status": "SERVICE_NOT_AVAILABLE", "stored": false, "error": "this broker is a SLAVE: put to its master" });
-        return (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response();
+        return refused(StatusCode::SERVICE_UNAVAILABLE, "this broker is a SLAVE: put to its master");
     };
-    let message = match message_from_request(topic, &query, &headers, peer, body) {
-        Ok(m) => m,
-        Err(e) => return error(StatusCode::BAD_REQUEST, e),
-    };
-    let queue_id = message.queue_id;
+    let params =
+        match request::parse_put(&topic, &query, &headers, broker.settings.http.default_topic_queue_nums) {
+            Ok(p) => p,
+            Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+        };
+    let (body, _held) =
+        match read_body(&broker, &headers, body, u64::from(broker.settings.max_message_size)).await {
+            Ok(b) => b,
+            Err(r) => return r,
+        };
+    let queue_id = params.queue_id;
+    let mut message = params.into_message(topic, body);
+    message.born_timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
+    message.born_host = peer;
     let started = Instant::now();
     let result = master.put(message).await;
     broker.metrics.record_put(result.status, started.elapsed().as_secs_f64());
@@ -181,8 +250,69 @@ struct PullParams {
     max: Option<usize>,
 }
 
-/// The most messages one read returns.
-const MAX_PULL: usize = 1000;
+/// RocketMQ's `GetMessageStatus` for a pull at `offset` of a queue holding `[min, max)`, the
+/// offset to read next, and whether the offset was legal (RocketMQ answers an illegal one
+/// `PULL_OFFSET_MOVED`).
+fn pull_status(offset: u64, min: u64, max: u64) -> (&'static str, u64, bool) {
+    if max == 0 {
+        ("NO_MESSAGE_IN_QUEUE", 0, offset == 0)
+    } else if offset < min {
+        ("OFFSET_TOO_SMALL", min, false)
+    } else if offset == max {
+        ("OFFSET_OVERFLOW_ONE", offset, true)
+    } else if offset > max {
+        ("OFFSET_OVERFLOW_BADLY", max, false)
+    } else {
+        ("FOUND", offset, true)
+    }
+}
+
+/// Memory one pull may use per message byte it returns: the message read from the log, its
+/// body as a JSON string (base64 is 4/3 of it) and the serialized response.
+const PULL_MEMORY_PER_BYTE: u64 = 4;
+
+/// What one pull read: its messages, and the reservation of `httpMaxInFlightBytes` that covers
+/// building and sending them.
+struct Pulled {
+    messages: Vec<StoredMessage>,
+    permit: OwnedSemaphorePermit,
+}
+
+/// The messages of one pull: at most `count` entries from `offset`, stopping before the one that
+/// would take the bytes past `max_bytes` (the first message is always taken, as RocketMQ does).
+/// Their memory is reserved before they are read; `Ok(None)` if the budget has no room now.
+fn read_capped(
+    broker: &Broker,
+    topic: &str,
+    queue_id: i32,
+    offset: u64,
+    count: usize,
+    max_bytes: u64,
+) -> Result<Option<Pulled>, StoreError> {
+    let entries = broker.store.read_queue(topic, queue_id, offset, count)?;
+    let mut bytes = 0u64;
+    let mut taken = Vec::new();
+    for e in entries {
+        if !taken.is_empty() && bytes + u64::from(e.size) > max_bytes {
+            break;
+        }
+        bytes += u64::from(e.size);
+        taken.push(e);
+    }
+    let Some(permit) = broker.in_flight.try_reserve(bytes * PULL_MEMORY_PER_BYTE + (64 << 10)) else {
+        return Ok(None);
+    };
+    let messages =
+        taken.iter().map(|e| broker.store.read_message(e.physical_offset)).collect::<Result<_, _>>()?;
+    Ok(Some(Pulled { messages, permit }))
+}
+
+fn busy() -> Response {
+    error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the broker is busy: httpMaxInFlightBytes of bodies are in flight; retry later",
+    )
+}
 
 async fn get_messages(
     State(broker): State<Arc<Broker>>,
@@ -195,25 +325,47 @@ async fn get_messages(
             "this broker is a SLAVE and slaveReadEnable is false: read from the master",
         );
     }
+    let http = &broker.settings.http;
+    if let Err(e) = request::check_queue_id(queue_id, http.default_topic_queue_nums) {
+        return error(StatusCode::BAD_REQUEST, e.to_string());
+    }
     let max = params.max.unwrap_or(32);
-    if max == 0 || max > MAX_PULL {
-        return error(StatusCode::BAD_REQUEST, format!("max must be between 1 and {MAX_PULL}"));
+    if max == 0 || max > MAX_PULL_COUNT {
+        return error(StatusCode::BAD_REQUEST, format!("max must be between 1 and {MAX_PULL_COUNT}"));
     }
     let (min_queue, max_queue) = broker.store.queue_bounds(&topic, queue_id);
     let offset = params.offset.unwrap_or(min_queue);
-    let store = broker.store.clone();
-    let read =
-        tokio::task::spawn_blocking(move || store.read_queue_messages(&topic, queue_id, offset, max)).await;
-    let messages = match read {
-        Ok(Ok(m)) => m,
-        Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("reading the queue: {e}")),
-        Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("reading the queue: {e}")),
-    };
+    let (mut status, mut next, mut legal) = pull_status(offset, min_queue, max_queue);
+    let mut messages = Vec::new();
+    let mut permit = None;
+    if status == "FOUND" {
+        let (count, max_bytes) = (max.min(http.max_transfer_count), http.max_transfer_bytes);
+        let (reader, topic) = (broker.clone(), topic.clone());
+        let read = tokio::task::spawn_blocking(move || {
+            read_capped(&reader, &topic, queue_id, offset, count, max_bytes)
+        })
+        .await;
+        match read {
+            Ok(Ok(Some(pulled))) => {
+                messages = pulled.messages;
+                permit = Some(pulled.permit);
+            }
+            Ok(Ok(None)) => return busy(),
+            Ok(Err(StoreError::QueueOffsetOutOfRange { min, max, .. })) => {
+                // Retention moved the queue between the bounds and the read.
+                (status, next, legal) = pull_status(offset, min, max);
+            }
+            Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("reading the queue: {e}")),
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("reading the queue: {e}")),
+        }
+        if let Some(last) = messages.last() {
+            next = last.queue_offset as u64 + 1;
+        }
+    }
     let pulled_end = messages.last().map(|m| m.physical_offset as u64 + u64::from(m.total_size));
     let backlog = pulled_end.map_or(0, |end| broker.store.max_offset().saturating_sub(end));
     let memory_limit =
         broker.total_memory / 100 * u64::from(broker.settings.access_message_in_memory_max_ratio);
-    let next = messages.last().map_or(offset.max(min_queue), |m| m.queue_offset as u64 + 1);
     let list: Vec<Value> = messages
         .iter()
         .map(|m| {
@@ -234,14 +386,52 @@ async fn get_messages(
             })
         })
         .collect();
-    Json(json!({
+    drop(messages);
+    let doc = json!({
+        "status": status,
         "messages": list,
         "nextOffset": next,
         "minOffset": min_queue,
         "maxOffset": max_queue,
         "suggestPullingFromSlave": backlog > memory_limit,
-    }))
-    .into_response()
+    });
+    drop(list);
+    let bytes = Bytes::from(serde_json::to_vec(&doc).expect("JSON values serialize"));
+    drop(doc);
+    // A pull without messages reserves its (small) answer now.
+    let Some(permit) = permit.or_else(|| broker.in_flight.try_reserve(bytes.len() as u64)) else {
+        return busy();
+    };
+    let code = if legal { StatusCode::OK } else { StatusCode::RANGE_NOT_SATISFIABLE };
+    let body = Body::new(HeldBody { bytes: Some(bytes), _permit: permit });
+    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// A response body that holds its bytes against `httpMaxInFlightBytes` until hyper has taken
+/// them and asks for more (or drops the body).
+struct HeldBody {
+    bytes: Option<Bytes>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl http_body::Body for HeldBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Infallible>>> {
+        std::task::Poll::Ready(self.bytes.take().map(|b| Ok(http_body::Frame::data(b))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.bytes.is_none()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.bytes.as_ref().map_or(0, |b| b.len() as u64))
+    }
 }
 
 async fn status(State(broker): State<Arc<Broker>>) -> Response {
@@ -341,4 +531,32 @@ pub fn total_memory() -> u64 {
             Some(kib * 1024)
         })
         .unwrap_or(8 << 30)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pull_statuses_follow_rocketmq() {
+        // (offset, min, max) -> (status, next offset, legal)
+        assert_eq!(pull_status(0, 0, 0), ("NO_MESSAGE_IN_QUEUE", 0, true));
+        assert_eq!(pull_status(4, 0, 0), ("NO_MESSAGE_IN_QUEUE", 0, false));
+        assert_eq!(pull_status(2, 5, 9), ("OFFSET_TOO_SMALL", 5, false));
+        assert_eq!(pull_status(5, 5, 9), ("FOUND", 5, true));
+        assert_eq!(pull_status(9, 5, 9), ("OFFSET_OVERFLOW_ONE", 9, true));
+        assert_eq!(pull_status(u64::MAX, 5, 9), ("OFFSET_OVERFLOW_BADLY", 9, false));
+    }
+
+    #[test]
+    fn the_in_flight_budget_refuses_what_it_cannot_hold_and_caps_one_reservation() {
+        let budget = InFlight::new(100);
+        let a = budget.try_reserve(60).expect("fits");
+        assert!(budget.try_reserve(60).is_none());
+        drop(a);
+        let whole = budget.try_reserve(1 << 40).expect("a reservation above the budget takes all of it");
+        assert!(budget.try_reserve(1).is_none());
+        drop(whole);
+        assert!(budget.try_reserve(100).is_some());
+    }
 }

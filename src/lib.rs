@@ -5,3 +5,5 @@ pub use logship_core as core;
 pub use logship_smol as smol;
 pub use logship_store as store;
 pub use logship_tokio as tokio;
+
+pub mod request;

@@ -113,6 +113,15 @@ fn init_logging(default: &str) {
     tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
 }
 
+/// Raises RLIMIT_NOFILE's soft limit to its hard limit: a broker's descriptors are its
+/// connections and files, and the soft default (often 1024) is an accident of the shell.
+fn raise_open_file_limit() {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::info!(limit, "RLIMIT_NOFILE raised to its hard limit"),
+        Err(e) => tracing::warn!(%e, "cannot raise RLIMIT_NOFILE; keeping the current limit"),
+    }
+}
+
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread().enable_all().build()?)
 }
@@ -144,6 +153,7 @@ fn main() -> ExitCode {
 fn serve(args: &ServeArgs, slave: bool) -> anyhow::Result<bool> {
     init_logging("info");
     let settings = settings_for(args, slave)?;
+    raise_open_file_limit();
     runtime()?.block_on(server::run(settings))?;
     Ok(true)
 }

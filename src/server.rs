@@ -1,17 +1,28 @@
 //! `logship master` and `logship slave`: a broker process. Opens the store, starts the HA
-//! service and the HTTP API, and on SIGINT or SIGTERM stops accepting, lets in-flight puts
-//! finish, flushes and closes.
+//! service and the HTTP API, and on SIGINT or SIGTERM stops accepting, lets in-flight requests
+//! finish for up to `shutdownDrainTimeout`, closes what is left, flushes and closes the store.
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context as TaskContext, Poll};
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use axum::extract::ConnectInfo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use logship_core::driver::BrokerRole;
 use logship_store::{CommitLog, RecoveryKind, StoreConfig};
-use tracing::{info, warn};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+use tower_service::Service;
+use tracing::{debug, info, warn};
 
-use crate::config::BrokerSettings;
-use crate::http::{Broker, Node, router, total_memory};
+use crate::config::{BrokerSettings, HttpSettings};
+use crate::http::{Broker, InFlight, Node, router, total_memory};
 use crate::metrics::Metrics;
 
 /// The store configuration for these settings.
@@ -65,15 +76,17 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         }
     };
     let http_addr = settings.http_addr();
-    let listener = tokio::net::TcpListener::bind(http_addr)
-        .await
-        .with_context(|| format!("cannot listen on {http_addr} (listenPort)"))?;
+    let listener = tokio::net::TcpListener::bind(http_addr).await.with_context(|| {
+        format!("cannot listen on {http_addr} (listenAddress, default brokerIP1, and listenPort)")
+    })?;
+    let http_addr = listener.local_addr().unwrap_or(http_addr);
     let broker = Arc::new(Broker {
         node,
         store: store.clone(),
         metrics: Metrics::new(),
         start_offset,
         total_memory: total_memory(),
+        in_flight: InFlight::new(settings.http.max_in_flight_bytes),
         settings,
     });
     info!(
@@ -83,14 +96,14 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         store = %broker.settings.store_path_root_dir.display(),
         min_offset = store.min_offset(),
         max_offset = start_offset,
+        http_auth = broker.settings.http.auth_token.is_some(),
+        https = broker.settings.http.tls_cert_file.is_some(),
+        http_client_certs = broker.settings.http.tls_client_ca_file.is_some(),
         "logship ready"
     );
-    let app = router(broker.clone()).into_make_service_with_connect_info::<SocketAddr>();
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
-        .await
-        .context("HTTP server failed")?;
-    info!("HTTP drained; stopping replication");
+    let tls = tls_acceptor(&broker.settings.http)?;
+    serve_http(listener, router(broker.clone()), &broker.settings.http, tls, shutdown_signal()).await;
+    info!("HTTP closed; stopping replication");
     match &broker.node {
         Node::Master(m) => m.shutdown().await,
         Node::Slave(s) => s.shutdown().await,
@@ -101,6 +114,308 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         .context("flushing the store at shutdown")?;
     info!(max_offset = store.max_offset(), "logship stopped cleanly");
     Ok(())
+}
+
+/// The answer to a connection beyond `httpMaxConnections`, written once before closing it.
+fn too_many_connections() -> &'static [u8] {
+    static ANSWER: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    ANSWER.get_or_init(|| {
+        let body = "{\"error\":\"too many connections (httpMaxConnections)\"}\n";
+        format!(
+            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n\
+             content-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    })
+}
+
+/// Serves HTTP/1.1 on `listener` until `shutdown` completes, then lets open requests finish for
+/// up to `shutdownDrainTimeout` and closes whatever is left (a half-sent header, a stalled body,
+/// a response nobody reads).
+///
+/// Each connection is closed when its request header is not complete within `httpHeaderTimeout`
+/// of the connection opening or of the previous response, or when it moves no byte for
+/// `httpIdleTimeout`. Beyond `httpMaxConnections` open connections, or `httpMaxConnectionsPerIp`
+/// from one client IP, a new one is answered 503 and closed at once.
+pub async fn serve_http(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    limits: &HttpSettings,
+    tls: Option<TlsAcceptor>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let per_peer: PeerCounts = Arc::default();
+    let (stop, stopped) = watch::channel(false);
+    let mut connections = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept() => {
+                let (stream, peer) = match accepted {
+                    Ok(a) => a,
+                    Err(e) => {
+                        // Out of descriptors, or a connection reset before accept: back off a
+                        // little instead of spinning, and keep serving the open connections.
+                        warn!(%e, "HTTP accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                    debug!(%peer, "HTTP connection refused: httpMaxConnections reached");
+                    let _ = stream.try_write(too_many_connections());
+                    continue;
+                };
+                let Some(peer_slot) = PeerSlot::take(&per_peer, peer.ip(), limits.max_connections_per_ip) else {
+                    debug!(%peer, "HTTP connection refused: httpMaxConnectionsPerIp reached");
+                    let _ = stream.try_write(too_many_connections());
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let (router, limits, stopped, tls) = (router.clone(), limits.clone(), stopped.clone(), tls.clone());
+                let span = tracing::debug_span!("http_connection", %peer);
+                connections.spawn(tracing::Instrument::instrument(async move {
+                    match tls {
+                        None => serve_connection(stream, peer, router, limits, stopped).await,
+                        Some(acceptor) => {
+                            // The handshake counts against the header timeout.
+                            match tokio::time::timeout(limits.header_timeout, acceptor.accept(stream)).await {
+                                Ok(Ok(tls)) => serve_connection(tls, peer, router, limits, stopped).await,
+                                Ok(Err(e)) => debug!(%peer, %e, "HTTPS handshake failed"),
+                                Err(_) => debug!(%peer, "HTTPS handshake not complete within httpHeaderTimeout"),
+                            }
+                        }
+                    }
+                    drop((slot, peer_slot));
+                }, span));
+            }
+        }
+    }
+    drop(listener);
+    let open = connections.len();
+    info!(open, drain = ?limits.shutdown_drain_timeout, "HTTP stopped accepting; draining");
+    let _ = stop.send(true);
+    let drained = tokio::time::timeout(limits.shutdown_drain_timeout, async {
+        while connections.join_next().await.is_some() {}
+    })
+    .await;
+    if drained.is_err() {
+        warn!(
+            left = connections.len(),
+            "shutdownDrainTimeout passed with connections still open; closing them"
+        );
+        connections.abort_all();
+        while connections.join_next().await.is_some() {}
+    }
+}
+
+/// Open HTTP connections per client IP.
+type PeerCounts = Arc<std::sync::Mutex<std::collections::HashMap<IpAddr, usize>>>;
+
+/// One of a client IP's `httpMaxConnectionsPerIp` connections, given back on drop (also when
+/// the connection's task is aborted).
+struct PeerSlot {
+    counts: PeerCounts,
+    ip: IpAddr,
+}
+
+impl PeerSlot {
+    /// A slot for `ip`, or `None` if it holds `limit` already (`limit` 0: no limit).
+    fn take(counts: &PeerCounts, ip: IpAddr, limit: usize) -> Option<Self> {
+        let mut map = counts.lock().unwrap_or_else(|e| e.into_inner());
+        let n = map.entry(ip).or_default();
+        if limit > 0 && *n >= limit {
+            return None;
+        }
+        *n += 1;
+        Some(Self { counts: Arc::clone(counts), ip })
+    }
+}
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut map = self.counts.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = map.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Milliseconds since the first call, for connection activity stamps.
+fn now_millis() -> u64 {
+    static EPOCH: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    EPOCH.get_or_init(Instant::now).elapsed().as_millis() as u64
+}
+
+async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
+    peer: SocketAddr,
+    router: axum::Router,
+    limits: HttpSettings,
+    mut stop: watch::Receiver<bool>,
+) {
+    let activity = Arc::new(AtomicU64::new(now_millis()));
+    let io = TokioIo::new(Tracked { io: stream, activity: Arc::clone(&activity) });
+    let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
+        request.extensions_mut().insert(ConnectInfo(peer));
+        let mut router = router.clone();
+        async move { router.call(request).await }
+    });
+    let mut builder = hyper::server::conn::http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(MAX_HEADER_BYTES)
+        .keep_alive(true);
+    let conn = builder.serve_connection(io, service);
+    tokio::pin!(conn);
+    let idle = limits.idle_timeout.as_millis() as u64;
+    let mut draining = *stop.borrow();
+    if draining {
+        conn.as_mut().graceful_shutdown();
+    }
+    loop {
+        let quiet = now_millis().saturating_sub(activity.load(Ordering::Relaxed));
+        if quiet >= idle {
+            debug!(%peer, "HTTP connection idle for httpIdleTimeout; closing");
+            return;
+        }
+        tokio::select! {
+            result = conn.as_mut() => {
+                if let Err(e) = result {
+                    debug!(%peer, %e, "HTTP connection closed");
+                }
+                return;
+            }
+            changed = stop.changed(), if !draining => {
+                draining = true;
+                if changed.is_ok() {
+                    conn.as_mut().graceful_shutdown();
+                }
+            }
+            () = tokio::time::sleep(Duration::from_millis(idle - quiet)) => {}
+        }
+    }
+}
+
+/// The TLS acceptor of `httpTlsCertFile` and `httpTlsKeyFile`, requiring client certificates
+/// signed by `httpTlsClientCaFile` when that is set; `None` for plain HTTP.
+pub fn tls_acceptor(h: &HttpSettings) -> anyhow::Result<Option<TlsAcceptor>> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let (Some(cert), Some(key)) = (&h.tls_cert_file, &h.tls_key_file) else {
+        return Ok(None);
+    };
+    let certs = |key: &str, path: &std::path::Path| -> anyhow::Result<Vec<CertificateDer<'static>>> {
+        let read = || CertificateDer::pem_file_iter(path)?.collect::<Result<Vec<_>, _>>();
+        let certs =
+            read().with_context(|| format!("{key}={}: cannot read PEM certificates", path.display()))?;
+        anyhow::ensure!(!certs.is_empty(), "{key}={}: no PEM certificate in the file", path.display());
+        Ok(certs)
+    };
+    let chain = certs("httpTlsCertFile", cert)?;
+    let private = PrivateKeyDer::from_pem_file(key)
+        .with_context(|| format!("httpTlsKeyFile={}: cannot read a PEM private key", key.display()))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .context("TLS protocol versions")?;
+    let builder = match &h.tls_client_ca_file {
+        None => builder.with_no_client_auth(),
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in certs("httpTlsClientCaFile", ca)? {
+                roots
+                    .add(c)
+                    .with_context(|| format!("httpTlsClientCaFile={}: not a CA certificate", ca.display()))?;
+            }
+            let verifier =
+                rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                    .build()
+                    .with_context(|| format!("httpTlsClientCaFile={}", ca.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder.with_single_cert(chain, private).with_context(|| {
+        format!("httpTlsKeyFile={} does not match httpTlsCertFile={}", key.display(), cert.display())
+    })?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Some(TlsAcceptor::from(Arc::new(config))))
+}
+
+/// Request headers larger than this are refused (431) by hyper.
+const MAX_HEADER_BYTES: usize = 64 << 10;
+
+/// A connection that stamps `activity` each time bytes move either way.
+struct Tracked<S> {
+    io: S,
+    activity: Arc<AtomicU64>,
+}
+
+impl<S> Tracked<S> {
+    fn touch(&self) {
+        self.activity.store(now_millis(), Ordering::Relaxed);
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Tracked<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let result = Pin::new(&mut self.io).poll_read(cx, buf);
+        if buf.filled().len() > before {
+            self.touch();
+        }
+        result
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        data: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.io).poll_write(cx, data);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        result
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut TaskContext<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let result = Pin::new(&mut self.io).poll_write_vectored(cx, bufs);
+        if matches!(result, Poll::Ready(Ok(n)) if n > 0) {
+            self.touch();
+        }
+        result
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut TaskContext<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.io).poll_shutdown(cx)
+    }
 }
 
 async fn shutdown_signal() {

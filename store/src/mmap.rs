@@ -43,9 +43,6 @@ pub(crate) struct MappedFile {
     map: MmapRaw,
     published: AtomicUsize,
     path: PathBuf,
-    // Keeps the descriptor open for the lifetime of the mapping (not required by mmap, but it
-    // lets the mapping be inspected in /proc and keeps the file identity obvious).
-    _file: File,
     // The store's directory lock, held for as long as this mapping lives (see `map`).
     _lock: Option<Arc<File>>,
 }
@@ -77,7 +74,10 @@ impl MappedFile {
         if map.len() == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot map an empty file"));
         }
-        let shared = Arc::new(Self { map, published: AtomicUsize::new(0), path, _file: file, _lock: lock });
+        // The mapping outlives the descriptor: close it, so open files cost no descriptor (a
+        // broker with thousands of consume queues stays far below RLIMIT_NOFILE).
+        drop(file);
+        let shared = Arc::new(Self { map, published: AtomicUsize::new(0), path, _lock: lock });
         let writer = MapWriter { file: Arc::clone(&shared), pos: 0 };
         Ok((shared, writer))
     }
