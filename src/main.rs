@@ -89,7 +89,11 @@ impl ServeArgs {
 
 fn settings_for(args: &ServeArgs, slave: bool) -> anyhow::Result<config::BrokerSettings> {
     let defaults: &[(&str, &str)] = if slave { &[("brokerRole", "SLAVE")] } else { &[] };
-    let loaded = config::load(defaults, args.config.as_deref(), &args.overrides())?;
+    let loaded = config::load(defaults, args.config.as_deref(), &args.overrides()).inspect_err(|e| {
+        for warning in &e.warnings {
+            tracing::warn!("{warning}");
+        }
+    })?;
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }
