@@ -132,6 +132,13 @@ pub struct BrokerSettings {
     pub slave_ack_on: AckOn,
     /// logship `ackPolicy`; when unset, `QUORUM` if `inSyncReplicas >= 2`, else `ANY_SLAVE`.
     pub ack_policy: Option<AckPolicyKey>,
+    /// `brokerClusterName`: the `cluster` label on every metric.
+    pub broker_cluster_name: String,
+    /// `brokerName`: the `broker_name` label on every metric (default: the host name, as RocketMQ).
+    pub broker_name: String,
+    /// logship `replicaNames`: `NAME@IP` entries naming the slaves a master expects, so that a
+    /// replica keeps its name (in `/status`, `/metrics`) across reconnects and while it is away.
+    pub replica_names: Vec<(String, IpAddr)>,
 }
 
 impl Default for BrokerSettings {
@@ -164,14 +171,24 @@ impl Default for BrokerSettings {
             new_slave_start: NewSlaveStart::Earliest,
             slave_ack_on: AckOn::Written,
             ack_policy: None,
+            broker_cluster_name: "DefaultCluster".into(),
+            broker_name: host_name(),
+            replica_names: Vec::new(),
         }
     }
 }
 
+/// The host name (RocketMQ's default `brokerName`).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
 /// RocketMQ keys that exist in real `broker.conf` files but mean nothing to logship.
 const IGNORED_ROCKETMQ_KEYS: &[&str] = &[
-    "brokerClusterName",
-    "brokerName",
     "brokerId",
     "namesrvAddr",
     "autoCreateTopicEnable",
@@ -495,6 +512,9 @@ fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<
                 })
             }
             "storePathCommitLog" => store_path_commit_log = Some((v.to_string(), origin.clone())),
+            "brokerClusterName" => s.broker_cluster_name = label_value(key, v)?,
+            "brokerName" => s.broker_name = label_value(key, v)?,
+            "replicaNames" => s.replica_names = replica_names(key, v)?,
             k if UNSUPPORTED_ROCKETMQ_MODES.iter().any(|(m, _)| *m == k) => {
                 if boolean(key, v)? {
                     let reason =
@@ -644,6 +664,32 @@ fn boolean_warning(key: &str, v: &str, origin: &str) -> Option<String> {
     })
 }
 
+fn label_value(key: &str, v: &str) -> Result<String, ConfigError> {
+    if v.is_empty() || v.chars().any(|c| c.is_control()) {
+        return Err(invalid(key, v, "a non-empty name without control characters"));
+    }
+    Ok(v.to_string())
+}
+
+fn replica_names(key: &str, v: &str) -> Result<Vec<(String, IpAddr)>, ConfigError> {
+    let mut out: Vec<(String, IpAddr)> = Vec::new();
+    for entry in v.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let parsed = entry.split_once('@').and_then(|(name, ip)| {
+            let name = name.trim();
+            let ok = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+            Some((name.to_string(), ip.trim().parse::<IpAddr>().ok()?)).filter(|_| ok)
+        });
+        let Some((name, ip)) = parsed else {
+            return Err(invalid(key, v, "NAME@IP entries separated by ',', e.g. broker-a-s1@10.0.0.2"));
+        };
+        if out.iter().any(|(n, i)| *n == name || *i == ip) {
+            return Err(invalid(key, v, "each name and each IP at most once"));
+        }
+        out.push((name, ip));
+    }
+    Ok(out)
+}
+
 fn master_address(key: &str, v: &str) -> Result<String, ConfigError> {
     let ok = v
         .rsplit_once(':')
@@ -758,8 +804,9 @@ mod tests {
         assert_eq!(s.ha_listen_port, 30912, "haListenPort defaults to listenPort + 1");
         assert_eq!(s.ha_transfer_batch_size, 32768);
         assert_eq!(s.effective_ack_policy(), AckPolicy::AnySlave);
-        assert_eq!(loaded.warnings.len(), 3, "{:?}", loaded.warnings);
-        assert!(loaded.warnings[0].contains("brokerClusterName"));
+        assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+        assert!(loaded.warnings[0].contains("brokerId"));
+        assert_eq!((s.broker_cluster_name.as_str(), s.broker_name.as_str()), ("DefaultCluster", "broker-a"));
     }
 
     #[test]
@@ -963,6 +1010,22 @@ mod tests {
         let err = load_text(text).unwrap_err();
         let shown = err.to_string();
         assert!(shown.contains("haMasterAddress") && shown.contains("--master"), "{shown}");
+    }
+
+    #[test]
+    fn replica_names_parse_and_bad_ones_are_refused() {
+        let s = load_text("replicaNames=broker-a-s1@10.0.0.2, broker-a-s2@10.0.0.3\n").unwrap().settings;
+        assert_eq!(
+            s.replica_names,
+            [
+                ("broker-a-s1".to_string(), "10.0.0.2".parse().unwrap()),
+                ("broker-a-s2".into(), "10.0.0.3".parse().unwrap())
+            ]
+        );
+        for bad in ["s1", "s1@nohost", "@10.0.0.2", "a@10.0.0.2,a@10.0.0.3", "a b@10.0.0.2"] {
+            let err = load_text(&format!("replicaNames={bad}\n")).unwrap_err();
+            assert!(err.to_string().contains("replicaNames"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -10,6 +10,7 @@ mod demo;
 mod http;
 mod metrics;
 mod server;
+mod status_cmd;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,6 +35,8 @@ enum Command {
     Slave(ServeArgs),
     /// Measure replication against raw baselines in the same run.
     Bench(bench::BenchArgs),
+    /// Show a broker's replication state, like `mqadmin haStatus`; the exit code is its health.
+    Status(status_cmd::StatusArgs),
 }
 
 /// Options shared by `master` and `slave`. Flags override `--config`.
@@ -132,6 +135,7 @@ fn main() -> ExitCode {
             init_logging("warn");
             runtime().and_then(|rt| rt.block_on(bench::run(args)))
         }
+        Command::Status(args) => return status_cmd::main(&args),
         Command::Master(args) => serve(&args, false),
         Command::Slave(args) => serve(&args, true),
     };

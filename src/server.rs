@@ -71,7 +71,7 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
     let broker = Arc::new(Broker {
         node,
         store: store.clone(),
-        metrics: Metrics::new(),
+        metrics: Metrics::for_broker(&settings),
         start_offset,
         total_memory: total_memory(),
         settings,
