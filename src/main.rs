@@ -114,10 +114,32 @@ fn settings_for(args: &ServeArgs, slave: bool) -> anyhow::Result<config::BrokerS
     Ok(loaded.settings)
 }
 
+/// Logs to stderr, filtered by `RUST_LOG` (else `default`); colour only when stderr is a
+/// terminal and `NO_COLOR` is unset or empty.
 fn init_logging(default: &str) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let ansi = std::io::stderr().is_terminal() && !no_color;
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+}
+
+/// An error and its causes on one line, each cause once: a cause whose text its parent
+/// already ends with (an error that shows its source and also returns it) is not repeated.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.ends_with(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -143,7 +165,7 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
-            eprintln!("logship: {e:#}");
+            eprintln!("logship: {}", error_chain(&e));
             ExitCode::from(2)
         }
     }

@@ -158,3 +158,48 @@ fn status_command_is_critical_for_a_sync_master_without_slaves() {
     assert_eq!(code, 2, "{out}");
     assert!(out.contains("health CRITICAL"), "{out}");
 }
+
+#[test]
+fn an_error_names_its_cause_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = process::free_port_pair();
+    let _first = Broker::start("master", &dir.path().join("a"), port, &[]);
+    let out = Command::new(process::BIN)
+        .args([
+            "master",
+            "--store",
+            &dir.path().join("b").display().to_string(),
+            "--listen-port",
+            &port.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("Address already in use").count(), 1, "{err}");
+}
+
+#[test]
+fn logs_have_no_colour_codes_when_stderr_is_not_a_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = Broker::start("master", &dir.path().join("m"), process::free_port_pair(), &[]);
+    let log = master.stderr.lock().unwrap().clone();
+    assert!(log.contains("logship ready"), "{log}");
+    assert!(!log.contains('\u{1b}'), "ANSI escapes in a piped log: {log:?}");
+}
+
+#[test]
+fn connection_failures_are_logged_at_warn() {
+    let dir = tempfile::tempdir().unwrap();
+    let nobody = process::free_port_pair();
+    let slave = Broker::start(
+        "slave",
+        &dir.path().join("s"),
+        process::free_port_pair(),
+        &["--master", &format!("127.0.0.1:{nobody}")],
+    );
+    eventually("a WARN line for the refused connection", || {
+        let log = slave.stderr.lock().unwrap();
+        log.lines().any(|l| l.contains(" WARN ") && l.contains("cannot connect to master"))
+    });
+}
