@@ -366,6 +366,11 @@ async fn core_task<L: MessageLog>(
         warn!(end, "flush at shutdown did not finish");
     }
     driver.shutdown();
+    // Refuse later commands, and drop queued ones so that their callers (a `status()` sent
+    // during shutdown) see the service stopped instead of waiting forever: async-channel keeps
+    // queued messages after the receiver goes.
+    commands.close();
+    while commands.try_recv().is_ok() {}
     info!("HA master stopped");
     if let Some(reply) = stopping {
         let _ = reply.try_send(());
