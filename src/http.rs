@@ -4,6 +4,7 @@
 //! |---|---|
 //! | `POST /topics/{topic}/messages` | put one message (body = message body) |
 //! | `GET /topics/{topic}/queues/{queueId}/messages?offset=&max=` | read from a consume queue |
+//! | `GET /` | the status page (`status_page`) |
 //! | `GET /status` | role, offsets, replication state |
 //! | `GET /metrics` | Prometheus text |
 //!
@@ -65,6 +66,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
     Router::new()
         .route("/topics/{topic}/messages", post(put_message))
         .route("/topics/{topic}/queues/{queue_id}/messages", get(get_messages))
+        .route("/", get(crate::status_page::page))
         .route("/status", get(status))
         .route("/metrics", get(metrics))
         .layer(DefaultBodyLimit::max(body_limit))

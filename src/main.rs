@@ -11,6 +11,7 @@ mod http;
 mod metrics;
 mod server;
 mod status_cmd;
+mod status_page;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
