@@ -203,3 +203,33 @@ fn connection_failures_are_logged_at_warn() {
         log.lines().any(|l| l.contains(" WARN ") && l.contains("cannot connect to master"))
     });
 }
+
+#[test]
+fn config_warnings_are_printed_before_the_error_that_stops_the_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("broker-a-s.properties");
+    // RocketMQ's stock slave file, with a typo, and no haMasterAddress.
+    std::fs::write(
+        &conf,
+        "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=1\nbrokerRole=SLAVE\n\
+         flushDiskType=ASYNC_FLUSH\nhaMasterAdress=10.0.0.1:10912\n",
+    )
+    .unwrap();
+    let out = Command::new(process::BIN)
+        .args([
+            "slave",
+            "--config",
+            &conf.display().to_string(),
+            "--store",
+            &dir.path().join("s").display().to_string(),
+        ])
+        .env("RUST_LOG", "info")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let warning = err.find("unknown key haMasterAdress").unwrap_or_else(|| panic!("no warning: {err}"));
+    let error = err.find("\nlogship: ").unwrap_or_else(|| panic!("no error: {err}"));
+    assert!(warning < error, "the warning comes first: {err}");
+    assert!(err[error..].contains("haMasterAddress") && err[error..].contains("--master"), "{err}");
+}
