@@ -188,13 +188,13 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<bool> {
     }
     let slaves = Arc::new(Mutex::new(slaves));
     println!(
-        "logship demo: SYNC_MASTER on {address} with {} slave(s), quorum of {} copies (master + {} slave ack(s) per put)",
+        "logship demo: SYNC_MASTER on {address} with {} slave(s)\n  quorum of {} copies: master + {} slave ack(s) per put",
         args.slaves,
         args.in_sync_replicas,
         args.in_sync_replicas - 1
     );
     println!(
-        "  {} messages of {} B from {} producers; stores under {}",
+        "  {} messages of {} B from {} producers\n  stores under {}",
         args.messages,
         args.size,
         args.producers,
