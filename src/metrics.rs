@@ -51,6 +51,9 @@ struct Remembered {
     at: Instant,
 }
 
+/// At most this many replicas are remembered while away (named ones always are).
+const MAX_REMEMBERED: usize = 64;
+
 /// The content type of the classic text format.
 pub const TEXT_0_0_4: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// The content type of OpenMetrics text.
@@ -225,6 +228,23 @@ impl Metrics {
         out
     }
 
+    /// Forgets the longest-absent unnamed replicas beyond `keep`, so that peers from many
+    /// addresses cannot grow the series without bound; named replicas are always kept.
+    fn forget_beyond(&self, keep: usize) {
+        let mut remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
+        while remembered.len() > keep {
+            let oldest = remembered
+                .iter()
+                .filter(|(name, _)| !self.names.iter().any(|(n, _)| n == *name))
+                .min_by_key(|(_, r)| r.at)
+                .map(|(name, _)| name.clone());
+            match oldest {
+                Some(name) => remembered.remove(&name),
+                None => break,
+            };
+        }
+    }
+
     /// Copies a master expects, itself included: `max(totalReplicas, 1 + replicaNames)`.
     pub fn replicas_expected(&self) -> u64 {
         u64::from(self.total_replicas).max(1 + self.names.len() as u64)
@@ -250,6 +270,7 @@ impl Metrics {
                 remembered.insert(name, Remembered { ack: s.ack, lag: s.lag, at: now });
             }
         }
+        self.forget_beyond(MAX_REMEMBERED);
         let remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner()).clone();
         for (name, ack, away) in self.absent_replicas(&live) {
             let labels = ReplicaLabels { replica: name.clone() };
@@ -374,6 +395,63 @@ pub fn openmetrics_to_text_0_0_4(openmetrics: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn link(address: &str, in_sync: bool, ack: u64) -> logship_core::driver::SlaveLink {
+        logship_core::driver::SlaveLink {
+            conn: logship_core::ConnId(0),
+            address: address.parse().unwrap(),
+            start: Some(0),
+            ack: Some(ack),
+            lag_bytes: 0,
+            lag: Duration::ZERO,
+            in_sync,
+            connected_for: Duration::from_secs(1),
+            bytes_sent: ack,
+        }
+    }
+
+    fn master_status(slaves: Vec<logship_core::driver::SlaveLink>) -> MasterStatus {
+        MasterStatus {
+            role: logship_core::driver::BrokerRole::SyncMaster,
+            min_offset: 0,
+            max_offset: 100,
+            flushed_offset: 100,
+            replicated_offset: Some(100),
+            pending_waits: 0,
+            slaves,
+            bytes_replicated: 100,
+            connections_accepted: 1,
+            peer_errors: 0,
+            fence: None,
+        }
+    }
+
+    #[test]
+    fn replicas_are_named_by_config_then_ip_and_remembered_within_a_bound() {
+        let settings = BrokerSettings {
+            replica_names: vec![("s1".into(), "10.0.0.1".parse().unwrap())],
+            ..BrokerSettings::default()
+        };
+        let m = Metrics::for_broker(&settings);
+        let a: SocketAddr = "10.0.0.1:40000".parse().unwrap();
+        let b: SocketAddr = "10.0.0.2:40001".parse().unwrap();
+        assert_eq!(m.replica_name(a, &[a, b]), ("s1".to_string(), true));
+        assert_eq!(m.replica_name(b, &[a, b]), ("10.0.0.2".to_string(), true));
+        let c: SocketAddr = "127.0.0.1:5".parse().unwrap();
+        let d: SocketAddr = "127.0.0.1:6".parse().unwrap();
+        assert_eq!(m.replica_name(c, &[c, d]), ("127.0.0.1:5".to_string(), false), "two behind one IP");
+        // 100 strangers come and go: the named replica and at most MAX_REMEMBERED are kept.
+        for i in 0..100u32 {
+            let addr = format!("10.1.{}.{}:1000", i / 250, i % 250);
+            m.observe_master(&master_status(vec![link(&addr, true, 50)]), None);
+        }
+        m.observe_master(&master_status(vec![]), None);
+        let absent = m.absent_replicas(&[]);
+        assert!(absent.len() <= MAX_REMEMBERED + 1, "{}", absent.len());
+        assert!(absent.iter().any(|(n, ack, away)| n == "s1" && ack.is_none() && away.is_none()));
+        let text = m.render();
+        assert!(text.contains("logship_slave_in_sync{cluster=\"DefaultCluster\""), "{text}");
+    }
 
     #[test]
     fn accept_header_negotiation() {
