@@ -23,7 +23,7 @@ pub enum ConfigError {
         reason: String,
     },
     /// A line is not `key=value`.
-    #[error("{origin}, line {line}: expected key=value, found {text:?}")]
+    #[error("{origin}, line {line}: {}, found {text:?}", reason.as_deref().unwrap_or("expected key=value"))]
     Syntax {
         /// The file or "command line".
         origin: String,
@@ -31,6 +31,8 @@ pub enum ConfigError {
         line: usize,
         /// The offending text.
         text: String,
+        /// What is wrong, when more than "expected key=value".
+        reason: Option<String>,
     },
     /// A value does not parse or is out of range.
     #[error("invalid value for {key}: {value:?}: {reason}")]
@@ -40,6 +42,18 @@ pub enum ConfigError {
         /// The value given.
         value: String,
         /// What it must be.
+        reason: String,
+    },
+    /// A RocketMQ mode logship does not implement is switched on.
+    #[error("{origin}: {key}={value}: {reason}")]
+    Unsupported {
+        /// Where it was set.
+        origin: String,
+        /// The key.
+        key: String,
+        /// The value given.
+        value: String,
+        /// What logship does instead.
         reason: String,
     },
     /// Values that each parse but cannot work together.
@@ -120,6 +134,13 @@ pub struct BrokerSettings {
     pub ack_policy: Option<AckPolicyKey>,
     /// The HTTP port's exposure and resource limits.
     pub http: HttpSettings,
+    /// `brokerClusterName`: the `cluster` label on every metric.
+    pub broker_cluster_name: String,
+    /// `brokerName`: the `broker_name` label on every metric (default: the host name, as RocketMQ).
+    pub broker_name: String,
+    /// logship `replicaNames`: `NAME@IP` entries naming the slaves a master expects, so that a
+    /// replica keeps its name (in `/status`, `/metrics`) across reconnects and while it is away.
+    pub replica_names: Vec<(String, IpAddr)>,
 }
 
 /// The HTTP port's bind address, authentication, timeouts and limits, and the per-topic queue
@@ -215,19 +236,28 @@ impl Default for BrokerSettings {
             slave_ack_on: AckOn::Written,
             ack_policy: None,
             http: HttpSettings::default(),
+            broker_cluster_name: "DefaultCluster".into(),
+            broker_name: host_name(),
+            replica_names: Vec::new(),
         }
     }
 }
 
+/// The host name (RocketMQ's default `brokerName`).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into())
+}
+
 /// RocketMQ keys that exist in real `broker.conf` files but mean nothing to logship.
 const IGNORED_ROCKETMQ_KEYS: &[&str] = &[
-    "brokerClusterName",
-    "brokerName",
     "brokerId",
     "namesrvAddr",
     "autoCreateTopicEnable",
     "autoCreateSubscriptionGroup",
-    "storePathCommitLog",
     "storePathConsumeQueue",
     "storePathIndex",
     "storeCheckpoint",
@@ -237,8 +267,20 @@ const IGNORED_ROCKETMQ_KEYS: &[&str] = &[
     "mappedFileSizeConsumeQueue",
     "sendMessageThreadPoolNums",
     "pullMessageThreadPoolNums",
-    "enableDLegerCommitLog",
 ];
+
+/// RocketMQ switches for modes logship does not implement: `true` is an error (the broker
+/// would not do what the operator asked), `false` is RocketMQ's default and fine.
+const UNSUPPORTED_ROCKETMQ_MODES: &[(&str, &str)] = &[
+    ("enableDLegerCommitLog", "logship does not implement DLedger (Raft) commit logs; use master/slave HA"),
+    (
+        "enableControllerMode",
+        "logship does not implement controller-mode (AutoSwitch) HA yet; use classic master/slave HA",
+    ),
+];
+
+/// Keys read with `boolean`, for the warning on values Java reads as false by accident.
+const BOOLEAN_KEYS: &[&str] = &["slaveReadEnable", "enableDLegerCommitLog", "enableControllerMode"];
 
 /// Where a setting came from, for messages.
 #[derive(Clone, Debug)]
@@ -256,35 +298,78 @@ pub struct Loaded {
     pub warnings: Vec<String>,
 }
 
-/// Java properties: `key=value`, `key:value` or `key value`; `#` and `!` comments; a trailing
-/// backslash continues a line; `\t`, `\n`, `\r`, `\f`, `\\` and `\uXXXX` escapes.
-pub fn parse_properties(text: &str, origin: &str) -> Result<Vec<(String, String, usize)>, ConfigError> {
+/// Java properties, read as `java.util.Properties.load(InputStream)` reads them (RocketMQ
+/// loads `broker.conf` that way): bytes are ISO-8859-1; lines end at `\n`, `\r` or `\r\n`;
+/// `#` and `!` start comment lines; a key ends at the first unescaped `=`, `:`, space, tab or
+/// form feed; a trailing odd backslash continues a line; `\t`, `\n`, `\r`, `\f`, `\uXXXX` and
+/// `\<any>` escapes. Values keep trailing whitespace, as Java's do. Two differences, both on
+/// input Java mishandles: a leading UTF-8 byte order mark is dropped (Java would make it part
+/// of the first key), and an empty key is an error (Java stores it under `""`).
+pub fn parse_properties(bytes: &[u8], origin: &str) -> Result<Vec<(String, String, usize)>, ConfigError> {
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
+    let text: String = bytes.iter().map(|&b| char::from(b)).collect();
+    let natural = natural_lines(&text);
+    let syntax = |line: usize, text: &str| ConfigError::Syntax {
+        origin: origin.to_string(),
+        line,
+        text: text.to_string(),
+        reason: None,
+    };
     let mut out = Vec::new();
-    let mut lines = text.lines().enumerate();
-    while let Some((index, raw)) = lines.next() {
-        let mut logical = raw.trim_start().to_string();
-        if logical.is_empty() || logical.starts_with('#') || logical.starts_with('!') {
+    let mut next = 0;
+    while next < natural.len() {
+        let (line, raw) = (next + 1, natural[next]);
+        next += 1;
+        let first = raw.trim_start_matches(is_java_space);
+        if first.is_empty() || first.starts_with(['#', '!']) {
             continue;
         }
+        let mut logical = first.to_string();
         while ends_with_odd_backslashes(&logical) {
             logical.pop();
-            match lines.next() {
-                Some((_, next)) => logical.push_str(next.trim_start()),
-                None => break,
-            }
+            let Some(more) = natural.get(next) else { break };
+            next += 1;
+            logical.push_str(more.trim_start_matches(is_java_space));
         }
         let (key, value) = split_key_value(&logical);
-        let key = unescape(key);
+        let bad_escape = |_| ConfigError::Syntax {
+            origin: origin.to_string(),
+            line,
+            text: raw.to_string(),
+            reason: Some("malformed \\uXXXX escape: \\u needs four hex digits".into()),
+        };
+        let key = unescape(key).map_err(bad_escape)?;
         if key.is_empty() {
-            return Err(ConfigError::Syntax {
-                origin: origin.to_string(),
-                line: index + 1,
-                text: raw.to_string(),
-            });
+            return Err(syntax(line, raw));
         }
-        out.push((key, unescape(value.trim_end()), index + 1));
+        out.push((key, unescape(value).map_err(bad_escape)?, line));
     }
     Ok(out)
+}
+
+/// Java's whitespace in properties files: space, tab, form feed.
+fn is_java_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\u{c}')
+}
+
+/// Splits at `\r\n`, `\r` or `\n`, as Java's `LineReader` does.
+fn natural_lines(text: &str) -> Vec<&str> {
+    let mut lines = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        match rest.find(['\r', '\n']) {
+            Some(i) => {
+                lines.push(&rest[..i]);
+                let skip = if rest[i..].starts_with("\r\n") { 2 } else { 1 };
+                rest = &rest[i + skip..];
+            }
+            None => {
+                lines.push(rest);
+                rest = "";
+            }
+        }
+    }
+    lines
 }
 
 fn ends_with_odd_backslashes(s: &str) -> bool {
@@ -300,10 +385,11 @@ fn split_key_value(line: &str) -> (&str, &str) {
         }
         match c {
             '\\' => escaped = true,
-            '=' | ':' => return (&line[..i], line[i + 1..].trim_start()),
-            c if c.is_whitespace() => {
-                let rest = line[i..].trim_start();
-                let rest = rest.strip_prefix(['=', ':']).map_or(rest, str::trim_start);
+            '=' | ':' => return (&line[..i], line[i + 1..].trim_start_matches(is_java_space)),
+            c if is_java_space(c) => {
+                let rest = line[i..].trim_start_matches(is_java_space);
+                let rest =
+                    rest.strip_prefix(['=', ':']).map_or(rest, |r| r.trim_start_matches(is_java_space));
                 return (&line[..i], rest);
             }
             _ => {}
@@ -312,7 +398,8 @@ fn split_key_value(line: &str) -> (&str, &str) {
     (line, "")
 }
 
-fn unescape(s: &str) -> String {
+/// Java's `loadConvert`; `Err` for a `\u` without four hex digits.
+fn unescape(s: &str) -> Result<String, ()> {
     let mut out = String::with_capacity(s.len());
     let mut chars = s.chars();
     while let Some(c) = chars.next() {
@@ -327,16 +414,34 @@ fn unescape(s: &str) -> String {
             Some('f') => out.push('\u{c}'),
             Some('u') => {
                 let hex: String = chars.by_ref().take(4).collect();
-                match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
-                    Some(ch) => out.push(ch),
-                    None => out.push_str(&hex),
+                if hex.len() != 4 || !hex.chars().all(|h| h.is_ascii_hexdigit()) {
+                    return Err(());
                 }
+                // Four hex digits are a UTF-16 unit; a lone surrogate becomes U+FFFD.
+                let unit = u32::from_str_radix(&hex, 16).map_err(|_| ())?;
+                out.push(char::from_u32(unit).unwrap_or(char::REPLACEMENT_CHARACTER));
             }
             Some(other) => out.push(other),
             None => {}
         }
     }
-    out
+    Ok(out)
+}
+
+/// A configuration error, with the warnings found before it (print those first).
+#[derive(thiserror::Error, Debug)]
+#[error("{error}")]
+pub struct LoadError {
+    /// What stops the broker.
+    pub error: ConfigError,
+    /// Warnings collected before the error.
+    pub warnings: Vec<String>,
+}
+
+impl From<ConfigError> for LoadError {
+    fn from(error: ConfigError) -> Self {
+        Self { error, warnings: Vec::new() }
+    }
 }
 
 /// Builds the settings from `defaults` (the subcommand's), an optional `broker.conf`, and
@@ -345,13 +450,13 @@ pub fn load(
     defaults: &[(&str, &str)],
     file: Option<&Path>,
     overrides: &[(String, String)],
-) -> Result<Loaded, ConfigError> {
+) -> Result<Loaded, LoadError> {
     let mut raw: BTreeMap<String, Setting> = BTreeMap::new();
     for (key, value) in defaults {
         raw.insert(key.to_string(), Setting { value: value.to_string(), origin: "default".into() });
     }
     if let Some(path) = file {
-        let text = std::fs::read_to_string(path)
+        let text = std::fs::read(path)
             .map_err(|e| ConfigError::Read { path: path.to_path_buf(), reason: e.to_string() })?;
         let origin = path.display().to_string();
         for (key, value, line) in parse_properties(&text, &origin)? {
@@ -361,16 +466,34 @@ pub fn load(
     for (key, value) in overrides {
         raw.insert(key.clone(), Setting { value: value.clone(), origin: "command line".into() });
     }
-    from_map(raw)
+    let mut warnings = Vec::new();
+    match build(&raw, &mut warnings) {
+        Ok(settings) => Ok(Loaded { settings, warnings }),
+        Err(error) => Err(LoadError { error, warnings }),
+    }
 }
 
+#[cfg(test)]
 fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
-    let mut s = BrokerSettings::default();
     let mut warnings = Vec::new();
+    let settings = build(&raw, &mut warnings)?;
+    Ok(Loaded { settings, warnings })
+}
+
+/// The settings from `raw`; warnings go to `warnings` as they are found, so that those found
+/// before an error can be shown with it.
+fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<BrokerSettings, ConfigError> {
+    let mut s = BrokerSettings::default();
     let mut ha_port_set = false;
     let mut token_file_set = false;
-    for (key, Setting { value, origin }) in &raw {
+    let mut store_path_commit_log: Option<(String, String)> = None;
+    for (key, Setting { value, origin }) in raw {
         let v = value.trim();
+        if BOOLEAN_KEYS.contains(&key.as_str()) {
+            if let Some(w) = boolean_warning(key, v, origin) {
+                warnings.push(w);
+            }
+        }
         match key.as_str() {
             "brokerRole" => {
                 s.broker_role = match v {
@@ -486,6 +609,22 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
             "httpTlsCertFile" => s.http.tls_cert_file = (!v.is_empty()).then(|| PathBuf::from(v)),
             "httpTlsKeyFile" => s.http.tls_key_file = (!v.is_empty()).then(|| PathBuf::from(v)),
             "httpTlsClientCaFile" => s.http.tls_client_ca_file = (!v.is_empty()).then(|| PathBuf::from(v)),
+            "storePathCommitLog" => store_path_commit_log = Some((v.to_string(), origin.clone())),
+            "brokerClusterName" => s.broker_cluster_name = label_value(key, v)?,
+            "brokerName" => s.broker_name = label_value(key, v)?,
+            "replicaNames" => s.replica_names = replica_names(key, v)?,
+            k if UNSUPPORTED_ROCKETMQ_MODES.iter().any(|(m, _)| *m == k) => {
+                if boolean(key, v)? {
+                    let reason =
+                        UNSUPPORTED_ROCKETMQ_MODES.iter().find(|(m, _)| *m == k).map_or("", |(_, r)| r);
+                    return Err(ConfigError::Unsupported {
+                        origin: origin.clone(),
+                        key: key.clone(),
+                        value: v.to_string(),
+                        reason: reason.to_string(),
+                    });
+                }
+            }
             k if IGNORED_ROCKETMQ_KEYS.contains(&k) => {
                 warnings.push(format!("{origin}: RocketMQ key {k} is not used by logship; ignored"));
             }
@@ -503,8 +642,42 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
             reason: "set the token one way only".into(),
         });
     }
+    if let Some((commit_log, origin)) = store_path_commit_log {
+        apply_store_path_commit_log(&mut s, raw.contains_key("storePathRootDir"), &commit_log, &origin)?;
+    }
     check_combinations(&s)?;
-    Ok(Loaded { settings: s, warnings })
+    Ok(s)
+}
+
+/// `storePathCommitLog`: logship keeps the commit log in `<storePathRootDir>/commitlog`, as
+/// RocketMQ does by default. Without `storePathRootDir`, the root is the commit log's parent;
+/// with it, the two must agree.
+fn apply_store_path_commit_log(
+    s: &mut BrokerSettings,
+    root_set: bool,
+    commit_log: &str,
+    origin: &str,
+) -> Result<(), ConfigError> {
+    let path = Path::new(commit_log);
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty() && path.file_name().is_some_and(|n| n == "commitlog"));
+    match parent {
+        Some(root) if !root_set => {
+            s.store_path_root_dir = root.to_path_buf();
+            Ok(())
+        }
+        _ if root_set && path == s.store_path_root_dir.join("commitlog") => Ok(()),
+        _ => Err(ConfigError::Conflict {
+            keys: format!(
+                "storePathCommitLog={commit_log} ({origin}) storePathRootDir={}",
+                s.store_path_root_dir.display()
+            ),
+            reason: "logship keeps the commit log in storePathRootDir/commitlog: set storePathCommitLog to \
+                     that, or to a directory named commitlog and leave storePathRootDir unset"
+                .into(),
+        }),
+    }
 }
 
 fn check_combinations(s: &BrokerSettings) -> Result<(), ConfigError> {
@@ -518,7 +691,7 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), ConfigError> {
     if s.broker_role == BrokerRole::Slave && s.ha_master_address.is_none() {
         return Err(conflict(
             "brokerRole=SLAVE haMasterAddress=(unset)".into(),
-            "a slave needs haMasterAddress",
+            "a slave needs haMasterAddress: set it in broker.conf or pass --master HOST:PORT",
         ));
     }
     if s.ha_send_heartbeat_interval >= s.ha_housekeeping_interval {
@@ -637,12 +810,45 @@ fn port(key: &str, v: &str) -> Result<u16, ConfigError> {
     v.parse::<u16>().map_err(|_| invalid(key, v, "a port number from 0 to 65535"))
 }
 
-fn boolean(key: &str, v: &str) -> Result<bool, ConfigError> {
-    match v {
-        "true" => Ok(true),
-        "false" => Ok(false),
-        _ => Err(invalid(key, v, "true or false")),
+/// A boolean as RocketMQ reads it (Java's `Boolean.parseBoolean`): `true` in any case is true,
+/// anything else false. Never an error; `boolean_warning` flags values that are neither.
+fn boolean(_key: &str, v: &str) -> Result<bool, ConfigError> {
+    Ok(v.eq_ignore_ascii_case("true"))
+}
+
+/// A warning when `v` is neither `true` nor `false` (in any case): Java reads it as false.
+fn boolean_warning(key: &str, v: &str, origin: &str) -> Option<String> {
+    (!v.eq_ignore_ascii_case("true") && !v.eq_ignore_ascii_case("false")).then(|| {
+        format!(
+            "{origin}: {key}={v:?} reads as false, as Java's Boolean.parseBoolean does; write true or false"
+        )
+    })
+}
+
+fn label_value(key: &str, v: &str) -> Result<String, ConfigError> {
+    if v.is_empty() || v.chars().any(|c| c.is_control()) {
+        return Err(invalid(key, v, "a non-empty name without control characters"));
     }
+    Ok(v.to_string())
+}
+
+fn replica_names(key: &str, v: &str) -> Result<Vec<(String, IpAddr)>, ConfigError> {
+    let mut out: Vec<(String, IpAddr)> = Vec::new();
+    for entry in v.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let parsed = entry.split_once('@').and_then(|(name, ip)| {
+            let name = name.trim();
+            let ok = !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+            Some((name.to_string(), ip.trim().parse::<IpAddr>().ok()?)).filter(|_| ok)
+        });
+        let Some((name, ip)) = parsed else {
+            return Err(invalid(key, v, "NAME@IP entries separated by ',', e.g. broker-a-s1@10.0.0.2"));
+        };
+        if out.iter().any(|(n, i)| *n == name || *i == ip) {
+            return Err(invalid(key, v, "each name and each IP at most once"));
+        }
+        out.push((name, ip));
+    }
+    Ok(out)
 }
 
 fn master_address(key: &str, v: &str) -> Result<String, ConfigError> {
@@ -725,7 +931,7 @@ mod tests {
 
     fn load_text(text: &str) -> Result<Loaded, ConfigError> {
         let mut raw = BTreeMap::new();
-        for (k, v, line) in parse_properties(text, "broker.conf")? {
+        for (k, v, line) in parse_properties(text.as_bytes(), "broker.conf")? {
             raw.insert(k, Setting { value: v, origin: format!("broker.conf:{line}") });
         }
         from_map(raw)
@@ -734,7 +940,7 @@ mod tests {
     #[test]
     fn properties_format_handles_comments_separators_escapes_and_continuations() {
         let text = "# comment\n! also\n\nbrokerRole = SYNC_MASTER\nlistenPort:20911\nstorePathRootDir /data/\\\n  store\nx=a\\u0041\\tb\n";
-        let got = parse_properties(text, "f").unwrap();
+        let got = parse_properties(text.as_bytes(), "f").unwrap();
         let pairs: Vec<_> = got.iter().map(|(k, v, _)| (k.as_str(), v.as_str())).collect();
         assert_eq!(
             pairs,
@@ -759,8 +965,9 @@ mod tests {
         assert_eq!(s.ha_listen_port, 30912, "haListenPort defaults to listenPort + 1");
         assert_eq!(s.ha_transfer_batch_size, 32768);
         assert_eq!(s.effective_ack_policy(), AckPolicy::AnySlave);
-        assert_eq!(loaded.warnings.len(), 3, "{:?}", loaded.warnings);
-        assert!(loaded.warnings[0].contains("brokerClusterName"));
+        assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+        assert!(loaded.warnings[0].contains("brokerId"));
+        assert_eq!((s.broker_cluster_name.as_str(), s.broker_name.as_str()), ("DefaultCluster", "broker-a"));
     }
 
     #[test]
@@ -780,8 +987,6 @@ mod tests {
         assert!(err.to_string().starts_with("invalid value for haTransferBatchSize: \"0\""), "{err}");
         let err = load_text("listenPort=99999\n").unwrap_err();
         assert!(err.to_string().contains("listenPort: \"99999\""), "{err}");
-        let err = load_text("slaveReadEnable=yes\n").unwrap_err();
-        assert!(err.to_string().contains("slaveReadEnable: \"yes\""), "{err}");
     }
 
     #[test]
@@ -789,7 +994,8 @@ mod tests {
         let err = load_text("brokerRole=SLAVE\n").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "brokerRole=SLAVE haMasterAddress=(unset): a slave needs haMasterAddress"
+            "brokerRole=SLAVE haMasterAddress=(unset): a slave needs haMasterAddress: set it in broker.conf \
+             or pass --master HOST:PORT"
         );
         load_text("brokerRole=SLAVE\nhaMasterAddress=10.0.0.1:10912\n").unwrap();
         let err = load_text("brokerRole=SLAVE\nhaMasterAddress=10.0.0.1\n").unwrap_err();
@@ -898,5 +1104,160 @@ mod tests {
         );
         let tls = load_text("httpTlsCertFile=/c.pem\nhttpTlsKeyFile=/k.pem\n").unwrap().settings.http;
         assert_eq!((tls.tls_cert_file, tls.tls_client_ca_file), (Some(PathBuf::from("/c.pem")), None));
+    }
+
+    /// Parses `bytes` as Java's `Properties.load(InputStream)` would, as sorted pairs.
+    fn java_pairs(bytes: &[u8]) -> Vec<(String, String)> {
+        let mut map = BTreeMap::new();
+        for (k, v, _) in parse_properties(bytes, "f").unwrap() {
+            map.insert(k, v);
+        }
+        map.into_iter().collect()
+    }
+
+    fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
+        expected.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    /// Vectors produced by `java.util.Properties.load(InputStream)` (OpenJDK 17): each input's
+    /// bytes, then the key/value pairs Java read from them.
+    #[test]
+    fn properties_parse_as_java_properties_load_does() {
+        type Vector<'a> = (&'a [u8], &'a [(&'a str, &'a str)]);
+        let vectors: &[Vector<'_>] = &[
+            (b"k=v", &[("k", "v")]),
+            (b"  k = v  \n", &[("k", "v  ")]),
+            (b"k:v\nk2 v2\nk3\t=\t v3", &[("k", "v"), ("k2", "v2"), ("k3", "v3")]),
+            (b"# c\n! c\n  # c2\nk=v", &[("k", "v")]),
+            (b"k=a\\\n   b\\\n c", &[("k", "abc")]),
+            (b"k=a\\\\\nk2=b", &[("k", "a\\"), ("k2", "b")]),
+            (b"a\\=b=c", &[("a=b", "c")]),
+            (b"a\\ b=c d", &[("a b", "c d")]),
+            (b"k=\\u0041\\u00e9\\t\\n\\r\\f\\x\\\\", &[("k", "A\u{e9}\t\n\r\u{c}x\\")]),
+            (b"k=caf\xe9", &[("k", "caf\u{e9}")]),
+            (b"k", &[("k", "")]),
+            (b"k=", &[("k", "")]),
+            (b"k==v", &[("k", "=v")]),
+            (b"k = = v", &[("k", "= v")]),
+            (b"line1=a\r\nline2=b\rline3=c", &[("line1", "a"), ("line2", "b"), ("line3", "c")]),
+            (b"#comment\\\nk=v", &[("k", "v")]),
+            (b"k=v\\", &[("k", "v")]),
+            (b"  \\ k=v", &[(" k", "v")]),
+            (b"k:=v", &[("k", "=v")]),
+            (b"k=v # not a comment", &[("k", "v # not a comment")]),
+            (b"k=a\\\n#notcomment", &[("k", "a#notcomment")]),
+            // Bytes are ISO-8859-1: UTF-8's two bytes for 'é' are two characters to Java.
+            (b"k=caf\xc3\xa9", &[("k", "caf\u{c3}\u{a9}")]),
+            // 0xA0 (no-break space) is not a separator to Java.
+            (b"k\xa0x=v", &[("k\u{a0}x", "v")]),
+        ];
+        for (input, expected) in vectors {
+            assert_eq!(java_pairs(input), pairs(expected), "input {:?}", String::from_utf8_lossy(input));
+        }
+    }
+
+    #[test]
+    fn properties_tolerate_a_utf8_byte_order_mark() {
+        // Java would read the BOM into the first key; logship drops it so the key is found.
+        assert_eq!(java_pairs(b"\xef\xbb\xbfbrokerRole=SLAVE\n"), pairs(&[("brokerRole", "SLAVE")]));
+    }
+
+    #[test]
+    fn malformed_unicode_escape_is_an_error_naming_the_line() {
+        // Java: IllegalArgumentException "Malformed \uxxxx encoding."
+        for text in [&b"a=1\nk=\\u00zz\n"[..], b"a=1\nk=\\u00"] {
+            let err = parse_properties(text, "broker.conf").unwrap_err();
+            assert!(matches!(err, ConfigError::Syntax { line: 2, .. }), "{err}");
+            assert!(err.to_string().contains("\\uXXXX"), "{err}");
+        }
+    }
+
+    #[test]
+    fn booleans_parse_as_java_boolean_parse_boolean() {
+        // Java's Boolean.parseBoolean: true only for "true" in any case.
+        for (text, expected) in
+            [("true", true), ("TRUE", true), ("True", true), ("false", false), ("FALSE", false)]
+        {
+            let loaded = load_text(&format!("slaveReadEnable={text}\n")).unwrap();
+            assert_eq!(loaded.settings.slave_read_enable, expected, "{text}");
+            assert!(loaded.warnings.is_empty(), "{text}: {:?}", loaded.warnings);
+        }
+        // Java reads anything else as false; logship does too, and says so.
+        let loaded = load_text("slaveReadEnable=yes\n").unwrap();
+        assert!(!loaded.settings.slave_read_enable);
+        assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
+        assert!(
+            loaded.warnings[0].contains("slaveReadEnable=\"yes\" reads as false"),
+            "{:?}",
+            loaded.warnings
+        );
+    }
+
+    #[test]
+    fn rocketmq_modes_logship_lacks_are_errors() {
+        for key in ["enableDLegerCommitLog", "enableControllerMode"] {
+            let err = load_text(&format!("brokerRole=ASYNC_MASTER\n{key}=true\n")).unwrap_err();
+            assert!(matches!(err, ConfigError::Unsupported { .. }), "{key}: {err}");
+            assert!(err.to_string().contains(key), "{err}");
+            let loaded = load_text(&format!("{key}=false\n")).unwrap();
+            assert!(loaded.warnings.is_empty(), "{key}=false is RocketMQ's default: {:?}", loaded.warnings);
+        }
+    }
+
+    #[test]
+    fn warnings_collected_before_an_error_are_returned_with_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("broker.conf");
+        // A typo'd key, then the error it causes.
+        std::fs::write(&path, "brokerRole=SLAVE\nhaMasterAdress=10.0.0.1:10912\n").unwrap();
+        let err = load(&[], Some(&path), &[]).unwrap_err();
+        assert!(err.error.to_string().contains("haMasterAddress"), "{err}");
+        assert_eq!(err.warnings.len(), 1, "{:?}", err.warnings);
+        assert!(err.warnings[0].contains("unknown key haMasterAdress"), "{:?}", err.warnings);
+        // A warning on a key read before a bad value.
+        std::fs::write(&path, "haTransferBatchSzie=65536\nlistenPort=x\n").unwrap();
+        let err = load(&[], Some(&path), &[]).unwrap_err();
+        assert!(err.error.to_string().contains("listenPort"), "{err}");
+        assert_eq!(err.warnings.len(), 1, "{:?}", err.warnings);
+        assert!(err.warnings[0].contains("haTransferBatchSzie"), "{:?}", err.warnings);
+    }
+
+    #[test]
+    fn stock_slave_properties_without_ha_master_address_name_the_key_and_the_flag() {
+        // RocketMQ's conf/2m-2s-async/broker-a-s.properties.
+        let text = "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=1\ndeleteWhen=04\n\
+                    fileReservedTime=48\nbrokerRole=SLAVE\nflushDiskType=ASYNC_FLUSH\n";
+        let err = load_text(text).unwrap_err();
+        let shown = err.to_string();
+        assert!(shown.contains("haMasterAddress") && shown.contains("--master"), "{shown}");
+    }
+
+    #[test]
+    fn replica_names_parse_and_bad_ones_are_refused() {
+        let s = load_text("replicaNames=broker-a-s1@10.0.0.2, broker-a-s2@10.0.0.3\n").unwrap().settings;
+        assert_eq!(
+            s.replica_names,
+            [
+                ("broker-a-s1".to_string(), "10.0.0.2".parse().unwrap()),
+                ("broker-a-s2".into(), "10.0.0.3".parse().unwrap())
+            ]
+        );
+        for bad in ["s1", "s1@nohost", "@10.0.0.2", "a@10.0.0.2,a@10.0.0.3", "a b@10.0.0.2"] {
+            let err = load_text(&format!("replicaNames={bad}\n")).unwrap_err();
+            assert!(err.to_string().contains("replicaNames"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn store_path_commit_log_under_the_root_is_honoured() {
+        let s = load_text("storePathCommitLog=/data/rmq/commitlog\n").unwrap().settings;
+        assert_eq!(s.store_path_root_dir, PathBuf::from("/data/rmq"));
+        let s = load_text("storePathRootDir=/data/rmq\nstorePathCommitLog=/data/rmq/commitlog\n")
+            .unwrap()
+            .settings;
+        assert_eq!(s.store_path_root_dir, PathBuf::from("/data/rmq"));
+        let err = load_text("storePathRootDir=/data/rmq\nstorePathCommitLog=/ssd/commitlog\n").unwrap_err();
+        let shown = err.to_string();
+        assert!(shown.contains("storePathCommitLog") && shown.contains("storePathRootDir"), "{shown}");
     }
 }

@@ -75,15 +75,35 @@ fn open(dir: &Path, segment: u64) -> anyhow::Result<Arc<CommitLog>> {
 }
 
 struct SlaveNode {
+    name: String,
     dir: PathBuf,
     store: Arc<CommitLog>,
     handle: logship_tokio::SlaveHandle,
 }
 
-async fn start_slave(dir: PathBuf, segment: u64, master: &str) -> anyhow::Result<SlaveNode> {
+async fn start_slave(name: String, dir: PathBuf, segment: u64, master: &str) -> anyhow::Result<SlaveNode> {
     let store = open(&dir, segment)?;
     let handle = logship_tokio::spawn_slave(SlaveServiceConfig::new(master), store.clone()).await?;
-    Ok(SlaveNode { dir, store, handle })
+    Ok(SlaveNode { name, dir, store, handle })
+}
+
+/// The progress bar: a 10-column bar, then `progress_line`, cut to the terminal's width.
+const BAR_TEMPLATE: &str = "{bar:10} {wide_msg}";
+
+/// What follows the bar: elapsed time, messages done of total, puts per second, and each
+/// slave's lag behind the master's end (`None`: stopped), all in whole numbers but the lags.
+fn progress_line(elapsed: Duration, done: u64, total: u64, lags: &[(String, Option<u64>)]) -> String {
+    let secs = elapsed.as_secs();
+    let rate = if elapsed.as_secs_f64() > 0.0 { (done as f64 / elapsed.as_secs_f64()) as u64 } else { 0 };
+    let mut line =
+        format!("{:02}:{:02}:{:02} {done}/{total} {rate}/s", secs / 3600, secs / 60 % 60, secs % 60);
+    for (name, lag) in lags {
+        match lag {
+            Some(bytes) => line.push_str(&format!(" {name} {}", human_bytes(*bytes))),
+            None => line.push_str(&format!(" {name} stopped")),
+        }
+    }
+    line
 }
 
 /// Prints a line above the progress bar, or plainly when the bar is hidden (not a terminal).
@@ -163,17 +183,18 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<bool> {
     let address = master.local_addr().to_string();
     let mut slaves = Vec::new();
     for i in 1..=args.slaves {
-        slaves.push(start_slave(root.join(format!("slave-{i}")), segment, &address).await?);
+        let name = format!("slave-{i}");
+        slaves.push(start_slave(name.clone(), root.join(name), segment, &address).await?);
     }
     let slaves = Arc::new(Mutex::new(slaves));
     println!(
-        "logship demo: SYNC_MASTER on {address} with {} slave(s), quorum of {} copies (master + {} slave ack(s) per put)",
+        "logship demo: SYNC_MASTER on {address} with {} slave(s)\n  quorum of {} copies: master + {} slave ack(s) per put",
         args.slaves,
         args.in_sync_replicas,
         args.in_sync_replicas - 1
     );
     println!(
-        "  {} messages of {} B from {} producers; stores under {}",
+        "  {} messages of {} B from {} producers\n  stores under {}",
         args.messages,
         args.size,
         args.producers,
@@ -194,10 +215,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<bool> {
     }
 
     let bar = ProgressBar::new(args.messages);
-    bar.set_style(
-        ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} {pos}/{len} {per_sec} | {msg}")
-            .expect("valid template"),
-    );
+    bar.set_style(ProgressStyle::with_template(BAR_TEMPLATE).expect("valid template"));
     let produced = Arc::new(AtomicU64::new(0));
     let next = Arc::new(AtomicU64::new(0));
     let started = Instant::now();
@@ -226,26 +244,36 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<bool> {
 
     // Live lag, and the kill-and-restart of slave 1.
     let monitor = {
-        let (master, slaves, produced, bar) = (master.clone(), slaves.clone(), produced.clone(), bar.clone());
-        let (kill_at, address) = (args.kill_slave_at, address.clone());
+        let (slaves, produced, bar) = (slaves.clone(), produced.clone(), bar.clone());
+        let (kill_at, address, master_log) = (args.kill_slave_at, address.clone(), master_store.clone());
+        let (total, count) = (args.messages, args.slaves);
         tokio::spawn(async move {
             let mut killed: Option<(Instant, PathBuf)> = None;
             let mut restarted = false;
+            let mut finished: Option<Duration> = None;
             loop {
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                if let Some(status) = master.status().await {
-                    let lags: Vec<String> = status
-                        .slaves
-                        .iter()
-                        .map(|s| format!("{} lag {}", s.address, human_bytes(s.lag_bytes)))
-                        .collect();
-                    let extra = if killed.is_some() && !restarted { " | slave-1 stopped" } else { "" };
-                    bar.set_message(format!(
-                        "{}{extra}",
-                        if lags.is_empty() { "no slave".into() } else { lags.join(", ") }
-                    ));
-                }
                 let done = produced.load(Ordering::Relaxed);
+                {
+                    let end = master_log.max_offset();
+                    let nodes = slaves.lock().await;
+                    let lags: Vec<(String, Option<u64>)> = (1..=count)
+                        .map(|i| {
+                            let name = format!("slave-{i}");
+                            let lag = nodes
+                                .iter()
+                                .find(|n| n.name == name)
+                                .map(|n| end.saturating_sub(n.store.max_offset()));
+                            (name, lag)
+                        })
+                        .collect();
+                    // The rate stops at the last put, not when the restart finishes.
+                    let elapsed = *finished.get_or_insert_with(|| started.elapsed());
+                    if done < total {
+                        finished = None;
+                    }
+                    bar.set_message(progress_line(elapsed, done, total, &lags));
+                }
                 if let (Some(at), None) = (kill_at, &killed) {
                     if done >= at {
                         let mut guard = slaves.lock().await;
@@ -259,7 +287,7 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<bool> {
                 }
                 if let (Some((when, dir)), false) = (&killed, restarted) {
                     if when.elapsed() >= Duration::from_secs(1) {
-                        match start_slave(dir.clone(), segment, &address).await {
+                        match start_slave("slave-1".into(), dir.clone(), segment, &address).await {
                             Ok(node) => {
                                 slaves.lock().await.insert(0, node);
                                 say(
@@ -361,7 +389,7 @@ async fn report(
         master_store.max_offset(),
         replicated
     );
-    for (i, slave) in slaves.iter().enumerate() {
+    for slave in slaves {
         let s = slave.handle.status().await;
         let ack = s.as_ref().and_then(|s| s.ack_offset).map_or("-".to_string(), |a| a.to_string());
         let check = match compare_logs(master_store, &slave.store, segment) {
@@ -371,12 +399,7 @@ async fn report(
                 format!("DIFFERENT: {e:#}")
             }
         };
-        println!(
-            "  {:<10} {:>15} {:>15}  {check}",
-            format!("slave-{}", i + 1),
-            slave.store.max_offset(),
-            ack
-        );
+        println!("  {:<10} {:>15} {:>15}  {check}", slave.name, slave.store.max_offset(), ack);
     }
 
     // Every PUT_OK message is on every slave, with its body.
@@ -398,4 +421,31 @@ async fn report(
     }
     println!("\n  {}", if ok { "demo passed" } else { "demo FAILED" });
     Ok(ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Columns the template uses before the message.
+    const BAR_PREFIX_COLUMNS: usize = 11;
+
+    #[test]
+    fn progress_line_shows_whole_numbers_names_slaves_and_fits_80_columns() {
+        let worst = [("slave-1".to_string(), Some(1023 << 20)), ("slave-2".to_string(), Some((1 << 30) - 1))];
+        let line = progress_line(Duration::from_millis(99 * 3_600_000 + 1234), 100_000, 100_000, &worst);
+        assert!(
+            BAR_PREFIX_COLUMNS + line.chars().count() <= 80,
+            "{} columns: {line}",
+            BAR_PREFIX_COLUMNS + line.len()
+        );
+        let line = progress_line(
+            Duration::from_millis(2500),
+            5000,
+            100_000,
+            &[("slave-1".into(), None), ("slave-2".into(), Some(0))],
+        );
+        assert_eq!(line, "00:00:02 5000/100000 2000/s slave-1 stopped slave-2 0 B");
+        assert_eq!(BAR_TEMPLATE, "{bar:10} {wide_msg}", "BAR_PREFIX_COLUMNS counts the bar and one space");
+    }
 }

@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `POST /topics/{topic}/messages` | put one message (body = message body) |
 //! | `GET /topics/{topic}/queues/{queueId}/messages?offset=&max=` | read from a consume queue |
+//! | `GET /` | the status page (`status_page`) |
 //! | `GET /status` | role, offsets, replication state |
 //! | `GET /metrics` | Prometheus text |
 //!
@@ -103,6 +104,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
     Router::new()
         .route("/topics/{topic}/messages", post(put_message))
         .route("/topics/{topic}/queues/{queue_id}/messages", get(get_messages))
+        .route("/", get(crate::status_page::page))
         .route("/status", get(status))
         .route("/metrics", get(metrics))
         .layer(axum::middleware::from_fn_with_state(broker.clone(), authenticate))
@@ -449,11 +451,14 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
         Node::Master(master) => {
             let s = master.status().await?;
             broker.metrics.observe_master(&s, store.disk_used_ratio);
+            let live: Vec<SocketAddr> = s.slaves.iter().map(|l| l.address).collect();
             let slaves: Vec<Value> = s
                 .slaves
                 .iter()
                 .map(|l| {
                     json!({
+                        "name": broker.metrics.replica_name(l.address, &live).0,
+                        "bytesSent": l.bytes_sent,
                         "address": l.address.to_string(),
                         "ackOffset": l.ack,
                         "lagBytes": l.lag_bytes,
@@ -470,6 +475,8 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                 "flushedOffset": s.flushed_offset,
                 "replicatedOffset": s.replicated_offset,
                 "slaves": slaves,
+                "absentReplicas": crate::status_cmd::absent_json(&broker.metrics.absent_replicas(&live)),
+                "replicasExpected": broker.metrics.replicas_expected(),
                 "bytesReplicated": s.bytes_replicated,
                 "fence": s.fence.as_ref().map(ToString::to_string),
                 "diskUsedRatio": store.disk_used_ratio,
@@ -511,14 +518,12 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
     }
 }
 
-async fn metrics(State(broker): State<Arc<Broker>>) -> Response {
+async fn metrics(State(broker): State<Arc<Broker>>, headers: HeaderMap) -> Response {
     // Refresh the replication gauges from the live status.
     let _ = status_json(&broker).await;
-    (
-        [(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")],
-        broker.metrics.render(),
-    )
-        .into_response()
+    let (content_type, body) =
+        broker.metrics.respond(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
+    ([(header::CONTENT_TYPE, content_type)], body).into_response()
 }
 
 /// Physical memory in bytes (Linux `/proc/meminfo`), or 8 GiB if it cannot be read.

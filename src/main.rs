@@ -10,6 +10,8 @@ mod demo;
 mod http;
 mod metrics;
 mod server;
+mod status_cmd;
+mod status_page;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -34,6 +36,8 @@ enum Command {
     Slave(ServeArgs),
     /// Measure replication against raw baselines in the same run.
     Bench(bench::BenchArgs),
+    /// Show a broker's replication state, like `mqadmin haStatus`; the exit code is its health.
+    Status(status_cmd::StatusArgs),
 }
 
 /// Options shared by `master` and `slave`. Flags override `--config`.
@@ -89,7 +93,11 @@ impl ServeArgs {
 
 fn settings_for(args: &ServeArgs, slave: bool) -> anyhow::Result<config::BrokerSettings> {
     let defaults: &[(&str, &str)] = if slave { &[("brokerRole", "SLAVE")] } else { &[] };
-    let loaded = config::load(defaults, args.config.as_deref(), &args.overrides())?;
+    let loaded = config::load(defaults, args.config.as_deref(), &args.overrides()).inspect_err(|e| {
+        for warning in &e.warnings {
+            tracing::warn!("{warning}");
+        }
+    })?;
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }
@@ -107,10 +115,32 @@ fn settings_for(args: &ServeArgs, slave: bool) -> anyhow::Result<config::BrokerS
     Ok(loaded.settings)
 }
 
+/// Logs to stderr, filtered by `RUST_LOG` (else `default`); colour only when stderr is a
+/// terminal and `NO_COLOR` is unset or empty.
 fn init_logging(default: &str) {
+    use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    let ansi = std::io::stderr().is_terminal() && !no_color;
+    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi).init();
+}
+
+/// An error and its causes on one line, each cause once: a cause whose text its parent
+/// already ends with (an error that shows its source and also returns it) is not repeated.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.ends_with(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 /// Raises RLIMIT_NOFILE's soft limit to its hard limit: a broker's descriptors are its
@@ -137,6 +167,7 @@ fn main() -> ExitCode {
             init_logging("warn");
             runtime().and_then(|rt| rt.block_on(bench::run(args)))
         }
+        Command::Status(args) => return status_cmd::main(&args),
         Command::Master(args) => serve(&args, false),
         Command::Slave(args) => serve(&args, true),
     };
@@ -144,7 +175,7 @@ fn main() -> ExitCode {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
         Err(e) => {
-            eprintln!("logship: {e:#}");
+            eprintln!("logship: {}", error_chain(&e));
             ExitCode::from(2)
         }
     }

@@ -1,8 +1,21 @@
 //! Prometheus metrics (`GET /metrics`), with the `prometheus-client` crate. Replication gauges
 //! are refreshed from the live status at each scrape; put latencies are recorded as puts finish.
+//!
+//! Every series carries `cluster` (`brokerClusterName`) and `broker_name` (`brokerName`)
+//! labels, rocketmq-exporter's dimensions; `broker_name` is snake_case because Prometheus'
+//! naming rules (`promtool check metrics`) reject camelCase label names. Replicas are labelled `replica`: the name `replicaNames` gives the
+//! slave's IP, else the IP itself; only several slaves behind one IP (loopback, NAT) fall back
+//! to `ip:port`. A named or IP-identified replica that goes away keeps its series, with
+//! `logship_slave_in_sync` 0 and its lag growing, until the broker restarts.
+//!
+//! The response is OpenMetrics 1.0 when the scraper's `Accept` prefers it (Prometheus does),
+//! and the classic text format 0.0.4 otherwise.
 
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
+use std::time::{Duration, Instant};
 
 use logship_core::PutStatus;
 use logship_core::driver::{MasterStatus, SlaveStatus};
@@ -13,9 +26,11 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+use crate::config::BrokerSettings;
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct SlaveLabels {
-    slave: String,
+struct ReplicaLabels {
+    replica: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -28,12 +43,32 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_05, 2.0, 20))
 }
 
+/// What a master remembers of a replica with a stable name, to report it while it is away.
+#[derive(Clone, Debug)]
+struct Remembered {
+    ack: Option<u64>,
+    lag: Duration,
+    at: Instant,
+}
+
+/// At most this many replicas are remembered while away (named ones always are).
+const MAX_REMEMBERED: usize = 64;
+
+/// The content type of the classic text format.
+pub const TEXT_0_0_4: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// The content type of OpenMetrics text.
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
 /// The broker's metrics.
 pub struct Metrics {
     registry: Registry,
-    slave_lag_bytes: Family<SlaveLabels, Gauge>,
-    slave_lag_seconds: Family<SlaveLabels, Gauge<f64, AtomicU64>>,
-    slave_in_sync: Family<SlaveLabels, Gauge>,
+    slave_lag_bytes: Family<ReplicaLabels, Gauge>,
+    slave_lag_seconds: Family<ReplicaLabels, Gauge<f64, AtomicU64>>,
+    slave_in_sync: Family<ReplicaLabels, Gauge>,
+    replicas_expected: Gauge,
+    replicas_in_sync: Gauge,
+    under_replicated: Gauge,
+    messages_in: Counter,
     replicated_bytes: Counter,
     replicated_seen: Mutex<u64>,
     put_latency: Family<StatusLabels, Histogram, fn() -> Histogram>,
@@ -42,32 +77,61 @@ pub struct Metrics {
     max_offset: Gauge,
     min_offset: Gauge,
     flushed_offset: Gauge,
+    names: Vec<(String, IpAddr)>,
+    total_replicas: u32,
+    remembered: Mutex<BTreeMap<String, Remembered>>,
 }
 
 impl Metrics {
-    /// Registers every metric.
-    pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("logship");
-        let slave_lag_bytes = Family::<SlaveLabels, Gauge>::default();
-        let slave_lag_seconds = Family::<SlaveLabels, Gauge<f64, AtomicU64>>::default();
-        let slave_in_sync = Family::<SlaveLabels, Gauge>::default();
+    /// Registers every metric, labelled with the broker's cluster and name.
+    pub fn for_broker(settings: &BrokerSettings) -> Self {
+        let labels = [
+            ("cluster".into(), settings.broker_cluster_name.clone().into()),
+            ("broker_name".into(), settings.broker_name.clone().into()),
+        ];
+        let mut registry = Registry::with_prefix_and_labels("logship", labels.into_iter());
+        let slave_lag_bytes = Family::<ReplicaLabels, Gauge>::default();
+        let slave_lag_seconds = Family::<ReplicaLabels, Gauge<f64, AtomicU64>>::default();
+        let slave_in_sync = Family::<ReplicaLabels, Gauge>::default();
         let replicated_bytes = Counter::default();
+        let messages_in = Counter::default();
         let put_latency =
             Family::<StatusLabels, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
-        let connections = Gauge::default();
+        let (connections, replicas_expected, replicas_in_sync, under_replicated) =
+            (Gauge::default(), Gauge::default(), Gauge::default(), Gauge::default());
         let disk_used_ratio = Gauge::<f64, AtomicU64>::default();
         let (max_offset, min_offset, flushed_offset) = (Gauge::default(), Gauge::default(), Gauge::default());
         registry.register(
             "slave_lag_bytes",
-            "Bytes a slave lacks behind the master",
+            "Bytes a replica lacks behind the master",
             slave_lag_bytes.clone(),
         );
-        registry.register("slave_lag_seconds", "How long a slave has been behind", slave_lag_seconds.clone());
+        registry.register(
+            "slave_lag_seconds",
+            "How long a replica has been behind",
+            slave_lag_seconds.clone(),
+        );
         registry.register(
             "slave_in_sync",
-            "1 if the slave is within haMaxGapNotInSync",
+            "1 if the replica is connected and within haMaxGapNotInSync, else 0",
             slave_in_sync.clone(),
         );
+        registry.register(
+            "replicas_expected",
+            "Copies the master expects, itself included: max(totalReplicas, 1 + replicaNames) (master)",
+            replicas_expected.clone(),
+        );
+        registry.register(
+            "replicas_in_sync",
+            "Copies in sync, the master included (master)",
+            replicas_in_sync.clone(),
+        );
+        registry.register(
+            "under_replicated",
+            "1 if fewer copies are in sync than expected (master)",
+            under_replicated.clone(),
+        );
+        registry.register("messages_in", "Messages stored by puts (master)", messages_in.clone());
         registry.register(
             "replicated_bytes",
             "Log bytes sent to slaves (master) or stored from the master (slave)",
@@ -96,6 +160,10 @@ impl Metrics {
             slave_lag_bytes,
             slave_lag_seconds,
             slave_in_sync,
+            replicas_expected,
+            replicas_in_sync,
+            under_replicated,
+            messages_in,
             replicated_bytes,
             replicated_seen: Mutex::new(0),
             put_latency,
@@ -104,11 +172,17 @@ impl Metrics {
             max_offset,
             min_offset,
             flushed_offset,
+            names: settings.replica_names.clone(),
+            total_replicas: settings.total_replicas,
+            remembered: Mutex::new(BTreeMap::new()),
         }
     }
 
     /// Records one put.
     pub fn record_put(&self, status: PutStatus, seconds: f64) {
+        if status.is_stored() {
+            self.messages_in.inc();
+        }
         self.put_latency
             .get_or_create(&StatusLabels { status: status.rocketmq_name().to_string() })
             .observe(seconds);
@@ -122,17 +196,96 @@ impl Metrics {
         }
     }
 
+    /// The replica name for a slave at `address` among the live `peers`, and whether it is
+    /// stable (survives reconnects): its `replicaNames` name or its IP when it alone uses that
+    /// IP, else `ip:port`.
+    pub fn replica_name(&self, address: SocketAddr, peers: &[SocketAddr]) -> (String, bool) {
+        let sharing = peers.iter().filter(|p| p.ip() == address.ip()).count();
+        if sharing > 1 {
+            return (address.to_string(), false);
+        }
+        match self.names.iter().find(|(_, ip)| *ip == address.ip()) {
+            Some((name, _)) => (name.clone(), true),
+            None => (address.ip().to_string(), true),
+        }
+    }
+
+    /// Replicas with a stable name that are not connected now: name, last ack, and for how
+    /// long they have been away (`None` for a named replica never seen since start).
+    pub fn absent_replicas(&self, live: &[SocketAddr]) -> Vec<(String, Option<u64>, Option<Duration>)> {
+        let live_names: Vec<String> = live.iter().map(|a| self.replica_name(*a, live).0).collect();
+        let remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out: Vec<(String, Option<u64>, Option<Duration>)> = remembered
+            .iter()
+            .filter(|(name, _)| !live_names.contains(name))
+            .map(|(name, r)| (name.clone(), r.ack, Some(r.at.elapsed())))
+            .collect();
+        for (name, _) in &self.names {
+            if !live_names.contains(name) && !remembered.contains_key(name) {
+                out.push((name.clone(), None, None));
+            }
+        }
+        out
+    }
+
+    /// Forgets the longest-absent unnamed replicas beyond `keep`, so that peers from many
+    /// addresses cannot grow the series without bound; named replicas are always kept.
+    fn forget_beyond(&self, keep: usize) {
+        let mut remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
+        while remembered.len() > keep {
+            let oldest = remembered
+                .iter()
+                .filter(|(name, _)| !self.names.iter().any(|(n, _)| n == *name))
+                .min_by_key(|(_, r)| r.at)
+                .map(|(name, _)| name.clone());
+            match oldest {
+                Some(name) => remembered.remove(&name),
+                None => break,
+            };
+        }
+    }
+
+    /// Copies a master expects, itself included: `max(totalReplicas, 1 + replicaNames)`.
+    pub fn replicas_expected(&self) -> u64 {
+        u64::from(self.total_replicas).max(1 + self.names.len() as u64)
+    }
+
     /// Refreshes the replication gauges from a master's status.
     pub fn observe_master(&self, status: &MasterStatus, disk_used_ratio: Option<f64>) {
         self.slave_lag_bytes.clear();
         self.slave_lag_seconds.clear();
         self.slave_in_sync.clear();
+        let live: Vec<SocketAddr> = status.slaves.iter().map(|s| s.address).collect();
+        let now = Instant::now();
+        let mut in_sync = 1;
         for s in &status.slaves {
-            let labels = SlaveLabels { slave: s.address.to_string() };
+            let (name, stable) = self.replica_name(s.address, &live);
+            let labels = ReplicaLabels { replica: name.clone() };
             self.slave_lag_bytes.get_or_create(&labels).set(s.lag_bytes as i64);
             self.slave_lag_seconds.get_or_create(&labels).set(s.lag.as_secs_f64());
             self.slave_in_sync.get_or_create(&labels).set(i64::from(s.in_sync));
+            in_sync += i64::from(s.in_sync);
+            if stable {
+                let mut remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
+                remembered.insert(name, Remembered { ack: s.ack, lag: s.lag, at: now });
+            }
         }
+        self.forget_beyond(MAX_REMEMBERED);
+        let remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        for (name, ack, away) in self.absent_replicas(&live) {
+            let labels = ReplicaLabels { replica: name.clone() };
+            let lag_bytes = status.max_offset.saturating_sub(ack.unwrap_or(status.min_offset));
+            self.slave_lag_bytes.get_or_create(&labels).set(lag_bytes as i64);
+            self.slave_in_sync.get_or_create(&labels).set(0);
+            if let (Some(r), Some(away)) = (remembered.get(&name), away) {
+                let lag = if lag_bytes == 0 { Duration::ZERO } else { r.lag + away };
+                self.slave_lag_seconds.get_or_create(&labels).set(lag.as_secs_f64());
+            }
+        }
+        let expected = self.replicas_expected() as i64;
+        self.replicas_expected.set(expected);
+        self.replicas_in_sync.set(in_sync);
+        self.under_replicated.set(i64::from(in_sync < expected));
         self.set_replicated(status.bytes_replicated);
         self.connections.set(status.slaves.len() as i64);
         self.set_log(status.min_offset, status.max_offset, status.flushed_offset, disk_used_ratio);
@@ -150,7 +303,7 @@ impl Metrics {
         self.slave_lag_bytes.clear();
         self.slave_lag_seconds.clear();
         self.slave_in_sync.clear();
-        let labels = SlaveLabels { slave: "self".to_string() };
+        let labels = ReplicaLabels { replica: "self".to_string() };
         self.slave_lag_bytes.get_or_create(&labels).set(status.lag_bytes as i64);
         self.slave_lag_seconds.get_or_create(&labels).set(status.lag.as_secs_f64());
         self.slave_in_sync.get_or_create(&labels).set(i64::from(in_sync));
@@ -169,11 +322,158 @@ impl Metrics {
         }
     }
 
-    /// The Prometheus text exposition.
+    /// The OpenMetrics text exposition.
     pub fn render(&self) -> String {
         let mut out = String::new();
         prometheus_client::encoding::text::encode(&mut out, &self.registry)
             .expect("writing to a String cannot fail");
         out
+    }
+
+    /// The content type and body for a scrape with this `Accept` header.
+    pub fn respond(&self, accept: Option<&str>) -> (&'static str, String) {
+        if prefers_openmetrics(accept.unwrap_or("")) {
+            (OPENMETRICS, self.render())
+        } else {
+            (TEXT_0_0_4, openmetrics_to_text_0_0_4(&self.render()))
+        }
+    }
+}
+
+/// Whether an `Accept` header ranks OpenMetrics text at least as high as the classic text
+/// format (and above zero). No header, or `*/*`, gets the classic format.
+pub fn prefers_openmetrics(accept: &str) -> bool {
+    let mut openmetrics = 0.0_f64;
+    let mut text = 0.0_f64;
+    for range in accept.split(',') {
+        let mut parts = range.split(';').map(str::trim);
+        let media = parts.next().unwrap_or("").to_ascii_lowercase();
+        let q = parts.filter_map(|p| p.strip_prefix("q=")).find_map(|q| q.parse::<f64>().ok()).unwrap_or(1.0);
+        match media.as_str() {
+            "application/openmetrics-text" => openmetrics = openmetrics.max(q),
+            "text/plain" => text = text.max(q),
+            _ => {}
+        }
+    }
+    openmetrics > 0.0 && openmetrics >= text
+}
+
+/// Rewrites OpenMetrics text as the classic text format 0.0.4: counters' `HELP` and `TYPE`
+/// name the `_total` series, and `# UNIT`, `_created` and `# EOF` lines go.
+pub fn openmetrics_to_text_0_0_4(openmetrics: &str) -> String {
+    let counters: Vec<&str> =
+        openmetrics.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter")).collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "].iter().find_map(|p| line.strip_prefix(p).map(|rest| (*p, rest)));
+        if let Some((prefix, rest)) = meta {
+            let name = rest.split(' ').next().unwrap_or("");
+            if counters.contains(&name) && !name.ends_with("_total") {
+                out.push_str(prefix);
+                out.push_str(name);
+                out.push_str("_total");
+                out.push_str(&rest[name.len()..]);
+                out.push('\n');
+                continue;
+            }
+        } else if counters.iter().any(|c| {
+            line.strip_prefix(c)
+                .and_then(|r| r.strip_prefix("_created"))
+                .is_some_and(|r| r.starts_with(['{', ' ']))
+        }) {
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(address: &str, in_sync: bool, ack: u64) -> logship_core::driver::SlaveLink {
+        logship_core::driver::SlaveLink {
+            conn: logship_core::ConnId(0),
+            address: address.parse().unwrap(),
+            start: Some(0),
+            ack: Some(ack),
+            lag_bytes: 0,
+            lag: Duration::ZERO,
+            in_sync,
+            connected_for: Duration::from_secs(1),
+            bytes_sent: ack,
+        }
+    }
+
+    fn master_status(slaves: Vec<logship_core::driver::SlaveLink>) -> MasterStatus {
+        MasterStatus {
+            role: logship_core::driver::BrokerRole::SyncMaster,
+            min_offset: 0,
+            max_offset: 100,
+            flushed_offset: 100,
+            replicated_offset: Some(100),
+            pending_waits: 0,
+            slaves,
+            bytes_replicated: 100,
+            connections_accepted: 1,
+            peer_errors: 0,
+            fence: None,
+        }
+    }
+
+    #[test]
+    fn replicas_are_named_by_config_then_ip_and_remembered_within_a_bound() {
+        let settings = BrokerSettings {
+            replica_names: vec![("s1".into(), "10.0.0.1".parse().unwrap())],
+            ..BrokerSettings::default()
+        };
+        let m = Metrics::for_broker(&settings);
+        let a: SocketAddr = "10.0.0.1:40000".parse().unwrap();
+        let b: SocketAddr = "10.0.0.2:40001".parse().unwrap();
+        assert_eq!(m.replica_name(a, &[a, b]), ("s1".to_string(), true));
+        assert_eq!(m.replica_name(b, &[a, b]), ("10.0.0.2".to_string(), true));
+        let c: SocketAddr = "127.0.0.1:5".parse().unwrap();
+        let d: SocketAddr = "127.0.0.1:6".parse().unwrap();
+        assert_eq!(m.replica_name(c, &[c, d]), ("127.0.0.1:5".to_string(), false), "two behind one IP");
+        // 100 strangers come and go: the named replica and at most MAX_REMEMBERED are kept.
+        for i in 0..100u32 {
+            let addr = format!("10.1.{}.{}:1000", i / 250, i % 250);
+            m.observe_master(&master_status(vec![link(&addr, true, 50)]), None);
+        }
+        m.observe_master(&master_status(vec![]), None);
+        let absent = m.absent_replicas(&[]);
+        assert!(absent.len() <= MAX_REMEMBERED + 1, "{}", absent.len());
+        assert!(absent.iter().any(|(n, ack, away)| n == "s1" && ack.is_none() && away.is_none()));
+        let text = m.render();
+        assert!(text.contains("logship_slave_in_sync{cluster=\"DefaultCluster\""), "{text}");
+    }
+
+    #[test]
+    fn accept_header_negotiation() {
+        assert!(!prefers_openmetrics(""));
+        assert!(!prefers_openmetrics("*/*"));
+        assert!(!prefers_openmetrics("text/plain;version=0.0.4"));
+        assert!(prefers_openmetrics("application/openmetrics-text;version=1.0.0"));
+        assert!(prefers_openmetrics(
+            "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.2,*/*;q=0.1"
+        ));
+        assert!(!prefers_openmetrics("application/openmetrics-text;q=0.1,text/plain;q=0.9"));
+        assert!(!prefers_openmetrics("application/openmetrics-text;q=0"));
+    }
+
+    #[test]
+    fn counters_are_renamed_for_the_classic_format() {
+        let om = "# HELP x_bytes Bytes.\n# TYPE x_bytes counter\nx_bytes_total{a=\"b\"} 5\nx_bytes_created 1.0\n\
+                  # HELP g Gauge.\n# TYPE g gauge\ng 1\n# EOF\n";
+        assert_eq!(
+            openmetrics_to_text_0_0_4(om),
+            "# HELP x_bytes_total Bytes.\n# TYPE x_bytes_total counter\nx_bytes_total{a=\"b\"} 5\n\
+             # HELP g Gauge.\n# TYPE g gauge\ng 1\n"
+        );
     }
 }

@@ -83,7 +83,7 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
     let broker = Arc::new(Broker {
         node,
         store: store.clone(),
-        metrics: Metrics::new(),
+        metrics: Metrics::for_broker(&settings),
         start_offset,
         total_memory: total_memory(),
         in_flight: InFlight::new(settings.http.max_in_flight_bytes),

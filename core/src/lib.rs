@@ -103,6 +103,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![forbid(unsafe_code)]
+#![doc(html_root_url = "https://docs.rs/logship-core/0.1.0")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod config;
 pub mod driver;
@@ -110,16 +112,20 @@ pub mod error;
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod in_sync;
 pub mod log;
 mod master;
+pub mod memlog;
 pub mod policy;
 #[cfg(feature = "sim")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod sim;
 mod slave;
 mod waiters;
 
 pub use config::{AckOn, AckPolicy, ConfigError, MasterConfig, NewSlaveStart, SlaveConfig};
 pub use error::{ApiMisuse, CloseReason, PeerError, WaitError};
+pub use in_sync::InSyncError;
 pub use log::{LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
 pub use master::{Master, MasterEvent, MasterInput, MasterOutput, SlaveInfo};
 pub use slave::{Slave, SlaveEvent, SlaveInput, SlaveOutput, SlaveState};

@@ -13,6 +13,46 @@
 //!   reports status, and shuts down.
 //! - [`spawn_slave`] connects to a master, stores what it streams, and acknowledges it; its
 //!   [`SlaveHandle`] reports status and shuts down.
+//! - [`MasterHandle::wait_in_sync`] waits until enough slaves are in sync.
+//!
+//! ## Example
+//!
+//! A SYNC_MASTER and a slave in one program on smol's executor, with
+//! [`MemoryLog`](logship_core::memlog::MemoryLog)s (the `logship-store` crate's `CommitLog` is
+//! the on-disk log). The repository's `examples/` directory has this program for smol,
+//! async-std and tokio (`cargo run --example smol`).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use logship_core::driver::{BrokerRole, MasterServiceConfig, SlaveServiceConfig};
+//! use logship_core::memlog::MemoryLog;
+//! use logship_core::PutStatus;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! smol::block_on(async {
+//!     // Every task goes to the caller's executor.
+//!     let spawn = |task: logship_smol::Task| smol::spawn(task).detach();
+//!     let master_log = Arc::new(MemoryLog::new());
+//!     let config = MasterServiceConfig { role: BrokerRole::SyncMaster, ..Default::default() };
+//!     let master = logship_smol::spawn_master(config, master_log.clone(), "127.0.0.1:0".parse()?, spawn).await?;
+//!
+//!     let slave_log = Arc::new(MemoryLog::new());
+//!     let slave_config = SlaveServiceConfig::new(master.local_addr().to_string());
+//!     let slave = logship_smol::spawn_slave(slave_config, slave_log.clone(), spawn).await?;
+//!
+//!     master.wait_in_sync(1, Duration::from_secs(10)).await?;
+//!     let put = master.put(b"hello".to_vec()).await;
+//!     assert_eq!(put.status, PutStatus::PutOk); // the slave has acknowledged it
+//!     assert_eq!(slave_log.contents(), master_log.contents());
+//!
+//!     slave.shutdown().await;
+//!     master.shutdown().await;
+//!     Ok(())
+//! })
+//! # }
+//! ```
 //!
 //! A master runs one core task owning the
 //! [`MasterDriver`](logship_core::driver::MasterDriver), one accept task, and one task per
@@ -23,6 +63,7 @@
 use std::future::Future;
 use std::pin::Pin;
 
+mod in_sync;
 mod master;
 mod slave;
 
@@ -45,6 +86,7 @@ impl<F: Fn(Task) + Send + Sync + 'static> Spawn for F {
     }
 }
 
+pub use logship_core::InSyncError;
 pub use logship_core::driver::StartError;
 
 /// Lets other tasks run every so often. async-io has no cooperative budget (unlike tokio), so

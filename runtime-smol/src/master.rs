@@ -253,7 +253,7 @@ async fn connection<L: MessageLog>(
         .await;
     match ended {
         Ok(why) => info!(why, "slave connection ended"),
-        Err(e) => info!(%e, "slave connection failed"),
+        Err(e) => warn!(%e, "slave connection failed"),
     }
     let _ = shared.commands.send(Command::Driver(MasterCommand::Closed { conn })).await;
 }
@@ -366,6 +366,11 @@ async fn core_task<L: MessageLog>(
         warn!(end, "flush at shutdown did not finish");
     }
     driver.shutdown();
+    // Refuse later commands, and drop queued ones so that their callers (a `status()` sent
+    // during shutdown) see the service stopped instead of waiting forever: async-channel keeps
+    // queued messages after the receiver goes.
+    commands.close();
+    while commands.try_recv().is_ok() {}
     info!("HA master stopped");
     if let Some(reply) = stopping {
         let _ = reply.try_send(());

@@ -146,7 +146,10 @@ impl<L: LogWrite> SlaveTask<L> {
                             self.stream = Some(stream);
                             self.driver.connected(now());
                         }
-                        Err(e) => self.closed(&format!("cannot connect: {e}")),
+                        Err(e) => {
+                            warn!(%e, "cannot connect to master");
+                            self.driver.closed(now());
+                        }
                     }
                 }
                 Wake::Flushed(result) => {

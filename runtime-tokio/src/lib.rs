@@ -8,6 +8,45 @@
 //!   reports status, and shuts down.
 //! - [`spawn_slave`] connects to a master, stores what it streams, and acknowledges it; its
 //!   [`SlaveHandle`] reports status and shuts down.
+//! - [`MasterHandle::wait_in_sync`] waits until enough slaves are in sync.
+//!
+//! ## Example
+//!
+//! A SYNC_MASTER and a slave in one program, with
+//! [`MemoryLog`](logship_core::memlog::MemoryLog)s (the `logship-store` crate's `CommitLog` is
+//! the on-disk log). The repository's `examples/` directory has this program for tokio, smol
+//! and async-std (`cargo run --example tokio`).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//!
+//! use logship_core::driver::{BrokerRole, MasterServiceConfig, SlaveServiceConfig};
+//! use logship_core::memlog::MemoryLog;
+//! use logship_core::PutStatus;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+//! rt.block_on(async {
+//!     let master_log = Arc::new(MemoryLog::new());
+//!     let config = MasterServiceConfig { role: BrokerRole::SyncMaster, ..Default::default() };
+//!     let master = logship_tokio::spawn_master(config, master_log.clone(), "127.0.0.1:0".parse()?).await?;
+//!
+//!     let slave_log = Arc::new(MemoryLog::new());
+//!     let slave_config = SlaveServiceConfig::new(master.local_addr().to_string());
+//!     let slave = logship_tokio::spawn_slave(slave_config, slave_log.clone()).await?;
+//!
+//!     master.wait_in_sync(1, Duration::from_secs(10)).await?;
+//!     let put = master.put(b"hello".to_vec()).await;
+//!     assert_eq!(put.status, PutStatus::PutOk); // the slave has acknowledged it
+//!     assert_eq!(slave_log.contents(), master_log.contents());
+//!
+//!     slave.shutdown().await;
+//!     master.shutdown().await;
+//!     Ok(())
+//! })
+//! # }
+//! ```
 //!
 //! ## Tasks
 //!
@@ -25,6 +64,7 @@
 //! Time is `tokio::time::Instant::now().into_std()`, so tests with a paused clock work.
 #![forbid(unsafe_code)]
 
+mod in_sync;
 mod io;
 mod master;
 mod slave;
@@ -32,6 +72,7 @@ mod slave;
 pub use master::{MasterHandle, spawn_master};
 pub use slave::{SlaveHandle, spawn_slave};
 
+pub use logship_core::InSyncError;
 pub use logship_core::driver::StartError;
 
 /// The clock every task of this crate uses: tokio's, so paused-time tests work.

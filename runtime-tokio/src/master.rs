@@ -239,7 +239,7 @@ async fn connection<L: MessageLog>(
     };
     match ended {
         Ok(why) => info!(why, "slave connection ended"),
-        Err(e) => info!(%e, "slave connection failed"),
+        Err(e) => warn!(%e, "slave connection failed"),
     }
     let _ = shared.commands.send(Command::Driver(MasterCommand::Closed { conn })).await;
 }

@@ -109,7 +109,10 @@ impl<L: LogWrite> SlaveTask<L> {
                             self.stream = Some(stream);
                             self.driver.connected(now());
                         }
-                        Err(e) => self.closed(&format!("cannot connect: {e}")),
+                        Err(e) => {
+                            warn!(%e, "cannot connect to master");
+                            self.driver.closed(now());
+                        }
                     }
                 }
                 flushed = join_opt(&mut self.flushing), if self.flushing.is_some() => {

@@ -149,7 +149,7 @@
 
 mod config;
 mod draw;
-mod memlog;
+pub(crate) use crate::memlog;
 mod rng;
 mod stats;
 mod violation;

@@ -1,8 +1,29 @@
-//! An in-memory commit log that knows which of its bytes are written and which are durable.
+//! An in-memory log: [`MemoryLog`] implements [`LogRead`], [`LogWrite`] and [`MessageLog`], for
+//! tests and for embedders that keep the log elsewhere. The simulator's logs share its byte
+//! keeping.
+//!
+//! ```
+//! use logship_core::memlog::MemoryLog;
+//! use logship_core::{LogRead, LogSpan, LogWrite, MessageLog, PutStatus};
+//!
+//! let master = MemoryLog::new();
+//! let put = master.put(b"hello".to_vec());
+//! assert_eq!((put.status, put.offset, put.end()), (PutStatus::PutOk, 0, 5));
+//!
+//! // A slave's log adopts the first offset it is given, then only appends at its end.
+//! let slave = MemoryLog::new();
+//! let bytes = master.read(LogSpan { offset: 0, len: 5 })?;
+//! assert_eq!(slave.append_at(0, &bytes)?, 5);
+//! assert!(slave.append_at(7, b"gap").is_err());
+//! assert_eq!(slave.contents(), (0, b"hello".to_vec()));
+//! # Ok::<(), logship_core::memlog::MemoryLogError>(())
+//! ```
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 
-use crate::log::{LogBounds, LogSpan, Offset};
+use crate::log::{LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
 
 /// The bytes of one node's log: `[base, end)`, of which `[base, durable)` survive a crash and
 /// `[min, end)` may be read (retention moves `min`; the bytes below it are kept so the
@@ -17,6 +38,7 @@ pub(crate) struct MemLog {
 
 /// The byte a master of incarnation `generation` writes at `offset`: a pure function, so two
 /// incarnations almost always disagree at an offset, and no randomness is spent on content.
+#[cfg_attr(not(feature = "sim"), allow(dead_code))]
 pub(crate) fn content(generation: u64, offset: Offset) -> u8 {
     let mut z = offset ^ generation.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 31)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -24,6 +46,8 @@ pub(crate) fn content(generation: u64, offset: Offset) -> u8 {
     (z ^ (z >> 32)) as u8
 }
 
+// The simulator uses the rest; `MemoryLog` needs only part of it.
+#[cfg_attr(not(feature = "sim"), allow(dead_code))]
 impl MemLog {
     /// A log holding `[base, base + len)` written by `generation`, all durable.
     pub(crate) fn prefilled(generation: u64, base: Offset, len: u64) -> Self {
@@ -145,6 +169,120 @@ impl MemLog {
     }
 }
 
+/// Why a [`MemoryLog`] refused a read or an append.
+#[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemoryLogError {
+    /// The span is not (or no longer) held.
+    #[error("cannot read {span:?}: {reason}; the log holds [{}, {})", bounds.min, bounds.max)]
+    OutOfRange {
+        /// What was asked for.
+        span: LogSpan,
+        /// What the log holds.
+        bounds: LogBounds,
+        /// Why it cannot be read.
+        reason: &'static str,
+    },
+    /// An append not at the end: the log never has a gap.
+    #[error("append at {offset}, but the log ends at {end}")]
+    NotAtEnd {
+        /// Where the append was asked for.
+        offset: Offset,
+        /// The log's end.
+        end: Offset,
+    },
+    /// A message too large for a `u32` size.
+    #[error("a {len}-byte message does not fit a u32 size")]
+    TooLarge {
+        /// The message's length.
+        len: usize,
+    },
+}
+
+/// A thread-safe in-memory log for tests and embedding: a master's log (`put` appends a
+/// message's bytes as they are, with no RocketMQ framing) or a slave's (`append_at` stores
+/// replicated bytes). `flush` marks every byte durable; nothing survives the process.
+#[derive(Debug, Default)]
+pub struct MemoryLog {
+    inner: Mutex<MemLog>,
+}
+
+impl MemoryLog {
+    /// An empty log. As a slave's, it adopts the first offset a master sends.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, MemLog> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The readable bytes: where they start, and a copy of them.
+    pub fn contents(&self) -> (Offset, Vec<u8>) {
+        let log = self.lock();
+        let bounds = log.bounds();
+        if bounds.max <= bounds.min {
+            return (bounds.min, Vec::new());
+        }
+        (bounds.min, log.slice(bounds.min, bounds.max).to_vec())
+    }
+}
+
+impl LogRead for MemoryLog {
+    type Error = MemoryLogError;
+
+    fn bounds(&self) -> LogBounds {
+        self.lock().bounds()
+    }
+
+    fn flushed(&self) -> Offset {
+        self.lock().durable()
+    }
+
+    fn read(&self, span: LogSpan) -> Result<Bytes, MemoryLogError> {
+        let log = self.lock();
+        log.read(span).map_err(|reason| MemoryLogError::OutOfRange { span, bounds: log.bounds(), reason })
+    }
+}
+
+impl LogWrite for MemoryLog {
+    fn append_at(&self, offset: Offset, data: &[u8]) -> Result<Offset, MemoryLogError> {
+        self.lock().append_at(offset, data).map_err(|end| MemoryLogError::NotAtEnd { offset, end })
+    }
+
+    fn flush(&self) -> Result<Offset, MemoryLogError> {
+        Ok(self.lock().flush())
+    }
+}
+
+impl MessageLog for MemoryLog {
+    type Message = Vec<u8>;
+    type Durable = std::future::Ready<Result<Offset, MemoryLogError>>;
+
+    fn put(&self, message: Vec<u8>) -> PutResult {
+        let Ok(wrote_bytes) = u32::try_from(message.len()) else {
+            return PutResult::refused(PutStatus::MessageIllegal);
+        };
+        let mut log = self.lock();
+        let offset = log.end();
+        match log.append_at(offset, &message) {
+            Ok(_) => PutResult {
+                status: PutStatus::PutOk,
+                offset,
+                wrote_bytes,
+                queue_offset: 0,
+                msg_id: String::new(),
+            },
+            Err(_) => PutResult::refused(PutStatus::UnknownError),
+        }
+    }
+
+    /// Flushes (marks every byte durable) and completes at once.
+    fn durable(&self, _offset: Offset) -> Self::Durable {
+        std::future::ready(Ok(self.lock().flush()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -181,5 +319,26 @@ mod tests {
         assert!(log.read(LogSpan { offset: 40, len: 20 }).is_err());
         assert!(log.read(LogSpan { offset: 90, len: 20 }).is_err());
         assert_eq!(log.read(LogSpan { offset: 50, len: 2 }).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn memory_log_serves_as_master_and_slave_log() {
+        let master = MemoryLog::new();
+        assert_eq!(master.bounds(), LogBounds { min: 0, max: 0 });
+        let first = master.put(b"abc".to_vec());
+        let second = master.put(b"de".to_vec());
+        assert_eq!((first.offset, first.end(), second.offset, second.end()), (0, 3, 3, 5));
+        assert_eq!(master.durable(5).into_inner(), Ok(5));
+        assert_eq!(master.flushed(), 5);
+        let err = master.read(LogSpan { offset: 4, len: 2 }).unwrap_err();
+        assert!(matches!(err, MemoryLogError::OutOfRange { .. }), "{err}");
+
+        let slave = MemoryLog::new();
+        assert_eq!(slave.append_at(3, b"de"), Ok(5));
+        assert_eq!(slave.append_at(4, b"x"), Err(MemoryLogError::NotAtEnd { offset: 4, end: 5 }));
+        assert_eq!(slave.flushed(), 3, "appended bytes are not durable until a flush");
+        assert_eq!(slave.flush(), Ok(5));
+        assert_eq!(slave.contents(), (3, b"de".to_vec()));
+        assert_eq!(slave.read(LogSpan { offset: 3, len: 2 }).unwrap(), Bytes::from_static(b"de"));
     }
 }

@@ -1,0 +1,34 @@
+//! `MasterHandle::wait_in_sync`.
+
+use std::time::Duration;
+
+use async_io::Timer;
+use logship_core::driver::MasterStatus;
+use logship_core::in_sync::in_sync_slaves;
+use logship_core::{InSyncError, MessageLog};
+
+use crate::{MasterHandle, now};
+
+/// How often a wait looks at the master's status.
+const CHECK_EVERY: Duration = Duration::from_millis(5);
+
+impl<L: MessageLog> MasterHandle<L> {
+    /// Waits until at least `slaves` slaves are in sync (connected, and within
+    /// `ha_max_gap_not_in_sync` of the master's end), and returns the status that showed it.
+    /// Looks every few milliseconds; gives up after `timeout`.
+    pub async fn wait_in_sync(&self, slaves: usize, timeout: Duration) -> Result<MasterStatus, InSyncError> {
+        let deadline = now() + timeout;
+        loop {
+            let status = self.status().await.ok_or(InSyncError::Stopped)?;
+            let in_sync = in_sync_slaves(&status);
+            if in_sync >= slaves {
+                return Ok(status);
+            }
+            let at = now();
+            if at >= deadline {
+                return Err(InSyncError::Timeout { wanted: slaves, in_sync });
+            }
+            Timer::after(CHECK_EVERY.min(deadline - at)).await;
+        }
+    }
+}

@@ -1,0 +1,368 @@
+//! `logship status`: a broker's replication state from its HTTP `/status`, like RocketMQ's
+//! `mqadmin haStatus`. One report, or one every `-i` seconds; a table or `--json`.
+//!
+//! Exit codes follow health, as monitoring plugins expect: 0 OK; 1 WARNING (a replica out of
+//! sync or away, fewer in-sync copies than expected, a slave behind); 2 CRITICAL (the master
+//! refuses puts: fenced, or a SYNC_MASTER without an in-sync slave; a slave not streaming);
+//! 3 UNKNOWN (the broker cannot be reached or answers nonsense).
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::{Value, json};
+
+/// `logship status` options.
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// The broker's HTTP address (listenPort).
+    #[arg(long, short, default_value = "127.0.0.1:10911", value_name = "HOST:PORT")]
+    pub broker: String,
+    /// Report again every SECS seconds (transfer rates are measured between reports).
+    #[arg(long, short = 'i', value_name = "SECS")]
+    pub interval: Option<f64>,
+    /// Stop after N reports (with -i; default: until interrupted).
+    #[arg(long, short = 'n', value_name = "N")]
+    pub count: Option<u64>,
+    /// Print JSON, one document per report.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// How healthy the broker's replication is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Health {
+    /// Every expected replica in sync.
+    Ok,
+    /// Puts succeed, but with fewer copies than configured.
+    Warning,
+    /// Puts are refused or cannot be replicated.
+    Critical,
+    /// The broker could not be asked.
+    Unknown,
+}
+
+impl Health {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Ok => "OK",
+            Self::Warning => "WARNING",
+            Self::Critical => "CRITICAL",
+            Self::Unknown => "UNKNOWN",
+        }
+    }
+
+    fn exit_code(self) -> u8 {
+        match self {
+            Self::Ok => 0,
+            Self::Warning => 1,
+            Self::Critical => 2,
+            Self::Unknown => 3,
+        }
+    }
+}
+
+/// `/status`'s `absentReplicas`: named replicas not connected now.
+pub fn absent_json(absent: &[(String, Option<u64>, Option<Duration>)]) -> Value {
+    absent
+        .iter()
+        .map(|(name, ack, away)| {
+            json!({ "name": name, "ackOffset": ack, "awaySeconds": away.map(|d| d.as_secs_f64()) })
+        })
+        .collect()
+}
+
+/// The health of a `/status` document, and the reasons it is not OK.
+pub fn assess(status: &Value) -> (Health, Vec<String>) {
+    let mut health = Health::Ok;
+    let mut why = Vec::new();
+    let mut worse = |h: Health, reason: String, why: &mut Vec<String>| {
+        health = health.max(h);
+        why.push(reason);
+    };
+    let role = status["role"].as_str().unwrap_or("");
+    if role == "SLAVE" {
+        let m = &status["master"];
+        let state = m["state"].as_str().unwrap_or("UNKNOWN");
+        if state != "STREAMING" {
+            worse(Health::Critical, format!("not streaming from the master ({state})"), &mut why);
+        } else if m["inSync"] != Value::Bool(true) {
+            let lag = m["lagBytes"].as_u64().unwrap_or(0);
+            worse(Health::Warning, format!("behind the master by {lag} bytes"), &mut why);
+        }
+        return (health, why);
+    }
+    if let Some(fence) = status["fence"].as_str() {
+        worse(Health::Critical, format!("fenced: {fence}"), &mut why);
+    }
+    let slaves = status["slaves"].as_array().cloned().unwrap_or_default();
+    let in_sync = slaves.iter().filter(|s| s["inSync"] == Value::Bool(true)).count();
+    for s in slaves.iter().filter(|s| s["inSync"] != Value::Bool(true)) {
+        let name = s["name"].as_str().or(s["address"].as_str()).unwrap_or("?");
+        let lag = s["lagBytes"].as_u64().unwrap_or(0);
+        worse(Health::Warning, format!("replica {name} out of sync ({lag} bytes behind)"), &mut why);
+    }
+    for a in status["absentReplicas"].as_array().into_iter().flatten() {
+        worse(
+            Health::Warning,
+            format!("replica {} not connected", a["name"].as_str().unwrap_or("?")),
+            &mut why,
+        );
+    }
+    let expected = status["replicasExpected"].as_u64().unwrap_or(1);
+    if (in_sync as u64 + 1) < expected {
+        worse(
+            Health::Warning,
+            format!("under-replicated: {} of {expected} copies in sync", in_sync + 1),
+            &mut why,
+        );
+    }
+    if role == "SYNC_MASTER" && in_sync == 0 {
+        worse(
+            Health::Critical,
+            "SYNC_MASTER without an in-sync slave: puts cannot be replicated".into(),
+            &mut why,
+        );
+    }
+    (health, why)
+}
+
+fn fetch(agent: &ureq::Agent, broker: &str) -> Result<Value, String> {
+    let url = format!("http://{broker}/status");
+    let mut response = agent.get(&url).call().map_err(|e| format!("cannot reach {url}: {e}"))?;
+    let code = response.status().as_u16();
+    let body = response.body_mut().read_to_string().map_err(|e| format!("reading {url}: {e}"))?;
+    let value: Value =
+        serde_json::from_str(&body).map_err(|e| format!("{url} answered {code} with no JSON: {e}"))?;
+    if code != 200 {
+        let error = value["error"].as_str().unwrap_or("");
+        return Err(format!("{url} answered {code}: {error}"));
+    }
+    if value["role"].as_str().is_none() {
+        return Err(format!("{url} answered a document without a role: is this a logship broker?"));
+    }
+    Ok(value)
+}
+
+/// Bytes per second per replica (master) or of the slave's own log, between two reports.
+fn rates(prev: Option<&(Instant, Value)>, now: Instant, status: &Value) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    let Some((then, before)) = prev else { return out };
+    let secs = now.duration_since(*then).as_secs_f64();
+    if secs <= 0.0 {
+        return out;
+    }
+    if status["role"] == "SLAVE" {
+        if let (Some(a), Some(b)) = (before["maxOffset"].as_u64(), status["maxOffset"].as_u64()) {
+            out.insert("self".into(), b.saturating_sub(a) as f64 / secs);
+        }
+        return out;
+    }
+    let sent = |v: &Value| -> BTreeMap<String, u64> {
+        v["slaves"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| Some((s["name"].as_str()?.to_string(), s["bytesSent"].as_u64()?)))
+            .collect()
+    };
+    let (before, after) = (sent(before), sent(status));
+    for (name, b) in after {
+        if let Some(a) = before.get(&name) {
+            out.insert(name, b.saturating_sub(*a) as f64 / secs);
+        }
+    }
+    out
+}
+
+fn bytes_per_second(rate: Option<f64>) -> String {
+    match rate {
+        None => "-".into(),
+        Some(r) if r >= 1024.0 * 1024.0 => format!("{:.1} MiB/s", r / (1024.0 * 1024.0)),
+        Some(r) if r >= 1024.0 => format!("{:.1} KiB/s", r / 1024.0),
+        Some(r) => format!("{r:.0} B/s"),
+    }
+}
+
+fn number(v: &Value) -> String {
+    v.as_u64().map_or_else(|| "-".into(), |n| n.to_string())
+}
+
+fn seconds(v: &Value) -> String {
+    v.as_f64().map_or_else(|| "-".into(), |s| format!("{s:.1}"))
+}
+
+/// The table form of one report.
+pub fn table(
+    broker: &str,
+    status: &Value,
+    rates: &BTreeMap<String, f64>,
+    health: Health,
+    why: &[String],
+) -> String {
+    let mut out = String::new();
+    let role = status["role"].as_str().unwrap_or("?");
+    out.push_str(&format!(
+        "{broker}  {role}  min {}  max {}  flushed {}",
+        number(&status["minOffset"]),
+        number(&status["maxOffset"]),
+        number(&status["flushedOffset"]),
+    ));
+    if role == "SLAVE" {
+        let m = &status["master"];
+        out.push('\n');
+        out.push_str(&format!(
+            "{:<22} {:<12} {:>12} {:>12} {:>10} {:>7} {:>7} {:>11}\n",
+            "MASTER", "STATE", "ACK", "MASTER-END", "LAG-BYTES", "LAG-S", "IN-SYNC", "RATE"
+        ));
+        out.push_str(&format!(
+            "{:<22} {:<12} {:>12} {:>12} {:>10} {:>7} {:>7} {:>11}\n",
+            m["address"].as_str().unwrap_or("-"),
+            m["state"].as_str().unwrap_or("-"),
+            number(&m["ackOffset"]),
+            number(&m["masterOffset"]),
+            number(&m["lagBytes"]),
+            seconds(&m["lagSeconds"]),
+            if m["inSync"] == Value::Bool(true) { "yes" } else { "no" },
+            bytes_per_second(rates.get("self").copied()),
+        ));
+    } else {
+        let fence = status["fence"].as_str().unwrap_or("none");
+        out.push_str(&format!("  replicated {}  fence {fence}\n", number(&status["replicatedOffset"])));
+        out.push_str(&format!(
+            "{:<16} {:<22} {:>12} {:>10} {:>7} {:>7} {:>11}\n",
+            "REPLICA", "ADDRESS", "ACK", "LAG-BYTES", "LAG-S", "IN-SYNC", "RATE"
+        ));
+        for s in status["slaves"].as_array().into_iter().flatten() {
+            let name = s["name"].as_str().unwrap_or("-");
+            let rate = rates.get(name).copied().or_else(|| {
+                // One report: the average since the connection opened.
+                let (sent, up) = (s["bytesSent"].as_f64()?, s["connectedSeconds"].as_f64()?);
+                (up > 0.0).then(|| sent / up)
+            });
+            out.push_str(&format!(
+                "{:<16} {:<22} {:>12} {:>10} {:>7} {:>7} {:>11}\n",
+                name,
+                s["address"].as_str().unwrap_or("-"),
+                number(&s["ackOffset"]),
+                number(&s["lagBytes"]),
+                seconds(&s["lagSeconds"]),
+                if s["inSync"] == Value::Bool(true) { "yes" } else { "no" },
+                bytes_per_second(rate),
+            ));
+        }
+        for a in status["absentReplicas"].as_array().into_iter().flatten() {
+            out.push_str(&format!(
+                "{:<16} {:<22} {:>12} {:>10} {:>7} {:>7} {:>11}\n",
+                a["name"].as_str().unwrap_or("-"),
+                "(not connected)",
+                number(&a["ackOffset"]),
+                "-",
+                "-",
+                "no",
+                "-",
+            ));
+        }
+    }
+    out.push_str(&format!("health {}", health.name()));
+    for w in why {
+        out.push_str(&format!("; {w}"));
+    }
+    out.push('\n');
+    out
+}
+
+/// Runs `logship status`; the exit code follows the last report's health.
+pub fn main(args: &StatusArgs) -> ExitCode {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into();
+    let interval = match args.interval {
+        Some(secs) if !(secs.is_finite() && secs > 0.0) => {
+            eprintln!("logship status: -i must be a positive number of seconds, not {secs}");
+            return ExitCode::from(Health::Unknown.exit_code());
+        }
+        Some(secs) => Some(Duration::from_secs_f64(secs)),
+        None => None,
+    };
+    let reports = if interval.is_some() { args.count.unwrap_or(u64::MAX) } else { 1 };
+    let mut prev: Option<(Instant, Value)> = None;
+    let mut health = Health::Unknown;
+    for n in 0..reports {
+        if n > 0 {
+            std::thread::sleep(interval.unwrap_or_default());
+        }
+        let now = Instant::now();
+        match fetch(&agent, &args.broker) {
+            Ok(status) => {
+                let (h, why) = assess(&status);
+                health = h;
+                let rates = rates(prev.as_ref(), now, &status);
+                if args.json {
+                    let doc = json!({
+                        "broker": args.broker,
+                        "health": h.name(),
+                        "problems": why,
+                        "ratesBytesPerSecond": rates,
+                        "status": status,
+                    });
+                    println!("{doc}");
+                } else {
+                    print!("{}", table(&args.broker, &status, &rates, h, &why));
+                    if interval.is_some() {
+                        println!();
+                    }
+                }
+                prev = Some((now, status));
+            }
+            Err(e) => {
+                health = Health::Unknown;
+                if args.json {
+                    println!("{}", json!({ "broker": args.broker, "health": "UNKNOWN", "problems": [e] }));
+                } else {
+                    eprintln!("logship status: {e}");
+                }
+                prev = None;
+            }
+        }
+    }
+    ExitCode::from(health.exit_code())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn health_of_master_documents() {
+        let ok = json!({"role": "SYNC_MASTER", "fence": null, "replicasExpected": 2,
+            "slaves": [{"name": "s1", "inSync": true, "lagBytes": 0}], "absentReplicas": []});
+        assert_eq!(assess(&ok).0, Health::Ok);
+        let behind = json!({"role": "ASYNC_MASTER", "replicasExpected": 1,
+            "slaves": [{"name": "s1", "inSync": false, "lagBytes": 10}]});
+        assert_eq!(assess(&behind).0, Health::Warning);
+        let absent = json!({"role": "ASYNC_MASTER", "replicasExpected": 2, "slaves": [],
+            "absentReplicas": [{"name": "s1"}]});
+        let (h, why) = assess(&absent);
+        assert_eq!(h, Health::Warning);
+        assert!(why.iter().any(|w| w.contains("s1 not connected")), "{why:?}");
+        let sync_alone = json!({"role": "SYNC_MASTER", "replicasExpected": 1, "slaves": []});
+        assert_eq!(assess(&sync_alone).0, Health::Critical);
+        let fenced = json!({"role": "ASYNC_MASTER", "fence": "restarted", "slaves": []});
+        assert_eq!(assess(&fenced).0, Health::Critical);
+    }
+
+    #[test]
+    fn health_of_slave_documents() {
+        let ok = json!({"role": "SLAVE", "master": {"state": "STREAMING", "inSync": true}});
+        assert_eq!(assess(&ok).0, Health::Ok);
+        let behind =
+            json!({"role": "SLAVE", "master": {"state": "STREAMING", "inSync": false, "lagBytes": 5}});
+        assert_eq!(assess(&behind).0, Health::Warning);
+        let down = json!({"role": "SLAVE", "master": {"state": "CONNECTING", "inSync": false}});
+        assert_eq!(assess(&down).0, Health::Critical);
+    }
+}

@@ -1,0 +1,182 @@
+//! The status page at `/` in a real headless browser (Debian's `chromium`), driven over the
+//! DevTools protocol on `--remote-debugging-pipe`: it renders the broker's state, and, left
+//! open, shows a replica going out of sync when that slave is stopped. Skips, saying so, when
+//! chromium is not installed (CI installs it).
+
+mod process;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use process::{Broker, eventually, have};
+use serde_json::{Value, json};
+
+/// A headless chromium and one page, spoken to over the DevTools pipe.
+struct Browser {
+    child: Child,
+    to: ChildStdin,
+    from: Receiver<Value>,
+    next_id: u64,
+    session: String,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    fn open(url: &str) -> Self {
+        let profile = tempfile::tempdir().unwrap();
+        // chromium reads the protocol from fd 3 and writes it to fd 4: the shell moves this
+        // process's pipes there.
+        let command = format!(
+            "exec chromium --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+             --disable-background-networking --disable-component-update --disable-sync \
+             --user-data-dir='{}' --window-size=1100,640 --remote-debugging-pipe about:blank \
+             3<&0 4>&1 0</dev/null 1>/dev/null 2>/dev/null",
+            profile.path().display()
+        );
+        let mut child = Command::new("sh")
+            .args(["-c", &command])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let to = child.stdin.take().unwrap();
+        let mut reader = BufReader::new(child.stdout.take().unwrap());
+        let (tx, from) = channel();
+        std::thread::spawn(move || {
+            let mut message = Vec::new();
+            while reader.read_until(0, &mut message).is_ok_and(|n| n > 0) {
+                message.pop();
+                if let Ok(v) = serde_json::from_slice::<Value>(&message) {
+                    if tx.send(v).is_err() {
+                        return;
+                    }
+                }
+                message.clear();
+            }
+        });
+        let mut browser = Self { child, to, from, next_id: 0, session: String::new(), _profile: profile };
+        let target = browser.call(None, "Target.createTarget", json!({ "url": url }));
+        let target_id = target["targetId"].as_str().unwrap().to_string();
+        let attached =
+            browser.call(None, "Target.attachToTarget", json!({ "targetId": target_id, "flatten": true }));
+        browser.session = attached["sessionId"].as_str().unwrap().to_string();
+        browser
+    }
+
+    /// Sends one command and waits for its answer; events in between are dropped.
+    fn call(&mut self, session: Option<&str>, method: &str, params: Value) -> Value {
+        self.next_id += 1;
+        let id = self.next_id;
+        let mut message = json!({ "id": id, "method": method, "params": params });
+        if let Some(s) = session {
+            message["sessionId"] = json!(s);
+        }
+        let mut bytes = serde_json::to_vec(&message).unwrap();
+        bytes.push(0);
+        self.to.write_all(&bytes).unwrap();
+        self.to.flush().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let reply = self.from.recv_timeout(left).unwrap_or_else(|_| panic!("no answer to {method}"));
+            if reply["id"] == json!(id) {
+                assert!(reply.get("error").is_none(), "{method} failed: {reply}");
+                return reply["result"].clone();
+            }
+        }
+    }
+
+    /// Evaluates a JavaScript expression in the page; its JSON value.
+    fn eval(&mut self, expression: &str) -> Value {
+        let session = self.session.clone();
+        let r = self.call(
+            Some(&session),
+            "Runtime.evaluate",
+            json!({ "expression": expression, "returnByValue": true }),
+        );
+        r["result"]["value"].clone()
+    }
+
+    /// A PNG of the page.
+    fn screenshot(&mut self) -> Vec<u8> {
+        let session = self.session.clone();
+        let r = self.call(Some(&session), "Page.captureScreenshot", json!({ "format": "png" }));
+        base64::engine::general_purpose::STANDARD.decode(r["data"].as_str().unwrap()).unwrap()
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `data-*` state of one replica's row, or `None` if it has no row.
+fn row(browser: &mut Browser, name: &str) -> Option<Value> {
+    let v = browser.eval(&format!(
+        "(() => {{ const r = document.querySelector('[data-replica=\"{name}\"]'); \
+         return r ? {{ inSync: r.dataset.inSync, samplesIn: Number(r.dataset.samplesInSync), \
+         samplesOut: Number(r.dataset.samplesOutOfSync), text: r.innerText, \
+         charts: r.querySelectorAll('svg polyline').length }} : null }})()"
+    ));
+    (!v.is_null()).then_some(v)
+}
+
+fn save(png: &[u8], name: &str) {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let path = dir.join(name);
+    std::fs::write(&path, png).unwrap();
+    println!("screenshot: {}", path.display());
+}
+
+#[test]
+fn status_page_renders_and_shows_a_stopped_replica_going_out_of_sync() {
+    if !have("chromium", "status_page_renders_and_shows_a_stopped_replica_going_out_of_sync") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (master, mut slave) = Broker::pair(
+        dir.path(),
+        &["--role", "SYNC_MASTER", "--set", "totalReplicas=2", "--set", "replicaNames=broker-a-s1@127.0.0.1"],
+    );
+    eventually("the slave to be in sync", || {
+        master.status()["slaves"].as_array().is_some_and(|s| s.len() == 1 && s[0]["inSync"] == true)
+    });
+    for i in 0..20 {
+        assert_eq!(master.put(&format!("message {i}")), 200);
+    }
+
+    let mut browser = Browser::open(&master.url("/?every=200"));
+    eventually("the page to show the slave in sync", || {
+        row(&mut browser, "broker-a-s1")
+            .is_some_and(|r| r["inSync"] == "true" && r["samplesIn"].as_u64() >= Some(2))
+    });
+    assert_eq!(browser.eval("document.body.dataset.role"), "SYNC_MASTER");
+    assert_eq!(browser.eval("document.getElementById('fence').dataset.fenced"), "false");
+    let max_offset = master.status()["maxOffset"].as_u64().unwrap();
+    let cards = browser.eval("document.getElementById('cards').innerText").as_str().unwrap().to_string();
+    assert!(cards.contains(&max_offset.to_string()), "max offset {max_offset} not shown: {cards}");
+    let r = row(&mut browser, "broker-a-s1").unwrap();
+    assert_eq!(r["charts"], 1, "one lag chart per replica: {r}");
+    save(&browser.screenshot(), "status-page-in-sync.png");
+
+    slave.kill9();
+    // Puts the slave now misses (stored on the master, answered SLAVE_NOT_AVAILABLE): its lag grows.
+    for i in 0..20 {
+        master.put(&format!("missed {i}"));
+    }
+    eventually("the same page to show the replica out of sync", || {
+        row(&mut browser, "broker-a-s1").is_some_and(|r| r["inSync"] == "false")
+    });
+    let r = row(&mut browser, "broker-a-s1").unwrap();
+    assert!(r["samplesIn"].as_u64() >= Some(2), "its history keeps the in-sync samples: {r}");
+    assert!(r["text"].as_str().unwrap().contains("not connected"), "{r}");
+    let cards = browser.eval("document.getElementById('cards').innerText").as_str().unwrap().to_string();
+    assert!(cards.contains("1 of 2"), "replicas in sync: {cards}");
+    save(&browser.screenshot(), "status-page-out-of-sync.png");
+}
