@@ -283,6 +283,7 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                 "bytesReplicated": s.bytes_replicated,
                 "fence": s.fence.as_ref().map(ToString::to_string),
                 "diskUsedRatio": store.disk_used_ratio,
+                "writeRefused": store.write_refused,
             }))
         }
         Node::Slave(slave) => {
@@ -314,8 +315,11 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                     "lagSeconds": s.lag.as_secs_f64(),
                     "inSync": in_sync,
                     "secondsSinceLastRead": s.since_last_read.map(|d| d.as_secs_f64()),
+                    "appendError": s.append_error,
+                    "appendFailures": s.append_failures,
                 },
                 "diskUsedRatio": store.disk_used_ratio,
+                "writeRefused": store.write_refused,
             }))
         }
     }

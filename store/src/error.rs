@@ -197,6 +197,50 @@ pub enum StoreError {
         source: Arc<io::Error>,
     },
 
+    /// The file system has no room for a segment (or the rest of one): its blocks could not be
+    /// reserved. Puts are refused (`ServiceNotAvailable`) until space returns; reads go on.
+    #[error("disk full: cannot reserve {needed} bytes for {path} ({available} bytes available)")]
+    DiskFull {
+        /// The file that needs the space.
+        path: PathBuf,
+        /// The bytes the reservation asked for.
+        needed: u64,
+        /// The bytes the file system had available to the store (when it could be measured).
+        available: u64,
+    },
+
+    /// Replicated bytes are not valid records: the slave refused them and stored nothing from
+    /// `offset` on (the end of its log).
+    #[error("replicated bytes at offset {offset} are not a valid record: {reason}")]
+    InvalidReplicatedRecord {
+        /// The physical offset of the bad record, where the slave's log now ends.
+        offset: u64,
+        /// What is wrong with it.
+        reason: RecordError,
+    },
+
+    /// The master's segments have a different size than this store's: its BLANK padding (or a
+    /// frame) ends elsewhere than this store's segment end.
+    #[error(
+        "segment size mismatch at offset {offset}: this store's mapped_file_size_commit_log is \
+         {local_segment_size} bytes, but the master's segment {}",
+        match master_segment_size {
+            Some(size) => format!("is {size} bytes (it ends at offset {master_segment_end})"),
+            None => format!("ends at offset {master_segment_end}"),
+        }
+    )]
+    SegmentSizeMismatch {
+        /// Where the mismatch showed: the record that does not end at the local segment end.
+        offset: u64,
+        /// This store's segment size.
+        local_segment_size: u64,
+        /// Where the master's segment ends, as its bytes show (for a record crossing the local
+        /// segment end: at least that far).
+        master_segment_end: u64,
+        /// The master's segment size, when the bytes seen so far determine it.
+        master_segment_size: Option<u64>,
+    },
+
     /// The store has been shut down.
     #[error("the store is shut down")]
     Closed,

@@ -318,7 +318,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Res
 
     let mut segs = Vec::with_capacity(listed.len());
     for (base, path) in listed {
-        let (map, writer) = segment::open_file(&path, Some(&lock_file))?;
+        let (map, writer) = segment::open_segment(&path, Some(&lock_file))?;
         segs.push(Loaded { base, map, writer });
     }
     let mut min = segs.first().map_or(0, |s| s.base);
@@ -411,7 +411,17 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Res
         seg.writer.publish();
         segments.push(Arc::new(Segment { base: seg.base, map: Arc::clone(&seg.map) }));
         if i + 1 == n && pos < size {
-            active = Some(ActiveSegment { base: seg.base, writer: seg.writer });
+            // Writes continue here: reserve the rest of the segment first. On a full disk the
+            // store still opens (reads go on) and puts are refused until a retry succeeds.
+            let reserved = match seg.map.reserve_from(pos as usize) {
+                Ok(()) => true,
+                Err(e) => {
+                    let e = segment::reserve_error(seg.map.path(), size - pos, e);
+                    tracing::error!(error = %e, "cannot reserve the active segment; refusing writes until space returns");
+                    false
+                }
+            };
+            active = Some(ActiveSegment { base: seg.base, writer: seg.writer, reserved });
         }
     }
 

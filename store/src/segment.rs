@@ -96,6 +96,13 @@ pub(crate) fn create_file(
     let tmp = dir.join(format!("{}.tmp", file_name(start)));
     let file = File::options().read(true).write(true).create(true).truncate(true).open(&tmp).at(&tmp)?;
     file.set_len(size).at(&tmp)?;
+    // Reserve every block before any write through the mapping, so a full disk is an error here
+    // and never a SIGBUS in a writer.
+    if let Err(e) = crate::mmap::reserve(&file, 0, size) {
+        drop(file);
+        let _ = fs::remove_file(&tmp);
+        return Err(reserve_error(&path, size, e));
+    }
     fs::rename(&tmp, &path).at(&path)?;
     if sync {
         sync_dir(dir)?;
@@ -103,8 +110,35 @@ pub(crate) fn create_file(
     MappedFile::map(file, path.clone(), lock.cloned()).at(&path)
 }
 
-/// Opens and maps an existing file (see [`MappedFile::map`] for `lock`).
+/// The error for a failed reservation of `needed` bytes for `path`: [`StoreError::DiskFull`] when
+/// the file system is out of space.
+pub(crate) fn reserve_error(path: &Path, needed: u64, e: std::io::Error) -> StoreError {
+    if e.raw_os_error() == Some(libc::ENOSPC) || e.raw_os_error() == Some(libc::EDQUOT) {
+        let dir = path.parent().unwrap_or(path);
+        let available = crate::mmap::available_bytes(dir).unwrap_or(0);
+        StoreError::DiskFull { path: path.to_path_buf(), needed, available }
+    } else {
+        StoreError::io(path, e)
+    }
+}
+
+/// Opens and maps an existing file (see [`MappedFile::map`] for `lock`), reserving its blocks
+/// where it can (a consume-queue file is written further after a restart); a failed
+/// reservation is logged and the file opened anyway, so a full disk does not keep a store shut.
 pub(crate) fn open_file(
+    path: &Path,
+    lock: Option<&Arc<File>>,
+) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
+    let (map, writer) = open_segment(path, lock)?;
+    if let Err(e) = map.reserve_from(0) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot reserve the blocks of a file");
+    }
+    Ok((map, writer))
+}
+
+/// Opens and maps an existing commit-log segment without reserving anything: only the active
+/// segment is written again, and recovery reserves it.
+pub(crate) fn open_segment(
     path: &Path,
     lock: Option<&Arc<File>>,
 ) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {

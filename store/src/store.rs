@@ -38,12 +38,30 @@ pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
 pub(crate) struct ActiveSegment {
     pub(crate) base: u64,
     pub(crate) writer: MapWriter,
+    /// Whether the blocks from the write position to the segment end are reserved (a write into
+    /// an unreserved hole on a full disk would raise SIGBUS).
+    pub(crate) reserved: bool,
 }
 
 /// State guarded by the put lock (RocketMQ's `putMessageLock`).
 #[derive(Debug)]
 pub(crate) struct WriterState {
     pub(crate) active: Option<ActiveSegment>,
+    /// Where the next replicated bytes must start: the log end, plus the bytes of a trailing
+    /// record received but not complete yet. Those wait, unpublished, in the active segment
+    /// until the rest arrives and the whole record is validated.
+    pub(crate) accepted: u64,
+    /// An offset known to start a segment of the master's log, to name the master's segment
+    /// size when a BLANK record shows that it differs.
+    pub(crate) master_boundary: Option<u64>,
+}
+
+/// Why writes are refused for lack of space (see [`StoreError::DiskFull`]).
+#[derive(Clone, Debug)]
+pub(crate) struct SpaceShortage {
+    path: PathBuf,
+    needed: u64,
+    available: u64,
 }
 
 /// State shared by the handle, the background threads and durability futures.
@@ -70,6 +88,9 @@ pub(crate) struct Shared {
     pub(crate) prealloc: Prealloc,
     pub(crate) retention: RetentionState,
     pub(crate) disk_full: AtomicBool,
+    /// Set while the last write failed to reserve space; cleared by the next write that succeeds.
+    pub(crate) space_short: AtomicBool,
+    pub(crate) shortage: Mutex<Option<SpaceShortage>>,
     pub(crate) closed: AtomicBool,
     /// Tells the background threads to stop.
     pub(crate) stop: AtomicBool,
@@ -116,7 +137,8 @@ impl Shared {
         let (map, writer) = self.take_segment(base)?;
         let seg = Arc::new(Segment { base, map });
         self.segments.write().unwrap_or_else(|e| e.into_inner()).push(seg);
-        w.active = Some(ActiveSegment { base, writer });
+        // Created segments are reserved whole (`segment::create_file`).
+        w.active = Some(ActiveSegment { base, writer, reserved: true });
         self.request_segment(base + self.segment_size);
         tracing::debug!(base, "new commit-log segment");
         Ok(())
@@ -131,6 +153,7 @@ impl Shared {
                 self.install_segment(w, end)?;
             }
             let a = w.active.as_mut().expect("installed above");
+            self.ensure_reserved(a)?;
             let remaining = a.writer.remaining();
             if len + codec::BLANK_RECORD_LEN <= remaining {
                 return Ok(());
@@ -150,8 +173,54 @@ impl Shared {
             a.writer.seek(size);
             a.writer.publish();
             self.end.store(a.base + self.segment_size, Ordering::Release);
+            w.accepted = a.base + self.segment_size;
             w.active = None;
         }
+    }
+
+    /// Reserves the rest of the active segment if an earlier attempt (at open, on a full disk)
+    /// failed.
+    fn ensure_reserved(&self, a: &mut ActiveSegment) -> Result<(), StoreError> {
+        if !a.reserved {
+            let file = a.writer.file();
+            file.reserve_from(a.writer.pos())
+                .map_err(|e| crate::segment::reserve_error(file.path(), a.writer.remaining() as u64, e))?;
+            a.reserved = true;
+        }
+        Ok(())
+    }
+
+    /// Records a write refused for lack of space (logged once per shortage).
+    fn note_write_error(&self, e: &StoreError) {
+        if let StoreError::DiskFull { path, needed, available } = e {
+            let shortage = SpaceShortage { path: path.clone(), needed: *needed, available: *available };
+            *lock(&self.shortage) = Some(shortage);
+            if !self.space_short.swap(true, Ordering::AcqRel) {
+                tracing::error!(error = %e, "disk full: refusing writes until space returns; reads go on");
+            }
+        }
+    }
+
+    /// A write succeeded: any space shortage is over.
+    fn note_write_ok(&self) {
+        if self.space_short.load(Ordering::Relaxed) && self.space_short.swap(false, Ordering::AcqRel) {
+            *lock(&self.shortage) = None;
+            tracing::info!("disk space is back: accepting writes");
+        }
+    }
+
+    /// Drops the bytes of an incomplete replicated record (the master resends from the last
+    /// record boundary after a reconnect); zeroes them so that no trace of them stays.
+    pub(crate) fn drop_pending(&self, w: &mut WriterState) {
+        let end = self.end.load(Ordering::Relaxed);
+        if w.accepted > end {
+            if let Some(a) = w.active.as_mut() {
+                let (from, to) = ((end - a.base) as usize, (w.accepted - a.base) as usize);
+                a.writer.seek(from);
+                a.writer.zero(from..to);
+            }
+        }
+        w.accepted = end;
     }
 
     /// Adopts `offset` as the first offset of an empty log.
@@ -163,6 +232,8 @@ impl Shared {
             let mut ckpt = lock(&self.checkpoint);
             self.min.store(offset, Ordering::Release);
             self.end.store(offset, Ordering::Release);
+            w.accepted = offset;
+            w.master_boundary = (offset == 0).then_some(0);
             self.flushed.store(offset, Ordering::Release);
             lock(&self.dispatcher).dispatched = offset;
             self.dispatched.store(offset, Ordering::Release);
@@ -222,7 +293,13 @@ impl Shared {
         let (topic, queue_id) = (prepared.topic(), prepared.queue_id());
         let queue_offset = if prepared.is_dispatched() { d.next_queue_offset(topic, queue_id) } else { 0 };
         let len = prepared.len();
+        // A slave turned master may hold an incomplete replicated record: it never will be.
+        self.drop_pending(&mut w);
         if let Err(e) = self.make_room(&mut w, len) {
+            if matches!(e, StoreError::DiskFull { .. }) {
+                self.note_write_error(&e);
+                return PutResult::refused(PutStatus::ServiceNotAvailable);
+            }
             tracing::error!(error = %e, "cannot open a commit-log segment; refusing the put");
             return PutResult::refused(PutStatus::UnknownError);
         }
@@ -234,7 +311,9 @@ impl Shared {
         a.writer.publish();
         let new_end = offset + len as u64;
         self.end.store(new_end, Ordering::Release);
+        w.accepted = new_end;
         drop(w);
+        self.note_write_ok();
         // Index it directly (the dispatcher would parse exactly these fields back).
         d.dispatched = new_end;
         if prepared.is_dispatched() {
@@ -267,32 +346,86 @@ impl Shared {
             self.adopt(&mut w, offset)?;
         } else {
             let end = self.end.load(Ordering::Relaxed);
-            if offset != end {
-                return Err(StoreError::OffsetMismatch { expected: end, got: offset });
+            if offset == end && w.accepted > end {
+                // A new stream from the last record boundary: the incomplete record goes.
+                self.drop_pending(&mut w);
+            } else if offset != w.accepted {
+                return Err(StoreError::OffsetMismatch { expected: w.accepted, got: offset });
             }
         }
         if data.is_empty() {
-            return Ok(offset);
+            return Ok(self.end.load(Ordering::Relaxed));
         }
         if w.active.as_ref().is_none_or(|a| a.writer.remaining() == 0) {
             w.active = None;
-            self.install_segment(&mut w, offset)?;
+            if let Err(e) = self.install_segment(&mut w, offset) {
+                self.note_write_error(&e);
+                return Err(e);
+            }
         }
+        let master_boundary = w.master_boundary;
         let a = w.active.as_mut().expect("installed above");
+        let seg_end = a.base + self.segment_size;
         if data.len() > a.writer.remaining() {
-            return Err(StoreError::CrossesSegment {
+            // A master's frame never spans two of its segments: its segments end elsewhere.
+            let e = StoreError::SegmentSizeMismatch {
                 offset,
-                len: data.len() as u64,
-                segment_end: a.base + self.segment_size,
-            });
+                local_segment_size: self.segment_size,
+                master_segment_end: offset + data.len() as u64,
+                master_segment_size: None,
+            };
+            tracing::error!(error = %e, "refusing replicated bytes");
+            self.drop_pending(&mut w);
+            return Err(e);
+        }
+        if let Err(e) = self.ensure_reserved(a) {
+            self.note_write_error(&e);
+            return Err(e);
         }
         a.writer.write(data);
-        a.writer.publish();
-        let new_end = offset + data.len() as u64;
-        self.end.store(new_end, Ordering::Release);
+        let written = offset + data.len() as u64;
+        let end = self.end.load(Ordering::Relaxed);
+        let (good, error) = validate_replicated(
+            a.writer.peek(),
+            a.base,
+            self.segment_size,
+            end,
+            written,
+            master_boundary,
+            self.config.max_message_size,
+        );
+        let a = w.active.as_mut().expect("installed above");
+        if error.is_some() {
+            // Nothing from the bad record on is kept: zero it and write from there next.
+            let (from, to) = ((good - a.base) as usize, (written - a.base) as usize);
+            a.writer.zero(from..to);
+            a.writer.publish_upto(from);
+            a.writer.seek(from);
+            w.accepted = good;
+        } else {
+            a.writer.publish_upto((good - a.base) as usize);
+            w.accepted = written;
+        }
+        if good == seg_end {
+            w.master_boundary = Some(seg_end);
+        }
+        if good > end {
+            self.end.store(good, Ordering::Release);
+        }
         drop(w);
-        self.wake_reput();
-        Ok(new_end)
+        if good > end {
+            self.wake_reput();
+        }
+        match error {
+            Some(e) => {
+                tracing::error!(error = %e, "refusing replicated bytes that are not valid records");
+                Err(e)
+            }
+            None => {
+                self.note_write_ok();
+                Ok(good)
+            }
+        }
     }
 
     fn bounds(&self) -> LogBounds {
@@ -366,6 +499,72 @@ impl Shared {
     }
 }
 
+/// Walks the replicated records of one segment from `from` (a record boundary) to `to`, as
+/// recovery will (magic, sizes, physical offset, topic, body CRC, and a BLANK record ending
+/// exactly at the segment end). `seg` is the whole segment, `base` its first offset. Returns the
+/// end of the last complete valid record and the error of the first invalid one; a trailing
+/// incomplete record is no error (its rest may still arrive).
+pub(crate) fn validate_replicated(
+    seg: &[u8],
+    base: u64,
+    segment_size: u64,
+    from: u64,
+    to: u64,
+    master_boundary: Option<u64>,
+    max_message_size: u32,
+) -> (u64, Option<StoreError>) {
+    let seg_end = base + segment_size;
+    let checks = codec::Checks { crc: true, zero_suffix: false };
+    let mut pos = from;
+    while pos < to {
+        let rel = (pos - base) as usize;
+        let remaining = (seg_end - pos) as usize;
+        if remaining < codec::BLANK_RECORD_LEN {
+            // Too small for a record: padding, once all of it is here.
+            if to < seg_end {
+                break;
+            }
+            pos = seg_end;
+            continue;
+        }
+        match codec::parse_record(&seg[rel..(to - base) as usize], remaining, Some(pos), checks) {
+            codec::Record::Message(v) => pos += v.total as u64,
+            codec::Record::Blank { len } if pos + len as u64 <= to => pos += len as u64,
+            codec::Record::Blank { .. } | codec::Record::Incomplete => break,
+            codec::Record::Invalid { error } => {
+                let e = match error {
+                    codec::RecordError::BadBlank { declared, .. } if declared > 0 => {
+                        let master_end = pos + declared as u64;
+                        StoreError::SegmentSizeMismatch {
+                            offset: pos,
+                            local_segment_size: segment_size,
+                            master_segment_end: master_end,
+                            master_segment_size: master_boundary
+                                .filter(|&b| b < master_end)
+                                .map(|b| master_end - b),
+                        }
+                    }
+                    // A message with a valid header that would cross this segment's end: the
+                    // master's segment goes on past it.
+                    codec::RecordError::BadTotalSize { total, remaining }
+                        if total as u64 > remaining as u64 && total as u32 <= max_message_size =>
+                    {
+                        StoreError::SegmentSizeMismatch {
+                            offset: pos,
+                            local_segment_size: segment_size,
+                            master_segment_end: pos + total as u64,
+                            master_segment_size: None,
+                        }
+                    }
+                    reason => StoreError::InvalidReplicatedRecord { offset: pos, reason },
+                };
+                return (pos, Some(e));
+            }
+        }
+    }
+    (pos.min(to), None)
+}
+
 /// What [`CommitLog::status`] reports.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -394,6 +593,9 @@ pub struct StoreStatus {
     pub checkpoint_dispatched: Offset,
     /// The background thread is creating (and warming) the next segment.
     pub preallocating: bool,
+    /// Why writes are refused for lack of space right now ([`StoreError::DiskFull`]'s message:
+    /// the file and the bytes it needs), if they are.
+    pub write_refused: Option<String>,
 }
 
 /// A RocketMQ-compatible commit log: the store of one broker. See the crate docs for the layout,
@@ -442,7 +644,12 @@ impl CommitLog {
             min: AtomicU64::new(recovered.min),
             flushed: AtomicU64::new(recovered.end),
             dispatched: AtomicU64::new(boundary),
-            writer: Mutex::new(WriterState { active: recovered.active }),
+            writer: Mutex::new(WriterState {
+                active: recovered.active,
+                accepted: recovered.end,
+                // Segments agreed with the master's so far: the one holding the end starts one.
+                master_boundary: Some(recovered.end - recovered.end % config.mapped_file_size_commit_log),
+            }),
             dispatcher: Mutex::new(recovered.dispatcher),
             queues: recovered.queues,
             flush: FlushShared::new(boundary),
@@ -450,6 +657,8 @@ impl CommitLog {
             prealloc: Prealloc::default(),
             retention: RetentionState::default(),
             disk_full: AtomicBool::new(false),
+            space_short: AtomicBool::new(false),
+            shortage: Mutex::new(None),
             closed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             reput_thread: OnceLock::new(),
@@ -651,6 +860,19 @@ impl CommitLog {
         self.shared.hold_flushes()
     }
 
+    /// The [`StoreError::DiskFull`] that refuses writes (puts get `ServiceNotAvailable`) until
+    /// space returns, if the last write could not reserve its space.
+    pub fn write_refusal(&self) -> Option<StoreError> {
+        if !self.shared.space_short.load(Ordering::Acquire) {
+            return None;
+        }
+        lock(&self.shared.shortage).as_ref().map(|s| StoreError::DiskFull {
+            path: s.path.clone(),
+            needed: s.needed,
+            available: s.available,
+        })
+    }
+
     /// A snapshot of the store's offsets and health.
     pub fn status(&self) -> StoreStatus {
         let s = &self.shared;
@@ -670,6 +892,7 @@ impl CommitLog {
             checkpoint_flushed: ckpt.flushed,
             checkpoint_dispatched: ckpt.dispatched,
             preallocating: s.preallocating(),
+            write_refused: self.write_refusal().map(|e| e.to_string()),
         }
     }
 
@@ -680,8 +903,10 @@ impl CommitLog {
         if self.shared.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        // Serialize with in-flight writes: after this no write starts.
-        drop(lock(&self.shared.writer));
+        // Serialize with in-flight writes: after this no write starts. An incomplete replicated
+        // record goes (the master resends it from the last boundary), so that nothing but
+        // zeros follows the clean end.
+        self.shared.drop_pending(&mut lock(&self.shared.writer));
         self.stop_threads();
         let s = &self.shared;
         let result = (|| {
