@@ -167,6 +167,11 @@ async fn put_message(
         "stored": result.status.is_stored(),
         "queueId": queue_id,
     });
+    if result.status == PutStatus::ServiceNotAvailable {
+        if let Some(e) = broker.store.write_refusal() {
+            body["error"] = json!(e.to_string());
+        }
+    }
     if result.status.is_stored() {
         body["msgId"] = json!(result.msg_id);
         body["offset"] = json!(result.offset);

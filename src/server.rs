@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use logship_core::driver::BrokerRole;
-use logship_store::{CommitLog, RecoveryKind, StoreConfig};
+use logship_store::{CommitLog, RecoveryKind, StoreConfig, StoreError};
 use tracing::{info, warn};
 
 use crate::config::BrokerSettings;
@@ -26,7 +26,21 @@ pub fn store_config(s: &BrokerSettings) -> StoreConfig {
     c.delete_when = s.delete_when.clone();
     c.disk_max_used_space_ratio = s.disk_max_used_space_ratio;
     c.store_host = SocketAddr::new(s.broker_ip1, s.listen_port);
+    s.store.apply(&mut c);
     c
+}
+
+/// What an operator can set to get past a store that does not open.
+fn open_hint(e: &StoreError) -> &'static str {
+    match e {
+        StoreError::ConsumeQueueCorrupt { .. } => {
+            "; set rebuildConsumeQueues=true (broker.conf or --set) to rebuild the consume queues from the commit log"
+        }
+        StoreError::Corrupt { .. } => {
+            "; set truncateOnCorruption=true (broker.conf or --set) to cut the commit log at the corrupt record, discarding what follows it"
+        }
+        _ => "",
+    }
 }
 
 /// Opens the store (recovering it if needed) off the async threads.
@@ -34,9 +48,14 @@ pub async fn open_store(s: &BrokerSettings) -> anyhow::Result<Arc<CommitLog>> {
     let root = s.store_path_root_dir.clone();
     let config = store_config(s);
     let shown = root.display().to_string();
-    let store = tokio::task::spawn_blocking(move || CommitLog::open(&root, config))
-        .await?
-        .with_context(|| format!("cannot open the store at {shown}"))?;
+    let store = tokio::task::spawn_blocking(move || CommitLog::open(&root, config)).await?;
+    let store = match store {
+        Ok(store) => store,
+        Err(e) => {
+            let hint = open_hint(&e);
+            return Err(anyhow::Error::new(e).context(format!("cannot open the store at {shown}{hint}")));
+        }
+    };
     Ok(Arc::new(store))
 }
 

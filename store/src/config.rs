@@ -68,7 +68,9 @@ pub struct StoreConfig {
     /// (RocketMQ's `diskSpaceWarningLevelRatio`, 0.90).
     pub disk_space_warning_level_ratio: f64,
     /// Whether the forcible deletion above `disk_space_clean_forcibly_ratio` is enabled
-    /// (`cleanFileForciblyEnable`, true).
+    /// (`cleanFileForciblyEnable`). **Default false here** (RocketMQ: true): without it, a full
+    /// disk refuses puts and deletes nothing unexpired. Even when enabled, forced deletion never
+    /// goes past the [retention floor](crate::CommitLog::set_retention_floor).
     pub clean_file_forcibly_enable: bool,
     /// How often retention runs (`cleanResourceInterval`, 10 s).
     pub clean_resource_interval: Duration,
@@ -105,7 +107,7 @@ impl Default for StoreConfig {
             disk_max_used_space_ratio: 75,
             disk_space_clean_forcibly_ratio: 0.85,
             disk_space_warning_level_ratio: 0.90,
-            clean_file_forcibly_enable: true,
+            clean_file_forcibly_enable: false,
             clean_resource_interval: Duration::from_secs(10),
             delete_files_batch_max: 10,
             check_crc_on_recover: true,

@@ -634,10 +634,7 @@ fn load_queue(
                 return Err(StoreError::ConsumeQueueCorrupt {
                     path: f.1.path().to_path_buf(),
                     index,
-                    reason: format!(
-                        "entry ({phys}, {size}) is not a message position after {prev_end} \
-                         (open with rebuild_consume_queues to rebuild the queues from the log)"
-                    ),
+                    reason: format!("entry ({phys}, {size}) is not a message position after {prev_end}"),
                 });
             }
             prev_end = phys as u64 + size as u64;

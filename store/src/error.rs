@@ -121,7 +121,9 @@ pub enum StoreError {
         reason: String,
     },
 
-    /// A consume-queue file holds an entry no dispatch writes.
+    /// A consume-queue file holds an entry no dispatch writes. Opening with
+    /// [`RecoveryOptions::rebuild_consume_queues`](crate::RecoveryOptions) rebuilds the queues
+    /// from the log.
     #[error("consume queue file {path} is corrupt at entry {index}: {reason}")]
     ConsumeQueueCorrupt {
         /// The consume-queue file.
@@ -207,6 +209,20 @@ pub enum StoreError {
         needed: u64,
         /// The bytes the file system had available to the store (when it could be measured).
         available: u64,
+    },
+
+    /// The disk holding the store is fuller than `disk_space_warning_level_ratio`: writes are
+    /// refused until retention or the operator frees space.
+    #[error(
+        "disk usage of {dir} is {used:.1} %, above the limit of {limit:.1} % (diskSpaceWarningLevelRatio): refusing writes"
+    )]
+    DiskUsageAboveLimit {
+        /// The commit-log directory.
+        dir: PathBuf,
+        /// The used percentage measured.
+        used: f64,
+        /// The limit, in percent.
+        limit: f64,
     },
 
     /// Replicated bytes are not valid records: the slave refused them and stored nothing from

@@ -593,8 +593,14 @@ pub struct StoreStatus {
     pub checkpoint_dispatched: Offset,
     /// The background thread is creating (and warming) the next segment.
     pub preallocating: bool,
-    /// Why writes are refused for lack of space right now ([`StoreError::DiskFull`]'s message:
-    /// the file and the bytes it needs), if they are.
+    /// Segments deleted before they expired (forced retention) since open.
+    pub forced_deleted_segments: u64,
+    /// Bytes of log deleted before they expired (forced retention) since open.
+    pub forced_deleted_bytes: u64,
+    /// The retention floor in force ([`CommitLog::set_retention_floor`]), if any.
+    pub retention_floor: Option<Offset>,
+    /// Why writes are refused for lack of disk right now ([`CommitLog::write_refusal`]'s
+    /// message: the file and the bytes it needs, or the usage above the limit), if they are.
     pub write_refused: Option<String>,
 }
 
@@ -847,6 +853,19 @@ impl CommitLog {
         self.shared.checkpoint_now(false)
     }
 
+    /// Sets the retention floor: forced deletion (`clean_file_forcibly_enable`) never removes a
+    /// segment holding bytes at or past `offset`. A master feeds it the slowest in-sync
+    /// replica's ack, so a full disk never deletes what a replica still needs. Expired segments
+    /// (`file_reserved_time`) go regardless, as in RocketMQ.
+    pub fn set_retention_floor(&self, offset: Offset) {
+        self.shared.retention.floor.store(offset, Ordering::Release);
+    }
+
+    /// Removes the retention floor (no replica to wait for).
+    pub fn clear_retention_floor(&self) {
+        self.shared.retention.floor.store(u64::MAX, Ordering::Release);
+    }
+
     /// Runs one retention round now (the retention thread runs one every
     /// `clean_resource_interval`).
     pub fn run_retention(&self) -> Result<RetentionReport, StoreError> {
@@ -860,9 +879,18 @@ impl CommitLog {
         self.shared.hold_flushes()
     }
 
-    /// The [`StoreError::DiskFull`] that refuses writes (puts get `ServiceNotAvailable`) until
-    /// space returns, if the last write could not reserve its space.
+    /// Why writes are refused for lack of disk (puts get `ServiceNotAvailable`), if they are:
+    /// [`StoreError::DiskUsageAboveLimit`] above `disk_space_warning_level_ratio`, or the
+    /// [`StoreError::DiskFull`] of the last write, which could not reserve its space.
     pub fn write_refusal(&self) -> Option<StoreError> {
+        let s = &self.shared;
+        if s.disk_full.load(Ordering::Acquire) {
+            return Some(StoreError::DiskUsageAboveLimit {
+                dir: s.commitlog_dir.clone(),
+                used: s.retention.last_ratio().unwrap_or(1.0) * 100.0,
+                limit: s.config.disk_space_warning_level_ratio * 100.0,
+            });
+        }
         if !self.shared.space_short.load(Ordering::Acquire) {
             return None;
         }
@@ -893,6 +921,9 @@ impl CommitLog {
             checkpoint_dispatched: ckpt.dispatched,
             preallocating: s.preallocating(),
             write_refused: self.write_refusal().map(|e| e.to_string()),
+            forced_deleted_segments: s.retention.forced_segments.load(Ordering::Relaxed),
+            forced_deleted_bytes: s.retention.forced_bytes.load(Ordering::Relaxed),
+            retention_floor: Some(s.retention.floor.load(Ordering::Acquire)).filter(|&f| f != u64::MAX),
         }
     }
 
