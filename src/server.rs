@@ -80,6 +80,7 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
             let master = logship_tokio::spawn_master(config, store.clone(), ha)
                 .await
                 .with_context(|| format!("cannot start the HA service on {ha} (haListenPort)"))?;
+            tokio::spawn(feed_retention_floor(master.clone(), store.clone()));
             Node::Master(master)
         }
     };
@@ -120,6 +121,21 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         .context("flushing the store at shutdown")?;
     info!(max_offset = store.max_offset(), "logship stopped cleanly");
     Ok(())
+}
+
+/// Keeps the store's retention floor at the slowest in-sync slave's ack, so that forced
+/// deletion (`cleanFileForciblyEnable`) never removes what a replica still needs. While no slave
+/// is in sync the last floor stays (a slave that dropped out comes back for those bytes).
+async fn feed_retention_floor(master: logship_tokio::MasterHandle<CommitLog>, store: Arc<CommitLog>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let Some(status) = master.status().await else { return };
+        let slowest = status.slaves.iter().filter(|l| l.in_sync).filter_map(|l| l.ack).min();
+        if let Some(ack) = slowest {
+            store.set_retention_floor(ack);
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -121,4 +121,4 @@ pub use flush::{Durable, FlushHold};
 pub use logship_core::{LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
 pub use recovery::{RecoveryKind, RecoveryReport};
 pub use retention::RetentionReport;
-pub use store::{CommitLog, StoreStatus};
+pub use store::{BadMessage, CommitLog, QueueRead, StoreStatus};

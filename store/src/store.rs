@@ -565,6 +565,29 @@ pub(crate) fn validate_replicated(
     (pos.min(to), None)
 }
 
+/// What [`CommitLog::read_queue_messages_checked`] returns: the messages that passed their
+/// checks, in queue order, and the ones that did not.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct QueueRead {
+    /// The good messages.
+    pub messages: Vec<StoredMessage>,
+    /// The damaged ones, in queue order.
+    pub bad: Vec<BadMessage>,
+}
+
+/// A message a read found damaged.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct BadMessage {
+    /// Its consume-queue offset.
+    pub queue_offset: u64,
+    /// Its physical offset in the commit log.
+    pub physical_offset: u64,
+    /// What is wrong with it ([`StoreError::Corrupt`] names the segment and the reason).
+    pub error: StoreError,
+}
+
 /// What [`CommitLog::status`] reports.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -831,6 +854,35 @@ impl CommitLog {
             .into_iter()
             .map(|e| self.read_message(e.physical_offset))
             .collect()
+    }
+
+    /// Like [`read_queue_messages`](Self::read_queue_messages), but a message that fails its
+    /// checks (a flipped byte, a bad CRC) does not fail the batch: the good messages around it
+    /// are returned and the bad one is flagged with its offsets and error. For pulls, so that
+    /// one damaged message does not hide every message near it.
+    pub fn read_queue_messages_checked(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        queue_offset: u64,
+        max_count: usize,
+    ) -> Result<QueueRead, StoreError> {
+        let mut out = QueueRead { messages: Vec::new(), bad: Vec::new() };
+        for e in self.read_queue(topic, queue_id, queue_offset, max_count)? {
+            match self.read_message(e.physical_offset) {
+                Ok(m) => out.messages.push(m),
+                Err(error @ (StoreError::Corrupt { .. } | StoreError::NotAMessage { .. })) => {
+                    tracing::error!(%error, queue_offset = e.queue_offset, "skipping a damaged message in a pull");
+                    out.bad.push(BadMessage {
+                        queue_offset: e.queue_offset,
+                        physical_offset: e.physical_offset,
+                        error,
+                    });
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Ok(out)
     }
 
     /// Indexes every complete record appended so far into the consume queues, now, on this

@@ -121,3 +121,32 @@ fn a_whole_log_in_odd_frames_replicates_with_validation_to_identical_bytes() {
     assert_eq!(replicate(&master, &slave, SEGMENT, 777).unwrap(), master.bounds().max);
     assert_eq!(slave.bounds(), master.bounds());
 }
+
+#[test]
+fn a_pull_returns_the_good_messages_around_a_damaged_one_and_flags_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), config()).unwrap();
+    // Messages 0, 2, 4, ... all go to queue T0:0.
+    let puts: Vec<_> = (0..5).map(|k| log.put(message(k * 6))).collect();
+    assert!(puts.iter().all(|p| p.status == PutStatus::PutOk));
+    let victim = &puts[2];
+    let body = message(12).body;
+    let seg = common::segment_path(dir.path(), 0);
+    let bytes = std::fs::read(&seg).unwrap();
+    let from = victim.offset as usize;
+    let at = from + bytes[from..].windows(body.len()).position(|w| w == &body[..]).unwrap();
+    common::patch(&seg, at as u64, &[bytes[at] ^ 0x01]);
+    assert!(log.read_queue_messages("T0", 0, 0, 10).is_err(), "the whole batch fails");
+    let read = log.read_queue_messages_checked("T0", 0, 0, 10).unwrap();
+    let got: Vec<_> = read.messages.iter().map(|m| m.queue_offset).collect();
+    assert_eq!(got, [0, 1, 3, 4]);
+    assert_eq!(read.bad.len(), 1);
+    let bad = &read.bad[0];
+    assert_eq!((bad.queue_offset, bad.physical_offset), (2, victim.offset));
+    assert!(
+        matches!(&bad.error, StoreError::Corrupt { offset, reason: RecordError::BodyCrcMismatch { .. }, .. } if *offset == victim.offset),
+        "{}",
+        bad.error
+    );
+}
