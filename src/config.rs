@@ -140,8 +140,10 @@ pub struct StoreKeys {
     /// from the commit log.
     pub rebuild_consume_queues: bool,
     /// logship `truncateOnCorruption`: at open, cut the commit log at a corrupt record instead
-    /// of refusing to start (discards the data from there on).
+    /// of refusing to start (discards the data from there on), or accept missing segments.
     pub truncate_on_corruption: bool,
+    /// logship `scrubBytesPerSecond`: rate of the background CRC scrub (0: off).
+    pub scrub_bytes_per_second: u64,
 }
 
 impl Default for StoreKeys {
@@ -154,6 +156,7 @@ impl Default for StoreKeys {
             warm_maped_file_enable: store.warm_mapped_file_enable,
             rebuild_consume_queues: false,
             truncate_on_corruption: false,
+            scrub_bytes_per_second: store.scrub_bytes_per_second,
         }
     }
 }
@@ -168,6 +171,7 @@ impl StoreKeys {
             "warmMapedFileEnable" => self.warm_maped_file_enable = boolean(key, v)?,
             "rebuildConsumeQueues" => self.rebuild_consume_queues = boolean(key, v)?,
             "truncateOnCorruption" => self.truncate_on_corruption = boolean(key, v)?,
+            "scrubBytesPerSecond" => self.scrub_bytes_per_second = number(key, v, 0, u64::MAX)?,
             _ => return Ok(false),
         }
         Ok(true)
@@ -181,6 +185,7 @@ impl StoreKeys {
         c.warm_mapped_file_enable = self.warm_maped_file_enable;
         c.recovery.rebuild_consume_queues = self.rebuild_consume_queues;
         c.recovery.truncate_on_corruption = self.truncate_on_corruption;
+        c.scrub_bytes_per_second = self.scrub_bytes_per_second;
     }
 }
 

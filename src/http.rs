@@ -289,6 +289,7 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                 "fence": s.fence.as_ref().map(ToString::to_string),
                 "diskUsedRatio": store.disk_used_ratio,
                 "writeRefused": store.write_refused,
+                "store": store_json(&store),
             }))
         }
         Node::Slave(slave) => {
@@ -325,9 +326,34 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                 },
                 "diskUsedRatio": store.disk_used_ratio,
                 "writeRefused": store.write_refused,
+                "store": store_json(&store),
             }))
         }
     }
+}
+
+/// The store's integrity figures in `/status`: forced deletions, the retention floor, the scrub.
+fn store_json(store: &logship_store::StoreStatus) -> Value {
+    let scrub = &store.scrub;
+    json!({
+        "forcedDeletedSegments": store.forced_deleted_segments,
+        "forcedDeletedBytes": store.forced_deleted_bytes,
+        "retentionFloor": store.retention_floor,
+        "scrub": {
+            "enabled": scrub.enabled,
+            "passes": scrub.passes,
+            "position": scrub.position,
+            "passEnd": scrub.pass_end,
+            "bytesVerified": scrub.bytes_verified,
+            "damagedRecords": scrub.damaged_records,
+            "findings": scrub.findings.iter().map(|f| json!({
+                "segment": f.segment.display().to_string(),
+                "offset": f.offset,
+                "error": f.error,
+                "resumedAt": f.resumed_at,
+            })).collect::<Vec<_>>(),
+        },
+    })
 }
 
 async fn metrics(State(broker): State<Arc<Broker>>) -> Response {

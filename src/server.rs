@@ -36,8 +36,8 @@ fn open_hint(e: &StoreError) -> &'static str {
         StoreError::ConsumeQueueCorrupt { .. } => {
             "; set rebuildConsumeQueues=true (broker.conf or --set) to rebuild the consume queues from the commit log"
         }
-        StoreError::Corrupt { .. } => {
-            "; set truncateOnCorruption=true (broker.conf or --set) to cut the commit log at the corrupt record, discarding what follows it"
+        StoreError::Corrupt { .. } | StoreError::MissingSegments { .. } => {
+            "; set truncateOnCorruption=true (broker.conf or --set) to accept the loss: the log is cut at the damage, discarding what follows it"
         }
         _ => "",
     }

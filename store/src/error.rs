@@ -101,6 +101,21 @@ pub enum StoreError {
         reason: RecordError,
     },
 
+    /// Segments the checkpoint records as part of the log are missing (deleted by hand, or
+    /// lost), and retention did not delete them. Opening with
+    /// [`RecoveryOptions::truncate_on_corruption`](crate::RecoveryOptions) accepts the loss.
+    #[error(
+        "segments holding offsets [{from}, {to}) are missing from {dir}, but the checkpoint records them as part of the log (retention did not delete them)"
+    )]
+    MissingSegments {
+        /// The commit-log directory.
+        dir: PathBuf,
+        /// The first missing offset.
+        from: u64,
+        /// One past the last missing offset.
+        to: u64,
+    },
+
     /// The checkpoint file is shorter or longer than one page.
     #[error("checkpoint {path} is {len} bytes, expected {expected} (truncated or not a checkpoint)")]
     CheckpointTruncated {

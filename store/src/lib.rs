@@ -34,7 +34,8 @@
 //! - Background threads: **flush** (group commit on request, interval flushes, consume-queue
 //!   flushes, checkpoints), **reput** (indexes replicated bytes into the consume queues as they
 //!   arrive, waiting on a partial trailing message), **prealloc** (creates and page-touches the
-//!   next segment), **retention** (deletes old segments by age and disk usage).
+//!   next segment), **retention** (deletes old segments by age and disk usage), **scrub**
+//!   (verifies every record's CRC in the background, rate-limited; findings in the status).
 //!   On a master, [`put`](CommitLog::put) indexes its message itself.
 //!
 //! # Durability
@@ -109,6 +110,7 @@ mod mmap;
 mod prealloc;
 mod recovery;
 mod retention;
+mod scrub;
 mod segment;
 mod store;
 
@@ -121,4 +123,5 @@ pub use flush::{Durable, FlushHold};
 pub use logship_core::{LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
 pub use recovery::{RecoveryKind, RecoveryReport};
 pub use retention::RetentionReport;
+pub use scrub::{ScrubFinding, ScrubStatus};
 pub use store::{BadMessage, CommitLog, QueueRead, StoreStatus};

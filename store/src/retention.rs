@@ -163,6 +163,9 @@ impl Shared {
                     let new_min = segs.first().expect("more than one segment").base;
                     self.min.fetch_max(new_min, Ordering::AcqRel);
                 }
+                // Record the new minimum before the file goes, so that a missing head segment
+                // at the next open is either recorded here or damage.
+                self.write_checkpoint(false, None)?;
                 std::fs::remove_file(&path).at(&path)?;
                 if expired {
                     tracing::info!(path = %path.display(), "deleted an expired commit-log segment");

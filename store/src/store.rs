@@ -87,6 +87,7 @@ pub(crate) struct Shared {
     pub(crate) checkpoint: Mutex<CheckpointFile>,
     pub(crate) prealloc: Prealloc,
     pub(crate) retention: RetentionState,
+    pub(crate) scrub: crate::scrub::ScrubState,
     pub(crate) disk_full: AtomicBool,
     /// Set while the last write failed to reserve space; cleared by the next write that succeeds.
     pub(crate) space_short: AtomicBool,
@@ -622,6 +623,8 @@ pub struct StoreStatus {
     pub forced_deleted_bytes: u64,
     /// The retention floor in force ([`CommitLog::set_retention_floor`]), if any.
     pub retention_floor: Option<Offset>,
+    /// The background scrub's progress and findings.
+    pub scrub: crate::scrub::ScrubStatus,
     /// Why writes are refused for lack of disk right now ([`CommitLog::write_refusal`]'s
     /// message: the file and the bytes it needs, or the usage above the limit), if they are.
     pub write_refused: Option<String>,
@@ -685,6 +688,7 @@ impl CommitLog {
             checkpoint: Mutex::new(recovered.checkpoint),
             prealloc: Prealloc::default(),
             retention: RetentionState::default(),
+            scrub: crate::scrub::ScrubState::default(),
             disk_full: AtomicBool::new(false),
             space_short: AtomicBool::new(false),
             shortage: Mutex::new(None),
@@ -699,11 +703,12 @@ impl CommitLog {
         });
         let log = Self { shared, threads: Mutex::new(Vec::new()), report: recovered.report };
         type Service = (&'static str, fn(Arc<Shared>));
-        let services: [Service; 4] = [
+        let services: [Service; 5] = [
             ("logship-flush", crate::flush::flush_thread),
             ("logship-reput", reput_thread),
             ("logship-prealloc", crate::prealloc::prealloc_thread),
             ("logship-retention", crate::retention::retention_thread),
+            ("logship-scrub", crate::scrub::scrub_thread),
         ];
         for (name, body) in services {
             let s = Arc::clone(&log.shared);
@@ -976,6 +981,7 @@ impl CommitLog {
             forced_deleted_segments: s.retention.forced_segments.load(Ordering::Relaxed),
             forced_deleted_bytes: s.retention.forced_bytes.load(Ordering::Relaxed),
             retention_floor: Some(s.retention.floor.load(Ordering::Acquire)).filter(|&f| f != u64::MAX),
+            scrub: s.scrub.snapshot(s.config.scrub_bytes_per_second > 0),
         }
     }
 
@@ -1023,6 +1029,7 @@ impl CommitLog {
         s.flush.wake_flusher();
         s.prealloc.wake();
         s.retention.wake();
+        s.scrub.wake();
         s.wake_reput();
         for t in lock(&self.threads).drain(..) {
             if t.join().is_err() {

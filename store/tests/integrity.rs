@@ -1,0 +1,110 @@
+//! Damage found late: the background scrub, the open-time cross-check of the files against
+//! the checkpoint, and a restart on a full disk.
+
+mod common;
+
+use common::{Env, SEGMENT, config, eventually, message, segment_path};
+use logship_store::{CommitLog, LogSpan, PutStatus, RecoveryKind, StoreError};
+
+fn fill(log: &CommitLog, segments: u64) -> Vec<logship_store::PutResult> {
+    let mut puts = Vec::new();
+    let mut i = 0;
+    while log.bounds().max < segments * SEGMENT + 100 {
+        let r = log.put(message(i));
+        assert_eq!(r.status, PutStatus::PutOk);
+        puts.push(r);
+        i += 1;
+    }
+    puts
+}
+
+/// Flips one bit in the body of the message at `offset` (a record's body comes right after
+/// its fixed fields and before its topic; this finds it by content).
+fn flip_body_byte(root: &std::path::Path, log_bytes: &[u8], offset: u64, body: &[u8]) {
+    let from = offset as usize;
+    let at = from + log_bytes[from..].windows(body.len()).position(|w| w == body).unwrap();
+    let seg = at as u64 / SEGMENT * SEGMENT;
+    common::patch(&segment_path(root, seg), at as u64 - seg, &[log_bytes[at] ^ 0x10]);
+}
+
+#[test]
+fn the_scrub_finds_flipped_bytes_in_older_segments_after_a_clean_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), config()).unwrap();
+    let puts = fill(&log, 3);
+    let max = log.bounds().max;
+    let mut all = Vec::new();
+    let mut at = 0;
+    while at < max {
+        let len = (SEGMENT - at % SEGMENT).min(max - at);
+        all.extend_from_slice(&log.read(LogSpan { offset: at, len: len as u32 }).unwrap());
+        at += len;
+    }
+    log.shutdown().unwrap();
+    drop(log);
+    // Two damaged messages in the first segment, one in the second.
+    let victims = [3, 5, puts.iter().position(|p| p.offset > SEGMENT).unwrap() + 2];
+    for &v in &victims {
+        flip_body_byte(dir.path(), &all, puts[v].offset, &message(v).body);
+    }
+    let mut cfg = config();
+    cfg.scrub_bytes_per_second = 1 << 30;
+    let log = env.open(dir.path(), cfg).unwrap();
+    assert_eq!(log.recovery_report().kind, RecoveryKind::Clean, "a clean restart scans nothing");
+    eventually("a scrub pass", || log.status().scrub.passes >= 1);
+    let scrub = log.status().scrub;
+    assert!(scrub.enabled);
+    let found: Vec<u64> = scrub.findings.iter().map(|f| f.offset).collect();
+    assert_eq!(found, victims.map(|v| puts[v].offset), "{scrub:?}");
+    assert_eq!(scrub.damaged_records, 3);
+    assert!(scrub.bytes_verified >= max - 3 * 1000, "the whole log was read: {}", scrub.bytes_verified);
+    let first = &scrub.findings[0];
+    assert_eq!(first.segment, segment_path(dir.path(), 0));
+    assert!(first.error.contains("CRC"), "{}", first.error);
+    assert_eq!(first.resumed_at, Some(puts[4].offset), "the scrub goes on after the damaged record");
+}
+
+#[test]
+fn a_missing_head_segment_is_an_error_unless_retention_deleted_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), config()).unwrap();
+    fill(&log, 3);
+    log.shutdown().unwrap();
+    drop(log);
+    std::fs::remove_file(segment_path(dir.path(), 0)).unwrap();
+    let e = env.open(dir.path(), config()).unwrap_err();
+    assert!(matches!(e, StoreError::MissingSegments { from: 0, to: SEGMENT, .. }), "{e}");
+    // The operator may accept the loss.
+    let mut cfg = config();
+    cfg.recovery.truncate_on_corruption = true;
+    let log = env.open(dir.path(), cfg).unwrap();
+    assert_eq!(log.bounds().min, SEGMENT);
+    log.shutdown().unwrap();
+    drop(log);
+    // Deleted by retention (forced here), the same segments are no error, after a clean
+    // shutdown or a crash.
+    let mut cfg = config();
+    cfg.clean_file_forcibly_enable = true;
+    let log = env.open(dir.path(), cfg.clone()).unwrap();
+    env.disk.set(0.86);
+    assert_eq!(log.run_retention().unwrap().deleted_segments.len(), 2);
+    log.abandon();
+    env.disk.set(0.1);
+    let log = env.open(dir.path(), cfg).unwrap();
+    assert_eq!(log.bounds().min, 3 * SEGMENT);
+}
+
+#[test]
+fn a_missing_tail_segment_is_an_error_not_a_shorter_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), config()).unwrap();
+    fill(&log, 3);
+    log.shutdown().unwrap();
+    drop(log);
+    std::fs::remove_file(segment_path(dir.path(), 3 * SEGMENT)).unwrap();
+    let e = env.open(dir.path(), config()).unwrap_err();
+    assert!(matches!(e, StoreError::MissingSegments { from, .. } if from == 3 * SEGMENT), "{e}");
+}
