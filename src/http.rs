@@ -294,7 +294,8 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
         }
         Node::Slave(slave) => {
             let s = slave.status().await?;
-            let in_sync = s.state == SlaveLinkState::Streaming && s.lag_bytes < gap;
+            let in_sync =
+                s.state == SlaveLinkState::Streaming && s.lag_bytes < gap && s.append_error.is_none();
             broker.metrics.observe_slave(
                 &s,
                 store.min_offset,

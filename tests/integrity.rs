@@ -10,6 +10,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use std::io::{Read, Write};
+
+use logship_store::{Message, StoreFields};
 use serde_json::Value;
 
 /// The binary under test (`LOGSHIP_TEST_BIN` runs these tests against another build).
@@ -95,11 +98,17 @@ struct Broker {
 
 impl Broker {
     fn start(dir: &Path, extra: &[&str]) -> Self {
+        Self::start_as("master", dir, extra)
+    }
+
+    fn start_as(role: &str, dir: &Path, extra: &[&str]) -> Self {
         let port = free_port_pair();
-        let mut args: Vec<String> = ["master", "--store"].iter().map(|s| s.to_string()).collect();
+        let mut args: Vec<String> = [role, "--store"].iter().map(|s| s.to_string()).collect();
         args.push(dir.display().to_string());
         args.extend(["--listen-port".to_string(), port.to_string()]);
-        for kv in ["mappedFileSizeCommitLog=1048576", "maxMessageSize=262144"].iter().chain(extra) {
+        let defaults =
+            ["mappedFileSizeCommitLog=1048576", "maxMessageSize=262144", "haSendHeartbeatInterval=200"];
+        for kv in defaults.iter().chain(extra) {
             args.extend(["--set".to_string(), kv.to_string()]);
         }
         let mut child = Command::new(bin())
@@ -264,4 +273,109 @@ fn a_corrupt_consume_queue_names_the_key_that_rebuilds_it_and_that_key_works() {
     let (code, read) = broker.get("/topics/DiskTopic/queues/0/messages?offset=0&max=10");
     assert_eq!(code, 200, "{read}");
     assert_eq!(read["messages"].as_array().unwrap().len(), 5);
+}
+
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A HA frame: the 12-byte push header and the body.
+fn frame(offset: u64, body: &[u8]) -> Vec<u8> {
+    let mut out = offset.to_be_bytes().to_vec();
+    out.extend_from_slice(&(body.len() as i32).to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+#[test]
+fn a_slave_refuses_random_bytes_from_its_master_shows_why_and_still_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = logship_store::codec::encode(
+        &Message::new("HaTopic", 0, &b"a good message"[..]),
+        &StoreFields {
+            queue_offset: 0,
+            physical_offset: 0,
+            store_timestamp: 1,
+            store_host: "127.0.0.1:10911".parse().unwrap(),
+        },
+    )
+    .unwrap();
+    let good_end = record.len() as u64;
+    // A master that sends one good record, then a well-formed frame with a random body.
+    let fake = TcpListener::bind("127.0.0.1:0").unwrap();
+    let master_addr = fake.local_addr().unwrap();
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let seen = reports.clone();
+    std::thread::spawn(move || {
+        for conn in fake.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut report = [0u8; 8];
+            if conn.read_exact(&mut report).is_err() {
+                continue;
+            }
+            let from = u64::from_be_bytes(report);
+            seen.lock().unwrap().push(from);
+            let garbage: Vec<u8> = (0..600u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+            let mut wire = Vec::new();
+            if from == 0 {
+                wire.extend(frame(0, &record));
+            }
+            wire.extend(frame(good_end, &garbage));
+            let _ = conn.write_all(&wire);
+            // Record the reports (acks) until the slave hangs up.
+            while conn.read_exact(&mut report).is_ok() {
+                seen.lock().unwrap().push(u64::from_be_bytes(report));
+            }
+        }
+    });
+    let master = master_addr.to_string();
+    let extra = ["haMasterAddress=".to_string() + &master];
+    let mut slave = Broker::start_as("slave", dir.path(), &[extra[0].as_str()]);
+    let mut last = Value::Null;
+    eventually("the slave to report the bad record", || {
+        last = slave.get("/status").1;
+        last["master"]["appendError"].as_str().is_some_and(|e| e.contains(&format!("offset {good_end}")))
+    });
+    assert_eq!(last["master"]["inSync"], false, "{last}");
+    assert_eq!(last["maxOffset"], good_end, "nothing past the last good record: {last}");
+    eventually("a reconnect reporting the last good record", || {
+        reports.lock().unwrap().iter().filter(|&&r| r == good_end).count() >= 2
+    });
+    let acks = reports.lock().unwrap().clone();
+    assert!(acks.iter().all(|&r| r <= good_end), "no ack past the last good record: {acks:?}");
+    assert!(slave.stderr.lock().unwrap().contains("ERROR"), "logged at ERROR");
+    // Still openable.
+    slave.child.kill().unwrap();
+    slave.child.wait().unwrap();
+    let slave = Broker::start_as("slave", dir.path(), &[extra[0].as_str()]);
+    assert_eq!(slave.get("/status").1["maxOffset"], good_end);
+}
+
+#[test]
+fn a_segment_size_mismatch_between_master_and_slave_is_shown_naming_both_sizes() {
+    let (mdir, sdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut master = Broker::start(mdir.path(), &[]);
+    let ha = master.port + 1;
+    let slave = Broker::start_as(
+        "slave",
+        sdir.path(),
+        &[&format!("haMasterAddress=127.0.0.1:{ha}"), "mappedFileSizeCommitLog=2097152"],
+    );
+    let body = vec![b'y'; 64 * 1024];
+    for _ in 0..20 {
+        assert_eq!(master.put(&body).0, 200);
+    }
+    let mut last = Value::Null;
+    eventually("the slave to report the mismatch", || {
+        last = slave.get("/status").1;
+        last["master"]["appendError"].as_str().is_some_and(|e| e.contains("segment size mismatch"))
+    });
+    let error = last["master"]["appendError"].as_str().unwrap();
+    assert!(error.contains("2097152") && error.contains("1048576"), "names both sizes: {error}");
+    assert_eq!(last["master"]["inSync"], false, "{last}");
+    assert!(last["maxOffset"].as_u64().unwrap() < 1_048_576, "{last}");
 }
