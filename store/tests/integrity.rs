@@ -108,3 +108,87 @@ fn a_missing_tail_segment_is_an_error_not_a_shorter_log() {
     let e = env.open(dir.path(), config()).unwrap_err();
     assert!(matches!(e, StoreError::MissingSegments { from, .. } if from == 3 * SEGMENT), "{e}");
 }
+
+/// A tmpfs of `size` on a temporary directory, unmounted on drop; `None` (after one line saying
+/// why) when mounting is not permitted, unless `LOGSHIP_REQUIRE_MOUNT` is set.
+struct SmallDisk(tempfile::TempDir);
+
+impl SmallDisk {
+    fn mount(size: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Self(dir)),
+            other => {
+                let why = match other {
+                    Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+                    Err(e) => e.to_string(),
+                };
+                assert!(
+                    std::env::var_os("LOGSHIP_REQUIRE_MOUNT").is_none(),
+                    "LOGSHIP_REQUIRE_MOUNT is set but a tmpfs cannot be mounted: {why}"
+                );
+                println!("skipped: cannot mount a tmpfs here ({why}); run as root to test a full disk");
+                None
+            }
+        }
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(self.0.path()).status();
+    }
+}
+
+#[test]
+fn a_restart_on_a_full_disk_with_a_sparse_active_segment_refuses_writes_instead_of_crashing() {
+    let Some(disk) = SmallDisk::mount("24m") else { return };
+    let root = disk.0.path().join("store");
+    let mut cfg = config();
+    cfg.mapped_file_size_commit_log = 16 << 20;
+    let env = Env::default();
+    let log = env.open(&root, cfg.clone()).unwrap();
+    for i in 0..20 {
+        assert_eq!(log.put(message(i)).status, PutStatus::PutOk);
+    }
+    let end = log.bounds().max;
+    log.shutdown().unwrap();
+    drop(log);
+    // The segment's unwritten tail becomes a hole (as a store written before reservations left
+    // it), and the disk fills up.
+    let seg = segment_path(&root, 0);
+    let punched = std::process::Command::new("fallocate")
+        .args(["-p", "-o", "1048576", "-l", "15728640"])
+        .arg(&seg)
+        .status()
+        .unwrap();
+    assert!(punched.success());
+    let filler = disk.0.path().join("filler");
+    let _ = std::process::Command::new("dd")
+        .args(["if=/dev/zero", "bs=1M", &format!("of={}", filler.display())])
+        .stderr(std::process::Stdio::null())
+        .status();
+    let log = env.open(&root, cfg).unwrap();
+    assert_eq!(log.bounds().max, end, "the store opens on a full disk");
+    assert_eq!(log.read_message(0).unwrap().body, message(0).body, "reads go on");
+    let mut refused = None;
+    for i in 0..20_000 {
+        let r = log.put(message(i));
+        if r.status != PutStatus::PutOk {
+            refused = Some(r.status);
+            break;
+        }
+    }
+    assert_eq!(refused, Some(PutStatus::ServiceNotAvailable));
+    let e = log.write_refusal().expect("the refusal is typed");
+    assert!(matches!(&e, StoreError::DiskFull { path, needed, .. } if *path == seg && *needed > 0), "{e}");
+    assert!(e.to_string().contains("disk full"), "{e}");
+    // Space returns: writes resume.
+    std::fs::remove_file(&filler).unwrap();
+    assert_eq!(log.put(message(1)).status, PutStatus::PutOk);
+    assert!(log.write_refusal().is_none());
+}
