@@ -279,6 +279,10 @@ impl Shared {
         // Replicated bytes may precede this put (a slave turned master): index them first, so the
         // queue offsets continue from them.
         if let Err(e) = self.dispatch_pending(&mut d) {
+            if matches!(e, StoreError::DiskFull { .. }) {
+                self.note_write_error(&e);
+                return PutResult::refused(PutStatus::ServiceNotAvailable);
+            }
             tracing::error!(error = %e, "consume-queue dispatch failed; refusing the put");
             return PutResult::refused(PutStatus::UnknownError);
         }

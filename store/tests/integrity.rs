@@ -153,7 +153,7 @@ fn a_restart_on_a_full_disk_with_a_sparse_active_segment_refuses_writes_instead_
     let env = Env::default();
     let log = env.open(&root, cfg.clone()).unwrap();
     for i in 0..20 {
-        assert_eq!(log.put(message(i)).status, PutStatus::PutOk);
+        assert_eq!(log.put(message(i)).status, PutStatus::PutOk, "{:?}", log.status());
     }
     let end = log.bounds().max;
     log.shutdown().unwrap();
@@ -189,6 +189,7 @@ fn a_restart_on_a_full_disk_with_a_sparse_active_segment_refuses_writes_instead_
     assert!(e.to_string().contains("disk full"), "{e}");
     // Space returns: writes resume.
     std::fs::remove_file(&filler).unwrap();
-    assert_eq!(log.put(message(1)).status, PutStatus::PutOk);
+    let r = log.put(message(1));
+    assert_eq!(r.status, PutStatus::PutOk, "{:?}", log.status());
     assert!(log.write_refusal().is_none());
 }
