@@ -89,6 +89,9 @@ pub struct StoreConfig {
     pub scrub_bytes_per_second: u64,
     /// Pause between two scrub passes (24 h).
     pub scrub_interval: Duration,
+    /// Wait this long after open before the first scrub pass (60 s), so that the scrub does
+    /// not compete with a restart's catch-up.
+    pub scrub_start_delay: Duration,
     /// The broker's address, stored in each message and in its message id (`brokerIP1` and the
     /// listen port; 127.0.0.1:10911).
     pub store_host: SocketAddr,
@@ -120,6 +123,7 @@ impl Default for StoreConfig {
             warm_mapped_file_enable: true,
             scrub_bytes_per_second: 32 << 20,
             scrub_interval: Duration::from_secs(24 * 3600),
+            scrub_start_delay: Duration::from_secs(60),
             store_host: SocketAddr::from(([127, 0, 0, 1], 10911)),
             recovery: RecoveryOptions::default(),
         }

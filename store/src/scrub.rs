@@ -1,6 +1,6 @@
-//! The background scrub: after the store opens, a low-priority thread reads every segment and
-//! checks every record as recovery would (magic, sizes, physical offset, topic, body CRC),
-//! at most `scrub_bytes_per_second`, then again every `scrub_interval`. A clean restart scans
+//! The background scrub: `scrub_start_delay` after the store opens, a low-priority thread reads
+//! every segment and checks every record as recovery would (magic, sizes, physical offset,
+//! topic, body CRC), at most `scrub_bytes_per_second`, then again every `scrub_interval`. A clean restart scans
 //! nothing and a crash restart scans only from the durable boundary, so without it a flipped
 //! byte in an older segment would surface only when a read hits it.
 //!
@@ -101,6 +101,9 @@ pub(crate) fn scrub_thread(shared: Arc<Shared>) {
     }
     if let Err(e) = crate::mmap::lower_current_thread_priority() {
         tracing::debug!(error = %e, "cannot lower the scrub thread's priority");
+    }
+    if !shared.scrub.sleep(&shared, shared.config.scrub_start_delay) {
+        return;
     }
     loop {
         if !scrub_pass(&shared, rate) {

@@ -50,6 +50,7 @@ fn the_scrub_finds_flipped_bytes_in_older_segments_after_a_clean_restart() {
     }
     let mut cfg = config();
     cfg.scrub_bytes_per_second = 1 << 30;
+    cfg.scrub_start_delay = std::time::Duration::ZERO;
     let log = env.open(dir.path(), cfg).unwrap();
     assert_eq!(log.recovery_report().kind, RecoveryKind::Clean, "a clean restart scans nothing");
     eventually("a scrub pass", || log.status().scrub.passes >= 1);
