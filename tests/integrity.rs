@@ -379,3 +379,20 @@ fn a_segment_size_mismatch_between_master_and_slave_is_shown_naming_both_sizes()
     assert_eq!(last["master"]["inSync"], false, "{last}");
     assert!(last["maxOffset"].as_u64().unwrap() < 1_048_576, "{last}");
 }
+
+#[test]
+fn a_master_keeps_its_retention_floor_at_the_slowest_in_sync_slaves_ack() {
+    let (mdir, sdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut master = Broker::start(mdir.path(), &[]);
+    let ha = master.port + 1;
+    let _slave = Broker::start_as("slave", sdir.path(), &[&format!("haMasterAddress=127.0.0.1:{ha}")]);
+    for i in 0..10 {
+        assert_eq!(master.put(format!("m{i}").as_bytes()).0, 200);
+    }
+    let mut last = Value::Null;
+    eventually("the floor to reach the slave's ack of every message", || {
+        last = master.get("/status").1;
+        last["store"]["retentionFloor"] == last["maxOffset"]
+    });
+    assert_eq!(last["store"]["forcedDeletedSegments"], 0, "{last}");
+}
