@@ -79,7 +79,7 @@ impl MappedFile {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot map an empty file"));
         }
         let shared = Arc::new(Self { map, published: AtomicUsize::new(0), path, file, _lock: lock });
-        let writer = MapWriter { file: Arc::clone(&shared), pos: 0 };
+        let writer = MapWriter { file: Arc::clone(&shared), pos: 0, reserved: 0 };
         Ok((shared, writer))
     }
 
@@ -157,6 +157,8 @@ impl AsRef<[u8]> for MappedSpan {
 pub(crate) struct MapWriter {
     file: Arc<MappedFile>,
     pos: usize,
+    /// Blocks before this offset are known to be reserved ([`reserve_ahead`](Self::reserve_ahead)).
+    reserved: usize,
 }
 
 impl std::fmt::Debug for MapWriter {
@@ -174,6 +176,26 @@ impl MapWriter {
     /// The write position.
     pub(crate) fn pos(&self) -> usize {
         self.pos
+    }
+
+    /// Records that the whole file's blocks are reserved (it was created reserved).
+    pub(crate) fn mark_reserved(&mut self) {
+        self.reserved = self.file.len();
+    }
+
+    /// Makes sure the blocks of the next `len` bytes are reserved, reserving `step` bytes (or
+    /// to the end of the file) at a time, so that a file written a little at a time (a
+    /// consume-queue file) holds only the space it uses, yet is never written in a hole.
+    pub(crate) fn reserve_ahead(&mut self, len: usize, step: usize) -> io::Result<()> {
+        let need = self.pos + len;
+        if need <= self.reserved {
+            return Ok(());
+        }
+        let from = self.reserved.max(self.pos) / PAGE_SIZE * PAGE_SIZE;
+        let to = need.max(from + step).div_ceil(PAGE_SIZE).saturating_mul(PAGE_SIZE).min(self.file.len());
+        reserve(&self.file.file, from as u64, (to - from) as u64)?;
+        self.reserved = to;
+        Ok(())
     }
 
     /// Bytes left after the write position.

@@ -318,7 +318,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Res
 
     let mut segs = Vec::with_capacity(listed.len());
     for (base, path) in listed {
-        let (map, writer) = segment::open_segment(&path, Some(&lock_file))?;
+        let (map, writer) = segment::open_file(&path, Some(&lock_file))?;
         segs.push(Loaded { base, map, writer });
     }
     let mut min = segs.first().map_or(0, |s| s.base);
@@ -434,7 +434,10 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Res
             // Writes continue here: reserve the rest of the segment first. On a full disk the
             // store still opens (reads go on) and puts are refused until a retry succeeds.
             let reserved = match seg.map.reserve_from(pos as usize) {
-                Ok(()) => true,
+                Ok(()) => {
+                    seg.writer.mark_reserved();
+                    true
+                }
                 Err(e) => {
                     let e = segment::reserve_error(seg.map.path(), size - pos, e);
                     tracing::error!(error = %e, "cannot reserve the active segment; refusing writes until space returns");

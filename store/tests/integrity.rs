@@ -194,3 +194,22 @@ fn a_restart_on_a_full_disk_with_a_sparse_active_segment_refuses_writes_instead_
     assert_eq!(r.status, PutStatus::PutOk, "{:?}", log.status());
     assert!(log.write_refusal().is_none());
 }
+
+#[test]
+fn consume_queue_files_reserve_their_blocks_as_they_grow_not_all_at_once() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = config();
+    cfg.mapped_file_size_consume_queue = 300_000 * 20; // RocketMQ's 6 MB
+    let log = Env::default().open(dir.path(), cfg).unwrap();
+    for i in 0..10 {
+        assert_eq!(log.put(message(i * 6)).status, PutStatus::PutOk);
+    }
+    let cq = dir.path().join("consumequeue/T0/0").join(format!("{:020}", 0));
+    let meta = std::fs::metadata(&cq).unwrap();
+    assert_eq!(meta.len(), 6_000_000);
+    assert!(meta.blocks() * 512 <= 256 * 1024, "{} bytes allocated", meta.blocks() * 512);
+    // The commit-log segment is reserved whole.
+    let seg = std::fs::metadata(segment_path(dir.path(), 0)).unwrap();
+    assert!(seg.blocks() * 512 >= SEGMENT, "{} bytes allocated", seg.blocks() * 512);
+}
