@@ -44,9 +44,8 @@ pub(crate) struct MappedFile {
     published: AtomicUsize,
     path: PathBuf,
     // Keeps the descriptor open for the lifetime of the mapping (not required by mmap, but it
-    // lets the mapping be inspected in /proc and keeps the file identity obvious); also used to
-    // reserve the file's blocks.
-    file: File,
+    // lets the mapping be inspected in /proc and keeps the file identity obvious).
+    _file: File,
     // The store's directory lock, held for as long as this mapping lives (see `map`).
     _lock: Option<Arc<File>>,
 }
@@ -78,7 +77,7 @@ impl MappedFile {
         if map.len() == 0 {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot map an empty file"));
         }
-        let shared = Arc::new(Self { map, published: AtomicUsize::new(0), path, file, _lock: lock });
+        let shared = Arc::new(Self { map, published: AtomicUsize::new(0), path, _file: file, _lock: lock });
         let writer = MapWriter { file: Arc::clone(&shared), pos: 0, reserved: 0 };
         Ok((shared, writer))
     }
@@ -97,7 +96,18 @@ impl MappedFile {
     /// [`reserve`].
     pub(crate) fn reserve_from(&self, from: usize) -> io::Result<()> {
         let start = (from / PAGE_SIZE * PAGE_SIZE).min(self.len());
-        reserve(&self.file, start as u64, (self.len() - start) as u64)
+        self.reserve_range(start, self.len())
+    }
+
+    /// Reserves the blocks of `[from, to)`. The file is opened again by its path for this (the
+    /// mapping does not need a descriptor), which is rare: once per segment at most, and once
+    /// per 64 KiB of a consume-queue file.
+    fn reserve_range(&self, from: usize, to: usize) -> io::Result<()> {
+        if to <= from {
+            return Ok(());
+        }
+        let file = File::options().write(true).open(&self.path)?;
+        reserve(&file, from as u64, (to - from) as u64)
     }
 
     /// End of the immutable prefix.
@@ -193,7 +203,7 @@ impl MapWriter {
         }
         let from = self.reserved.max(self.pos) / PAGE_SIZE * PAGE_SIZE;
         let to = need.max(from + step).div_ceil(PAGE_SIZE).saturating_mul(PAGE_SIZE).min(self.file.len());
-        reserve(&self.file.file, from as u64, (to - from) as u64)?;
+        self.file.reserve_range(from, to)?;
         self.reserved = to;
         Ok(())
     }
