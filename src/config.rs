@@ -141,6 +141,8 @@ pub struct BrokerSettings {
     /// logship `replicaNames`: `NAME@IP` entries naming the slaves a master expects, so that a
     /// replica keeps its name (in `/status`, `/metrics`) across reconnects and while it is away.
     pub replica_names: Vec<(String, IpAddr)>,
+    /// The store's integrity and disk keys (see [`StoreKeys`]).
+    pub store: StoreKeys,
 }
 
 /// The HTTP port's bind address, authentication, timeouts and limits, and the per-topic queue
@@ -205,6 +207,80 @@ impl Default for HttpSettings {
     }
 }
 
+/// The store keys about disk space, retention and recovery (one block, parsed by
+/// [`StoreKeys::set`] and applied by [`StoreKeys::apply`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoreKeys {
+    /// `cleanFileForciblyEnable`: above `diskSpaceCleanForciblyRatio`, delete the oldest
+    /// segments even before `fileReservedTime`. **Default false** (RocketMQ: true): logship
+    /// refuses puts instead of deleting unexpired messages, unless asked.
+    pub clean_file_forcibly_enable: bool,
+    /// `diskSpaceCleanForciblyRatio` (fraction): where forced deletion starts, if enabled.
+    pub disk_space_clean_forcibly_ratio: f64,
+    /// `diskSpaceWarningLevelRatio` (fraction): above it, puts are refused.
+    pub disk_space_warning_level_ratio: f64,
+    /// `warmMapedFileEnable`: fault in the pages of the next segment ahead of the writer.
+    pub warm_maped_file_enable: bool,
+    /// logship `rebuildConsumeQueues`: at open, delete every consume queue and rebuild them
+    /// from the commit log.
+    pub rebuild_consume_queues: bool,
+    /// logship `truncateOnCorruption`: at open, cut the commit log at a corrupt record instead
+    /// of refusing to start (discards the data from there on), or accept missing segments.
+    pub truncate_on_corruption: bool,
+    /// logship `scrubBytesPerSecond`: rate of the background CRC scrub (0: off).
+    pub scrub_bytes_per_second: u64,
+}
+
+impl Default for StoreKeys {
+    fn default() -> Self {
+        let store = logship_store::StoreConfig::default();
+        Self {
+            clean_file_forcibly_enable: store.clean_file_forcibly_enable,
+            disk_space_clean_forcibly_ratio: store.disk_space_clean_forcibly_ratio,
+            disk_space_warning_level_ratio: store.disk_space_warning_level_ratio,
+            warm_maped_file_enable: store.warm_mapped_file_enable,
+            rebuild_consume_queues: false,
+            truncate_on_corruption: false,
+            scrub_bytes_per_second: store.scrub_bytes_per_second,
+        }
+    }
+}
+
+impl StoreKeys {
+    /// Parses `key` if it is one of these keys; `Ok(false)` if it is not.
+    pub fn set(&mut self, key: &str, v: &str) -> Result<bool, ConfigError> {
+        match key {
+            "cleanFileForciblyEnable" => self.clean_file_forcibly_enable = boolean(key, v)?,
+            "diskSpaceCleanForciblyRatio" => self.disk_space_clean_forcibly_ratio = fraction(key, v)?,
+            "diskSpaceWarningLevelRatio" => self.disk_space_warning_level_ratio = fraction(key, v)?,
+            "warmMapedFileEnable" => self.warm_maped_file_enable = boolean(key, v)?,
+            "rebuildConsumeQueues" => self.rebuild_consume_queues = boolean(key, v)?,
+            "truncateOnCorruption" => self.truncate_on_corruption = boolean(key, v)?,
+            "scrubBytesPerSecond" => self.scrub_bytes_per_second = number(key, v, 0, u64::MAX)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Writes these settings into a store configuration.
+    pub fn apply(&self, c: &mut logship_store::StoreConfig) {
+        c.clean_file_forcibly_enable = self.clean_file_forcibly_enable;
+        c.disk_space_clean_forcibly_ratio = self.disk_space_clean_forcibly_ratio;
+        c.disk_space_warning_level_ratio = self.disk_space_warning_level_ratio;
+        c.warm_mapped_file_enable = self.warm_maped_file_enable;
+        c.recovery.rebuild_consume_queues = self.rebuild_consume_queues;
+        c.recovery.truncate_on_corruption = self.truncate_on_corruption;
+        c.scrub_bytes_per_second = self.scrub_bytes_per_second;
+    }
+}
+
+fn fraction(key: &str, v: &str) -> Result<f64, ConfigError> {
+    match v.parse::<f64>() {
+        Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
+        _ => Err(invalid(key, v, "a fraction above 0 and at most 1, e.g. 0.85")),
+    }
+}
+
 impl Default for BrokerSettings {
     fn default() -> Self {
         let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("."));
@@ -239,6 +315,7 @@ impl Default for BrokerSettings {
             broker_cluster_name: "DefaultCluster".into(),
             broker_name: host_name(),
             replica_names: Vec::new(),
+            store: StoreKeys::default(),
         }
     }
 }
@@ -493,6 +570,9 @@ fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<
             if let Some(w) = boolean_warning(key, v, origin) {
                 warnings.push(w);
             }
+        }
+        if s.store.set(key, v)? {
+            continue;
         }
         match key.as_str() {
             "brokerRole" => {
@@ -968,6 +1048,26 @@ mod tests {
         assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
         assert!(loaded.warnings[0].contains("brokerId"));
         assert_eq!((s.broker_cluster_name.as_str(), s.broker_name.as_str()), ("DefaultCluster", "broker-a"));
+    }
+
+    #[test]
+    fn store_recovery_and_disk_keys_reach_the_store_config() {
+        let loaded = load_text(
+            "rebuildConsumeQueues=true\ntruncateOnCorruption=true\ncleanFileForciblyEnable=true\n\
+             diskSpaceCleanForciblyRatio=0.8\ndiskSpaceWarningLevelRatio=0.95\nwarmMapedFileEnable=false\n",
+        )
+        .unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let mut c = logship_store::StoreConfig::default();
+        loaded.settings.store.apply(&mut c);
+        assert!(c.recovery.rebuild_consume_queues && c.recovery.truncate_on_corruption);
+        assert!(c.clean_file_forcibly_enable && !c.warm_mapped_file_enable);
+        assert_eq!((c.disk_space_clean_forcibly_ratio, c.disk_space_warning_level_ratio), (0.8, 0.95));
+        let defaults = load_text("").unwrap().settings.store;
+        assert!(!defaults.clean_file_forcibly_enable, "no forced deletion unless asked");
+        assert!(!defaults.rebuild_consume_queues && !defaults.truncate_on_corruption);
+        let err = load_text("diskSpaceWarningLevelRatio=90\n").unwrap_err();
+        assert!(err.to_string().contains("diskSpaceWarningLevelRatio: \"90\""), "{err}");
     }
 
     #[test]
