@@ -468,7 +468,7 @@ fn logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9(rmq: Rocketmq)
             java.shutdown();
         }
         assert_eq!(jdir.path().join("abort").exists(), crash, "Java's abort file says how it stopped");
-        let master = Logship::start("master", jdir.path(), &[]);
+        let mut master = Logship::start("master", jdir.path(), &[]);
         let kind = if crash { "kind: ForeignCrash" } else { "kind: ForeignClean" };
         assert!(
             master.stderr().contains(kind),
@@ -478,10 +478,20 @@ fn logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9(rmq: Rocketmq)
         assert_eq!(master.max_offset(), end, "crash={crash}: logship recovered every message");
         let ours = logship_queues(&master, theirs.len());
         assert_same_queues(&theirs, &ours);
-        // And it appends after Java's last message.
-        let (code, r) = master.put(TOPIC, 0, SIZE, QUEUES);
-        assert_eq!(code, 200);
-        assert!(r["offset"].as_u64().unwrap() >= end);
+        // logship appends after Java's last message, and Java then opens the store logship wrote.
+        let mut appended = Vec::new();
+        for i in 0..40 {
+            let (code, r) = master.put(TOPIC, i, SIZE, QUEUES);
+            assert_eq!(code, 200);
+            appended.push(r);
+        }
+        assert!(appended[0]["offset"].as_u64().unwrap() >= end);
+        let ours = logship_queues(&master, theirs.len() + appended.len());
+        master.terminate();
+        let ha = free_port().to_string();
+        let mut java = JavaStore::start(&h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha]);
+        assert_same_queues(&java_queues(&mut java), &ours);
+        java.shutdown();
     }
 }
 
