@@ -202,6 +202,35 @@ fn java_master_feeds_an_empty_logship_slave_byte_for_byte(rmq: Rocketmq) {
         assert_eq!(theirs.len(), dispatched(&puts));
         let ours = logship_queues_of(&slave, &long_topic, theirs.len());
         assert_same_queues(&theirs, &ours);
+
+        // A plain topic that long is illegal in RocketMQ (its broker refuses it), but the Java
+        // store indexes whatever it is given. logship replicates it byte for byte and does not
+        // index it: the topic names a directory.
+        let illegal = "T".repeat(150);
+        let puts = java.put_to(&illegal, 3, SIZE);
+        let end = java.max_offset();
+        slave.until("the slave to catch up the illegal topic", |s| s["maxOffset"] == end);
+        assert_same_segments(jdir.path(), ldir.path(), SEG, 0, end);
+        assert_eq!(java_queues_of(&mut java, &illegal).len(), dispatched(&puts), "Java indexes it");
+        let log = slave.stderr();
+        assert!(log.contains("illegal topic or queue; not indexed"), "logship says why it does not index it");
+        assert!(!log.contains("dispatch stopped"), "logship keeps indexing:\n{log}");
+        // Later messages are indexed again.
+        let puts = java.put(3, SIZE);
+        let indexed = puts.iter().rfind(|p| p["prepared"] == false).unwrap();
+        let last = indexed["offset"].as_u64().unwrap();
+        let queue = indexed["queueId"].as_i64().unwrap() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !slave.queue(TOPIC, queue).iter().any(|m| m["physicalOffset"] == last) {
+            let log = slave.stderr();
+            let warned: Vec<&str> =
+                log.lines().filter(|l| l.contains("WARN") || l.contains("ERROR")).collect();
+            assert!(
+                std::time::Instant::now() < deadline,
+                "logship stopped indexing after the illegal topic:\n{warned:#?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
     drop(slave);
     java.shutdown();
