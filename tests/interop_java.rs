@@ -342,7 +342,7 @@ fn logship_sync_master_feeds_an_empty_java_slave_that_parses_every_message(rmq: 
             got
         });
         while done.load(std::sync::atomic::Ordering::Acquire) < 400 {
-            std::thread::yield_now();
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         java.kill9();
         replies.extend(producer.join().unwrap());

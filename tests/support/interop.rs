@@ -527,8 +527,18 @@ impl Logship {
         self.child.id()
     }
 
+    /// SIGSTOP, returning once the process is stopped.
     pub fn sigstop(&self) {
         signal(self.pid(), "-STOP");
+        let stat = format!("/proc/{}/stat", self.pid());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // The state follows the command name in parentheses: `pid (comm) T ...`.
+        while !std::fs::read_to_string(&stat)
+            .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('T')))
+        {
+            assert!(Instant::now() < deadline, "logship did not stop");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     pub fn sigcont(&self) {
