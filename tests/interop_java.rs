@@ -40,6 +40,7 @@ against_each_rocketmq!(
     java_opens_a_logship_store_after_a_clean_stop_and_after_kill_9,
     logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9,
     a_java_master_with_larger_segments_is_refused_without_corrupting_the_slave,
+    roles_switch_a_logship_slave_of_java_becomes_the_master_of_that_java_store,
 );
 
 // Needs the store to refuse a replicated BLANK record that does not end at the slave's own
@@ -607,5 +608,64 @@ fn a_java_master_with_smaller_segments_is_refused_without_corrupting_the_slave(r
     .unwrap();
     assert_eq!(store.max_offset(), held);
     drop(store);
+    java.shutdown();
+}
+
+// ---- failover: the roles switch -----------------------------------------------------------
+
+fn roles_switch_a_logship_slave_of_java_becomes_the_master_of_that_java_store(rmq: Rocketmq) {
+    let Some(h) = harness(rmq, "roles_switch_a_logship_slave_of_java_becomes_the_master_of_that_java_store")
+    else {
+        return;
+    };
+    let (jdir, ldir) = (temp(), temp());
+    let ha = free_port().to_string();
+    let mut java =
+        JavaStore::start(&h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha, "--heartbeat", "1000"]);
+    let mut slave = Logship::start("slave", ldir.path(), &["--master", &addr(java.ha_port())]);
+    java.until("the logship slave to connect", |s| s["haConnections"] == 1);
+    java.put(300, SIZE);
+    let end = java.max_offset();
+    slave.until("the slave to catch up", |s| s["maxOffset"] == end);
+    slave.terminate();
+    java.shutdown();
+
+    // The logship slave becomes a SYNC_MASTER; the old Java master follows it.
+    let master = Logship::start(
+        "master",
+        ldir.path(),
+        &[
+            "--set",
+            "brokerRole=SYNC_MASTER",
+            "--set",
+            "haSendHeartbeatInterval=1000",
+            "--set",
+            "haHousekeepingInterval=5000",
+        ],
+    );
+    let own_ha = free_port().to_string();
+    let mut java = JavaStore::start(
+        &h,
+        "SLAVE",
+        jdir.path(),
+        SEG,
+        &["--master", &addr(master.ha_port()), "--ha-port", &own_ha, "--heartbeat", "1000"],
+    );
+    master.until("the Java slave to report its log end", |s| {
+        s["slaves"].as_array().is_some_and(|a| a.len() == 1 && a[0]["ackOffset"] == end)
+    });
+    for i in 0..300 {
+        let (code, r) = master.put(TOPIC, i, SIZE, QUEUES);
+        assert_eq!(
+            (code, &r["status"]),
+            (200, &Value::from("PUT_OK")),
+            "put {i}, released by the old Java master"
+        );
+    }
+    let end = master.max_offset();
+    java.until("the Java slave to catch up", |s| s["maxPhyOffset"] == end);
+    assert_same_segments(jdir.path(), ldir.path(), SEG, 0, end);
+    let theirs = java_queues(&mut java);
+    assert_same_queues(&theirs, &logship_queues(&master, theirs.len()));
     java.shutdown();
 }
