@@ -41,6 +41,7 @@ against_each_rocketmq!(
     logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9,
     a_java_master_with_larger_segments_is_refused_without_corrupting_the_slave,
     roles_switch_a_logship_slave_of_java_becomes_the_master_of_that_java_store,
+    a_java_slave_ahead_of_a_promoted_logship_master_fences_it,
 );
 
 // Needs the store to refuse a replicated BLANK record that does not end at the slave's own
@@ -667,5 +668,47 @@ fn roles_switch_a_logship_slave_of_java_becomes_the_master_of_that_java_store(rm
     assert_same_segments(jdir.path(), ldir.path(), SEG, 0, end);
     let theirs = java_queues(&mut java);
     assert_same_queues(&theirs, &logship_queues(&master, theirs.len()));
+    java.shutdown();
+}
+
+fn a_java_slave_ahead_of_a_promoted_logship_master_fences_it(rmq: Rocketmq) {
+    let Some(h) = harness(rmq, "a_java_slave_ahead_of_a_promoted_logship_master_fences_it") else { return };
+    let (jdir, ldir) = (temp(), temp());
+    let ha = free_port().to_string();
+    let mut java =
+        JavaStore::start(&h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha, "--heartbeat", "1000"]);
+    let mut slave = Logship::start("slave", ldir.path(), &["--master", &addr(java.ha_port())]);
+    java.until("the logship slave to connect", |s| s["haConnections"] == 1);
+    java.put(200, SIZE);
+    let held = java.max_offset();
+    slave.until("the slave to catch up", |s| s["maxOffset"] == held);
+    // The slave stops; the Java master takes more messages, then is replaced by the lagging slave.
+    slave.terminate();
+    java.put(100, SIZE);
+    let java_end = java.max_offset();
+    java.shutdown();
+
+    let master = Logship::start("master", ldir.path(), &[]);
+    let own_ha = free_port().to_string();
+    let mut java = JavaStore::start(
+        &h,
+        "SLAVE",
+        jdir.path(),
+        SEG,
+        &["--master", &addr(master.ha_port()), "--ha-port", &own_ha, "--heartbeat", "1000"],
+    );
+    let s = master.until("the master to fence itself", |s| !s["fence"].is_null());
+    assert!(
+        s["fence"].as_str().unwrap().contains(&java_end.to_string()),
+        "the fence names the slave's end: {s}"
+    );
+    let (code, r) = master.put(TOPIC, 0, SIZE, QUEUES);
+    assert_eq!(
+        (code, &r["status"], &r["stored"]),
+        (503, &Value::from("SERVICE_NOT_AVAILABLE"), &Value::from(false))
+    );
+    assert_eq!(master.max_offset(), held);
+    // The Java slave keeps the messages the logship master lacks.
+    assert_eq!(java.max_offset(), java_end);
     java.shutdown();
 }
