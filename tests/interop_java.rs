@@ -394,10 +394,15 @@ fn logship_sync_master_feeds_an_empty_java_slave_that_parses_every_message(rmq: 
 
 fn empty_slaves_start_where_their_master_says(rmq: Rocketmq) {
     let Some(h) = harness(rmq, "empty_slaves_start_where_their_master_says") else { return };
-    // logship master (newSlaveStart=EARLIEST) -> empty Java slave: the whole log.
+    // logship master (newSlaveStart=EARLIEST) -> empty Java slave: the whole log, in frames as
+    // large as a segment allows (the largest batch a RocketMQ slave can read is 4 MiB - 12).
     {
         let (ldir, jdir) = (temp(), temp());
-        let master = Logship::start("master", ldir.path(), &["--set", "newSlaveStart=EARLIEST"]);
+        let master = Logship::start(
+            "master",
+            ldir.path(),
+            &["--set", "newSlaveStart=EARLIEST", "--set", "haTransferBatchSize=4194292"],
+        );
         for i in 0..BACKLOG as u64 {
             assert_eq!(master.put(TOPIC, i, SIZE, QUEUES).0, 200);
         }
