@@ -568,7 +568,7 @@ fn a_java_master_with_larger_segments_is_refused_without_corrupting_the_slave(rm
         c.max_message_size = 256 * 1024;
         c
     })
-    .unwrap();
+    .unwrap_or_else(|e| panic!("the slave's store does not open: {e:?}\n{}", slave.stderr()));
     assert_eq!(store.max_offset(), held);
     if held > 0 {
         assert_same_segments(jdir.path(), ldir.path(), SEG, 0, held);
