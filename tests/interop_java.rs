@@ -40,6 +40,8 @@ against_each_rocketmq!(
     java_opens_a_logship_store_after_a_clean_stop_and_after_kill_9,
     logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9,
     a_java_master_with_larger_segments_is_refused_without_corrupting_the_slave,
+    roles_switch_a_logship_slave_of_java_becomes_the_master_of_that_java_store,
+    a_java_slave_ahead_of_a_promoted_logship_master_fences_it,
 );
 
 // Needs the store to refuse a replicated BLANK record that does not end at the slave's own
@@ -98,6 +100,20 @@ fn assert_same_message(java: &Value, logship: &Value) {
     assert_eq!(b64(&java["body"]), http_body(logship), "body at {}", java["commitLogOffset"]);
     assert_eq!(java["bornTimestamp"], logship["bornTimestamp"]);
     assert_eq!(java["storeTimestamp"], logship["storeTimestamp"]);
+}
+
+/// How many of Java's `put` lines are messages the consume queues index (not prepared ones).
+fn dispatched(puts: &[Value]) -> usize {
+    assert!(puts.iter().any(|p| p["prepared"] == true) || puts.len() < 17);
+    puts.iter().filter(|p| p["prepared"] == false).count()
+}
+
+/// Asserts that Java's and logship's consume queues hold the same messages.
+fn assert_same_queues(theirs: &BTreeMap<u64, Value>, ours: &BTreeMap<u64, Value>) {
+    assert!(theirs.keys().eq(ours.keys()), "Java and logship index different messages");
+    for (offset, j) in theirs {
+        assert_same_message(j, &ours[offset]);
+    }
 }
 
 /// Every message of the test topic in Java's consume queues, by commit-log offset.
@@ -168,13 +184,12 @@ fn java_master_feeds_an_empty_logship_slave_byte_for_byte(rmq: Rocketmq) {
     assert_eq!(slave.status()["minOffset"], 0);
     assert_same_segments(jdir.path(), ldir.path(), SEG, 0, end);
 
-    // logship's consume queues serve Java's messages as Java reads them.
+    // logship's consume queues serve Java's messages as Java reads them (prepared transactional
+    // messages in neither).
     let theirs = java_queues(&mut java);
-    assert_eq!(theirs.len(), puts.len());
-    let ours = logship_queues(&slave, puts.len());
-    for (offset, j) in &theirs {
-        assert_same_message(j, &ours[offset]);
-    }
+    assert_eq!(theirs.len(), dispatched(&puts));
+    let ours = logship_queues(&slave, theirs.len());
+    assert_same_queues(&theirs, &ours);
 
     // 5.x allows retry and DLQ topics up to 255 characters (`%RETRY%` + a group of up to 120 +
     // `_` + a topic) and writes them in its V2 format, with a 2-byte topic length.
@@ -186,9 +201,37 @@ fn java_master_feeds_an_empty_logship_slave_byte_for_byte(rmq: Rocketmq) {
         slave.until("the slave to catch up the V2 messages", |s| s["maxOffset"] == end);
         assert_same_segments(jdir.path(), ldir.path(), SEG, 0, end);
         let theirs = java_queues_of(&mut java, &long_topic);
-        let ours = logship_queues_of(&slave, &long_topic, puts.len());
-        for (offset, j) in &theirs {
-            assert_same_message(j, &ours[offset]);
+        assert_eq!(theirs.len(), dispatched(&puts));
+        let ours = logship_queues_of(&slave, &long_topic, theirs.len());
+        assert_same_queues(&theirs, &ours);
+
+        // A plain topic that long is illegal in RocketMQ (its broker refuses it), but the Java
+        // store indexes whatever it is given. logship replicates it byte for byte and does not
+        // index it: the topic names a directory.
+        let illegal = "T".repeat(150);
+        let puts = java.put_to(&illegal, 3, SIZE);
+        let end = java.max_offset();
+        slave.until("the slave to catch up the illegal topic", |s| s["maxOffset"] == end);
+        assert_same_segments(jdir.path(), ldir.path(), SEG, 0, end);
+        assert_eq!(java_queues_of(&mut java, &illegal).len(), dispatched(&puts), "Java indexes it");
+        let log = slave.stderr();
+        assert!(log.contains("illegal topic or queue; not indexed"), "logship says why it does not index it");
+        assert!(!log.contains("dispatch stopped"), "logship keeps indexing:\n{log}");
+        // Later messages are indexed again.
+        let puts = java.put(3, SIZE);
+        let indexed = puts.iter().rfind(|p| p["prepared"] == false).unwrap();
+        let last = indexed["offset"].as_u64().unwrap();
+        let queue = indexed["queueId"].as_i64().unwrap() as i32;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while !slave.queue(TOPIC, queue).iter().any(|m| m["physicalOffset"] == last) {
+            let log = slave.stderr();
+            let warned: Vec<&str> =
+                log.lines().filter(|l| l.contains("WARN") || l.contains("ERROR")).collect();
+            assert!(
+                std::time::Instant::now() < deadline,
+                "logship stopped indexing after the illegal topic:\n{warned:#?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
     }
     drop(slave);
@@ -301,7 +344,7 @@ fn logship_sync_master_feeds_an_empty_java_slave_that_parses_every_message(rmq: 
             got
         });
         while done.load(std::sync::atomic::Ordering::Acquire) < 400 {
-            std::thread::yield_now();
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
         java.kill9();
         replies.extend(producer.join().unwrap());
@@ -351,10 +394,15 @@ fn logship_sync_master_feeds_an_empty_java_slave_that_parses_every_message(rmq: 
 
 fn empty_slaves_start_where_their_master_says(rmq: Rocketmq) {
     let Some(h) = harness(rmq, "empty_slaves_start_where_their_master_says") else { return };
-    // logship master (newSlaveStart=EARLIEST) -> empty Java slave: the whole log.
+    // logship master (newSlaveStart=EARLIEST) -> empty Java slave: the whole log, in frames as
+    // large as a segment allows (the largest batch a RocketMQ slave can read is 4 MiB - 12).
     {
         let (ldir, jdir) = (temp(), temp());
-        let master = Logship::start("master", ldir.path(), &["--set", "newSlaveStart=EARLIEST"]);
+        let master = Logship::start(
+            "master",
+            ldir.path(),
+            &["--set", "newSlaveStart=EARLIEST", "--set", "haTransferBatchSize=4194292"],
+        );
         for i in 0..BACKLOG as u64 {
             assert_eq!(master.put(TOPIC, i, SIZE, QUEUES).0, 200);
         }
@@ -426,11 +474,15 @@ fn java_opens_a_logship_store_after_a_clean_stop_and_after_kill_9(rmq: Rocketmq)
         assert_eq!(java.started["maxPhyOffset"], end, "crash={crash}: Java recovered every message");
         let theirs = java_queues(&mut java);
         assert_eq!(theirs.len(), BACKLOG, "crash={crash}: Java's consume queues serve every message");
-        for r in &replies {
-            let offset = r["offset"].as_u64().unwrap();
-            assert_same_message(&theirs[&offset], &ours[&offset]);
-        }
+        assert_same_queues(&theirs, &ours);
+        // Java appends after logship's messages, and logship then opens the store Java wrote.
+        let puts = java.put(40, SIZE);
+        assert_eq!(puts[0]["offset"], end);
+        let theirs = java_queues(&mut java);
+        assert_eq!(theirs.len(), BACKLOG + dispatched(&puts));
         java.shutdown();
+        let master = Logship::start("master", ldir.path(), &[]);
+        assert_same_queues(&theirs, &logship_queues(&master, theirs.len()));
     }
 }
 
@@ -442,16 +494,17 @@ fn logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9(rmq: Rocketmq)
         let jdir = temp();
         let ha = free_port().to_string();
         let mut java = JavaStore::start(&h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha]);
-        java.put(BACKLOG, SIZE);
+        let puts = java.put(BACKLOG, SIZE);
         let end = java.max_offset();
         let theirs = java_queues(&mut java);
+        assert_eq!(theirs.len(), dispatched(&puts));
         if crash {
             java.kill9();
         } else {
             java.shutdown();
         }
         assert_eq!(jdir.path().join("abort").exists(), crash, "Java's abort file says how it stopped");
-        let master = Logship::start("master", jdir.path(), &[]);
+        let mut master = Logship::start("master", jdir.path(), &[]);
         let kind = if crash { "kind: ForeignCrash" } else { "kind: ForeignClean" };
         assert!(
             master.stderr().contains(kind),
@@ -459,14 +512,22 @@ fn logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9(rmq: Rocketmq)
             master.stderr()
         );
         assert_eq!(master.max_offset(), end, "crash={crash}: logship recovered every message");
-        let ours = logship_queues(&master, BACKLOG);
-        for (offset, j) in &theirs {
-            assert_same_message(j, &ours[offset]);
+        let ours = logship_queues(&master, theirs.len());
+        assert_same_queues(&theirs, &ours);
+        // logship appends after Java's last message, and Java then opens the store logship wrote.
+        let mut appended = Vec::new();
+        for i in 0..40 {
+            let (code, r) = master.put(TOPIC, i, SIZE, QUEUES);
+            assert_eq!(code, 200);
+            appended.push(r);
         }
-        // And it appends after Java's last message.
-        let (code, r) = master.put(TOPIC, 0, SIZE, QUEUES);
-        assert_eq!(code, 200);
-        assert!(r["offset"].as_u64().unwrap() >= end);
+        assert!(appended[0]["offset"].as_u64().unwrap() >= end);
+        let ours = logship_queues(&master, theirs.len() + appended.len());
+        master.terminate();
+        let ha = free_port().to_string();
+        let mut java = JavaStore::start(&h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha]);
+        assert_same_queues(&java_queues(&mut java), &ours);
+        java.shutdown();
     }
 }
 
@@ -507,7 +568,7 @@ fn a_java_master_with_larger_segments_is_refused_without_corrupting_the_slave(rm
         c.max_message_size = 256 * 1024;
         c
     })
-    .unwrap();
+    .unwrap_or_else(|e| panic!("the slave's store does not open: {e:?}\n{}", slave.stderr()));
     assert_eq!(store.max_offset(), held);
     if held > 0 {
         assert_same_segments(jdir.path(), ldir.path(), SEG, 0, held);
@@ -553,5 +614,106 @@ fn a_java_master_with_smaller_segments_is_refused_without_corrupting_the_slave(r
     .unwrap();
     assert_eq!(store.max_offset(), held);
     drop(store);
+    java.shutdown();
+}
+
+// ---- failover: the roles switch -----------------------------------------------------------
+
+fn roles_switch_a_logship_slave_of_java_becomes_the_master_of_that_java_store(rmq: Rocketmq) {
+    let Some(h) = harness(rmq, "roles_switch_a_logship_slave_of_java_becomes_the_master_of_that_java_store")
+    else {
+        return;
+    };
+    let (jdir, ldir) = (temp(), temp());
+    let ha = free_port().to_string();
+    let mut java =
+        JavaStore::start(&h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha, "--heartbeat", "1000"]);
+    let mut slave = Logship::start("slave", ldir.path(), &["--master", &addr(java.ha_port())]);
+    java.until("the logship slave to connect", |s| s["haConnections"] == 1);
+    java.put(300, SIZE);
+    let end = java.max_offset();
+    slave.until("the slave to catch up", |s| s["maxOffset"] == end);
+    slave.terminate();
+    java.shutdown();
+
+    // The logship slave becomes a SYNC_MASTER; the old Java master follows it.
+    let master = Logship::start(
+        "master",
+        ldir.path(),
+        &[
+            "--set",
+            "brokerRole=SYNC_MASTER",
+            "--set",
+            "haSendHeartbeatInterval=1000",
+            "--set",
+            "haHousekeepingInterval=5000",
+        ],
+    );
+    let own_ha = free_port().to_string();
+    let mut java = JavaStore::start(
+        &h,
+        "SLAVE",
+        jdir.path(),
+        SEG,
+        &["--master", &addr(master.ha_port()), "--ha-port", &own_ha, "--heartbeat", "1000"],
+    );
+    master.until("the Java slave to report its log end", |s| {
+        s["slaves"].as_array().is_some_and(|a| a.len() == 1 && a[0]["ackOffset"] == end)
+    });
+    for i in 0..300 {
+        let (code, r) = master.put(TOPIC, i, SIZE, QUEUES);
+        assert_eq!(
+            (code, &r["status"]),
+            (200, &Value::from("PUT_OK")),
+            "put {i}, released by the old Java master"
+        );
+    }
+    let end = master.max_offset();
+    java.until("the Java slave to catch up", |s| s["maxPhyOffset"] == end);
+    assert_same_segments(jdir.path(), ldir.path(), SEG, 0, end);
+    let theirs = java_queues(&mut java);
+    assert_same_queues(&theirs, &logship_queues(&master, theirs.len()));
+    java.shutdown();
+}
+
+fn a_java_slave_ahead_of_a_promoted_logship_master_fences_it(rmq: Rocketmq) {
+    let Some(h) = harness(rmq, "a_java_slave_ahead_of_a_promoted_logship_master_fences_it") else { return };
+    let (jdir, ldir) = (temp(), temp());
+    let ha = free_port().to_string();
+    let mut java =
+        JavaStore::start(&h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha, "--heartbeat", "1000"]);
+    let mut slave = Logship::start("slave", ldir.path(), &["--master", &addr(java.ha_port())]);
+    java.until("the logship slave to connect", |s| s["haConnections"] == 1);
+    java.put(200, SIZE);
+    let held = java.max_offset();
+    slave.until("the slave to catch up", |s| s["maxOffset"] == held);
+    // The slave stops; the Java master takes more messages, then is replaced by the lagging slave.
+    slave.terminate();
+    java.put(100, SIZE);
+    let java_end = java.max_offset();
+    java.shutdown();
+
+    let master = Logship::start("master", ldir.path(), &[]);
+    let own_ha = free_port().to_string();
+    let mut java = JavaStore::start(
+        &h,
+        "SLAVE",
+        jdir.path(),
+        SEG,
+        &["--master", &addr(master.ha_port()), "--ha-port", &own_ha, "--heartbeat", "1000"],
+    );
+    let s = master.until("the master to fence itself", |s| !s["fence"].is_null());
+    assert!(
+        s["fence"].as_str().unwrap().contains(&java_end.to_string()),
+        "the fence names the slave's end: {s}"
+    );
+    let (code, r) = master.put(TOPIC, 0, SIZE, QUEUES);
+    assert_eq!(
+        (code, &r["status"], &r["stored"]),
+        (503, &Value::from("SERVICE_NOT_AVAILABLE"), &Value::from(false))
+    );
+    assert_eq!(master.max_offset(), held);
+    // The Java slave keeps the messages the logship master lacks.
+    assert_eq!(java.max_offset(), java_end);
     java.shutdown();
 }

@@ -151,7 +151,8 @@ pub enum RecordError {
         /// Its value.
         value: i64,
     },
-    /// The topic is empty or has characters no RocketMQ topic has (`[%|a-zA-Z0-9_-]`).
+    /// The topic is empty, has characters no RocketMQ topic has (`[%|a-zA-Z0-9_-]`), or is a
+    /// V1 record's topic longer than its signed 1-byte length allows (127).
     #[error("illegal topic bytes {topic:?}")]
     IllegalTopic {
         /// The topic bytes, lossily decoded.
@@ -520,8 +521,12 @@ pub fn valid_topic(topic: &[u8]) -> bool {
     } else {
         MAX_TOPIC_LEN
     };
+    topic.len() <= max && valid_topic_chars(topic)
+}
+
+/// Whether `topic` is 1 or more characters of `[%|a-zA-Z0-9_-]`, whatever its length.
+fn valid_topic_chars(topic: &[u8]) -> bool {
     !topic.is_empty()
-        && topic.len() <= max
         && topic.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
 }
 
@@ -833,7 +838,9 @@ pub(crate) fn parse_record(
         return invalid(RecordError::LengthMismatch { total, computed });
     }
     let properties = &rec[at..at + props_len as usize];
-    if !valid_topic(topic) || (version == MessageVersion::V1 && topic_len > MAX_TOPIC_LEN) {
+    // The characters are checked here (a torn write leaves zeros); the length rule only where
+    // it matters (writing, indexing): RocketMQ's store keeps a record whatever its topic's length.
+    if !valid_topic_chars(topic) || (version == MessageVersion::V1 && topic_len > MAX_TOPIC_LEN) {
         return invalid(RecordError::IllegalTopic { topic: String::from_utf8_lossy(topic).into_owned() });
     }
     if let Some(actual) = physical_offset {
@@ -1061,7 +1068,7 @@ mod tests {
 
     /// RocketMQ 5.x allows retry and DLQ topics of up to 255 bytes and stores them as V2.
     #[test]
-    fn decode_reads_rocketmq_5_retry_topics_longer_than_127_bytes_as_v2() {
+    fn decode_reads_rocketmq_5_topics_longer_than_127_bytes_as_v2() {
         let fields = StoreFields {
             queue_offset: 1,
             physical_offset: 0,
@@ -1084,10 +1091,21 @@ mod tests {
         assert_eq!(v2_with(&retry).unwrap().topic, retry);
         let dlq = format!("%DLQ%{}", "G".repeat(250));
         assert_eq!(v2_with(&dlq).unwrap().topic, dlq);
+        // A plain topic this long is not a legal name, but the record is well formed: RocketMQ's
+        // store keeps and indexes it, logship keeps it (the consume queues skip it).
         let plain = "T".repeat(128);
-        assert!(matches!(v2_with(&plain), Err(RecordError::IllegalTopic { .. })));
+        assert_eq!(v2_with(&plain).unwrap().topic, plain);
+        assert!(!valid_topic(plain.as_bytes()) && valid_topic(retry.as_bytes()));
+        assert!(!valid_topic(format!("%RETRY%{}", "G".repeat(249)).as_bytes()));
+        // V1's topic length is a signed byte: RocketMQ cannot read one over 127.
+        let mut long_v1 = Vec::new();
+        long_v1.extend_from_slice(&((v1.len() + 199) as i32).to_be_bytes());
+        long_v1.extend_from_slice(&v1[4..topic_at]);
+        long_v1.push(200);
+        long_v1.extend_from_slice("T".repeat(200).as_bytes());
+        long_v1.extend_from_slice(&v1[topic_at + 2..]);
         assert!(matches!(
-            v2_with(&format!("%RETRY%{}", "G".repeat(249))),
+            StoredMessage::decode(&Bytes::from(long_v1)),
             Err(RecordError::IllegalTopic { .. })
         ));
         // The writer writes V1 only, whose 1-byte topic length stops at 127.

@@ -284,11 +284,20 @@ impl Ctx<'_> {
         if clean_end < self.min || clean_end > last_end {
             return false;
         }
-        // Segments past the end must be empty (a preallocated next segment).
-        (0..self.segs.len()).filter(|&i| self.data_start(i) >= clean_end).all(|i| {
-            let rel = (self.data_start(i) - self.segs[i].base) as usize;
-            self.segs[i].writer.peek()[rel..rel + codec::BLANK_RECORD_LEN].iter().all(|&b| b == 0)
-        })
+        // Segments past the end must be empty (a preallocated next segment), and so must the
+        // bytes at the end: a RocketMQ broker that appended after a clean logship shutdown
+        // leaves logship's checkpoint block, and its stale end, as they were.
+        let zero_at = |i: usize, rel: usize| {
+            let page = self.segs[i].writer.peek();
+            page[rel..(rel + codec::BLANK_RECORD_LEN).min(page.len())].iter().all(|&b| b == 0)
+        };
+        let tail_is_zero = (0..self.segs.len())
+            .find(|&i| clean_end >= self.segs[i].base && clean_end < self.segs[i].base + self.size)
+            .is_none_or(|i| zero_at(i, (clean_end - self.segs[i].base) as usize));
+        tail_is_zero
+            && (0..self.segs.len())
+                .filter(|&i| self.data_start(i) >= clean_end)
+                .all(|i| zero_at(i, (self.data_start(i) - self.segs[i].base) as usize))
     }
 }
 

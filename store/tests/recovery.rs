@@ -56,6 +56,28 @@ fn a_clean_shutdown_reopens_without_scanning() {
     assert_eq!(log.read_message(puts[11].offset).unwrap().queue_offset, puts[11].queue_offset as i64);
 }
 
+/// A RocketMQ broker that opens a cleanly stopped logship store and appends leaves logship's
+/// checkpoint block as it was: the recorded clean end is stale, and the messages after it stay.
+#[test]
+fn messages_appended_after_a_clean_shutdown_by_another_writer_are_kept() {
+    let (dir, other) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let env = Env::default();
+    let log = env.open(dir.path(), config()).unwrap();
+    let end = put_all(&log, 0..20).last().unwrap().end();
+    log.shutdown().unwrap();
+    drop(log);
+    // The same messages, and ten more, as another writer would have appended them.
+    let more = env.open(other.path(), config()).unwrap();
+    let appended = put_all(&more, 0..30);
+    let max = more.bounds().max as usize;
+    more.shutdown().unwrap();
+    let tail = std::fs::read(segment_path(other.path(), 0)).unwrap()[end as usize..max].to_vec();
+    patch(&segment_path(dir.path(), 0), end, &tail);
+    let log = env.open(dir.path(), config()).unwrap();
+    assert_eq!(log.bounds().max, appended.last().unwrap().end());
+    assert_eq!(log.read_message(appended[25].offset).unwrap().queue_offset, appended[25].queue_offset as i64);
+}
+
 #[test]
 fn cutting_the_last_message_at_every_byte_recovers_the_previous_boundary_for_good() {
     let base = tempfile::tempdir().unwrap();

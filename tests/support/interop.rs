@@ -83,9 +83,13 @@ fn build(rocketmq: Rocketmq) -> Result<Harness, String> {
     let dir = project();
     let out = dir.join("target").join(rocketmq.version);
     let jar = out.join("harness.jar");
-    let fresh = std::fs::metadata(&jar)
-        .and_then(|m| m.modified())
-        .is_ok_and(|built| built >= newest_source(&dir) && out.join("lib").is_dir());
+    let deps = out.join("classpath.txt");
+    // Fresh: built after the last source change, and every dependency still in ~/.m2.
+    let fresh = std::fs::metadata(&jar).and_then(|m| m.modified()).is_ok_and(|built| {
+        built >= newest_source(&dir)
+            && std::fs::read_to_string(&deps)
+                .is_ok_and(|cp| cp.trim().split(':').all(|entry| Path::new(entry).is_file()))
+    });
     if !fresh {
         if !runs("mvn", "-v") {
             return Err("no `mvn` on PATH to build the RocketMQ harness".into());
@@ -115,7 +119,8 @@ fn build(rocketmq: Rocketmq) -> Result<Harness, String> {
             ));
         }
     }
-    let classpath = format!("{}:{}/*", jar.display(), out.join("lib").display());
+    let deps = std::fs::read_to_string(&deps).map_err(|e| format!("cannot read {}: {e}", deps.display()))?;
+    let classpath = format!("{}:{}", jar.display(), deps.trim());
     Ok(Harness { rocketmq, classpath })
 }
 
@@ -522,8 +527,18 @@ impl Logship {
         self.child.id()
     }
 
+    /// SIGSTOP, returning once the process is stopped.
     pub fn sigstop(&self) {
         signal(self.pid(), "-STOP");
+        let stat = format!("/proc/{}/stat", self.pid());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        // The state follows the command name in parentheses: `pid (comm) T ...`.
+        while !std::fs::read_to_string(&stat)
+            .is_ok_and(|s| s.rsplit_once(')').is_some_and(|(_, rest)| rest.trim_start().starts_with('T')))
+        {
+            assert!(Instant::now() < deadline, "logship did not stop");
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     pub fn sigcont(&self) {

@@ -14,6 +14,7 @@ import java.util.Map;
 import java.util.TreeMap;
 import org.apache.rocketmq.common.message.MessageDecoder;
 import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.sysflag.MessageSysFlag;
 import org.apache.rocketmq.store.AppendMessageResult;
 import org.apache.rocketmq.store.DefaultMessageStore;
 import org.apache.rocketmq.store.PutMessageResult;
@@ -165,7 +166,8 @@ public final class Harness {
 
     /**
      * Puts COUNT messages of SIZE body bytes, each with two keys and two properties; most have
-     * tags, some an IPv6 born or store host, and the flag varies.
+     * tags, some an IPv6 born or store host, some are prepared transactional messages, and the
+     * flag varies.
      */
     private void put(int count, int size, String topic) throws Exception {
         InetSocketAddress born = new InetSocketAddress("127.0.0.1", 40000);
@@ -186,6 +188,11 @@ public final class Harness {
                 msg.setTags("Tag" + (i % 3));
             }
             msg.setFlag((int) (i % 11));
+            // Some prepared transactional messages: stored, but not in any consume queue.
+            boolean prepared = i % 17 == 16;
+            if (prepared) {
+                msg.setSysFlag(MessageSysFlag.TRANSACTION_PREPARED_TYPE);
+            }
             msg.setKeys("key-" + i + " alt-" + i);
             msg.putUserProperty("seq", Long.toString(i));
             msg.putUserProperty("note", "h\u00e9llo " + i);
@@ -194,7 +201,8 @@ public final class Harness {
             msg.setStoreHost(i % 7 == 6 ? storeHost6 : storeHost);
             Compat.setPropertiesString(msg, MessageDecoder.messageProperties2String(msg.getProperties()));
             PutMessageResult r = Compat.put(store, msg);
-            Map<String, Object> o = obj("event", "put", "seq", i, "status", r.getPutMessageStatus().name());
+            Map<String, Object> o = obj("event", "put", "seq", i, "status", r.getPutMessageStatus().name(),
+                "prepared", prepared);
             AppendMessageResult a = r.getAppendMessageResult();
             if (a != null) {
                 o.put("offset", a.getWroteOffset());
