@@ -42,13 +42,6 @@ against_each_rocketmq!(
     a_java_master_with_larger_segments_is_refused_without_corrupting_the_slave,
     roles_switch_a_logship_slave_of_java_becomes_the_master_of_that_java_store,
     a_java_slave_ahead_of_a_promoted_logship_master_fences_it,
-);
-
-// Needs the store to refuse a replicated BLANK record that does not end at the slave's own
-// segment end, with an error naming both segment sizes (issue 15, item 3). Today the slave
-// stores Java's BLANK mid-segment and only its consume-queue dispatch stops at it.
-against_each_rocketmq!(
-    #[ignore = "needs the store to refuse a BLANK record that does not end its segment (issue 15 item 3)"]
     a_java_master_with_smaller_segments_is_refused_without_corrupting_the_slave,
 );
 
