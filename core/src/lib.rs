@@ -10,6 +10,7 @@
 //!   decoders.
 //! - [`Master`]: every slave connection of a master, plus SYNC_MASTER waits ([`AckPolicy`]).
 //! - [`Slave`]: a slave's connection to its master, with reconnect back-off.
+//! - [`admission`]: which HA connections a master admits as replicas, and which it trusts.
 //! - [`log`]: the traits a driver's log implements ([`LogRead`], [`LogWrite`], [`MessageLog`]).
 //! - `sim` (feature `sim`): a deterministic simulator of a master and its slaves under seeded
 //!   faults, checking the protocol's invariants after every step.
@@ -104,6 +105,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod admission;
 pub mod config;
 pub mod driver;
 pub mod error;
@@ -118,6 +120,7 @@ pub mod sim;
 mod slave;
 mod waiters;
 
+pub use admission::{Admission, IpNet};
 pub use config::{AckOn, AckPolicy, ConfigError, MasterConfig, NewSlaveStart, SlaveConfig};
 pub use error::{ApiMisuse, CloseReason, PeerError, WaitError};
 pub use log::{LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
