@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use async_net::TcpStream;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use logship_core::driver::{BrokerRole, MasterServiceConfig, SlaveServiceConfig};
+use logship_core::driver::{BrokerRole, Fence, MasterServiceConfig, SlaveServiceConfig};
 use logship_core::{AckPolicy, Admission, MasterConfig, PutStatus, SlaveConfig};
 use support::*;
 
@@ -196,6 +196,142 @@ fn a_stalled_stranger_does_not_hold_all_in_sync_puts(master_side: Side, slave_si
         master.shutdown().await;
     });
 }
+
+fn a_stranger_and_a_reconnecting_slave_do_not_lift_the_restart_fence(master_side: Side, slave_side: Side) {
+    run(async {
+        let (mdir, sdir, sdir2) = (temp(), temp(), temp());
+        let mstore = open_store(mdir.path());
+        fill(&mstore, 0, 5, 100);
+        let mut config = only_127_0_0_1(master_config(BrokerRole::SyncMaster));
+        config.restart_fence = 2;
+        let master = master_side.master(config, mstore.clone()).await;
+        let mut stranger = stranger_from("127.0.0.5", master.addr());
+        use std::io::Write;
+        let _ = stranger.write_all(&[0; 8]);
+        assert_eq!(bytes_until_eof(&mut stranger), 0);
+        // One slave reports, goes away, comes back and reports again: still one replica.
+        let sstore = open_store(sdir.path());
+        for _ in 0..2 {
+            let slave = slave_side.slave(slave_config(master.addr()), sstore.clone()).await;
+            eventually(Duration::from_secs(10), "the slave to report", || async {
+                master.status().await.slaves.iter().any(|s| s.ack.is_some()).then_some(())
+            })
+            .await;
+            slave.shutdown().await;
+            eventually(Duration::from_secs(10), "the slave to leave", || async {
+                master.status().await.slaves.is_empty().then_some(())
+            })
+            .await;
+        }
+        let status = master.status().await;
+        assert!(matches!(status.fence, Some(Fence::Restart { waiting_for: 2 })), "{:?}", status.fence);
+        assert_eq!(master.put(message(5, 100)).await.status, PutStatus::ServiceNotAvailable);
+        // Two slaves connected at once are two replicas.
+        let a = slave_side.slave(slave_config(master.addr()), sstore.clone()).await;
+        let b = slave_side.slave(slave_config(master.addr()), open_store(sdir2.path())).await;
+        eventually(Duration::from_secs(10), "the fence to lift", || async {
+            master.status().await.fence.is_none().then_some(())
+        })
+        .await;
+        assert_eq!(master.put(message(5, 100)).await.status, PutStatus::PutOk);
+        a.shutdown().await;
+        b.shutdown().await;
+        master.shutdown().await;
+    });
+}
+
+fn a_slave_whose_log_ends_inside_a_master_record_is_refused_and_keeps_its_store(
+    master_side: Side,
+    slave_side: Side,
+) {
+    run(async {
+        let (mdir, sdir) = (temp(), temp());
+        // The slave holds another history: three records of one size, where the master's log
+        // (which lost its tail and took other puts since) has records of another size.
+        let sstore = open_store(sdir.path());
+        fill(&sstore, 0, 3, 100);
+        let slave_end = sstore.max_offset();
+        let mstore = open_store(mdir.path());
+        fill(&mstore, 0, 10, 170);
+        assert!(slave_end < mstore.max_offset() && !mstore.is_record_boundary(slave_end).unwrap());
+        let master =
+            master_side.master(only_127_0_0_1(master_config(BrokerRole::AsyncMaster)), mstore.clone()).await;
+        let slave = slave_side.slave(slave_config(master.addr()), sstore.clone()).await;
+        eventually(Duration::from_secs(10), "the master to refuse the slave", || async {
+            master.status().await.fence.is_some().then_some(())
+        })
+        .await;
+        let status = master.status().await;
+        assert!(
+            matches!(status.fence, Some(Fence::NotOnRecordBoundary { reported, .. }) if reported == slave_end),
+            "{:?}",
+            status.fence
+        );
+        assert!(status.refusals.diverged >= 1);
+        assert_eq!(master.put(message(10, 100)).await.status, PutStatus::ServiceNotAvailable);
+        slave.shutdown().await;
+        drop(slave);
+        assert_eq!(sstore.max_offset(), slave_end, "the slave stored nothing from the master");
+        drop(sstore);
+        // The slave's task lets go of its store handle soon after shutdown.
+        let reopened = eventually(Duration::from_secs(10), "the slave's store to open", || async {
+            CommitLog::open(sdir.path(), store_config()).ok()
+        })
+        .await;
+        assert_eq!(reopened.max_offset(), slave_end, "and its store still opens");
+        master.shutdown().await;
+    });
+}
+
+/// A fake master: accepts the slave, reads its first report, then runs `act`.
+async fn fake_master(side: &Side, act: impl AsyncFnOnce(&mut TcpStream, &CommitLog)) {
+    let sdir = temp();
+    let listener = async_net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let sstore = open_store(sdir.path());
+    let slave = side.slave(slave_config(listener.local_addr().unwrap()), sstore.clone()).await;
+    let (mut conn, _) = listener.accept().await.unwrap();
+    let mut first = [0u8; 8];
+    conn.read_exact(&mut first).await.unwrap();
+    act(&mut conn, &sstore).await;
+    slave.shutdown().await;
+}
+
+fn a_master_trickling_a_frame_body_cannot_hold_the_slave(side: Side) {
+    run(fake_master(&side, async |conn, _| {
+        let header = logship_core::frame::PushHeader { offset: 0, body_len: 1_000 }.encode();
+        conn.write_all(&header).await.unwrap();
+        let mut closed = false;
+        // A generous bound on rounds, only so that a regression fails instead of hanging.
+        for _ in 0..100 {
+            if conn.write_all(b"x").await.is_err() {
+                closed = true;
+                break;
+            }
+            sleep(HOUSEKEEPING / 3).await;
+        }
+        assert!(closed, "a trickled frame body held the slave for 100 rounds");
+    }));
+}
+
+fn an_empty_slave_refuses_an_absurd_first_offset(side: Side) {
+    run(fake_master(&side, async |conn, sstore| {
+        let header = logship_core::frame::PushHeader { offset: (1 << 62) + 12_345, body_len: 3 }.encode();
+        conn.write_all(&header).await.unwrap();
+        conn.write_all(b"abc").await.unwrap();
+        read_until_closed(conn).await;
+        assert_eq!(sstore.max_offset(), 0, "adopted the offset");
+    }));
+}
+
+on_each_runtime!(
+    a_master_trickling_a_frame_body_cannot_hold_the_slave,
+    an_empty_slave_refuses_an_absurd_first_offset,
+);
+
+on_every_runtime!(
+    a_stranger_and_a_reconnecting_slave_do_not_lift_the_restart_fence,
+    a_slave_whose_log_ends_inside_a_master_record_is_refused_and_keeps_its_store,
+);
 
 on_each_runtime!(
     stray_bytes_on_the_ha_port_never_stop_writes,
