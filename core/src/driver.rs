@@ -803,6 +803,11 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                 MasterOutput::Close { conn, reason } => {
                     if reason == crate::CloseReason::FirstReportTimeout {
                         self.refusals.first_report_timeouts += 1;
+                        let peer = self.conns.get(&conn).map(|e| e.address);
+                        warn!(?conn, ?peer, "no complete first report in time: closing");
+                        if let Some(peer) = peer {
+                            self.refusals.last = Some(format!("{peer}: {reason}"));
+                        }
                     }
                     if let Some(entry) = self.conns.get_mut(&conn) {
                         info!(?conn, peer = %entry.address, %reason, "closing slave connection");

@@ -102,8 +102,6 @@ pub enum CloseReason {
     Superseded,
     /// The connection sent no complete first report within `first_report_timeout` (master).
     FirstReportTimeout,
-    /// The connection was refused at accept: not admitted, or over a connection limit (master).
-    Refused,
 }
 
 impl std::fmt::Display for CloseReason {
@@ -116,7 +114,6 @@ impl std::fmt::Display for CloseReason {
             Self::FirstReportTimeout => {
                 f.write_str("no complete first report within the first-report timeout")
             }
-            Self::Refused => f.write_str("refused at accept"),
         }
     }
 }

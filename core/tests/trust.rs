@@ -306,3 +306,15 @@ fn a_stranger_from_a_slaves_host_does_not_break_sync_puts() {
     assert_eq!(*replies.0.borrow(), [Ok(100)], "the real slave's ack completed the put");
     assert!(live(&d).contains(&1));
 }
+
+#[test]
+fn a_connection_silent_past_the_first_report_deadline_is_closed_and_counted() {
+    let mut d = driver(100);
+    let sink = connect(&mut d, at(0), 1, "127.0.0.1:40000");
+    d.handle_timeout(at(10_000));
+    let _ = d.drain();
+    assert!(*sink.closed.borrow());
+    let refusals = d.status(at(10_000), driver::BrokerRole::SyncMaster, 0).refusals;
+    assert_eq!(refusals.first_report_timeouts, 1);
+    assert!(refusals.last.is_some_and(|l| l.contains("127.0.0.1:40000")));
+}
