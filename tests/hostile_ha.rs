@@ -121,9 +121,7 @@ fn slowloris_connections_do_not_outlive_housekeeping(side: Side) {
     run(async {
         let dir = temp();
         let store = open_store(dir.path());
-        let mut config = master_config(BrokerRole::AsyncMaster);
-        config.admission.max_connections_per_peer = 64;
-        let master = side.master(config, store.clone()).await;
+        let master = side.master(master_config(BrokerRole::AsyncMaster), store.clone()).await;
         let addr: SocketAddr = master.addr();
         let mut conns = Vec::new();
         for _ in 0..20 {

@@ -102,7 +102,7 @@ pub struct Admission {
     /// The replicas' addresses or networks. Empty: every address is admitted and none is
     /// trusted (see the module docs).
     pub allow: Vec<IpNet>,
-    /// Most live connections from one address; more are refused at accept.
+    /// Most live connections from one address (not loopback); more are refused at accept.
     pub max_connections_per_peer: usize,
     /// Most live connections in all; more are refused at accept.
     pub max_connections: usize,

@@ -687,7 +687,8 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     /// A new connection, with the id the adapter chose (unique among live connections).
     ///
     /// A connection the admission rules refuse (not in the allow-list, or over a connection
-    /// limit) is closed at once, before anything is read or sent; its bytes are dropped, and
+    /// limit; the per-address limit does not apply to loopback, where one host runs several
+    /// slaves) is closed at once, before anything is read or sent; its bytes are dropped, and
     /// its teardown must still be reported through [`closed`](Self::closed).
     pub fn accept(&mut self, now: Instant, conn: ConnId, address: SocketAddr, mut sink: C) {
         self.now = self.now.max(now);
@@ -696,7 +697,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         let refusal = if !self.admission.admits(ip) {
             self.refusals.not_admitted += 1;
             Some("not in the replica allow-list")
-        } else if from_peer >= self.admission.max_connections_per_peer {
+        } else if !ip.is_loopback() && from_peer >= self.admission.max_connections_per_peer {
             self.refusals.over_limit += 1;
             Some("too many HA connections from this address")
         } else if self.conns.len() >= self.admission.max_connections {

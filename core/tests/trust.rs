@@ -318,3 +318,12 @@ fn a_connection_silent_past_the_first_report_deadline_is_closed_and_counted() {
     assert_eq!(refusals.first_report_timeouts, 1);
     assert!(refusals.last.is_some_and(|l| l.contains("127.0.0.1:40000")));
 }
+
+#[test]
+fn loopback_slaves_share_only_the_total_limit() {
+    let mut d = driver(100);
+    d.set_admission(Admission { max_connections_per_peer: 1, max_connections: 3, ..Admission::default() });
+    let sinks: Vec<Sink> =
+        (1..=4).map(|i| connect(&mut d, at(0), i, &format!("127.0.0.1:{}", 5000 + i))).collect();
+    assert_eq!(sinks.iter().map(|s| *s.closed.borrow()).collect::<Vec<_>>(), [false, false, false, true]);
+}
