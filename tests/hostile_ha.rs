@@ -111,6 +111,7 @@ fn stray_bytes_on_the_ha_port_never_stop_writes(side: Side) {
             read_until_closed(&mut prober).await;
             let status = master.status().await;
             assert_eq!(status.fence, None, "{:?} fenced the master", String::from_utf8_lossy(probe));
+            assert_eq!(status.refusals.untrusted_ahead, i as u64 + 1, "refused and counted");
             assert_eq!(master.put(message(10 + i as u64, 100)).await.status, PutStatus::PutOk);
         }
         master.shutdown().await;
