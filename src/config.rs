@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use logship_core::driver::{BrokerRole, FlushDiskType, MasterServiceConfig, SlaveServiceConfig};
-use logship_core::{AckOn, AckPolicy, MasterConfig, NewSlaveStart, SlaveConfig};
+use logship_core::{AckOn, AckPolicy, Admission, IpNet, MasterConfig, NewSlaveStart, SlaveConfig};
 
 /// A configuration problem that stops the broker before it starts.
 #[derive(thiserror::Error, Debug, PartialEq, Eq)]
@@ -143,6 +143,21 @@ pub struct BrokerSettings {
     pub replica_names: Vec<(String, IpAddr)>,
     /// The store's integrity and disk keys (see [`StoreKeys`]).
     pub store: StoreKeys,
+    // ---- HA port security (logship keys) ----
+    /// logship `haListenAddress`: the HA port's bind address; unset, `brokerIP1` if loopback,
+    /// else `0.0.0.0` (with a warning).
+    pub ha_listen_address: Option<IpAddr>,
+    /// logship `haReplicaAllowList`: replica addresses or networks; empty admits everyone
+    /// and trusts no one.
+    pub ha_replica_allow_list: Vec<IpNet>,
+    /// logship `haMaxConnectionsPerPeer`.
+    pub ha_max_connections_per_peer: usize,
+    /// logship `haMaxConnections`.
+    pub ha_max_connections: usize,
+    /// logship `haFirstReportTimeout`.
+    pub ha_first_report_timeout: Duration,
+    /// logship `haSlaveMaxFirstOffset`: the largest first offset an empty slave adopts.
+    pub ha_slave_max_first_offset: u64,
 }
 
 /// The HTTP port's bind address, authentication, timeouts and limits, and the per-topic queue
@@ -316,6 +331,12 @@ impl Default for BrokerSettings {
             broker_name: host_name(),
             replica_names: Vec::new(),
             store: StoreKeys::default(),
+            ha_listen_address: None,
+            ha_replica_allow_list: Vec::new(),
+            ha_max_connections_per_peer: logship_core::admission::DEFAULT_MAX_CONNECTIONS_PER_PEER,
+            ha_max_connections: logship_core::admission::DEFAULT_MAX_CONNECTIONS,
+            ha_first_report_timeout: logship_core::config::DEFAULT_FIRST_REPORT_TIMEOUT,
+            ha_slave_max_first_offset: logship_core::config::DEFAULT_MAX_FIRST_OFFSET,
         }
     }
 }
@@ -705,6 +726,23 @@ fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<
                     });
                 }
             }
+            // ---- HA port security (logship keys) ----
+            "haListenAddress" => {
+                s.ha_listen_address = if v.is_empty() {
+                    None
+                } else {
+                    Some(v.parse().map_err(|_| invalid(key, v, "an IP address to bind the HA port to"))?)
+                }
+            }
+            "haReplicaAllowList" => {
+                s.ha_replica_allow_list = logship_core::admission::parse_allow_list(v).map_err(|e| {
+                    invalid(key, v, &format!("comma-separated IP addresses or CIDR networks ({e})"))
+                })?
+            }
+            "haMaxConnectionsPerPeer" => s.ha_max_connections_per_peer = number(key, v, 1, 65_535)? as usize,
+            "haMaxConnections" => s.ha_max_connections = number(key, v, 1, 65_535)? as usize,
+            "haFirstReportTimeout" => s.ha_first_report_timeout = millis(key, v)?,
+            "haSlaveMaxFirstOffset" => s.ha_slave_max_first_offset = number(key, v, 1, i64::MAX as u64)?,
             k if IGNORED_ROCKETMQ_KEYS.contains(&k) => {
                 warnings.push(format!("{origin}: RocketMQ key {k} is not used by logship; ignored"));
             }
@@ -724,6 +762,16 @@ fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<
     }
     if let Some((commit_log, origin)) = store_path_commit_log {
         apply_store_path_commit_log(&mut s, raw.contains_key("storePathRootDir"), &commit_log, &origin)?;
+    }
+    if s.ha_addr().ip().is_unspecified()
+        && s.ha_replica_allow_list.is_empty()
+        && s.broker_role != BrokerRole::Slave
+    {
+        warnings.push(format!(
+            "the HA port listens on every interface ({}) and admits any replica; set haReplicaAllowList \
+             (or haListenAddress) to restrict it",
+            s.ha_addr()
+        ));
     }
     check_combinations(&s)?;
     Ok(s)
@@ -788,6 +836,13 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), ConfigError> {
         return Err(conflict(
             format!("inSyncReplicas={} totalReplicas={}", s.in_sync_replicas, s.total_replicas),
             "inSyncReplicas cannot exceed totalReplicas",
+        ));
+    }
+    if s.total_replicas > 1 && s.broker_role != BrokerRole::Slave && s.ha_replica_allow_list.is_empty() {
+        return Err(conflict(
+            format!("totalReplicas={} haReplicaAllowList=(unset)", s.total_replicas),
+            "after a crash the master waits for totalReplicas - 1 trusted replicas, and only replicas \
+             listed in haReplicaAllowList are trusted: list the slaves' addresses",
         ));
     }
     if s.ack_policy == Some(AckPolicyKey::Quorum) && s.in_sync_replicas < 2 {
@@ -957,13 +1012,10 @@ impl BrokerSettings {
         SocketAddr::new(self.http.listen_address.unwrap_or(self.broker_ip1), self.listen_port)
     }
 
-    /// The HA listen address.
+    /// The HA listen address: `haListenAddress`, else the HTTP port's (`listenAddress`, else
+    /// `brokerIP1`), so both ports bind the same address unless told otherwise.
     pub fn ha_addr(&self) -> SocketAddr {
-        SocketAddr::new(self.broker_ip_for_bind(), self.ha_listen_port)
-    }
-
-    fn broker_ip_for_bind(&self) -> IpAddr {
-        if self.broker_ip1.is_loopback() { self.broker_ip1 } else { IpAddr::V4(Ipv4Addr::UNSPECIFIED) }
+        SocketAddr::new(self.ha_listen_address.unwrap_or_else(|| self.http_addr().ip()), self.ha_listen_port)
     }
 
     /// The protocol core's master configuration.
@@ -976,6 +1028,7 @@ impl BrokerSettings {
             new_slave_start: self.new_slave_start,
             ack_policy: self.effective_ack_policy(),
             ha_max_gap_not_in_sync: self.ha_max_gap_not_in_sync,
+            first_report_timeout: self.ha_first_report_timeout,
             ..MasterConfig::default()
         }
     }
@@ -989,6 +1042,11 @@ impl BrokerSettings {
             slave_timeout: self.slave_timeout,
             sync_flush_timeout: self.sync_flush_timeout,
             restart_fence: 0,
+            admission: Admission {
+                allow: self.ha_replica_allow_list.clone(),
+                max_connections_per_peer: self.ha_max_connections_per_peer,
+                max_connections: self.ha_max_connections,
+            },
         }
     }
 
@@ -999,6 +1057,7 @@ impl BrokerSettings {
             heartbeat_interval: self.ha_send_heartbeat_interval,
             housekeeping_interval: self.ha_housekeeping_interval,
             ack_on: self.slave_ack_on,
+            max_first_offset: self.ha_slave_max_first_offset,
             ..SlaveConfig::default()
         };
         c
@@ -1112,9 +1171,13 @@ mod tests {
     fn quorum_needs_two_in_sync_replicas() {
         let err = load_text("ackPolicy=QUORUM\n").unwrap_err();
         assert!(matches!(err, ConfigError::Conflict { .. }), "{err}");
-        let s = load_text("brokerRole=SYNC_MASTER\ninSyncReplicas=2\ntotalReplicas=3\n").unwrap().settings;
+        let s = load_text(
+            "brokerRole=SYNC_MASTER\ninSyncReplicas=2\ntotalReplicas=3\nhaReplicaAllowList=10.0.0.0/24\n",
+        )
+        .unwrap()
+        .settings;
         assert_eq!(s.effective_ack_policy(), AckPolicy::Quorum { in_sync_replicas: 2 });
-        let err = load_text("inSyncReplicas=3\ntotalReplicas=2\n").unwrap_err();
+        let err = load_text("inSyncReplicas=3\ntotalReplicas=2\nhaReplicaAllowList=10.0.0.1\n").unwrap_err();
         assert!(err.to_string().contains("cannot exceed"), "{err}");
     }
 
@@ -1359,5 +1422,50 @@ mod tests {
         let err = load_text("storePathRootDir=/data/rmq\nstorePathCommitLog=/ssd/commitlog\n").unwrap_err();
         let shown = err.to_string();
         assert!(shown.contains("storePathCommitLog") && shown.contains("storePathRootDir"), "{shown}");
+    }
+
+    #[test]
+    fn ha_security_keys_parse_and_reach_the_services() {
+        let text = "haListenAddress=10.0.0.5\nhaReplicaAllowList=10.0.0.7, 10.1.0.0/16\n\
+                    haMaxConnectionsPerPeer=2\nhaMaxConnections=10\nhaFirstReportTimeout=3000\n\
+                    haSlaveMaxFirstOffset=4096\ntotalReplicas=2\n";
+        let s = load_text(text).unwrap().settings;
+        assert_eq!(s.ha_addr(), "10.0.0.5:10912".parse().unwrap());
+        let m = s.master_service_config();
+        assert_eq!(m.admission.allow.len(), 2);
+        assert!(m.admission.trusts("10.1.2.3".parse().unwrap()));
+        assert_eq!((m.admission.max_connections_per_peer, m.admission.max_connections), (2, 10));
+        assert_eq!(m.core.first_report_timeout, Duration::from_secs(3));
+        assert_eq!(s.slave_service_config().core.max_first_offset, 4096);
+        let err = load_text("haReplicaAllowList=10.0.0.0/40\n").unwrap_err();
+        assert!(err.to_string().contains("haReplicaAllowList"), "{err}");
+        let err = load_text("haListenAddress=example.org\n").unwrap_err();
+        assert!(err.to_string().contains("haListenAddress"), "{err}");
+    }
+
+    #[test]
+    fn total_replicas_needs_an_allow_list() {
+        let err = load_text("brokerRole=SYNC_MASTER\ntotalReplicas=2\n").unwrap_err();
+        assert!(err.to_string().contains("haReplicaAllowList"), "{err}");
+    }
+
+    #[test]
+    fn the_ha_port_binds_brokerip1_unless_told_otherwise_and_warns_when_open_on_every_interface() {
+        let loaded = load_text("brokerIP1=10.0.0.5\n").unwrap();
+        assert_eq!(loaded.settings.ha_addr(), "10.0.0.5:10912".parse().unwrap());
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let loaded = load_text("brokerIP1=10.0.0.5\nlistenAddress=0.0.0.0\n").unwrap();
+        assert_eq!(loaded.settings.ha_addr().ip(), IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        assert!(
+            loaded.warnings.iter().any(|w| w.contains("haReplicaAllowList") && w.contains("0.0.0.0")),
+            "{:?}",
+            loaded.warnings
+        );
+        let loaded = load_text("listenAddress=0.0.0.0\nhaListenAddress=10.0.0.6\n").unwrap();
+        assert_eq!(loaded.settings.ha_addr().ip(), "10.0.0.6".parse::<IpAddr>().unwrap());
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let loaded = load_text("haListenAddress=0.0.0.0\nhaReplicaAllowList=10.0.0.7\n").unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert_eq!(load_text("").unwrap().settings.ha_addr().ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
     }
 }

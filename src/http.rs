@@ -451,6 +451,7 @@ async fn status(State(broker): State<Arc<Broker>>) -> Response {
 /// The `/status` document.
 pub async fn status_json(broker: &Broker) -> Option<Value> {
     let store = broker.store.status();
+    broker.metrics.observe_store(&store);
     let gap = broker.settings.ha_max_gap_not_in_sync;
     match &broker.node {
         Node::Master(master) => {
@@ -469,6 +470,7 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                         "lagBytes": l.lag_bytes,
                         "lagSeconds": l.lag.as_secs_f64(),
                         "inSync": l.in_sync,
+                        "trusted": l.trusted,
                         "connectedSeconds": l.connected_for.as_secs_f64(),
                     })
                 })
@@ -484,6 +486,14 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                 "replicasExpected": broker.metrics.replicas_expected(),
                 "bytesReplicated": s.bytes_replicated,
                 "fence": s.fence.as_ref().map(ToString::to_string),
+                "refusals": {
+                    "notAdmitted": s.refusals.not_admitted,
+                    "overLimit": s.refusals.over_limit,
+                    "firstReportTimeouts": s.refusals.first_report_timeouts,
+                    "untrustedAhead": s.refusals.untrusted_ahead,
+                    "diverged": s.refusals.diverged,
+                    "last": s.refusals.last,
+                },
                 "diskUsedRatio": store.disk_used_ratio,
                 "writeRefused": store.write_refused,
                 "store": store_json(&store),

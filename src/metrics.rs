@@ -34,6 +34,11 @@ struct ReplicaLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabels {
     status: String,
 }
@@ -77,6 +82,14 @@ pub struct Metrics {
     max_offset: Gauge,
     min_offset: Gauge,
     flushed_offset: Gauge,
+    ha_refusals: Family<ReasonLabels, Counter>,
+    fenced: Gauge,
+    write_refused: Gauge,
+    forced_deleted_bytes: Counter,
+    scrub_damaged_records: Gauge,
+    append_failures: Counter,
+    /// The totals last seen in a status, per counter, so each counter grows by the difference.
+    totals_seen: Mutex<BTreeMap<String, u64>>,
     names: Vec<(String, IpAddr)>,
     total_replicas: u32,
     remembered: Mutex<BTreeMap<String, Remembered>>,
@@ -155,8 +168,49 @@ impl Metrics {
             "Durable end of the commit log",
             flushed_offset.clone(),
         );
+        let ha_refusals = Family::<ReasonLabels, Counter>::default();
+        let (fenced, write_refused, scrub_damaged_records) =
+            (Gauge::default(), Gauge::default(), Gauge::default());
+        let (forced_deleted_bytes, append_failures) = (Counter::default(), Counter::default());
+        registry.register(
+            "ha_refusals",
+            "HA connections and reports the master refused, by reason (master)",
+            ha_refusals.clone(),
+        );
+        registry.register(
+            "fenced",
+            "1 while the master refuses puts because of a fence (master)",
+            fenced.clone(),
+        );
+        registry.register(
+            "write_refused",
+            "1 while the store refuses writes (disk full or over its limit)",
+            write_refused.clone(),
+        );
+        registry.register(
+            "forced_deleted_bytes",
+            "Unexpired commit-log bytes deleted by forced retention (cleanFileForciblyEnable)",
+            forced_deleted_bytes.clone(),
+        );
+        registry.register(
+            "scrub_damaged_records",
+            "Damaged records the background scrub has found since start",
+            scrub_damaged_records.clone(),
+        );
+        registry.register(
+            "append_failures",
+            "Replicated bytes the slave refused to store (slave)",
+            append_failures.clone(),
+        );
         Self {
             registry,
+            ha_refusals,
+            fenced,
+            write_refused,
+            forced_deleted_bytes,
+            scrub_damaged_records,
+            append_failures,
+            totals_seen: Mutex::new(BTreeMap::new()),
             slave_lag_bytes,
             slave_lag_seconds,
             slave_in_sync,
@@ -250,8 +304,38 @@ impl Metrics {
         u64::from(self.total_replicas).max(1 + self.names.len() as u64)
     }
 
+    /// Grows `counter` to `total`, a running total read from a status under `key`.
+    fn grow_to(&self, key: &str, counter: &Counter, total: u64) {
+        let mut seen = self.totals_seen.lock().unwrap_or_else(|e| e.into_inner());
+        let last = seen.entry(key.to_string()).or_default();
+        if total > *last {
+            counter.inc_by(total - *last);
+            *last = total;
+        }
+    }
+
+    /// Refreshes the store's integrity figures.
+    pub fn observe_store(&self, store: &logship_store::StoreStatus) {
+        self.write_refused.set(i64::from(store.write_refused.is_some()));
+        self.grow_to("forced_deleted_bytes", &self.forced_deleted_bytes, store.forced_deleted_bytes);
+        self.scrub_damaged_records.set(store.scrub.damaged_records as i64);
+    }
+
     /// Refreshes the replication gauges from a master's status.
     pub fn observe_master(&self, status: &MasterStatus, disk_used_ratio: Option<f64>) {
+        let r = &status.refusals;
+        for (reason, total) in [
+            ("not_admitted", r.not_admitted),
+            ("over_limit", r.over_limit),
+            ("first_report_timeout", r.first_report_timeouts),
+            ("untrusted_ahead", r.untrusted_ahead),
+            ("diverged", r.diverged),
+        ] {
+            let counter =
+                self.ha_refusals.get_or_create(&ReasonLabels { reason: reason.to_string() }).clone();
+            self.grow_to(&format!("ha_refusals/{reason}"), &counter, total);
+        }
+        self.fenced.set(i64::from(status.fence.is_some()));
         self.slave_lag_bytes.clear();
         self.slave_lag_seconds.clear();
         self.slave_in_sync.clear();
@@ -308,6 +392,7 @@ impl Metrics {
         self.slave_lag_seconds.get_or_create(&labels).set(status.lag.as_secs_f64());
         self.slave_in_sync.get_or_create(&labels).set(i64::from(in_sync));
         self.set_replicated(status.max_offset.saturating_sub(start_offset));
+        self.grow_to("append_failures", &self.append_failures, status.append_failures);
         let streaming = status.state == logship_core::driver::SlaveLinkState::Streaming;
         self.connections.set(i64::from(streaming));
         self.set_log(min_offset, status.max_offset, status.flushed_offset, disk);
@@ -407,6 +492,7 @@ mod tests {
             in_sync,
             connected_for: Duration::from_secs(1),
             bytes_sent: ack,
+            trusted: false,
         }
     }
 
@@ -423,6 +509,7 @@ mod tests {
             connections_accepted: 1,
             peer_errors: 0,
             fence: None,
+            refusals: Default::default(),
         }
     }
 

@@ -261,7 +261,14 @@ fn a_killed_slave_catches_up_after_restart() {
 
 #[test]
 fn a_killed_sync_master_keeps_every_acknowledged_message() {
-    let (_dir, mut master, slave) = master_and_slave(&["--role", "SYNC_MASTER", "--set", "totalReplicas=2"]);
+    let (_dir, mut master, slave) = master_and_slave(&[
+        "--role",
+        "SYNC_MASTER",
+        "--set",
+        "totalReplicas=2",
+        "--set",
+        "haReplicaAllowList=127.0.0.1",
+    ]);
     eventually("the slave to connect", || master.status()["slaves"].as_array().is_some_and(|s| s.len() == 1));
     let acked = Arc::new(Mutex::new(Vec::new()));
     let stop = Arc::new(AtomicBool::new(false));

@@ -272,14 +272,16 @@ fn master_closes_a_forged_ack_and_releases_no_waiter(side: Side) {
     });
 }
 
-fn master_refuses_puts_once_a_slave_is_ahead_of_it(side: Side) {
+fn master_refuses_puts_once_a_trusted_slave_is_ahead_of_it(side: Side) {
     run(async {
         let mdir = temp();
         let mstore = open_store(mdir.path());
         fill(&mstore, 0, 10, 100);
         let end = mstore.max_offset();
-        let master =
-            side.master(master_config(BrokerRole::AsyncMaster, AckPolicy::AnySlave), mstore.clone()).await;
+        // Only an allow-listed replica is trusted to fence the master.
+        let mut config = master_config(BrokerRole::AsyncMaster, AckPolicy::AnySlave);
+        config.admission = logship_core::Admission::allow_list(vec!["127.0.0.1".parse().unwrap()]);
+        let master = side.master(config, mstore.clone()).await;
         assert_eq!(master.put(message(10, 100)).await.status, PutStatus::PutOk);
         // A slave that kept bytes this master lost (a crash took the master's unflushed tail).
         let mut ahead = TcpStream::connect(master.addr()).await.unwrap();
@@ -303,6 +305,7 @@ fn restarted_master_takes_puts_once_its_slaves_report(master_side: Side, slave_s
         let mstore = open_store(mdir.path());
         let mut config = master_config(BrokerRole::SyncMaster, AckPolicy::AnySlave);
         config.restart_fence = 1;
+        config.admission = logship_core::Admission::allow_list(vec!["127.0.0.1".parse().unwrap()]);
         let master = master_side.master(config, mstore.clone()).await;
         assert_eq!(master.put(message(0, 100)).await.status, PutStatus::ServiceNotAvailable, "fenced");
         let slave = slave_side.slave(slave_config(master.addr()), open_store(sdir.path())).await;
@@ -546,7 +549,7 @@ on_each_runtime!(
     sync_put_times_out_when_the_slave_stalls,
     sync_put_is_slave_not_available_without_a_slave_or_beyond_the_gap,
     sync_flush_put_returns_once_the_message_is_durable,
-    master_refuses_puts_once_a_slave_is_ahead_of_it,
+    master_refuses_puts_once_a_trusted_slave_is_ahead_of_it,
     master_drops_a_silent_slave_within_the_housekeeping_interval,
     slave_drops_a_silent_master_within_the_housekeeping_interval,
 );

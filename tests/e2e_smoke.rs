@@ -14,6 +14,8 @@ use support::*;
 #[derive(Default)]
 struct MemLog {
     data: Mutex<Vec<u8>>,
+    /// Where each put's message starts.
+    starts: Mutex<std::collections::BTreeSet<Offset>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +35,13 @@ impl LogRead for MemLog {
         d.get(span.offset as usize..span.end() as usize)
             .map(Bytes::copy_from_slice)
             .ok_or_else(|| MemError(format!("{span:?} out of range")))
+    }
+    fn is_record_boundary(&self, offset: Offset) -> Result<bool, MemError> {
+        let end = self.bounds().max;
+        if offset > end {
+            return Err(MemError(format!("{offset} is beyond the end {end}")));
+        }
+        Ok(offset == 0 || offset == end || self.starts.lock().unwrap().contains(&offset))
     }
 }
 
@@ -57,6 +66,7 @@ impl MessageLog for MemLog {
         let mut d = self.data.lock().unwrap();
         let offset = d.len() as u64;
         d.extend_from_slice(&message);
+        self.starts.lock().unwrap().insert(offset);
         PutResult {
             status: PutStatus::PutOk,
             offset,

@@ -72,6 +72,8 @@ fn metrics_name_replicas_stably_and_keep_a_dead_one_out_of_sync() {
             "--set",
             "totalReplicas=2",
             "--set",
+            "haReplicaAllowList=127.0.0.1",
+            "--set",
             "replicaNames=broker-a-s1@127.0.0.1",
             "--set",
             "brokerClusterName=ClusterX",
@@ -109,7 +111,14 @@ fn status_command_shows_each_replica_and_exits_by_health() {
     let dir = tempfile::tempdir().unwrap();
     let (master, mut slave) = Broker::pair(
         dir.path(),
-        &["--set", "totalReplicas=2", "--set", "replicaNames=broker-a-s1@127.0.0.1"],
+        &[
+            "--set",
+            "totalReplicas=2",
+            "--set",
+            "haReplicaAllowList=127.0.0.1",
+            "--set",
+            "replicaNames=broker-a-s1@127.0.0.1",
+        ],
     );
     eventually("the slave to be in sync", || {
         master.status()["slaves"].as_array().is_some_and(|s| s.len() == 1 && s[0]["inSync"] == true)
@@ -232,4 +241,24 @@ fn config_warnings_are_printed_before_the_error_that_stops_the_broker() {
     let error = err.find("\nlogship: ").unwrap_or_else(|| panic!("no error: {err}"));
     assert!(warning < error, "the warning comes first: {err}");
     assert!(err[error..].contains("haMasterAddress") && err[error..].contains("--master"), "{err}");
+}
+
+#[test]
+fn stray_bytes_on_the_ha_port_show_as_a_refusal_in_status_and_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = process::free_port_pair();
+    let master = Broker::start("master", &dir.path().join("m"), port, &[]);
+    let mut probe = std::net::TcpStream::connect(("127.0.0.1", port + 1)).unwrap();
+    probe.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    eventually("the stray report to be refused", || master.status()["refusals"]["untrustedAhead"] == 1);
+    assert!(master.status()["fence"].is_null(), "stray bytes must not fence: {}", master.status());
+    assert_eq!(master.put("still writable"), 200);
+    let (_, _, text) = master.get_text("/metrics", None);
+    let value = |name: &str, label: &str| {
+        text.lines()
+            .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+    };
+    assert_eq!(value("logship_ha_refusals_total", "reason=\"untrusted_ahead\""), Some(1.0), "{text}");
+    assert_eq!(value("logship_fenced", ""), Some(0.0), "{text}");
 }

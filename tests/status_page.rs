@@ -142,7 +142,16 @@ fn status_page_renders_and_shows_a_stopped_replica_going_out_of_sync() {
     let dir = tempfile::tempdir().unwrap();
     let (master, mut slave) = Broker::pair(
         dir.path(),
-        &["--role", "SYNC_MASTER", "--set", "totalReplicas=2", "--set", "replicaNames=broker-a-s1@127.0.0.1"],
+        &[
+            "--role",
+            "SYNC_MASTER",
+            "--set",
+            "totalReplicas=2",
+            "--set",
+            "haReplicaAllowList=127.0.0.1",
+            "--set",
+            "replicaNames=broker-a-s1@127.0.0.1",
+        ],
     );
     eventually("the slave to be in sync", || {
         master.status()["slaves"].as_array().is_some_and(|s| s.len() == 1 && s[0]["inSync"] == true)

@@ -18,6 +18,11 @@ pub const DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG: u64 = 1024 * 1024 * 1024;
 pub const DEFAULT_HA_MAX_GAP_NOT_IN_SYNC: u64 = 256 * 1024 * 1024;
 /// logship's per-connection bound on transmits handed to the driver but not yet written.
 pub const DEFAULT_MAX_INFLIGHT: u32 = 32;
+/// logship's deadline for a new connection's first complete report.
+pub const DEFAULT_FIRST_REPORT_TIMEOUT: Duration = Duration::from_secs(10);
+/// logship's bound on the first offset an empty slave adopts: 2^60 bytes (1 EiB), more than
+/// 30 years of writing at 1 GiB/s.
+pub const DEFAULT_MAX_FIRST_OFFSET: u64 = 1 << 60;
 /// logship's bound on bytes a slave has received but not yet stored before it stops reading.
 pub const DEFAULT_MAX_UNSTORED: u64 = 16 * 1024 * 1024;
 
@@ -85,8 +90,11 @@ pub struct MasterConfig {
     pub transfer_batch_size: u32,
     /// Send an empty frame after this long without sending (`haSendHeartbeatInterval`).
     pub heartbeat_interval: Duration,
-    /// Close a connection after this long without reading (`haHousekeepingInterval`).
+    /// Close a connection after this long without a complete report (`haHousekeepingInterval`).
+    /// Only whole reports count as progress, so a peer trickling bytes cannot hold a connection.
     pub housekeeping_interval: Duration,
+    /// Close a new connection that has not sent a complete first report within this long.
+    pub first_report_timeout: Duration,
     /// Segment size; frames never cross a segment boundary (`mappedFileSizeCommitLog`).
     pub mapped_file_size_commit_log: u64,
     /// Where an empty slave starts.
@@ -97,6 +105,10 @@ pub struct MasterConfig {
     pub ha_max_gap_not_in_sync: u64,
     /// Most transmits per connection handed out without a matching `Sent`.
     pub max_inflight: u32,
+    /// Hold a first report strictly inside the log until the driver confirms it is a record
+    /// boundary ([`MasterEvent::VerifyReport`](crate::MasterEvent::VerifyReport)). Off by
+    /// default for bare cores; the service layer turns it on and answers from the log.
+    pub verify_first_reports: bool,
 }
 
 impl Default for MasterConfig {
@@ -105,11 +117,13 @@ impl Default for MasterConfig {
             transfer_batch_size: DEFAULT_TRANSFER_BATCH_SIZE,
             heartbeat_interval: DEFAULT_HEARTBEAT_INTERVAL,
             housekeeping_interval: DEFAULT_HOUSEKEEPING_INTERVAL,
+            first_report_timeout: DEFAULT_FIRST_REPORT_TIMEOUT,
             mapped_file_size_commit_log: DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG,
             new_slave_start: NewSlaveStart::default(),
             ack_policy: AckPolicy::default(),
             ha_max_gap_not_in_sync: DEFAULT_HA_MAX_GAP_NOT_IN_SYNC,
             max_inflight: DEFAULT_MAX_INFLIGHT,
+            verify_first_reports: false,
         }
     }
 }
@@ -128,6 +142,13 @@ impl MasterConfig {
             ));
         }
         validate_timers(self.heartbeat_interval, self.housekeeping_interval)?;
+        if self.first_report_timeout.is_zero() {
+            return Err(invalid(
+                "first_report_timeout",
+                self.first_report_timeout,
+                "must be longer than zero",
+            ));
+        }
         if self.mapped_file_size_commit_log == 0 {
             return Err(invalid(
                 "mapped_file_size_commit_log",
@@ -159,7 +180,8 @@ impl MasterConfig {
 pub struct SlaveConfig {
     /// Report at least this often (`haSendHeartbeatInterval`).
     pub heartbeat_interval: Duration,
-    /// Close the connection after this long without reading (`haHousekeepingInterval`).
+    /// Close the connection after this long without a complete frame (`haHousekeepingInterval`).
+    /// Only whole frames count as progress, so a master trickling a body cannot hold the slave.
     pub housekeeping_interval: Duration,
     /// Wait this long after a connection ends or fails before connecting again.
     pub reconnect_interval: Duration,
@@ -169,6 +191,9 @@ pub struct SlaveConfig {
     pub ack_on: AckOn,
     /// Stop reading while more than this many received bytes are not yet stored.
     pub max_unstored: u64,
+    /// The largest first offset an empty slave adopts from a master; a larger one is refused
+    /// with [`PeerError::FirstOffsetTooLarge`](crate::PeerError::FirstOffsetTooLarge).
+    pub max_first_offset: u64,
 }
 
 impl Default for SlaveConfig {
@@ -180,6 +205,7 @@ impl Default for SlaveConfig {
             max_frame_body: MAX_JAVA_FRAME_BODY,
             ack_on: AckOn::default(),
             max_unstored: DEFAULT_MAX_UNSTORED,
+            max_first_offset: DEFAULT_MAX_FIRST_OFFSET,
         }
     }
 }

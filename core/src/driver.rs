@@ -7,19 +7,21 @@
 //! a [`MasterDriver`]: feed it, call [`MasterDriver::drain`], sleep until the instant it returns
 //! or the next command.
 
-use std::collections::BTreeMap;
-use std::net::SocketAddr;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tracing::{debug, error, info, warn};
 
+use crate::admission::Admission;
 use crate::config::{ConfigError, MasterConfig, SlaveConfig};
 use crate::error::{ApiMisuse, PeerError, WaitError};
 use crate::frame::PUSH_HEADER_LEN;
 use crate::frame::REPORT_LEN;
-use crate::log::LogWrite;
 use crate::log::{LogBounds, LogSpan, MessageLog, Offset, PutResult, PutStatus};
+use crate::log::{LogRead, LogWrite};
 use crate::{
     ConnId, Master, MasterEvent, MasterInput, MasterOutput, Slave, SlaveEvent, SlaveInput, SlaveOutput,
     SlaveState, WaitId,
@@ -88,10 +90,14 @@ pub struct MasterServiceConfig {
     pub slave_timeout: Duration,
     /// How long a SYNC_FLUSH put waits for the disk (`syncFlushTimeout`).
     pub sync_flush_timeout: Duration,
-    /// Refuse puts until this many slaves have reported (0: take puts at once). Set it to the
-    /// number of slaves after a crash recovery: a slave may hold bytes the master lost, and the
-    /// master must not append over that offset before it has heard from every slave.
+    /// Refuse puts until this many distinct trusted replicas have reported (0: take puts at
+    /// once). Set it to the number of slaves after a crash recovery: a slave may hold bytes
+    /// the master lost, and the master must not append over that offset before it has heard
+    /// from every slave. Needs an allow-list (`admission.allow`): only listed replicas are
+    /// trusted to lift it.
     pub restart_fence: usize,
+    /// Which connections are admitted as replicas and which are trusted.
+    pub admission: Admission,
 }
 
 impl Default for MasterServiceConfig {
@@ -103,6 +109,7 @@ impl Default for MasterServiceConfig {
             slave_timeout: DEFAULT_SLAVE_TIMEOUT,
             sync_flush_timeout: DEFAULT_SYNC_FLUSH_TIMEOUT,
             restart_fence: 0,
+            admission: Admission::default(),
         }
     }
 }
@@ -129,6 +136,16 @@ pub enum Fence {
         /// Where the master's log ended.
         end: Offset,
     },
+    /// A trusted slave reported an offset inside this master's log that is not a record
+    /// boundary of it: the two logs differ before that offset (the master lost its tail and
+    /// took other records since). Streaming would splice two logs; an operator decides which
+    /// copy is right.
+    NotOnRecordBoundary {
+        /// The slave.
+        slave: SocketAddr,
+        /// Its report.
+        reported: Offset,
+    },
 }
 
 impl std::fmt::Display for Fence {
@@ -142,6 +159,11 @@ impl std::fmt::Display for Fence {
                 "slave {slave} holds bytes up to {reported}, past this master's end {end}: \
                  the master lost data the slave has; promote or rebuild the slave, then restart"
             ),
+            Self::NotOnRecordBoundary { slave, reported } => write!(
+                f,
+                "slave {slave} reports offset {reported}, which is not a record boundary of this \
+                 master's log: the logs differ; rebuild the slave or promote it, then restart"
+            ),
         }
     }
 }
@@ -150,6 +172,14 @@ impl MasterServiceConfig {
     /// Checks every field, naming the first that cannot work.
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.core.validate()?;
+        self.admission.validate()?;
+        if self.restart_fence > 0 && !self.admission.is_restricted() {
+            return Err(ConfigError::Invalid {
+                field: "restart_fence",
+                value: self.restart_fence.to_string(),
+                reason: "needs an allow-list (admission.allow): only listed replicas are trusted to lift it",
+            });
+        }
         if self.role == BrokerRole::Slave {
             return Err(ConfigError::Invalid {
                 field: "role",
@@ -406,6 +436,26 @@ pub struct SlaveLink {
     pub connected_for: Duration,
     /// Log bytes sent on this connection.
     pub bytes_sent: u64,
+    /// Whether the connection is trusted (admitted by a configured allow-list).
+    pub trusted: bool,
+}
+
+/// Connections and reports the master refused since start, for status pages and metrics.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Refusals {
+    /// Connections closed at accept: their address is not in the allow-list.
+    pub not_admitted: u64,
+    /// Connections closed at accept: over the per-address or total connection limit.
+    pub over_limit: u64,
+    /// Connections closed without a complete first report in time.
+    pub first_report_timeouts: u64,
+    /// Untrusted connections that reported past the master's end (`SlaveAhead`): refused and
+    /// counted, never fencing.
+    pub untrusted_ahead: u64,
+    /// Connections whose first report was not a record boundary (`SlaveDiverged`).
+    pub diverged: u64,
+    /// The latest refusal, in words (address and reason).
+    pub last: Option<String>,
 }
 
 /// A master's status.
@@ -433,6 +483,8 @@ pub struct MasterStatus {
     pub peer_errors: u64,
     /// Why puts are refused, if they are.
     pub fence: Option<Fence>,
+    /// Connections and reports refused since start.
+    pub refusals: Refusals,
 }
 
 /// A slave's status: its side of the master connection.
@@ -492,7 +544,32 @@ struct ConnEntry<C> {
     sink: C,
     address: SocketAddr,
     since: Instant,
+    trusted: bool,
 }
+
+/// A replica as the restart fence counts it: by host, except on loopback, where one host runs
+/// several slaves (tests, the demo) and each live connection is one replica.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum ReplicaKey {
+    Host(IpAddr),
+    Loopback(ConnId),
+}
+
+impl ReplicaKey {
+    fn of(conn: ConnId, address: SocketAddr) -> Self {
+        let ip = address.ip().to_canonical();
+        if ip.is_loopback() { Self::Loopback(conn) } else { Self::Host(ip) }
+    }
+}
+
+/// The restart fence: how many distinct trusted replicas must report, and who has.
+struct RestartFence {
+    needed: usize,
+    heard: BTreeSet<ReplicaKey>,
+}
+
+/// Answers whether an offset is a record boundary of the local log.
+type BoundaryCheck = Box<dyn Fn(Offset) -> Result<bool, String> + Send>;
 
 /// A [`Master`] with the bookkeeping every adapter needs: it routes transmits to connection
 /// sinks, completes wait sinks, follows the log's bounds, and builds status snapshots.
@@ -506,6 +583,12 @@ pub struct MasterDriver<C, W> {
     connections_accepted: u64,
     peer_errors: u64,
     fence: Option<Fence>,
+    restart: Option<RestartFence>,
+    admission: Admission,
+    /// Connections refused at accept whose teardown the adapter has not yet reported.
+    refused: BTreeSet<ConnId>,
+    refusals: Refusals,
+    boundary: Option<BoundaryCheck>,
 }
 
 impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
@@ -534,7 +617,9 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         }
     }
 
-    /// A driver for a log that currently spans `log`.
+    /// A bare driver for a log that currently spans `log`: open admission, no restart fence,
+    /// and first reports are not checked against the log. Services use
+    /// [`for_service`](Self::for_service).
     pub fn new(config: MasterConfig, now: Instant, log: LogBounds) -> Result<Self, ConfigError> {
         Ok(Self {
             master: Master::new(config, now, log)?,
@@ -546,7 +631,35 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             connections_accepted: 0,
             peer_errors: 0,
             fence: None,
+            restart: None,
+            admission: Admission::default(),
+            refused: BTreeSet::new(),
+            refusals: Refusals::default(),
+            boundary: None,
         })
+    }
+
+    /// The driver of a master service over `log`: `config`'s admission rules and restart
+    /// fence, and every first report inside the log checked to be a record boundary
+    /// ([`LogRead::is_record_boundary`]) before the connection streams or counts.
+    pub fn for_service<L: LogRead>(
+        config: &MasterServiceConfig,
+        now: Instant,
+        log: Arc<L>,
+    ) -> Result<Self, ConfigError> {
+        config.validate()?;
+        let core = MasterConfig { verify_first_reports: true, ..config.core.clone() };
+        let mut driver = Self::new(core, now, log.bounds())?;
+        driver.set_admission(config.admission.clone());
+        driver.set_restart_fence(config.restart_fence);
+        driver.boundary =
+            Some(Box::new(move |offset| log.is_record_boundary(offset).map_err(|e| e.to_string())));
+        Ok(driver)
+    }
+
+    /// Replaces the admission rules; they apply to connections accepted from now on.
+    pub fn set_admission(&mut self, admission: Admission) {
+        self.admission = admission;
     }
 
     /// The protocol core.
@@ -556,10 +669,18 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
 
     /// Refuses puts until `slaves` slaves have reported (see
     /// [`MasterServiceConfig::restart_fence`]). 0 does nothing.
+    ///
+    /// Only trusted replicas (admitted by a configured allow-list) count, each once: a host
+    /// counts once however often it reconnects; on loopback each live connection counts while
+    /// it is up.
     pub fn set_restart_fence(&mut self, slaves: usize) {
         if slaves > 0 && self.fence.is_none() {
             warn!(slaves, "restarted after a crash: refusing puts until the slaves report");
+            if !self.admission.is_restricted() {
+                warn!("no replica allow-list: no connection is trusted to lift the restart fence");
+            }
             self.fence = Some(Fence::Restart { waiting_for: slaves });
+            self.restart = Some(RestartFence { needed: slaves, heard: BTreeSet::new() });
         }
     }
 
@@ -570,36 +691,70 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
 
     /// A new connection, with the id the adapter chose (unique among live connections).
     ///
-    /// An older connection from the same host (not loopback) is closed first: the classic
-    /// protocol carries no slave identity, and a slave whose machine restarted can reconnect
-    /// before its dead connection times out; counting both would count one slave twice.
-    pub fn accept(&mut self, now: Instant, conn: ConnId, address: SocketAddr, sink: C) {
-        if !address.ip().is_loopback() {
-            let stale: Vec<ConnId> =
-                self.conns.iter().filter(|(_, e)| e.address.ip() == address.ip()).map(|(&c, _)| c).collect();
-            for old in stale {
-                warn!(conn = ?old, peer = %address.ip(), "the same slave host connected again: closing its older connection");
-                self.feed(now, MasterInput::Evict { conn: old, reason: crate::CloseReason::Superseded });
-            }
+    /// A connection the admission rules refuse (not in the allow-list, or over a connection
+    /// limit; the per-address limit does not apply to loopback, where one host runs several
+    /// slaves) is closed at once, before anything is read or sent; its bytes are dropped, and
+    /// its teardown must still be reported through [`closed`](Self::closed).
+    pub fn accept(&mut self, now: Instant, conn: ConnId, address: SocketAddr, mut sink: C) {
+        self.now = self.now.max(now);
+        let ip = address.ip().to_canonical();
+        let from_peer = self.conns.values().filter(|e| e.address.ip().to_canonical() == ip).count();
+        let refusal = if !self.admission.admits(ip) {
+            self.refusals.not_admitted += 1;
+            Some("not in the replica allow-list")
+        } else if !ip.is_loopback() && from_peer >= self.admission.max_connections_per_peer {
+            self.refusals.over_limit += 1;
+            Some("too many HA connections from this address")
+        } else if self.conns.len() >= self.admission.max_connections {
+            self.refusals.over_limit += 1;
+            Some("too many HA connections")
+        } else {
+            None
+        };
+        if let Some(why) = refusal {
+            warn!(?conn, peer = %address, why, "HA connection refused");
+            self.refusals.last = Some(format!("{address}: {why}"));
+            self.refused.insert(conn);
+            sink.close();
+            return;
         }
         self.feed(now, MasterInput::Accepted { conn });
         self.connections_accepted += 1;
-        self.conns.insert(conn, ConnEntry { sink, address, since: now });
+        let trusted = self.admission.trusts(ip);
+        self.conns.insert(conn, ConnEntry { sink, address, since: now, trusted });
     }
 
     /// Bytes from a connection.
     pub fn received(&mut self, now: Instant, conn: ConnId, data: Bytes) {
+        if self.refused.contains(&conn) {
+            return;
+        }
         self.feed(now, MasterInput::Received { conn, data });
     }
 
     /// A connection's writer finished one transmit.
     pub fn sent(&mut self, now: Instant, conn: ConnId) {
+        if self.refused.contains(&conn) {
+            return;
+        }
         self.feed(now, MasterInput::Sent { conn });
     }
 
     /// A connection's teardown finished (whoever started it).
     pub fn closed(&mut self, now: Instant, conn: ConnId) {
-        self.conns.remove(&conn);
+        if self.refused.remove(&conn) {
+            return;
+        }
+        if let Some(entry) = self.conns.remove(&conn) {
+            // A loopback replica counts for the restart fence only while it is connected: its
+            // next connection cannot be told apart from another slave's.
+            if let Some(restart) = &mut self.restart {
+                if restart.heard.remove(&ReplicaKey::Loopback(conn)) {
+                    debug!(?conn, peer = %entry.address, "a loopback replica left before the restart fence lifted");
+                    self.update_restart_fence();
+                }
+            }
+        }
         self.feed(now, MasterInput::Closed { conn });
     }
 
@@ -652,6 +807,14 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                     }
                 }
                 MasterOutput::Close { conn, reason } => {
+                    if reason == crate::CloseReason::FirstReportTimeout {
+                        self.refusals.first_report_timeouts += 1;
+                        let peer = self.conns.get(&conn).map(|e| e.address);
+                        warn!(?conn, ?peer, "no complete first report in time: closing");
+                        if let Some(peer) = peer {
+                            self.refusals.last = Some(format!("{peer}: {reason}"));
+                        }
+                    }
                     if let Some(entry) = self.conns.get_mut(&conn) {
                         info!(?conn, peer = %entry.address, %reason, "closing slave connection");
                         entry.sink.close();
@@ -697,6 +860,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                     in_sync: info.in_sync,
                     connected_for: now.saturating_duration_since(entry.since),
                     bytes_sent: info.bytes_sent,
+                    trusted: entry.trusted,
                 })
             })
             .collect();
@@ -712,6 +876,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             connections_accepted: self.connections_accepted,
             peer_errors: self.peer_errors,
             fence: self.fence.clone(),
+            refusals: self.refusals.clone(),
         }
     }
 
@@ -725,14 +890,86 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         }
     }
 
-    /// A slave reported (and was not ahead): one fewer to wait for after a restart.
-    fn count_report(&mut self) {
-        if let Some(Fence::Restart { waiting_for }) = &mut self.fence {
-            *waiting_for = waiting_for.saturating_sub(1);
-            if *waiting_for == 0 {
+    /// A connection reported a position consistent with this log (a record boundary at or
+    /// below the end, or behind retention): if trusted, one more replica heard from.
+    fn count_report(&mut self, conn: ConnId) {
+        let Some(entry) = self.conns.get(&conn) else { return };
+        if !entry.trusted {
+            return;
+        }
+        let key = ReplicaKey::of(conn, entry.address);
+        if let Some(restart) = &mut self.restart {
+            if restart.heard.insert(key) {
+                self.update_restart_fence();
+            }
+        }
+    }
+
+    fn update_restart_fence(&mut self) {
+        let Some(restart) = &self.restart else { return };
+        let waiting_for = restart.needed.saturating_sub(restart.heard.len());
+        if waiting_for == 0 {
+            self.restart = None;
+            if matches!(self.fence, Some(Fence::Restart { .. })) {
                 info!("every slave reported after the restart: taking puts");
                 self.fence = None;
             }
+        } else if let Some(Fence::Restart { waiting_for: w }) = &mut self.fence {
+            *w = waiting_for;
+        }
+    }
+
+    /// Closes older connections from the new one's host (not loopback) that have gone silent
+    /// for two heartbeat intervals: the classic protocol carries no slave identity, and a slave
+    /// whose machine restarted reconnects before its dead connection times out; counting both
+    /// would count one slave twice. A live connection (it reports every heartbeat) is never
+    /// evicted, so two slaves on one host, or a stranger from a slave's address, evict nothing.
+    fn evict_stale_from_host(&mut self, now: Instant, conn: ConnId) {
+        let Some(entry) = self.conns.get(&conn) else { return };
+        let ip = entry.address.ip().to_canonical();
+        if ip.is_loopback() {
+            return;
+        }
+        let stale_after = self.master.config().heartbeat_interval * 2;
+        let stale: Vec<ConnId> = self
+            .master
+            .slaves()
+            .filter(|info| info.conn != conn && info.silent_for >= stale_after)
+            .filter(|info| self.conns.get(&info.conn).is_some_and(|e| e.address.ip().to_canonical() == ip))
+            .map(|info| info.conn)
+            .collect();
+        for old in stale {
+            warn!(conn = ?old, peer = %ip, "the same slave host connected again and its older connection is silent: closing it");
+            self.feed(now, MasterInput::Evict { conn: old, reason: crate::CloseReason::Superseded });
+        }
+    }
+
+    fn refuse_report(&mut self, conn: ConnId, peer: Option<SocketAddr>, error: PeerError) {
+        let trusted = self.conns.get(&conn).is_some_and(|e| e.trusted);
+        let fence = match (error, peer) {
+            (PeerError::SlaveAhead { reported, end }, Some(slave)) if trusted => {
+                Some(Fence::Diverged { slave, reported, end })
+            }
+            (PeerError::SlaveDiverged { reported }, Some(slave)) if trusted => {
+                Some(Fence::NotOnRecordBoundary { slave, reported })
+            }
+            _ => None,
+        };
+        if matches!(error, PeerError::SlaveDiverged { .. }) {
+            self.refusals.diverged += 1;
+        }
+        let shown = peer.map_or_else(|| format!("{conn:?}"), |p| p.to_string());
+        if let Some(fence) = fence {
+            error!(%fence, "a trusted replica diverged: refusing puts");
+            self.refusals.last = Some(format!("{shown}: {error}"));
+            self.fence = Some(fence);
+            self.restart = None;
+        } else {
+            if matches!(error, PeerError::SlaveAhead { .. }) {
+                self.refusals.untrusted_ahead += 1;
+            }
+            warn!(?conn, ?peer, %error, "untrusted connection refused; not fencing (only allow-listed replicas fence)");
+            self.refusals.last = Some(format!("{shown}: {error} (untrusted, not fencing)"));
         }
     }
 
@@ -747,17 +984,33 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                 self.peer_errors += 1;
                 let peer = self.conns.get(&conn).map(|e| e.address);
                 warn!(?conn, ?peer, %error, "slave broke the protocol");
-                if let (PeerError::SlaveAhead { reported, end }, Some(slave)) = (error, peer) {
-                    let fence = Fence::Diverged { slave, reported, end };
-                    error!(%fence, "refusing puts");
-                    self.fence = Some(fence);
-                } else if let PeerError::SlaveBehindRetention { .. } = error {
-                    self.count_report();
+                match error {
+                    PeerError::SlaveAhead { .. } | PeerError::SlaveDiverged { .. } => {
+                        self.refuse_report(conn, peer, error);
+                    }
+                    PeerError::SlaveBehindRetention { .. } => self.count_report(conn),
+                    _ => {}
+                }
+            }
+            MasterEvent::VerifyReport { conn, offset } => {
+                let now = self.now;
+                let answer = match &self.boundary {
+                    Some(check) => check(offset),
+                    None => Err("no log to check against".to_string()),
+                };
+                match answer {
+                    Ok(boundary) => self.feed(now, MasterInput::ReportVerified { conn, boundary }),
+                    Err(e) => {
+                        warn!(?conn, offset, %e, "cannot check the first report against the log: closing");
+                        self.feed(now, MasterInput::Evict { conn, reason: crate::CloseReason::StoreFailed });
+                    }
                 }
             }
             MasterEvent::SlaveStarted { conn, requested, start } => {
                 info!(?conn, requested, start, "slave streaming");
-                self.count_report();
+                let now = self.now;
+                self.evict_stale_from_host(now, conn);
+                self.count_report(conn);
             }
             MasterEvent::SlaveAcked { .. } => {}
             MasterEvent::SlaveDisconnected { conn } => debug!(?conn, "slave disconnected"),
@@ -982,6 +1235,9 @@ mod tests {
         fn read(&self, _: LogSpan) -> Result<Bytes, std::io::Error> {
             Ok(Bytes::new())
         }
+        fn is_record_boundary(&self, offset: Offset) -> Result<bool, std::io::Error> {
+            Ok(offset % 10 == 0)
+        }
     }
 
     impl MessageLog for CountingLog {
@@ -1094,9 +1350,14 @@ mod tests {
         (MasterDriver::new(MasterConfig::default(), now, LogBounds { min: 0, max: end }).unwrap(), now)
     }
 
+    fn trusting(d: &mut MasterDriver<Sink, Reply>, net: &str) {
+        d.set_admission(Admission::allow_list(vec![net.parse().unwrap()]));
+    }
+
     #[test]
-    fn a_slave_ahead_of_the_master_fences_puts() {
+    fn a_trusted_slave_ahead_of_the_master_fences_puts() {
         let (mut d, now) = driver_at(100);
+        trusting(&mut d, "10.0.0.0/24");
         let addr: SocketAddr = "10.0.0.7:4000".parse().unwrap();
         d.accept(now, ConnId(1), addr, Sink::default());
         d.received(now, ConnId(1), Bytes::copy_from_slice(&encode_report(150)));
@@ -1106,8 +1367,24 @@ mod tests {
     }
 
     #[test]
+    fn an_untrusted_connection_ahead_of_the_master_is_refused_and_counted_without_fencing() {
+        let (mut d, now) = driver_at(100);
+        let sink = Sink::default();
+        let closed = sink.closed.clone();
+        d.accept(now, ConnId(1), "10.0.0.7:4000".parse().unwrap(), sink);
+        d.received(now, ConnId(1), Bytes::copy_from_slice(&encode_report(150)));
+        let _ = d.drain();
+        assert_eq!(d.fence(), None);
+        assert!(*closed.borrow());
+        let status = d.status(now, BrokerRole::SyncMaster, 0);
+        assert_eq!(status.refusals.untrusted_ahead, 1);
+        assert!(status.refusals.last.as_deref().is_some_and(|l| l.contains("10.0.0.7:4000")), "{status:?}");
+    }
+
+    #[test]
     fn the_restart_fence_lifts_once_every_slave_reported() {
         let (mut d, now) = driver_at(100);
+        trusting(&mut d, "127.0.0.1");
         d.set_restart_fence(2);
         for (i, port) in [(1, 4001), (2, 4002)] {
             assert!(matches!(d.fence(), Some(Fence::Restart { .. })));
@@ -1119,21 +1396,26 @@ mod tests {
     }
 
     #[test]
-    fn a_host_that_connects_again_replaces_its_older_connection() {
+    fn a_host_that_connects_again_replaces_its_older_silent_connection() {
         let (mut d, now) = driver_at(100);
         let old = Sink::default();
         let closed = old.closed.clone();
         d.accept(now, ConnId(1), "10.0.0.9:5000".parse().unwrap(), old);
         d.received(now, ConnId(1), Bytes::copy_from_slice(&encode_report(100)));
-        d.accept(now, ConnId(2), "10.0.0.9:5001".parse().unwrap(), Sink::default());
+        // The old connection has said nothing for two heartbeat intervals (its host rebooted).
+        let later = now + Duration::from_secs(11);
+        d.accept(later, ConnId(2), "10.0.0.9:5001".parse().unwrap(), Sink::default());
+        let _ = d.drain();
+        assert!(!*closed.borrow(), "a connection alone is no reason to evict");
+        d.received(later, ConnId(2), Bytes::copy_from_slice(&encode_report(100)));
         let _ = d.drain();
         assert!(*closed.borrow(), "the stale connection is closed");
         let slaves: Vec<_> = d.status(now, BrokerRole::SyncMaster, 0).slaves.iter().map(|s| s.conn).collect();
         assert_eq!(slaves, [ConnId(2)], "and no longer counted");
         // Slaves on one host over loopback (tests, the demo) are distinct.
-        d.accept(now, ConnId(3), "127.0.0.1:6000".parse().unwrap(), Sink::default());
-        d.accept(now, ConnId(4), "127.0.0.1:6001".parse().unwrap(), Sink::default());
-        assert_eq!(d.status(now, BrokerRole::SyncMaster, 0).slaves.len(), 3);
+        d.accept(later, ConnId(3), "127.0.0.1:6000".parse().unwrap(), Sink::default());
+        d.accept(later, ConnId(4), "127.0.0.1:6001".parse().unwrap(), Sink::default());
+        assert_eq!(d.status(later, BrokerRole::SyncMaster, 0).slaves.len(), 3);
     }
 
     #[test]

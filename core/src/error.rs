@@ -59,6 +59,25 @@ pub enum PeerError {
         /// The previous ack.
         previous: Offset,
     },
+    /// A slave's first report does not fall on a record boundary of the master's log: the logs
+    /// differ before that offset (the master lost its tail and appended other records since,
+    /// or the slave belongs to another master). Streaming from mid-record would splice two logs.
+    #[error(
+        "slave reports offset {reported}, which is not a record boundary of the master's log: the logs have diverged"
+    )]
+    SlaveDiverged {
+        /// The slave's first report.
+        reported: Offset,
+    },
+    /// An empty slave was offered a first offset beyond its sanity bound
+    /// (`SlaveConfig::max_first_offset`): no real log is that long.
+    #[error("master starts the stream at offset {offset}, beyond the bound {max} an empty slave adopts")]
+    FirstOffsetTooLarge {
+        /// The frame's offset.
+        offset: Offset,
+        /// The configured bound.
+        max: Offset,
+    },
     /// A push frame's offset is not where the slave's log continues.
     #[error("master pushed offset {got}, but the slave's log continues at {expected}")]
     OffsetMismatch {
@@ -81,6 +100,8 @@ pub enum CloseReason {
     StoreFailed,
     /// The same slave host connected again; this older connection is stale (master).
     Superseded,
+    /// The connection sent no complete first report within `first_report_timeout` (master).
+    FirstReportTimeout,
 }
 
 impl std::fmt::Display for CloseReason {
@@ -90,6 +111,9 @@ impl std::fmt::Display for CloseReason {
             Self::HousekeepingTimeout => f.write_str("nothing read within the housekeeping interval"),
             Self::StoreFailed => f.write_str("the local log failed"),
             Self::Superseded => f.write_str("the same slave host connected again"),
+            Self::FirstReportTimeout => {
+                f.write_str("no complete first report within the first-report timeout")
+            }
         }
     }
 }

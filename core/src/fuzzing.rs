@@ -210,6 +210,7 @@ pub fn small_master_config(b: u8) -> MasterConfig {
         transfer_batch_size: 1 + u32::from(b % 7) * 97,
         heartbeat_interval: Duration::from_millis(50),
         housekeeping_interval: Duration::from_millis(200),
+        first_report_timeout: Duration::from_millis(200),
         mapped_file_size_commit_log: 256 + u64::from(b % 5) * 300,
         new_slave_start: if b & 0x80 == 0 { NewSlaveStart::Earliest } else { NewSlaveStart::LastFile },
         ack_policy: match (b >> 3) % 3 {
@@ -219,6 +220,7 @@ pub fn small_master_config(b: u8) -> MasterConfig {
         },
         ha_max_gap_not_in_sync: 2_000,
         max_inflight: 1 + u32::from((b >> 2) % 3),
+        verify_first_reports: false,
     }
 }
 
@@ -544,6 +546,7 @@ pub fn slave_session(data: &[u8]) {
         max_frame_body: 512,
         ack_on: if b & 1 == 0 { AckOn::Written } else { AckOn::Flushed },
         max_unstored: 2_048,
+        max_first_offset: crate::config::DEFAULT_MAX_FIRST_OFFSET,
     };
     let start = if b & 2 == 0 { 0 } else { u64::from(u.u16()) };
     let mut ops = Vec::new();

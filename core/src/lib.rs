@@ -10,6 +10,7 @@
 //!   decoders.
 //! - [`Master`]: every slave connection of a master, plus SYNC_MASTER waits ([`AckPolicy`]).
 //! - [`Slave`]: a slave's connection to its master, with reconnect back-off.
+//! - [`admission`]: which HA connections a master admits as replicas, and which it trusts.
 //! - [`log`]: the traits a driver's log implements ([`LogRead`], [`LogWrite`], [`MessageLog`]).
 //! - `sim` (feature `sim`): a deterministic simulator of a master and its slaves under seeded
 //!   faults, checking the protocol's invariants after every step.
@@ -106,6 +107,7 @@
 #![doc(html_root_url = "https://docs.rs/logship-core/0.1.0")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod admission;
 pub mod config;
 pub mod driver;
 pub mod error;
@@ -123,6 +125,7 @@ pub mod sim;
 mod slave;
 mod waiters;
 
+pub use admission::{Admission, IpNet};
 pub use config::{AckOn, AckPolicy, ConfigError, MasterConfig, NewSlaveStart, SlaveConfig};
 pub use error::{ApiMisuse, CloseReason, PeerError, WaitError};
 pub use in_sync::InSyncError;

@@ -56,6 +56,12 @@ pub trait LogRead: Send + Sync + 'static {
     ///
     /// Fails if any part of the span is outside [`bounds`](Self::bounds) or crosses a segment.
     fn read(&self, span: LogSpan) -> Result<Bytes, Self::Error>;
+
+    /// Whether a record of the log starts at `offset` (the min offset and the end count as
+    /// boundaries). A master asks this of a slave's first report: a report off a record
+    /// boundary means the two logs differ before it. May read the log; fails if `offset` is
+    /// outside [`bounds`](Self::bounds) or the records before it cannot be read.
+    fn is_record_boundary(&self, offset: Offset) -> Result<bool, Self::Error>;
 }
 
 /// Write access to a slave's log, used by a slave driver to store replicated bytes.

@@ -80,6 +80,16 @@ pub enum MasterInput {
         /// The wait.
         id: WaitId,
     },
+    /// The answer to a [`MasterEvent::VerifyReport`] (`verify_first_reports`): whether the
+    /// reported offset is a record boundary of the local log. On `false` the connection is
+    /// closed with [`PeerError::SlaveDiverged`]. Unknown or already closing connections are
+    /// ignored.
+    ReportVerified {
+        /// The connection.
+        conn: ConnId,
+        /// Whether the offset is a record boundary.
+        boundary: bool,
+    },
 }
 
 /// Something the core asks the master driver to do.
@@ -120,6 +130,15 @@ pub enum MasterEvent {
         requested: Offset,
         /// Where streaming starts.
         start: Offset,
+    },
+    /// With `verify_first_reports`: a first report lies strictly inside the log. The connection
+    /// neither streams nor counts until the driver answers with
+    /// [`MasterInput::ReportVerified`] whether `offset` is a record boundary of the log.
+    VerifyReport {
+        /// The connection.
+        conn: ConnId,
+        /// The reported offset.
+        offset: Offset,
     },
     /// A slave acknowledged every byte before `offset`.
     SlaveAcked {
@@ -170,12 +189,18 @@ pub struct SlaveInfo {
     pub in_sync: bool,
     /// Transmits handed out and not yet `Sent`.
     pub inflight: u32,
+    /// How long since the last complete report (or since the connection was accepted).
+    pub silent_for: Duration,
 }
 
 #[derive(Debug)]
 enum Phase {
     /// Nothing is sent before the first report.
     AwaitingReport,
+    /// The first report is being checked against the log; nothing is sent or counted.
+    Verifying {
+        offset: Offset,
+    },
     Streaming {
         start: Offset,
         next: Offset,
@@ -187,7 +212,11 @@ enum Phase {
 struct SlaveConn {
     phase: Phase,
     reports: ReportDecoder,
-    last_read: Instant,
+    /// When the connection was accepted: the first report is due `first_report_timeout` later.
+    accepted_at: Instant,
+    /// When the last complete report arrived (the accept before the first). Partial reports
+    /// are not progress: a peer trickling bytes cannot hold a connection open.
+    last_report: Instant,
     last_send: Instant,
     /// When the slave's ack last covered the master's end (or when it connected).
     caught_up_at: Instant,
@@ -199,7 +228,7 @@ impl SlaveConn {
     fn ack(&self) -> Option<Offset> {
         match self.phase {
             Phase::Streaming { ack, .. } => Some(ack),
-            Phase::AwaitingReport => None,
+            Phase::AwaitingReport | Phase::Verifying { .. } => None,
         }
     }
 }
@@ -267,7 +296,7 @@ impl Master {
     pub fn slaves(&self) -> impl ExactSizeIterator<Item = SlaveInfo> + '_ {
         self.conns.iter().map(|(&conn, c)| {
             let (start, ack, sent) = match c.phase {
-                Phase::AwaitingReport => (None, None, 0),
+                Phase::AwaitingReport | Phase::Verifying { .. } => (None, None, 0),
                 Phase::Streaming { start, next, ack } => (Some(start), Some(ack), next),
             };
             let covered = ack.unwrap_or(0);
@@ -287,6 +316,7 @@ impl Master {
                 in_sync: ack
                     .is_some_and(|a| policy::in_sync(a, self.log.max, self.config.ha_max_gap_not_in_sync)),
                 inflight: c.inflight,
+                silent_for: self.now.saturating_duration_since(c.last_report),
             }
         })
     }
@@ -307,7 +337,8 @@ impl Master {
                     SlaveConn {
                         phase: Phase::AwaitingReport,
                         reports: ReportDecoder::new(),
-                        last_read: now,
+                        accepted_at: now,
+                        last_report: now,
                         last_send: now,
                         caught_up_at: now,
                         inflight: 0,
@@ -331,6 +362,7 @@ impl Master {
                 }
             }
             MasterInput::Evict { conn, reason } => self.close(conn, reason),
+            MasterInput::ReportVerified { conn, boundary } => self.on_verified(conn, boundary),
             MasterInput::Appended { end } => {
                 let previous = self.log.max;
                 for c in self.conns.values_mut() {
@@ -368,7 +400,8 @@ impl Master {
         Ok(())
     }
 
-    /// Advances time: expires waits and closes connections idle past the housekeeping interval.
+    /// Advances time: expires waits, closes connections without a complete report for the
+    /// housekeeping interval, and new connections without a first report by its deadline.
     /// Spurious or early calls are harmless; a `now` earlier than the last one is ignored.
     pub fn handle_timeout(&mut self, now: Instant) {
         if now < self.now {
@@ -376,14 +409,24 @@ impl Master {
         }
         self.now = now;
         self.expire_waits();
-        let idle: Vec<ConnId> = self
+        let config = &self.config;
+        let expired: Vec<(ConnId, CloseReason)> = self
             .conns
             .iter()
-            .filter(|(_, c)| now.saturating_duration_since(c.last_read) >= self.config.housekeeping_interval)
-            .map(|(&id, _)| id)
+            .filter_map(|(&id, c)| {
+                if matches!(c.phase, Phase::AwaitingReport)
+                    && now.saturating_duration_since(c.accepted_at) >= config.first_report_timeout
+                {
+                    Some((id, CloseReason::FirstReportTimeout))
+                } else if now.saturating_duration_since(c.last_report) >= config.housekeeping_interval {
+                    Some((id, CloseReason::HousekeepingTimeout))
+                } else {
+                    None
+                }
+            })
             .collect();
-        for conn in idle {
-            self.close(conn, CloseReason::HousekeepingTimeout);
+        for (conn, reason) in expired {
+            self.close(conn, reason);
         }
     }
 
@@ -451,7 +494,9 @@ impl Master {
                     return Err(ApiMisuse::WaitBeyondEnd { offset, end: self.log.max });
                 }
             }
-            MasterInput::CancelWait { .. } | MasterInput::Evict { .. } => {}
+            MasterInput::CancelWait { .. }
+            | MasterInput::Evict { .. }
+            | MasterInput::ReportVerified { .. } => {}
         }
         Ok(())
     }
@@ -463,14 +508,17 @@ impl Master {
             trace!(?conn, len = data.len(), "bytes for a closing connection dropped");
             return;
         };
-        c.last_read = self.now;
         let mut data = data;
         let mut acked = None;
         let mut started = None;
+        let mut verify = None;
         let mut failure = None;
         while let Some(report) = c.reports.decode(&mut data) {
             let offset = match report {
-                Ok(offset) => offset,
+                Ok(offset) => {
+                    c.last_report = self.now;
+                    offset
+                }
                 Err(e) => {
                     failure = Some(PeerError::Frame(e));
                     break;
@@ -478,6 +526,11 @@ impl Master {
             };
             match &mut c.phase {
                 Phase::AwaitingReport => match first_report_start(config, log, offset) {
+                    Ok(start) if config.verify_first_reports && offset > log.min && offset < log.max => {
+                        debug_assert_eq!(start, offset);
+                        c.phase = Phase::Verifying { offset };
+                        verify = Some(offset);
+                    }
                     Ok(start) => {
                         c.phase = Phase::Streaming { start, next: start, ack: offset };
                         if offset >= log.max {
@@ -490,6 +543,17 @@ impl Master {
                         break;
                     }
                 },
+                Phase::Verifying { offset: first } => {
+                    // A heartbeat repeating the first report while it is checked.
+                    if offset > *first {
+                        failure = Some(PeerError::AckBeyondSent { ack: offset, sent: *first });
+                        break;
+                    }
+                    if offset < *first {
+                        failure = Some(PeerError::AckWentBackwards { ack: offset, previous: *first });
+                        break;
+                    }
+                }
                 Phase::Streaming { next, ack, .. } => {
                     if offset > log.max {
                         failure = Some(PeerError::AckBeyondEnd { ack: offset, end: log.max });
@@ -513,6 +577,10 @@ impl Master {
                 }
             }
         }
+        if let Some(offset) = verify {
+            debug!(?conn, offset, "first report to verify");
+            self.queue.push_back(MasterOutput::Event(MasterEvent::VerifyReport { conn, offset }));
+        }
         if let Some((requested, start)) = started {
             debug!(?conn, requested, start, "slave starts streaming");
             self.queue.push_back(MasterOutput::Event(MasterEvent::SlaveStarted { conn, requested, start }));
@@ -526,6 +594,23 @@ impl Master {
         } else if acked.is_some() || started.is_some() {
             self.complete_waits();
         }
+    }
+
+    fn on_verified(&mut self, conn: ConnId, boundary: bool) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let Phase::Verifying { offset } = c.phase else { return };
+        if !boundary {
+            self.close(conn, CloseReason::Peer(PeerError::SlaveDiverged { reported: offset }));
+            return;
+        }
+        c.phase = Phase::Streaming { start: offset, next: offset, ack: offset };
+        debug!(?conn, offset, "slave starts streaming");
+        self.queue.push_back(MasterOutput::Event(MasterEvent::SlaveStarted {
+            conn,
+            requested: offset,
+            start: offset,
+        }));
+        self.complete_waits();
     }
 
     fn on_await(&mut self, id: WaitId, offset: Offset, deadline: Instant) {
@@ -665,7 +750,10 @@ impl Master {
     fn next_timeout(&self) -> Instant {
         let mut at = self.waiters.next_deadline().unwrap_or(self.now + IDLE_TIMEOUT);
         for c in self.conns.values() {
-            at = at.min(c.last_read + self.config.housekeeping_interval);
+            at = at.min(c.last_report + self.config.housekeeping_interval);
+            if matches!(c.phase, Phase::AwaitingReport) {
+                at = at.min(c.accepted_at + self.config.first_report_timeout);
+            }
             // A heartbeat is due only on a connection with nothing to send; pending data goes out
             // when a `Sent` or an `Appended` arrives, not on a timer.
             let idle = matches!(c.phase, Phase::Streaming { next, .. } if next >= self.log.max);

@@ -243,6 +243,17 @@ impl LogRead for MemoryLog {
         let log = self.lock();
         log.read(span).map_err(|reason| MemoryLogError::OutOfRange { span, bounds: log.bounds(), reason })
     }
+
+    /// A memory log keeps bytes, not records, so every offset it holds counts as a boundary: it
+    /// cannot tell a diverged slave from one that is merely behind.
+    fn is_record_boundary(&self, offset: Offset) -> Result<bool, MemoryLogError> {
+        let bounds = self.lock().bounds();
+        if offset < bounds.min || offset > bounds.max {
+            let span = LogSpan { offset, len: 0 };
+            return Err(MemoryLogError::OutOfRange { span, bounds, reason: "outside the log" });
+        }
+        Ok(true)
+    }
 }
 
 impl LogWrite for MemoryLog {

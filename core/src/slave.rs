@@ -102,6 +102,8 @@ pub enum SlaveState {
 #[derive(Debug)]
 struct Stream {
     decoder: PushDecoder,
+    /// When the last complete frame arrived (the connect before the first). Partial frames are
+    /// not progress: a master trickling a body cannot hold the slave.
     last_read: Instant,
     last_report: Instant,
     /// The latest report sent on this connection; `None` before the first.
@@ -199,7 +201,7 @@ impl Slave {
         self.master_offset
     }
 
-    /// When the last bytes arrived from the master on the current connection.
+    /// When the last complete frame arrived from the master on the current connection.
     pub fn last_read(&self) -> Option<Instant> {
         match &self.state {
             State::Streaming(s) => Some(s.last_read),
@@ -385,7 +387,6 @@ impl Slave {
             trace!(len = data.len(), "bytes after the connection closed dropped");
             return;
         };
-        s.last_read = self.now;
         s.decoder.extend(data);
         let failure = loop {
             let header = match s.decoder.peek_header() {
@@ -394,13 +395,20 @@ impl Slave {
                 Err(e) => break Some(PeerError::Frame(e)),
             };
             // RocketMQ checks the offset as soon as the header is visible; an empty slave
-            // (end 0) adopts whatever the master starts with.
+            // (end 0) adopts what the master starts with, up to a sanity bound.
             if self.requested != 0 && header.offset != self.requested {
                 break Some(PeerError::OffsetMismatch { expected: self.requested, got: header.offset });
+            }
+            if self.requested == 0 && header.offset > self.config.max_first_offset {
+                break Some(PeerError::FirstOffsetTooLarge {
+                    offset: header.offset,
+                    max: self.config.max_first_offset,
+                });
             }
             let Some(push) = s.decoder.decode().expect("the header parsed above") else {
                 break None;
             };
+            s.last_read = self.now;
             let frame_end = push.offset + push.body.len() as u64;
             self.master_offset = Some(self.master_offset.map_or(frame_end, |m| m.max(frame_end)));
             if !push.body.is_empty() {

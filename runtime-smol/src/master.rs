@@ -105,8 +105,7 @@ pub async fn spawn_master<L: MessageLog>(
     let listener =
         TcpListener::bind(listen).await.map_err(|source| StartError::Bind { addr: listen, source })?;
     let local_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: listen, source })?;
-    let mut driver = MasterDriver::new(config.core.clone(), now(), log.bounds())?;
-    driver.set_restart_fence(config.restart_fence);
+    let driver = MasterDriver::for_service(&config, now(), log.clone())?;
     let (commands, commands_rx) = bounded(COMMAND_QUEUE);
     let (appended, appended_rx) = bounded(1);
     let (stop_accepting, stop_accepting_rx) = bounded::<()>(1);

@@ -499,6 +499,40 @@ impl Shared {
         codec::decode(&record, Some(offset), true).map_err(corrupt)
     }
 
+    /// Whether a record starts at `offset`: walks the size fields of the records of its
+    /// segment from the segment's start. The min offset and the end are boundaries.
+    fn is_record_boundary(&self, offset: Offset) -> Result<bool, StoreError> {
+        let LogBounds { min, max } = self.bounds();
+        if offset < min || offset > max {
+            return Err(StoreError::OutOfRange { offset, end: offset, min, max });
+        }
+        if offset == min || offset == max {
+            return Ok(true);
+        }
+        let seg = read(&self.segments).find(offset).cloned();
+        let Some(seg) = seg else { return Err(StoreError::OutOfRange { offset, end: offset, min, max }) };
+        // Retention keeps whole segments, so the walk starts at a record even in the first one.
+        let start = seg.base.max(min);
+        if offset == start {
+            return Ok(true);
+        }
+        let prefix = self.read_span(LogSpan { offset: start, len: (offset - start) as u32 })?;
+        let seg_end = seg.base + self.segment_size;
+        let mut at = 0usize;
+        while at < prefix.len() {
+            let Some(size) = prefix.get(at..at + 4) else { return Ok(false) };
+            let total = i32::from_be_bytes([size[0], size[1], size[2], size[3]]);
+            let remaining = (seg_end - start) as usize - at;
+            if total <= 0 || total as usize > remaining {
+                let reason = codec::RecordError::BadTotalSize { total, remaining };
+                let offset = start + at as u64;
+                return Err(StoreError::Corrupt { segment: seg.path().to_path_buf(), offset, reason });
+            }
+            at += total as usize;
+        }
+        Ok(at == prefix.len())
+    }
+
     fn queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
         read(&self.queues).get(topic).and_then(|q| q.get(&queue_id)).cloned()
     }
@@ -823,6 +857,11 @@ impl CommitLog {
         self.shared.read_message(offset)
     }
 
+    /// Whether a record starts at `offset`; see [`LogRead::is_record_boundary`].
+    pub fn is_record_boundary(&self, offset: Offset) -> Result<bool, StoreError> {
+        self.shared.is_record_boundary(offset)
+    }
+
     /// `[min, max)` queue offsets of a consume queue (`(0, 0)` for a queue that does not exist).
     pub fn queue_bounds(&self, topic: &str, queue_id: i32) -> (u64, u64) {
         self.shared.queue(topic, queue_id).map_or((0, 0), |q| q.bounds())
@@ -1102,6 +1141,10 @@ impl LogRead for CommitLog {
 
     fn read(&self, span: LogSpan) -> Result<Bytes, StoreError> {
         self.shared.read_span(span)
+    }
+
+    fn is_record_boundary(&self, offset: Offset) -> Result<bool, StoreError> {
+        self.shared.is_record_boundary(offset)
     }
 }
 

@@ -85,11 +85,13 @@ fn draw_master(rng: &mut SimRng, slaves: usize) -> MasterConfig {
         transfer_batch_size: batch,
         heartbeat_interval: heartbeat,
         housekeeping_interval: housekeeping,
+        first_report_timeout: housekeeping,
         mapped_file_size_commit_log: segment,
         new_slave_start: if rng.chance(0.25) { NewSlaveStart::LastFile } else { NewSlaveStart::Earliest },
         ack_policy,
         ha_max_gap_not_in_sync: if rng.chance(0.7) { 1 << 30 } else { rng.range(segment, 4 * segment) },
         max_inflight: rng.range(1, 8) as u32,
+        verify_first_reports: false,
     }
 }
 
@@ -110,6 +112,7 @@ fn draw_slave(rng: &mut SimRng, master: &MasterConfig, ack_mode: u64) -> SlaveCo
         max_frame_body,
         ack_on,
         max_unstored: (u64::from(max_frame_body) + 12) * rng.range(1, 4),
+        max_first_offset: crate::config::DEFAULT_MAX_FIRST_OFFSET,
     }
 }
 

@@ -19,6 +19,7 @@ impl Simulation {
             MasterInput::AwaitReplication { id, offset, .. } => ("in AwaitReplication", id.0, *offset),
             MasterInput::CancelWait { id } => ("in CancelWait", id.0, 0),
             MasterInput::Evict { conn, .. } => ("in Evict", conn.0, 0),
+            MasterInput::ReportVerified { conn, .. } => ("in ReportVerified", conn.0, 0),
         };
         core.handle_input(now, input)
             .map_err(|error| Violation::ApiMisuse { node: "master".into(), error })?;
@@ -199,6 +200,10 @@ impl Simulation {
                     }
                 }
             }
+            MasterEvent::VerifyReport { conn, .. } => {
+                // The simulator's logs have no records: every offset is a boundary.
+                self.feed_master(MasterInput::ReportVerified { conn, boundary: true })?;
+            }
             MasterEvent::SlaveAcked { conn, offset } => {
                 self.rec(Node::Master, "ev SlaveAcked", conn.0, offset, Detail::None);
             }
@@ -220,6 +225,9 @@ impl Simulation {
                     PeerError::AckWentBackwards { .. } => self.stats.ack_went_backwards += 1,
                     PeerError::Frame(_) => self.stats.frame_errors += 1,
                     PeerError::OffsetMismatch { .. } => self.stats.offset_mismatches += 1,
+                    // Neither is produced here: records are not checked, and the slave side
+                    // raises the other.
+                    PeerError::SlaveDiverged { .. } | PeerError::FirstOffsetTooLarge { .. } => {}
                 }
                 let Some(c) = self.conns.get(&conn.0) else { return Ok(()) };
                 if let Peer::Intruder { .. } = c.peer {
