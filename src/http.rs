@@ -104,14 +104,16 @@ pub fn router(broker: Arc<Broker>) -> Router {
     Router::new()
         .route("/topics/{topic}/messages", post(put_message))
         .route("/topics/{topic}/queues/{queue_id}/messages", get(get_messages))
-        .route("/", get(crate::status_page::page))
         .route("/status", get(status))
         .route("/metrics", get(metrics))
         .layer(axum::middleware::from_fn_with_state(broker.clone(), authenticate))
+        // The status page is static and holds no data: it asks `/status`, with the token.
+        .route("/", get(crate::status_page::page))
         .with_state(broker)
 }
 
-/// With `httpAuthToken` set, answers 401 to a request without that bearer token.
+/// With `httpAuthToken` set, answers 401 to a request without that bearer token (every route
+/// but the static status page at `/`).
 async fn authenticate(State(broker): State<Arc<Broker>>, request: Request, next: Next) -> Response {
     let Some(token) = &broker.settings.http.auth_token else {
         return next.run(request).await;

@@ -28,6 +28,9 @@ pub struct StatusArgs {
     /// Print JSON, one document per report.
     #[arg(long)]
     pub json: bool,
+    /// The broker's `httpAuthToken`, if it has one (else read from `LOGSHIP_HTTP_TOKEN`).
+    #[arg(long, value_name = "TOKEN")]
+    pub token: Option<String>,
 }
 
 /// How healthy the broker's replication is.
@@ -128,9 +131,13 @@ pub fn assess(status: &Value) -> (Health, Vec<String>) {
     (health, why)
 }
 
-fn fetch(agent: &ureq::Agent, broker: &str) -> Result<Value, String> {
+fn fetch(agent: &ureq::Agent, broker: &str, token: Option<&str>) -> Result<Value, String> {
     let url = format!("http://{broker}/status");
-    let mut response = agent.get(&url).call().map_err(|e| format!("cannot reach {url}: {e}"))?;
+    let mut request = agent.get(&url);
+    if let Some(token) = token {
+        request = request.header("Authorization", &format!("Bearer {token}"));
+    }
+    let mut response = request.call().map_err(|e| format!("cannot reach {url}: {e}"))?;
     let code = response.status().as_u16();
     let body = response.body_mut().read_to_string().map_err(|e| format!("reading {url}: {e}"))?;
     let value: Value =
@@ -289,6 +296,8 @@ pub fn main(args: &StatusArgs) -> ExitCode {
         None => None,
     };
     let reports = if interval.is_some() { args.count.unwrap_or(u64::MAX) } else { 1 };
+    let token =
+        args.token.clone().or_else(|| std::env::var("LOGSHIP_HTTP_TOKEN").ok().filter(|t| !t.is_empty()));
     let mut prev: Option<(Instant, Value)> = None;
     let mut health = Health::Unknown;
     for n in 0..reports {
@@ -296,7 +305,7 @@ pub fn main(args: &StatusArgs) -> ExitCode {
             std::thread::sleep(interval.unwrap_or_default());
         }
         let now = Instant::now();
-        match fetch(&agent, &args.broker) {
+        match fetch(&agent, &args.broker, token.as_deref()) {
             Ok(status) => {
                 let (h, why) = assess(&status);
                 health = h;

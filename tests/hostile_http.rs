@@ -355,6 +355,11 @@ fn without_the_bearer_token_every_route_answers_401() {
     assert_eq!(code, 200);
     let bodies: Vec<_> = read["messages"].as_array().unwrap().iter().map(|m| m["body"].clone()).collect();
     assert_eq!(bodies, ["secret"], "the refused put stored nothing");
+    // The status page is static: it loads without the token and then asks /status with it.
+    let mut page = agent().get(master.url("/")).call().unwrap();
+    assert_eq!(page.status(), 200, "the static status page needs no token");
+    let html = page.body_mut().read_to_string().unwrap();
+    assert!(html.contains("Authorization") && !html.contains("secret"), "the page holds no data");
 }
 
 #[test]
