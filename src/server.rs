@@ -88,9 +88,12 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
                 // A slave may hold bytes this crash lost: hear from every slave before appending.
                 config.restart_fence = settings.total_replicas as usize - 1;
             }
-            let master = logship_tokio::spawn_master(config, store.clone(), ha)
-                .await
-                .with_context(|| format!("cannot start the HA service on {ha} (haListenPort)"))?;
+            let master = logship_tokio::spawn_master(config, store.clone(), ha).await.with_context(|| {
+                format!(
+                    "cannot start the HA service on {ha} (haListenAddress, default listenAddress or \
+                         brokerIP1, and haListenPort)"
+                )
+            })?;
             tokio::spawn(feed_retention_floor(master.clone(), store.clone()));
             Node::Master(master)
         }

@@ -686,7 +686,8 @@ fn a_java_slave_ahead_of_a_promoted_logship_master_fences_it(rmq: Rocketmq) {
     let java_end = java.max_offset();
     java.shutdown();
 
-    let master = Logship::start("master", ldir.path(), &[]);
+    // Only a trusted (allow-listed) replica's report can fence a master; strangers are refused.
+    let master = Logship::start("master", ldir.path(), &["--set", "haReplicaAllowList=127.0.0.1"]);
     let own_ha = free_port().to_string();
     let mut java = JavaStore::start(
         &h,
