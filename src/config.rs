@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use logship_core::driver::{BrokerRole, FlushDiskType, MasterServiceConfig, SlaveServiceConfig};
+use logship_core::tls::{MasterTls, SlaveTls, TlsMode, TlsPem};
 use logship_core::{AckOn, AckPolicy, Admission, IpNet, MasterConfig, NewSlaveStart, SlaveConfig};
 
 /// A configuration problem that stops the broker before it starts.
@@ -133,6 +134,26 @@ pub struct BrokerSettings {
     pub ha_first_report_timeout: Duration,
     /// logship `haSlaveMaxFirstOffset`: the largest first offset an empty slave adopts.
     pub ha_slave_max_first_offset: u64,
+    /// logship `haTlsMode` (master): `off`, `optional` or `required`.
+    pub ha_tls_mode: TlsMode,
+    /// logship `haTlsEnable` (slave): connect to the master over TLS.
+    pub ha_tls_enable: bool,
+    /// logship `haTlsCertPath`, `haTlsKeyPath`, `haTlsCaPath`: this side's certificate chain
+    /// and key, and the CA the other side's certificate must chain to (PEM files).
+    pub ha_tls_cert_path: Option<PathBuf>,
+    /// See `ha_tls_cert_path`.
+    pub ha_tls_key_path: Option<PathBuf>,
+    /// See `ha_tls_cert_path`.
+    pub ha_tls_ca_path: Option<PathBuf>,
+    /// logship `haTlsReplicaNames` (master): the replica names a client certificate must carry.
+    pub ha_tls_replica_names: Vec<String>,
+    /// logship `haTlsServerName` (slave): the name the master's certificate must carry; unset,
+    /// the host of `haMasterAddress`.
+    pub ha_tls_server_name: Option<String>,
+    /// The master's TLS settings, built from the keys above (`None` with `haTlsMode=off`).
+    pub master_tls: Option<MasterTls>,
+    /// The slave's TLS settings (`None` unless `haTlsEnable=true`).
+    pub slave_tls: Option<SlaveTls>,
 }
 
 impl Default for BrokerSettings {
@@ -171,6 +192,15 @@ impl Default for BrokerSettings {
             ha_max_connections: logship_core::admission::DEFAULT_MAX_CONNECTIONS,
             ha_first_report_timeout: logship_core::config::DEFAULT_FIRST_REPORT_TIMEOUT,
             ha_slave_max_first_offset: logship_core::config::DEFAULT_MAX_FIRST_OFFSET,
+            ha_tls_mode: TlsMode::Off,
+            ha_tls_enable: false,
+            ha_tls_cert_path: None,
+            ha_tls_key_path: None,
+            ha_tls_ca_path: None,
+            ha_tls_replica_names: Vec::new(),
+            ha_tls_server_name: None,
+            master_tls: None,
+            slave_tls: None,
         }
     }
 }
@@ -426,6 +456,18 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
             "haMaxConnections" => s.ha_max_connections = number(key, v, 1, 65_535)? as usize,
             "haFirstReportTimeout" => s.ha_first_report_timeout = millis(key, v)?,
             "haSlaveMaxFirstOffset" => s.ha_slave_max_first_offset = number(key, v, 1, i64::MAX as u64)?,
+            "haTlsMode" => {
+                s.ha_tls_mode = v.parse().map_err(|_| invalid(key, v, "off, optional or required"))?
+            }
+            "haTlsEnable" => s.ha_tls_enable = boolean(key, v)?,
+            "haTlsCertPath" => s.ha_tls_cert_path = path_or_none(v),
+            "haTlsKeyPath" => s.ha_tls_key_path = path_or_none(v),
+            "haTlsCaPath" => s.ha_tls_ca_path = path_or_none(v),
+            "haTlsReplicaNames" => {
+                s.ha_tls_replica_names =
+                    v.split(',').map(str::trim).filter(|n| !n.is_empty()).map(String::from).collect()
+            }
+            "haTlsServerName" => s.ha_tls_server_name = (!v.is_empty()).then(|| v.to_string()),
             k if IGNORED_ROCKETMQ_KEYS.contains(&k) => {
                 warnings.push(format!("{origin}: RocketMQ key {k} is not used by logship; ignored"));
             }
@@ -438,6 +480,7 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
         })?;
     }
     check_combinations(&s)?;
+    build_tls(&mut s)?;
     if s.ha_listen_address.is_none() && !s.broker_ip1.is_loopback() && s.broker_role != BrokerRole::Slave {
         warnings.push(format!(
             "haListenAddress is unset and brokerIP1={} is not loopback: the HA port listens on 0.0.0.0 \
@@ -479,11 +522,16 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), ConfigError> {
             "inSyncReplicas cannot exceed totalReplicas",
         ));
     }
-    if s.total_replicas > 1 && s.broker_role != BrokerRole::Slave && s.ha_replica_allow_list.is_empty() {
+    if s.total_replicas > 1
+        && s.broker_role != BrokerRole::Slave
+        && s.ha_replica_allow_list.is_empty()
+        && s.ha_tls_mode == TlsMode::Off
+    {
         return Err(conflict(
-            format!("totalReplicas={} haReplicaAllowList=(unset)", s.total_replicas),
+            format!("totalReplicas={} haReplicaAllowList=(unset) haTlsMode=off", s.total_replicas),
             "after a crash the master waits for totalReplicas - 1 trusted replicas, and only replicas \
-             listed in haReplicaAllowList are trusted: list the slaves' addresses",
+             listed in haReplicaAllowList or admitted by TLS certificate are trusted: list the slaves' \
+             addresses, or set haTlsMode",
         ));
     }
     if s.ack_policy == Some(AckPolicyKey::Quorum) && s.in_sync_replicas < 2 {
@@ -500,6 +548,56 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), ConfigError> {
             ),
             "a message must fit in a segment with room for the 8-byte BLANK record",
         ));
+    }
+    Ok(())
+}
+
+fn path_or_none(v: &str) -> Option<PathBuf> {
+    (!v.is_empty()).then(|| PathBuf::from(v))
+}
+
+/// Reads the TLS files and builds the side's TLS settings: the master's with `haTlsMode` other
+/// than `off`, the slave's with `haTlsEnable=true`.
+fn build_tls(s: &mut BrokerSettings) -> Result<(), ConfigError> {
+    let wants = if s.broker_role == BrokerRole::Slave {
+        s.ha_tls_enable.then_some("haTlsEnable=true")
+    } else {
+        (s.ha_tls_mode != TlsMode::Off).then_some("haTlsMode")
+    };
+    let Some(why) = wants else { return Ok(()) };
+    let read = |key: &str, path: &Option<PathBuf>| -> Result<Vec<u8>, ConfigError> {
+        let path = path.as_ref().ok_or_else(|| ConfigError::Conflict {
+            keys: format!("{why} {key}=(unset)"),
+            reason: "TLS needs haTlsCertPath, haTlsKeyPath and haTlsCaPath".into(),
+        })?;
+        std::fs::read(path).map_err(|e| ConfigError::Read { path: path.clone(), reason: e.to_string() })
+    };
+    let cert = read("haTlsCertPath", &s.ha_tls_cert_path)?;
+    let key = read("haTlsKeyPath", &s.ha_tls_key_path)?;
+    let ca = read("haTlsCaPath", &s.ha_tls_ca_path)?;
+    let pem = TlsPem { cert_chain: &cert, key: &key, ca: &ca };
+    let failed = |e: logship_core::tls::TlsError| ConfigError::Conflict {
+        keys: "haTlsCertPath haTlsKeyPath haTlsCaPath haTlsReplicaNames haTlsServerName".into(),
+        reason: e.to_string(),
+    };
+    if s.broker_role == BrokerRole::Slave {
+        let server_name = match &s.ha_tls_server_name {
+            Some(name) => name.clone(),
+            None => {
+                let address = s.ha_master_address.clone().unwrap_or_default();
+                let host = address.rsplit_once(':').map_or(address.as_str(), |(h, _)| h);
+                host.trim_start_matches('[').trim_end_matches(']').to_string()
+            }
+        };
+        s.slave_tls = Some(SlaveTls::new(pem, &server_name).map_err(failed)?);
+    } else {
+        if s.ha_tls_replica_names.is_empty() {
+            return Err(ConfigError::Conflict {
+                keys: format!("haTlsMode={} haTlsReplicaNames=(unset)", s.ha_tls_mode),
+                reason: "a TLS master trusts only certificates naming a listed replica: list them".into(),
+            });
+        }
+        s.master_tls = Some(MasterTls::new(s.ha_tls_mode, pem, &s.ha_tls_replica_names).map_err(failed)?);
     }
     Ok(())
 }
@@ -603,6 +701,7 @@ impl BrokerSettings {
                 allow: self.ha_replica_allow_list.clone(),
                 max_connections_per_peer: self.ha_max_connections_per_peer,
                 max_connections: self.ha_max_connections,
+                tls: self.master_tls.clone(),
             },
         }
     }
@@ -617,6 +716,7 @@ impl BrokerSettings {
             max_first_offset: self.ha_slave_max_first_offset,
             ..SlaveConfig::default()
         };
+        c.tls = self.slave_tls.clone();
         c
     }
 }

@@ -118,6 +118,7 @@ pub mod policy;
 #[cfg(feature = "sim")]
 pub mod sim;
 mod slave;
+pub mod tls;
 mod waiters;
 
 pub use admission::{Admission, IpNet};

@@ -88,5 +88,6 @@ where
         }
         IoSlice::advance_slices(&mut pending, n);
     }
-    Ok(())
+    // A TLS stream may hold the last record; a TCP stream's flush does nothing.
+    w.flush().await
 }
