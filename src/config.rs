@@ -565,16 +565,25 @@ fn build_tls(s: &mut BrokerSettings) -> Result<(), ConfigError> {
         (s.ha_tls_mode != TlsMode::Off).then_some("haTlsMode")
     };
     let Some(why) = wants else { return Ok(()) };
-    let read = |key: &str, path: &Option<PathBuf>| -> Result<Vec<u8>, ConfigError> {
-        let path = path.as_ref().ok_or_else(|| ConfigError::Conflict {
-            keys: format!("{why} {key}=(unset)"),
-            reason: "TLS needs haTlsCertPath, haTlsKeyPath and haTlsCaPath".into(),
-        })?;
-        std::fs::read(path).map_err(|e| ConfigError::Read { path: path.clone(), reason: e.to_string() })
+    for (key, path) in [
+        ("haTlsCertPath", &s.ha_tls_cert_path),
+        ("haTlsKeyPath", &s.ha_tls_key_path),
+        ("haTlsCaPath", &s.ha_tls_ca_path),
+    ] {
+        if path.is_none() {
+            return Err(ConfigError::Conflict {
+                keys: format!("{why} {key}=(unset)"),
+                reason: "TLS needs haTlsCertPath, haTlsKeyPath and haTlsCaPath".into(),
+            });
+        }
+    }
+    let read = |path: &Option<PathBuf>| -> Result<Vec<u8>, ConfigError> {
+        let path = path.clone().unwrap_or_default();
+        std::fs::read(&path).map_err(|e| ConfigError::Read { path, reason: e.to_string() })
     };
-    let cert = read("haTlsCertPath", &s.ha_tls_cert_path)?;
-    let key = read("haTlsKeyPath", &s.ha_tls_key_path)?;
-    let ca = read("haTlsCaPath", &s.ha_tls_ca_path)?;
+    let cert = read(&s.ha_tls_cert_path)?;
+    let key = read(&s.ha_tls_key_path)?;
+    let ca = read(&s.ha_tls_ca_path)?;
     let pem = TlsPem { cert_chain: &cert, key: &key, ca: &ca };
     let failed = |e: logship_core::tls::TlsError| ConfigError::Conflict {
         keys: "haTlsCertPath haTlsKeyPath haTlsCaPath haTlsReplicaNames haTlsServerName".into(),
@@ -884,5 +893,65 @@ mod tests {
         let loaded = load_text("brokerIP1=10.0.0.5\nhaListenAddress=10.0.0.5\n").unwrap();
         assert!(!loaded.warnings.iter().any(|w| w.contains("haListenAddress")));
         assert_eq!(load_text("").unwrap().settings.ha_addr().ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
+    }
+
+    /// Writes a CA and a certificate it signs (for `replica-a`) as PEM files; returns the
+    /// `haTls*Path` lines.
+    fn tls_files(dir: &Path) -> String {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca.self_signed(&ca_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["replica-a".to_string()]).unwrap();
+        let cert = cert.signed_by(&key, &ca, &ca_key).unwrap();
+        let mut lines = String::new();
+        for (k, file, pem) in [
+            ("haTlsCertPath", "cert.pem", cert.pem()),
+            ("haTlsKeyPath", "key.pem", key.serialize_pem()),
+            ("haTlsCaPath", "ca.pem", ca.pem()),
+        ] {
+            std::fs::write(dir.join(file), pem).unwrap();
+            lines.push_str(&format!("{k}={}\n", dir.join(file).display()));
+        }
+        lines
+    }
+
+    #[test]
+    fn tls_keys_build_each_sides_settings_and_name_what_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = tls_files(dir.path());
+        let text = format!(
+            "brokerRole=SYNC_MASTER\nhaTlsMode=required\nhaTlsReplicaNames=replica-a, replica-b\ntotalReplicas=2\n{files}"
+        );
+        let m = load_text(&text).unwrap().settings.master_service_config();
+        let tls = m.admission.tls.as_ref().expect("TLS configured");
+        assert_eq!(tls.mode(), TlsMode::Required);
+        assert_eq!(tls.replica_names(), ["replica-a", "replica-b"]);
+        assert!(m.validate().is_ok(), "TLS replicas can lift the restart fence");
+        // A slave checks the master's certificate for the host of haMasterAddress by default.
+        let slave =
+            format!("brokerRole=SLAVE\nhaMasterAddress=master.example:10912\nhaTlsEnable=true\n{files}");
+        let s = load_text(&slave).unwrap().settings.slave_service_config();
+        assert_eq!(s.tls.expect("TLS configured").server_name().to_str(), "master.example");
+        let named = format!("{slave}haTlsServerName=10.0.0.5\n");
+        let s = load_text(&named).unwrap().settings.slave_service_config();
+        assert_eq!(s.tls.unwrap().server_name().to_str(), "10.0.0.5");
+        assert!(load_text("haTlsEnable=true\n").unwrap().settings.slave_tls.is_none(), "ignored on a master");
+        // What is wrong is named.
+        let no_names = format!("haTlsMode=optional\n{files}");
+        assert!(load_text(&no_names).unwrap_err().to_string().contains("haTlsReplicaNames"));
+        let no_key = "haTlsMode=optional\nhaTlsReplicaNames=a\nhaTlsCertPath=/x\nhaTlsCaPath=/y\n";
+        assert!(load_text(no_key).unwrap_err().to_string().contains("haTlsKeyPath"));
+        let missing =
+            format!("haTlsMode=optional\nhaTlsReplicaNames=a\n{files}haTlsCaPath=/nonexistent/ca.pem\n");
+        assert!(matches!(load_text(&missing).unwrap_err(), ConfigError::Read { .. }));
+        let swapped = text.replace("cert.pem", "ca.pem.tmp").replace("key.pem", "cert.pem");
+        std::fs::copy(dir.path().join("ca.pem"), dir.path().join("ca.pem.tmp")).unwrap();
+        assert!(load_text(&swapped).unwrap_err().to_string().contains("key"), "a certificate is no key");
+        assert!(load_text("haTlsMode=on\n").unwrap_err().to_string().contains("haTlsMode"));
+        let err = load_text("totalReplicas=2\n").unwrap_err().to_string();
+        assert!(err.contains("haReplicaAllowList") && err.contains("haTlsMode"), "{err}");
     }
 }

@@ -270,6 +270,8 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                         "lagSeconds": l.lag.as_secs_f64(),
                         "inSync": l.in_sync,
                         "connectedSeconds": l.connected_for.as_secs_f64(),
+                        "trusted": l.trusted,
+                        "replica": l.identity,
                     })
                 })
                 .collect();
@@ -282,6 +284,17 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                 "slaves": slaves,
                 "bytesReplicated": s.bytes_replicated,
                 "fence": s.fence.as_ref().map(ToString::to_string),
+                "haRefusals": {
+                    "notAdmitted": s.refusals.not_admitted,
+                    "overLimit": s.refusals.over_limit,
+                    "firstReportTimeouts": s.refusals.first_report_timeouts,
+                    "untrustedAhead": s.refusals.untrusted_ahead,
+                    "diverged": s.refusals.diverged,
+                    "implausibleReports": s.refusals.implausible_reports,
+                    "plainRefused": s.refusals.plain_refused,
+                    "tlsRefused": s.refusals.tls_refused,
+                    "last": s.refusals.last,
+                },
                 "diskUsedRatio": store.disk_used_ratio,
             }))
         }
