@@ -945,7 +945,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             .master
             .slaves()
             .filter_map(|info| {
-                let entry = self.conns.get(&info.conn)?;
+                let entry = self.conns.get(&info.conn).filter(|e| !e.refused)?;
                 Some(SlaveLink {
                     conn: info.conn,
                     address: entry.address,
