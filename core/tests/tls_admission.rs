@@ -2,7 +2,6 @@
 //! reports each connection's negotiation, and the driver decides what the link may do.
 
 #[path = "../../tests/support/pki.rs"]
-#[allow(dead_code, unreachable_pub)]
 mod pki;
 
 use std::cell::RefCell;
