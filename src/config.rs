@@ -481,6 +481,14 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
     }
     check_combinations(&s)?;
     build_tls(&mut s)?;
+    if s.master_tls.is_some() && s.ha_tls_mode == TlsMode::Optional && s.ha_replica_allow_list.is_empty() {
+        warnings.push(
+            "haTlsMode=optional without haReplicaAllowList: plain HA connections from any address are \
+             admitted (untrusted) and count for SYNC waits; list the plain slaves in haReplicaAllowList, \
+             or set haTlsMode=required"
+                .to_string(),
+        );
+    }
     if s.ha_listen_address.is_none() && !s.broker_ip1.is_loopback() && s.broker_role != BrokerRole::Slave {
         warnings.push(format!(
             "haListenAddress is unset and brokerIP1={} is not loopback: the HA port listens on 0.0.0.0 \
@@ -940,6 +948,14 @@ mod tests {
         assert_eq!(s.tls.unwrap().server_name().to_str(), "10.0.0.5");
         assert!(load_text("haTlsEnable=true\n").unwrap().settings.slave_tls.is_none(), "ignored on a master");
         // What is wrong is named.
+        let optional = format!("haTlsMode=optional\nhaTlsReplicaNames=replica-a\n{files}");
+        let warnings = load_text(&optional).unwrap().warnings;
+        assert!(
+            warnings.iter().any(|w| w.contains("haTlsMode=optional without haReplicaAllowList")),
+            "{warnings:?}"
+        );
+        let listed = format!("{optional}haReplicaAllowList=10.0.0.6\n");
+        assert!(!load_text(&listed).unwrap().warnings.iter().any(|w| w.contains("haTlsMode")));
         let no_names = format!("haTlsMode=optional\n{files}");
         assert!(load_text(&no_names).unwrap_err().to_string().contains("haTlsReplicaNames"));
         let no_key = "haTlsMode=optional\nhaTlsReplicaNames=a\nhaTlsCertPath=/x\nhaTlsCaPath=/y\n";
