@@ -481,6 +481,12 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
     }
     check_combinations(&s)?;
     build_tls(&mut s)?;
+    if s.broker_role == BrokerRole::Slave && s.ha_tls_mode != TlsMode::Off {
+        warnings.push("haTlsMode is a master key; a slave uses haTlsEnable: ignored".to_string());
+    }
+    if s.broker_role != BrokerRole::Slave && s.ha_tls_enable {
+        warnings.push("haTlsEnable is a slave key; a master uses haTlsMode: ignored".to_string());
+    }
     if s.master_tls.is_some() && s.ha_tls_mode == TlsMode::Optional && s.ha_replica_allow_list.is_empty() {
         warnings.push(
             "haTlsMode=optional without haReplicaAllowList: plain HA connections from any address are \
@@ -946,7 +952,9 @@ mod tests {
         let named = format!("{slave}haTlsServerName=10.0.0.5\n");
         let s = load_text(&named).unwrap().settings.slave_service_config();
         assert_eq!(s.tls.unwrap().server_name().to_str(), "10.0.0.5");
-        assert!(load_text("haTlsEnable=true\n").unwrap().settings.slave_tls.is_none(), "ignored on a master");
+        let master_with_slave_key = load_text("haTlsEnable=true\n").unwrap();
+        assert!(master_with_slave_key.settings.slave_tls.is_none(), "ignored on a master");
+        assert!(master_with_slave_key.warnings.iter().any(|w| w.contains("haTlsEnable is a slave key")));
         // What is wrong is named.
         let optional = format!("haTlsMode=optional\nhaTlsReplicaNames=replica-a\n{files}");
         let warnings = load_text(&optional).unwrap().warnings;

@@ -1016,27 +1016,34 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         }
     }
 
-    /// Closes older connections from the new one's host (not loopback) that have gone silent
-    /// for two heartbeat intervals: the classic protocol carries no slave identity, and a slave
-    /// whose machine restarted reconnects before its dead connection times out; counting both
-    /// would count one slave twice. A live connection (it reports every heartbeat) is never
-    /// evicted, so two slaves on one host, or a stranger from a slave's address, evict nothing.
+    /// Closes older connections of the same replica that have gone silent for two heartbeat
+    /// intervals: a replica whose machine restarted reconnects before its dead connection times
+    /// out, and counting both would count one replica twice. A TLS replica is the same replica
+    /// as an older TLS connection with its name, from any address; a plain one (the classic
+    /// protocol carries no identity) as an older plain connection from its host (not loopback).
+    /// A live connection (it reports every heartbeat) is never evicted, so two slaves on one
+    /// host, or a stranger from a slave's address, evict nothing.
     fn evict_stale_from_host(&mut self, now: Instant, conn: ConnId) {
         let Some(entry) = self.conns.get(&conn) else { return };
         let ip = entry.address.ip().to_canonical();
-        if ip.is_loopback() {
+        let identity = entry.identity.clone();
+        if identity.is_none() && ip.is_loopback() {
             return;
         }
+        let same_replica = |e: &ConnEntry<C>| match &identity {
+            Some(name) => e.identity.as_ref() == Some(name),
+            None => e.identity.is_none() && e.address.ip().to_canonical() == ip,
+        };
         let stale_after = self.master.config().heartbeat_interval * 2;
         let stale: Vec<ConnId> = self
             .master
             .slaves()
             .filter(|info| info.conn != conn && info.silent_for >= stale_after)
-            .filter(|info| self.conns.get(&info.conn).is_some_and(|e| e.address.ip().to_canonical() == ip))
+            .filter(|info| self.conns.get(&info.conn).is_some_and(same_replica))
             .map(|info| info.conn)
             .collect();
         for old in stale {
-            warn!(conn = ?old, peer = %ip, "the same slave host connected again and its older connection is silent: closing it");
+            warn!(conn = ?old, peer = %ip, replica = ?identity, "the same replica connected again and its older connection is silent: closing it");
             self.feed(now, MasterInput::Evict { conn: old, reason: crate::CloseReason::Superseded });
         }
     }

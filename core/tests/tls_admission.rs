@@ -174,3 +174,36 @@ fn a_restart_fence_is_valid_with_tls_alone() {
     let config = MasterServiceConfig { restart_fence: 1, admission, ..MasterServiceConfig::default() };
     assert!(config.validate().is_ok());
 }
+
+fn accept_at(d: &mut Driver, now: u64, conn: u64, peer: &str) -> Sink {
+    let sink = Sink::default();
+    d.accept(at(now), ConnId(conn), addr(peer), sink.clone());
+    let _ = d.drain();
+    sink
+}
+
+fn report_at(d: &mut Driver, now: u64, conn: u64, offset: Offset) {
+    d.received(at(now), ConnId(conn), Bytes::copy_from_slice(&encode_report(offset)));
+    let _ = d.drain();
+}
+
+#[test]
+fn a_tls_replica_reconnecting_from_another_address_supersedes_its_silent_connection() {
+    let ca = Ca::new("ca");
+    let mut d = driver(&ca, TlsMode::Optional, &[], 0);
+    let old = accept_at(&mut d, 0, 1, "10.0.0.7:4000");
+    negotiate(&mut d, 1, tls_link(&ca, "replica-a"));
+    report_at(&mut d, 0, 1, 100);
+    // Its machine moved (a new address); the old connection has been silent for 11 s, within
+    // housekeeping (20 s) but past two heartbeats (10 s).
+    // A plain stranger on the old address evicts nothing.
+    let stranger = accept_at(&mut d, 11_000, 2, "10.0.0.7:4001");
+    negotiate(&mut d, 2, Link::Plain);
+    report_at(&mut d, 11_000, 2, 100);
+    assert!(!*old.closed.borrow(), "a plain stranger evicted a TLS replica's connection");
+    accept_at(&mut d, 11_000, 3, "10.0.0.9:4000");
+    negotiate(&mut d, 3, tls_link(&ca, "replica-a"));
+    report_at(&mut d, 11_000, 3, 100);
+    assert!(*old.closed.borrow(), "the silent connection of the same replica stayed");
+    assert!(!*stranger.closed.borrow());
+}
