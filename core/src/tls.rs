@@ -142,6 +142,9 @@ pub enum TlsError {
     /// A replica or server name is neither a DNS name nor an IP address.
     #[error("{0:?} is not a DNS name or an IP address")]
     BadName(String),
+    /// `MasterTls` was asked for with [`TlsMode::Off`] (which means no TLS settings at all).
+    #[error("TLS mode off: a master without TLS has no TLS settings")]
+    ModeOff,
     /// A master with TLS needs at least one replica name to trust.
     #[error("no replica names: a TLS master trusts only certificates naming a listed replica")]
     NoReplicaNames,
@@ -217,6 +220,9 @@ impl MasterTls {
     /// TLS in `mode` (`Optional` or `Required`; `Off` is no `MasterTls` at all) with `pem`,
     /// trusting client certificates that name one of `replicas` (DNS names or IP addresses).
     pub fn new(mode: TlsMode, pem: TlsPem<'_>, replicas: &[String]) -> Result<Self, TlsError> {
+        if mode == TlsMode::Off {
+            return Err(TlsError::ModeOff);
+        }
         let replicas = replicas.iter().map(|r| name(r)).collect::<Result<Vec<_>, _>>()?;
         if replicas.is_empty() {
             return Err(TlsError::NoReplicaNames);
@@ -231,7 +237,6 @@ impl MasterTls {
             .with_client_cert_verifier(verifier)
             .with_single_cert(parsed.chain, parsed.key)
             .map_err(|e| TlsError::Setup(e.to_string()))?;
-        let mode = if mode == TlsMode::Off { TlsMode::Optional } else { mode };
         Ok(Self { mode, replicas, server: Arc::new(server) })
     }
 
@@ -376,6 +381,7 @@ mod tests {
             TlsError::NoCertificate { what: "certificate" }
         );
         assert_eq!(MasterTls::new(TlsMode::Required, pem, &[]).unwrap_err(), TlsError::NoReplicaNames);
+        assert_eq!(MasterTls::new(TlsMode::Off, pem, &names).unwrap_err(), TlsError::ModeOff);
         assert_eq!(
             MasterTls::new(TlsMode::Required, pem, &["not a name!".to_string()]).unwrap_err(),
             TlsError::BadName("not a name!".into())
