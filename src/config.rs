@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use logship_core::driver::{BrokerRole, FlushDiskType, MasterServiceConfig, SlaveServiceConfig};
+use logship_core::tls::{MasterTls, SlaveTls, TlsMode, TlsPem};
 use logship_core::{AckOn, AckPolicy, Admission, IpNet, MasterConfig, NewSlaveStart, SlaveConfig};
 
 /// A configuration problem that stops the broker before it starts.
@@ -158,6 +159,26 @@ pub struct BrokerSettings {
     pub ha_first_report_timeout: Duration,
     /// logship `haSlaveMaxFirstOffset`: the largest first offset an empty slave adopts.
     pub ha_slave_max_first_offset: u64,
+    /// logship `haTlsMode` (master): `off`, `optional` or `required`.
+    pub ha_tls_mode: TlsMode,
+    /// logship `haTlsEnable` (slave): connect to the master over TLS.
+    pub ha_tls_enable: bool,
+    /// logship `haTlsCertPath`, `haTlsKeyPath`, `haTlsCaPath`: this side's certificate chain
+    /// and key, and the CA the other side's certificate must chain to (PEM files).
+    pub ha_tls_cert_path: Option<PathBuf>,
+    /// See `ha_tls_cert_path`.
+    pub ha_tls_key_path: Option<PathBuf>,
+    /// See `ha_tls_cert_path`.
+    pub ha_tls_ca_path: Option<PathBuf>,
+    /// logship `haTlsReplicaNames` (master): the replica names a client certificate must carry.
+    pub ha_tls_replica_names: Vec<String>,
+    /// logship `haTlsServerName` (slave): the name the master's certificate must carry; unset,
+    /// the host of `haMasterAddress`.
+    pub ha_tls_server_name: Option<String>,
+    /// The master's TLS settings, built from the keys above (`None` with `haTlsMode=off`).
+    pub master_tls: Option<MasterTls>,
+    /// The slave's TLS settings (`None` unless `haTlsEnable=true`).
+    pub slave_tls: Option<SlaveTls>,
 }
 
 /// The HTTP port's bind address, authentication, timeouts and limits, and the per-topic queue
@@ -337,6 +358,15 @@ impl Default for BrokerSettings {
             ha_max_connections: logship_core::admission::DEFAULT_MAX_CONNECTIONS,
             ha_first_report_timeout: logship_core::config::DEFAULT_FIRST_REPORT_TIMEOUT,
             ha_slave_max_first_offset: logship_core::config::DEFAULT_MAX_FIRST_OFFSET,
+            ha_tls_mode: TlsMode::Off,
+            ha_tls_enable: false,
+            ha_tls_cert_path: None,
+            ha_tls_key_path: None,
+            ha_tls_ca_path: None,
+            ha_tls_replica_names: Vec::new(),
+            ha_tls_server_name: None,
+            master_tls: None,
+            slave_tls: None,
         }
     }
 }
@@ -743,6 +773,18 @@ fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<
             "haMaxConnections" => s.ha_max_connections = number(key, v, 1, 65_535)? as usize,
             "haFirstReportTimeout" => s.ha_first_report_timeout = millis(key, v)?,
             "haSlaveMaxFirstOffset" => s.ha_slave_max_first_offset = number(key, v, 1, i64::MAX as u64)?,
+            "haTlsMode" => {
+                s.ha_tls_mode = v.parse().map_err(|_| invalid(key, v, "off, optional or required"))?
+            }
+            "haTlsEnable" => s.ha_tls_enable = boolean(key, v)?,
+            "haTlsCertPath" => s.ha_tls_cert_path = path_or_none(v),
+            "haTlsKeyPath" => s.ha_tls_key_path = path_or_none(v),
+            "haTlsCaPath" => s.ha_tls_ca_path = path_or_none(v),
+            "haTlsReplicaNames" => {
+                s.ha_tls_replica_names =
+                    v.split(',').map(str::trim).filter(|n| !n.is_empty()).map(String::from).collect()
+            }
+            "haTlsServerName" => s.ha_tls_server_name = (!v.is_empty()).then(|| v.to_string()),
             k if IGNORED_ROCKETMQ_KEYS.contains(&k) => {
                 warnings.push(format!("{origin}: RocketMQ key {k} is not used by logship; ignored"));
             }
@@ -763,8 +805,24 @@ fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<
     if let Some((commit_log, origin)) = store_path_commit_log {
         apply_store_path_commit_log(&mut s, raw.contains_key("storePathRootDir"), &commit_log, &origin)?;
     }
+    build_tls(&mut s)?;
+    if s.broker_role == BrokerRole::Slave && s.ha_tls_mode != TlsMode::Off {
+        warnings.push("haTlsMode is a master key; a slave uses haTlsEnable: ignored".to_string());
+    }
+    if s.broker_role != BrokerRole::Slave && s.ha_tls_enable {
+        warnings.push("haTlsEnable is a slave key; a master uses haTlsMode: ignored".to_string());
+    }
+    if s.master_tls.is_some() && s.ha_tls_mode == TlsMode::Optional && s.ha_replica_allow_list.is_empty() {
+        warnings.push(
+            "haTlsMode=optional without haReplicaAllowList: plain HA connections from any address are \
+             admitted (untrusted) and count for SYNC waits; list the plain slaves in haReplicaAllowList, \
+             or set haTlsMode=required"
+                .to_string(),
+        );
+    }
     if s.ha_addr().ip().is_unspecified()
         && s.ha_replica_allow_list.is_empty()
+        && s.master_tls.is_none()
         && s.broker_role != BrokerRole::Slave
     {
         warnings.push(format!(
@@ -838,11 +896,16 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), ConfigError> {
             "inSyncReplicas cannot exceed totalReplicas",
         ));
     }
-    if s.total_replicas > 1 && s.broker_role != BrokerRole::Slave && s.ha_replica_allow_list.is_empty() {
+    if s.total_replicas > 1
+        && s.broker_role != BrokerRole::Slave
+        && s.ha_replica_allow_list.is_empty()
+        && s.ha_tls_mode == TlsMode::Off
+    {
         return Err(conflict(
-            format!("totalReplicas={} haReplicaAllowList=(unset)", s.total_replicas),
+            format!("totalReplicas={} haReplicaAllowList=(unset) haTlsMode=off", s.total_replicas),
             "after a crash the master waits for totalReplicas - 1 trusted replicas, and only replicas \
-             listed in haReplicaAllowList are trusted: list the slaves' addresses",
+             listed in haReplicaAllowList or admitted by TLS certificate are trusted: list the slaves' \
+             addresses, or set haTlsMode",
         ));
     }
     if s.ack_policy == Some(AckPolicyKey::Quorum) && s.in_sync_replicas < 2 {
@@ -918,6 +981,65 @@ fn auth_token(key: &str, v: &str) -> Result<Option<String>, ConfigError> {
             reason: TOKEN_RULE.into(),
         })
     }
+}
+
+fn path_or_none(v: &str) -> Option<PathBuf> {
+    (!v.is_empty()).then(|| PathBuf::from(v))
+}
+
+/// Reads the TLS files and builds the side's TLS settings: the master's with `haTlsMode` other
+/// than `off`, the slave's with `haTlsEnable=true`.
+fn build_tls(s: &mut BrokerSettings) -> Result<(), ConfigError> {
+    let wants = if s.broker_role == BrokerRole::Slave {
+        s.ha_tls_enable.then_some("haTlsEnable=true")
+    } else {
+        (s.ha_tls_mode != TlsMode::Off).then_some("haTlsMode")
+    };
+    let Some(why) = wants else { return Ok(()) };
+    for (key, path) in [
+        ("haTlsCertPath", &s.ha_tls_cert_path),
+        ("haTlsKeyPath", &s.ha_tls_key_path),
+        ("haTlsCaPath", &s.ha_tls_ca_path),
+    ] {
+        if path.is_none() {
+            return Err(ConfigError::Conflict {
+                keys: format!("{why} {key}=(unset)"),
+                reason: "TLS needs haTlsCertPath, haTlsKeyPath and haTlsCaPath".into(),
+            });
+        }
+    }
+    let read = |path: &Option<PathBuf>| -> Result<Vec<u8>, ConfigError> {
+        let path = path.clone().unwrap_or_default();
+        std::fs::read(&path).map_err(|e| ConfigError::Read { path, reason: e.to_string() })
+    };
+    let cert = read(&s.ha_tls_cert_path)?;
+    let key = read(&s.ha_tls_key_path)?;
+    let ca = read(&s.ha_tls_ca_path)?;
+    let pem = TlsPem { cert_chain: &cert, key: &key, ca: &ca };
+    let failed = |e: logship_core::tls::TlsError| ConfigError::Conflict {
+        keys: "haTlsCertPath haTlsKeyPath haTlsCaPath haTlsReplicaNames haTlsServerName".into(),
+        reason: e.to_string(),
+    };
+    if s.broker_role == BrokerRole::Slave {
+        let server_name = match &s.ha_tls_server_name {
+            Some(name) => name.clone(),
+            None => {
+                let address = s.ha_master_address.clone().unwrap_or_default();
+                let host = address.rsplit_once(':').map_or(address.as_str(), |(h, _)| h);
+                host.trim_start_matches('[').trim_end_matches(']').to_string()
+            }
+        };
+        s.slave_tls = Some(SlaveTls::new(pem, &server_name).map_err(failed)?);
+    } else {
+        if s.ha_tls_replica_names.is_empty() {
+            return Err(ConfigError::Conflict {
+                keys: format!("haTlsMode={} haTlsReplicaNames=(unset)", s.ha_tls_mode),
+                reason: "a TLS master trusts only certificates naming a listed replica: list them".into(),
+            });
+        }
+        s.master_tls = Some(MasterTls::new(s.ha_tls_mode, pem, &s.ha_tls_replica_names).map_err(failed)?);
+    }
+    Ok(())
 }
 
 fn invalid(key: &str, value: &str, reason: &str) -> ConfigError {
@@ -1046,6 +1168,7 @@ impl BrokerSettings {
                 allow: self.ha_replica_allow_list.clone(),
                 max_connections_per_peer: self.ha_max_connections_per_peer,
                 max_connections: self.ha_max_connections,
+                tls: self.master_tls.clone(),
             },
         }
     }
@@ -1060,6 +1183,7 @@ impl BrokerSettings {
             max_first_offset: self.ha_slave_max_first_offset,
             ..SlaveConfig::default()
         };
+        c.tls = self.slave_tls.clone();
         c
     }
 }
@@ -1467,5 +1591,75 @@ mod tests {
         let loaded = load_text("haListenAddress=0.0.0.0\nhaReplicaAllowList=10.0.0.7\n").unwrap();
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
         assert_eq!(load_text("").unwrap().settings.ha_addr().ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
+    }
+
+    /// Writes a CA and a certificate it signs (for `replica-a`) as PEM files; returns the
+    /// `haTls*Path` lines.
+    fn tls_files(dir: &Path) -> String {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+        let ca_key = KeyPair::generate().unwrap();
+        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let ca = ca.self_signed(&ca_key).unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["replica-a".to_string()]).unwrap();
+        let cert = cert.signed_by(&key, &ca, &ca_key).unwrap();
+        let mut lines = String::new();
+        for (k, file, pem) in [
+            ("haTlsCertPath", "cert.pem", cert.pem()),
+            ("haTlsKeyPath", "key.pem", key.serialize_pem()),
+            ("haTlsCaPath", "ca.pem", ca.pem()),
+        ] {
+            std::fs::write(dir.join(file), pem).unwrap();
+            lines.push_str(&format!("{k}={}\n", dir.join(file).display()));
+        }
+        lines
+    }
+
+    #[test]
+    fn tls_keys_build_each_sides_settings_and_name_what_is_missing() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = tls_files(dir.path());
+        let text = format!(
+            "brokerRole=SYNC_MASTER\nhaTlsMode=required\nhaTlsReplicaNames=replica-a, replica-b\ntotalReplicas=2\n{files}"
+        );
+        let m = load_text(&text).unwrap().settings.master_service_config();
+        let tls = m.admission.tls.as_ref().expect("TLS configured");
+        assert_eq!(tls.mode(), TlsMode::Required);
+        assert_eq!(tls.replica_names(), ["replica-a", "replica-b"]);
+        assert!(m.validate().is_ok(), "TLS replicas can lift the restart fence");
+        // A slave checks the master's certificate for the host of haMasterAddress by default.
+        let slave =
+            format!("brokerRole=SLAVE\nhaMasterAddress=master.example:10912\nhaTlsEnable=true\n{files}");
+        let s = load_text(&slave).unwrap().settings.slave_service_config();
+        assert_eq!(s.tls.expect("TLS configured").server_name().to_str(), "master.example");
+        let named = format!("{slave}haTlsServerName=10.0.0.5\n");
+        let s = load_text(&named).unwrap().settings.slave_service_config();
+        assert_eq!(s.tls.unwrap().server_name().to_str(), "10.0.0.5");
+        let master_with_slave_key = load_text("haTlsEnable=true\n").unwrap();
+        assert!(master_with_slave_key.settings.slave_tls.is_none(), "ignored on a master");
+        assert!(master_with_slave_key.warnings.iter().any(|w| w.contains("haTlsEnable is a slave key")));
+        // What is wrong is named.
+        let optional = format!("haTlsMode=optional\nhaTlsReplicaNames=replica-a\n{files}");
+        let warnings = load_text(&optional).unwrap().warnings;
+        assert!(
+            warnings.iter().any(|w| w.contains("haTlsMode=optional without haReplicaAllowList")),
+            "{warnings:?}"
+        );
+        let listed = format!("{optional}haReplicaAllowList=10.0.0.6\n");
+        assert!(!load_text(&listed).unwrap().warnings.iter().any(|w| w.contains("haTlsMode")));
+        let no_names = format!("haTlsMode=optional\n{files}");
+        assert!(load_text(&no_names).unwrap_err().to_string().contains("haTlsReplicaNames"));
+        let no_key = "haTlsMode=optional\nhaTlsReplicaNames=a\nhaTlsCertPath=/x\nhaTlsCaPath=/y\n";
+        assert!(load_text(no_key).unwrap_err().to_string().contains("haTlsKeyPath"));
+        let missing =
+            format!("haTlsMode=optional\nhaTlsReplicaNames=a\n{files}haTlsCaPath=/nonexistent/ca.pem\n");
+        assert!(matches!(load_text(&missing).unwrap_err(), ConfigError::Read { .. }));
+        let swapped = text.replace("cert.pem", "ca.pem.tmp").replace("key.pem", "cert.pem");
+        std::fs::copy(dir.path().join("ca.pem"), dir.path().join("ca.pem.tmp")).unwrap();
+        assert!(load_text(&swapped).unwrap_err().to_string().contains("key"), "a certificate is no key");
+        assert!(load_text("haTlsMode=on\n").unwrap_err().to_string().contains("haTlsMode"));
+        let err = load_text("totalReplicas=2\n").unwrap_err().to_string();
+        assert!(err.contains("haReplicaAllowList") && err.contains("haTlsMode"), "{err}");
     }
 }

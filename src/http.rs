@@ -472,8 +472,9 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                         "lagBytes": l.lag_bytes,
                         "lagSeconds": l.lag.as_secs_f64(),
                         "inSync": l.in_sync,
-                        "trusted": l.trusted,
                         "connectedSeconds": l.connected_for.as_secs_f64(),
+                        "trusted": l.trusted,
+                        "replica": l.identity,
                     })
                 })
                 .collect();
@@ -488,12 +489,15 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                 "replicasExpected": broker.metrics.replicas_expected(),
                 "bytesReplicated": s.bytes_replicated,
                 "fence": s.fence.as_ref().map(ToString::to_string),
-                "refusals": {
+                "haRefusals": {
                     "notAdmitted": s.refusals.not_admitted,
                     "overLimit": s.refusals.over_limit,
                     "firstReportTimeouts": s.refusals.first_report_timeouts,
                     "untrustedAhead": s.refusals.untrusted_ahead,
                     "diverged": s.refusals.diverged,
+                    "implausibleReports": s.refusals.implausible_reports,
+                    "plainRefused": s.refusals.plain_refused,
+                    "tlsRefused": s.refusals.tls_refused,
                     "last": s.refusals.last,
                 },
                 "diskUsedRatio": store.disk_used_ratio,

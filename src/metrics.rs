@@ -330,6 +330,9 @@ impl Metrics {
             ("first_report_timeout", r.first_report_timeouts),
             ("untrusted_ahead", r.untrusted_ahead),
             ("diverged", r.diverged),
+            ("implausible_report", r.implausible_reports),
+            ("plain_refused", r.plain_refused),
+            ("tls_refused", r.tls_refused),
         ] {
             let counter =
                 self.ha_refusals.get_or_create(&ReasonLabels { reason: reason.to_string() }).clone();
@@ -493,6 +496,7 @@ mod tests {
             connected_for: Duration::from_secs(1),
             bytes_sent: ack,
             trusted: false,
+            identity: None,
         }
     }
 

@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+#[path = "support/pki.rs"]
+mod pki;
+
 const BIN: &str = env!("CARGO_BIN_EXE_logship");
 const TOPIC: &str = "CliTopic";
 
@@ -435,4 +438,64 @@ fn demo_survives_a_slave_killed_mid_run() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("stopped slave-1") && stdout.contains("restarted slave-1"), "{stdout}");
     assert_eq!(stdout.matches("identical").count(), 2, "{stdout}");
+}
+
+/// Writes `name`'s certificate and key from `ca` into `dir`; returns the `--set` arguments for
+/// them and the CA.
+fn tls_args(dir: &Path, ca: &pki::Ca, name: &str) -> Vec<String> {
+    std::fs::create_dir_all(dir).unwrap();
+    let id = ca.issue(&[name]);
+    let mut args = Vec::new();
+    for (key, file, pem) in [
+        ("haTlsCertPath", format!("{name}.pem"), id.cert.clone()),
+        ("haTlsKeyPath", format!("{name}.key"), id.key.clone()),
+        ("haTlsCaPath", "ca.pem".to_string(), ca.pem()),
+    ] {
+        let path = dir.join(file);
+        std::fs::write(&path, pem).unwrap();
+        args.push("--set".to_string());
+        args.push(format!("{key}={}", path.display()));
+    }
+    args
+}
+
+#[test]
+fn tls_brokers_replicate_over_an_authenticated_link_and_a_plain_slave_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = pki::Ca::new("logship test CA");
+    let certs = dir.path().join("certs");
+    let mport = free_port_pair();
+    let mut margs: Vec<String> = ["--role", "SYNC_MASTER", "--set", "haTlsMode=required", "--set"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    margs.push("haTlsReplicaNames=replica-a".into());
+    margs.extend(tls_args(&certs, &ca, pki::MASTER_NAME));
+    let margs: Vec<&str> = margs.iter().map(String::as_str).collect();
+    let master = Broker::start("master", &dir.path().join("master"), mport, &margs);
+    let ha = format!("127.0.0.1:{}", mport + 1);
+    let mut sargs: Vec<String> =
+        ["--master", &ha, "--set", "haTlsEnable=true", "--set"].iter().map(|s| s.to_string()).collect();
+    sargs.push(format!("haTlsServerName={}", pki::MASTER_NAME));
+    sargs.extend(tls_args(&certs, &ca, "replica-a"));
+    let sargs: Vec<&str> = sargs.iter().map(String::as_str).collect();
+    let slave = Broker::start("slave", &dir.path().join("slave"), free_port_pair(), &sargs);
+    eventually("the TLS slave to connect", || {
+        master.status()["slaves"].as_array().is_some_and(|s| s.len() == 1)
+    });
+    for i in 0..5 {
+        let (code, reply) = master.put(&format!("secret {i}"), "");
+        assert_eq!(code, 200, "{reply}");
+    }
+    let end = max_offset(&master);
+    eventually("the slave to catch up", || max_offset(&slave) == end);
+    let link = &master.status()["slaves"][0];
+    assert_eq!((link["trusted"].as_bool(), link["replica"].as_str()), (Some(true), Some("replica-a")));
+    // A classic plain slave gets nothing from a master that requires TLS.
+    let plain = Broker::start("slave", &dir.path().join("plain"), free_port_pair(), &["--master", &ha]);
+    eventually("the plain slave to be refused", || {
+        master.status()["haRefusals"]["plainRefused"].as_u64().is_some_and(|n| n >= 1)
+    });
+    assert_eq!(max_offset(&plain), 0);
+    assert_eq!(master.status()["slaves"].as_array().map(Vec::len), Some(1));
 }

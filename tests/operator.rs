@@ -250,7 +250,7 @@ fn stray_bytes_on_the_ha_port_show_as_a_refusal_in_status_and_metrics() {
     let master = Broker::start("master", &dir.path().join("m"), port, &[]);
     let mut probe = std::net::TcpStream::connect(("127.0.0.1", port + 1)).unwrap();
     probe.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
-    eventually("the stray report to be refused", || master.status()["refusals"]["untrustedAhead"] == 1);
+    eventually("the stray report to be refused", || master.status()["haRefusals"]["untrustedAhead"] == 1);
     assert!(master.status()["fence"].is_null(), "stray bytes must not fence: {}", master.status());
     assert_eq!(master.put("still writable"), 200);
     let (_, _, text) = master.get_text("/metrics", None);

@@ -12,13 +12,20 @@
 //!   master's end, or off a record boundary, fences the master, and they (and only they) lift
 //!   the restart fence.
 //!
-//! Connection limits apply in both modes, after the allow-list.
+//! - **TLS** ([`MasterTls`], `haTlsMode` `optional` or `required`): a slave that opens with a
+//!   TLS handshake and presents a client certificate from the configured CA naming a listed
+//!   replica is admitted and trusted, from any address; the allow-list then applies to plain
+//!   connections only (`optional`), or plain connections are closed unread (`required`). See
+//!   [`crate::tls`].
+//!
+//! Connection limits apply in every mode, at accept, before any byte is read.
 
 use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
 use crate::config::ConfigError;
+use crate::tls::MasterTls;
 
 /// logship's default cap on live HA connections from one address.
 pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 8;
@@ -106,6 +113,8 @@ pub struct Admission {
     pub max_connections_per_peer: usize,
     /// Most live connections in all; more are refused at accept.
     pub max_connections: usize,
+    /// TLS on the HA port; `None`: plain links only (`haTlsMode=off`).
+    pub tls: Option<MasterTls>,
 }
 
 impl Default for Admission {
@@ -114,6 +123,7 @@ impl Default for Admission {
             allow: Vec::new(),
             max_connections_per_peer: DEFAULT_MAX_CONNECTIONS_PER_PEER,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            tls: None,
         }
     }
 }
@@ -129,12 +139,17 @@ impl Admission {
         !self.allow.is_empty()
     }
 
-    /// Whether a connection from `ip` may become a replica.
+    /// Whether any connection can be trusted: an allow-list or TLS is configured.
+    pub fn can_trust(&self) -> bool {
+        self.is_restricted() || self.tls.is_some()
+    }
+
+    /// Whether a plain connection from `ip` may become a replica.
     pub fn admits(&self, ip: IpAddr) -> bool {
         self.allow.is_empty() || self.allow.iter().any(|net| net.contains(ip))
     }
 
-    /// Whether a connection from `ip` is trusted: listed in a configured allow-list.
+    /// Whether a plain connection from `ip` is trusted: listed in a configured allow-list.
     pub fn trusts(&self, ip: IpAddr) -> bool {
         self.is_restricted() && self.admits(ip)
     }

@@ -22,6 +22,7 @@ use crate::frame::PUSH_HEADER_LEN;
 use crate::frame::REPORT_LEN;
 use crate::log::{LogBounds, LogSpan, MessageLog, Offset, PutResult, PutStatus};
 use crate::log::{LogRead, LogWrite};
+use crate::tls::{Link, PLAIN_REPORT_LIMIT, SlaveTls, TlsMode};
 use crate::{
     ConnId, Master, MasterEvent, MasterInput, MasterOutput, Slave, SlaveEvent, SlaveInput, SlaveOutput,
     SlaveState, WaitId,
@@ -93,8 +94,8 @@ pub struct MasterServiceConfig {
     /// Refuse puts until this many distinct trusted replicas have reported (0: take puts at
     /// once). Set it to the number of slaves after a crash recovery: a slave may hold bytes
     /// the master lost, and the master must not append over that offset before it has heard
-    /// from every slave. Needs an allow-list (`admission.allow`): only listed replicas are
-    /// trusted to lift it.
+    /// from every slave. Needs an allow-list (`admission.allow`) or TLS (`admission.tls`):
+    /// only trusted replicas lift it.
     pub restart_fence: usize,
     /// Which connections are admitted as replicas and which are trusted.
     pub admission: Admission,
@@ -173,11 +174,11 @@ impl MasterServiceConfig {
     pub fn validate(&self) -> Result<(), ConfigError> {
         self.core.validate()?;
         self.admission.validate()?;
-        if self.restart_fence > 0 && !self.admission.is_restricted() {
+        if self.restart_fence > 0 && !self.admission.can_trust() {
             return Err(ConfigError::Invalid {
                 field: "restart_fence",
                 value: self.restart_fence.to_string(),
-                reason: "needs an allow-list (admission.allow): only listed replicas are trusted to lift it",
+                reason: "needs an allow-list (admission.allow) or TLS (admission.tls): only trusted replicas lift it",
             });
         }
         if self.role == BrokerRole::Slave {
@@ -209,8 +210,10 @@ pub struct SlaveServiceConfig {
     pub core: SlaveConfig,
     /// The master's HA address, `host:port` (`haMasterAddress`).
     pub master_address: String,
-    /// How long one connection attempt may take.
+    /// How long one connection attempt may take (with TLS, the handshake too).
     pub connect_timeout: Duration,
+    /// TLS to the master (`haTlsEnable`); `None`: the classic plain link.
+    pub tls: Option<SlaveTls>,
 }
 
 impl SlaveServiceConfig {
@@ -220,6 +223,7 @@ impl SlaveServiceConfig {
             core: SlaveConfig::default(),
             master_address: master_address.into(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            tls: None,
         }
     }
 
@@ -355,6 +359,15 @@ pub enum MasterCommand<C, W, S> {
         /// The connection's writer.
         sink: C,
     },
+    /// A connection's negotiation ended (only with TLS configured, `admission.tls`): the adapter
+    /// peeked at its first byte and, for TLS, ran the handshake. Send it before any `Received`
+    /// for the connection; bytes before it are dropped.
+    Negotiated {
+        /// The connection.
+        conn: ConnId,
+        /// What it turned out to be.
+        link: Link,
+    },
     /// Bytes from a slave.
     Received {
         /// The connection.
@@ -436,8 +449,10 @@ pub struct SlaveLink {
     pub connected_for: Duration,
     /// Log bytes sent on this connection.
     pub bytes_sent: u64,
-    /// Whether the connection is trusted (admitted by a configured allow-list).
+    /// Whether the connection is trusted (admitted by a configured allow-list, or by TLS).
     pub trusted: bool,
+    /// The replica name its TLS client certificate carries; `None` for a plain link.
+    pub identity: Option<String>,
 }
 
 /// Connections and reports the master refused since start, for status pages and metrics.
@@ -454,6 +469,14 @@ pub struct Refusals {
     pub untrusted_ahead: u64,
     /// Connections whose first report was not a record boundary (`SlaveDiverged`).
     pub diverged: u64,
+    /// Trusted connections whose report was at or above [`PLAIN_REPORT_LIMIT`] (stray bytes or
+    /// a TLS ClientHello, never a real offset): refused, never fencing.
+    pub implausible_reports: u64,
+    /// Plain connections closed unread because TLS is required (`haTlsMode=required`).
+    pub plain_refused: u64,
+    /// TLS connections refused: a failed handshake (no client certificate, another CA) or a
+    /// certificate naming no listed replica.
+    pub tls_refused: u64,
     /// The latest refusal, in words (address and reason).
     pub last: Option<String>,
 }
@@ -545,18 +568,29 @@ struct ConnEntry<C> {
     address: SocketAddr,
     since: Instant,
     trusted: bool,
+    /// The TLS replica name.
+    identity: Option<String>,
+    /// Waiting for `Negotiated` (TLS configured); its bytes are dropped until then.
+    negotiating: bool,
+    /// Refused after accept; closing, its bytes are dropped.
+    refused: bool,
 }
 
-/// A replica as the restart fence counts it: by host, except on loopback, where one host runs
-/// several slaves (tests, the demo) and each live connection is one replica.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+/// A replica as the restart fence counts it: a TLS replica by the name its certificate
+/// carries; a plain one by host, except on loopback, where one host runs several slaves
+/// (tests, the demo) and each live connection is one replica.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum ReplicaKey {
+    Identity(String),
     Host(IpAddr),
     Loopback(ConnId),
 }
 
 impl ReplicaKey {
-    fn of(conn: ConnId, address: SocketAddr) -> Self {
+    fn of(conn: ConnId, address: SocketAddr, identity: Option<&String>) -> Self {
+        if let Some(name) = identity {
+            return Self::Identity(name.clone());
+        }
         let ip = address.ip().to_canonical();
         if ip.is_loopback() { Self::Loopback(conn) } else { Self::Host(ip) }
     }
@@ -603,6 +637,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     ) {
         match command {
             MasterCommand::Accepted { conn, peer, sink } => self.accept(now, conn, peer, sink),
+            MasterCommand::Negotiated { conn, link } => self.negotiated(now, conn, link),
             MasterCommand::Received { conn, data } => self.received(now, conn, data),
             MasterCommand::Sent { conn } => self.sent(now, conn),
             MasterCommand::Closed { conn } => self.closed(now, conn),
@@ -670,14 +705,14 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     /// Refuses puts until `slaves` slaves have reported (see
     /// [`MasterServiceConfig::restart_fence`]). 0 does nothing.
     ///
-    /// Only trusted replicas (admitted by a configured allow-list) count, each once: a host
-    /// counts once however often it reconnects; on loopback each live connection counts while
-    /// it is up.
+    /// Only trusted replicas (allow-listed, or TLS with a listed name) count, each once: a TLS
+    /// replica by its name and a plain one by its host, however often it reconnects; on
+    /// loopback each live plain connection counts while it is up.
     pub fn set_restart_fence(&mut self, slaves: usize) {
         if slaves > 0 && self.fence.is_none() {
             warn!(slaves, "restarted after a crash: refusing puts until the slaves report");
-            if !self.admission.is_restricted() {
-                warn!("no replica allow-list: no connection is trusted to lift the restart fence");
+            if !self.admission.can_trust() {
+                warn!("no replica allow-list and no TLS: no connection is trusted to lift the restart fence");
             }
             self.fence = Some(Fence::Restart { waiting_for: slaves });
             self.restart = Some(RestartFence { needed: slaves, heard: BTreeSet::new() });
@@ -695,11 +730,15 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     /// limit; the per-address limit does not apply to loopback, where one host runs several
     /// slaves) is closed at once, before anything is read or sent; its bytes are dropped, and
     /// its teardown must still be reported through [`closed`](Self::closed).
+    ///
+    /// With TLS configured (`admission.tls`), the allow-list waits for
+    /// [`negotiated`](Self::negotiated): it applies to plain links only.
     pub fn accept(&mut self, now: Instant, conn: ConnId, address: SocketAddr, mut sink: C) {
         self.now = self.now.max(now);
         let ip = address.ip().to_canonical();
         let from_peer = self.conns.values().filter(|e| e.address.ip().to_canonical() == ip).count();
-        let refusal = if !self.admission.admits(ip) {
+        let negotiating = self.admission.tls.is_some();
+        let refusal = if !negotiating && !self.admission.admits(ip) {
             self.refusals.not_admitted += 1;
             Some("not in the replica allow-list")
         } else if !ip.is_loopback() && from_peer >= self.admission.max_connections_per_peer {
@@ -720,14 +759,76 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         }
         self.feed(now, MasterInput::Accepted { conn });
         self.connections_accepted += 1;
-        let trusted = self.admission.trusts(ip);
-        self.conns.insert(conn, ConnEntry { sink, address, since: now, trusted });
+        let trusted = !negotiating && self.admission.trusts(ip);
+        let entry =
+            ConnEntry { sink, address, since: now, trusted, identity: None, negotiating, refused: false };
+        self.conns.insert(conn, entry);
+    }
+
+    /// A connection's negotiation ended (TLS configured). A plain link is closed if TLS is
+    /// required, else it follows the allow-list (or open admission); a TLS link is admitted and
+    /// trusted if its certificate names a listed replica, else closed. Refusals are counted and
+    /// logged at WARN; the connection's teardown must still be reported.
+    pub fn negotiated(&mut self, now: Instant, conn: ConnId, link: Link) {
+        self.now = self.now.max(now);
+        let Some(tls) = self.admission.tls.as_ref() else {
+            debug!(?conn, "negotiation reported without TLS configured: ignored");
+            return;
+        };
+        let Some(entry) = self.conns.get_mut(&conn) else { return };
+        if !entry.negotiating {
+            return;
+        }
+        entry.negotiating = false;
+        let ip = entry.address.ip().to_canonical();
+        let refusal = match link {
+            Link::Plain if tls.mode() == TlsMode::Required => {
+                self.refusals.plain_refused += 1;
+                Some("a plain link, and TLS is required".to_string())
+            }
+            Link::Plain if !self.admission.admits(ip) => {
+                self.refusals.not_admitted += 1;
+                Some("a plain link not in the replica allow-list".to_string())
+            }
+            Link::Plain => {
+                entry.trusted = self.admission.trusts(ip);
+                None
+            }
+            Link::Tls { peer_certificates } => match tls.identify(&peer_certificates) {
+                Ok(name) => {
+                    info!(?conn, peer = %entry.address, replica = %name, "TLS replica admitted");
+                    entry.trusted = true;
+                    entry.identity = Some(name);
+                    None
+                }
+                Err(e) => {
+                    self.refusals.tls_refused += 1;
+                    Some(e.to_string())
+                }
+            },
+            Link::TlsFailed { error } => {
+                self.refusals.tls_refused += 1;
+                Some(format!("TLS handshake failed: {error}"))
+            }
+        };
+        if let Some(why) = refusal {
+            warn!(?conn, peer = %entry.address, why, "HA connection refused");
+            self.refusals.last = Some(format!("{}: {why}", entry.address));
+            entry.refused = true;
+            entry.sink.close();
+        }
     }
 
     /// Bytes from a connection.
     pub fn received(&mut self, now: Instant, conn: ConnId, data: Bytes) {
         if self.refused.contains(&conn) {
             return;
+        }
+        if let Some(entry) = self.conns.get(&conn) {
+            if entry.negotiating || entry.refused {
+                debug!(?conn, len = data.len(), "bytes before admission: dropped");
+                return;
+            }
         }
         self.feed(now, MasterInput::Received { conn, data });
     }
@@ -849,7 +950,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             .master
             .slaves()
             .filter_map(|info| {
-                let entry = self.conns.get(&info.conn)?;
+                let entry = self.conns.get(&info.conn).filter(|e| !e.refused)?;
                 Some(SlaveLink {
                     conn: info.conn,
                     address: entry.address,
@@ -861,6 +962,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                     connected_for: now.saturating_duration_since(entry.since),
                     bytes_sent: info.bytes_sent,
                     trusted: entry.trusted,
+                    identity: entry.identity.clone(),
                 })
             })
             .collect();
@@ -897,7 +999,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         if !entry.trusted {
             return;
         }
-        let key = ReplicaKey::of(conn, entry.address);
+        let key = ReplicaKey::of(conn, entry.address, entry.identity.as_ref());
         if let Some(restart) = &mut self.restart {
             if restart.heard.insert(key) {
                 self.update_restart_fence();
@@ -919,33 +1021,51 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         }
     }
 
-    /// Closes older connections from the new one's host (not loopback) that have gone silent
-    /// for two heartbeat intervals: the classic protocol carries no slave identity, and a slave
-    /// whose machine restarted reconnects before its dead connection times out; counting both
-    /// would count one slave twice. A live connection (it reports every heartbeat) is never
-    /// evicted, so two slaves on one host, or a stranger from a slave's address, evict nothing.
+    /// Closes older connections of the same replica that have gone silent for two heartbeat
+    /// intervals: a replica whose machine restarted reconnects before its dead connection times
+    /// out, and counting both would count one replica twice. A TLS replica is the same replica
+    /// as an older TLS connection with its name, from any address; a plain one (the classic
+    /// protocol carries no identity) as an older plain connection from its host (not loopback).
+    /// A live connection (it reports every heartbeat) is never evicted, so two slaves on one
+    /// host, or a stranger from a slave's address, evict nothing.
     fn evict_stale_from_host(&mut self, now: Instant, conn: ConnId) {
         let Some(entry) = self.conns.get(&conn) else { return };
         let ip = entry.address.ip().to_canonical();
-        if ip.is_loopback() {
+        let identity = entry.identity.clone();
+        if identity.is_none() && ip.is_loopback() {
             return;
         }
+        let same_replica = |e: &ConnEntry<C>| match &identity {
+            Some(name) => e.identity.as_ref() == Some(name),
+            None => e.identity.is_none() && e.address.ip().to_canonical() == ip,
+        };
         let stale_after = self.master.config().heartbeat_interval * 2;
         let stale: Vec<ConnId> = self
             .master
             .slaves()
             .filter(|info| info.conn != conn && info.silent_for >= stale_after)
-            .filter(|info| self.conns.get(&info.conn).is_some_and(|e| e.address.ip().to_canonical() == ip))
+            .filter(|info| self.conns.get(&info.conn).is_some_and(same_replica))
             .map(|info| info.conn)
             .collect();
         for old in stale {
-            warn!(conn = ?old, peer = %ip, "the same slave host connected again and its older connection is silent: closing it");
+            warn!(conn = ?old, peer = %ip, replica = ?identity, "the same replica connected again and its older connection is silent: closing it");
             self.feed(now, MasterInput::Evict { conn: old, reason: crate::CloseReason::Superseded });
         }
     }
 
     fn refuse_report(&mut self, conn: ConnId, peer: Option<SocketAddr>, error: PeerError) {
         let trusted = self.conns.get(&conn).is_some_and(|e| e.trusted);
+        if let PeerError::SlaveAhead { reported, .. } = error {
+            if trusted && reported >= PLAIN_REPORT_LIMIT {
+                // Stray bytes (a ClientHello to a plain port) from a trusted address: no log is
+                // that long, so this is not a divergence.
+                self.refusals.implausible_reports += 1;
+                let shown = peer.map_or_else(|| format!("{conn:?}"), |p| p.to_string());
+                warn!(?conn, ?peer, %error, "report is no real offset (stray bytes or TLS to a plain port); not fencing");
+                self.refusals.last = Some(format!("{shown}: {error} (no real offset, not fencing)"));
+                return;
+            }
+        }
         let fence = match (error, peer) {
             (PeerError::SlaveAhead { reported, end }, Some(slave)) if trusted => {
                 Some(Fence::Diverged { slave, reported, end })

@@ -11,6 +11,8 @@
 //! - [`Master`]: every slave connection of a master, plus SYNC_MASTER waits ([`AckPolicy`]).
 //! - [`Slave`]: a slave's connection to its master, with reconnect back-off.
 //! - [`admission`]: which HA connections a master admits as replicas, and which it trusts.
+//! - [`tls`]: mutual TLS between logship peers on the classic HA port (rustls): negotiation by
+//!   the first byte, server and client settings, replica identity from a client certificate.
 //! - [`log`]: the traits a driver's log implements ([`LogRead`], [`LogWrite`], [`MessageLog`]).
 //! - `sim` (feature `sim`): a deterministic simulator of a master and its slaves under seeded
 //!   faults, checking the protocol's invariants after every step.
@@ -123,6 +125,7 @@ pub mod policy;
 #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod sim;
 mod slave;
+pub mod tls;
 mod waiters;
 
 pub use admission::{Admission, IpNet};

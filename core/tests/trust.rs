@@ -327,3 +327,21 @@ fn loopback_slaves_share_only_the_total_limit() {
         (1..=4).map(|i| connect(&mut d, at(0), i, &format!("127.0.0.1:{}", 5000 + i))).collect();
     assert_eq!(sinks.iter().map(|s| *s.closed.borrow()).collect::<Vec<_>>(), [false, false, false, true]);
 }
+
+#[test]
+fn a_client_hello_from_an_allow_listed_address_is_refused_without_fencing() {
+    // A TLS-enabled slave pointed at a plain (haTlsMode=off) master: its ClientHello reads as
+    // an offset of at least 0x16 << 56, which no log reaches. Refused and counted, no fence.
+    let mut d = service_driver(&["10.0.0.7"]);
+    let sink = connect(&mut d, at(0), 1, "10.0.0.7:4000");
+    send(&mut d, at(0), 1, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc");
+    assert_eq!(d.fence(), None, "a ClientHello fenced the master");
+    assert!(*sink.closed.borrow(), "closed");
+    let refusals = d.status(at(0), driver::BrokerRole::SyncMaster, 0).refusals;
+    assert_eq!(refusals.implausible_reports, 1);
+    // Just below the limit is a plausible (if huge) offset, and a trusted replica still fences.
+    let mut d = service_driver(&["10.0.0.7"]);
+    connect(&mut d, at(0), 1, "10.0.0.7:4000");
+    send(&mut d, at(0), 1, &encode_report(tls::PLAIN_REPORT_LIMIT - 1));
+    assert!(matches!(d.fence(), Some(Fence::Diverged { .. })));
+}

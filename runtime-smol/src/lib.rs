@@ -58,6 +58,10 @@
 //! [`MasterDriver`](logship_core::driver::MasterDriver), one accept task, and one task per
 //! connection whose read and write paths end together and report `Closed` exactly once. A slave
 //! runs one task owning its [`SlaveDriver`](logship_core::driver::SlaveDriver).
+//!
+//! With TLS configured, a master connection first peeks at its first byte and runs the
+//! handshake if it starts one (`futures-rustls`), then reports the outcome to the driver, which
+//! decides ([`logship_core::tls`]); a TLS slave runs the handshake after connecting.
 #![forbid(unsafe_code)]
 
 use std::future::Future;
@@ -130,5 +134,6 @@ where
         }
         IoSlice::advance_slices(&mut pending, n);
     }
-    Ok(())
+    // A TLS stream may hold the last record; a TCP stream's flush does nothing.
+    w.flush().await
 }

@@ -9,11 +9,12 @@ use async_channel::{Receiver, Sender, bounded};
 use async_io::Timer;
 use async_net::{TcpListener, TcpStream};
 use bytes::{Bytes, BytesMut};
-use futures_lite::{AsyncReadExt, FutureExt};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, FutureExt};
 use logship_core::driver::{
     ConnSink, MasterCommand, MasterDriver, MasterServiceConfig, MasterStatus, PendingPut, Reply, StartError,
     Transmit, WaitSink,
 };
+use logship_core::tls::{Link, LinkKind, MasterTls};
 use logship_core::{ConnId, MessageLog, Offset, PutResult, WaitError};
 use tracing::{Instrument, info, info_span, warn};
 
@@ -230,7 +231,19 @@ async fn accept_loop<L: MessageLog>(listener: TcpListener, shared: Arc<Shared<L>
     }
 }
 
-/// One connection: its read path and write path run together; whichever ends first ends both,
+/// A negotiated TLS link.
+type TlsStream = futures_rustls::server::TlsStream<TcpStream>;
+
+/// What a connection turned out to be once negotiated.
+enum Negotiated {
+    Plain(TcpStream),
+    Tls(Box<TlsStream>),
+    /// Ended before or during negotiation; the driver has been told what it needs.
+    Ended(&'static str),
+}
+
+/// One connection: negotiated first when TLS is configured (the core's first-report deadline
+/// covers it); then its read path and write path run together; whichever ends first ends both,
 /// and `Closed` is reported exactly once.
 async fn connection<L: MessageLog>(
     stream: TcpStream,
@@ -240,16 +253,25 @@ async fn connection<L: MessageLog>(
     shared: Arc<Shared<L>>,
 ) {
     info!("slave connected");
-    let read = read_path(stream.clone(), conn, &shared.commands);
-    let write = write_path(stream, conn, frames, &shared);
-    let closed = async {
-        let _ = close.recv().await;
-        Ok("closed by the master")
+    let negotiated = match &shared.config.admission.tls {
+        None => Ok(Negotiated::Plain(stream)),
+        Some(tls) => {
+            let closed = async {
+                let _ = close.recv().await;
+                Ok(Negotiated::Ended("closed by the master while negotiating"))
+            };
+            negotiate(stream, tls, conn, &shared.commands).or(closed).await
+        }
     };
-    let ended = async { read.await.map(|()| "end of stream") }
-        .or(async { write.await.map(|()| "writer stopped") })
-        .or(closed)
-        .await;
+    let ended = match negotiated {
+        Ok(Negotiated::Plain(stream)) => serve(stream.clone(), stream, conn, frames, &close, &shared).await,
+        Ok(Negotiated::Tls(stream)) => {
+            let (rd, wr) = futures_lite::io::split(*stream);
+            serve(rd, wr, conn, frames, &close, &shared).await
+        }
+        Ok(Negotiated::Ended(why)) => Ok(why),
+        Err(e) => Err(e),
+    };
     match ended {
         Ok(why) => info!(why, "slave connection ended"),
         Err(e) => warn!(%e, "slave connection failed"),
@@ -257,7 +279,62 @@ async fn connection<L: MessageLog>(
     let _ = shared.commands.send(Command::Driver(MasterCommand::Closed { conn })).await;
 }
 
-async fn read_path(mut stream: TcpStream, conn: ConnId, commands: &Sender<Command>) -> io::Result<()> {
+/// Peeks at the first byte, runs the TLS handshake if it starts one, and tells the driver
+/// (which decides what the link may do) before any byte of it is forwarded.
+async fn negotiate(
+    stream: TcpStream,
+    tls: &MasterTls,
+    conn: ConnId,
+    commands: &Sender<Command>,
+) -> io::Result<Negotiated> {
+    let mut first = [0u8; 1];
+    if stream.peek(&mut first).await? == 0 {
+        return Ok(Negotiated::Ended("end of stream before the first byte"));
+    }
+    let (link, negotiated) = match LinkKind::classify(first[0]) {
+        LinkKind::Plain => (Link::Plain, Negotiated::Plain(stream)),
+        LinkKind::Tls => match futures_rustls::TlsAcceptor::from(tls.server_config()).accept(stream).await {
+            Ok(stream) => {
+                let peer_certificates = stream
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .map(|certs| certs.iter().map(|c| c.clone().into_owned()).collect())
+                    .unwrap_or_default();
+                (Link::Tls { peer_certificates }, Negotiated::Tls(Box::new(stream)))
+            }
+            Err(e) => (Link::TlsFailed { error: e.to_string() }, Negotiated::Ended("TLS handshake failed")),
+        },
+    };
+    let _ = commands.send(Command::Driver(MasterCommand::Negotiated { conn, link })).await;
+    Ok(negotiated)
+}
+
+async fn serve<L: MessageLog, R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    rd: R,
+    wr: W,
+    conn: ConnId,
+    frames: Receiver<Transmit>,
+    close: &Receiver<()>,
+    shared: &Shared<L>,
+) -> io::Result<&'static str> {
+    let read = read_path(rd, conn, &shared.commands);
+    let write = write_path(wr, conn, frames, shared);
+    let closed = async {
+        let _ = close.recv().await;
+        Ok("closed by the master")
+    };
+    async { read.await.map(|()| "end of stream") }
+        .or(async { write.await.map(|()| "writer stopped") })
+        .or(closed)
+        .await
+}
+
+async fn read_path<R: AsyncRead + Unpin>(
+    mut stream: R,
+    conn: ConnId,
+    commands: &Sender<Command>,
+) -> io::Result<()> {
     let mut buf = BytesMut::new();
     let mut budget = Budget::default();
     loop {
@@ -276,8 +353,8 @@ async fn read_path(mut stream: TcpStream, conn: ConnId, commands: &Sender<Comman
     }
 }
 
-async fn write_path<L: MessageLog>(
-    mut stream: TcpStream,
+async fn write_path<L: MessageLog, W: AsyncWrite + Unpin>(
+    mut stream: W,
     conn: ConnId,
     frames: Receiver<Transmit>,
     shared: &Shared<L>,

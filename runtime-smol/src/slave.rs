@@ -12,6 +12,7 @@ use async_net::TcpStream;
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt, FutureExt};
 use logship_core::driver::{SlaveAction, SlaveDriver, SlaveServiceConfig, SlaveStatus, StartError};
+use logship_core::tls::SlaveTls;
 use logship_core::{LogWrite, Offset};
 use tracing::{Instrument, info, info_span, warn};
 
@@ -66,14 +67,38 @@ impl SlaveHandle {
     }
 }
 
-type Connecting = Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send>>;
+/// The link to the master: plain TCP or TLS over it.
+trait Link: futures_lite::AsyncRead + futures_lite::AsyncWrite + Send + Unpin {}
+impl<T: futures_lite::AsyncRead + futures_lite::AsyncWrite + Send + Unpin> Link for T {}
+
+type Stream = Box<dyn Link>;
+type Connecting = Pin<Box<dyn Future<Output = io::Result<Stream>> + Send>>;
+
+/// Connects to `address`, then runs the TLS handshake if `tls` is set.
+async fn connect(address: String, tls: Option<SlaveTls>) -> io::Result<Stream> {
+    let stream = TcpStream::connect(address.as_str()).await?;
+    if let Err(e) = stream.set_nodelay(true) {
+        warn!(%e, "cannot set TCP_NODELAY");
+    }
+    match tls {
+        None => Ok(Box::new(stream)),
+        Some(tls) => {
+            let connector = futures_rustls::TlsConnector::from(tls.client_config());
+            let stream = connector
+                .connect(tls.server_name(), stream)
+                .await
+                .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
+            Ok(Box::new(stream))
+        }
+    }
+}
 
 struct SlaveTask<L: LogWrite> {
     driver: SlaveDriver<L>,
     config: SlaveServiceConfig,
     log: Arc<L>,
     commands: Receiver<Command>,
-    stream: Option<TcpStream>,
+    stream: Option<Stream>,
     connecting: Option<Connecting>,
     flushing: Option<blocking::Task<Result<Offset, L::Error>>>,
 }
@@ -81,7 +106,7 @@ struct SlaveTask<L: LogWrite> {
 enum Wake<E> {
     Command(Option<Command>),
     Read(io::Result<Bytes>),
-    Connected(io::Result<TcpStream>),
+    Connected(io::Result<Stream>),
     Flushed(Result<Offset, E>),
     Timer,
 }
@@ -139,10 +164,7 @@ impl<L: LogWrite> SlaveTask<L> {
                     self.connecting = None;
                     match result {
                         Ok(stream) => {
-                            if let Err(e) = stream.set_nodelay(true) {
-                                warn!(%e, "cannot set TCP_NODELAY");
-                            }
-                            info!("connected to master");
+                            info!(tls = self.config.tls.is_some(), "connected to master");
                             self.stream = Some(stream);
                             self.driver.connected(now());
                         }
@@ -169,8 +191,9 @@ impl<L: LogWrite> SlaveTask<L> {
                 SlaveAction::Connect => {
                     let address = self.config.master_address.clone();
                     let timeout = self.config.connect_timeout;
+                    let tls = self.config.tls.clone();
                     self.connecting = Some(Box::pin(async move {
-                        let connect = TcpStream::connect(address.as_str());
+                        let connect = connect(address, tls);
                         let expire = async {
                             Timer::after(timeout).await;
                             Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"))
@@ -181,7 +204,13 @@ impl<L: LogWrite> SlaveTask<L> {
                 SlaveAction::Send(report) => {
                     let Some(stream) = self.stream.as_mut() else { continue };
                     let limit = self.config.core.housekeeping_interval;
-                    let write = async { Some(stream.write_all(&report).await) };
+                    let write = async {
+                        let written = stream.write_all(&report).await;
+                        Some(match written {
+                            Ok(()) => stream.flush().await,
+                            Err(e) => Err(e),
+                        })
+                    };
                     let expire = async {
                         Timer::after(limit).await;
                         None

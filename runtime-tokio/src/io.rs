@@ -19,5 +19,6 @@ pub(crate) async fn write_frame<W: AsyncWrite + Unpin>(
         }
         IoSlice::advance_slices(&mut pending, n);
     }
-    Ok(())
+    // A TLS stream may hold the last record; a TCP stream's flush does nothing.
+    w.flush().await
 }

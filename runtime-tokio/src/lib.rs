@@ -54,6 +54,9 @@
 //! (no lock around the state machine), one accept task, and one task per connection. A
 //! connection task runs its read path and its write path together and ends both as soon as
 //! either ends (EOF, an I/O error, or the core closing it), then reports `Closed` exactly once.
+//! With TLS configured, a connection first peeks at its first byte and runs the handshake if
+//! it starts one (`tokio-rustls`), then reports the outcome to the driver, which decides; the
+//! decision logic is in [`logship_core::tls`] and the driver, not here.
 //! The writer resolves every span from the log without copying and writes header and body with
 //! one vectored write. Puts wake the core task at once, so a frame goes out as soon as the log
 //! grows.

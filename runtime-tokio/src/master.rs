@@ -10,9 +10,9 @@ use logship_core::driver::{
     ConnSink, MasterCommand, MasterDriver, MasterServiceConfig, MasterStatus, PendingPut, Reply, StartError,
     Transmit, WaitSink,
 };
+use logship_core::tls::{Link, LinkKind, MasterTls};
 use logship_core::{ConnId, MessageLog, Offset, PutResult, WaitError};
-use tokio::io::AsyncReadExt;
-use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -220,21 +220,46 @@ async fn accept_loop<L: MessageLog>(listener: TcpListener, shared: Arc<Shared<L>
     }
 }
 
-/// One connection: its read path and write path run together; whichever ends first ends both,
+/// A negotiated TLS link.
+type TlsStream = tokio_rustls::server::TlsStream<TcpStream>;
+
+/// What a connection turned out to be once negotiated.
+enum Negotiated {
+    Plain(TcpStream),
+    Tls(Box<TlsStream>),
+    /// Ended before or during negotiation; the driver has been told what it needs.
+    Ended(&'static str),
+}
+
+/// One connection: negotiated first when TLS is configured (the core's first-report deadline
+/// covers it); then its read path and write path run together; whichever ends first ends both,
 /// and `Closed` is reported exactly once.
 async fn connection<L: MessageLog>(
     stream: TcpStream,
     conn: ConnId,
     frames: mpsc::Receiver<Transmit>,
-    close: oneshot::Receiver<()>,
+    mut close: oneshot::Receiver<()>,
     shared: Arc<Shared<L>>,
 ) {
     info!("slave connected");
-    let (rd, wr) = stream.into_split();
-    let ended = tokio::select! {
-        r = read_path(rd, conn, &shared.commands) => r.map(|()| "end of stream"),
-        r = write_path(wr, conn, frames, &shared) => r.map(|()| "writer stopped"),
-        _ = close => Ok("closed by the master"),
+    let negotiated = match &shared.config.admission.tls {
+        None => Ok(Negotiated::Plain(stream)),
+        Some(tls) => tokio::select! {
+            n = negotiate(stream, tls, conn, &shared.commands) => n,
+            _ = &mut close => Ok(Negotiated::Ended("closed by the master while negotiating")),
+        },
+    };
+    let ended = match negotiated {
+        Ok(Negotiated::Plain(stream)) => {
+            let (rd, wr) = stream.into_split();
+            serve(rd, wr, conn, frames, close, &shared).await
+        }
+        Ok(Negotiated::Tls(stream)) => {
+            let (rd, wr) = tokio::io::split(*stream);
+            serve(rd, wr, conn, frames, close, &shared).await
+        }
+        Ok(Negotiated::Ended(why)) => Ok(why),
+        Err(e) => Err(e),
     };
     match ended {
         Ok(why) => info!(why, "slave connection ended"),
@@ -243,7 +268,57 @@ async fn connection<L: MessageLog>(
     let _ = shared.commands.send(Command::Driver(MasterCommand::Closed { conn })).await;
 }
 
-async fn read_path(mut rd: OwnedReadHalf, conn: ConnId, commands: &mpsc::Sender<Command>) -> io::Result<()> {
+/// Peeks at the first byte, runs the TLS handshake if it starts one, and tells the driver
+/// (which decides what the link may do) before any byte of it is forwarded.
+async fn negotiate(
+    stream: TcpStream,
+    tls: &MasterTls,
+    conn: ConnId,
+    commands: &mpsc::Sender<Command>,
+) -> io::Result<Negotiated> {
+    let mut first = [0u8; 1];
+    if stream.peek(&mut first).await? == 0 {
+        return Ok(Negotiated::Ended("end of stream before the first byte"));
+    }
+    let (link, negotiated) = match LinkKind::classify(first[0]) {
+        LinkKind::Plain => (Link::Plain, Negotiated::Plain(stream)),
+        LinkKind::Tls => match tokio_rustls::TlsAcceptor::from(tls.server_config()).accept(stream).await {
+            Ok(stream) => {
+                let peer_certificates = stream
+                    .get_ref()
+                    .1
+                    .peer_certificates()
+                    .map(|certs| certs.iter().map(|c| c.clone().into_owned()).collect())
+                    .unwrap_or_default();
+                (Link::Tls { peer_certificates }, Negotiated::Tls(Box::new(stream)))
+            }
+            Err(e) => (Link::TlsFailed { error: e.to_string() }, Negotiated::Ended("TLS handshake failed")),
+        },
+    };
+    let _ = commands.send(Command::Driver(MasterCommand::Negotiated { conn, link })).await;
+    Ok(negotiated)
+}
+
+async fn serve<L: MessageLog, R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    rd: R,
+    wr: W,
+    conn: ConnId,
+    frames: mpsc::Receiver<Transmit>,
+    close: oneshot::Receiver<()>,
+    shared: &Shared<L>,
+) -> io::Result<&'static str> {
+    tokio::select! {
+        r = read_path(rd, conn, &shared.commands) => r.map(|()| "end of stream"),
+        r = write_path(wr, conn, frames, shared) => r.map(|()| "writer stopped"),
+        _ = close => Ok("closed by the master"),
+    }
+}
+
+async fn read_path<R: AsyncRead + Unpin>(
+    mut rd: R,
+    conn: ConnId,
+    commands: &mpsc::Sender<Command>,
+) -> io::Result<()> {
     let mut buf = BytesMut::with_capacity(READ_BUFFER);
     loop {
         buf.reserve(64);
@@ -257,8 +332,8 @@ async fn read_path(mut rd: OwnedReadHalf, conn: ConnId, commands: &mpsc::Sender<
     }
 }
 
-async fn write_path<L: MessageLog>(
-    mut wr: OwnedWriteHalf,
+async fn write_path<L: MessageLog, W: AsyncWrite + Unpin>(
+    mut wr: W,
     conn: ConnId,
     mut frames: mpsc::Receiver<Transmit>,
     shared: &Shared<L>,

@@ -7,8 +7,9 @@ use std::sync::Arc;
 
 use bytes::BytesMut;
 use logship_core::driver::{SlaveAction, SlaveDriver, SlaveServiceConfig, SlaveStatus, StartError};
+use logship_core::tls::SlaveTls;
 use logship_core::{LogWrite, Offset};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
@@ -64,14 +65,38 @@ impl SlaveHandle {
     }
 }
 
-type Connecting = Pin<Box<dyn Future<Output = io::Result<TcpStream>> + Send>>;
+/// The link to the master: plain TCP or TLS over it.
+trait Link: AsyncRead + AsyncWrite + Send + Unpin {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin> Link for T {}
+
+type Stream = Box<dyn Link>;
+type Connecting = Pin<Box<dyn Future<Output = io::Result<Stream>> + Send>>;
+
+/// Connects to `address`, then runs the TLS handshake if `tls` is set.
+async fn connect(address: String, tls: Option<SlaveTls>) -> io::Result<Stream> {
+    let stream = TcpStream::connect(address.as_str()).await?;
+    if let Err(e) = stream.set_nodelay(true) {
+        warn!(%e, "cannot set TCP_NODELAY");
+    }
+    match tls {
+        None => Ok(Box::new(stream)),
+        Some(tls) => {
+            let connector = tokio_rustls::TlsConnector::from(tls.client_config());
+            let stream = connector
+                .connect(tls.server_name(), stream)
+                .await
+                .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
+            Ok(Box::new(stream))
+        }
+    }
+}
 
 struct SlaveTask<L: LogWrite> {
     driver: SlaveDriver<L>,
     config: SlaveServiceConfig,
     log: Arc<L>,
     commands: mpsc::Receiver<Command>,
-    stream: Option<TcpStream>,
+    stream: Option<Stream>,
     connecting: Option<Connecting>,
     flushing: Option<JoinHandle<Result<Offset, L::Error>>>,
 }
@@ -102,10 +127,7 @@ impl<L: LogWrite> SlaveTask<L> {
                     self.connecting = None;
                     match connected {
                         Ok(stream) => {
-                            if let Err(e) = stream.set_nodelay(true) {
-                                warn!(%e, "cannot set TCP_NODELAY");
-                            }
-                            info!("connected to master");
+                            info!(tls = self.config.tls.is_some(), "connected to master");
                             self.stream = Some(stream);
                             self.driver.connected(now());
                         }
@@ -135,8 +157,9 @@ impl<L: LogWrite> SlaveTask<L> {
                 SlaveAction::Connect => {
                     let address = self.config.master_address.clone();
                     let timeout = self.config.connect_timeout;
+                    let tls = self.config.tls.clone();
                     self.connecting = Some(Box::pin(async move {
-                        match tokio::time::timeout(timeout, TcpStream::connect(address.as_str())).await {
+                        match tokio::time::timeout(timeout, connect(address, tls)).await {
                             Ok(r) => r,
                             Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
                         }
@@ -145,7 +168,11 @@ impl<L: LogWrite> SlaveTask<L> {
                 SlaveAction::Send(report) => {
                     let Some(stream) = self.stream.as_mut() else { continue };
                     let limit = self.config.core.housekeeping_interval;
-                    match tokio::time::timeout(limit, stream.write_all(&report)).await {
+                    let write = async {
+                        stream.write_all(&report).await?;
+                        stream.flush().await
+                    };
+                    match tokio::time::timeout(limit, write).await {
                         Ok(Ok(())) => {}
                         Ok(Err(e)) => self.closed(&format!("report failed: {e}")),
                         Err(_) => self.closed("report timed out"),
@@ -183,14 +210,14 @@ impl<L: LogWrite> SlaveTask<L> {
     }
 }
 
-async fn read_opt(stream: &mut Option<TcpStream>, buf: &mut BytesMut) -> io::Result<usize> {
+async fn read_opt(stream: &mut Option<Stream>, buf: &mut BytesMut) -> io::Result<usize> {
     match stream {
         Some(s) => s.read_buf(buf).await,
         None => std::future::pending().await,
     }
 }
 
-async fn poll_opt(connecting: &mut Option<Connecting>) -> io::Result<TcpStream> {
+async fn poll_opt(connecting: &mut Option<Connecting>) -> io::Result<Stream> {
     match connecting {
         Some(f) => f.await,
         None => std::future::pending().await,

@@ -11,6 +11,8 @@ use std::time::{Duration, Instant};
 use logship_core::driver::{MasterServiceConfig, MasterStatus, SlaveServiceConfig, SlaveStatus};
 use logship_core::{LogWrite, MessageLog, PutResult};
 
+pub mod pki;
+
 /// Where a service runs.
 #[derive(Clone)]
 pub enum Side {
