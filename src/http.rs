@@ -284,6 +284,9 @@ const PULL_MEMORY_PER_BYTE: u64 = 4;
 /// building and sending them.
 struct Pulled {
     messages: Vec<StoredMessage>,
+    /// Messages that failed their checks (a flipped byte, a bad CRC): queue offset, physical
+    /// offset and why. The good messages around them are still served.
+    bad: Vec<(u64, u64, String)>,
     permit: OwnedSemaphorePermit,
 }
 
@@ -311,9 +314,18 @@ fn read_capped(
     let Some(permit) = broker.in_flight.try_reserve(bytes * PULL_MEMORY_PER_BYTE + (64 << 10)) else {
         return Ok(None);
     };
-    let messages =
-        taken.iter().map(|e| broker.store.read_message(e.physical_offset)).collect::<Result<_, _>>()?;
-    Ok(Some(Pulled { messages, permit }))
+    let (mut messages, mut bad) = (Vec::with_capacity(taken.len()), Vec::new());
+    for e in &taken {
+        match broker.store.read_message(e.physical_offset) {
+            Ok(m) => messages.push(m),
+            Err(error @ (StoreError::Corrupt { .. } | StoreError::NotAMessage { .. })) => {
+                tracing::error!(%error, topic, queue_id, queue_offset = e.queue_offset, "a pull skips a damaged message");
+                bad.push((e.queue_offset, e.physical_offset, error.to_string()));
+            }
+            Err(other) => return Err(other),
+        }
+    }
+    Ok(Some(Pulled { messages, bad, permit }))
 }
 
 fn busy() -> Response {
@@ -346,6 +358,7 @@ async fn get_messages(
     let offset = params.offset.unwrap_or(min_queue);
     let (mut status, mut next, mut legal) = pull_status(offset, min_queue, max_queue);
     let mut messages = Vec::new();
+    let mut bad = Vec::new();
     let mut permit = None;
     if status == "FOUND" {
         let (count, max_bytes) = (max.min(http.max_transfer_count), http.max_transfer_bytes);
@@ -357,6 +370,7 @@ async fn get_messages(
         match read {
             Ok(Ok(Some(pulled))) => {
                 messages = pulled.messages;
+                bad = pulled.bad;
                 permit = Some(pulled.permit);
             }
             Ok(Ok(None)) => return busy(),
@@ -367,8 +381,10 @@ async fn get_messages(
             Ok(Err(e)) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("reading the queue: {e}")),
             Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, format!("reading the queue: {e}")),
         }
-        if let Some(last) = messages.last() {
-            next = last.queue_offset as u64 + 1;
+        let last_good = messages.last().map(|m| m.queue_offset as u64);
+        let last_bad = bad.last().map(|(queue_offset, _, _)| *queue_offset);
+        if let Some(last) = last_good.max(last_bad) {
+            next = last + 1;
         }
     }
     let pulled_end = messages.last().map(|m| m.physical_offset as u64 + u64::from(m.total_size));
@@ -400,6 +416,14 @@ async fn get_messages(
         "status": status,
         "messages": list,
         "nextOffset": next,
+        "badMessages": bad
+            .iter()
+            .map(|(queue_offset, physical_offset, error)| json!({
+                "queueOffset": queue_offset,
+                "physicalOffset": physical_offset,
+                "error": error,
+            }))
+            .collect::<Vec<_>>(),
         "minOffset": min_queue,
         "maxOffset": max_queue,
         "suggestPullingFromSlave": backlog > memory_limit,

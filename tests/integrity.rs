@@ -396,3 +396,40 @@ fn a_master_keeps_its_retention_floor_at_the_slowest_in_sync_slaves_ack() {
     });
     assert_eq!(last["store"]["forcedDeletedSegments"], 0, "{last}");
 }
+
+#[test]
+fn a_pull_returns_the_good_messages_around_a_damaged_one_and_flags_its_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut master = Broker::start(dir.path(), &[]);
+    let bodies: Vec<String> = (0..5).map(|k| format!("message-{k}-{}", "x".repeat(40))).collect();
+    let mut offsets = Vec::new();
+    for body in &bodies {
+        let (code, reply) = master.put(body.as_bytes());
+        assert_eq!(code, 200, "{reply}");
+        offsets.push(reply["offset"].as_u64().unwrap());
+    }
+    // Flip one byte of the third message's body on disk: its body CRC no longer matches.
+    let segment = dir.path().join("commitlog").join(format!("{:020}", 0));
+    let bytes = std::fs::read(&segment).unwrap();
+    let from = offsets[2] as usize;
+    let needle = bodies[2].as_bytes();
+    let at = from + bytes[from..].windows(needle.len()).position(|w| w == needle).unwrap();
+    let mut file = std::fs::OpenOptions::new().write(true).open(&segment).unwrap();
+    use std::io::{Seek, SeekFrom, Write};
+    file.seek(SeekFrom::Start(at as u64)).unwrap();
+    file.write_all(&[bytes[at] ^ 0x01]).unwrap();
+    drop(file);
+    let (code, pull) = master.get("/topics/DiskTopic/queues/0/messages?offset=0&max=10");
+    assert_eq!(code, 200, "one damaged message does not fail the pull: {pull}");
+    let got: Vec<u64> =
+        pull["messages"].as_array().unwrap().iter().map(|m| m["queueOffset"].as_u64().unwrap()).collect();
+    assert_eq!(got, [0, 1, 3, 4], "{pull}");
+    let bad = pull["badMessages"].as_array().expect("the damaged message is flagged");
+    assert_eq!(bad.len(), 1, "{pull}");
+    assert_eq!(
+        (bad[0]["queueOffset"].as_u64(), bad[0]["physicalOffset"].as_u64()),
+        (Some(2), Some(offsets[2]))
+    );
+    assert!(bad[0]["error"].as_str().unwrap().contains("CRC"), "{pull}");
+    assert_eq!(pull["nextOffset"], 5, "{pull}");
+}
