@@ -87,6 +87,8 @@ pub struct BrokerSettings {
     pub flush_disk_type: FlushDiskType,
     /// `storePathRootDir`.
     pub store_path_root_dir: PathBuf,
+    /// `storePathCommitLog`, when it is not `<storePathRootDir>/commitlog`.
+    pub store_path_commit_log: Option<PathBuf>,
     /// `brokerIP1`: the address stored in messages and message ids.
     pub broker_ip1: IpAddr,
     /// `listenPort`: the HTTP API.
@@ -324,6 +326,7 @@ impl Default for BrokerSettings {
             broker_role: BrokerRole::AsyncMaster,
             flush_disk_type: FlushDiskType::AsyncFlush,
             store_path_root_dir: home.join("store"),
+            store_path_commit_log: None,
             broker_ip1: IpAddr::V4(Ipv4Addr::LOCALHOST),
             listen_port: 10911,
             ha_listen_port: 10912,
@@ -614,7 +617,7 @@ fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<
     let mut s = BrokerSettings::default();
     let mut ha_port_set = false;
     let mut token_file_set = false;
-    let mut store_path_commit_log: Option<(String, String)> = None;
+    let mut store_path_commit_log: Option<String> = None;
     for (key, Setting { value, origin }) in raw {
         let v = value.trim();
         if BOOLEAN_KEYS.contains(&key.as_str()) {
@@ -740,7 +743,7 @@ fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<
             "httpTlsCertFile" => s.http.tls_cert_file = (!v.is_empty()).then(|| PathBuf::from(v)),
             "httpTlsKeyFile" => s.http.tls_key_file = (!v.is_empty()).then(|| PathBuf::from(v)),
             "httpTlsClientCaFile" => s.http.tls_client_ca_file = (!v.is_empty()).then(|| PathBuf::from(v)),
-            "storePathCommitLog" => store_path_commit_log = Some((v.to_string(), origin.clone())),
+            "storePathCommitLog" => store_path_commit_log = (!v.is_empty()).then(|| v.to_string()),
             "brokerClusterName" => s.broker_cluster_name = label_value(key, v)?,
             "brokerName" => s.broker_name = label_value(key, v)?,
             "replicaNames" => s.replica_names = replica_names(key, v)?,
@@ -802,8 +805,8 @@ fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<
             reason: "set the token one way only".into(),
         });
     }
-    if let Some((commit_log, origin)) = store_path_commit_log {
-        apply_store_path_commit_log(&mut s, raw.contains_key("storePathRootDir"), &commit_log, &origin)?;
+    if let Some(commit_log) = store_path_commit_log {
+        apply_store_path_commit_log(&mut s, raw.contains_key("storePathRootDir"), &commit_log);
     }
     build_tls(&mut s)?;
     if s.broker_role == BrokerRole::Slave && s.ha_tls_mode != TlsMode::Off {
@@ -835,34 +838,19 @@ fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<
     Ok(s)
 }
 
-/// `storePathCommitLog`: logship keeps the commit log in `<storePathRootDir>/commitlog`, as
-/// RocketMQ does by default. Without `storePathRootDir`, the root is the commit log's parent;
-/// with it, the two must agree.
-fn apply_store_path_commit_log(
-    s: &mut BrokerSettings,
-    root_set: bool,
-    commit_log: &str,
-    origin: &str,
-) -> Result<(), ConfigError> {
+/// `storePathCommitLog`, as RocketMQ reads it: the commit log's directory. Without
+/// `storePathRootDir`, a directory named `commitlog` makes its parent the root (RocketMQ's own
+/// layout); any other directory holds the segments while the root keeps the checkpoint and the
+/// consume queues.
+fn apply_store_path_commit_log(s: &mut BrokerSettings, root_set: bool, commit_log: &str) {
     let path = Path::new(commit_log);
     let parent = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty() && path.file_name().is_some_and(|n| n == "commitlog"));
     match parent {
-        Some(root) if !root_set => {
-            s.store_path_root_dir = root.to_path_buf();
-            Ok(())
-        }
-        _ if root_set && path == s.store_path_root_dir.join("commitlog") => Ok(()),
-        _ => Err(ConfigError::Conflict {
-            keys: format!(
-                "storePathCommitLog={commit_log} ({origin}) storePathRootDir={}",
-                s.store_path_root_dir.display()
-            ),
-            reason: "logship keeps the commit log in storePathRootDir/commitlog: set storePathCommitLog to \
-                     that, or to a directory named commitlog and leave storePathRootDir unset"
-                .into(),
-        }),
+        Some(root) if !root_set => s.store_path_root_dir = root.to_path_buf(),
+        _ if path == s.store_path_root_dir.join("commitlog") => {}
+        _ => s.store_path_commit_log = Some(path.to_path_buf()),
     }
 }
 
@@ -1536,16 +1524,21 @@ mod tests {
     }
 
     #[test]
-    fn store_path_commit_log_under_the_root_is_honoured() {
+    fn store_path_commit_log_is_honoured_under_the_root_and_elsewhere() {
         let s = load_text("storePathCommitLog=/data/rmq/commitlog\n").unwrap().settings;
         assert_eq!(s.store_path_root_dir, PathBuf::from("/data/rmq"));
         let s = load_text("storePathRootDir=/data/rmq\nstorePathCommitLog=/data/rmq/commitlog\n")
             .unwrap()
             .settings;
+        assert_eq!((s.store_path_root_dir, s.store_path_commit_log), (PathBuf::from("/data/rmq"), None));
+        let s =
+            load_text("storePathRootDir=/data/rmq\nstorePathCommitLog=/ssd/commitlog\n").unwrap().settings;
         assert_eq!(s.store_path_root_dir, PathBuf::from("/data/rmq"));
-        let err = load_text("storePathRootDir=/data/rmq\nstorePathCommitLog=/ssd/commitlog\n").unwrap_err();
-        let shown = err.to_string();
-        assert!(shown.contains("storePathCommitLog") && shown.contains("storePathRootDir"), "{shown}");
+        assert_eq!(s.store_path_commit_log, Some(PathBuf::from("/ssd/commitlog")));
+        assert_eq!(
+            crate::server::store_config(&s).store_path_commit_log,
+            Some(PathBuf::from("/ssd/commitlog"))
+        );
     }
 
     #[test]

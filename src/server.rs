@@ -37,6 +37,7 @@ pub fn store_config(s: &BrokerSettings) -> StoreConfig {
     c.delete_when = s.delete_when.clone();
     c.disk_max_used_space_ratio = s.disk_max_used_space_ratio;
     c.store_host = SocketAddr::new(s.broker_ip1, s.listen_port);
+    c.store_path_commit_log = s.store_path_commit_log.clone();
     s.store.apply(&mut c);
     c
 }

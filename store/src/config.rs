@@ -97,6 +97,9 @@ pub struct StoreConfig {
     pub store_host: SocketAddr,
     /// What recovery may do beyond RocketMQ's defaults.
     pub recovery: RecoveryOptions,
+    /// Where the commit log's segments live (RocketMQ's `storePathCommitLog`); `None`:
+    /// `<root>/commitlog`. The checkpoint, lock and consume queues stay under the root.
+    pub store_path_commit_log: Option<std::path::PathBuf>,
 }
 
 impl Default for StoreConfig {
@@ -126,6 +129,7 @@ impl Default for StoreConfig {
             scrub_start_delay: Duration::from_secs(60),
             store_host: SocketAddr::from(([127, 0, 0, 1], 10911)),
             recovery: RecoveryOptions::default(),
+            store_path_commit_log: None,
         }
     }
 }

@@ -304,7 +304,7 @@ impl Ctx<'_> {
 /// Opens and recovers the store at `root`.
 pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Result<Recovered, StoreError> {
     fs::create_dir_all(root).at(root)?;
-    let commitlog_dir = root.join("commitlog");
+    let commitlog_dir = config.store_path_commit_log.clone().unwrap_or_else(|| root.join("commitlog"));
     fs::create_dir_all(&commitlog_dir).at(&commitlog_dir)?;
     let lock_path = root.join("lock");
     let lock_file = File::options()

@@ -208,3 +208,21 @@ fn a_live_span_keeps_the_store_locked_until_it_is_dropped() {
     let log = env.open(dir.path(), config()).unwrap();
     assert_eq!(log.read(LogSpan { offset: r.offset, len: r.wrote_bytes }).unwrap(), copy);
 }
+
+#[test]
+fn a_commit_log_outside_the_root_is_written_there_and_reopened() {
+    let (root, elsewhere) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let segments = elsewhere.path().join("ssd-commitlog");
+    let mut c = config();
+    c.store_path_commit_log = Some(segments.clone());
+    let log = Env::default().open(root.path(), c.clone()).unwrap();
+    let put = log.put(message(1));
+    assert_eq!(put.status, PutStatus::PutOk);
+    log.shutdown().unwrap();
+    drop(log);
+    assert!(segments.join(format!("{:020}", 0)).is_file(), "the segment lives in storePathCommitLog");
+    assert!(!root.path().join("commitlog").join(format!("{:020}", 0)).exists());
+    let log = Env::default().open(root.path(), c).unwrap();
+    assert_eq!(log.bounds().max, put.end());
+    assert_eq!(&log.read_message(put.offset).unwrap().body[..], &message(1).body[..]);
+}
