@@ -823,14 +823,15 @@ fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<
                 .to_string(),
         );
     }
-    if s.ha_addr().ip().is_unspecified()
+    if !s.ha_addr().ip().is_loopback()
         && s.ha_replica_allow_list.is_empty()
         && s.master_tls.is_none()
         && s.broker_role != BrokerRole::Slave
     {
+        let every = if s.ha_addr().ip().is_unspecified() { " (every interface)" } else { "" };
         warnings.push(format!(
-            "the HA port listens on every interface ({}) and admits any replica; set haReplicaAllowList \
-             (or haListenAddress) to restrict it",
+            "the HA port listens on {}{every} and admits any replica that reaches it: strangers can read \
+             the log and count for SYNC waits; set haReplicaAllowList or haTlsMode to admit only replicas",
             s.ha_addr()
         ));
     }
@@ -1567,10 +1568,14 @@ mod tests {
     }
 
     #[test]
-    fn the_ha_port_binds_brokerip1_unless_told_otherwise_and_warns_when_open_on_every_interface() {
+    fn the_ha_port_binds_brokerip1_unless_told_otherwise_and_warns_when_open_off_loopback() {
         let loaded = load_text("brokerIP1=10.0.0.5\n").unwrap();
         assert_eq!(loaded.settings.ha_addr(), "10.0.0.5:10912".parse().unwrap());
-        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert!(
+            loaded.warnings.iter().any(|w| w.contains("haReplicaAllowList") && w.contains("10.0.0.5:10912")),
+            "an open HA port off loopback is warned about: {:?}",
+            loaded.warnings
+        );
         let loaded = load_text("brokerIP1=10.0.0.5\nlistenAddress=0.0.0.0\n").unwrap();
         assert_eq!(loaded.settings.ha_addr().ip(), IpAddr::V4(Ipv4Addr::UNSPECIFIED));
         assert!(
@@ -1578,8 +1583,8 @@ mod tests {
             "{:?}",
             loaded.warnings
         );
-        let loaded = load_text("listenAddress=0.0.0.0\nhaListenAddress=10.0.0.6\n").unwrap();
-        assert_eq!(loaded.settings.ha_addr().ip(), "10.0.0.6".parse::<IpAddr>().unwrap());
+        let loaded = load_text("listenAddress=0.0.0.0\nhaListenAddress=127.0.0.1\n").unwrap();
+        assert_eq!(loaded.settings.ha_addr().ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
         let loaded = load_text("haListenAddress=0.0.0.0\nhaReplicaAllowList=10.0.0.7\n").unwrap();
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
