@@ -455,6 +455,20 @@ impl Logship {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Waits until its stderr (read by a background thread, so behind the process) holds
+    /// `text`, and returns it; panics with the whole log after 20 s.
+    pub fn stderr_until(&self, text: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let log = self.stderr();
+            if log.contains(text) {
+                return log;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "logship never logged {text:?}:\n{log}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub fn ha_port(&self) -> u16 {
         self.port + 1
     }
