@@ -8,9 +8,11 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use logship_core::driver::{BrokerRole, FlushDiskType, MasterServiceConfig, SlaveServiceConfig};
-use logship_core::tls::{MasterTls, SlaveTls, TlsMode, TlsPem};
-use logship_core::{AckOn, AckPolicy, Admission, IpNet, MasterConfig, NewSlaveStart, SlaveConfig};
+use logship_core::service::tls::{MasterTls, SlaveTls, TlsMode, TlsPem};
+use logship_core::service::{Admission, IpNet};
+use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
+use logship_core::{AckOn, AckPolicy, MasterConfig, NewSlaveStart, SlaveConfig};
+use logship_core::{BrokerRole, FlushDiskType};
 
 /// A configuration problem that stops the broker before it starts.
 #[derive(thiserror::Error, Debug, PartialEq, Eq)]
@@ -354,10 +356,10 @@ impl Default for BrokerSettings {
             store: StoreKeys::default(),
             ha_listen_address: None,
             ha_replica_allow_list: Vec::new(),
-            ha_max_connections_per_peer: logship_core::admission::DEFAULT_MAX_CONNECTIONS_PER_PEER,
-            ha_max_connections: logship_core::admission::DEFAULT_MAX_CONNECTIONS,
-            ha_first_report_timeout: logship_core::config::DEFAULT_FIRST_REPORT_TIMEOUT,
-            ha_slave_max_first_offset: logship_core::config::DEFAULT_MAX_FIRST_OFFSET,
+            ha_max_connections_per_peer: logship_core::service::DEFAULT_MAX_CONNECTIONS_PER_PEER,
+            ha_max_connections: logship_core::service::DEFAULT_MAX_CONNECTIONS,
+            ha_first_report_timeout: logship_core::DEFAULT_FIRST_REPORT_TIMEOUT,
+            ha_slave_max_first_offset: logship_core::DEFAULT_MAX_FIRST_OFFSET,
             ha_tls_mode: TlsMode::Off,
             ha_tls_enable: false,
             ha_tls_cert_path: None,
@@ -765,7 +767,7 @@ fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<
                 }
             }
             "haReplicaAllowList" => {
-                s.ha_replica_allow_list = logship_core::admission::parse_allow_list(v).map_err(|e| {
+                s.ha_replica_allow_list = logship_core::service::parse_allow_list(v).map_err(|e| {
                     invalid(key, v, &format!("comma-separated IP addresses or CIDR networks ({e})"))
                 })?
             }
@@ -1016,7 +1018,7 @@ fn build_tls(s: &mut BrokerSettings) -> Result<(), ConfigError> {
     let key = read(&s.ha_tls_key_path)?;
     let ca = read(&s.ha_tls_ca_path)?;
     let pem = TlsPem { cert_chain: &cert, key: &key, ca: &ca };
-    let failed = |e: logship_core::tls::TlsError| ConfigError::Conflict {
+    let failed = |e: logship_core::service::tls::TlsError| ConfigError::Conflict {
         keys: "haTlsCertPath haTlsKeyPath haTlsCaPath haTlsReplicaNames haTlsServerName".into(),
         reason: e.to_string(),
     };

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use logship_core::driver::{BrokerRole, MasterServiceConfig, SlaveServiceConfig};
+use logship_core::BrokerRole;
+use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
 use logship_core::*;
 use support::*;
 

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use logship_core::InSyncError;
-use logship_core::driver::{BrokerRole, MasterServiceConfig, SlaveServiceConfig};
+use logship_core::BrokerRole;
 use logship_core::memlog::MemoryLog;
+use logship_core::service::InSyncError;
+use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
 
 fn sync_master() -> MasterServiceConfig {
     MasterServiceConfig { role: BrokerRole::SyncMaster, ..Default::default() }

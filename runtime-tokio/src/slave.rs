@@ -6,8 +6,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use logship_core::driver::{SlaveAction, SlaveDriver, SlaveServiceConfig, SlaveStatus, StartError};
-use logship_core::tls::SlaveTls;
+use logship_core::service::tls::SlaveTls;
+use logship_core::service::{SlaveAction, SlaveDriver, SlaveServiceConfig, SlaveStatus, StartError};
 use logship_core::{LogWrite, Offset};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -14,7 +14,7 @@ pub const CQ_ENTRY_SIZE: u64 = 20;
 /// disk (group commit), or `FlushDiskTimeout` after `sync_flush_timeout`; under `AsyncFlush` a
 /// background flush runs every `flush_interval_commit_log`. The same type the runtime adapters
 /// use.
-pub use logship_core::driver::FlushDiskType;
+pub use logship_core::FlushDiskType;
 
 /// What recovery may do beyond RocketMQ's defaults. Not a RocketMQ setting.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -16,7 +16,7 @@
 //!   TLS handshake and presents a client certificate from the configured CA naming a listed
 //!   replica is admitted and trusted, from any address; the allow-list then applies to plain
 //!   connections only (`optional`), or plain connections are closed unread (`required`). See
-//!   [`crate::tls`].
+//!   [`crate::service::tls`].
 //!
 //! Connection limits apply in every mode, at accept, before any byte is read.
 
@@ -25,7 +25,7 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 use crate::config::ConfigError;
-use crate::tls::MasterTls;
+use crate::service::tls::MasterTls;
 
 /// logship's default cap on live HA connections from one address.
 pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 8;
