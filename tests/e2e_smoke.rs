@@ -44,6 +44,9 @@ impl LogRead for MemLog {
         }
         Ok(offset == 0 || offset == end || self.starts.lock().unwrap().contains(&offset))
     }
+    fn segment_size(&self) -> u64 {
+        logship_core::DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG
+    }
 }
 
 impl LogWrite for MemLog {
@@ -78,6 +81,9 @@ impl MessageLog for MemLog {
     }
     fn durable(&self, offset: Offset) -> Self::Durable {
         std::future::ready(Ok(offset))
+    }
+    fn flush_settings(&self) -> Option<logship_core::FlushSettings> {
+        None
     }
 }
 

@@ -95,7 +95,9 @@ pub struct MasterConfig {
     pub housekeeping_interval: Duration,
     /// Close a new connection that has not sent a complete first report within this long.
     pub first_report_timeout: Duration,
-    /// Segment size; frames never cross a segment boundary (`mappedFileSizeCommitLog`).
+    /// Segment size; frames never cross a segment boundary (`mappedFileSizeCommitLog`). A
+    /// master service ignores this value and takes its log's
+    /// ([`LogRead::segment_size`](crate::LogRead::segment_size)).
     pub mapped_file_size_commit_log: u64,
     /// Where an empty slave starts.
     pub new_slave_start: NewSlaveStart,

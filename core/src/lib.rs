@@ -148,7 +148,9 @@ pub use config::{
 };
 pub use error::{ApiMisuse, CloseReason, PeerError, WaitError};
 pub use ids::{ConnId, WaitId};
-pub use log::{LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
+pub use log::{
+    FlushSettings, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus,
+};
 pub use master::{Master, MasterEvent, MasterInput, MasterOutput, SlaveInfo};
 pub use roles::{BrokerRole, FlushDiskType};
 pub use slave::{Slave, SlaveEvent, SlaveInput, SlaveOutput, SlaveState};

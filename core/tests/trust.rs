@@ -210,6 +210,9 @@ impl LogRead for TenByteRecords {
     fn is_record_boundary(&self, offset: Offset) -> Result<bool, std::io::Error> {
         Ok(offset % 10 == 0)
     }
+    fn segment_size(&self) -> u64 {
+        logship_core::DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG
+    }
 }
 
 fn service_driver(allow: &[&str]) -> Driver {

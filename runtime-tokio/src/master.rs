@@ -101,7 +101,7 @@ pub async fn spawn_master<L: MessageLog>(
     log: Arc<L>,
     listen: SocketAddr,
 ) -> Result<MasterHandle<L>, StartError> {
-    config.validate()?;
+    config.validate_with(&*log)?;
     let listener =
         TcpListener::bind(listen).await.map_err(|source| StartError::Bind { addr: listen, source })?;
     let local_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: listen, source })?;

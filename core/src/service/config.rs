@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use crate::config::{ConfigError, MasterConfig, SlaveConfig};
+use crate::log::MessageLog;
 use crate::service::Admission;
 use crate::service::tls::SlaveTls;
 use crate::{BrokerRole, FlushDiskType};
@@ -84,6 +85,30 @@ impl MasterServiceConfig {
         }
         Ok(())
     }
+
+    /// [`validate`](Self::validate), then checks the settings this service shares with `log`,
+    /// whose own are the authority: a `flush_disk_type` or `sync_flush_timeout` that differs
+    /// from the log's [`flush_settings`](MessageLog::flush_settings) is refused, naming both
+    /// values. (The segment size is not a service setting: the driver takes it from the log.)
+    pub fn validate_with<L: MessageLog>(&self, log: &L) -> Result<(), StartError> {
+        self.validate()?;
+        let Some(ours) = log.flush_settings() else { return Ok(()) };
+        if self.flush_disk_type != ours.flush_disk_type {
+            return Err(StartError::DisagreesWithLog {
+                setting: "flush_disk_type",
+                service: self.flush_disk_type.rocketmq_name().into(),
+                log: ours.flush_disk_type.rocketmq_name().into(),
+            });
+        }
+        if self.sync_flush_timeout != ours.sync_flush_timeout {
+            return Err(StartError::DisagreesWithLog {
+                setting: "sync_flush_timeout",
+                service: format!("{:?}", self.sync_flush_timeout),
+                log: format!("{:?}", ours.sync_flush_timeout),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Configuration of a slave service.
@@ -139,6 +164,17 @@ pub enum StartError {
     /// The configuration cannot work.
     #[error("invalid configuration: {0}")]
     Config(#[from] ConfigError),
+    /// A setting the service shares with its log differs from the log's, which is the
+    /// authority.
+    #[error("{setting} is {service} in the service configuration but {log} in its log; they must agree")]
+    DisagreesWithLog {
+        /// The setting, e.g. `flush_disk_type`.
+        setting: &'static str,
+        /// The service configuration's value.
+        service: String,
+        /// The log's value.
+        log: String,
+    },
     /// The HA listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

@@ -138,7 +138,12 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         log: Arc<L>,
     ) -> Result<Self, ConfigError> {
         config.validate()?;
-        let core = MasterConfig { verify_first_reports: true, ..config.core.clone() };
+        // The log is the one authority for its segment size: frames are cut at its boundaries.
+        let core = MasterConfig {
+            verify_first_reports: true,
+            mapped_file_size_commit_log: log.segment_size(),
+            ..config.core.clone()
+        };
         let mut driver = Self::new(core, now, log.bounds())?;
         driver.set_admission(config.admission.clone());
         driver.set_restart_fence(config.restart_fence);

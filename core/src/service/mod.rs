@@ -24,6 +24,11 @@
 //! - status snapshots: [`MasterStatus`], [`SlaveStatus`], [`Fence`], [`Refusals`];
 //! - admission of replicas by address: [`Admission`], [`IpNet`]; by certificate: [`tls`];
 //! - the drivers: [`MasterDriver`], [`SlaveDriver`].
+//!
+//! Settings a service shares with its log have one authority, the log: the master takes its
+//! segment size from [`LogRead::segment_size`](crate::LogRead::segment_size), and a service
+//! whose flush settings disagree with its log's is refused at start
+//! ([`MasterServiceConfig::validate_with`]).
 
 mod admission;
 mod config;

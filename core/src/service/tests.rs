@@ -52,6 +52,9 @@ impl crate::LogRead for CountingLog {
     fn is_record_boundary(&self, offset: Offset) -> Result<bool, std::io::Error> {
         Ok(offset % 10 == 0)
     }
+    fn segment_size(&self) -> u64 {
+        crate::DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG
+    }
 }
 
 impl MessageLog for CountingLog {
@@ -72,6 +75,9 @@ impl MessageLog for CountingLog {
     }
     fn durable(&self, offset: Offset) -> Self::Durable {
         std::future::ready(Ok(offset))
+    }
+    fn flush_settings(&self) -> Option<crate::FlushSettings> {
+        None
     }
 }
 
