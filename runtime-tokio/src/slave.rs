@@ -153,7 +153,7 @@ impl<L: LogWrite> SlaveTask<L> {
     async fn perform(&mut self) -> std::time::Instant {
         loop {
             match self.driver.next_action(now()) {
-                SlaveAction::Wait(at) => return at,
+                SlaveAction::SleepUntil(at) => return at,
                 SlaveAction::Connect => {
                     let address = self.config.master_address.clone();
                     let timeout = self.config.connect_timeout;

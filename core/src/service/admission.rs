@@ -24,7 +24,7 @@ use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
-use crate::config::ConfigError;
+use crate::config::CoreConfigError;
 use crate::service::tls::MasterTls;
 
 /// logship's default cap on live HA connections from one address.
@@ -155,13 +155,13 @@ impl Admission {
     }
 
     /// Checks the limits, naming the first that cannot work.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), CoreConfigError> {
         for (field, value) in [
             ("admission.max_connections_per_peer", self.max_connections_per_peer),
             ("admission.max_connections", self.max_connections),
         ] {
             if value == 0 {
-                return Err(ConfigError::Invalid {
+                return Err(CoreConfigError::Invalid {
                     field,
                     value: value.to_string(),
                     reason: "must be at least 1",

@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::config::{ConfigError, MasterConfig, SlaveConfig};
+use crate::config::{CoreConfigError, MasterConfig, SlaveConfig};
 use crate::log::MessageLog;
 use crate::service::Admission;
 use crate::service::tls::SlaveTls;
@@ -55,18 +55,18 @@ impl Default for MasterServiceConfig {
 
 impl MasterServiceConfig {
     /// Checks every field, naming the first that cannot work.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), CoreConfigError> {
         self.core.validate()?;
         self.admission.validate()?;
         if self.restart_fence > 0 && !self.admission.can_trust() {
-            return Err(ConfigError::Invalid {
+            return Err(CoreConfigError::Invalid {
                 field: "restart_fence",
                 value: self.restart_fence.to_string(),
                 reason: "needs an allow-list (admission.allow) or TLS (admission.tls): only trusted replicas lift it",
             });
         }
         if self.role == BrokerRole::Slave {
-            return Err(ConfigError::Invalid {
+            return Err(CoreConfigError::Invalid {
                 field: "role",
                 value: "SLAVE".into(),
                 reason: "a master service needs ASYNC_MASTER or SYNC_MASTER",
@@ -76,7 +76,7 @@ impl MasterServiceConfig {
             [("slave_timeout", self.slave_timeout), ("sync_flush_timeout", self.sync_flush_timeout)]
         {
             if value.is_zero() {
-                return Err(ConfigError::Invalid {
+                return Err(CoreConfigError::Invalid {
                     field,
                     value: format!("{value:?}"),
                     reason: "must be longer than zero",
@@ -136,18 +136,18 @@ impl SlaveServiceConfig {
     }
 
     /// Checks every field, naming the first that cannot work.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), CoreConfigError> {
         self.core.validate()?;
         // RocketMQ ignores addresses shorter than 6 characters (HA_ADDRESS_MIN_LENGTH).
         if self.master_address.len() < 6 || !self.master_address.contains(':') {
-            return Err(ConfigError::Invalid {
+            return Err(CoreConfigError::Invalid {
                 field: "master_address",
                 value: format!("{:?}", self.master_address),
                 reason: "must be host:port",
             });
         }
         if self.connect_timeout.is_zero() {
-            return Err(ConfigError::Invalid {
+            return Err(CoreConfigError::Invalid {
                 field: "connect_timeout",
                 value: format!("{:?}", self.connect_timeout),
                 reason: "must be longer than zero",
@@ -163,7 +163,7 @@ impl SlaveServiceConfig {
 pub enum StartError {
     /// The configuration cannot work.
     #[error("invalid configuration: {0}")]
-    Config(#[from] ConfigError),
+    Config(#[from] CoreConfigError),
     /// A setting the service shares with its log differs from the log's, which is the
     /// authority.
     #[error("{setting} is {service} in the service configuration but {log} in its log; they must agree")]

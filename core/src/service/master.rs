@@ -10,7 +10,7 @@ use tracing::{debug, error, info, warn};
 
 use super::*;
 use crate::BrokerRole;
-use crate::config::{ConfigError, MasterConfig};
+use crate::config::{CoreConfigError, MasterConfig};
 use crate::error::{ApiMisuse, PeerError, WaitError};
 use crate::log::LogRead;
 use crate::log::{LogBounds, MessageLog, Offset};
@@ -110,7 +110,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     /// A bare driver for a log that currently spans `log`: open admission, no restart fence,
     /// and first reports are not checked against the log. Services use
     /// [`for_service`](Self::for_service).
-    pub fn new(config: MasterConfig, now: Instant, log: LogBounds) -> Result<Self, ConfigError> {
+    pub fn new(config: MasterConfig, now: Instant, log: LogBounds) -> Result<Self, CoreConfigError> {
         Ok(Self {
             master: Master::new(config, now, log)?,
             now,
@@ -136,7 +136,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         config: &MasterServiceConfig,
         now: Instant,
         log: Arc<L>,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, CoreConfigError> {
         config.validate()?;
         // The log is the one authority for its segment size: frames are cut at its boundaries.
         let core = MasterConfig {

@@ -6,7 +6,7 @@ use bytes::Bytes;
 use tracing::{error, info, warn};
 
 use super::*;
-use crate::config::ConfigError;
+use crate::config::CoreConfigError;
 use crate::error::ApiMisuse;
 use crate::frame::REPORT_LEN;
 use crate::log::LogWrite;
@@ -26,7 +26,7 @@ pub enum SlaveAction {
     /// Drop the connection (do not call `closed` for it).
     Disconnect,
     /// Nothing more until this instant, a read, a connect or a flush result.
-    Wait(Instant),
+    SleepUntil(Instant),
 }
 
 /// A [`Slave`] with the bookkeeping every adapter needs: it stores appends through the log,
@@ -50,7 +50,7 @@ impl<L: LogWrite> SlaveDriver<L> {
         config: &SlaveServiceConfig,
         now: Instant,
         log: std::sync::Arc<L>,
-    ) -> Result<Self, ConfigError> {
+    ) -> Result<Self, CoreConfigError> {
         config.validate()?;
         let core = Slave::new(config.core.clone(), now, log.bounds().max, log.flushed())?;
         Ok(Self {
@@ -79,7 +79,7 @@ impl<L: LogWrite> SlaveDriver<L> {
     pub fn next_action(&mut self, now: Instant) -> SlaveAction {
         loop {
             match self.core.poll_output() {
-                SlaveOutput::Timeout(at) => return SlaveAction::Wait(at),
+                SlaveOutput::Timeout(at) => return SlaveAction::SleepUntil(at),
                 SlaveOutput::Connect => return SlaveAction::Connect,
                 SlaveOutput::Transmit(report) => {
                     if u64::from_be_bytes(report) >= self.core.master_offset().unwrap_or(0) {
@@ -148,7 +148,7 @@ impl<L: LogWrite> SlaveDriver<L> {
         }
     }
 
-    /// The instant of the last `Wait` has come (spurious calls are fine).
+    /// The instant of the last `SleepUntil` has come (spurious calls are fine).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.core.handle_timeout(now);
     }
