@@ -7,8 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use logship::core::driver::{BrokerRole, MasterServiceConfig, SlaveServiceConfig};
+use logship::core::BrokerRole;
 use logship::core::memlog::MemoryLog;
+use logship::core::service::{MasterServiceConfig, SlaveServiceConfig};
 use logship::core::{LogRead, PutStatus};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

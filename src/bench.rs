@@ -17,8 +17,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use bytes::Bytes;
 use clap::Args;
-use logship_core::driver::{BrokerRole, FlushDiskType, MasterServiceConfig, SlaveServiceConfig};
+use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
 use logship_core::{AckPolicy, LogSpan, MasterConfig, PutStatus};
+use logship_core::{BrokerRole, FlushDiskType};
 use logship_store::{CommitLog, Message, StoreConfig};
 use serde::Serialize;
 

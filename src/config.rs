@@ -8,13 +8,15 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use logship_core::driver::{BrokerRole, FlushDiskType, MasterServiceConfig, SlaveServiceConfig};
-use logship_core::tls::{MasterTls, SlaveTls, TlsMode, TlsPem};
-use logship_core::{AckOn, AckPolicy, Admission, IpNet, MasterConfig, NewSlaveStart, SlaveConfig};
+use logship_core::service::tls::{MasterTls, SlaveTls, TlsMode, TlsPem};
+use logship_core::service::{Admission, IpNet};
+use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
+use logship_core::{AckOn, AckPolicy, MasterConfig, NewSlaveStart, SlaveConfig};
+use logship_core::{BrokerRole, FlushDiskType};
 
 /// A configuration problem that stops the broker before it starts.
 #[derive(thiserror::Error, Debug, PartialEq, Eq)]
-pub enum ConfigError {
+pub enum BrokerConfigError {
     /// The file could not be read.
     #[error("cannot read {path}: {reason}")]
     Read {
@@ -286,7 +288,7 @@ impl Default for StoreKeys {
 
 impl StoreKeys {
     /// Parses `key` if it is one of these keys; `Ok(false)` if it is not.
-    pub fn set(&mut self, key: &str, v: &str) -> Result<bool, ConfigError> {
+    pub fn set(&mut self, key: &str, v: &str) -> Result<bool, BrokerConfigError> {
         match key {
             "cleanFileForciblyEnable" => self.clean_file_forcibly_enable = boolean(key, v)?,
             "diskSpaceCleanForciblyRatio" => self.disk_space_clean_forcibly_ratio = fraction(key, v)?,
@@ -312,7 +314,7 @@ impl StoreKeys {
     }
 }
 
-fn fraction(key: &str, v: &str) -> Result<f64, ConfigError> {
+fn fraction(key: &str, v: &str) -> Result<f64, BrokerConfigError> {
     match v.parse::<f64>() {
         Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
         _ => Err(invalid(key, v, "a fraction above 0 and at most 1, e.g. 0.85")),
@@ -357,10 +359,10 @@ impl Default for BrokerSettings {
             store: StoreKeys::default(),
             ha_listen_address: None,
             ha_replica_allow_list: Vec::new(),
-            ha_max_connections_per_peer: logship_core::admission::DEFAULT_MAX_CONNECTIONS_PER_PEER,
-            ha_max_connections: logship_core::admission::DEFAULT_MAX_CONNECTIONS,
-            ha_first_report_timeout: logship_core::config::DEFAULT_FIRST_REPORT_TIMEOUT,
-            ha_slave_max_first_offset: logship_core::config::DEFAULT_MAX_FIRST_OFFSET,
+            ha_max_connections_per_peer: logship_core::service::DEFAULT_MAX_CONNECTIONS_PER_PEER,
+            ha_max_connections: logship_core::service::DEFAULT_MAX_CONNECTIONS,
+            ha_first_report_timeout: logship_core::DEFAULT_FIRST_REPORT_TIMEOUT,
+            ha_slave_max_first_offset: logship_core::DEFAULT_MAX_FIRST_OFFSET,
             ha_tls_mode: TlsMode::Off,
             ha_tls_enable: false,
             ha_tls_cert_path: None,
@@ -436,11 +438,14 @@ pub struct Loaded {
 /// `\<any>` escapes. Values keep trailing whitespace, as Java's do. Two differences, both on
 /// input Java mishandles: a leading UTF-8 byte order mark is dropped (Java would make it part
 /// of the first key), and an empty key is an error (Java stores it under `""`).
-pub fn parse_properties(bytes: &[u8], origin: &str) -> Result<Vec<(String, String, usize)>, ConfigError> {
+pub fn parse_properties(
+    bytes: &[u8],
+    origin: &str,
+) -> Result<Vec<(String, String, usize)>, BrokerConfigError> {
     let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     let text: String = bytes.iter().map(|&b| char::from(b)).collect();
     let natural = natural_lines(&text);
-    let syntax = |line: usize, text: &str| ConfigError::Syntax {
+    let syntax = |line: usize, text: &str| BrokerConfigError::Syntax {
         origin: origin.to_string(),
         line,
         text: text.to_string(),
@@ -463,7 +468,7 @@ pub fn parse_properties(bytes: &[u8], origin: &str) -> Result<Vec<(String, Strin
             logical.push_str(more.trim_start_matches(is_java_space));
         }
         let (key, value) = split_key_value(&logical);
-        let bad_escape = |_| ConfigError::Syntax {
+        let bad_escape = |_| BrokerConfigError::Syntax {
             origin: origin.to_string(),
             line,
             text: raw.to_string(),
@@ -564,13 +569,13 @@ fn unescape(s: &str) -> Result<String, ()> {
 #[error("{error}")]
 pub struct LoadError {
     /// What stops the broker.
-    pub error: ConfigError,
+    pub error: BrokerConfigError,
     /// Warnings collected before the error.
     pub warnings: Vec<String>,
 }
 
-impl From<ConfigError> for LoadError {
-    fn from(error: ConfigError) -> Self {
+impl From<BrokerConfigError> for LoadError {
+    fn from(error: BrokerConfigError) -> Self {
         Self { error, warnings: Vec::new() }
     }
 }
@@ -588,7 +593,7 @@ pub fn load(
     }
     if let Some(path) = file {
         let text = std::fs::read(path)
-            .map_err(|e| ConfigError::Read { path: path.to_path_buf(), reason: e.to_string() })?;
+            .map_err(|e| BrokerConfigError::Read { path: path.to_path_buf(), reason: e.to_string() })?;
         let origin = path.display().to_string();
         for (key, value, line) in parse_properties(&text, &origin)? {
             raw.insert(key, Setting { value, origin: format!("{origin}:{line}") });
@@ -605,7 +610,7 @@ pub fn load(
 }
 
 #[cfg(test)]
-fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
+fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, BrokerConfigError> {
     let mut warnings = Vec::new();
     let settings = build(&raw, &mut warnings)?;
     Ok(Loaded { settings, warnings })
@@ -613,7 +618,10 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
 
 /// The settings from `raw`; warnings go to `warnings` as they are found, so that those found
 /// before an error can be shown with it.
-fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<BrokerSettings, ConfigError> {
+fn build(
+    raw: &BTreeMap<String, Setting>,
+    warnings: &mut Vec<String>,
+) -> Result<BrokerSettings, BrokerConfigError> {
     let mut s = BrokerSettings::default();
     let mut ha_port_set = false;
     let mut token_file_set = false;
@@ -716,12 +724,12 @@ fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<
             }
             "httpAuthToken" => s.http.auth_token = auth_token(key, v)?,
             "httpAuthTokenFile" => {
-                let text = std::fs::read_to_string(v).map_err(|e| ConfigError::Invalid {
+                let text = std::fs::read_to_string(v).map_err(|e| BrokerConfigError::Invalid {
                     key: key.clone(),
                     value: v.to_string(),
                     reason: format!("cannot read the token file: {e}"),
                 })?;
-                s.http.auth_token = auth_token(key, text.trim()).map_err(|_| ConfigError::Invalid {
+                s.http.auth_token = auth_token(key, text.trim()).map_err(|_| BrokerConfigError::Invalid {
                     key: key.clone(),
                     value: v.to_string(),
                     reason: TOKEN_RULE.into(),
@@ -751,7 +759,7 @@ fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<
                 if boolean(key, v)? {
                     let reason =
                         UNSUPPORTED_ROCKETMQ_MODES.iter().find(|(m, _)| *m == k).map_or("", |(_, r)| r);
-                    return Err(ConfigError::Unsupported {
+                    return Err(BrokerConfigError::Unsupported {
                         origin: origin.clone(),
                         key: key.clone(),
                         value: v.to_string(),
@@ -768,7 +776,7 @@ fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<
                 }
             }
             "haReplicaAllowList" => {
-                s.ha_replica_allow_list = logship_core::admission::parse_allow_list(v).map_err(|e| {
+                s.ha_replica_allow_list = logship_core::service::parse_allow_list(v).map_err(|e| {
                     invalid(key, v, &format!("comma-separated IP addresses or CIDR networks ({e})"))
                 })?
             }
@@ -800,7 +808,7 @@ fn build(raw: &BTreeMap<String, Setting>, warnings: &mut Vec<String>) -> Result<
         })?;
     }
     if token_file_set && raw.contains_key("httpAuthToken") {
-        return Err(ConfigError::Conflict {
+        return Err(BrokerConfigError::Conflict {
             keys: "httpAuthToken httpAuthTokenFile".into(),
             reason: "set the token one way only".into(),
         });
@@ -855,8 +863,9 @@ fn apply_store_path_commit_log(s: &mut BrokerSettings, root_set: bool, commit_lo
     }
 }
 
-fn check_combinations(s: &BrokerSettings) -> Result<(), ConfigError> {
-    let conflict = |keys: String, reason: &str| ConfigError::Conflict { keys, reason: reason.to_string() };
+fn check_combinations(s: &BrokerSettings) -> Result<(), BrokerConfigError> {
+    let conflict =
+        |keys: String, reason: &str| BrokerConfigError::Conflict { keys, reason: reason.to_string() };
     if s.listen_port != 0 && s.listen_port == s.ha_listen_port {
         return Err(conflict(
             format!("listenPort={} haListenPort={}", s.listen_port, s.ha_listen_port),
@@ -956,7 +965,7 @@ pub const MAX_PULL_COUNT: usize = 1000;
 const TOKEN_RULE: &str = "expected 16 to 4096 visible ASCII characters without spaces";
 
 /// An HTTP bearer token: empty means none.
-fn auth_token(key: &str, v: &str) -> Result<Option<String>, ConfigError> {
+fn auth_token(key: &str, v: &str) -> Result<Option<String>, BrokerConfigError> {
     if v.is_empty() {
         return Ok(None);
     }
@@ -964,7 +973,7 @@ fn auth_token(key: &str, v: &str) -> Result<Option<String>, ConfigError> {
         Ok(Some(v.to_string()))
     } else {
         // Never echo a rejected secret.
-        Err(ConfigError::Invalid {
+        Err(BrokerConfigError::Invalid {
             key: key.to_string(),
             value: "(hidden)".into(),
             reason: TOKEN_RULE.into(),
@@ -978,7 +987,7 @@ fn path_or_none(v: &str) -> Option<PathBuf> {
 
 /// Reads the TLS files and builds the side's TLS settings: the master's with `haTlsMode` other
 /// than `off`, the slave's with `haTlsEnable=true`.
-fn build_tls(s: &mut BrokerSettings) -> Result<(), ConfigError> {
+fn build_tls(s: &mut BrokerSettings) -> Result<(), BrokerConfigError> {
     let wants = if s.broker_role == BrokerRole::Slave {
         s.ha_tls_enable.then_some("haTlsEnable=true")
     } else {
@@ -991,21 +1000,21 @@ fn build_tls(s: &mut BrokerSettings) -> Result<(), ConfigError> {
         ("haTlsCaPath", &s.ha_tls_ca_path),
     ] {
         if path.is_none() {
-            return Err(ConfigError::Conflict {
+            return Err(BrokerConfigError::Conflict {
                 keys: format!("{why} {key}=(unset)"),
                 reason: "TLS needs haTlsCertPath, haTlsKeyPath and haTlsCaPath".into(),
             });
         }
     }
-    let read = |path: &Option<PathBuf>| -> Result<Vec<u8>, ConfigError> {
+    let read = |path: &Option<PathBuf>| -> Result<Vec<u8>, BrokerConfigError> {
         let path = path.clone().unwrap_or_default();
-        std::fs::read(&path).map_err(|e| ConfigError::Read { path, reason: e.to_string() })
+        std::fs::read(&path).map_err(|e| BrokerConfigError::Read { path, reason: e.to_string() })
     };
     let cert = read(&s.ha_tls_cert_path)?;
     let key = read(&s.ha_tls_key_path)?;
     let ca = read(&s.ha_tls_ca_path)?;
     let pem = TlsPem { cert_chain: &cert, key: &key, ca: &ca };
-    let failed = |e: logship_core::tls::TlsError| ConfigError::Conflict {
+    let failed = |e: logship_core::service::tls::TlsError| BrokerConfigError::Conflict {
         keys: "haTlsCertPath haTlsKeyPath haTlsCaPath haTlsReplicaNames haTlsServerName".into(),
         reason: e.to_string(),
     };
@@ -1021,7 +1030,7 @@ fn build_tls(s: &mut BrokerSettings) -> Result<(), ConfigError> {
         s.slave_tls = Some(SlaveTls::new(pem, &server_name).map_err(failed)?);
     } else {
         if s.ha_tls_replica_names.is_empty() {
-            return Err(ConfigError::Conflict {
+            return Err(BrokerConfigError::Conflict {
                 keys: format!("haTlsMode={} haTlsReplicaNames=(unset)", s.ha_tls_mode),
                 reason: "a TLS master trusts only certificates naming a listed replica: list them".into(),
             });
@@ -1031,34 +1040,34 @@ fn build_tls(s: &mut BrokerSettings) -> Result<(), ConfigError> {
     Ok(())
 }
 
-fn invalid(key: &str, value: &str, reason: &str) -> ConfigError {
-    ConfigError::Invalid {
+fn invalid(key: &str, value: &str, reason: &str) -> BrokerConfigError {
+    BrokerConfigError::Invalid {
         key: key.to_string(),
         value: value.to_string(),
         reason: format!("expected {reason}"),
     }
 }
 
-fn number(key: &str, v: &str, min: u64, max: u64) -> Result<u64, ConfigError> {
+fn number(key: &str, v: &str, min: u64, max: u64) -> Result<u64, BrokerConfigError> {
     match v.parse::<u64>() {
         Ok(n) if (min..=max).contains(&n) => Ok(n),
         _ => Err(invalid(key, v, &format!("an integer from {min} to {max}"))),
     }
 }
 
-fn millis(key: &str, v: &str) -> Result<Duration, ConfigError> {
+fn millis(key: &str, v: &str) -> Result<Duration, BrokerConfigError> {
     number(key, v, 1, 24 * 3600 * 1000)
         .map(Duration::from_millis)
         .map_err(|_| invalid(key, v, "milliseconds, at least 1"))
 }
 
-fn port(key: &str, v: &str) -> Result<u16, ConfigError> {
+fn port(key: &str, v: &str) -> Result<u16, BrokerConfigError> {
     v.parse::<u16>().map_err(|_| invalid(key, v, "a port number from 0 to 65535"))
 }
 
 /// A boolean as RocketMQ reads it (Java's `Boolean.parseBoolean`): `true` in any case is true,
 /// anything else false. Never an error; `boolean_warning` flags values that are neither.
-fn boolean(_key: &str, v: &str) -> Result<bool, ConfigError> {
+fn boolean(_key: &str, v: &str) -> Result<bool, BrokerConfigError> {
     Ok(v.eq_ignore_ascii_case("true"))
 }
 
@@ -1071,14 +1080,14 @@ fn boolean_warning(key: &str, v: &str, origin: &str) -> Option<String> {
     })
 }
 
-fn label_value(key: &str, v: &str) -> Result<String, ConfigError> {
+fn label_value(key: &str, v: &str) -> Result<String, BrokerConfigError> {
     if v.is_empty() || v.chars().any(|c| c.is_control()) {
         return Err(invalid(key, v, "a non-empty name without control characters"));
     }
     Ok(v.to_string())
 }
 
-fn replica_names(key: &str, v: &str) -> Result<Vec<(String, IpAddr)>, ConfigError> {
+fn replica_names(key: &str, v: &str) -> Result<Vec<(String, IpAddr)>, BrokerConfigError> {
     let mut out: Vec<(String, IpAddr)> = Vec::new();
     for entry in v.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         let parsed = entry.split_once('@').and_then(|(name, ip)| {
@@ -1097,7 +1106,7 @@ fn replica_names(key: &str, v: &str) -> Result<Vec<(String, IpAddr)>, ConfigErro
     Ok(out)
 }
 
-fn master_address(key: &str, v: &str) -> Result<String, ConfigError> {
+fn master_address(key: &str, v: &str) -> Result<String, BrokerConfigError> {
     let ok = v
         .rsplit_once(':')
         .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
@@ -1181,7 +1190,7 @@ impl BrokerSettings {
 mod tests {
     use super::*;
 
-    fn load_text(text: &str) -> Result<Loaded, ConfigError> {
+    fn load_text(text: &str) -> Result<Loaded, BrokerConfigError> {
         let mut raw = BTreeMap::new();
         for (k, v, line) in parse_properties(text.as_bytes(), "broker.conf")? {
             raw.insert(k, Setting { value: v, origin: format!("broker.conf:{line}") });
@@ -1283,7 +1292,7 @@ mod tests {
     #[test]
     fn quorum_needs_two_in_sync_replicas() {
         let err = load_text("ackPolicy=QUORUM\n").unwrap_err();
-        assert!(matches!(err, ConfigError::Conflict { .. }), "{err}");
+        assert!(matches!(err, BrokerConfigError::Conflict { .. }), "{err}");
         let s = load_text(
             "brokerRole=SYNC_MASTER\ninSyncReplicas=2\ntotalReplicas=3\nhaReplicaAllowList=10.0.0.0/24\n",
         )
@@ -1365,17 +1374,18 @@ mod tests {
         let err = load_text("httpAuthToken=hunter2\n").unwrap_err().to_string();
         assert!(err.contains("httpAuthToken") && !err.contains("hunter2"), "{err}");
         let err = load_text("maxMessageSize=4194304\nhttpMaxInFlightBytes=4194304\n").unwrap_err();
-        assert!(matches!(err, ConfigError::Conflict { .. }), "{err}");
+        assert!(matches!(err, BrokerConfigError::Conflict { .. }), "{err}");
         for half in ["httpTlsCertFile=/c.pem\n", "httpTlsKeyFile=/k.pem\n", "httpTlsClientCaFile=/ca.pem\n"] {
             let err = load_text(half).unwrap_err();
             assert!(
-                matches!(err, ConfigError::Conflict { .. }) && err.to_string().contains("httpTlsCertFile"),
+                matches!(err, BrokerConfigError::Conflict { .. })
+                    && err.to_string().contains("httpTlsCertFile"),
                 "{err}"
             );
         }
         let err = load_text("httpIdleTimeout=3000\n").unwrap_err();
         assert!(
-            matches!(err, ConfigError::Conflict { .. }) && err.to_string().contains("syncFlushTimeout"),
+            matches!(err, BrokerConfigError::Conflict { .. }) && err.to_string().contains("syncFlushTimeout"),
             "{err}"
         );
         let tls = load_text("httpTlsCertFile=/c.pem\nhttpTlsKeyFile=/k.pem\n").unwrap().settings.http;
@@ -1443,7 +1453,7 @@ mod tests {
         // Java: IllegalArgumentException "Malformed \uxxxx encoding."
         for text in [&b"a=1\nk=\\u00zz\n"[..], b"a=1\nk=\\u00"] {
             let err = parse_properties(text, "broker.conf").unwrap_err();
-            assert!(matches!(err, ConfigError::Syntax { line: 2, .. }), "{err}");
+            assert!(matches!(err, BrokerConfigError::Syntax { line: 2, .. }), "{err}");
             assert!(err.to_string().contains("\\uXXXX"), "{err}");
         }
     }
@@ -1473,7 +1483,7 @@ mod tests {
     fn rocketmq_modes_logship_lacks_are_errors() {
         for key in ["enableDLegerCommitLog", "enableControllerMode"] {
             let err = load_text(&format!("brokerRole=ASYNC_MASTER\n{key}=true\n")).unwrap_err();
-            assert!(matches!(err, ConfigError::Unsupported { .. }), "{key}: {err}");
+            assert!(matches!(err, BrokerConfigError::Unsupported { .. }), "{key}: {err}");
             assert!(err.to_string().contains(key), "{err}");
             let loaded = load_text(&format!("{key}=false\n")).unwrap();
             assert!(loaded.warnings.is_empty(), "{key}=false is RocketMQ's default: {:?}", loaded.warnings);
@@ -1652,7 +1662,7 @@ mod tests {
         assert!(load_text(no_key).unwrap_err().to_string().contains("haTlsKeyPath"));
         let missing =
             format!("haTlsMode=optional\nhaTlsReplicaNames=a\n{files}haTlsCaPath=/nonexistent/ca.pem\n");
-        assert!(matches!(load_text(&missing).unwrap_err(), ConfigError::Read { .. }));
+        assert!(matches!(load_text(&missing).unwrap_err(), BrokerConfigError::Read { .. }));
         let swapped = text.replace("cert.pem", "ca.pem.tmp").replace("key.pem", "cert.pem");
         std::fs::copy(dir.path().join("ca.pem"), dir.path().join("ca.pem.tmp")).unwrap();
         assert!(load_text(&swapped).unwrap_err().to_string().contains("key"), "a certificate is no key");

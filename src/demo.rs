@@ -13,8 +13,9 @@ use anyhow::{Context, bail};
 use bytes::Bytes;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use logship_core::driver::{BrokerRole, FlushDiskType, MasterServiceConfig, SlaveServiceConfig};
+use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
 use logship_core::{AckPolicy, LogSpan, MasterConfig, PutStatus};
+use logship_core::{BrokerRole, FlushDiskType};
 use logship_store::{CommitLog, Message, StoreConfig};
 use tokio::sync::Mutex;
 

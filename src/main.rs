@@ -102,7 +102,7 @@ fn settings_for(args: &ServeArgs, slave: bool) -> anyhow::Result<config::BrokerS
         tracing::warn!("{warning}");
     }
     let role = loaded.settings.broker_role;
-    let is_slave = role == logship_core::driver::BrokerRole::Slave;
+    let is_slave = role == logship_core::BrokerRole::Slave;
     if slave && !is_slave {
         anyhow::bail!(
             "brokerRole={} but `logship slave` runs a SLAVE: use `logship master`",

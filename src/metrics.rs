@@ -18,7 +18,7 @@ use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use logship_core::PutStatus;
-use logship_core::driver::{MasterStatus, SlaveStatus};
+use logship_core::service::{MasterStatus, SlaveStatus};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -396,7 +396,7 @@ impl Metrics {
         self.slave_in_sync.get_or_create(&labels).set(i64::from(in_sync));
         self.set_replicated(status.max_offset.saturating_sub(start_offset));
         self.grow_to("append_failures", &self.append_failures, status.append_failures);
-        let streaming = status.state == logship_core::driver::SlaveLinkState::Streaming;
+        let streaming = status.state == logship_core::service::SlaveLinkState::Streaming;
         self.connections.set(i64::from(streaming));
         self.set_log(min_offset, status.max_offset, status.flushed_offset, disk);
     }
@@ -484,8 +484,8 @@ pub fn openmetrics_to_text_0_0_4(openmetrics: &str) -> String {
 mod tests {
     use super::*;
 
-    fn link(address: &str, in_sync: bool, ack: u64) -> logship_core::driver::SlaveLink {
-        logship_core::driver::SlaveLink {
+    fn link(address: &str, in_sync: bool, ack: u64) -> logship_core::service::SlaveLink {
+        logship_core::service::SlaveLink {
             conn: logship_core::ConnId(0),
             address: address.parse().unwrap(),
             start: Some(0),
@@ -500,9 +500,9 @@ mod tests {
         }
     }
 
-    fn master_status(slaves: Vec<logship_core::driver::SlaveLink>) -> MasterStatus {
+    fn master_status(slaves: Vec<logship_core::service::SlaveLink>) -> MasterStatus {
         MasterStatus {
-            role: logship_core::driver::BrokerRole::SyncMaster,
+            role: logship_core::BrokerRole::SyncMaster,
             min_offset: 0,
             max_offset: 100,
             flushed_offset: 100,

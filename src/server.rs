@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use logship_core::driver::BrokerRole;
+use logship_core::BrokerRole;
 use logship_store::{CommitLog, RecoveryKind, StoreConfig, StoreError};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{Semaphore, watch};

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use async_net::{TcpListener, TcpStream};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use logship_core::driver::{BrokerRole, MasterServiceConfig, SlaveLinkState, SlaveServiceConfig};
+use logship_core::BrokerRole;
+use logship_core::service::{MasterServiceConfig, SlaveLinkState, SlaveServiceConfig};
 use logship_core::{AckPolicy, MasterConfig, NewSlaveStart, PutStatus, SlaveConfig};
 use support::*;
 
@@ -280,7 +281,7 @@ fn master_refuses_puts_once_a_trusted_slave_is_ahead_of_it(side: Side) {
         let end = mstore.max_offset();
         // Only an allow-listed replica is trusted to fence the master.
         let mut config = master_config(BrokerRole::AsyncMaster, AckPolicy::AnySlave);
-        config.admission = logship_core::Admission::allow_list(vec!["127.0.0.1".parse().unwrap()]);
+        config.admission = logship_core::service::Admission::allow_list(vec!["127.0.0.1".parse().unwrap()]);
         let master = side.master(config, mstore.clone()).await;
         assert_eq!(master.put(message(10, 100)).await.status, PutStatus::PutOk);
         // A slave that kept bytes this master lost (a crash took the master's unflushed tail).
@@ -289,7 +290,7 @@ fn master_refuses_puts_once_a_trusted_slave_is_ahead_of_it(side: Side) {
         read_until_closed(&mut ahead).await;
         let status = master.status().await;
         assert!(
-            matches!(status.fence, Some(logship_core::driver::Fence::Diverged { reported, .. }) if reported == end + 5_000)
+            matches!(status.fence, Some(logship_core::service::Fence::Diverged { reported, .. }) if reported == end + 5_000)
         );
         // Appending now would put different bytes at offsets the slave already holds.
         let before = mstore.max_offset();
@@ -305,7 +306,7 @@ fn restarted_master_takes_puts_once_its_slaves_report(master_side: Side, slave_s
         let mstore = open_store(mdir.path());
         let mut config = master_config(BrokerRole::SyncMaster, AckPolicy::AnySlave);
         config.restart_fence = 1;
-        config.admission = logship_core::Admission::allow_list(vec!["127.0.0.1".parse().unwrap()]);
+        config.admission = logship_core::service::Admission::allow_list(vec!["127.0.0.1".parse().unwrap()]);
         let master = master_side.master(config, mstore.clone()).await;
         assert_eq!(master.put(message(0, 100)).await.status, PutStatus::ServiceNotAvailable, "fenced");
         let slave = slave_side.slave(slave_config(master.addr()), open_store(sdir.path())).await;
@@ -407,10 +408,10 @@ fn sync_flush_put_returns_once_the_message_is_durable(side: Side) {
     run(async {
         let mdir = temp();
         let mut sc = store_config();
-        sc.flush_disk_type = logship_core::driver::FlushDiskType::SyncFlush;
+        sc.flush_disk_type = logship_core::FlushDiskType::SyncFlush;
         let mstore = std::sync::Arc::new(CommitLog::open(mdir.path(), sc).unwrap());
         let mut config = master_config(BrokerRole::AsyncMaster, AckPolicy::AnySlave);
-        config.flush_disk_type = logship_core::driver::FlushDiskType::SyncFlush;
+        config.flush_disk_type = logship_core::FlushDiskType::SyncFlush;
         let master = side.master(config, mstore.clone()).await;
         for i in 0..20 {
             let r = master.put(message(i, 300)).await;

@@ -7,7 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use logship_core::driver::{BrokerRole, MasterServiceConfig, SlaveServiceConfig};
+use logship_core::BrokerRole;
+use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
 use logship_core::*;
 use support::*;
 
@@ -43,6 +44,9 @@ impl LogRead for MemLog {
         }
         Ok(offset == 0 || offset == end || self.starts.lock().unwrap().contains(&offset))
     }
+    fn segment_size(&self) -> u64 {
+        logship_core::DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG
+    }
 }
 
 impl LogWrite for MemLog {
@@ -77,6 +81,9 @@ impl MessageLog for MemLog {
     }
     fn durable(&self, offset: Offset) -> Self::Durable {
         std::future::ready(Ok(offset))
+    }
+    fn flush_settings(&self) -> Option<logship_core::FlushSettings> {
+        None
     }
 }
 

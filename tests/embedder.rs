@@ -1,12 +1,15 @@
 //! What an embedder relies on beyond the examples: waiting for in-sync replicas ends with a
-//! typed error when they do not come, on both adapters.
+//! typed error when they do not come, on both adapters; settings a service shares with its
+//! store have one authority, the store.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use logship_core::InSyncError;
-use logship_core::driver::{BrokerRole, MasterServiceConfig, SlaveServiceConfig};
 use logship_core::memlog::MemoryLog;
+use logship_core::service::InSyncError;
+use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
+use logship_core::{BrokerRole, FlushDiskType, PutStatus};
+use logship_store::{CommitLog, Message, StoreConfig};
 
 fn sync_master() -> MasterServiceConfig {
     MasterServiceConfig { role: BrokerRole::SyncMaster, ..Default::default() }
@@ -52,5 +55,89 @@ fn smol_wait_in_sync_times_out_then_sees_the_slave_then_reports_a_stopped_master
         slave.shutdown().await;
         master.shutdown().await;
         assert_eq!(master.wait_in_sync(1, Duration::from_secs(5)).await.unwrap_err(), InSyncError::Stopped);
+    });
+}
+
+fn store(dir: &std::path::Path, set: impl FnOnce(&mut StoreConfig)) -> Arc<CommitLog> {
+    let mut config = StoreConfig::default();
+    // Puts must not depend on how full the test machine's disk is.
+    config.disk_space_warning_level_ratio = 1.0;
+    set(&mut config);
+    Arc::new(CommitLog::open(dir, config).unwrap())
+}
+
+fn tokio_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
+}
+
+#[test]
+fn a_master_takes_its_segment_size_from_its_store_not_from_the_default_core_config() {
+    const SEGMENT: u64 = 64 * 1024;
+    let dir = tempfile::tempdir().unwrap();
+    let log = store(dir.path(), |c| {
+        c.mapped_file_size_commit_log = SEGMENT;
+        c.max_message_size = 8 * 1024;
+    });
+    tokio_runtime().block_on(async {
+        // Default core config: 1 GiB segments, which the store would refuse spans for.
+        let config = MasterServiceConfig { slave_timeout: Duration::from_secs(20), ..sync_master() };
+        let master =
+            logship_tokio::spawn_master(config, log.clone(), "127.0.0.1:0".parse().unwrap()).await.unwrap();
+        let slave_log = Arc::new(MemoryLog::new());
+        let slave = logship_tokio::spawn_slave(
+            SlaveServiceConfig::new(master.local_addr().to_string()),
+            slave_log.clone(),
+        )
+        .await
+        .unwrap();
+        master.wait_in_sync(1, Duration::from_secs(20)).await.unwrap();
+        let mut end = 0;
+        while end < 3 * SEGMENT {
+            let result = master.put(Message::new("EmbedTopic", 0, bytes::Bytes::from(vec![7u8; 4000]))).await;
+            assert_eq!(
+                result.status,
+                PutStatus::PutOk,
+                "put ending past {end} (segments of {SEGMENT} bytes)"
+            );
+            end = result.end();
+        }
+        assert!(slave.status().await.unwrap().max_offset >= end, "the slave stored every acknowledged byte");
+        slave.shutdown().await;
+        master.shutdown().await;
+    });
+}
+
+#[test]
+fn a_master_whose_flush_type_disagrees_with_its_store_is_refused_at_start_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = store(dir.path(), |c| c.flush_disk_type = FlushDiskType::SyncFlush);
+    tokio_runtime().block_on(async {
+        let config = MasterServiceConfig { flush_disk_type: FlushDiskType::AsyncFlush, ..sync_master() };
+        let err =
+            logship_tokio::spawn_master(config, log, "127.0.0.1:0".parse().unwrap()).await.err().unwrap();
+        let text = err.to_string();
+        assert!(text.contains("flush_disk_type"), "{text}");
+        assert!(text.contains("ASYNC_FLUSH") && text.contains("SYNC_FLUSH"), "{text}");
+    });
+}
+
+#[test]
+fn a_master_whose_sync_flush_timeout_disagrees_with_its_store_is_refused_at_start_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = store(dir.path(), |c| {
+        c.flush_disk_type = FlushDiskType::SyncFlush;
+        c.sync_flush_timeout = Duration::from_secs(5);
+    });
+    tokio_runtime().block_on(async {
+        let config = MasterServiceConfig {
+            flush_disk_type: FlushDiskType::SyncFlush,
+            sync_flush_timeout: Duration::from_secs(2),
+            ..sync_master()
+        };
+        let err =
+            logship_tokio::spawn_master(config, log, "127.0.0.1:0".parse().unwrap()).await.err().unwrap();
+        let text = err.to_string();
+        assert!(text.contains("sync_flush_timeout"), "{text}");
+        assert!(text.contains("5s") && text.contains("2s"), "{text}");
     });
 }

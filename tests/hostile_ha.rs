@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use async_net::TcpStream;
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
-use logship_core::driver::{BrokerRole, Fence, MasterServiceConfig, SlaveServiceConfig};
-use logship_core::{AckPolicy, Admission, MasterConfig, PutStatus, SlaveConfig};
+use logship_core::BrokerRole;
+use logship_core::service::Admission;
+use logship_core::service::{Fence, MasterServiceConfig, SlaveServiceConfig};
+use logship_core::{AckPolicy, MasterConfig, PutStatus, SlaveConfig};
 use support::*;
 
 const HEARTBEAT: Duration = Duration::from_millis(100);

@@ -7,9 +7,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use logship_core::driver::{BrokerRole, Fence, MasterServiceConfig, SlaveServiceConfig};
-use logship_core::tls::{SlaveTls, TlsMode, rustls};
-use logship_core::{AckPolicy, Admission, MasterConfig, PutStatus, SlaveConfig};
+use logship_core::BrokerRole;
+use logship_core::service::Admission;
+use logship_core::service::tls::{SlaveTls, TlsMode, rustls};
+use logship_core::service::{Fence, MasterServiceConfig, SlaveServiceConfig};
+use logship_core::{AckPolicy, MasterConfig, PutStatus, SlaveConfig};
 use support::pki::{Ca, MASTER_NAME, master_tls, slave_tls};
 use support::*;
 

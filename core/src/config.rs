@@ -66,7 +66,7 @@ pub enum AckOn {
 /// A configuration value that cannot work.
 #[derive(thiserror::Error, Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum ConfigError {
+pub enum CoreConfigError {
     /// A field holds a value outside what it can take.
     #[error("invalid {field} = {value}: {reason}")]
     Invalid {
@@ -79,8 +79,8 @@ pub enum ConfigError {
     },
 }
 
-fn invalid(field: &'static str, value: impl std::fmt::Debug, reason: &'static str) -> ConfigError {
-    ConfigError::Invalid { field, value: format!("{value:?}"), reason }
+fn invalid(field: &'static str, value: impl std::fmt::Debug, reason: &'static str) -> CoreConfigError {
+    CoreConfigError::Invalid { field, value: format!("{value:?}"), reason }
 }
 
 /// Configuration of a [`Master`](crate::Master).
@@ -95,7 +95,9 @@ pub struct MasterConfig {
     pub housekeeping_interval: Duration,
     /// Close a new connection that has not sent a complete first report within this long.
     pub first_report_timeout: Duration,
-    /// Segment size; frames never cross a segment boundary (`mappedFileSizeCommitLog`).
+    /// Segment size; frames never cross a segment boundary (`mappedFileSizeCommitLog`). A
+    /// master service ignores this value and takes its log's
+    /// ([`LogRead::segment_size`](crate::LogRead::segment_size)).
     pub mapped_file_size_commit_log: u64,
     /// Where an empty slave starts.
     pub new_slave_start: NewSlaveStart,
@@ -130,7 +132,7 @@ impl Default for MasterConfig {
 
 impl MasterConfig {
     /// Checks that every field can work, naming the first one that cannot.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), CoreConfigError> {
         if self.transfer_batch_size == 0 {
             return Err(invalid("transfer_batch_size", self.transfer_batch_size, "must be at least 1"));
         }
@@ -212,7 +214,7 @@ impl Default for SlaveConfig {
 
 impl SlaveConfig {
     /// Checks that every field can work, naming the first one that cannot.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), CoreConfigError> {
         validate_timers(self.heartbeat_interval, self.housekeeping_interval)?;
         if self.reconnect_interval.is_zero() {
             return Err(invalid("reconnect_interval", self.reconnect_interval, "must be longer than zero"));
@@ -232,7 +234,7 @@ impl SlaveConfig {
     }
 }
 
-fn validate_timers(heartbeat: Duration, housekeeping: Duration) -> Result<(), ConfigError> {
+fn validate_timers(heartbeat: Duration, housekeeping: Duration) -> Result<(), CoreConfigError> {
     if heartbeat.is_zero() {
         return Err(invalid("heartbeat_interval", heartbeat, "must be longer than zero"));
     }
@@ -253,9 +255,9 @@ fn validate_timers(heartbeat: Duration, housekeeping: Duration) -> Result<(), Co
 mod tests {
     use super::*;
 
-    fn field_of(err: ConfigError) -> &'static str {
+    fn field_of(err: CoreConfigError) -> &'static str {
         match err {
-            ConfigError::Invalid { field, .. } => field,
+            CoreConfigError::Invalid { field, .. } => field,
         }
     }
 

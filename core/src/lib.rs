@@ -1,19 +1,32 @@
 //! # logship-core
 //!
-//! The sans-IO heart of logship: Apache RocketMQ's classic master/slave HA replication protocol
-//! as pure state machines. Nothing here reads a socket, a file or a clock, spawns a thread or
-//! takes a lock. Bytes, time and log progress come in as inputs; frames to send, bytes to store
-//! and events come out as outputs. A whole run is a replayable list of `(Instant, input)` pairs,
-//! which is what makes the property tests, the fuzzers and the deterministic simulator possible.
+//! Apache RocketMQ's classic master/slave HA replication protocol, sans IO.
+//!
+//! logship-core has two layers.
+//!
+//! **The protocol core** (the crate root): pure state machines. Nothing here reads a socket, a
+//! file or a clock, spawns a thread, takes a lock or touches the log. Bytes, time and log
+//! progress come in as inputs; frames to send, bytes to store and events come out as outputs.
+//! A whole run is a replayable list of `(Instant, input)` pairs, which is what makes the
+//! property tests, the fuzzers and the deterministic simulator possible.
 //!
 //! - [`frame`]: the wire format (12-byte push header + body; 8-byte report) and resumable
 //!   decoders.
 //! - [`Master`]: every slave connection of a master, plus SYNC_MASTER waits ([`AckPolicy`]).
 //! - [`Slave`]: a slave's connection to its master, with reconnect back-off.
-//! - [`admission`]: which HA connections a master admits as replicas, and which it trusts.
-//! - [`tls`]: mutual TLS between logship peers on the classic HA port (rustls): negotiation by
-//!   the first byte, server and client settings, replica identity from a client certificate.
-//! - [`log`]: the traits a driver's log implements ([`LogRead`], [`LogWrite`], [`MessageLog`]).
+//! - [`LogRead`], [`LogWrite`], [`MessageLog`]: the traits a log implements for the layer
+//!   above; [`memlog`] is one in memory.
+//! - [`BrokerRole`], [`FlushDiskType`], [`ConnId`], [`WaitId`]: plain settings and ids shared
+//!   by both layers and by the store.
+//!
+//! **The service layer** ([`service`]): what every runtime adapter needs, written once and
+//! synchronously around the state machines — service configuration, admission and TLS links,
+//! the put path, the sinks an adapter implements, status snapshots, and the master and slave
+//! drivers. It **does** call the log (`put`, `append_at`, bounds, record boundaries) and logs
+//! through `tracing` into the span its adapter opened; it still reads no socket or clock and
+//! spawns nothing. The adapters (`logship-runtime-tokio`, `logship-runtime-smol`) supply only
+//! sockets, timers, channels and tasks.
+//!
 //! - `sim` (feature `sim`): a deterministic simulator of a master and its slaves under seeded
 //!   faults, checking the protocol's invariants after every step.
 //!
@@ -41,8 +54,8 @@
 //! misbehaving peer closes its connection and raises a `PeerError` event, never an `Err` and
 //! never a panic; a broken internal invariant is a bug and panics.
 //!
-//! **The core never touches the log.** A master emits `Transmit { header, body: Some(span) }`
-//! and the driver writes the header and then `LogRead::read(span)`; a slave emits
+//! **The protocol core never touches the log.** A master emits `Transmit { header, body: Some(span) }`
+//! and the driver (in logship, [`service::MasterDriver`]) writes the header and then `LogRead::read(span)`; a slave emits
 //! `Append { offset, data }` and the driver stores it and answers `Appended { end }`.
 //!
 //! ## Example: a master and a slave in memory
@@ -109,37 +122,35 @@
 #![doc(html_root_url = "https://docs.rs/logship-core/0.1.0")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub mod admission;
-pub mod config;
-pub mod driver;
-pub mod error;
+mod config;
+mod error;
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod in_sync;
-pub mod log;
+mod ids;
+mod log;
 mod master;
 pub mod memlog;
 pub mod policy;
+mod roles;
+pub mod service;
 #[cfg(feature = "sim")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod sim;
 mod slave;
-pub mod tls;
 mod waiters;
 
-pub use admission::{Admission, IpNet};
-pub use config::{AckOn, AckPolicy, ConfigError, MasterConfig, NewSlaveStart, SlaveConfig};
+pub use config::{
+    AckOn, AckPolicy, CoreConfigError, DEFAULT_FIRST_REPORT_TIMEOUT, DEFAULT_HA_MAX_GAP_NOT_IN_SYNC,
+    DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HOUSEKEEPING_INTERVAL, DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG,
+    DEFAULT_MAX_FIRST_OFFSET, DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_UNSTORED, DEFAULT_RECONNECT_INTERVAL,
+    DEFAULT_TRANSFER_BATCH_SIZE, MasterConfig, NewSlaveStart, SlaveConfig,
+};
 pub use error::{ApiMisuse, CloseReason, PeerError, WaitError};
-pub use in_sync::InSyncError;
-pub use log::{LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
+pub use ids::{ConnId, WaitId};
+pub use log::{
+    FlushSettings, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus,
+};
 pub use master::{Master, MasterEvent, MasterInput, MasterOutput, SlaveInfo};
+pub use roles::{BrokerRole, FlushDiskType};
 pub use slave::{Slave, SlaveEvent, SlaveInput, SlaveOutput, SlaveState};
-
-/// A connection id, chosen by the master driver (a counter or a slab key).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ConnId(pub u64);
-
-/// A replication-wait id, chosen by the master driver.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct WaitId(pub u64);

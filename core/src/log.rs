@@ -6,8 +6,11 @@
 //! them over memory.
 
 use std::future::Future;
+use std::time::Duration;
 
 use bytes::Bytes;
+
+use crate::roles::FlushDiskType;
 
 /// A physical commit-log offset: RocketMQ's `phyOffset`, a byte position in the commit log.
 pub type Offset = u64;
@@ -62,6 +65,11 @@ pub trait LogRead: Send + Sync + 'static {
     /// boundary means the two logs differ before it. May read the log; fails if `offset` is
     /// outside [`bounds`](Self::bounds) or the records before it cannot be read.
     fn is_record_boundary(&self, offset: Offset) -> Result<bool, Self::Error>;
+
+    /// The size of the log's segments (RocketMQ `mappedFileSizeCommitLog`): a span never
+    /// crosses a multiple of it. The one authority for this setting: a master service cuts its
+    /// frames at these boundaries, whatever its core configuration says.
+    fn segment_size(&self) -> u64;
 }
 
 /// Write access to a slave's log, used by a slave driver to store replicated bytes.
@@ -96,6 +104,20 @@ pub trait MessageLog: LogRead {
     /// Completes once every byte before `offset` is durable (SYNC_FLUSH group commit). Concurrent
     /// waits share one flush. The caller applies its own timeout.
     fn durable(&self, offset: Offset) -> Self::Durable;
+
+    /// The log's own flush settings, when it has any (`None` for a log whose flush needs no
+    /// setting, such as one in memory). A master service whose `flush_disk_type` or
+    /// `sync_flush_timeout` differs is refused at start.
+    fn flush_settings(&self) -> Option<FlushSettings>;
+}
+
+/// How a log flushes puts (RocketMQ `flushDiskType` and `syncFlushTimeout`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct FlushSettings {
+    /// Whether puts wait for the disk.
+    pub flush_disk_type: FlushDiskType,
+    /// How long a SYNC_FLUSH put waits for the disk.
+    pub sync_flush_timeout: Duration,
 }
 
 /// The outcome of storing a message, with RocketMQ's `PutMessageStatus` names.

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tracing::{debug, info, trace, warn};
 
-use crate::config::{ConfigError, MasterConfig, NewSlaveStart};
+use crate::config::{CoreConfigError, MasterConfig, NewSlaveStart};
 use crate::error::{ApiMisuse, CloseReason, PeerError, WaitError};
 use crate::frame::{PUSH_HEADER_LEN, PushHeader, ReportDecoder};
 use crate::log::{LogBounds, LogSpan, Offset};
@@ -253,7 +253,7 @@ pub struct Master {
 
 impl Master {
     /// A master whose local log currently spans `log`.
-    pub fn new(config: MasterConfig, now: Instant, log: LogBounds) -> Result<Self, ConfigError> {
+    pub fn new(config: MasterConfig, now: Instant, log: LogBounds) -> Result<Self, CoreConfigError> {
         config.validate()?;
         Ok(Self {
             config,

@@ -254,6 +254,12 @@ impl LogRead for MemoryLog {
         }
         Ok(true)
     }
+
+    /// A memory log has no segments: it reports RocketMQ's default, so a master over it cuts
+    /// frames where one over a default store would.
+    fn segment_size(&self) -> u64 {
+        crate::DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG
+    }
 }
 
 impl LogWrite for MemoryLog {
@@ -291,6 +297,11 @@ impl MessageLog for MemoryLog {
     /// Flushes (marks every byte durable) and completes at once.
     fn durable(&self, _offset: Offset) -> Self::Durable {
         std::future::ready(Ok(self.lock().flush()))
+    }
+
+    /// None: every byte is as durable as it will ever be once `durable` completes.
+    fn flush_settings(&self) -> Option<crate::FlushSettings> {
+        None
     }
 }
 

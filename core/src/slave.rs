@@ -6,7 +6,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use tracing::{debug, info, trace, warn};
 
-use crate::config::{AckOn, ConfigError, SlaveConfig};
+use crate::config::{AckOn, CoreConfigError, SlaveConfig};
 use crate::error::{ApiMisuse, CloseReason, PeerError};
 use crate::frame::{PushDecoder, REPORT_LEN, encode_report};
 use crate::log::Offset;
@@ -147,7 +147,12 @@ pub struct Slave {
 impl Slave {
     /// A slave whose log ends at `end` with every byte before `flushed` durable. It asks to
     /// connect at once.
-    pub fn new(config: SlaveConfig, now: Instant, end: Offset, flushed: Offset) -> Result<Self, ConfigError> {
+    pub fn new(
+        config: SlaveConfig,
+        now: Instant,
+        end: Offset,
+        flushed: Offset,
+    ) -> Result<Self, CoreConfigError> {
         config.validate()?;
         Ok(Self {
             config,

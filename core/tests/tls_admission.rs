@@ -10,11 +10,13 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use logship_core::driver::{self, ConnSink, Fence, MasterDriver, MasterServiceConfig, Transmit, WaitSink};
 use logship_core::frame::encode_report;
-use logship_core::tls::rustls::pki_types::CertificateDer;
-use logship_core::tls::rustls::pki_types::pem::PemObject;
-use logship_core::tls::{Link, TlsMode};
+use logship_core::service::tls::rustls::pki_types::CertificateDer;
+use logship_core::service::tls::rustls::pki_types::pem::PemObject;
+use logship_core::service::tls::{Link, TlsMode};
+use logship_core::service::{
+    self, Admission, ConnSink, Fence, MasterDriver, MasterServiceConfig, Transmit, WaitSink,
+};
 use logship_core::*;
 use pki::{Ca, master_tls};
 
@@ -84,8 +86,8 @@ fn tls_link(ca: &Ca, name: &str) -> Link {
     Link::Tls { peer_certificates: vec![CertificateDer::from_pem_slice(id.cert.as_bytes()).unwrap()] }
 }
 
-fn status(d: &Driver) -> driver::MasterStatus {
-    d.status(at(0), driver::BrokerRole::SyncMaster, 0)
+fn status(d: &Driver) -> service::MasterStatus {
+    d.status(at(0), logship_core::BrokerRole::SyncMaster, 0)
 }
 
 #[test]

@@ -7,8 +7,10 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use logship_core::driver::{ConnSink, Fence, MasterDriver, MasterServiceConfig, Transmit, WaitSink};
 use logship_core::frame::encode_report;
+use logship_core::service::{
+    Admission, ConnSink, Fence, MasterDriver, MasterServiceConfig, Transmit, WaitSink, tls,
+};
 use logship_core::*;
 
 #[derive(Default, Clone)]
@@ -68,7 +70,7 @@ fn close(d: &mut Driver, now: Instant, conn: u64) {
 }
 
 fn live(d: &Driver) -> Vec<u64> {
-    d.status(at(0), driver::BrokerRole::SyncMaster, 0).slaves.iter().map(|s| s.conn.0).collect()
+    d.status(at(0), logship_core::BrokerRole::SyncMaster, 0).slaves.iter().map(|s| s.conn.0).collect()
 }
 
 #[test]
@@ -167,7 +169,7 @@ fn only_admitted_connections_read_the_log_or_count_for_sync_waits() {
     assert_eq!(*replies.0.borrow(), [Err(WaitError::SlaveNotAvailable)]);
     d.closed(at(2), ConnId(1));
     let _ = d.drain();
-    let status = d.status(at(2), driver::BrokerRole::SyncMaster, 0);
+    let status = d.status(at(2), logship_core::BrokerRole::SyncMaster, 0);
     assert_eq!((status.refusals.not_admitted, status.connections_accepted), (1, 0));
     assert!(status.slaves.is_empty());
 }
@@ -184,7 +186,7 @@ fn connections_beyond_the_per_peer_and_total_limits_are_refused() {
     let fifth = connect(&mut d, at(0), 5, "10.0.0.11:5000");
     assert!(*fifth.closed.borrow(), "over the total limit");
     assert_eq!(live(&d), [1, 2, 4]);
-    assert_eq!(d.status(at(0), driver::BrokerRole::SyncMaster, 0).refusals.over_limit, 2);
+    assert_eq!(d.status(at(0), logship_core::BrokerRole::SyncMaster, 0).refusals.over_limit, 2);
     // A refused connection's teardown is reported like any other and frees nothing else.
     close(&mut d, at(1), 3);
     close(&mut d, at(1), 1);
@@ -207,6 +209,9 @@ impl LogRead for TenByteRecords {
     }
     fn is_record_boundary(&self, offset: Offset) -> Result<bool, std::io::Error> {
         Ok(offset % 10 == 0)
+    }
+    fn segment_size(&self) -> u64 {
+        logship_core::DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG
     }
 }
 
@@ -235,7 +240,7 @@ fn a_report_off_a_record_boundary_is_refused_before_it_counts() {
         "a diverged slave report satisfied a wait: {:?}",
         replies.0.borrow()
     );
-    let status = d.status(at(0), driver::BrokerRole::SyncMaster, 0);
+    let status = d.status(at(0), logship_core::BrokerRole::SyncMaster, 0);
     assert_eq!(status.refusals.diverged, 1);
     assert!(
         status.refusals.last.as_deref().is_some_and(|l| l.contains("not a record boundary")),
@@ -262,7 +267,7 @@ fn a_trusted_replica_ahead_still_fences_and_an_untrusted_one_is_counted() {
     connect(&mut d, at(0), 1, "10.0.0.7:4000");
     send(&mut d, at(0), 1, &encode_report(150));
     assert_eq!(d.fence(), None);
-    assert_eq!(d.status(at(0), driver::BrokerRole::SyncMaster, 0).refusals.untrusted_ahead, 1);
+    assert_eq!(d.status(at(0), logship_core::BrokerRole::SyncMaster, 0).refusals.untrusted_ahead, 1);
 }
 
 #[test]
@@ -314,7 +319,7 @@ fn a_connection_silent_past_the_first_report_deadline_is_closed_and_counted() {
     d.handle_timeout(at(10_000));
     let _ = d.drain();
     assert!(*sink.closed.borrow());
-    let refusals = d.status(at(10_000), driver::BrokerRole::SyncMaster, 0).refusals;
+    let refusals = d.status(at(10_000), logship_core::BrokerRole::SyncMaster, 0).refusals;
     assert_eq!(refusals.first_report_timeouts, 1);
     assert!(refusals.last.is_some_and(|l| l.contains("127.0.0.1:40000")));
 }
@@ -337,7 +342,7 @@ fn a_client_hello_from_an_allow_listed_address_is_refused_without_fencing() {
     send(&mut d, at(0), 1, b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc");
     assert_eq!(d.fence(), None, "a ClientHello fenced the master");
     assert!(*sink.closed.borrow(), "closed");
-    let refusals = d.status(at(0), driver::BrokerRole::SyncMaster, 0).refusals;
+    let refusals = d.status(at(0), logship_core::BrokerRole::SyncMaster, 0).refusals;
     assert_eq!(refusals.implausible_reports, 1);
     // Just below the limit is a plausible (if huge) offset, and a trusted replica still fences.
     let mut d = service_driver(&["10.0.0.7"]);

@@ -183,7 +183,7 @@ proptest! {
             max_frame_body: 512,
             ack_on: if flushed { AckOn::Flushed } else { AckOn::Written },
             max_unstored: 2_048,
-            max_first_offset: logship_core::config::DEFAULT_MAX_FIRST_OFFSET,
+            max_first_offset: logship_core::DEFAULT_MAX_FIRST_OFFSET,
         };
         run_slave(config, start, &ops);
     }

@@ -3,9 +3,10 @@
 use std::time::Duration;
 
 use async_io::Timer;
-use logship_core::driver::MasterStatus;
-use logship_core::in_sync::in_sync_slaves;
-use logship_core::{InSyncError, MessageLog};
+use logship_core::MessageLog;
+use logship_core::service::InSyncError;
+use logship_core::service::MasterStatus;
+use logship_core::service::in_sync_slaves;
 
 use crate::{MasterHandle, now};
 

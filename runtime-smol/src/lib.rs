@@ -26,7 +26,8 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //!
-//! use logship_core::driver::{BrokerRole, MasterServiceConfig, SlaveServiceConfig};
+//! use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
+//! use logship_core::BrokerRole;
 //! use logship_core::memlog::MemoryLog;
 //! use logship_core::PutStatus;
 //!
@@ -55,13 +56,13 @@
 //! ```
 //!
 //! A master runs one core task owning the
-//! [`MasterDriver`](logship_core::driver::MasterDriver), one accept task, and one task per
+//! [`MasterDriver`](logship_core::service::MasterDriver), one accept task, and one task per
 //! connection whose read and write paths end together and report `Closed` exactly once. A slave
-//! runs one task owning its [`SlaveDriver`](logship_core::driver::SlaveDriver).
+//! runs one task owning its [`SlaveDriver`](logship_core::service::SlaveDriver).
 //!
 //! With TLS configured, a master connection first peeks at its first byte and runs the
 //! handshake if it starts one (`futures-rustls`), then reports the outcome to the driver, which
-//! decides ([`logship_core::tls`]); a TLS slave runs the handshake after connecting.
+//! decides ([`logship_core::service::tls`]); a TLS slave runs the handshake after connecting.
 #![forbid(unsafe_code)]
 
 use std::future::Future;
@@ -90,8 +91,8 @@ impl<F: Fn(Task) + Send + Sync + 'static> Spawn for F {
     }
 }
 
-pub use logship_core::InSyncError;
-pub use logship_core::driver::StartError;
+pub use logship_core::service::InSyncError;
+pub use logship_core::service::StartError;
 
 /// Lets other tasks run every so often. async-io has no cooperative budget (unlike tokio), so
 /// a loop whose awaits are always ready (a busy socket) would otherwise hold its executor

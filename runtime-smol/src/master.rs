@@ -10,11 +10,11 @@ use async_io::Timer;
 use async_net::{TcpListener, TcpStream};
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, FutureExt};
-use logship_core::driver::{
+use logship_core::service::tls::{Link, LinkKind, MasterTls};
+use logship_core::service::{
     ConnSink, MasterCommand, MasterDriver, MasterServiceConfig, MasterStatus, PendingPut, Reply, StartError,
     Transmit, WaitSink,
 };
-use logship_core::tls::{Link, LinkKind, MasterTls};
 use logship_core::{ConnId, MessageLog, Offset, PutResult, WaitError};
 use tracing::{Instrument, info, info_span, warn};
 
@@ -78,7 +78,7 @@ struct Shared<L> {
     /// A one-slot wake-up: puts `try_send` into it, so wakes coalesce.
     appended: Sender<()>,
     stopping: AtomicBool,
-    /// The driver refuses puts (see `logship_core::driver::Fence`); published by the core task.
+    /// The driver refuses puts (see `logship_core::service::Fence`); published by the core task.
     fenced: AtomicBool,
     local_addr: SocketAddr,
     spawner: Arc<dyn Spawn>,
@@ -102,7 +102,7 @@ pub async fn spawn_master<L: MessageLog>(
     listen: SocketAddr,
     spawner: impl Spawn,
 ) -> Result<MasterHandle<L>, StartError> {
-    config.validate()?;
+    config.validate_with(&*log)?;
     let listener =
         TcpListener::bind(listen).await.map_err(|source| StartError::Bind { addr: listen, source })?;
     let local_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: listen, source })?;

@@ -11,8 +11,8 @@ use async_io::Timer;
 use async_net::TcpStream;
 use bytes::{Bytes, BytesMut};
 use futures_lite::{AsyncReadExt, AsyncWriteExt, FutureExt};
-use logship_core::driver::{SlaveAction, SlaveDriver, SlaveServiceConfig, SlaveStatus, StartError};
-use logship_core::tls::SlaveTls;
+use logship_core::service::tls::SlaveTls;
+use logship_core::service::{SlaveAction, SlaveDriver, SlaveServiceConfig, SlaveStatus, StartError};
 use logship_core::{LogWrite, Offset};
 use tracing::{Instrument, info, info_span, warn};
 
@@ -187,7 +187,7 @@ impl<L: LogWrite> SlaveTask<L> {
     async fn perform(&mut self) -> Instant {
         loop {
             match self.driver.next_action(now()) {
-                SlaveAction::Wait(at) => return at,
+                SlaveAction::SleepUntil(at) => return at,
                 SlaveAction::Connect => {
                     let address = self.config.master_address.clone();
                     let timeout = self.config.connect_timeout;

@@ -21,7 +21,8 @@
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //!
-//! use logship_core::driver::{BrokerRole, MasterServiceConfig, SlaveServiceConfig};
+//! use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
+//! use logship_core::BrokerRole;
 //! use logship_core::memlog::MemoryLog;
 //! use logship_core::PutStatus;
 //!
@@ -50,13 +51,13 @@
 //!
 //! ## Tasks
 //!
-//! A master runs one **core task** that owns the [`MasterDriver`](logship_core::driver::MasterDriver)
+//! A master runs one **core task** that owns the [`MasterDriver`](logship_core::service::MasterDriver)
 //! (no lock around the state machine), one accept task, and one task per connection. A
 //! connection task runs its read path and its write path together and ends both as soon as
 //! either ends (EOF, an I/O error, or the core closing it), then reports `Closed` exactly once.
 //! With TLS configured, a connection first peeks at its first byte and runs the handshake if
 //! it starts one (`tokio-rustls`), then reports the outcome to the driver, which decides; the
-//! decision logic is in [`logship_core::tls`] and the driver, not here.
+//! decision logic is in [`logship_core::service::tls`] and the driver, not here.
 //! The writer resolves every span from the log without copying and writes header and body with
 //! one vectored write. Puts wake the core task at once, so a frame goes out as soon as the log
 //! grows.
@@ -75,8 +76,8 @@ mod slave;
 pub use master::{MasterHandle, spawn_master};
 pub use slave::{SlaveHandle, spawn_slave};
 
-pub use logship_core::InSyncError;
-pub use logship_core::driver::StartError;
+pub use logship_core::service::InSyncError;
+pub use logship_core::service::StartError;
 
 /// The clock every task of this crate uses: tokio's, so paused-time tests work.
 pub(crate) fn now() -> std::time::Instant {

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use bytes::{Bytes, BytesMut};
-use logship_core::driver::{
+use logship_core::service::tls::{Link, LinkKind, MasterTls};
+use logship_core::service::{
     ConnSink, MasterCommand, MasterDriver, MasterServiceConfig, MasterStatus, PendingPut, Reply, StartError,
     Transmit, WaitSink,
 };
-use logship_core::tls::{Link, LinkKind, MasterTls};
 use logship_core::{ConnId, MessageLog, Offset, PutResult, WaitError};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
@@ -78,7 +78,7 @@ struct Shared<L> {
     commands: mpsc::Sender<Command>,
     appended: Notify,
     stopping: AtomicBool,
-    /// The driver refuses puts (see `logship_core::driver::Fence`); published by the core task.
+    /// The driver refuses puts (see `logship_core::service::Fence`); published by the core task.
     fenced: AtomicBool,
     local_addr: SocketAddr,
     runtime: tokio::runtime::Handle,
@@ -101,7 +101,7 @@ pub async fn spawn_master<L: MessageLog>(
     log: Arc<L>,
     listen: SocketAddr,
 ) -> Result<MasterHandle<L>, StartError> {
-    config.validate()?;
+    config.validate_with(&*log)?;
     let listener =
         TcpListener::bind(listen).await.map_err(|source| StartError::Bind { addr: listen, source })?;
     let local_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: listen, source })?;

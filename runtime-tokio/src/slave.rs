@@ -6,8 +6,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::BytesMut;
-use logship_core::driver::{SlaveAction, SlaveDriver, SlaveServiceConfig, SlaveStatus, StartError};
-use logship_core::tls::SlaveTls;
+use logship_core::service::tls::SlaveTls;
+use logship_core::service::{SlaveAction, SlaveDriver, SlaveServiceConfig, SlaveStatus, StartError};
 use logship_core::{LogWrite, Offset};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -153,7 +153,7 @@ impl<L: LogWrite> SlaveTask<L> {
     async fn perform(&mut self) -> std::time::Instant {
         loop {
             match self.driver.next_action(now()) {
-                SlaveAction::Wait(at) => return at,
+                SlaveAction::SleepUntil(at) => return at,
                 SlaveAction::Connect => {
                     let address = self.config.master_address.clone();
                     let timeout = self.config.connect_timeout;

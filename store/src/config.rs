@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::error::ConfigError;
+use crate::error::StoreConfigError;
 use crate::mmap::PAGE_SIZE;
 
 /// Size of one consume-queue entry: physical offset `i64`, size `i32`, tag code `i64`.
@@ -14,7 +14,7 @@ pub const CQ_ENTRY_SIZE: u64 = 20;
 /// disk (group commit), or `FlushDiskTimeout` after `sync_flush_timeout`; under `AsyncFlush` a
 /// background flush runs every `flush_interval_commit_log`. The same type the runtime adapters
 /// use.
-pub use logship_core::driver::FlushDiskType;
+pub use logship_core::FlushDiskType;
 
 /// What recovery may do beyond RocketMQ's defaults. Not a RocketMQ setting.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -136,11 +136,11 @@ impl Default for StoreConfig {
 
 impl StoreConfig {
     /// Checks every field; the error names the first bad field and its value.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), StoreConfigError> {
         let page = PAGE_SIZE as u64;
         let seg = self.mapped_file_size_commit_log;
         if seg == 0 || seg % page != 0 || seg > i32::MAX as u64 + 1 {
-            return Err(ConfigError::new(
+            return Err(StoreConfigError::new(
                 "mapped_file_size_commit_log",
                 seg,
                 "must be a positive multiple of 4096, at most 2 GiB (RocketMQ maps segments with int positions)",
@@ -148,7 +148,7 @@ impl StoreConfig {
         }
         let cq = self.mapped_file_size_consume_queue;
         if cq == 0 || cq % CQ_ENTRY_SIZE != 0 || cq > i32::MAX as u64 {
-            return Err(ConfigError::new(
+            return Err(StoreConfigError::new(
                 "mapped_file_size_consume_queue",
                 cq,
                 "must be a positive multiple of 20 bytes, below 2 GiB",
@@ -157,7 +157,7 @@ impl StoreConfig {
         if self.max_message_size == 0
             || u64::from(self.max_message_size) + crate::codec::BLANK_RECORD_LEN as u64 > seg
         {
-            return Err(ConfigError::new(
+            return Err(StoreConfigError::new(
                 "max_message_size",
                 self.max_message_size,
                 format!("must be positive and leave 8 bytes for the BLANK record in a {seg}-byte segment"),
@@ -172,12 +172,12 @@ impl StoreConfig {
             ("scrub_interval", self.scrub_interval),
         ] {
             if d.is_zero() {
-                return Err(ConfigError::new(field, d, "must be positive"));
+                return Err(StoreConfigError::new(field, d, "must be positive"));
             }
         }
         parse_delete_when(&self.delete_when)?;
         if !(10..=95).contains(&self.disk_max_used_space_ratio) {
-            return Err(ConfigError::new(
+            return Err(StoreConfigError::new(
                 "disk_max_used_space_ratio",
                 self.disk_max_used_space_ratio,
                 "must be a percentage between 10 and 95 (RocketMQ's bounds)",
@@ -188,11 +188,11 @@ impl StoreConfig {
             ("disk_space_warning_level_ratio", self.disk_space_warning_level_ratio),
         ] {
             if !(r > 0.0 && r <= 1.0) {
-                return Err(ConfigError::new(field, r, "must be a fraction in (0, 1]"));
+                return Err(StoreConfigError::new(field, r, "must be a fraction in (0, 1]"));
             }
         }
         if self.delete_files_batch_max == 0 {
-            return Err(ConfigError::new(
+            return Err(StoreConfigError::new(
                 "delete_files_batch_max",
                 self.delete_files_batch_max,
                 "must be positive",
@@ -208,9 +208,10 @@ impl StoreConfig {
 }
 
 /// Parses `delete_when` ("04", "04;16") into hours of day.
-pub(crate) fn parse_delete_when(s: &str) -> Result<Vec<u32>, ConfigError> {
-    let bad =
-        || ConfigError::new("delete_when", s, "must be hours of day 0..=23 separated by ';', e.g. \"04\"");
+pub(crate) fn parse_delete_when(s: &str) -> Result<Vec<u32>, StoreConfigError> {
+    let bad = || {
+        StoreConfigError::new("delete_when", s, "must be hours of day 0..=23 separated by ';', e.g. \"04\"")
+    };
     let hours: Result<Vec<u32>, _> = s.split(';').map(|h| h.trim().parse::<u32>()).collect();
     match hours {
         Ok(h) if !h.is_empty() && h.iter().all(|&x| x < 24) => Ok(h),

@@ -10,7 +10,7 @@ use crate::codec::RecordError;
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("config field `{field}` = {value}: {reason}")]
 #[non_exhaustive]
-pub struct ConfigError {
+pub struct StoreConfigError {
     /// The field's name, as in [`StoreConfig`](crate::StoreConfig) (RocketMQ's name in snake case).
     pub field: &'static str,
     /// The rejected value, formatted.
@@ -19,7 +19,7 @@ pub struct ConfigError {
     pub reason: String,
 }
 
-impl ConfigError {
+impl StoreConfigError {
     pub(crate) fn new(field: &'static str, value: impl std::fmt::Debug, reason: impl Into<String>) -> Self {
         Self { field, value: format!("{value:?}"), reason: reason.into() }
     }
@@ -34,7 +34,7 @@ impl ConfigError {
 pub enum StoreError {
     /// The configuration is invalid.
     #[error(transparent)]
-    Config(#[from] ConfigError),
+    Config(#[from] StoreConfigError),
 
     /// A file operation failed.
     #[error("I/O error on {path}: {source}")]

@@ -136,7 +136,7 @@ pub use codec::{Message, MessageVersion, RecordError, StoreFields, StoredMessage
 pub use config::{CQ_ENTRY_SIZE, FlushDiskType, RecoveryOptions, StoreConfig};
 pub use consume_queue::CqEntry;
 pub use env::{Clock, DiskUsage, OsDiskUsage, StoreEnv, SystemClock};
-pub use error::{ConfigError, StoreError};
+pub use error::{StoreConfigError, StoreError};
 pub use flush::{Durable, FlushHold};
 pub use logship_core::{LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
 pub use recovery::{RecoveryKind, RecoveryReport};

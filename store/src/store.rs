@@ -8,7 +8,9 @@ use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
 use bytes::Bytes;
-use logship_core::{LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
+use logship_core::{
+    FlushSettings, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus,
+};
 
 use crate::checkpoint::CheckpointFile;
 use crate::codec::{self, Message, PreparedMessage, StoredMessage};
@@ -1146,6 +1148,10 @@ impl LogRead for CommitLog {
     fn is_record_boundary(&self, offset: Offset) -> Result<bool, StoreError> {
         self.shared.is_record_boundary(offset)
     }
+
+    fn segment_size(&self) -> u64 {
+        self.shared.config.mapped_file_size_commit_log
+    }
 }
 
 impl LogWrite for CommitLog {
@@ -1168,5 +1174,13 @@ impl MessageLog for CommitLog {
 
     fn durable(&self, offset: Offset) -> Durable {
         Durable::new(Arc::clone(&self.shared), offset)
+    }
+
+    fn flush_settings(&self) -> Option<FlushSettings> {
+        let config = &self.shared.config;
+        Some(FlushSettings {
+            flush_disk_type: config.flush_disk_type,
+            sync_flush_timeout: config.sync_flush_timeout,
+        })
     }
 }

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use logship_core::driver::{MasterServiceConfig, MasterStatus, SlaveServiceConfig, SlaveStatus};
+use logship_core::service::{MasterServiceConfig, MasterStatus, SlaveServiceConfig, SlaveStatus};
 use logship_core::{LogWrite, MessageLog, PutResult};
 
 pub mod pki;

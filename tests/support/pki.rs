@@ -1,7 +1,7 @@
 //! Test certificates made with rcgen: a CA, and leaf certificates it signs for the names given.
 #![allow(dead_code, unreachable_pub)]
 
-use logship_core::tls::{MasterTls, SlaveTls, TlsMode, TlsPem};
+use logship_core::service::tls::{MasterTls, SlaveTls, TlsMode, TlsPem};
 use rcgen::{BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, KeyPair};
 
 /// A certificate authority.

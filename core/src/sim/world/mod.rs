@@ -342,7 +342,7 @@ impl Simulation {
     /// A simulation of the cluster that `seed` draws under `config`.
     ///
     /// Fails if a configuration given in `config` is invalid.
-    pub fn new(seed: u64, config: SimConfig) -> Result<Self, crate::ConfigError> {
+    pub fn new(seed: u64, config: SimConfig) -> Result<Self, crate::CoreConfigError> {
         if let Some(m) = &config.master {
             m.validate()?;
         }

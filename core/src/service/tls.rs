@@ -14,7 +14,7 @@
 //!
 //! Adapters only wrap streams: they peek, run the handshake with [`MasterTls::server_config`]
 //! or [`SlaveTls::client_config`], and hand the outcome ([`Link`]) to the
-//! [`MasterDriver`](crate::driver::MasterDriver), which decides what the connection may do.
+//! [`MasterDriver`](crate::service::MasterDriver), which decides what the connection may do.
 
 use std::fmt;
 use std::str::FromStr;

@@ -1,6 +1,6 @@
 //! Waiting for replicas: what the adapters' `MasterHandle::wait_in_sync` returns.
 
-use crate::driver::MasterStatus;
+use crate::service::MasterStatus;
 
 /// Why a wait for in-sync slaves ended without them.
 #[derive(thiserror::Error, Debug, Clone, PartialEq, Eq)]

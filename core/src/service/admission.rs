@@ -16,7 +16,7 @@
 //!   TLS handshake and presents a client certificate from the configured CA naming a listed
 //!   replica is admitted and trusted, from any address; the allow-list then applies to plain
 //!   connections only (`optional`), or plain connections are closed unread (`required`). See
-//!   [`crate::tls`].
+//!   [`crate::service::tls`].
 //!
 //! Connection limits apply in every mode, at accept, before any byte is read.
 
@@ -24,8 +24,8 @@ use std::fmt;
 use std::net::IpAddr;
 use std::str::FromStr;
 
-use crate::config::ConfigError;
-use crate::tls::MasterTls;
+use crate::config::CoreConfigError;
+use crate::service::tls::MasterTls;
 
 /// logship's default cap on live HA connections from one address.
 pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 8;
@@ -155,13 +155,13 @@ impl Admission {
     }
 
     /// Checks the limits, naming the first that cannot work.
-    pub fn validate(&self) -> Result<(), ConfigError> {
+    pub fn validate(&self) -> Result<(), CoreConfigError> {
         for (field, value) in [
             ("admission.max_connections_per_peer", self.max_connections_per_peer),
             ("admission.max_connections", self.max_connections),
         ] {
             if value == 0 {
-                return Err(ConfigError::Invalid {
+                return Err(CoreConfigError::Invalid {
                     field,
                     value: value.to_string(),
                     reason: "must be at least 1",

@@ -1,0 +1,186 @@
+//! Service configuration: what a master or slave service runs with, checked at start.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use crate::config::{CoreConfigError, MasterConfig, SlaveConfig};
+use crate::log::MessageLog;
+use crate::service::Admission;
+use crate::service::tls::SlaveTls;
+use crate::{BrokerRole, FlushDiskType};
+
+/// RocketMQ `slaveTimeout`: how long a SYNC_MASTER put waits for slaves.
+pub const DEFAULT_SLAVE_TIMEOUT: Duration = Duration::from_secs(3);
+/// RocketMQ `syncFlushTimeout`: how long a SYNC_FLUSH put waits for the disk.
+pub const DEFAULT_SYNC_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+/// RocketMQ's slave connect timeout.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Configuration of a master service (the protocol core plus the put path).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MasterServiceConfig {
+    /// The protocol core.
+    pub core: MasterConfig,
+    /// `AsyncMaster` or `SyncMaster`.
+    pub role: BrokerRole,
+    /// Whether puts wait for the disk.
+    pub flush_disk_type: FlushDiskType,
+    /// How long a SYNC_MASTER put waits for slaves (`slaveTimeout`).
+    pub slave_timeout: Duration,
+    /// How long a SYNC_FLUSH put waits for the disk (`syncFlushTimeout`).
+    pub sync_flush_timeout: Duration,
+    /// Refuse puts until this many distinct trusted replicas have reported (0: take puts at
+    /// once). Set it to the number of slaves after a crash recovery: a slave may hold bytes
+    /// the master lost, and the master must not append over that offset before it has heard
+    /// from every slave. Needs an allow-list (`admission.allow`) or TLS (`admission.tls`):
+    /// only trusted replicas lift it.
+    pub restart_fence: usize,
+    /// Which connections are admitted as replicas and which are trusted.
+    pub admission: Admission,
+}
+
+impl Default for MasterServiceConfig {
+    fn default() -> Self {
+        Self {
+            core: MasterConfig::default(),
+            role: BrokerRole::default(),
+            flush_disk_type: FlushDiskType::default(),
+            slave_timeout: DEFAULT_SLAVE_TIMEOUT,
+            sync_flush_timeout: DEFAULT_SYNC_FLUSH_TIMEOUT,
+            restart_fence: 0,
+            admission: Admission::default(),
+        }
+    }
+}
+
+impl MasterServiceConfig {
+    /// Checks every field, naming the first that cannot work.
+    pub fn validate(&self) -> Result<(), CoreConfigError> {
+        self.core.validate()?;
+        self.admission.validate()?;
+        if self.restart_fence > 0 && !self.admission.can_trust() {
+            return Err(CoreConfigError::Invalid {
+                field: "restart_fence",
+                value: self.restart_fence.to_string(),
+                reason: "needs an allow-list (admission.allow) or TLS (admission.tls): only trusted replicas lift it",
+            });
+        }
+        if self.role == BrokerRole::Slave {
+            return Err(CoreConfigError::Invalid {
+                field: "role",
+                value: "SLAVE".into(),
+                reason: "a master service needs ASYNC_MASTER or SYNC_MASTER",
+            });
+        }
+        for (field, value) in
+            [("slave_timeout", self.slave_timeout), ("sync_flush_timeout", self.sync_flush_timeout)]
+        {
+            if value.is_zero() {
+                return Err(CoreConfigError::Invalid {
+                    field,
+                    value: format!("{value:?}"),
+                    reason: "must be longer than zero",
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// [`validate`](Self::validate), then checks the settings this service shares with `log`,
+    /// whose own are the authority: a `flush_disk_type` or `sync_flush_timeout` that differs
+    /// from the log's [`flush_settings`](MessageLog::flush_settings) is refused, naming both
+    /// values. (The segment size is not a service setting: the driver takes it from the log.)
+    pub fn validate_with<L: MessageLog>(&self, log: &L) -> Result<(), StartError> {
+        self.validate()?;
+        let Some(ours) = log.flush_settings() else { return Ok(()) };
+        if self.flush_disk_type != ours.flush_disk_type {
+            return Err(StartError::DisagreesWithLog {
+                setting: "flush_disk_type",
+                service: self.flush_disk_type.rocketmq_name().into(),
+                log: ours.flush_disk_type.rocketmq_name().into(),
+            });
+        }
+        if self.sync_flush_timeout != ours.sync_flush_timeout {
+            return Err(StartError::DisagreesWithLog {
+                setting: "sync_flush_timeout",
+                service: format!("{:?}", self.sync_flush_timeout),
+                log: format!("{:?}", ours.sync_flush_timeout),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Configuration of a slave service.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlaveServiceConfig {
+    /// The protocol core.
+    pub core: SlaveConfig,
+    /// The master's HA address, `host:port` (`haMasterAddress`).
+    pub master_address: String,
+    /// How long one connection attempt may take (with TLS, the handshake too).
+    pub connect_timeout: Duration,
+    /// TLS to the master (`haTlsEnable`); `None`: the classic plain link.
+    pub tls: Option<SlaveTls>,
+}
+
+impl SlaveServiceConfig {
+    /// A slave of the master at `master_address`, with defaults otherwise.
+    pub fn new(master_address: impl Into<String>) -> Self {
+        Self {
+            core: SlaveConfig::default(),
+            master_address: master_address.into(),
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            tls: None,
+        }
+    }
+
+    /// Checks every field, naming the first that cannot work.
+    pub fn validate(&self) -> Result<(), CoreConfigError> {
+        self.core.validate()?;
+        // RocketMQ ignores addresses shorter than 6 characters (HA_ADDRESS_MIN_LENGTH).
+        if self.master_address.len() < 6 || !self.master_address.contains(':') {
+            return Err(CoreConfigError::Invalid {
+                field: "master_address",
+                value: format!("{:?}", self.master_address),
+                reason: "must be host:port",
+            });
+        }
+        if self.connect_timeout.is_zero() {
+            return Err(CoreConfigError::Invalid {
+                field: "connect_timeout",
+                value: format!("{:?}", self.connect_timeout),
+                reason: "must be longer than zero",
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Why a service could not start.
+#[derive(thiserror::Error, Debug)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The configuration cannot work.
+    #[error("invalid configuration: {0}")]
+    Config(#[from] CoreConfigError),
+    /// A setting the service shares with its log differs from the log's, which is the
+    /// authority.
+    #[error("{setting} is {service} in the service configuration but {log} in its log; they must agree")]
+    DisagreesWithLog {
+        /// The setting, e.g. `flush_disk_type`.
+        setting: &'static str,
+        /// The service configuration's value.
+        service: String,
+        /// The log's value.
+        log: String,
+    },
+    /// The HA listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,599 @@
+//! The master driver: a [`Master`] with the bookkeeping every adapter needs.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Instant;
+
+use bytes::Bytes;
+use tracing::{debug, error, info, warn};
+
+use super::*;
+use crate::BrokerRole;
+use crate::config::{CoreConfigError, MasterConfig};
+use crate::error::{ApiMisuse, PeerError, WaitError};
+use crate::log::LogRead;
+use crate::log::{LogBounds, MessageLog, Offset};
+use crate::service::Admission;
+use crate::service::tls::{Link, PLAIN_REPORT_LIMIT, TlsMode};
+use crate::{ConnId, Master, MasterEvent, MasterInput, MasterOutput, WaitId};
+
+struct ConnEntry<C> {
+    sink: C,
+    address: SocketAddr,
+    since: Instant,
+    trusted: bool,
+    /// The TLS replica name.
+    identity: Option<String>,
+    /// Waiting for `Negotiated` (TLS configured); its bytes are dropped until then.
+    negotiating: bool,
+    /// Refused after accept; closing, its bytes are dropped.
+    refused: bool,
+}
+
+/// A replica as the restart fence counts it: a TLS replica by the name its certificate
+/// carries; a plain one by host, except on loopback, where one host runs several slaves
+/// (tests, the demo) and each live connection is one replica.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum ReplicaKey {
+    Identity(String),
+    Host(IpAddr),
+    Loopback(ConnId),
+}
+
+impl ReplicaKey {
+    fn of(conn: ConnId, address: SocketAddr, identity: Option<&String>) -> Self {
+        if let Some(name) = identity {
+            return Self::Identity(name.clone());
+        }
+        let ip = address.ip().to_canonical();
+        if ip.is_loopback() { Self::Loopback(conn) } else { Self::Host(ip) }
+    }
+}
+
+/// The restart fence: how many distinct trusted replicas must report, and who has.
+struct RestartFence {
+    needed: usize,
+    heard: BTreeSet<ReplicaKey>,
+}
+
+/// Answers whether an offset is a record boundary of the local log.
+type BoundaryCheck = Box<dyn Fn(Offset) -> Result<bool, String> + Send>;
+
+/// A [`Master`] with the bookkeeping every adapter needs: it routes transmits to connection
+/// sinks, completes wait sinks, follows the log's bounds, and builds status snapshots.
+pub struct MasterDriver<C, W> {
+    master: Master,
+    now: Instant,
+    conns: BTreeMap<ConnId, ConnEntry<C>>,
+    waits: BTreeMap<WaitId, W>,
+    next_wait: u64,
+    bytes_replicated: u64,
+    connections_accepted: u64,
+    peer_errors: u64,
+    fence: Option<Fence>,
+    restart: Option<RestartFence>,
+    admission: Admission,
+    /// Connections refused at accept whose teardown the adapter has not yet reported.
+    refused: BTreeSet<ConnId>,
+    refusals: Refusals,
+    boundary: Option<BoundaryCheck>,
+}
+
+impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
+    /// Applies one command. `log` is read for its current bounds (every put wakes the driver
+    /// through a command or [`log_changed`](Self::log_changed)).
+    pub fn apply<S: Reply<MasterStatus>, L: MessageLog>(
+        &mut self,
+        now: Instant,
+        command: MasterCommand<C, W, S>,
+        log: &L,
+        role: BrokerRole,
+    ) {
+        match command {
+            MasterCommand::Accepted { conn, peer, sink } => self.accept(now, conn, peer, sink),
+            MasterCommand::Negotiated { conn, link } => self.negotiated(now, conn, link),
+            MasterCommand::Received { conn, data } => self.received(now, conn, data),
+            MasterCommand::Sent { conn } => self.sent(now, conn),
+            MasterCommand::Closed { conn } => self.closed(now, conn),
+            MasterCommand::Wait { offset, deadline, reply } => {
+                self.log_changed(now, log.bounds());
+                self.await_replication(now, offset, deadline, reply);
+            }
+            MasterCommand::Status { reply } => {
+                self.log_changed(now, log.bounds());
+                reply.send(self.status(now, role, log.flushed()));
+            }
+        }
+    }
+
+    /// A bare driver for a log that currently spans `log`: open admission, no restart fence,
+    /// and first reports are not checked against the log. Services use
+    /// [`for_service`](Self::for_service).
+    pub fn new(config: MasterConfig, now: Instant, log: LogBounds) -> Result<Self, CoreConfigError> {
+        Ok(Self {
+            master: Master::new(config, now, log)?,
+            now,
+            conns: BTreeMap::new(),
+            waits: BTreeMap::new(),
+            next_wait: 0,
+            bytes_replicated: 0,
+            connections_accepted: 0,
+            peer_errors: 0,
+            fence: None,
+            restart: None,
+            admission: Admission::default(),
+            refused: BTreeSet::new(),
+            refusals: Refusals::default(),
+            boundary: None,
+        })
+    }
+
+    /// The driver of a master service over `log`: `config`'s admission rules and restart
+    /// fence, and every first report inside the log checked to be a record boundary
+    /// ([`LogRead::is_record_boundary`]) before the connection streams or counts.
+    pub fn for_service<L: LogRead>(
+        config: &MasterServiceConfig,
+        now: Instant,
+        log: Arc<L>,
+    ) -> Result<Self, CoreConfigError> {
+        config.validate()?;
+        // The log is the one authority for its segment size: frames are cut at its boundaries.
+        let core = MasterConfig {
+            verify_first_reports: true,
+            mapped_file_size_commit_log: log.segment_size(),
+            ..config.core.clone()
+        };
+        let mut driver = Self::new(core, now, log.bounds())?;
+        driver.set_admission(config.admission.clone());
+        driver.set_restart_fence(config.restart_fence);
+        driver.boundary =
+            Some(Box::new(move |offset| log.is_record_boundary(offset).map_err(|e| e.to_string())));
+        Ok(driver)
+    }
+
+    /// Replaces the admission rules; they apply to connections accepted from now on.
+    pub fn set_admission(&mut self, admission: Admission) {
+        self.admission = admission;
+    }
+
+    /// The protocol core.
+    pub fn master(&self) -> &Master {
+        &self.master
+    }
+
+    /// Refuses puts until `slaves` slaves have reported (see
+    /// [`MasterServiceConfig::restart_fence`]). 0 does nothing.
+    ///
+    /// Only trusted replicas (allow-listed, or TLS with a listed name) count, each once: a TLS
+    /// replica by its name and a plain one by its host, however often it reconnects; on
+    /// loopback each live plain connection counts while it is up.
+    pub fn set_restart_fence(&mut self, slaves: usize) {
+        if slaves > 0 && self.fence.is_none() {
+            warn!(slaves, "restarted after a crash: refusing puts until the slaves report");
+            if !self.admission.can_trust() {
+                warn!("no replica allow-list and no TLS: no connection is trusted to lift the restart fence");
+            }
+            self.fence = Some(Fence::Restart { waiting_for: slaves });
+            self.restart = Some(RestartFence { needed: slaves, heard: BTreeSet::new() });
+        }
+    }
+
+    /// Why puts are refused now, if they are. Adapters check it before every put.
+    pub fn fence(&self) -> Option<&Fence> {
+        self.fence.as_ref()
+    }
+
+    /// A new connection, with the id the adapter chose (unique among live connections).
+    ///
+    /// A connection the admission rules refuse (not in the allow-list, or over a connection
+    /// limit; the per-address limit does not apply to loopback, where one host runs several
+    /// slaves) is closed at once, before anything is read or sent; its bytes are dropped, and
+    /// its teardown must still be reported through [`closed`](Self::closed).
+    ///
+    /// With TLS configured (`admission.tls`), the allow-list waits for
+    /// [`negotiated`](Self::negotiated): it applies to plain links only.
+    pub fn accept(&mut self, now: Instant, conn: ConnId, address: SocketAddr, mut sink: C) {
+        self.now = self.now.max(now);
+        let ip = address.ip().to_canonical();
+        let from_peer = self.conns.values().filter(|e| e.address.ip().to_canonical() == ip).count();
+        let negotiating = self.admission.tls.is_some();
+        let refusal = if !negotiating && !self.admission.admits(ip) {
+            self.refusals.not_admitted += 1;
+            Some("not in the replica allow-list")
+        } else if !ip.is_loopback() && from_peer >= self.admission.max_connections_per_peer {
+            self.refusals.over_limit += 1;
+            Some("too many HA connections from this address")
+        } else if self.conns.len() >= self.admission.max_connections {
+            self.refusals.over_limit += 1;
+            Some("too many HA connections")
+        } else {
+            None
+        };
+        if let Some(why) = refusal {
+            warn!(?conn, peer = %address, why, "HA connection refused");
+            self.refusals.last = Some(format!("{address}: {why}"));
+            self.refused.insert(conn);
+            sink.close();
+            return;
+        }
+        self.feed(now, MasterInput::Accepted { conn });
+        self.connections_accepted += 1;
+        let trusted = !negotiating && self.admission.trusts(ip);
+        let entry =
+            ConnEntry { sink, address, since: now, trusted, identity: None, negotiating, refused: false };
+        self.conns.insert(conn, entry);
+    }
+
+    /// A connection's negotiation ended (TLS configured). A plain link is closed if TLS is
+    /// required, else it follows the allow-list (or open admission); a TLS link is admitted and
+    /// trusted if its certificate names a listed replica, else closed. Refusals are counted and
+    /// logged at WARN; the connection's teardown must still be reported.
+    pub fn negotiated(&mut self, now: Instant, conn: ConnId, link: Link) {
+        self.now = self.now.max(now);
+        let Some(tls) = self.admission.tls.as_ref() else {
+            debug!(?conn, "negotiation reported without TLS configured: ignored");
+            return;
+        };
+        let Some(entry) = self.conns.get_mut(&conn) else { return };
+        if !entry.negotiating {
+            return;
+        }
+        entry.negotiating = false;
+        let ip = entry.address.ip().to_canonical();
+        let refusal = match link {
+            Link::Plain if tls.mode() == TlsMode::Required => {
+                self.refusals.plain_refused += 1;
+                Some("a plain link, and TLS is required".to_string())
+            }
+            Link::Plain if !self.admission.admits(ip) => {
+                self.refusals.not_admitted += 1;
+                Some("a plain link not in the replica allow-list".to_string())
+            }
+            Link::Plain => {
+                entry.trusted = self.admission.trusts(ip);
+                None
+            }
+            Link::Tls { peer_certificates } => match tls.identify(&peer_certificates) {
+                Ok(name) => {
+                    info!(?conn, peer = %entry.address, replica = %name, "TLS replica admitted");
+                    entry.trusted = true;
+                    entry.identity = Some(name);
+                    None
+                }
+                Err(e) => {
+                    self.refusals.tls_refused += 1;
+                    Some(e.to_string())
+                }
+            },
+            Link::TlsFailed { error } => {
+                self.refusals.tls_refused += 1;
+                Some(format!("TLS handshake failed: {error}"))
+            }
+        };
+        if let Some(why) = refusal {
+            warn!(?conn, peer = %entry.address, why, "HA connection refused");
+            self.refusals.last = Some(format!("{}: {why}", entry.address));
+            entry.refused = true;
+            entry.sink.close();
+        }
+    }
+
+    /// Bytes from a connection.
+    pub fn received(&mut self, now: Instant, conn: ConnId, data: Bytes) {
+        if self.refused.contains(&conn) {
+            return;
+        }
+        if let Some(entry) = self.conns.get(&conn) {
+            if entry.negotiating || entry.refused {
+                debug!(?conn, len = data.len(), "bytes before admission: dropped");
+                return;
+            }
+        }
+        self.feed(now, MasterInput::Received { conn, data });
+    }
+
+    /// A connection's writer finished one transmit.
+    pub fn sent(&mut self, now: Instant, conn: ConnId) {
+        if self.refused.contains(&conn) {
+            return;
+        }
+        self.feed(now, MasterInput::Sent { conn });
+    }
+
+    /// A connection's teardown finished (whoever started it).
+    pub fn closed(&mut self, now: Instant, conn: ConnId) {
+        if self.refused.remove(&conn) {
+            return;
+        }
+        if let Some(entry) = self.conns.remove(&conn) {
+            // A loopback replica counts for the restart fence only while it is connected: its
+            // next connection cannot be told apart from another slave's.
+            if let Some(restart) = &mut self.restart {
+                if restart.heard.remove(&ReplicaKey::Loopback(conn)) {
+                    debug!(?conn, peer = %entry.address, "a loopback replica left before the restart fence lifted");
+                    self.update_restart_fence();
+                }
+            }
+        }
+        self.feed(now, MasterInput::Closed { conn });
+    }
+
+    /// The log's bounds as read from the log now; feeds `Appended` and `Retained` as needed.
+    /// Safe to call with stale or repeated bounds.
+    pub fn log_changed(&mut self, now: Instant, log: LogBounds) {
+        let known = self.master.log_bounds();
+        if log.max > known.max {
+            self.feed(now, MasterInput::Appended { end: log.max });
+        }
+        let end = log.max.max(known.max);
+        if log.min > known.min && log.min <= end {
+            self.feed(now, MasterInput::Retained { min: log.min });
+        }
+    }
+
+    /// Waits until slaves hold every byte before `offset`, or `deadline`; `sink` gets the
+    /// outcome. Call [`log_changed`](Self::log_changed) with bounds covering `offset` first.
+    pub fn await_replication(&mut self, now: Instant, offset: Offset, deadline: Instant, sink: W) {
+        let id = WaitId(self.next_wait);
+        self.next_wait += 1;
+        self.waits.insert(id, sink);
+        if let Err(e) = self.master.handle_input(now, MasterInput::AwaitReplication { id, offset, deadline })
+        {
+            error!(%e, offset, "replication wait refused");
+            if let Some(sink) = self.waits.remove(&id) {
+                sink.complete(Err(WaitError::Cancelled));
+            }
+        }
+        self.now = self.now.max(now);
+    }
+
+    /// The instant of the last `Timeout` output has come (or any time: spurious calls are fine).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        self.master.handle_timeout(now);
+    }
+
+    /// Performs every pending output and returns when to call `handle_timeout` next.
+    pub fn drain(&mut self) -> Instant {
+        loop {
+            match self.master.poll_output() {
+                MasterOutput::Timeout(at) => return at,
+                MasterOutput::Transmit { conn, header, body } => {
+                    if let Some(entry) = self.conns.get_mut(&conn) {
+                        if let Some(span) = body {
+                            self.bytes_replicated += u64::from(span.len);
+                        }
+                        entry.sink.transmit(Transmit { header, body });
+                    }
+                }
+                MasterOutput::Close { conn, reason } => {
+                    if reason == crate::CloseReason::FirstReportTimeout {
+                        self.refusals.first_report_timeouts += 1;
+                        let peer = self.conns.get(&conn).map(|e| e.address);
+                        warn!(?conn, ?peer, "no complete first report in time: closing");
+                        if let Some(peer) = peer {
+                            self.refusals.last = Some(format!("{peer}: {reason}"));
+                        }
+                    }
+                    if let Some(entry) = self.conns.get_mut(&conn) {
+                        info!(?conn, peer = %entry.address, %reason, "closing slave connection");
+                        entry.sink.close();
+                    }
+                }
+                MasterOutput::Event(event) => self.on_event(event),
+            }
+        }
+    }
+
+    /// Closes every connection and cancels every wait (service shutdown).
+    pub fn shutdown(&mut self) {
+        for entry in self.conns.values_mut() {
+            entry.sink.close();
+        }
+        let ids: Vec<WaitId> = self.waits.keys().copied().collect();
+        for id in ids {
+            let _ = self.master.handle_input(self.now, MasterInput::CancelWait { id });
+        }
+        let _ = self.drain();
+    }
+
+    /// Replication waits pending.
+    pub fn pending_waits(&self) -> usize {
+        self.waits.len()
+    }
+
+    /// A status snapshot; `role` and `flushed_offset` come from the adapter and the log.
+    pub fn status(&self, now: Instant, role: BrokerRole, flushed_offset: Offset) -> MasterStatus {
+        let log = self.master.log_bounds();
+        let slaves = self
+            .master
+            .slaves()
+            .filter_map(|info| {
+                let entry = self.conns.get(&info.conn).filter(|e| !e.refused)?;
+                Some(SlaveLink {
+                    conn: info.conn,
+                    address: entry.address,
+                    start: info.start,
+                    ack: info.ack,
+                    lag_bytes: info.lag_bytes,
+                    lag: info.lag,
+                    in_sync: info.in_sync,
+                    connected_for: now.saturating_duration_since(entry.since),
+                    bytes_sent: info.bytes_sent,
+                    trusted: entry.trusted,
+                    identity: entry.identity.clone(),
+                })
+            })
+            .collect();
+        MasterStatus {
+            role,
+            min_offset: log.min,
+            max_offset: log.max,
+            flushed_offset,
+            replicated_offset: self.master.replicated(),
+            pending_waits: self.waits.len(),
+            slaves,
+            bytes_replicated: self.bytes_replicated,
+            connections_accepted: self.connections_accepted,
+            peer_errors: self.peer_errors,
+            fence: self.fence.clone(),
+            refusals: self.refusals.clone(),
+        }
+    }
+
+    fn feed(&mut self, now: Instant, input: MasterInput) {
+        self.now = self.now.max(now);
+        if let Err(e) = self.master.handle_input(now, input) {
+            // The driver only forwards what its connections and log report, so this is a bug in
+            // the adapter; refusing the input leaves the core consistent.
+            error!(%e, "master driver fed an invalid input");
+            debug_assert!(matches!(e, ApiMisuse::TimeWentBackwards), "driver misuse: {e}");
+        }
+    }
+
+    /// A connection reported a position consistent with this log (a record boundary at or
+    /// below the end, or behind retention): if trusted, one more replica heard from.
+    fn count_report(&mut self, conn: ConnId) {
+        let Some(entry) = self.conns.get(&conn) else { return };
+        if !entry.trusted {
+            return;
+        }
+        let key = ReplicaKey::of(conn, entry.address, entry.identity.as_ref());
+        if let Some(restart) = &mut self.restart {
+            if restart.heard.insert(key) {
+                self.update_restart_fence();
+            }
+        }
+    }
+
+    fn update_restart_fence(&mut self) {
+        let Some(restart) = &self.restart else { return };
+        let waiting_for = restart.needed.saturating_sub(restart.heard.len());
+        if waiting_for == 0 {
+            self.restart = None;
+            if matches!(self.fence, Some(Fence::Restart { .. })) {
+                info!("every slave reported after the restart: taking puts");
+                self.fence = None;
+            }
+        } else if let Some(Fence::Restart { waiting_for: w }) = &mut self.fence {
+            *w = waiting_for;
+        }
+    }
+
+    /// Closes older connections of the same replica that have gone silent for two heartbeat
+    /// intervals: a replica whose machine restarted reconnects before its dead connection times
+    /// out, and counting both would count one replica twice. A TLS replica is the same replica
+    /// as an older TLS connection with its name, from any address; a plain one (the classic
+    /// protocol carries no identity) as an older plain connection from its host (not loopback).
+    /// A live connection (it reports every heartbeat) is never evicted, so two slaves on one
+    /// host, or a stranger from a slave's address, evict nothing.
+    fn evict_stale_from_host(&mut self, now: Instant, conn: ConnId) {
+        let Some(entry) = self.conns.get(&conn) else { return };
+        let ip = entry.address.ip().to_canonical();
+        let identity = entry.identity.clone();
+        if identity.is_none() && ip.is_loopback() {
+            return;
+        }
+        let same_replica = |e: &ConnEntry<C>| match &identity {
+            Some(name) => e.identity.as_ref() == Some(name),
+            None => e.identity.is_none() && e.address.ip().to_canonical() == ip,
+        };
+        let stale_after = self.master.config().heartbeat_interval * 2;
+        let stale: Vec<ConnId> = self
+            .master
+            .slaves()
+            .filter(|info| info.conn != conn && info.silent_for >= stale_after)
+            .filter(|info| self.conns.get(&info.conn).is_some_and(same_replica))
+            .map(|info| info.conn)
+            .collect();
+        for old in stale {
+            warn!(conn = ?old, peer = %ip, replica = ?identity, "the same replica connected again and its older connection is silent: closing it");
+            self.feed(now, MasterInput::Evict { conn: old, reason: crate::CloseReason::Superseded });
+        }
+    }
+
+    fn refuse_report(&mut self, conn: ConnId, peer: Option<SocketAddr>, error: PeerError) {
+        let trusted = self.conns.get(&conn).is_some_and(|e| e.trusted);
+        if let PeerError::SlaveAhead { reported, .. } = error {
+            if trusted && reported >= PLAIN_REPORT_LIMIT {
+                // Stray bytes (a ClientHello to a plain port) from a trusted address: no log is
+                // that long, so this is not a divergence.
+                self.refusals.implausible_reports += 1;
+                let shown = peer.map_or_else(|| format!("{conn:?}"), |p| p.to_string());
+                warn!(?conn, ?peer, %error, "report is no real offset (stray bytes or TLS to a plain port); not fencing");
+                self.refusals.last = Some(format!("{shown}: {error} (no real offset, not fencing)"));
+                return;
+            }
+        }
+        let fence = match (error, peer) {
+            (PeerError::SlaveAhead { reported, end }, Some(slave)) if trusted => {
+                Some(Fence::Diverged { slave, reported, end })
+            }
+            (PeerError::SlaveDiverged { reported }, Some(slave)) if trusted => {
+                Some(Fence::NotOnRecordBoundary { slave, reported })
+            }
+            _ => None,
+        };
+        if matches!(error, PeerError::SlaveDiverged { .. }) {
+            self.refusals.diverged += 1;
+        }
+        let shown = peer.map_or_else(|| format!("{conn:?}"), |p| p.to_string());
+        if let Some(fence) = fence {
+            error!(%fence, "a trusted replica diverged: refusing puts");
+            self.refusals.last = Some(format!("{shown}: {error}"));
+            self.fence = Some(fence);
+            self.restart = None;
+        } else {
+            if matches!(error, PeerError::SlaveAhead { .. }) {
+                self.refusals.untrusted_ahead += 1;
+            }
+            warn!(?conn, ?peer, %error, "untrusted connection refused; not fencing (only allow-listed replicas fence)");
+            self.refusals.last = Some(format!("{shown}: {error} (untrusted, not fencing)"));
+        }
+    }
+
+    fn on_event(&mut self, event: MasterEvent) {
+        match event {
+            MasterEvent::WaitDone { id, result } => {
+                if let Some(sink) = self.waits.remove(&id) {
+                    sink.complete(result);
+                }
+            }
+            MasterEvent::PeerError { conn, error } => {
+                self.peer_errors += 1;
+                let peer = self.conns.get(&conn).map(|e| e.address);
+                warn!(?conn, ?peer, %error, "slave broke the protocol");
+                match error {
+                    PeerError::SlaveAhead { .. } | PeerError::SlaveDiverged { .. } => {
+                        self.refuse_report(conn, peer, error);
+                    }
+                    PeerError::SlaveBehindRetention { .. } => self.count_report(conn),
+                    _ => {}
+                }
+            }
+            MasterEvent::VerifyReport { conn, offset } => {
+                let now = self.now;
+                let answer = match &self.boundary {
+                    Some(check) => check(offset),
+                    None => Err("no log to check against".to_string()),
+                };
+                match answer {
+                    Ok(boundary) => self.feed(now, MasterInput::ReportVerified { conn, boundary }),
+                    Err(e) => {
+                        warn!(?conn, offset, %e, "cannot check the first report against the log: closing");
+                        self.feed(now, MasterInput::Evict { conn, reason: crate::CloseReason::StoreFailed });
+                    }
+                }
+            }
+            MasterEvent::SlaveStarted { conn, requested, start } => {
+                info!(?conn, requested, start, "slave streaming");
+                let now = self.now;
+                self.evict_stale_from_host(now, conn);
+                self.count_report(conn);
+            }
+            MasterEvent::SlaveAcked { .. } => {}
+            MasterEvent::SlaveDisconnected { conn } => debug!(?conn, "slave disconnected"),
+        }
+    }
+}

@@ -1,0 +1,57 @@
+//! The service layer: what every runtime adapter needs, written once and synchronously, above
+//! the sans-IO protocol core.
+//!
+//! Unlike the state machines at the crate root, this layer **does** touch the log: a
+//! [`MasterDriver`] appends puts through [`MessageLog::put`](crate::MessageLog::put) and asks
+//! the log for its bounds and record boundaries; a [`SlaveDriver`] stores the bytes the slave
+//! core hands it with [`LogWrite::append_at`](crate::LogWrite::append_at). It still reads no
+//! socket and no clock, spawns nothing and takes no lock of its own: time comes in as `now`,
+//! and the log's own locking is the log's. It logs through `tracing` into the span the adapter
+//! opened for the service (`role`, `conn`, `peer` fields), and never installs a subscriber.
+//!
+//! An adapter supplies the asynchronous parts — sockets, channels, timers, tasks — by
+//! implementing [`ConnSink`] and [`WaitSink`] over its own channels, and runs one task that owns
+//! a [`MasterDriver`]: feed it, call [`MasterDriver::drain`], sleep until the instant it returns
+//! or the next command. A slave adapter owns a [`SlaveDriver`] and performs the
+//! [`SlaveAction`]s it returns.
+//!
+//! By concern:
+//!
+//! - configuration and start errors: [`MasterServiceConfig`], [`SlaveServiceConfig`],
+//!   [`StartError`];
+//! - the put path: [`PendingPut`], [`put_status`];
+//! - what adapters implement: [`ConnSink`], [`WaitSink`], [`Reply`], [`MasterCommand`];
+//! - status snapshots: [`MasterStatus`], [`SlaveStatus`], [`Fence`], [`Refusals`];
+//! - admission of replicas by address: [`Admission`], [`IpNet`]; by certificate: [`tls`];
+//! - the drivers: [`MasterDriver`], [`SlaveDriver`].
+//!
+//! Settings a service shares with its log have one authority, the log: the master takes its
+//! segment size from [`LogRead::segment_size`](crate::LogRead::segment_size), and a service
+//! whose flush settings disagree with its log's is refused at start
+//! ([`MasterServiceConfig::validate_with`]).
+
+mod admission;
+mod config;
+mod in_sync;
+mod master;
+mod put;
+mod sink;
+mod slave;
+mod status;
+#[cfg(test)]
+mod tests;
+pub mod tls;
+
+pub use admission::{
+    Admission, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_PEER, IpNet, IpNetError, parse_allow_list,
+};
+pub use config::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_SLAVE_TIMEOUT, DEFAULT_SYNC_FLUSH_TIMEOUT, MasterServiceConfig,
+    SlaveServiceConfig, StartError,
+};
+pub use in_sync::{InSyncError, in_sync_slaves};
+pub use master::MasterDriver;
+pub use put::{PendingPut, put_status};
+pub use sink::{ConnSink, MasterCommand, Reply, Transmit, WaitSink};
+pub use slave::{SlaveAction, SlaveDriver};
+pub use status::{Fence, MasterStatus, Refusals, SlaveLink, SlaveLinkState, SlaveStatus};

@@ -1,0 +1,188 @@
+//! The slave driver: a [`Slave`] that stores appends through the log.
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tracing::{error, info, warn};
+
+use super::*;
+use crate::config::CoreConfigError;
+use crate::error::ApiMisuse;
+use crate::frame::REPORT_LEN;
+use crate::log::LogWrite;
+use crate::log::Offset;
+use crate::{Slave, SlaveEvent, SlaveInput, SlaveOutput};
+
+/// What a slave driver must do next that needs the runtime.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum SlaveAction {
+    /// Start connecting to the master (with the configured timeout); report the outcome
+    /// through [`SlaveDriver::connected`] or [`SlaveDriver::closed`].
+    Connect,
+    /// Write this report to the master; on failure call [`SlaveDriver::closed`].
+    Send([u8; REPORT_LEN]),
+    /// Run `LogWrite::flush` off the async threads; report through [`SlaveDriver::flushed`].
+    Flush,
+    /// Drop the connection (do not call `closed` for it).
+    Disconnect,
+    /// Nothing more until this instant, a read, a connect or a flush result.
+    SleepUntil(Instant),
+}
+
+/// A [`Slave`] with the bookkeeping every adapter needs: it stores appends through the log,
+/// counts connections and peer errors, and builds status snapshots. The adapter performs the
+/// [`SlaveAction`]s that need sockets, timers or threads.
+pub struct SlaveDriver<L> {
+    core: Slave,
+    log: std::sync::Arc<L>,
+    master_address: String,
+    connections: u64,
+    peer_errors: u64,
+    /// When the reports last covered everything the master had shown.
+    caught_up_at: Instant,
+    append_error: Option<String>,
+    append_failures: u64,
+}
+
+impl<L: LogWrite> SlaveDriver<L> {
+    /// A driver for `log`, replicating from `config.master_address`.
+    pub fn new(
+        config: &SlaveServiceConfig,
+        now: Instant,
+        log: std::sync::Arc<L>,
+    ) -> Result<Self, CoreConfigError> {
+        config.validate()?;
+        let core = Slave::new(config.core.clone(), now, log.bounds().max, log.flushed())?;
+        Ok(Self {
+            core,
+            log,
+            master_address: config.master_address.clone(),
+            connections: 0,
+            peer_errors: 0,
+            caught_up_at: now,
+            append_error: None,
+            append_failures: 0,
+        })
+    }
+
+    /// The protocol core.
+    pub fn slave(&self) -> &Slave {
+        &self.core
+    }
+
+    /// Whether to read from the connection now (connected, and below the unstored-bytes bound).
+    pub fn wants_read(&self) -> bool {
+        self.core.wants_read()
+    }
+
+    /// Performs outputs that need no runtime (appends, events) and returns the next action.
+    pub fn next_action(&mut self, now: Instant) -> SlaveAction {
+        loop {
+            match self.core.poll_output() {
+                SlaveOutput::Timeout(at) => return SlaveAction::SleepUntil(at),
+                SlaveOutput::Connect => return SlaveAction::Connect,
+                SlaveOutput::Transmit(report) => {
+                    if u64::from_be_bytes(report) >= self.core.master_offset().unwrap_or(0) {
+                        self.caught_up_at = now;
+                    }
+                    return SlaveAction::Send(report);
+                }
+                SlaveOutput::Flush => return SlaveAction::Flush,
+                SlaveOutput::Close(reason) => {
+                    info!(%reason, "closing connection to master");
+                    return SlaveAction::Disconnect;
+                }
+                SlaveOutput::Append { offset, data } => match self.log.append_at(offset, &data) {
+                    Ok(end) => {
+                        if end > self.core.end() {
+                            self.append_error = None;
+                        }
+                        self.feed(now, SlaveInput::Appended { end });
+                    }
+                    Err(e) => {
+                        error!(%e, offset, len = data.len(), "append failed");
+                        self.append_error = Some(e.to_string());
+                        self.append_failures += 1;
+                        let end = self.log.bounds().max;
+                        self.feed(now, SlaveInput::AppendFailed { end });
+                    }
+                },
+                SlaveOutput::Event(event) => match event {
+                    SlaveEvent::FirstReport { offset } => info!(offset, "replicating from master"),
+                    SlaveEvent::Disconnected { reason } => info!(?reason, "disconnected from master"),
+                    SlaveEvent::PeerError(error) => {
+                        self.peer_errors += 1;
+                        warn!(%error, "master broke the protocol");
+                    }
+                },
+            }
+        }
+    }
+
+    /// The connection asked for by `Connect` is up. Records its number (1 for the first) as
+    /// the `conn` field of the current tracing span, when the span declares one.
+    pub fn connected(&mut self, now: Instant) {
+        self.connections += 1;
+        tracing::Span::current().record("conn", self.connections);
+        self.feed(now, SlaveInput::Connected);
+    }
+
+    /// Bytes from the master.
+    pub fn received(&mut self, now: Instant, data: Bytes) {
+        self.feed(now, SlaveInput::Received(data));
+    }
+
+    /// The connection (or the attempt) failed or ended.
+    pub fn closed(&mut self, now: Instant) {
+        self.feed(now, SlaveInput::Closed);
+    }
+
+    /// A `Flush` finished.
+    pub fn flushed<E: std::fmt::Display>(&mut self, now: Instant, result: Result<Offset, E>) {
+        match result {
+            Ok(end) => self.feed(now, SlaveInput::Flushed { end }),
+            Err(e) => {
+                warn!(%e, "flush failed");
+                self.feed(now, SlaveInput::FlushFailed);
+            }
+        }
+    }
+
+    /// The instant of the last `SleepUntil` has come (spurious calls are fine).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.core.handle_timeout(now);
+    }
+
+    /// A status snapshot.
+    pub fn status(&self, now: Instant) -> SlaveStatus {
+        let ack_offset = self.core.reported();
+        let master_offset = self.core.master_offset();
+        let lag_bytes = master_offset.unwrap_or(0).saturating_sub(ack_offset.unwrap_or(self.core.end()));
+        SlaveStatus {
+            state: self.core.state().into(),
+            master_address: self.master_address.clone(),
+            max_offset: self.log.bounds().max,
+            flushed_offset: self.log.flushed(),
+            ack_offset,
+            master_offset,
+            lag_bytes,
+            lag: if lag_bytes == 0 {
+                Duration::ZERO
+            } else {
+                now.saturating_duration_since(self.caught_up_at)
+            },
+            since_last_read: self.core.last_read().map(|t| now.saturating_duration_since(t)),
+            connections: self.connections,
+            peer_errors: self.peer_errors,
+            append_error: self.append_error.clone(),
+            append_failures: self.append_failures,
+        }
+    }
+
+    fn feed(&mut self, now: Instant, input: SlaveInput) {
+        if let Err(e) = self.core.handle_input(now, input) {
+            error!(%e, "slave driver fed an invalid input");
+            debug_assert!(matches!(e, ApiMisuse::TimeWentBackwards), "driver misuse: {e}");
+        }
+    }
+}

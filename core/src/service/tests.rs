@@ -1,0 +1,246 @@
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use super::*;
+use crate::ConnId;
+use crate::config::MasterConfig;
+use crate::error::WaitError;
+use crate::log::{LogBounds, LogSpan, MessageLog, Offset, PutResult, PutStatus};
+use crate::{BrokerRole, FlushDiskType};
+use std::cell::RefCell;
+use std::rc::Rc;
+
+use crate::frame::encode_report;
+
+#[derive(Default)]
+struct Sink {
+    frames: Rc<RefCell<Vec<Transmit>>>,
+    closed: Rc<RefCell<bool>>,
+}
+impl ConnSink for Sink {
+    fn transmit(&mut self, t: Transmit) {
+        self.frames.borrow_mut().push(t);
+    }
+    fn close(&mut self) {
+        *self.closed.borrow_mut() = true;
+    }
+}
+struct Reply(Rc<RefCell<Vec<Result<Offset, WaitError>>>>);
+impl WaitSink for Reply {
+    fn complete(self, r: Result<Offset, WaitError>) {
+        self.0.borrow_mut().push(r);
+    }
+}
+
+/// A log that appends 10-byte messages and counts them.
+#[derive(Default)]
+struct CountingLog(std::sync::atomic::AtomicU64);
+
+impl crate::LogRead for CountingLog {
+    type Error = std::io::Error;
+    fn bounds(&self) -> LogBounds {
+        LogBounds { min: 0, max: self.0.load(std::sync::atomic::Ordering::Relaxed) * 10 }
+    }
+    fn flushed(&self) -> Offset {
+        0
+    }
+    fn read(&self, _: LogSpan) -> Result<Bytes, std::io::Error> {
+        Ok(Bytes::new())
+    }
+    fn is_record_boundary(&self, offset: Offset) -> Result<bool, std::io::Error> {
+        Ok(offset % 10 == 0)
+    }
+    fn segment_size(&self) -> u64 {
+        crate::DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG
+    }
+}
+
+impl MessageLog for CountingLog {
+    type Message = bool;
+    type Durable = std::future::Ready<Result<Offset, std::io::Error>>;
+    fn put(&self, legal: bool) -> PutResult {
+        if !legal {
+            return PutResult::refused(PutStatus::MessageIllegal);
+        }
+        let n = self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        PutResult {
+            status: PutStatus::PutOk,
+            offset: n * 10,
+            wrote_bytes: 10,
+            queue_offset: n,
+            msg_id: String::new(),
+        }
+    }
+    fn durable(&self, offset: Offset) -> Self::Durable {
+        std::future::ready(Ok(offset))
+    }
+    fn flush_settings(&self) -> Option<crate::FlushSettings> {
+        None
+    }
+}
+
+#[test]
+fn pending_put_appends_unless_refused_and_waits_as_the_role_says() {
+    let log = CountingLog::default();
+    let sync = MasterServiceConfig {
+        role: BrokerRole::SyncMaster,
+        flush_disk_type: FlushDiskType::SyncFlush,
+        ..Default::default()
+    };
+    let refused = PendingPut::start(&sync, &log, true, true).unwrap_err();
+    assert_eq!(
+        (refused.status, crate::LogRead::bounds(&log).max),
+        (PutStatus::ServiceNotAvailable, 0),
+        "refused: not stored"
+    );
+    assert_eq!(PendingPut::start(&sync, &log, false, false).unwrap_err().status, PutStatus::MessageIllegal);
+    let p = PendingPut::start(&sync, &log, true, false).unwrap();
+    assert_eq!((p.end(), p.flush, p.replicate), (10, true, true));
+    let r = p.finish(Some(true), Some(Err(WaitError::Timeout)));
+    assert_eq!((r.status, r.offset, r.wrote_bytes), (PutStatus::FlushSlaveTimeout, 0, 10));
+    let p = PendingPut::start(&MasterServiceConfig::default(), &log, true, false).unwrap();
+    assert_eq!((p.flush, p.replicate), (false, false), "ASYNC_MASTER with ASYNC_FLUSH waits for nothing");
+    assert_eq!(p.finish(None, None).status, PutStatus::PutOk);
+}
+
+#[test]
+fn put_status_follows_rocketmq_precedence() {
+    use PutStatus::*;
+    assert_eq!(put_status(PutOk, None, None), PutOk);
+    assert_eq!(put_status(PutOk, Some(true), Some(Ok(5))), PutOk);
+    assert_eq!(put_status(PutOk, Some(false), Some(Ok(5))), FlushDiskTimeout);
+    assert_eq!(put_status(PutOk, Some(false), Some(Err(WaitError::Timeout))), FlushSlaveTimeout);
+    assert_eq!(put_status(PutOk, None, Some(Err(WaitError::SlaveNotAvailable))), SlaveNotAvailable);
+    assert_eq!(
+        put_status(PutOk, None, Some(Err(WaitError::InSyncReplicasNotEnough))),
+        InSyncReplicasNotEnough
+    );
+    assert_eq!(put_status(MessageIllegal, Some(false), Some(Ok(1))), MessageIllegal);
+}
+
+#[test]
+fn driver_routes_transmits_completes_waits_and_follows_the_log() {
+    let now = crate::fuzzing::epoch();
+    let mut d: MasterDriver<Sink, Reply> =
+        MasterDriver::new(MasterConfig::default(), now, LogBounds { min: 0, max: 0 }).unwrap();
+    let sink = Sink::default();
+    let frames = sink.frames.clone();
+    let addr: SocketAddr = "127.0.0.1:4000".parse().unwrap();
+    d.accept(now, ConnId(3), addr, sink);
+    d.received(now, ConnId(3), Bytes::copy_from_slice(&encode_report(0)));
+    d.log_changed(now, LogBounds { min: 0, max: 100 });
+    let results = Rc::new(RefCell::new(Vec::new()));
+    d.await_replication(now, 100, now + Duration::from_secs(3), Reply(results.clone()));
+    let _ = d.drain();
+    assert_eq!(frames.borrow().len(), 1);
+    assert_eq!(frames.borrow()[0].body, Some(LogSpan { offset: 0, len: 100 }));
+    d.sent(now, ConnId(3));
+    d.received(now, ConnId(3), Bytes::copy_from_slice(&encode_report(100)));
+    let _ = d.drain();
+    assert_eq!(*results.borrow(), [Ok(100)]);
+    let status = d.status(now, BrokerRole::SyncMaster, 100);
+    assert_eq!(status.slaves[0].address, addr);
+    assert_eq!(status.slaves[0].ack, Some(100));
+    assert_eq!(status.bytes_replicated, 100);
+}
+
+#[test]
+fn shutdown_closes_connections_and_cancels_waits() {
+    let now = crate::fuzzing::epoch();
+    let mut d: MasterDriver<Sink, Reply> =
+        MasterDriver::new(MasterConfig::default(), now, LogBounds { min: 0, max: 10 }).unwrap();
+    let sink = Sink::default();
+    let closed = sink.closed.clone();
+    d.accept(now, ConnId(1), "127.0.0.1:1".parse().unwrap(), sink);
+    d.received(now, ConnId(1), Bytes::copy_from_slice(&encode_report(0)));
+    let results = Rc::new(RefCell::new(Vec::new()));
+    d.await_replication(now, 10, now + Duration::from_secs(3), Reply(results.clone()));
+    d.shutdown();
+    assert!(*closed.borrow());
+    assert_eq!(*results.borrow(), [Err(WaitError::Cancelled)]);
+}
+
+fn driver_at(end: Offset) -> (MasterDriver<Sink, Reply>, Instant) {
+    let now = crate::fuzzing::epoch();
+    (MasterDriver::new(MasterConfig::default(), now, LogBounds { min: 0, max: end }).unwrap(), now)
+}
+
+fn trusting(d: &mut MasterDriver<Sink, Reply>, net: &str) {
+    d.set_admission(Admission::allow_list(vec![net.parse().unwrap()]));
+}
+
+#[test]
+fn a_trusted_slave_ahead_of_the_master_fences_puts() {
+    let (mut d, now) = driver_at(100);
+    trusting(&mut d, "10.0.0.0/24");
+    let addr: SocketAddr = "10.0.0.7:4000".parse().unwrap();
+    d.accept(now, ConnId(1), addr, Sink::default());
+    d.received(now, ConnId(1), Bytes::copy_from_slice(&encode_report(150)));
+    let _ = d.drain();
+    assert_eq!(d.fence(), Some(&Fence::Diverged { slave: addr, reported: 150, end: 100 }));
+    assert!(d.status(now, BrokerRole::SyncMaster, 0).fence.is_some());
+}
+
+#[test]
+fn an_untrusted_connection_ahead_of_the_master_is_refused_and_counted_without_fencing() {
+    let (mut d, now) = driver_at(100);
+    let sink = Sink::default();
+    let closed = sink.closed.clone();
+    d.accept(now, ConnId(1), "10.0.0.7:4000".parse().unwrap(), sink);
+    d.received(now, ConnId(1), Bytes::copy_from_slice(&encode_report(150)));
+    let _ = d.drain();
+    assert_eq!(d.fence(), None);
+    assert!(*closed.borrow());
+    let status = d.status(now, BrokerRole::SyncMaster, 0);
+    assert_eq!(status.refusals.untrusted_ahead, 1);
+    assert!(status.refusals.last.as_deref().is_some_and(|l| l.contains("10.0.0.7:4000")), "{status:?}");
+}
+
+#[test]
+fn the_restart_fence_lifts_once_every_slave_reported() {
+    let (mut d, now) = driver_at(100);
+    trusting(&mut d, "127.0.0.1");
+    d.set_restart_fence(2);
+    for (i, port) in [(1, 4001), (2, 4002)] {
+        assert!(matches!(d.fence(), Some(Fence::Restart { .. })));
+        d.accept(now, ConnId(i), SocketAddr::from(([127, 0, 0, 1], port)), Sink::default());
+        d.received(now, ConnId(i), Bytes::copy_from_slice(&encode_report(100)));
+        let _ = d.drain();
+    }
+    assert_eq!(d.fence(), None);
+}
+
+#[test]
+fn a_host_that_connects_again_replaces_its_older_silent_connection() {
+    let (mut d, now) = driver_at(100);
+    let old = Sink::default();
+    let closed = old.closed.clone();
+    d.accept(now, ConnId(1), "10.0.0.9:5000".parse().unwrap(), old);
+    d.received(now, ConnId(1), Bytes::copy_from_slice(&encode_report(100)));
+    // The old connection has said nothing for two heartbeat intervals (its host rebooted).
+    let later = now + Duration::from_secs(11);
+    d.accept(later, ConnId(2), "10.0.0.9:5001".parse().unwrap(), Sink::default());
+    let _ = d.drain();
+    assert!(!*closed.borrow(), "a connection alone is no reason to evict");
+    d.received(later, ConnId(2), Bytes::copy_from_slice(&encode_report(100)));
+    let _ = d.drain();
+    assert!(*closed.borrow(), "the stale connection is closed");
+    let slaves: Vec<_> = d.status(now, BrokerRole::SyncMaster, 0).slaves.iter().map(|s| s.conn).collect();
+    assert_eq!(slaves, [ConnId(2)], "and no longer counted");
+    // Slaves on one host over loopback (tests, the demo) are distinct.
+    d.accept(later, ConnId(3), "127.0.0.1:6000".parse().unwrap(), Sink::default());
+    d.accept(later, ConnId(4), "127.0.0.1:6001".parse().unwrap(), Sink::default());
+    assert_eq!(d.status(later, BrokerRole::SyncMaster, 0).slaves.len(), 3);
+}
+
+#[test]
+fn service_configs_are_validated() {
+    let bad = MasterServiceConfig { role: BrokerRole::Slave, ..Default::default() };
+    assert!(bad.validate().unwrap_err().to_string().contains("role"));
+    let bad = MasterServiceConfig { slave_timeout: Duration::ZERO, ..Default::default() };
+    assert!(bad.validate().unwrap_err().to_string().contains("slave_timeout"));
+    assert!(SlaveServiceConfig::new("").validate().unwrap_err().to_string().contains("master_address"));
+    SlaveServiceConfig::new("127.0.0.1:10912").validate().unwrap();
+}
