@@ -1,12 +1,23 @@
-//! `logship bench`: replication scenarios, each beside a raw baseline measured in the same run,
+//! `logship bench`: replication scenarios, each beside a baseline measured in the same run,
 //! reported as ratios. These are measurements, not tests: nothing here passes or fails.
+//!
+//! Scenarios as users meet them ([`user`]): every store new, in a new directory, default config,
+//! RocketMQ's default 1 GiB segments, no clock waiting for background work, measured slaves are
+//! new `logship slave` processes.
 //!
 //! | scenario | baseline |
 //! |---|---|
-//! | catch-up of a backlog to an empty slave (32 KiB and tuned batches) | the same bytes streamed from an mmap over loopback into another mmap, same frame size, an 8-byte ack per frame |
-//! | SYNC put latency, 1 producer | a raw 8-byte TCP ping-pong |
+//! | a new slave joins a master holding 129 MB of 129-byte messages, or 1 GiB of 1 KiB ones | the same bytes streamed by a plain program from the master's mmap over loopback into a warmed mapping, 1 MiB frames, an 8-byte ack per frame |
+//! | a master rolls into a new segment under steady puts | put p99 in the middle of the first segment |
+//! | SYNC put latency and throughput, 1 and 64 producers, new slave process | a raw 8-byte TCP ping-pong; ASYNC puts/s in the same run |
 //! | idle replication latency (one put on an idle master until a slave acks) | one TCP round trip |
-//! | SYNC and ASYNC put throughput and latency, 1 and 64 producers | ASYNC put throughput in the same run |
+//!
+//! With `--peer java` or `--peer rocketmq-rust` ([`peer`]), the catch-up and SYNC put scenarios
+//! also run with Apache RocketMQ's or rocketmq-rust's store as master, as slave, or both, on
+//! the same bytes in the same run.
+
+mod peer;
+mod user;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -28,12 +39,10 @@ pub struct BenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
-    /// Backlog size for the catch-up scenario, in bytes.
-    #[arg(long, default_value_t = 1 << 30)]
-    pub catch_up_bytes: u64,
-    /// Batch size of the tuned catch-up run (haTransferBatchSize).
-    #[arg(long, default_value_t = 1 << 20)]
-    pub tuned_batch: u32,
+    /// Compare with these implementations too: `java` (RocketMQ 5.x and 4.9.x; or `java5`,
+    /// `java4`) or `rocketmq-rust` (repeatable).
+    #[arg(long)]
+    pub peer: Vec<String>,
     /// Messages per throughput scenario.
     #[arg(long, default_value_t = 200_000)]
     pub messages: u64,
@@ -46,10 +55,11 @@ pub struct BenchArgs {
     /// Small sizes everywhere: a smoke run, not a measurement.
     #[arg(long)]
     pub quick: bool,
-    /// Only run scenarios whose name contains this (catch-up, sync-latency, idle, throughput).
+    /// Only run scenarios whose name contains this (join, roll, sync, idle, throughput).
     #[arg(long)]
     pub only: Option<String>,
-    /// Create segments without touching their pages first (`warm_mapped_file_enable=false`).
+    /// Create segments without touching their pages first (`warmMapedFileEnable=false`) in
+    /// the in-process scenarios.
     #[arg(long)]
     pub no_warm: bool,
     /// Run every scenario this many times and report the medians.
@@ -90,19 +100,9 @@ impl Row {
     }
 }
 
-/// Segment size of the catch-up scenario: RocketMQ's default.
-const CATCH_UP_SEGMENT: u64 = 1 << 30;
-/// Segment size of the put scenarios; the warm-up fills one segment so that the measured puts
-/// land in segments the store preallocated and warmed, as on a broker that has been running.
-const STEADY_SEGMENT: u64 = 128 << 20;
+/// Frame size of the raw catch-up baseline.
+const RAW_FRAME: u32 = 1 << 20;
 const TOPIC: &str = "BenchTopic";
-
-/// Writes every dirty page back (the `sync` command), so that each measured phase starts with
-/// the same amount of pending writeback; otherwise whichever phase runs second pays for the
-/// first one's dirty pages.
-fn settle_writeback() {
-    let _ = std::process::Command::new("sync").status();
-}
 
 fn open(dir: &Path, segment: u64, warm: bool) -> anyhow::Result<Arc<CommitLog>> {
     let mut c = StoreConfig::default();
@@ -111,7 +111,7 @@ fn open(dir: &Path, segment: u64, warm: bool) -> anyhow::Result<Arc<CommitLog>> 
     Ok(Arc::new(CommitLog::open(dir, c).with_context(|| format!("opening {}", dir.display()))?))
 }
 
-fn message(size: usize, i: u64) -> Message {
+pub(crate) fn message(size: usize, i: u64) -> Message {
     let mut body = vec![b'x'; size];
     let tag = i.to_be_bytes();
     let n = tag.len().min(size);
@@ -119,14 +119,14 @@ fn message(size: usize, i: u64) -> Message {
     Message::new(TOPIC, (i % 8) as i32, Bytes::from(body))
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
     if sorted.is_empty() {
         return Duration::ZERO;
     }
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-fn micros(d: Duration) -> f64 {
+pub(crate) fn micros(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
@@ -255,79 +255,56 @@ impl Cluster {
         Ok((secs, latencies))
     }
 
-    /// Brings the cluster to its steady state: puts a segment's worth of messages, then waits
-    /// until every slave holds the master's log and every store has finished preallocating (and
-    /// page-warming) its next segment. Returns the number of the next message.
+    /// Brings the cluster to where the measured puts start: a few puts, then every slave
+    /// holds the master's log. No waiting for preallocation, warming or writeback.
     async fn settle(&self, producers: usize, size: usize) -> anyhow::Result<u64> {
-        let warm_up = self.segment / (size as u64 + 128) + 1_000;
+        let warm_up = 2_000;
         self.produce(producers, 0, warm_up, size).await?;
         let end = self.master_store.max_offset();
         let start = Instant::now();
         for store in &self.slave_stores {
             while store.max_offset() < end {
                 anyhow::ensure!(start.elapsed() < Duration::from_secs(120), "slaves did not catch up");
-                tokio::time::sleep(Duration::from_millis(5)).await;
+                tokio::time::sleep(Duration::from_millis(1)).await;
             }
         }
-        self.wait_preallocated().await?;
         Ok(warm_up)
     }
 
-    async fn wait_preallocated(&self) -> anyhow::Result<()> {
-        let start = Instant::now();
-        for store in std::iter::once(&self.master_store).chain(&self.slave_stores) {
-            while store.status().preallocating {
-                anyhow::ensure!(start.elapsed() < Duration::from_secs(120), "preallocation did not finish");
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-        }
-        Ok(())
-    }
-
+    /// Stops replication, then closes every store, so that none is closed later by whichever
+    /// task drops it last, after its directory is gone.
     async fn stop(&self) {
         for s in &self.slaves {
             s.shutdown().await;
         }
         self.master.shutdown().await;
+        let stores: Vec<_> = std::iter::once(&self.master_store).chain(&self.slave_stores).cloned().collect();
+        for store in stores {
+            match tokio::task::spawn_blocking(move || store.shutdown()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "closing a bench store"),
+                Err(e) => tracing::warn!(error = %e, "closing a bench store"),
+            }
+        }
     }
-}
-
-/// Replicates a backlog to an empty slave, then streams the same bytes with the plain baseline
-/// ([`raw_stream`]); returns both rates in MB/s.
-async fn catch_up(bytes: u64, batch: u32, args: &BenchArgs) -> anyhow::Result<(f64, f64)> {
-    let warm = !args.no_warm;
-    let mut cluster =
-        Cluster::start(BrokerRole::AsyncMaster, 0, batch, CATCH_UP_SEGMENT, (bytes, args.size), warm).await?;
-    cluster.wait_preallocated().await?;
-    let end = cluster.master_store.max_offset();
-    settle_writeback();
-    let start = Instant::now();
-    cluster.add_slave().await?;
-    let slave = cluster.slave_stores[0].clone();
-    while slave.max_offset() < end {
-        tokio::time::sleep(Duration::from_micros(200)).await;
-    }
-    let ours = end as f64 / start.elapsed().as_secs_f64() / 1e6;
-    cluster.stop().await;
-    let (store, path) = (cluster.master_store.clone(), cluster.dir.path().to_path_buf());
-    settle_writeback();
-    let raw = tokio::task::spawn_blocking(move || raw_stream(&store, batch, &path)).await??;
-    Ok((ours, raw))
 }
 
 /// The catch-up baseline: stream `[0, end)` of `source` in frames of `batch` bytes (12-byte
-/// header, never across a segment) over loopback into a newly mapped file, as a plain program
-/// would; the receiver reads each frame into a buffer, copies it into the mapping (as a slave
-/// does) and acks it with 8 bytes; the sender drains the acks on another thread. Returns MB/s.
-fn raw_stream(source: &CommitLog, batch: u32, dir: &Path) -> anyhow::Result<f64> {
+/// header, never across a segment) over loopback into a mapping whose pages were faulted in
+/// for writing before the clock starts, as the best plain program would; the receiver reads
+/// each frame into a buffer, copies it into the mapping (as a slave does) and acks it with 8
+/// bytes; the sender drains the acks on another thread. Returns MB/s.
+fn raw_stream(source: &CommitLog, batch: u32, segment: u64, dir: &Path) -> anyhow::Result<f64> {
     let end = source.max_offset();
     let listener = TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
     let sink_path = dir.join("raw-sink");
+    let (ready_tx, ready) = std::sync::mpsc::channel();
     let receiver = std::thread::spawn(move || -> anyhow::Result<()> {
         let (mut sock, _) = listener.accept()?;
         sock.set_nodelay(true)?;
-        let mut sink = logship_store::bench::MmapTarget::fresh(&sink_path, CATCH_UP_SEGMENT)?;
+        let mut sink = logship_store::bench::MmapTarget::prefaulted(&sink_path, segment)?;
+        ready_tx.send(()).map_err(|_| anyhow::anyhow!("sender gone"))?;
         let mut header = [0u8; 12];
         let mut frame = vec![0u8; batch as usize];
         let mut received = 0u64;
@@ -353,10 +330,12 @@ fn raw_stream(source: &CommitLog, batch: u32, dir: &Path) -> anyhow::Result<f64>
             }
         }
     });
+    // The receiver warms its mapping before the clock starts.
+    ready.recv().map_err(|_| anyhow::anyhow!("the receiver failed before it was ready"))?;
     let start = Instant::now();
     let mut at = 0u64;
     while at < end {
-        let segment_end = (at / CATCH_UP_SEGMENT + 1) * CATCH_UP_SEGMENT;
+        let segment_end = (at / segment + 1) * segment;
         let len = (end.min(segment_end) - at).min(u64::from(batch)) as u32;
         let body = source.read(LogSpan { offset: at, len })?;
         let mut header = [0u8; 12];
@@ -369,6 +348,7 @@ fn raw_stream(source: &CommitLog, batch: u32, dir: &Path) -> anyhow::Result<f64>
     ack_reader.join().map_err(|_| anyhow::anyhow!("ack reader panicked"))??;
     let secs = start.elapsed().as_secs_f64();
     receiver.join().map_err(|_| anyhow::anyhow!("receiver panicked"))??;
+    let _ = std::fs::remove_file(dir.join("raw-sink"));
     Ok(end as f64 / secs / 1e6)
 }
 
@@ -421,7 +401,6 @@ async fn throughput(
     let cluster = Cluster::start(role, 1, 32 * 1024, args.steady_segment(), (0, size), !args.no_warm).await?;
     cluster.wait_for_slaves().await?;
     let from = cluster.settle(64, size).await?;
-    settle_writeback();
     let start = Instant::now();
     let (secs, latencies) = cluster.produce(producers, from, messages, size).await?;
     let end = cluster.master_store.max_offset();
@@ -462,7 +441,7 @@ async fn idle_puts(samples: usize, args: &BenchArgs, pause: Duration) -> anyhow:
 
 impl BenchArgs {
     fn steady_segment(&self) -> u64 {
-        if self.quick { 16 << 20 } else { STEADY_SEGMENT }
+        if self.quick { 64 << 20 } else { user::DEFAULT_SEGMENT }
     }
 }
 
@@ -473,37 +452,37 @@ fn wanted(args: &BenchArgs, name: &str) -> bool {
 /// Runs every scenario and prints the table (or JSON). Always `Ok(true)` once measured.
 pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
     if args.quick {
-        args.catch_up_bytes = args.catch_up_bytes.min(64 << 20);
         args.messages = args.messages.min(5_000);
         args.samples = args.samples.min(300);
         args.repeat = 1;
     }
     let mut rows = Vec::new();
-    let say = |s: &str| {
-        if !args.json {
-            eprintln!("  running {s} ...");
-        }
-    };
+    let say = |s: &str| say(&args, s);
 
     let repeat = args.repeat.max(1);
-    if wanted(&args, "catch-up") {
-        for (label, batch) in [("32 KiB batches", 32 * 1024), ("tuned batches", args.tuned_batch)] {
-            let (mut ours, mut raws) = (Vec::new(), Vec::new());
-            for round in 1..=repeat {
-                say(&format!("catch-up, {label} ({round}/{repeat})"));
-                let (mbps, raw) = catch_up(args.catch_up_bytes, batch, &args).await?;
-                ours.push(mbps);
-                raws.push(raw);
-            }
-            rows.push(Row::new(
-                format!("catch-up of {} MiB, {label} ({batch} B)", args.catch_up_bytes >> 20),
-                median(ours),
-                "MB/s",
-                "plain mmap -> socket -> new mmap, same frames, 8-byte ack per frame",
-                median(raws),
-                ">= 0.9",
-            ));
+    let peers = args.peer.iter().map(|p| peer::Impl::parse_peer(p)).collect::<anyhow::Result<Vec<_>>>()?;
+    let peers: Vec<peer::Impl> = peers.into_iter().flatten().collect();
+    let scratch = tempfile::Builder::new().prefix("logship-bench-").tempdir()?;
+    let segment = if args.quick { 64 << 20 } else { user::DEFAULT_SEGMENT };
+
+    if wanted(&args, "join") {
+        join_scenarios(&args, &peers, scratch.path(), segment, &mut rows).await?;
+    }
+    if wanted(&args, "roll") {
+        let (seg, window) = if args.quick { (16 << 20, 2 << 20) } else { (user::DEFAULT_SEGMENT, 32 << 20) };
+        let (mut p99s, mut maxes, mut mids) = (Vec::new(), Vec::new(), Vec::new());
+        for round in 1..=repeat {
+            say(&format!("a master rolls to a new segment under steady puts ({round}/{repeat})"));
+            let (p99, max, mid) = user::roll(&scratch.path().join("roll"), seg, window, args.size).await?;
+            p99s.push(p99);
+            maxes.push(max);
+            mids.push(mid);
         }
+        let mid = median(mids);
+        let name = format!("a master rolls: put p99 within {} MiB of the roll, 1 producer", window >> 20);
+        rows.push(Row::new(name, median(p99s), "us", "put p99 mid-segment, same run", mid, "-"));
+        let name = format!("a master rolls: slowest put within {} MiB of the roll", window >> 20);
+        rows.push(Row::new(name, median(maxes), "us", "put p99 mid-segment, same run", mid, "-"));
     }
 
     let mut rtt50 = Vec::new();
@@ -514,41 +493,32 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
         rtt99.push(micros(percentile(&rtts, 0.99)));
     }
     let (rtt50, rtt99) = (median(rtt50), median(rtt99));
-    if wanted(&args, "sync-latency") {
-        let (mut p50, mut p99) = (Vec::new(), Vec::new());
-        for round in 1..=repeat {
-            say(&format!("SYNC put latency, 1 producer ({round}/{repeat})"));
-            let (_, _, lat) = throughput(BrokerRole::SyncMaster, 1, args.samples as u64, &args).await?;
-            p50.push(micros(percentile(&lat, 0.5)));
-            p99.push(micros(percentile(&lat, 0.99)));
-        }
-        rows.push(Row::new(
-            "SYNC put latency p50, 1 producer".into(),
-            median(p50),
-            "us",
-            "raw 8-byte TCP ping-pong p50",
-            rtt50,
-            "<= 3",
-        ));
-        rows.push(Row::new(
-            "SYNC put latency p99, 1 producer".into(),
-            median(p99),
-            "us",
-            "raw 8-byte TCP ping-pong p99",
-            rtt99,
-            "-",
-        ));
+    if wanted(&args, "sync") {
+        sync_scenarios(&args, &peers, scratch.path(), segment, (rtt50, rtt99), &mut rows).await?;
     }
     if wanted(&args, "idle") {
-        let (mut p50, mut idle_rtt) = (Vec::new(), Vec::new());
+        let (mut p50, mut idle_rtt, mut worst) = (Vec::new(), Vec::new(), (0.0, 0.0));
         let (samples, pause) = (args.samples.min(2_000), Duration::from_millis(2));
         for round in 1..=repeat {
             say(&format!("idle replication latency ({round}/{repeat})"));
             let lat = idle_puts(samples, &args, pause).await?;
-            p50.push(micros(percentile(&lat, 0.5)));
+            let ours = micros(percentile(&lat, 0.5));
+            p50.push(ours);
             let rtts = tokio::task::spawn_blocking(move || ping_pong(samples, pause)).await??;
-            idle_rtt.push(micros(percentile(&rtts, 0.5)));
+            let theirs = micros(percentile(&rtts, 0.5));
+            idle_rtt.push(theirs);
+            if ours / theirs > worst.0 / f64::max(worst.1, f64::MIN_POSITIVE) {
+                worst = (ours, theirs);
+            }
         }
+        rows.push(Row::new(
+            "idle replication latency p50, the run with the worst ratio".into(),
+            worst.0,
+            "us",
+            "one TCP round trip p50 of that run, 2 ms apart",
+            worst.1,
+            "<= 2 in every run",
+        ));
         let p50 = median(p50);
         rows.push(Row::new(
             "idle replication latency p50 (put until a slave acks)".into(),
@@ -616,6 +586,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
         }
     }
 
+    drop(scratch);
     if args.json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
     } else {
@@ -635,4 +606,290 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
         );
     }
     Ok(true)
+}
+
+fn say(args: &BenchArgs, s: &str) {
+    if !args.json {
+        eprintln!("  running {s} ...");
+    }
+}
+
+/// A new slave joins a master with a backlog. Each master (logship, then each peer) is filled
+/// once; every round starts a new slave process with a new store against it.
+async fn join_scenarios(
+    args: &BenchArgs,
+    peers: &[peer::Impl],
+    dir: &Path,
+    segment: u64,
+    rows: &mut Vec<Row>,
+) -> anyhow::Result<()> {
+    use peer::Impl;
+    let repeat = args.repeat.max(1);
+    // 28-byte bodies make 129-byte records; the large backlog stays inside the first segment,
+    // where every implementation starts an empty slave.
+    let backlogs: Vec<(u64, usize, String)> = if args.quick {
+        vec![
+            (8 << 20, 28, "8 MiB of 129-byte messages".into()),
+            (segment - (4 << 20), 1024, format!("{} MiB of 1 KiB messages", (segment >> 20) - 4)),
+        ]
+    } else {
+        vec![
+            (129_000_000, 28, "129 MB of 129-byte messages".into()),
+            (segment - (4 << 20), 1024, "1 GiB of 1 KiB messages".into()),
+        ]
+    };
+    for (bytes, size, label) in backlogs {
+        let mut masters = Vec::new();
+        // (master, slave) -> MB/s of each round.
+        let mut rates: std::collections::BTreeMap<(usize, usize), Vec<f64>> = Default::default();
+        let kinds: Vec<Impl> = std::iter::once(Impl::Logship).chain(peers.iter().copied()).collect();
+        let mut raws = Vec::new();
+        let measured = async {
+            for &kind in &kinds {
+                say(args, &format!("filling a {} master with {label}", kind.name()));
+                let mdir = dir.join(format!("master-{}", masters.len()));
+                masters.push((
+                    kind,
+                    user::Master::start(
+                        kind,
+                        &mdir,
+                        BrokerRole::AsyncMaster,
+                        FlushDiskType::AsyncFlush,
+                        segment,
+                    )
+                    .await?,
+                    0,
+                    mdir,
+                ));
+                let m = masters.last_mut().expect("pushed");
+                m.2 = m.1.fill(bytes, size).await?;
+            }
+            for round in 1..=repeat {
+                for (mi, (mkind, master, end, _)) in masters.iter_mut().enumerate() {
+                    let slaves: Vec<usize> = if mi == 0 { (0..kinds.len()).collect() } else { vec![mi, 0] };
+                    for si in slaves {
+                        say(
+                            args,
+                            &format!(
+                                "{label}: a new {} slave joins a {} master ({round}/{repeat})",
+                                kinds[si].name(),
+                                mkind.name()
+                            ),
+                        );
+                        let secs = user::join(master, kinds[si], &dir.join("slave"), *end, segment).await?;
+                        rates.entry((mi, si)).or_default().push(*end as f64 / secs / 1e6);
+                    }
+                }
+                if let (_, user::Master::Logship(m), _, _) = &masters[0] {
+                    say(args, &format!("{label}: raw baseline ({round}/{repeat})"));
+                    let (store, path) = (m.store().clone(), dir.to_path_buf());
+                    raws.push(
+                        tokio::task::spawn_blocking(move || raw_stream(&store, RAW_FRAME, segment, &path))
+                            .await??,
+                    );
+                }
+            }
+            anyhow::Ok(())
+        }
+        .await;
+        // Close every store, whatever happened, before the directory goes.
+        for (_, m, _, mdir) in masters {
+            m.close().await?;
+            let _ = std::fs::remove_dir_all(mdir);
+        }
+        measured?;
+        let rate = |m: usize, s: usize| median(rates.get(&(m, s)).cloned().unwrap_or_else(|| vec![f64::NAN]));
+        rows.push(Row::new(
+            format!("a new slave joins: {label}, logship -> logship"),
+            rate(0, 0),
+            "MB/s",
+            "plain program, mmap -> socket -> warmed mmap, 1 MiB frames",
+            median(raws),
+            ">= 0.8",
+        ));
+        for (pi, kind) in kinds.iter().enumerate().skip(1) {
+            let p = kind.name();
+            rows.push(Row::new(
+                format!("a new slave joins: {label}, logship -> logship"),
+                rate(0, 0),
+                "MB/s",
+                &format!("{p} -> {p}"),
+                rate(pi, pi),
+                ">= 1.5",
+            ));
+            rows.push(Row::new(
+                format!("a new slave joins: {label}, logship slave of a {p} master"),
+                rate(pi, 0),
+                "MB/s",
+                &format!("{p} slave of the same master"),
+                rate(pi, pi),
+                "-",
+            ));
+            rows.push(Row::new(
+                format!("a new slave joins: {label}, logship slave of a logship master"),
+                rate(0, 0),
+                "MB/s",
+                &format!("{p} slave of the same master"),
+                rate(0, pi),
+                "-",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// SYNC_MASTER puts with a new slave process: 1 producer (latency) and 64 producers (puts/s),
+/// ASYNC_FLUSH, and with peers SYNC_FLUSH too, for every pairing of logship and each peer.
+async fn sync_scenarios(
+    args: &BenchArgs,
+    peers: &[peer::Impl],
+    dir: &Path,
+    segment: u64,
+    rtt: (f64, f64),
+    rows: &mut Vec<Row>,
+) -> anyhow::Result<()> {
+    use peer::Impl;
+    let repeat = args.repeat.max(1);
+    let counts = (args.samples as u64, args.messages.min(50_000));
+    let flushes: &[FlushDiskType] = if peers.is_empty() {
+        &[FlushDiskType::AsyncFlush]
+    } else {
+        &[FlushDiskType::AsyncFlush, FlushDiskType::SyncFlush]
+    };
+    for &flush in flushes {
+        let flush_name = if flush == FlushDiskType::SyncFlush { "SYNC_FLUSH" } else { "ASYNC_FLUSH" };
+        let mut pairs = vec![(Impl::Logship, Impl::Logship)];
+        for &p in peers {
+            pairs.extend([(p, p), (Impl::Logship, p), (p, Impl::Logship)]);
+        }
+        let mut figures: std::collections::BTreeMap<usize, Vec<(user::PutFigures, user::PutFigures)>> =
+            Default::default();
+        for round in 1..=repeat {
+            for (i, (m, s)) in pairs.iter().enumerate() {
+                say(
+                    args,
+                    &format!(
+                        "SYNC puts, {flush_name}, {} master, {} slave ({round}/{repeat})",
+                        m.name(),
+                        s.name()
+                    ),
+                );
+                let f = user::sync_puts(*m, *s, &dir.join("sync"), flush, segment, counts, args.size).await?;
+                figures.entry(i).or_default().push(f);
+            }
+        }
+        let pick = |i: usize, f: &dyn Fn(&(user::PutFigures, user::PutFigures)) -> f64| {
+            median(figures.get(&i).map(|v| v.iter().map(f).collect()).unwrap_or_else(|| vec![f64::NAN]))
+        };
+        let p50 = |i| pick(i, &|f| f.0.p50);
+        let p99 = |i| pick(i, &|f| f.0.p99);
+        let rate = |i| pick(i, &|f| f.1.rate);
+        let name = |i: usize| format!("{} -> {}", pairs[i].0.name(), pairs[i].1.name());
+        if flush == FlushDiskType::AsyncFlush {
+            rows.push(Row::new(
+                "SYNC put p50, 1 producer, new slave process".into(),
+                p50(0),
+                "us",
+                "raw 8-byte TCP ping-pong p50",
+                rtt.0,
+                "-",
+            ));
+            rows.push(Row::new(
+                "SYNC put p99, 1 producer, new slave process".into(),
+                p99(0),
+                "us",
+                "raw 8-byte TCP ping-pong p99",
+                rtt.1,
+                "<= 3",
+            ));
+        }
+        for (i, (m, s)) in pairs.iter().enumerate().skip(1) {
+            // Compare each pairing with the peer's own pairing.
+            let base = pairs
+                .iter()
+                .position(|(pm, ps)| pm == ps && (*pm == *m || *pm == *s) && *pm != Impl::Logship);
+            let Some(b) = base else { continue };
+            if b == i {
+                let java = matches!(m, Impl::Java4 | Impl::Java5);
+                rows.push(Row::new(
+                    format!("SYNC put p50, 1 producer, {flush_name}, {}", name(0)),
+                    p50(0),
+                    "us",
+                    &name(b),
+                    p50(b),
+                    if java { "<= 0.5" } else { "-" },
+                ));
+                rows.push(Row::new(
+                    format!("SYNC put p99, 1 producer, {flush_name}, {}", name(0)),
+                    p99(0),
+                    "us",
+                    &name(b),
+                    p99(b),
+                    "-",
+                ));
+                rows.push(Row::new(
+                    format!("SYNC puts/s, 64 producers, {flush_name}, {}", name(0)),
+                    rate(0),
+                    "puts/s",
+                    &name(b),
+                    rate(b),
+                    if java { ">= 2" } else { "-" },
+                ));
+            } else {
+                rows.push(Row::new(
+                    format!("SYNC put p50, 1 producer, {flush_name}, {}", name(i)),
+                    p50(i),
+                    "us",
+                    &name(b),
+                    p50(b),
+                    "-",
+                ));
+                rows.push(Row::new(
+                    format!("SYNC puts/s, 64 producers, {flush_name}, {}", name(i)),
+                    rate(i),
+                    "puts/s",
+                    &name(b),
+                    rate(b),
+                    "-",
+                ));
+            }
+        }
+        if peers.is_empty() {
+            rows.push(Row::new(
+                "SYNC puts/s, 64 producers, new slave process".into(),
+                rate(0),
+                "puts/s",
+                "-",
+                f64::NAN,
+                "-",
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slave task may still hold its store for a moment after its shutdown returned; the
+    /// stores must be closed by `stop` itself, before the temporary directory goes, or the last
+    /// holder's drop closes them too late (`clean shutdown failed ... abort: No such file`).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stop_closes_every_store_while_others_still_hold_it() {
+        let cluster = Cluster::start(BrokerRole::AsyncMaster, 1, 32 * 1024, 8 << 20, (64 << 10, 1024), false)
+            .await
+            .unwrap();
+        cluster.wait_for_slaves().await.unwrap();
+        // As a task that has not exited yet would.
+        let lingering: Vec<_> =
+            std::iter::once(&cluster.master_store).chain(&cluster.slave_stores).cloned().collect();
+        let roots = [cluster.dir.path().join("master"), cluster.dir.path().join("slave-0")];
+        cluster.stop().await;
+        for root in &roots {
+            assert!(!root.join("abort").exists(), "{} is still open after stop", root.display());
+        }
+        drop(cluster);
+        drop(lingering);
+    }
 }
