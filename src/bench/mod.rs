@@ -62,6 +62,17 @@ pub struct BenchArgs {
     /// the in-process scenarios.
     #[arg(long)]
     pub no_warm: bool,
+    /// A broker.conf setting for the logship masters and slaves of the join, roll and sync
+    /// scenarios (repeatable), e.g. `--set warmMapedFileEnable=false`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Run each `logship slave` under this command, e.g. `--slave-wrap "strace -c -f -o
+    /// FILE"`, `--slave-wrap "perf stat -e task-clock,page-faults -o FILE --"`.
+    #[arg(long)]
+    pub slave_wrap: Option<String>,
+    /// Print each `logship slave` thread's CPU time and page faults when it has caught up.
+    #[arg(long)]
+    pub slave_threads: bool,
     /// Run every scenario this many times and report the medians.
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
@@ -459,6 +470,15 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
     let mut rows = Vec::new();
     let say = |s: &str| say(&args, s);
 
+    user::set_options(user::LogshipOptions {
+        sets: args.set.clone(),
+        slave_wrap: args
+            .slave_wrap
+            .as_deref()
+            .map(|w| w.split_whitespace().map(String::from).collect())
+            .unwrap_or_default(),
+        slave_threads: args.slave_threads,
+    });
     let repeat = args.repeat.max(1);
     let peers = args.peer.iter().map(|p| peer::Impl::parse_peer(p)).collect::<anyhow::Result<Vec<_>>>()?;
     let peers: Vec<peer::Impl> = peers.into_iter().flatten().collect();

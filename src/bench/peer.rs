@@ -316,10 +316,18 @@ pub struct LogshipSlave {
 }
 
 impl LogshipSlave {
-    /// Starts `logship slave --store dir --master master` plus `--set` overrides.
-    pub fn start(dir: &Path, master: &str, sets: &[String]) -> anyhow::Result<Self> {
+    /// Starts `logship slave --store dir --master master` plus `--set` overrides, under the
+    /// `wrap` command if one is given.
+    pub fn start(dir: &Path, master: &str, sets: &[String], wrap: &[String]) -> anyhow::Result<Self> {
         let port = free_port_pair()?;
-        let mut cmd = peer_command(Impl::Logship)?;
+        let mut cmd = match wrap.split_first() {
+            None => peer_command(Impl::Logship)?,
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(std::env::current_exe()?).arg("slave");
+                c
+            }
+        };
         cmd.arg("--store").arg(dir).args(["--listen-port", &port.to_string(), "--master", master]);
         for s in sets {
             cmd.args(["--set", s]);
@@ -350,9 +358,35 @@ impl LogshipSlave {
         self.stderr.lock().unwrap_or_else(|e| e.into_inner()).join("\n")
     }
 
+    /// The `logship slave` process: the child, or the wrapper's child if the wrapper forked.
+    fn slave_pid(&self) -> u32 {
+        let own = self.child.id();
+        std::fs::read_to_string(format!("/proc/{own}/task/{own}/children"))
+            .ok()
+            .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse().ok()))
+            .unwrap_or(own)
+    }
+
+    /// Each thread of the slave: name, user and system CPU seconds, minor page faults.
+    pub fn thread_report(&self) -> String {
+        let pid = self.slave_pid();
+        let mut out = format!("  slave {pid} threads (name: user s, system s, minor faults):");
+        let tick = 100.0; // USER_HZ
+        for entry in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+            let Some((name, rest)) = stat.split_once(") ") else { continue };
+            let name = name.split_once(" (").map_or(name, |(_, n)| n);
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let num = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+            // After the name: state is field 0, minflt 7, utime 11, stime 12.
+            out.push_str(&format!("\n    {name}: {:.2}, {:.2}, {}", num(11) / tick, num(12) / tick, num(7)));
+        }
+        out
+    }
+
     /// SIGTERM, then waits for the clean stop; an unclean exit is an error.
     pub fn stop(mut self) -> anyhow::Result<()> {
-        let pid = self.child.id().to_string();
+        let pid = self.slave_pid().to_string();
         let _ = Command::new("kill").args(["-TERM", &pid]).status();
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
         loop {

@@ -21,6 +21,29 @@ use crate::config::BrokerSettings;
 /// RocketMQ's default commit-log segment size.
 pub const DEFAULT_SEGMENT: u64 = 1 << 30;
 
+/// Options for every logship broker the bench starts.
+#[derive(Clone, Debug, Default)]
+pub struct LogshipOptions {
+    /// broker.conf settings (`KEY=VALUE`) for every logship master and slave.
+    pub sets: Vec<String>,
+    /// A command that `logship slave` runs under (e.g. `perf stat -o FILE --`, `strace -c -f -o
+    /// FILE`, `valgrind --tool=callgrind`).
+    pub slave_wrap: Vec<String>,
+    /// Print each slave thread's CPU time and page faults before it stops.
+    pub slave_threads: bool,
+}
+
+static OPTIONS: std::sync::OnceLock<LogshipOptions> = std::sync::OnceLock::new();
+
+/// Sets the options for the rest of the run (first call wins).
+pub fn set_options(o: LogshipOptions) {
+    let _ = OPTIONS.set(o);
+}
+
+fn options() -> &'static LogshipOptions {
+    OPTIONS.get_or_init(LogshipOptions::default)
+}
+
 /// How long a catch-up or a put run may take before the bench gives up.
 const PATIENCE: Duration = Duration::from_secs(600);
 
@@ -50,13 +73,22 @@ impl LogshipMaster {
         flush: FlushDiskType,
         segment: u64,
     ) -> anyhow::Result<Self> {
+        let overrides: Vec<(String, String)> = options()
+            .sets
+            .iter()
+            .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())))
+            .collect();
+        let loaded = crate::config::load(&[], None, &overrides)?;
+        for w in &loaded.warnings {
+            tracing::warn!("bench master: {w}");
+        }
         let settings = BrokerSettings {
             broker_role: role,
             flush_disk_type: flush,
             store_path_root_dir: dir.to_path_buf(),
             mapped_file_size_commit_log: segment,
             ha_listen_port: 0,
-            ..BrokerSettings::default()
+            ..loaded.settings
         };
         let store = crate::server::open_store(&settings).await?;
         let handle =
@@ -305,9 +337,12 @@ impl Slave {
         std::fs::create_dir_all(dir)?;
         let dir = dir.to_path_buf();
         Ok(match kind {
-            Impl::Logship => {
-                Self::Logship(LogshipSlave::start(&dir, &master, &logship_sets(flush, segment))?)
-            }
+            Impl::Logship => Self::Logship(LogshipSlave::start(
+                &dir,
+                &master,
+                &logship_sets(flush, segment),
+                &options().slave_wrap,
+            )?),
             _ => {
                 let spec =
                     PeerSpec { role: "SLAVE", dir, segment, flush: flush_name(flush), master: Some(master) };
@@ -325,7 +360,12 @@ impl Slave {
     ) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir)?;
         Ok(match kind {
-            Impl::Logship => Self::Logship(LogshipSlave::start(dir, &master, &logship_sets(flush, segment))?),
+            Impl::Logship => Self::Logship(LogshipSlave::start(
+                dir,
+                &master,
+                &logship_sets(flush, segment),
+                &options().slave_wrap,
+            )?),
             _ => {
                 let spec = PeerSpec {
                     role: "SLAVE",
@@ -371,7 +411,12 @@ impl Slave {
 
     fn stop_sync(self) -> anyhow::Result<()> {
         match self {
-            Self::Logship(s) => s.stop(),
+            Self::Logship(s) => {
+                if options().slave_threads {
+                    eprintln!("{}", s.thread_report());
+                }
+                s.stop()
+            }
             Self::Peer(p) => p.shutdown(),
         }
     }
@@ -387,7 +432,8 @@ impl Slave {
 
 /// `--set` overrides of a `logship slave`: only what the scenario fixes.
 fn logship_sets(flush: FlushDiskType, segment: u64) -> Vec<String> {
-    let mut sets = vec![format!("flushDiskType={}", flush_name(flush))];
+    let mut sets = options().sets.clone();
+    sets.push(format!("flushDiskType={}", flush_name(flush)));
     if segment != DEFAULT_SEGMENT {
         sets.push(format!("mappedFileSizeCommitLog={segment}"));
     }
@@ -417,7 +463,7 @@ pub async fn join(
             m.wait_no_slaves().await?;
             let s = Slave::start(slave, dir, addr, FlushDiskType::AsyncFlush, segment).await?;
             let secs = m.catch_up_seconds(end).await;
-            s.stop().await?;
+            blocking(move || s.stop_sync()).await?;
             secs
         }
         Master::Peer(p) => tokio::task::block_in_place(|| {
