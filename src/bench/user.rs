@@ -467,7 +467,7 @@ pub async fn join(
             secs
         }
         Master::Peer(p) => tokio::task::block_in_place(|| {
-            p.command("wait-idle 60000", Duration::from_secs(70))?;
+            p.command("wait-idle 5000", Duration::from_secs(15))?;
             p.send_line(&format!("watch-connect {}", PATIENCE.as_millis()))?;
             std::thread::scope(|scope| {
                 let connected = scope.spawn(|| -> anyhow::Result<Instant> {

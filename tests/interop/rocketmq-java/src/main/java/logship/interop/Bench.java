@@ -193,10 +193,14 @@ public final class Bench {
                 return;
             }
             case "watch-connect": {
-                // Answers as soon as a slave connects.
+                // Answers as soon as a slave connects: the count rises above the lowest seen.
                 long deadline = System.nanoTime() + Long.parseLong(w[1]) * 1_000_000L;
-                while (store.getHaService().getConnectionCount().get() == 0 && System.nanoTime() < deadline) {
+                long low = store.getHaService().getConnectionCount().get();
+                long now = low;
+                while (now <= low && System.nanoTime() < deadline) {
                     Thread.sleep(0, 100_000);
+                    now = store.getHaService().getConnectionCount().get();
+                    low = Math.min(low, now);
                 }
                 emit("{\"event\":\"connected\",\"connections\":" + store.getHaService().getConnectionCount().get() + "}");
                 return;
