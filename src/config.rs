@@ -118,6 +118,82 @@ pub struct BrokerSettings {
     pub slave_ack_on: AckOn,
     /// logship `ackPolicy`; when unset, `QUORUM` if `inSyncReplicas >= 2`, else `ANY_SLAVE`.
     pub ack_policy: Option<AckPolicyKey>,
+    /// The store's integrity and disk keys (see [`StoreKeys`]).
+    pub store: StoreKeys,
+}
+
+/// The store keys about disk space, retention and recovery (one block, parsed by
+/// [`StoreKeys::set`] and applied by [`StoreKeys::apply`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoreKeys {
+    /// `cleanFileForciblyEnable`: above `diskSpaceCleanForciblyRatio`, delete the oldest
+    /// segments even before `fileReservedTime`. **Default false** (RocketMQ: true): logship
+    /// refuses puts instead of deleting unexpired messages, unless asked.
+    pub clean_file_forcibly_enable: bool,
+    /// `diskSpaceCleanForciblyRatio` (fraction): where forced deletion starts, if enabled.
+    pub disk_space_clean_forcibly_ratio: f64,
+    /// `diskSpaceWarningLevelRatio` (fraction): above it, puts are refused.
+    pub disk_space_warning_level_ratio: f64,
+    /// `warmMapedFileEnable`: fault in the pages of the next segment ahead of the writer.
+    pub warm_maped_file_enable: bool,
+    /// logship `rebuildConsumeQueues`: at open, delete every consume queue and rebuild them
+    /// from the commit log.
+    pub rebuild_consume_queues: bool,
+    /// logship `truncateOnCorruption`: at open, cut the commit log at a corrupt record instead
+    /// of refusing to start (discards the data from there on), or accept missing segments.
+    pub truncate_on_corruption: bool,
+    /// logship `scrubBytesPerSecond`: rate of the background CRC scrub (0: off).
+    pub scrub_bytes_per_second: u64,
+}
+
+impl Default for StoreKeys {
+    fn default() -> Self {
+        let store = logship_store::StoreConfig::default();
+        Self {
+            clean_file_forcibly_enable: store.clean_file_forcibly_enable,
+            disk_space_clean_forcibly_ratio: store.disk_space_clean_forcibly_ratio,
+            disk_space_warning_level_ratio: store.disk_space_warning_level_ratio,
+            warm_maped_file_enable: store.warm_mapped_file_enable,
+            rebuild_consume_queues: false,
+            truncate_on_corruption: false,
+            scrub_bytes_per_second: store.scrub_bytes_per_second,
+        }
+    }
+}
+
+impl StoreKeys {
+    /// Parses `key` if it is one of these keys; `Ok(false)` if it is not.
+    pub fn set(&mut self, key: &str, v: &str) -> Result<bool, ConfigError> {
+        match key {
+            "cleanFileForciblyEnable" => self.clean_file_forcibly_enable = boolean(key, v)?,
+            "diskSpaceCleanForciblyRatio" => self.disk_space_clean_forcibly_ratio = fraction(key, v)?,
+            "diskSpaceWarningLevelRatio" => self.disk_space_warning_level_ratio = fraction(key, v)?,
+            "warmMapedFileEnable" => self.warm_maped_file_enable = boolean(key, v)?,
+            "rebuildConsumeQueues" => self.rebuild_consume_queues = boolean(key, v)?,
+            "truncateOnCorruption" => self.truncate_on_corruption = boolean(key, v)?,
+            "scrubBytesPerSecond" => self.scrub_bytes_per_second = number(key, v, 0, u64::MAX)?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+
+    /// Writes these settings into a store configuration.
+    pub fn apply(&self, c: &mut logship_store::StoreConfig) {
+        c.clean_file_forcibly_enable = self.clean_file_forcibly_enable;
+        c.disk_space_clean_forcibly_ratio = self.disk_space_clean_forcibly_ratio;
+        c.disk_space_warning_level_ratio = self.disk_space_warning_level_ratio;
+        c.warm_mapped_file_enable = self.warm_maped_file_enable;
+        c.recovery.rebuild_consume_queues = self.rebuild_consume_queues;
+        c.recovery.truncate_on_corruption = self.truncate_on_corruption;
+        c.scrub_bytes_per_second = self.scrub_bytes_per_second;
+    }
+}
+
+fn fraction(key: &str, v: &str) -> Result<f64, ConfigError> {
+    match v.parse::<f64>() {
+        Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
+        _ => Err(invalid(key, v, "a fraction above 0 and at most 1, e.g. 0.85")),
+    }
 }
 
 impl Default for BrokerSettings {
@@ -150,6 +226,7 @@ impl Default for BrokerSettings {
             new_slave_start: NewSlaveStart::Earliest,
             slave_ack_on: AckOn::Written,
             ack_policy: None,
+            store: StoreKeys::default(),
         }
     }
 }
@@ -306,6 +383,9 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, ConfigError> {
     let mut ha_port_set = false;
     for (key, Setting { value, origin }) in &raw {
         let v = value.trim();
+        if s.store.set(key, v)? {
+            continue;
+        }
         match key.as_str() {
             "brokerRole" => {
                 s.broker_role = match v {
@@ -600,6 +680,26 @@ mod tests {
         assert_eq!(s.effective_ack_policy(), AckPolicy::AnySlave);
         assert_eq!(loaded.warnings.len(), 3, "{:?}", loaded.warnings);
         assert!(loaded.warnings[0].contains("brokerClusterName"));
+    }
+
+    #[test]
+    fn store_recovery_and_disk_keys_reach_the_store_config() {
+        let loaded = load_text(
+            "rebuildConsumeQueues=true\ntruncateOnCorruption=true\ncleanFileForciblyEnable=true\n\
+             diskSpaceCleanForciblyRatio=0.8\ndiskSpaceWarningLevelRatio=0.95\nwarmMapedFileEnable=false\n",
+        )
+        .unwrap();
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        let mut c = logship_store::StoreConfig::default();
+        loaded.settings.store.apply(&mut c);
+        assert!(c.recovery.rebuild_consume_queues && c.recovery.truncate_on_corruption);
+        assert!(c.clean_file_forcibly_enable && !c.warm_mapped_file_enable);
+        assert_eq!((c.disk_space_clean_forcibly_ratio, c.disk_space_warning_level_ratio), (0.8, 0.95));
+        let defaults = load_text("").unwrap().settings.store;
+        assert!(!defaults.clean_file_forcibly_enable, "no forced deletion unless asked");
+        assert!(!defaults.rebuild_consume_queues && !defaults.truncate_on_corruption);
+        let err = load_text("diskSpaceWarningLevelRatio=90\n").unwrap_err();
+        assert!(err.to_string().contains("diskSpaceWarningLevelRatio: \"90\""), "{err}");
     }
 
     #[test]

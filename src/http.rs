@@ -167,6 +167,11 @@ async fn put_message(
         "stored": result.status.is_stored(),
         "queueId": queue_id,
     });
+    if result.status == PutStatus::ServiceNotAvailable {
+        if let Some(e) = broker.store.write_refusal() {
+            body["error"] = json!(e.to_string());
+        }
+    }
     if result.status.is_stored() {
         body["msgId"] = json!(result.msg_id);
         body["offset"] = json!(result.offset);
@@ -283,11 +288,14 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                 "bytesReplicated": s.bytes_replicated,
                 "fence": s.fence.as_ref().map(ToString::to_string),
                 "diskUsedRatio": store.disk_used_ratio,
+                "writeRefused": store.write_refused,
+                "store": store_json(&store),
             }))
         }
         Node::Slave(slave) => {
             let s = slave.status().await?;
-            let in_sync = s.state == SlaveLinkState::Streaming && s.lag_bytes < gap;
+            let in_sync =
+                s.state == SlaveLinkState::Streaming && s.lag_bytes < gap && s.append_error.is_none();
             broker.metrics.observe_slave(
                 &s,
                 store.min_offset,
@@ -314,11 +322,39 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                     "lagSeconds": s.lag.as_secs_f64(),
                     "inSync": in_sync,
                     "secondsSinceLastRead": s.since_last_read.map(|d| d.as_secs_f64()),
+                    "appendError": s.append_error,
+                    "appendFailures": s.append_failures,
                 },
                 "diskUsedRatio": store.disk_used_ratio,
+                "writeRefused": store.write_refused,
+                "store": store_json(&store),
             }))
         }
     }
+}
+
+/// The store's integrity figures in `/status`: forced deletions, the retention floor, the scrub.
+fn store_json(store: &logship_store::StoreStatus) -> Value {
+    let scrub = &store.scrub;
+    json!({
+        "forcedDeletedSegments": store.forced_deleted_segments,
+        "forcedDeletedBytes": store.forced_deleted_bytes,
+        "retentionFloor": store.retention_floor,
+        "scrub": {
+            "enabled": scrub.enabled,
+            "passes": scrub.passes,
+            "position": scrub.position,
+            "passEnd": scrub.pass_end,
+            "bytesVerified": scrub.bytes_verified,
+            "damagedRecords": scrub.damaged_records,
+            "findings": scrub.findings.iter().map(|f| json!({
+                "segment": f.segment.display().to_string(),
+                "offset": f.offset,
+                "error": f.error,
+                "resumedAt": f.resumed_at,
+            })).collect::<Vec<_>>(),
+        },
+    })
 }
 
 async fn metrics(State(broker): State<Arc<Broker>>) -> Response {

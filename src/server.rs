@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use logship_core::driver::BrokerRole;
-use logship_store::{CommitLog, RecoveryKind, StoreConfig};
+use logship_store::{CommitLog, RecoveryKind, StoreConfig, StoreError};
 use tracing::{info, warn};
 
 use crate::config::BrokerSettings;
@@ -26,7 +26,21 @@ pub fn store_config(s: &BrokerSettings) -> StoreConfig {
     c.delete_when = s.delete_when.clone();
     c.disk_max_used_space_ratio = s.disk_max_used_space_ratio;
     c.store_host = SocketAddr::new(s.broker_ip1, s.listen_port);
+    s.store.apply(&mut c);
     c
+}
+
+/// What an operator can set to get past a store that does not open.
+fn open_hint(e: &StoreError) -> &'static str {
+    match e {
+        StoreError::ConsumeQueueCorrupt { .. } => {
+            "; set rebuildConsumeQueues=true (broker.conf or --set) to rebuild the consume queues from the commit log"
+        }
+        StoreError::Corrupt { .. } | StoreError::MissingSegments { .. } => {
+            "; set truncateOnCorruption=true (broker.conf or --set) to accept the loss: the log is cut at the damage, discarding what follows it"
+        }
+        _ => "",
+    }
 }
 
 /// Opens the store (recovering it if needed) off the async threads.
@@ -34,9 +48,14 @@ pub async fn open_store(s: &BrokerSettings) -> anyhow::Result<Arc<CommitLog>> {
     let root = s.store_path_root_dir.clone();
     let config = store_config(s);
     let shown = root.display().to_string();
-    let store = tokio::task::spawn_blocking(move || CommitLog::open(&root, config))
-        .await?
-        .with_context(|| format!("cannot open the store at {shown}"))?;
+    let store = tokio::task::spawn_blocking(move || CommitLog::open(&root, config)).await?;
+    let store = match store {
+        Ok(store) => store,
+        Err(e) => {
+            let hint = open_hint(&e);
+            return Err(anyhow::Error::new(e).context(format!("cannot open the store at {shown}{hint}")));
+        }
+    };
     Ok(Arc::new(store))
 }
 
@@ -61,6 +80,7 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
             let master = logship_tokio::spawn_master(config, store.clone(), ha)
                 .await
                 .with_context(|| format!("cannot start the HA service on {ha} (haListenPort)"))?;
+            tokio::spawn(feed_retention_floor(master.clone(), store.clone()));
             Node::Master(master)
         }
     };
@@ -101,6 +121,21 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         .context("flushing the store at shutdown")?;
     info!(max_offset = store.max_offset(), "logship stopped cleanly");
     Ok(())
+}
+
+/// Keeps the store's retention floor at the slowest in-sync slave's ack, so that forced
+/// deletion (`cleanFileForciblyEnable`) never removes what a replica still needs. While no slave
+/// is in sync the last floor stays (a slave that dropped out comes back for those bytes).
+async fn feed_retention_floor(master: logship_tokio::MasterHandle<CommitLog>, store: Arc<CommitLog>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let Some(status) = master.status().await else { return };
+        let slowest = status.slaves.iter().filter(|l| l.in_sync).filter_map(|l| l.ack).min();
+        if let Some(ack) = slowest {
+            store.set_retention_floor(ack);
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -460,6 +460,11 @@ pub struct SlaveStatus {
     pub connections: u64,
     /// Peer errors since start.
     pub peer_errors: u64,
+    /// Why the last append failed (the log's error, e.g. bytes that are not valid records at
+    /// an offset), until an append succeeds again.
+    pub append_error: Option<String>,
+    /// Appends that failed since start.
+    pub append_failures: u64,
 }
 
 /// A slave's connection state, without instants.
@@ -787,6 +792,8 @@ pub struct SlaveDriver<L> {
     peer_errors: u64,
     /// When the reports last covered everything the master had shown.
     caught_up_at: Instant,
+    append_error: Option<String>,
+    append_failures: u64,
 }
 
 impl<L: LogWrite> SlaveDriver<L> {
@@ -805,6 +812,8 @@ impl<L: LogWrite> SlaveDriver<L> {
             connections: 0,
             peer_errors: 0,
             caught_up_at: now,
+            append_error: None,
+            append_failures: 0,
         })
     }
 
@@ -836,9 +845,16 @@ impl<L: LogWrite> SlaveDriver<L> {
                     return SlaveAction::Disconnect;
                 }
                 SlaveOutput::Append { offset, data } => match self.log.append_at(offset, &data) {
-                    Ok(end) => self.feed(now, SlaveInput::Appended { end }),
+                    Ok(end) => {
+                        if end > self.core.end() {
+                            self.append_error = None;
+                        }
+                        self.feed(now, SlaveInput::Appended { end });
+                    }
                     Err(e) => {
-                        warn!(%e, offset, len = data.len(), "append failed");
+                        error!(%e, offset, len = data.len(), "append failed");
+                        self.append_error = Some(e.to_string());
+                        self.append_failures += 1;
                         let end = self.log.bounds().max;
                         self.feed(now, SlaveInput::AppendFailed { end });
                     }
@@ -910,6 +926,8 @@ impl<L: LogWrite> SlaveDriver<L> {
             since_last_read: self.core.last_read().map(|t| now.saturating_duration_since(t)),
             connections: self.connections,
             peer_errors: self.peer_errors,
+            append_error: self.append_error.clone(),
+            append_failures: self.append_failures,
         }
     }
 

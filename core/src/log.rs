@@ -64,6 +64,11 @@ pub trait LogWrite: LogRead {
     ///
     /// `offset` must equal the end (`bounds().max`), except that an empty log adopts the first
     /// offset it is given. Any other offset is an error: a log never has a silent gap.
+    ///
+    /// A log that validates records may publish only whole ones: then the new end stops at the
+    /// last whole record and the bytes of an incomplete one wait, unpublished, for the rest,
+    /// which comes at `offset + data.len()` (a new stream from the end drops them). An append
+    /// that finds an invalid record fails, keeping the records before it.
     fn append_at(&self, offset: Offset, data: &[u8]) -> Result<Offset, Self::Error>;
 
     /// Makes every stored byte durable and returns the durable end. May block on the disk.

@@ -332,8 +332,12 @@ impl Slave {
             }
             State::Streaming(s) => {
                 let report = match s.reported {
-                    // The first report is where the master starts: it must be the whole log.
-                    None if reportable == self.requested && self.doomed == 0 => {
+                    // The first report is where the master starts: it must be the whole log,
+                    // with every append answered. The log's end may stop short of the bytes
+                    // handed out (a log keeps an incomplete trailing record unpublished): the
+                    // new stream starts at the end, and sends that record again.
+                    None if self.unanswered == 0 && self.doomed == 0 && reportable == self.end => {
+                        self.requested = self.end;
                         self.queue
                             .push_back(SlaveOutput::Event(SlaveEvent::FirstReport { offset: reportable }));
                         Some(reportable)

@@ -251,3 +251,23 @@ fn connected_without_connect_is_api_misuse() {
         Err(ApiMisuse::AppendedBeyondRequested { end: 5, requested: 0 })
     );
 }
+
+#[test]
+fn a_log_that_keeps_an_incomplete_record_back_is_reported_at_its_end_after_a_reconnect() {
+    let clock = Clock::new();
+    let (mut s, _) = streaming_slave(SlaveConfig::default(), &clock, 1_000);
+    s.handle_input(clock.at(1), SlaveInput::Received(push(1_000, &[7; 64]))).unwrap();
+    assert_eq!(slave_appends(&drain_slave(&mut s).0).len(), 1);
+    // The log published the first 40 bytes (one whole record) and holds the rest back.
+    s.handle_input(clock.at(1), SlaveInput::Appended { end: 1_040 }).unwrap();
+    assert_eq!(slave_outputs_reports(&drain_slave(&mut s).0), [1_040]);
+    s.handle_input(clock.at(2), SlaveInput::Closed).unwrap();
+    let _ = drain_slave(&mut s);
+    s.handle_timeout(clock.at(5_002));
+    assert_eq!(drain_slave(&mut s).0, [SlaveOutput::Connect]);
+    s.handle_input(clock.at(5_003), SlaveInput::Connected).unwrap();
+    // The new stream starts at the log's end, and the master resends the held-back bytes.
+    assert_eq!(slave_outputs_reports(&drain_slave(&mut s).0), [1_040]);
+    s.handle_input(clock.at(5_004), SlaveInput::Received(push(1_040, &[7; 24]))).unwrap();
+    assert_eq!(slave_appends(&drain_slave(&mut s).0), [(1_040, Bytes::from(vec![7; 24]))]);
+}

@@ -360,8 +360,9 @@ impl Dispatcher {
             // A new (or fully trimmed) queue starts at this entry; its first file is padded.
             let start = queue_offset / entries_per_file * entries_per_file;
             let (map, mut writer) =
-                segment::create_file(&cq.dir, start * CQ_ENTRY_SIZE, file_size, false, None)?;
+                segment::create_sparse_file(&cq.dir, start * CQ_ENTRY_SIZE, file_size, false, None)?;
             cq.dir_dirty.store(true, Ordering::Release);
+            segment::reserve_ahead(&mut writer, (queue_offset - start) as usize * ENTRY)?;
             for _ in start..queue_offset {
                 writer.write(&BLANK_ENTRY);
             }
@@ -430,12 +431,15 @@ impl Dispatcher {
                 let files = cq.files.read().unwrap_or_else(|e| e.into_inner());
                 files.back().map_or(0, |(s, _)| s + cq.entries_per_file)
             };
-            let (map, writer) = segment::create_file(&cq.dir, start * CQ_ENTRY_SIZE, file_size, false, None)?;
+            let (map, writer) =
+                segment::create_sparse_file(&cq.dir, start * CQ_ENTRY_SIZE, file_size, false, None)?;
             cq.dir_dirty.store(true, Ordering::Release);
             cq.files.write().unwrap_or_else(|e| e.into_inner()).push_back((start, map));
             w.writer = Some(writer);
         }
-        w.writer.as_mut().expect("set above").write(entry);
+        let writer = w.writer.as_mut().expect("set above");
+        segment::reserve_ahead(writer, ENTRY)?;
+        writer.write(entry);
         Ok(())
     }
 
@@ -634,10 +638,7 @@ fn load_queue(
                 return Err(StoreError::ConsumeQueueCorrupt {
                     path: f.1.path().to_path_buf(),
                     index,
-                    reason: format!(
-                        "entry ({phys}, {size}) is not a message position after {prev_end} \
-                         (open with rebuild_consume_queues to rebuild the queues from the log)"
-                    ),
+                    reason: format!("entry ({phys}, {size}) is not a message position after {prev_end}"),
                 });
             }
             prev_end = phys as u64 + size as u64;

@@ -101,6 +101,21 @@ pub enum StoreError {
         reason: RecordError,
     },
 
+    /// Segments the checkpoint records as part of the log are missing (deleted by hand, or
+    /// lost), and retention did not delete them. Opening with
+    /// [`RecoveryOptions::truncate_on_corruption`](crate::RecoveryOptions) accepts the loss.
+    #[error(
+        "segments holding offsets [{from}, {to}) are missing from {dir}, but the checkpoint records them as part of the log (retention did not delete them)"
+    )]
+    MissingSegments {
+        /// The commit-log directory.
+        dir: PathBuf,
+        /// The first missing offset.
+        from: u64,
+        /// One past the last missing offset.
+        to: u64,
+    },
+
     /// The checkpoint file is shorter or longer than one page.
     #[error("checkpoint {path} is {len} bytes, expected {expected} (truncated or not a checkpoint)")]
     CheckpointTruncated {
@@ -121,7 +136,9 @@ pub enum StoreError {
         reason: String,
     },
 
-    /// A consume-queue file holds an entry no dispatch writes.
+    /// A consume-queue file holds an entry no dispatch writes. Opening with
+    /// [`RecoveryOptions::rebuild_consume_queues`](crate::RecoveryOptions) rebuilds the queues
+    /// from the log.
     #[error("consume queue file {path} is corrupt at entry {index}: {reason}")]
     ConsumeQueueCorrupt {
         /// The consume-queue file.
@@ -195,6 +212,64 @@ pub enum StoreError {
         /// The OS error (shared by every waiter that sees it).
         #[source]
         source: Arc<io::Error>,
+    },
+
+    /// The file system has no room for a segment (or the rest of one): its blocks could not be
+    /// reserved. Puts are refused (`ServiceNotAvailable`) until space returns; reads go on.
+    #[error("disk full: cannot reserve {needed} bytes for {path} ({available} bytes available)")]
+    DiskFull {
+        /// The file that needs the space.
+        path: PathBuf,
+        /// The bytes the reservation asked for.
+        needed: u64,
+        /// The bytes the file system had available to the store (when it could be measured).
+        available: u64,
+    },
+
+    /// The disk holding the store is fuller than `disk_space_warning_level_ratio`: writes are
+    /// refused until retention or the operator frees space.
+    #[error(
+        "disk usage of {dir} is {used:.1} %, above the limit of {limit:.1} % (diskSpaceWarningLevelRatio): refusing writes"
+    )]
+    DiskUsageAboveLimit {
+        /// The commit-log directory.
+        dir: PathBuf,
+        /// The used percentage measured.
+        used: f64,
+        /// The limit, in percent.
+        limit: f64,
+    },
+
+    /// Replicated bytes are not valid records: the slave refused them and stored nothing from
+    /// `offset` on (the end of its log).
+    #[error("replicated bytes at offset {offset} are not a valid record: {reason}")]
+    InvalidReplicatedRecord {
+        /// The physical offset of the bad record, where the slave's log now ends.
+        offset: u64,
+        /// What is wrong with it.
+        reason: RecordError,
+    },
+
+    /// The master's segments have a different size than this store's: its BLANK padding (or a
+    /// frame) ends elsewhere than this store's segment end.
+    #[error(
+        "segment size mismatch at offset {offset}: this store's mapped_file_size_commit_log is \
+         {local_segment_size} bytes, but the master's segment {}",
+        match master_segment_size {
+            Some(size) => format!("is {size} bytes (it ends at offset {master_segment_end})"),
+            None => format!("ends at offset {master_segment_end}"),
+        }
+    )]
+    SegmentSizeMismatch {
+        /// Where the mismatch showed: the record that does not end at the local segment end.
+        offset: u64,
+        /// This store's segment size.
+        local_segment_size: u64,
+        /// Where the master's segment ends, as its bytes show (for a record crossing the local
+        /// segment end: at least that far).
+        master_segment_end: u64,
+        /// The master's segment size, when the bytes seen so far determine it.
+        master_segment_size: Option<u64>,
     },
 
     /// The store has been shut down.

@@ -193,7 +193,7 @@ impl Shared {
 
     /// Records the durable state in the checkpoint. `cq_durable` is the consume queues' durable
     /// offset, if just measured.
-    fn write_checkpoint(&self, clean: bool, cq_durable: Option<u64>) -> Result<(), StoreError> {
+    pub(crate) fn write_checkpoint(&self, clean: bool, cq_durable: Option<u64>) -> Result<(), StoreError> {
         // Everything is read under the checkpoint lock (see `adopt`).
         let mut ckpt = lock(&self.checkpoint);
         let boundary = lock(&self.flush.run).boundary;

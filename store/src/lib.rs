@@ -34,7 +34,8 @@
 //! - Background threads: **flush** (group commit on request, interval flushes, consume-queue
 //!   flushes, checkpoints), **reput** (indexes replicated bytes into the consume queues as they
 //!   arrive, waiting on a partial trailing message), **prealloc** (creates and page-touches the
-//!   next segment), **retention** (deletes old segments by age and disk usage).
+//!   next segment), **retention** (deletes old segments by age and disk usage), **scrub**
+//!   (verifies every record's CRC in the background, rate-limited; findings in the status).
 //!   On a master, [`put`](CommitLog::put) indexes its message itself.
 //!
 //! # Durability
@@ -57,11 +58,29 @@
 //!   anything relies on them (for consume-queue files, at the next queue flush, off the write
 //!   path).
 //!
+//! # Replicated bytes and the disk
+//!
+//! - [`append_at`](CommitLog::append_at) checks every replicated record before it publishes it,
+//!   as recovery would check it (magic, sizes, physical offset, topic, body CRC, and BLANK
+//!   padding that ends exactly at this store's segment end). The log end moves to the last
+//!   whole valid record; an incomplete trailing record waits unpublished for its rest. A bad
+//!   record fails the append with [`StoreError::InvalidReplicatedRecord`] (or
+//!   [`StoreError::SegmentSizeMismatch`], naming both sizes) and nothing from it on is kept, so
+//!   a slave never acks bytes that are not records and its store always reopens.
+//! - Every segment's blocks are reserved (`posix_fallocate`) before a byte is written into it,
+//!   including the active segment at open, so a full disk is [`StoreError::DiskFull`] and a
+//!   refused put (`ServiceNotAvailable`, [`write_refusal`](CommitLog::write_refusal) says why),
+//!   never a SIGBUS. Writes resume once space returns.
+//! - At open the files are cross-checked against the checkpoint: segments missing below the
+//!   recorded minimum or before the durable end are [`StoreError::MissingSegments`]. A
+//!   background scrub then verifies every record's CRC (see [`ScrubStatus`]).
+//!
 //! # Retention
 //!
 //! Segments older than `file_reserved_time` go at the `delete_when` hour, or at any hour above
-//! 75 % disk usage; above 85 % the oldest go even unexpired; above 90 % puts are refused with
-//! `ServiceNotAvailable`. The active segment is never deleted. The minimum offset moves forward
+//! 75 % disk usage; above 85 %, only with `clean_file_forcibly_enable` (off by default), the
+//! oldest go even unexpired, never past the [retention floor](CommitLog::set_retention_floor);
+//! above 90 % puts are refused with `ServiceNotAvailable`. The active segment is never deleted. The minimum offset moves forward
 //! ([`bounds`](CommitLog::bounds), [`RetentionReport`]) so a master can tell a slave that it has
 //! fallen behind retention. The clock and the disk-usage source are injectable ([`StoreEnv`]).
 //!
@@ -109,6 +128,7 @@ mod mmap;
 mod prealloc;
 mod recovery;
 mod retention;
+mod scrub;
 mod segment;
 mod store;
 
@@ -121,4 +141,5 @@ pub use flush::{Durable, FlushHold};
 pub use logship_core::{LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
 pub use recovery::{RecoveryKind, RecoveryReport};
 pub use retention::RetentionReport;
-pub use store::{CommitLog, StoreStatus};
+pub use scrub::{ScrubFinding, ScrubStatus};
+pub use store::{BadMessage, CommitLog, QueueRead, StoreStatus};

@@ -78,7 +78,7 @@ impl MappedFile {
             return Err(io::Error::new(io::ErrorKind::InvalidInput, "cannot map an empty file"));
         }
         let shared = Arc::new(Self { map, published: AtomicUsize::new(0), path, _file: file, _lock: lock });
-        let writer = MapWriter { file: Arc::clone(&shared), pos: 0 };
+        let writer = MapWriter { file: Arc::clone(&shared), pos: 0, reserved: 0 };
         Ok((shared, writer))
     }
 
@@ -90,6 +90,24 @@ impl MappedFile {
     /// The mapped file's path.
     pub(crate) fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Reserves the file's blocks from `from` (rounded down to a page) to its end; see
+    /// [`reserve`].
+    pub(crate) fn reserve_from(&self, from: usize) -> io::Result<()> {
+        let start = (from / PAGE_SIZE * PAGE_SIZE).min(self.len());
+        self.reserve_range(start, self.len())
+    }
+
+    /// Reserves the blocks of `[from, to)`. The file is opened again by its path for this (the
+    /// mapping does not need a descriptor), which is rare: once per segment at most, and once
+    /// per 64 KiB of a consume-queue file.
+    fn reserve_range(&self, from: usize, to: usize) -> io::Result<()> {
+        if to <= from {
+            return Ok(());
+        }
+        let file = File::options().write(true).open(&self.path)?;
+        reserve(&file, from as u64, (to - from) as u64)
     }
 
     /// End of the immutable prefix.
@@ -149,6 +167,8 @@ impl AsRef<[u8]> for MappedSpan {
 pub(crate) struct MapWriter {
     file: Arc<MappedFile>,
     pos: usize,
+    /// Blocks before this offset are known to be reserved ([`reserve_ahead`](Self::reserve_ahead)).
+    reserved: usize,
 }
 
 impl std::fmt::Debug for MapWriter {
@@ -166,6 +186,26 @@ impl MapWriter {
     /// The write position.
     pub(crate) fn pos(&self) -> usize {
         self.pos
+    }
+
+    /// Records that the whole file's blocks are reserved (it was created reserved).
+    pub(crate) fn mark_reserved(&mut self) {
+        self.reserved = self.file.len();
+    }
+
+    /// Makes sure the blocks of the next `len` bytes are reserved, reserving `step` bytes (or
+    /// to the end of the file) at a time, so that a file written a little at a time (a
+    /// consume-queue file) holds only the space it uses, yet is never written in a hole.
+    pub(crate) fn reserve_ahead(&mut self, len: usize, step: usize) -> io::Result<()> {
+        let need = self.pos + len;
+        if need <= self.reserved {
+            return Ok(());
+        }
+        let from = self.reserved.max(self.pos) / PAGE_SIZE * PAGE_SIZE;
+        let to = need.max(from + step).div_ceil(PAGE_SIZE).saturating_mul(PAGE_SIZE).min(self.file.len());
+        self.file.reserve_range(from, to)?;
+        self.reserved = to;
+        Ok(())
     }
 
     /// Bytes left after the write position.
@@ -213,6 +253,20 @@ impl MapWriter {
     /// Makes everything before the write position readable (and immutable).
     pub(crate) fn publish(&mut self) {
         self.file.published.store(self.pos, Ordering::Release);
+    }
+
+    /// Makes everything before `upto` readable (and immutable); bytes written between `upto`
+    /// and the write position stay the writer's.
+    ///
+    /// # Panics
+    /// If `upto` is below the published prefix or beyond the write position.
+    pub(crate) fn publish_upto(&mut self, upto: usize) {
+        assert!(
+            upto >= self.file.published.load(Ordering::Relaxed) && upto <= self.pos,
+            "publishing {upto} outside the written suffix of {}",
+            self.file.path.display()
+        );
+        self.file.published.store(upto, Ordering::Release);
     }
 
     /// The whole mapping, for the writer's own inspection (recovery scans, zero checks).
@@ -339,6 +393,48 @@ pub(crate) fn disk_used_ratio(path: &Path) -> io::Result<f64> {
         return Ok(0.0);
     }
     Ok(used / entire)
+}
+
+/// Reserves the blocks of `[offset, offset + len)` of `file` (`posix_fallocate`), so that later
+/// writes through a mapping cannot fail for lack of space. (A write into a hole of a sparse
+/// mapped file that the file system cannot back raises SIGBUS; a reservation fails cleanly with
+/// `ENOSPC` instead.) Ranges already allocated cost only the system call. File systems without
+/// native support get glibc's emulation, which writes one byte per block.
+pub(crate) fn reserve(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    if len == 0 {
+        return Ok(());
+    }
+    let (Ok(off), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "range too large to reserve"));
+    };
+    loop {
+        // SAFETY: the descriptor is valid for the duration of the call (borrowed from `file`);
+        // `posix_fallocate` takes only integers and changes no mapped byte (it allocates blocks,
+        // reading as zeros, for holes only).
+        let rc = unsafe { libc::posix_fallocate(file.as_raw_fd(), off, len) };
+        match rc {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            code => return Err(io::Error::from_raw_os_error(code)),
+        }
+    }
+}
+
+/// Bytes available to unprivileged users on the file system holding `path` (`statvfs`).
+pub(crate) fn available_bytes(path: &Path) -> io::Result<u64> {
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "path contains a NUL byte"))?;
+    let mut stat = MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: `c_path` is a valid NUL-terminated string and `stat` points to writable memory of
+    // the right type; both outlive the call.
+    let rc = unsafe { libc::statvfs(c_path.as_ptr(), stat.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `statvfs` returned 0, so it initialised the whole struct.
+    let stat = unsafe { stat.assume_init() };
+    #[allow(clippy::unnecessary_cast)] // the field types differ between platforms
+    Ok((stat.f_bavail as u64).saturating_mul(stat.f_frsize as u64))
 }
 
 /// The local hour of day (0..=23) of a Unix time in milliseconds, or `None` if the C library

@@ -118,6 +118,19 @@ pub(crate) fn prealloc_thread(shared: Arc<Shared>) {
                 st = shared.prealloc.cv.wait(st).unwrap_or_else(|e| e.into_inner());
             }
         };
+        // Preallocation is speculative: on a nearly full disk it would take the space puts
+        // need (a reservation holds its blocks until it fails). The writer creates the segment
+        // itself when it needs it, and a full disk is then its error.
+        match crate::mmap::available_bytes(&shared.commitlog_dir) {
+            Ok(avail) if avail < shared.segment_size.saturating_mul(2) => {
+                tracing::debug!(base, avail, "not preallocating: too little disk space");
+                let mut st = lock(&shared.prealloc.state);
+                st.working = None;
+                shared.prealloc.cv.notify_all();
+                continue;
+            }
+            _ => {}
+        }
         let created = segment::create_file(
             &shared.commitlog_dir,
             base,

@@ -336,6 +336,26 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Res
             min = b.min_offset;
         }
     }
+    // Cross-check the files against the checkpoint: retention records the new minimum before
+    // it deletes a segment, so a head segment missing below the recorded minimum is damage, as
+    // is a log that ends before its durable boundary.
+    if let Some(b) = block {
+        let first = segs.first().map(|s| s.base);
+        let last_end = segs.last().map_or(0, |s| s.base + size);
+        let missing = match first {
+            Some(f) if f > b.min_offset => Some((b.min_offset, f)),
+            None if b.flushed > b.min_offset => Some((b.min_offset, b.flushed)),
+            Some(_) if last_end < b.flushed => Some((last_end, b.flushed)),
+            _ => None,
+        };
+        if let Some((from, to)) = missing {
+            let e = StoreError::MissingSegments { dir: commitlog_dir.clone(), from, to };
+            if !config.recovery.truncate_on_corruption {
+                return Err(e);
+            }
+            tracing::error!(error = %e, "accepting the loss as the recovery options ask");
+        }
+    }
     let mut ctx = Ctx { config, size, segs, min };
     let kind = match (ctx.segs.is_empty(), abort, block) {
         (true, _, _) => RecoveryKind::New,
@@ -420,7 +440,20 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Res
         seg.writer.publish();
         segments.push(Arc::new(Segment { base: seg.base, map: Arc::clone(&seg.map) }));
         if i + 1 == n && pos < size {
-            active = Some(ActiveSegment { base: seg.base, writer: seg.writer });
+            // Writes continue here: reserve the rest of the segment first. On a full disk the
+            // store still opens (reads go on) and puts are refused until a retry succeeds.
+            let reserved = match seg.map.reserve_from(pos as usize) {
+                Ok(()) => {
+                    seg.writer.mark_reserved();
+                    true
+                }
+                Err(e) => {
+                    let e = segment::reserve_error(seg.map.path(), size - pos, e);
+                    tracing::error!(error = %e, "cannot reserve the active segment; refusing writes until space returns");
+                    false
+                }
+            };
+            active = Some(ActiveSegment { base: seg.base, writer: seg.writer, reserved });
         }
     }
 

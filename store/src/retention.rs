@@ -6,8 +6,11 @@
 //!   until a later round measures less;
 //! - at a `delete_when` hour, or above `disk_max_used_space_ratio` (75 %), segments older than
 //!   `file_reserved_time` (by last write) are deleted, oldest first;
-//! - above `disk_space_clean_forcibly_ratio` (85 %), the oldest segments are deleted even if they
-//!   have not expired.
+//! - above `disk_space_clean_forcibly_ratio` (85 %), and only with `clean_file_forcibly_enable`
+//!   (off by default, unlike RocketMQ), the oldest segments are deleted even if they have not
+//!   expired, but never a segment with bytes at or past the retention floor (the slowest in-sync
+//!   replica's ack, [`set_retention_floor`](crate::CommitLog::set_retention_floor)). Each forced
+//!   deletion is logged at WARN with the offsets removed and counted in the store status.
 //!
 //! At most `delete_files_batch_max` segments go per round, deletion stops at the first segment
 //! that is kept, and the active (last) segment is never deleted. The log's minimum offset moves
@@ -15,7 +18,7 @@
 //! A reader holding a span of a deleted segment keeps its mapping alive until it lets go.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -36,15 +39,35 @@ pub struct RetentionReport {
     pub deleted_segments: Vec<PathBuf>,
     /// The log's minimum offset after the round.
     pub min_offset: u64,
+    /// The `[start, end)` offsets of the segments deleted before they expired (forced).
+    pub forced: Vec<(u64, u64)>,
 }
 
 /// Retention's wake-up and the last measurement.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct RetentionState {
     last_ratio: Mutex<Option<f64>>,
     cv: Condvar,
     /// Serializes rounds.
     round: Mutex<()>,
+    /// No forced deletion may remove bytes at or past this offset (`u64::MAX`: no floor).
+    pub(crate) floor: AtomicU64,
+    /// Segments and bytes deleted before they expired, since open.
+    pub(crate) forced_segments: AtomicU64,
+    pub(crate) forced_bytes: AtomicU64,
+}
+
+impl Default for RetentionState {
+    fn default() -> Self {
+        Self {
+            last_ratio: Mutex::default(),
+            cv: Condvar::new(),
+            round: Mutex::default(),
+            floor: AtomicU64::new(u64::MAX),
+            forced_segments: AtomicU64::new(0),
+            forced_bytes: AtomicU64::new(0),
+        }
+    }
 }
 
 impl RetentionState {
@@ -99,6 +122,7 @@ impl Shared {
         let hours = parse_delete_when(&cfg.delete_when).map_err(StoreError::Config)?;
         let time_to_delete = hours.contains(&self.env.clock.hour_of_day(now));
         let mut deleted = Vec::new();
+        let mut forced = Vec::new();
         if time_to_delete || space_to_delete || clean_immediately {
             let reserved_ms = i64::from(cfg.file_reserved_time) * 3_600_000;
             loop {
@@ -117,7 +141,16 @@ impl Shared {
                 let modified_ms =
                     modified.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_millis() as i64;
                 let expired = now >= modified_ms.saturating_add(reserved_ms);
-                if !(expired || clean_immediately) {
+                let seg_end = candidate.base + self.segment_size;
+                let floor = self.retention.floor.load(Ordering::Acquire);
+                if !(expired || clean_immediately && seg_end <= floor) {
+                    if !expired && clean_immediately {
+                        tracing::warn!(
+                            segment = %path.display(),
+                            floor,
+                            "disk above diskSpaceCleanForciblyRatio, but the oldest segment holds bytes an in-sync replica has not acknowledged: keeping it"
+                        );
+                    }
                     break; // never delete past a kept segment
                 }
                 {
@@ -130,8 +163,24 @@ impl Shared {
                     let new_min = segs.first().expect("more than one segment").base;
                     self.min.fetch_max(new_min, Ordering::AcqRel);
                 }
+                // Record the new minimum before the file goes, so that a missing head segment
+                // at the next open is either recorded here or damage.
+                self.write_checkpoint(false, None)?;
                 std::fs::remove_file(&path).at(&path)?;
-                tracing::info!(path = %path.display(), expired, forced = !expired, "deleted a commit-log segment");
+                if expired {
+                    tracing::info!(path = %path.display(), "deleted an expired commit-log segment");
+                } else {
+                    tracing::warn!(
+                        path = %path.display(),
+                        from = candidate.base,
+                        to = seg_end,
+                        ratio = r,
+                        "forced deletion (cleanFileForciblyEnable): removed unexpired messages at offsets [from, to)"
+                    );
+                    self.retention.forced_segments.fetch_add(1, Ordering::Relaxed);
+                    self.retention.forced_bytes.fetch_add(self.segment_size, Ordering::Relaxed);
+                    forced.push((candidate.base, seg_end));
+                }
                 deleted.push(path);
             }
             if !deleted.is_empty() {
@@ -144,6 +193,7 @@ impl Shared {
             disk_full,
             deleted_segments: deleted,
             min_offset: self.min.load(Ordering::Acquire),
+            forced,
         })
     }
 

@@ -86,6 +86,30 @@ pub(crate) fn create_file(
     sync: bool,
     lock: Option<&Arc<File>>,
 ) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
+    create(dir, start, size, sync, lock, true)
+}
+
+/// [`create_file`] without reserving the file's blocks: its writer reserves them as it goes
+/// ([`MapWriter::reserve_ahead`]). For consume-queue files, which are written an entry at a time
+/// and would otherwise hold their full size on disk from the start.
+pub(crate) fn create_sparse_file(
+    dir: &Path,
+    start: u64,
+    size: u64,
+    sync: bool,
+    lock: Option<&Arc<File>>,
+) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
+    create(dir, start, size, sync, lock, false)
+}
+
+fn create(
+    dir: &Path,
+    start: u64,
+    size: u64,
+    sync: bool,
+    lock: Option<&Arc<File>>,
+    reserve: bool,
+) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
     let path = dir.join(file_name(start));
     if path.exists() {
         return Err(StoreError::io(
@@ -96,14 +120,49 @@ pub(crate) fn create_file(
     let tmp = dir.join(format!("{}.tmp", file_name(start)));
     let file = File::options().read(true).write(true).create(true).truncate(true).open(&tmp).at(&tmp)?;
     file.set_len(size).at(&tmp)?;
+    // Reserve every block before any write through the mapping, so a full disk is an error here
+    // and never a SIGBUS in a writer.
+    if reserve {
+        if let Err(e) = crate::mmap::reserve(&file, 0, size) {
+            drop(file);
+            let _ = fs::remove_file(&tmp);
+            return Err(reserve_error(&path, size, e));
+        }
+    }
     fs::rename(&tmp, &path).at(&path)?;
     if sync {
         sync_dir(dir)?;
     }
-    MappedFile::map(file, path.clone(), lock.cloned()).at(&path)
+    let (map, mut writer) = MappedFile::map(file, path.clone(), lock.cloned()).at(&path)?;
+    if reserve {
+        writer.mark_reserved();
+    }
+    Ok((map, writer))
 }
 
-/// Opens and maps an existing file (see [`MappedFile::map`] for `lock`).
+/// Reserves the blocks of the next `len` bytes of `writer`'s file (see
+/// [`MapWriter::reserve_ahead`]), as a [`StoreError::DiskFull`] when the disk is full.
+pub(crate) fn reserve_ahead(writer: &mut MapWriter, len: usize) -> Result<(), StoreError> {
+    /// Consume-queue files reserve 64 KiB (3,276 entries) at a time.
+    const STEP: usize = 64 * 1024;
+    writer.reserve_ahead(len, STEP).map_err(|e| reserve_error(writer.file().path(), STEP.max(len) as u64, e))
+}
+
+/// The error for a failed reservation of `needed` bytes for `path`: [`StoreError::DiskFull`] when
+/// the file system is out of space.
+pub(crate) fn reserve_error(path: &Path, needed: u64, e: std::io::Error) -> StoreError {
+    if e.raw_os_error() == Some(libc::ENOSPC) || e.raw_os_error() == Some(libc::EDQUOT) {
+        let dir = path.parent().unwrap_or(path);
+        let available = crate::mmap::available_bytes(dir).unwrap_or(0);
+        StoreError::DiskFull { path: path.to_path_buf(), needed, available }
+    } else {
+        StoreError::io(path, e)
+    }
+}
+
+/// Opens and maps an existing file (see [`MappedFile::map`] for `lock`). Nothing is reserved:
+/// a writer of it reserves ahead of itself ([`reserve_ahead`]; commit-log recovery reserves the
+/// active segment).
 pub(crate) fn open_file(
     path: &Path,
     lock: Option<&Arc<File>>,

@@ -38,12 +38,30 @@ pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
 pub(crate) struct ActiveSegment {
     pub(crate) base: u64,
     pub(crate) writer: MapWriter,
+    /// Whether the blocks from the write position to the segment end are reserved (a write into
+    /// an unreserved hole on a full disk would raise SIGBUS).
+    pub(crate) reserved: bool,
 }
 
 /// State guarded by the put lock (RocketMQ's `putMessageLock`).
 #[derive(Debug)]
 pub(crate) struct WriterState {
     pub(crate) active: Option<ActiveSegment>,
+    /// Where the next replicated bytes must start: the log end, plus the bytes of a trailing
+    /// record received but not complete yet. Those wait, unpublished, in the active segment
+    /// until the rest arrives and the whole record is validated.
+    pub(crate) accepted: u64,
+    /// An offset known to start a segment of the master's log, to name the master's segment
+    /// size when a BLANK record shows that it differs.
+    pub(crate) master_boundary: Option<u64>,
+}
+
+/// Why writes are refused for lack of space (see [`StoreError::DiskFull`]).
+#[derive(Clone, Debug)]
+pub(crate) struct SpaceShortage {
+    path: PathBuf,
+    needed: u64,
+    available: u64,
 }
 
 /// State shared by the handle, the background threads and durability futures.
@@ -69,7 +87,11 @@ pub(crate) struct Shared {
     pub(crate) checkpoint: Mutex<CheckpointFile>,
     pub(crate) prealloc: Prealloc,
     pub(crate) retention: RetentionState,
+    pub(crate) scrub: crate::scrub::ScrubState,
     pub(crate) disk_full: AtomicBool,
+    /// Set while the last write failed to reserve space; cleared by the next write that succeeds.
+    pub(crate) space_short: AtomicBool,
+    pub(crate) shortage: Mutex<Option<SpaceShortage>>,
     pub(crate) closed: AtomicBool,
     /// Tells the background threads to stop.
     pub(crate) stop: AtomicBool,
@@ -116,7 +138,8 @@ impl Shared {
         let (map, writer) = self.take_segment(base)?;
         let seg = Arc::new(Segment { base, map });
         self.segments.write().unwrap_or_else(|e| e.into_inner()).push(seg);
-        w.active = Some(ActiveSegment { base, writer });
+        // Created segments are reserved whole (`segment::create_file`).
+        w.active = Some(ActiveSegment { base, writer, reserved: true });
         self.request_segment(base + self.segment_size);
         tracing::debug!(base, "new commit-log segment");
         Ok(())
@@ -131,6 +154,7 @@ impl Shared {
                 self.install_segment(w, end)?;
             }
             let a = w.active.as_mut().expect("installed above");
+            self.ensure_reserved(a)?;
             let remaining = a.writer.remaining();
             if len + codec::BLANK_RECORD_LEN <= remaining {
                 return Ok(());
@@ -150,8 +174,54 @@ impl Shared {
             a.writer.seek(size);
             a.writer.publish();
             self.end.store(a.base + self.segment_size, Ordering::Release);
+            w.accepted = a.base + self.segment_size;
             w.active = None;
         }
+    }
+
+    /// Reserves the rest of the active segment if an earlier attempt (at open, on a full disk)
+    /// failed.
+    fn ensure_reserved(&self, a: &mut ActiveSegment) -> Result<(), StoreError> {
+        if !a.reserved {
+            let file = a.writer.file();
+            file.reserve_from(a.writer.pos())
+                .map_err(|e| crate::segment::reserve_error(file.path(), a.writer.remaining() as u64, e))?;
+            a.reserved = true;
+        }
+        Ok(())
+    }
+
+    /// Records a write refused for lack of space (logged once per shortage).
+    fn note_write_error(&self, e: &StoreError) {
+        if let StoreError::DiskFull { path, needed, available } = e {
+            let shortage = SpaceShortage { path: path.clone(), needed: *needed, available: *available };
+            *lock(&self.shortage) = Some(shortage);
+            if !self.space_short.swap(true, Ordering::AcqRel) {
+                tracing::error!(error = %e, "disk full: refusing writes until space returns; reads go on");
+            }
+        }
+    }
+
+    /// A write succeeded: any space shortage is over.
+    fn note_write_ok(&self) {
+        if self.space_short.load(Ordering::Relaxed) && self.space_short.swap(false, Ordering::AcqRel) {
+            *lock(&self.shortage) = None;
+            tracing::info!("disk space is back: accepting writes");
+        }
+    }
+
+    /// Drops the bytes of an incomplete replicated record (the master resends from the last
+    /// record boundary after a reconnect); zeroes them so that no trace of them stays.
+    pub(crate) fn drop_pending(&self, w: &mut WriterState) {
+        let end = self.end.load(Ordering::Relaxed);
+        if w.accepted > end {
+            if let Some(a) = w.active.as_mut() {
+                let (from, to) = ((end - a.base) as usize, (w.accepted - a.base) as usize);
+                a.writer.seek(from);
+                a.writer.zero(from..to);
+            }
+        }
+        w.accepted = end;
     }
 
     /// Adopts `offset` as the first offset of an empty log.
@@ -163,6 +233,8 @@ impl Shared {
             let mut ckpt = lock(&self.checkpoint);
             self.min.store(offset, Ordering::Release);
             self.end.store(offset, Ordering::Release);
+            w.accepted = offset;
+            w.master_boundary = (offset == 0).then_some(0);
             self.flushed.store(offset, Ordering::Release);
             lock(&self.dispatcher).dispatched = offset;
             self.dispatched.store(offset, Ordering::Release);
@@ -207,6 +279,10 @@ impl Shared {
         // Replicated bytes may precede this put (a slave turned master): index them first, so the
         // queue offsets continue from them.
         if let Err(e) = self.dispatch_pending(&mut d) {
+            if matches!(e, StoreError::DiskFull { .. }) {
+                self.note_write_error(&e);
+                return PutResult::refused(PutStatus::ServiceNotAvailable);
+            }
             tracing::error!(error = %e, "consume-queue dispatch failed; refusing the put");
             return PutResult::refused(PutStatus::UnknownError);
         }
@@ -222,7 +298,13 @@ impl Shared {
         let (topic, queue_id) = (prepared.topic(), prepared.queue_id());
         let queue_offset = if prepared.is_dispatched() { d.next_queue_offset(topic, queue_id) } else { 0 };
         let len = prepared.len();
+        // A slave turned master may hold an incomplete replicated record: it never will be.
+        self.drop_pending(&mut w);
         if let Err(e) = self.make_room(&mut w, len) {
+            if matches!(e, StoreError::DiskFull { .. }) {
+                self.note_write_error(&e);
+                return PutResult::refused(PutStatus::ServiceNotAvailable);
+            }
             tracing::error!(error = %e, "cannot open a commit-log segment; refusing the put");
             return PutResult::refused(PutStatus::UnknownError);
         }
@@ -234,7 +316,9 @@ impl Shared {
         a.writer.publish();
         let new_end = offset + len as u64;
         self.end.store(new_end, Ordering::Release);
+        w.accepted = new_end;
         drop(w);
+        self.note_write_ok();
         // Index it directly (the dispatcher would parse exactly these fields back).
         d.dispatched = new_end;
         if prepared.is_dispatched() {
@@ -267,32 +351,86 @@ impl Shared {
             self.adopt(&mut w, offset)?;
         } else {
             let end = self.end.load(Ordering::Relaxed);
-            if offset != end {
-                return Err(StoreError::OffsetMismatch { expected: end, got: offset });
+            if offset == end && w.accepted > end {
+                // A new stream from the last record boundary: the incomplete record goes.
+                self.drop_pending(&mut w);
+            } else if offset != w.accepted {
+                return Err(StoreError::OffsetMismatch { expected: w.accepted, got: offset });
             }
         }
         if data.is_empty() {
-            return Ok(offset);
+            return Ok(self.end.load(Ordering::Relaxed));
         }
         if w.active.as_ref().is_none_or(|a| a.writer.remaining() == 0) {
             w.active = None;
-            self.install_segment(&mut w, offset)?;
+            if let Err(e) = self.install_segment(&mut w, offset) {
+                self.note_write_error(&e);
+                return Err(e);
+            }
         }
+        let master_boundary = w.master_boundary;
         let a = w.active.as_mut().expect("installed above");
+        let seg_end = a.base + self.segment_size;
         if data.len() > a.writer.remaining() {
-            return Err(StoreError::CrossesSegment {
+            // A master's frame never spans two of its segments: its segments end elsewhere.
+            let e = StoreError::SegmentSizeMismatch {
                 offset,
-                len: data.len() as u64,
-                segment_end: a.base + self.segment_size,
-            });
+                local_segment_size: self.segment_size,
+                master_segment_end: offset + data.len() as u64,
+                master_segment_size: None,
+            };
+            tracing::error!(error = %e, "refusing replicated bytes");
+            self.drop_pending(&mut w);
+            return Err(e);
+        }
+        if let Err(e) = self.ensure_reserved(a) {
+            self.note_write_error(&e);
+            return Err(e);
         }
         a.writer.write(data);
-        a.writer.publish();
-        let new_end = offset + data.len() as u64;
-        self.end.store(new_end, Ordering::Release);
+        let written = offset + data.len() as u64;
+        let end = self.end.load(Ordering::Relaxed);
+        let (good, error) = validate_replicated(
+            a.writer.peek(),
+            a.base,
+            self.segment_size,
+            end,
+            written,
+            master_boundary,
+            self.config.max_message_size,
+        );
+        let a = w.active.as_mut().expect("installed above");
+        if error.is_some() {
+            // Nothing from the bad record on is kept: zero it and write from there next.
+            let (from, to) = ((good - a.base) as usize, (written - a.base) as usize);
+            a.writer.zero(from..to);
+            a.writer.publish_upto(from);
+            a.writer.seek(from);
+            w.accepted = good;
+        } else {
+            a.writer.publish_upto((good - a.base) as usize);
+            w.accepted = written;
+        }
+        if good == seg_end {
+            w.master_boundary = Some(seg_end);
+        }
+        if good > end {
+            self.end.store(good, Ordering::Release);
+        }
         drop(w);
-        self.wake_reput();
-        Ok(new_end)
+        if good > end {
+            self.wake_reput();
+        }
+        match error {
+            Some(e) => {
+                tracing::error!(error = %e, "refusing replicated bytes that are not valid records");
+                Err(e)
+            }
+            None => {
+                self.note_write_ok();
+                Ok(good)
+            }
+        }
     }
 
     fn bounds(&self) -> LogBounds {
@@ -366,6 +504,95 @@ impl Shared {
     }
 }
 
+/// Walks the replicated records of one segment from `from` (a record boundary) to `to`, as
+/// recovery will (magic, sizes, physical offset, topic, body CRC, and a BLANK record ending
+/// exactly at the segment end). `seg` is the whole segment, `base` its first offset. Returns the
+/// end of the last complete valid record and the error of the first invalid one; a trailing
+/// incomplete record is no error (its rest may still arrive).
+pub(crate) fn validate_replicated(
+    seg: &[u8],
+    base: u64,
+    segment_size: u64,
+    from: u64,
+    to: u64,
+    master_boundary: Option<u64>,
+    max_message_size: u32,
+) -> (u64, Option<StoreError>) {
+    let seg_end = base + segment_size;
+    let checks = codec::Checks { crc: true, zero_suffix: false };
+    let mut pos = from;
+    while pos < to {
+        let rel = (pos - base) as usize;
+        let remaining = (seg_end - pos) as usize;
+        if remaining < codec::BLANK_RECORD_LEN {
+            // Too small for a record: padding, once all of it is here.
+            if to < seg_end {
+                break;
+            }
+            pos = seg_end;
+            continue;
+        }
+        match codec::parse_record(&seg[rel..(to - base) as usize], remaining, Some(pos), checks) {
+            codec::Record::Message(v) => pos += v.total as u64,
+            codec::Record::Blank { len } if pos + len as u64 <= to => pos += len as u64,
+            codec::Record::Blank { .. } | codec::Record::Incomplete => break,
+            codec::Record::Invalid { error } => {
+                let e = match error {
+                    codec::RecordError::BadBlank { declared, .. } if declared > 0 => {
+                        let master_end = pos + declared as u64;
+                        StoreError::SegmentSizeMismatch {
+                            offset: pos,
+                            local_segment_size: segment_size,
+                            master_segment_end: master_end,
+                            master_segment_size: master_boundary
+                                .filter(|&b| b < master_end)
+                                .map(|b| master_end - b),
+                        }
+                    }
+                    // A message with a valid header that would cross this segment's end: the
+                    // master's segment goes on past it.
+                    codec::RecordError::BadTotalSize { total, remaining }
+                        if total as u64 > remaining as u64 && total as u32 <= max_message_size =>
+                    {
+                        StoreError::SegmentSizeMismatch {
+                            offset: pos,
+                            local_segment_size: segment_size,
+                            master_segment_end: pos + total as u64,
+                            master_segment_size: None,
+                        }
+                    }
+                    reason => StoreError::InvalidReplicatedRecord { offset: pos, reason },
+                };
+                return (pos, Some(e));
+            }
+        }
+    }
+    (pos.min(to), None)
+}
+
+/// What [`CommitLog::read_queue_messages_checked`] returns: the messages that passed their
+/// checks, in queue order, and the ones that did not.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct QueueRead {
+    /// The good messages.
+    pub messages: Vec<StoredMessage>,
+    /// The damaged ones, in queue order.
+    pub bad: Vec<BadMessage>,
+}
+
+/// A message a read found damaged.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct BadMessage {
+    /// Its consume-queue offset.
+    pub queue_offset: u64,
+    /// Its physical offset in the commit log.
+    pub physical_offset: u64,
+    /// What is wrong with it ([`StoreError::Corrupt`] names the segment and the reason).
+    pub error: StoreError,
+}
+
 /// What [`CommitLog::status`] reports.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -394,6 +621,17 @@ pub struct StoreStatus {
     pub checkpoint_dispatched: Offset,
     /// The background thread is creating (and warming) the next segment.
     pub preallocating: bool,
+    /// Segments deleted before they expired (forced retention) since open.
+    pub forced_deleted_segments: u64,
+    /// Bytes of log deleted before they expired (forced retention) since open.
+    pub forced_deleted_bytes: u64,
+    /// The retention floor in force ([`CommitLog::set_retention_floor`]), if any.
+    pub retention_floor: Option<Offset>,
+    /// The background scrub's progress and findings.
+    pub scrub: crate::scrub::ScrubStatus,
+    /// Why writes are refused for lack of disk right now ([`CommitLog::write_refusal`]'s
+    /// message: the file and the bytes it needs, or the usage above the limit), if they are.
+    pub write_refused: Option<String>,
 }
 
 /// A RocketMQ-compatible commit log: the store of one broker. See the crate docs for the layout,
@@ -442,14 +680,22 @@ impl CommitLog {
             min: AtomicU64::new(recovered.min),
             flushed: AtomicU64::new(recovered.end),
             dispatched: AtomicU64::new(boundary),
-            writer: Mutex::new(WriterState { active: recovered.active }),
+            writer: Mutex::new(WriterState {
+                active: recovered.active,
+                accepted: recovered.end,
+                // Segments agreed with the master's so far: the one holding the end starts one.
+                master_boundary: Some(recovered.end - recovered.end % config.mapped_file_size_commit_log),
+            }),
             dispatcher: Mutex::new(recovered.dispatcher),
             queues: recovered.queues,
             flush: FlushShared::new(boundary),
             checkpoint: Mutex::new(recovered.checkpoint),
             prealloc: Prealloc::default(),
             retention: RetentionState::default(),
+            scrub: crate::scrub::ScrubState::default(),
             disk_full: AtomicBool::new(false),
+            space_short: AtomicBool::new(false),
+            shortage: Mutex::new(None),
             closed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             reput_thread: OnceLock::new(),
@@ -461,11 +707,12 @@ impl CommitLog {
         });
         let log = Self { shared, threads: Mutex::new(Vec::new()), report: recovered.report };
         type Service = (&'static str, fn(Arc<Shared>));
-        let services: [Service; 4] = [
+        let services: [Service; 5] = [
             ("logship-flush", crate::flush::flush_thread),
             ("logship-reput", reput_thread),
             ("logship-prealloc", crate::prealloc::prealloc_thread),
             ("logship-retention", crate::retention::retention_thread),
+            ("logship-scrub", crate::scrub::scrub_thread),
         ];
         for (name, body) in services {
             let s = Arc::clone(&log.shared);
@@ -618,6 +865,35 @@ impl CommitLog {
             .collect()
     }
 
+    /// Like [`read_queue_messages`](Self::read_queue_messages), but a message that fails its
+    /// checks (a flipped byte, a bad CRC) does not fail the batch: the good messages around it
+    /// are returned and the bad one is flagged with its offsets and error. For pulls, so that
+    /// one damaged message does not hide every message near it.
+    pub fn read_queue_messages_checked(
+        &self,
+        topic: &str,
+        queue_id: i32,
+        queue_offset: u64,
+        max_count: usize,
+    ) -> Result<QueueRead, StoreError> {
+        let mut out = QueueRead { messages: Vec::new(), bad: Vec::new() };
+        for e in self.read_queue(topic, queue_id, queue_offset, max_count)? {
+            match self.read_message(e.physical_offset) {
+                Ok(m) => out.messages.push(m),
+                Err(error @ (StoreError::Corrupt { .. } | StoreError::NotAMessage { .. })) => {
+                    tracing::error!(%error, queue_offset = e.queue_offset, "skipping a damaged message in a pull");
+                    out.bad.push(BadMessage {
+                        queue_offset: e.queue_offset,
+                        physical_offset: e.physical_offset,
+                        error,
+                    });
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Ok(out)
+    }
+
     /// Indexes every complete record appended so far into the consume queues, now, on this
     /// thread (the reput thread does the same in the background after each `append_at`).
     /// Returns the dispatched offset.
@@ -638,6 +914,19 @@ impl CommitLog {
         self.shared.checkpoint_now(false)
     }
 
+    /// Sets the retention floor: forced deletion (`clean_file_forcibly_enable`) never removes a
+    /// segment holding bytes at or past `offset`. A master feeds it the slowest in-sync
+    /// replica's ack, so a full disk never deletes what a replica still needs. Expired segments
+    /// (`file_reserved_time`) go regardless, as in RocketMQ.
+    pub fn set_retention_floor(&self, offset: Offset) {
+        self.shared.retention.floor.store(offset, Ordering::Release);
+    }
+
+    /// Removes the retention floor (no replica to wait for).
+    pub fn clear_retention_floor(&self) {
+        self.shared.retention.floor.store(u64::MAX, Ordering::Release);
+    }
+
     /// Runs one retention round now (the retention thread runs one every
     /// `clean_resource_interval`).
     pub fn run_retention(&self) -> Result<RetentionReport, StoreError> {
@@ -649,6 +938,28 @@ impl CommitLog {
     #[doc(hidden)]
     pub fn hold_flushes(&self) -> crate::flush::FlushHold<'_> {
         self.shared.hold_flushes()
+    }
+
+    /// Why writes are refused for lack of disk (puts get `ServiceNotAvailable`), if they are:
+    /// [`StoreError::DiskUsageAboveLimit`] above `disk_space_warning_level_ratio`, or the
+    /// [`StoreError::DiskFull`] of the last write, which could not reserve its space.
+    pub fn write_refusal(&self) -> Option<StoreError> {
+        let s = &self.shared;
+        if s.disk_full.load(Ordering::Acquire) {
+            return Some(StoreError::DiskUsageAboveLimit {
+                dir: s.commitlog_dir.clone(),
+                used: s.retention.last_ratio().unwrap_or(1.0) * 100.0,
+                limit: s.config.disk_space_warning_level_ratio * 100.0,
+            });
+        }
+        if !self.shared.space_short.load(Ordering::Acquire) {
+            return None;
+        }
+        lock(&self.shared.shortage).as_ref().map(|s| StoreError::DiskFull {
+            path: s.path.clone(),
+            needed: s.needed,
+            available: s.available,
+        })
     }
 
     /// A snapshot of the store's offsets and health.
@@ -670,6 +981,11 @@ impl CommitLog {
             checkpoint_flushed: ckpt.flushed,
             checkpoint_dispatched: ckpt.dispatched,
             preallocating: s.preallocating(),
+            write_refused: self.write_refusal().map(|e| e.to_string()),
+            forced_deleted_segments: s.retention.forced_segments.load(Ordering::Relaxed),
+            forced_deleted_bytes: s.retention.forced_bytes.load(Ordering::Relaxed),
+            retention_floor: Some(s.retention.floor.load(Ordering::Acquire)).filter(|&f| f != u64::MAX),
+            scrub: s.scrub.snapshot(s.config.scrub_bytes_per_second > 0),
         }
     }
 
@@ -680,8 +996,10 @@ impl CommitLog {
         if self.shared.closed.swap(true, Ordering::AcqRel) {
             return Ok(());
         }
-        // Serialize with in-flight writes: after this no write starts.
-        drop(lock(&self.shared.writer));
+        // Serialize with in-flight writes: after this no write starts. An incomplete replicated
+        // record goes (the master resends it from the last boundary), so that nothing but
+        // zeros follows the clean end.
+        self.shared.drop_pending(&mut lock(&self.shared.writer));
         self.stop_threads();
         let s = &self.shared;
         let result = (|| {
@@ -715,6 +1033,7 @@ impl CommitLog {
         s.flush.wake_flusher();
         s.prealloc.wake();
         s.retention.wake();
+        s.scrub.wake();
         s.wake_reput();
         for t in lock(&self.threads).drain(..) {
             if t.join().is_err() {

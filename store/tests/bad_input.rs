@@ -39,9 +39,11 @@ fn the_default_limit_is_four_mib() {
 fn a_wrong_append_offset_is_offset_mismatch() {
     let dir = tempfile::tempdir().unwrap();
     let log = Env::default().open(dir.path(), config()).unwrap();
-    log.append_at(4096, &[0; 8]).unwrap();
-    let e = log.append_at(4000, &[0; 8]).unwrap_err();
-    assert!(matches!(e, StoreError::OffsetMismatch { expected: 4104, got: 4000 }), "{e}");
+    let record = common::record_at(4096, 1);
+    let end = log.append_at(4096, &record).unwrap();
+    assert_eq!(end, 4096 + record.len() as u64);
+    let e = log.append_at(4000, &common::record_at(4000, 2)).unwrap_err();
+    assert!(matches!(e, StoreError::OffsetMismatch { expected, got: 4000 } if expected == end), "{e}");
 }
 
 #[test]

@@ -260,7 +260,8 @@ fn a_full_last_segment_reopens_and_rolls_on_the_next_write() {
     assert_eq!(slave.recovery_report().kind, RecoveryKind::Clean);
     assert_eq!(slave.max_offset(), SEGMENT);
     let next = master.read(LogSpan { offset: SEGMENT, len: 1000 }).unwrap();
-    assert_eq!(slave.append_at(SEGMENT, &next).unwrap(), SEGMENT + 1000);
+    let published = slave.append_at(SEGMENT, &next).unwrap();
+    assert!(published > SEGMENT && published < SEGMENT + 1000, "the partial message is not published");
     slave.abandon();
     // After a crash the partial message at the end is dropped: the slave is back at the last
     // whole message of the second segment.

@@ -36,8 +36,15 @@ fn an_append_at_stream_with_blank_padding_lands_at_the_same_offsets() {
     assert!(master.bounds().max > 2 * SEGMENT);
     let slave = env.open(sdir.path(), config()).unwrap();
     // Odd-sized frames, so frame boundaries fall inside messages.
+    let mut end = 0;
     for (offset, bytes) in frames(&master, 0, 1000) {
-        assert_eq!(slave.append_at(offset, &bytes).unwrap(), offset + bytes.len() as u64);
+        // The end moves to the last whole record: a frame ending inside a message leaves it out.
+        let new_end = slave.append_at(offset, &bytes).unwrap();
+        assert!(new_end >= end && new_end <= offset + bytes.len() as u64);
+        assert!(
+            new_end == master.bounds().max || master.read_message(new_end).is_ok() || new_end % SEGMENT == 0
+        );
+        end = new_end;
     }
     assert_eq!(slave.bounds(), master.bounds());
     for seg in 0..=master.bounds().max / SEGMENT {
@@ -73,34 +80,49 @@ fn a_frame_starting_exactly_at_a_segment_end_goes_to_the_next_segment() {
         !segment_path(sdir.path(), SEGMENT).exists()
             || std::fs::read(segment_path(sdir.path(), SEGMENT)).unwrap().iter().all(|&b| b == 0)
     );
-    let next = master.read(LogSpan { offset: SEGMENT, len: 100 }).unwrap();
-    assert_eq!(slave.append_at(SEGMENT, &next).unwrap(), SEGMENT + 100);
-    assert_eq!(slave.read(LogSpan { offset: SEGMENT, len: 100 }).unwrap(), next);
+    let len = master.read_message(SEGMENT).unwrap().total_size;
+    let next = master.read(LogSpan { offset: SEGMENT, len }).unwrap();
+    assert_eq!(slave.append_at(SEGMENT, &next).unwrap(), SEGMENT + u64::from(len));
+    assert_eq!(slave.read(LogSpan { offset: SEGMENT, len }).unwrap(), next);
 }
 
 #[test]
 fn append_at_refuses_a_gap_or_an_overlap_naming_both_offsets() {
     let dir = tempfile::tempdir().unwrap();
     let log = Env::default().open(dir.path(), config()).unwrap();
-    log.append_at(0, &[1; 100]).unwrap();
+    let record = common::record_at(0, 1);
+    let end = log.append_at(0, &record).unwrap();
     let gap = log.append_at(32_868, &[1; 10]).unwrap_err();
-    assert!(matches!(gap, StoreError::OffsetMismatch { expected: 100, got: 32_868 }), "{gap}");
-    assert!(gap.to_string().contains("100") && gap.to_string().contains("32868"));
+    assert!(matches!(gap, StoreError::OffsetMismatch { expected, got: 32_868 } if expected == end), "{gap}");
+    assert!(gap.to_string().contains(&end.to_string()) && gap.to_string().contains("32868"));
     let overlap = log.append_at(50, &[1; 10]).unwrap_err();
-    assert!(matches!(overlap, StoreError::OffsetMismatch { expected: 100, got: 50 }));
-    assert_eq!(log.max_offset(), 100, "nothing was written");
+    assert!(matches!(overlap, StoreError::OffsetMismatch { expected, got: 50 } if expected == end));
+    assert_eq!(log.max_offset(), end, "nothing was written");
 }
 
 #[test]
-fn append_at_refuses_bytes_that_would_cross_a_segment() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = Env::default().open(dir.path(), config()).unwrap();
-    log.append_at(0, &vec![0; (SEGMENT - 10) as usize]).unwrap();
-    let e = log.append_at(SEGMENT - 10, &[0; 11]).unwrap_err();
+fn append_at_refuses_a_frame_crossing_the_segment_end_as_a_segment_size_mismatch() {
+    let (mdir, sdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let env = Env::default();
+    let mut big = config();
+    big.mapped_file_size_commit_log = 2 * SEGMENT;
+    let master = env.open(mdir.path(), big).unwrap();
+    fill_master(&master, 200);
+    let slave = env.open(sdir.path(), config()).unwrap();
+    let mut last = Ok(0);
+    for (offset, bytes) in frames(&master, 0, 4096) {
+        last = slave.append_at(offset, &bytes);
+        if last.is_err() {
+            break;
+        }
+    }
+    let e = last.unwrap_err();
     assert!(
-        matches!(e, StoreError::CrossesSegment { offset, len: 11, segment_end } if offset == SEGMENT - 10 && segment_end == SEGMENT)
+        matches!(e, StoreError::SegmentSizeMismatch { local_segment_size: SEGMENT, master_segment_end, .. } if master_segment_end > SEGMENT),
+        "{e}"
     );
-    assert_eq!(log.max_offset(), SEGMENT - 10);
+    assert!(slave.max_offset() <= SEGMENT);
+    assert!(e.to_string().contains(&SEGMENT.to_string()), "{e}");
 }
 
 #[test]
@@ -169,16 +191,16 @@ fn a_slave_indexes_a_message_only_once_all_its_bytes_arrived() {
 }
 
 #[test]
-fn a_log_ending_in_a_partial_message_refuses_puts_until_it_completes() {
+fn a_record_split_across_appends_is_published_once_whole() {
     let (mdir, sdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let env = Env::default();
     let master = env.open(mdir.path(), config()).unwrap();
     let r = master.put(message(0));
     let bytes = master.read(LogSpan { offset: 0, len: r.wrote_bytes }).unwrap();
     let log = env.open(sdir.path(), config()).unwrap();
-    log.append_at(0, &bytes[..30]).unwrap();
-    assert_eq!(log.put(message(1)).status, PutStatus::ServiceNotAvailable);
-    log.append_at(30, &bytes[30..]).unwrap();
+    assert_eq!(log.append_at(0, &bytes[..30]).unwrap(), 0, "half a record is not published");
+    assert_eq!(log.max_offset(), 0);
+    assert_eq!(log.append_at(30, &bytes[30..]).unwrap(), r.end());
     // A slave promoted to master continues the queue offsets of the replicated messages.
     let next = log.put(message(6)); // same topic and queue as message 0
     assert_eq!((next.status, next.offset, next.queue_offset), (PutStatus::PutOk, r.end(), 1));

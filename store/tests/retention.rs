@@ -11,7 +11,22 @@ const HOUR: i64 = 3_600_000;
 
 /// A store with four full segments and a fifth, active one.
 fn five_segments(env: &Env, dir: &std::path::Path) -> logship_store::CommitLog {
-    let log = env.open(dir, config()).unwrap();
+    five_segments_with(env, dir, config())
+}
+
+/// [`five_segments`] with forced deletion (`cleanFileForciblyEnable`) enabled.
+fn five_segments_forcible(env: &Env, dir: &std::path::Path) -> logship_store::CommitLog {
+    let mut cfg = config();
+    cfg.clean_file_forcibly_enable = true;
+    five_segments_with(env, dir, cfg)
+}
+
+fn five_segments_with(
+    env: &Env,
+    dir: &std::path::Path,
+    cfg: logship_store::StoreConfig,
+) -> logship_store::CommitLog {
+    let log = env.open(dir, cfg).unwrap();
     let mut i = 0;
     while log.bounds().max < 4 * SEGMENT + 100 {
         assert_eq!(log.put(message(i)).status, PutStatus::PutOk);
@@ -60,10 +75,10 @@ fn above_75_percent_expired_segments_go_at_any_hour() {
 }
 
 #[test]
-fn above_85_percent_the_oldest_segments_go_even_unexpired_but_never_the_active_one() {
+fn with_forced_deletion_above_85_percent_the_oldest_segments_go_even_unexpired_but_never_the_active_one() {
     let dir = tempfile::tempdir().unwrap();
     let env = Env::default();
-    let log = five_segments(&env, dir.path());
+    let log = five_segments_forcible(&env, dir.path());
     env.disk.set(0.86);
     set_now(&env, T0, 12);
     let report = log.run_retention().unwrap();
@@ -94,6 +109,7 @@ fn the_batch_limit_bounds_deletions_per_round() {
     let env = Env::default();
     let mut cfg = config();
     cfg.delete_files_batch_max = 3;
+    cfg.clean_file_forcibly_enable = true;
     let log = env.open(dir.path(), cfg).unwrap();
     let mut i = 0;
     while log.bounds().max < 4 * SEGMENT + 100 {
@@ -124,7 +140,7 @@ fn above_90_percent_puts_are_refused_until_the_disk_recovers() {
 fn a_span_outlives_the_deletion_of_its_segment() {
     let dir = tempfile::tempdir().unwrap();
     let env = Env::default();
-    let log = five_segments(&env, dir.path());
+    let log = five_segments_forcible(&env, dir.path());
     let span = log.read(LogSpan { offset: 0, len: 200 }).unwrap();
     let copy = span.to_vec();
     env.disk.set(0.86);
@@ -141,4 +157,43 @@ fn a_full_disk_is_seen_at_open() {
     env.disk.set(0.99);
     let log = env.open(dir.path(), config()).unwrap();
     assert_eq!(log.put(message(0)).status, PutStatus::ServiceNotAvailable);
+}
+
+#[test]
+fn by_default_a_full_disk_deletes_nothing_unexpired_and_refuses_puts() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = five_segments(&env, dir.path());
+    env.disk.set(0.95);
+    set_now(&env, T0, 12);
+    let report = log.run_retention().unwrap();
+    assert!(report.deleted_segments.is_empty(), "{report:?}");
+    assert!(report.disk_full);
+    assert_eq!(log.bounds().min, 0, "every acknowledged message is still there");
+    assert_eq!(log.put(message(0)).status, PutStatus::ServiceNotAvailable);
+    let refusal = log.write_refusal().unwrap();
+    assert!(matches!(refusal, StoreError::DiskUsageAboveLimit { .. }), "{refusal}");
+    assert!(log.status().write_refused.unwrap().contains("95.0"));
+    assert_eq!(log.status().forced_deleted_segments, 0);
+}
+
+#[test]
+fn forced_deletion_never_passes_the_retention_floor_and_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = five_segments_forcible(&env, dir.path());
+    // The slowest in-sync replica has acknowledged up to inside the third segment.
+    log.set_retention_floor(2 * SEGMENT + 10);
+    env.disk.set(0.86);
+    set_now(&env, T0, 12);
+    let report = log.run_retention().unwrap();
+    assert_eq!(report.forced, [(0, SEGMENT), (SEGMENT, 2 * SEGMENT)]);
+    assert_eq!(log.bounds().min, 2 * SEGMENT);
+    assert!(log.run_retention().unwrap().deleted_segments.is_empty(), "the floor holds");
+    let status = log.status();
+    assert_eq!((status.forced_deleted_segments, status.forced_deleted_bytes), (2, 2 * SEGMENT));
+    assert_eq!(status.retention_floor, Some(2 * SEGMENT + 10));
+    log.set_retention_floor(4 * SEGMENT);
+    assert_eq!(log.run_retention().unwrap().forced, [(2 * SEGMENT, 3 * SEGMENT), (3 * SEGMENT, 4 * SEGMENT)]);
+    assert_eq!(log.status().forced_deleted_segments, 4);
 }

@@ -148,3 +148,14 @@ pub fn zero_from(path: &Path, from: u64) {
 pub fn segment_path(root: &Path, base: u64) -> std::path::PathBuf {
     root.join("commitlog").join(format!("{base:020}"))
 }
+
+/// Message `i` encoded as a master would store it at `offset`: the bytes a slave receives.
+pub fn record_at(offset: u64, i: usize) -> Vec<u8> {
+    let fields = logship_store::StoreFields {
+        queue_offset: 0,
+        physical_offset: offset as i64,
+        store_timestamp: T0,
+        store_host: config().store_host,
+    };
+    logship_store::codec::encode(&message(i), &fields).unwrap()
+}

@@ -1,0 +1,398 @@
+//! Data integrity at the edges, with the real binary: a full disk.
+//!
+//! The disk tests mount a small tmpfs (`mount -t tmpfs -o size=...`), which needs root. Without
+//! it they print one line and pass, unless `LOGSHIP_REQUIRE_MOUNT=1` demands them.
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use std::io::{Read, Write};
+
+use logship_store::{Message, StoreFields};
+use serde_json::Value;
+
+/// The binary under test (`LOGSHIP_TEST_BIN` runs these tests against another build).
+fn bin() -> String {
+    std::env::var("LOGSHIP_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_logship").to_string())
+}
+
+/// A tmpfs of `size` mounted on a temporary directory; unmounted on drop.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// `None` (after printing why) when mounting is not permitted here.
+    fn mount(size: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let out = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output();
+        match out {
+            Ok(o) if o.status.success() => Some(Self { dir }),
+            other => {
+                let why = match other {
+                    Ok(o) => String::from_utf8_lossy(&o.stderr).trim().to_string(),
+                    Err(e) => e.to_string(),
+                };
+                assert!(
+                    std::env::var_os("LOGSHIP_REQUIRE_MOUNT").is_none(),
+                    "LOGSHIP_REQUIRE_MOUNT is set but a tmpfs cannot be mounted: {why}"
+                );
+                println!("skipped: cannot mount a tmpfs here ({why}); run as root to test a full disk");
+                None
+            }
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    fn resize(&self, size: &str) {
+        let ok = Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(self.path())
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "remount to {size}");
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.dir.path()).status();
+    }
+}
+
+fn free_port_pair() -> u16 {
+    for _ in 0..200 {
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = probe.local_addr().unwrap().port();
+        if port < 65535 && TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no two consecutive free ports");
+}
+
+fn agent() -> ureq::Agent {
+    ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(10)))
+        .build()
+        .into()
+}
+
+struct Broker {
+    child: Child,
+    port: u16,
+    stderr: Arc<Mutex<String>>,
+}
+
+impl Broker {
+    fn start(dir: &Path, extra: &[&str]) -> Self {
+        Self::start_as("master", dir, extra)
+    }
+
+    fn start_as(role: &str, dir: &Path, extra: &[&str]) -> Self {
+        let port = free_port_pair();
+        let mut args: Vec<String> = [role, "--store"].iter().map(|s| s.to_string()).collect();
+        args.push(dir.display().to_string());
+        args.extend(["--listen-port".to_string(), port.to_string()]);
+        let defaults =
+            ["mappedFileSizeCommitLog=1048576", "maxMessageSize=262144", "haSendHeartbeatInterval=200"];
+        for kv in defaults.iter().chain(extra) {
+            args.extend(["--set".to_string(), kv.to_string()]);
+        }
+        let mut child = Command::new(bin())
+            .args(&args)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start logship");
+        let stderr = Arc::new(Mutex::new(String::new()));
+        let pipe = child.stderr.take().unwrap();
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut s = sink.lock().unwrap();
+                s.push_str(&line);
+                s.push('\n');
+            }
+        });
+        let b = Self { child, port, stderr };
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(20) {
+            if let Ok(mut r) = agent().get(b.url("/status")).call() {
+                if r.status() == 200 && r.body_mut().read_to_string().is_ok() {
+                    return b;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("broker did not start:\n{}", b.stderr.lock().unwrap());
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    fn alive(&mut self) -> Result<(), String> {
+        match self.child.try_wait().unwrap() {
+            None => Ok(()),
+            Some(status) => Err(format!("broker exited ({status:?}):\n{}", self.stderr.lock().unwrap())),
+        }
+    }
+
+    fn put(&mut self, body: &[u8]) -> (u16, Value) {
+        let r = agent().post(self.url("/topics/DiskTopic/messages")).send(body);
+        match r {
+            Ok(mut r) => {
+                let code = r.status().as_u16();
+                (code, serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap())
+            }
+            Err(e) => {
+                std::thread::sleep(Duration::from_millis(200));
+                let alive = self.alive();
+                panic!("put failed: {e}; {}", alive.err().unwrap_or_default());
+            }
+        }
+    }
+
+    fn get(&self, path: &str) -> (u16, Value) {
+        let mut r = agent().get(self.url(path)).call().unwrap();
+        let code = r.status().as_u16();
+        (code, serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap())
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Puts 64 KiB messages until one is refused; returns the refusal and the number stored.
+fn fill(broker: &mut Broker) -> ((u16, Value), usize) {
+    let body = vec![b'x'; 64 * 1024];
+    for i in 0..10_000 {
+        let (code, v) = broker.put(&body);
+        if code != 200 {
+            return ((code, v), i);
+        }
+    }
+    panic!("the disk never filled");
+}
+
+#[test]
+fn a_full_disk_refuses_puts_with_503_keeps_serving_reads_and_recovers_when_space_returns() {
+    let Some(disk) = SmallDisk::mount("8m") else { return };
+    let store = disk.path().join("store");
+    let mut broker = Broker::start(&store, &[]);
+    let ((code, refusal), stored) = fill(&mut broker);
+    broker.alive().expect("the broker survives a full disk");
+    assert!(stored > 10, "some puts fit: {stored}");
+    assert_eq!(code, 503, "{refusal}");
+    assert_eq!(refusal["status"], "SERVICE_NOT_AVAILABLE");
+    assert_eq!(refusal["stored"], false);
+    let error = refusal["error"].as_str().unwrap_or_default().to_string();
+    assert!(error.contains("disk"), "the refusal says why: {refusal}");
+    // Reads go on.
+    let (code, read) = broker.get("/topics/DiskTopic/queues/0/messages?offset=0&max=3");
+    assert_eq!(code, 200, "{read}");
+    assert_eq!(read["messages"].as_array().unwrap().len(), 3);
+    let (code, status) = broker.get("/status");
+    assert_eq!(code, 200);
+    assert!(status["writeRefused"].is_string(), "{status}");
+    // Space returns: puts are accepted again.
+    disk.resize("64m");
+    let start = Instant::now();
+    loop {
+        let (code, v) = broker.put(b"after");
+        if code == 200 {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(30), "puts stay refused: {v}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    broker.alive().unwrap();
+}
+
+#[test]
+fn a_segment_larger_than_the_disk_is_refused_at_once_not_a_crash() {
+    let Some(disk) = SmallDisk::mount("4m") else { return };
+    let store = disk.path().join("store");
+    let mut broker = Broker::start(&store, &["mappedFileSizeCommitLog=16777216"]);
+    let ((code, refusal), stored) = fill(&mut broker);
+    broker.alive().expect("the broker survives");
+    assert_eq!((code, stored), (503, 0), "{refusal}");
+    let error = refusal["error"].as_str().unwrap_or_default();
+    assert!(error.contains("disk full") && error.contains("16777216"), "names the space needed: {refusal}");
+    assert!(error.contains("00000000000000000000"), "names the file: {refusal}");
+}
+
+#[test]
+fn a_corrupt_consume_queue_names_the_key_that_rebuilds_it_and_that_key_works() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let mut broker = Broker::start(&store, &[]);
+    for i in 0..5 {
+        assert_eq!(broker.put(format!("m{i}").as_bytes()).0, 200);
+    }
+    let pid = broker.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    assert!(broker.child.wait().unwrap().success());
+    // Entry 1 points before entry 0: no dispatch writes that.
+    let cq: PathBuf = store.join("consumequeue/DiskTopic/0").join(format!("{:020}", 0));
+    let mut bytes = std::fs::read(&cq).unwrap();
+    bytes[20..28].copy_from_slice(&0i64.to_be_bytes());
+    std::fs::write(&cq, &bytes).unwrap();
+
+    let out = Command::new(bin())
+        .args(["master", "--store"])
+        .arg(&store)
+        .args(["--listen-port", &free_port_pair().to_string(), "--set", "mappedFileSizeCommitLog=1048576"])
+        .args(["--set", "maxMessageSize=262144"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(stderr.contains("rebuildConsumeQueues=true"), "the hint names a key the user can set: {stderr}");
+    assert!(!stderr.contains("rebuild_consume_queues"), "{stderr}");
+
+    let broker = Broker::start(&store, &["rebuildConsumeQueues=true"]);
+    let (code, read) = broker.get("/topics/DiskTopic/queues/0/messages?offset=0&max=10");
+    assert_eq!(code, 200, "{read}");
+    assert_eq!(read["messages"].as_array().unwrap().len(), 5);
+}
+
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A HA frame: the 12-byte push header and the body.
+fn frame(offset: u64, body: &[u8]) -> Vec<u8> {
+    let mut out = offset.to_be_bytes().to_vec();
+    out.extend_from_slice(&(body.len() as i32).to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+#[test]
+fn a_slave_refuses_random_bytes_from_its_master_shows_why_and_still_restarts() {
+    let dir = tempfile::tempdir().unwrap();
+    let record = logship_store::codec::encode(
+        &Message::new("HaTopic", 0, &b"a good message"[..]),
+        &StoreFields {
+            queue_offset: 0,
+            physical_offset: 0,
+            store_timestamp: 1,
+            store_host: "127.0.0.1:10911".parse().unwrap(),
+        },
+    )
+    .unwrap();
+    let good_end = record.len() as u64;
+    // A master that sends one good record, then a well-formed frame with a random body.
+    let fake = TcpListener::bind("127.0.0.1:0").unwrap();
+    let master_addr = fake.local_addr().unwrap();
+    let reports = Arc::new(Mutex::new(Vec::new()));
+    let seen = reports.clone();
+    std::thread::spawn(move || {
+        for conn in fake.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut report = [0u8; 8];
+            if conn.read_exact(&mut report).is_err() {
+                continue;
+            }
+            let from = u64::from_be_bytes(report);
+            seen.lock().unwrap().push(from);
+            let garbage: Vec<u8> = (0..600u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+            let mut wire = Vec::new();
+            if from == 0 {
+                wire.extend(frame(0, &record));
+            }
+            wire.extend(frame(good_end, &garbage));
+            let _ = conn.write_all(&wire);
+            // Record the reports (acks) until the slave hangs up.
+            while conn.read_exact(&mut report).is_ok() {
+                seen.lock().unwrap().push(u64::from_be_bytes(report));
+            }
+        }
+    });
+    let master = master_addr.to_string();
+    let extra = ["haMasterAddress=".to_string() + &master];
+    let mut slave = Broker::start_as("slave", dir.path(), &[extra[0].as_str()]);
+    let mut last = Value::Null;
+    eventually("the slave to report the bad record", || {
+        last = slave.get("/status").1;
+        last["master"]["appendError"].as_str().is_some_and(|e| e.contains(&format!("offset {good_end}")))
+    });
+    assert_eq!(last["master"]["inSync"], false, "{last}");
+    assert_eq!(last["maxOffset"], good_end, "nothing past the last good record: {last}");
+    eventually("a reconnect reporting the last good record", || {
+        reports.lock().unwrap().iter().filter(|&&r| r == good_end).count() >= 2
+    });
+    let acks = reports.lock().unwrap().clone();
+    assert!(acks.iter().all(|&r| r <= good_end), "no ack past the last good record: {acks:?}");
+    assert!(slave.stderr.lock().unwrap().contains("ERROR"), "logged at ERROR");
+    // Still openable.
+    slave.child.kill().unwrap();
+    slave.child.wait().unwrap();
+    let slave = Broker::start_as("slave", dir.path(), &[extra[0].as_str()]);
+    assert_eq!(slave.get("/status").1["maxOffset"], good_end);
+}
+
+#[test]
+fn a_segment_size_mismatch_between_master_and_slave_is_shown_naming_both_sizes() {
+    let (mdir, sdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut master = Broker::start(mdir.path(), &[]);
+    let ha = master.port + 1;
+    let slave = Broker::start_as(
+        "slave",
+        sdir.path(),
+        &[&format!("haMasterAddress=127.0.0.1:{ha}"), "mappedFileSizeCommitLog=2097152"],
+    );
+    let body = vec![b'y'; 64 * 1024];
+    for _ in 0..20 {
+        assert_eq!(master.put(&body).0, 200);
+    }
+    let mut last = Value::Null;
+    eventually("the slave to report the mismatch", || {
+        last = slave.get("/status").1;
+        last["master"]["appendError"].as_str().is_some_and(|e| e.contains("segment size mismatch"))
+    });
+    let error = last["master"]["appendError"].as_str().unwrap();
+    assert!(error.contains("2097152") && error.contains("1048576"), "names both sizes: {error}");
+    assert_eq!(last["master"]["inSync"], false, "{last}");
+    assert!(last["maxOffset"].as_u64().unwrap() < 1_048_576, "{last}");
+}
+
+#[test]
+fn a_master_keeps_its_retention_floor_at_the_slowest_in_sync_slaves_ack() {
+    let (mdir, sdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let mut master = Broker::start(mdir.path(), &[]);
+    let ha = master.port + 1;
+    let _slave = Broker::start_as("slave", sdir.path(), &[&format!("haMasterAddress=127.0.0.1:{ha}")]);
+    for i in 0..10 {
+        assert_eq!(master.put(format!("m{i}").as_bytes()).0, 200);
+    }
+    let mut last = Value::Null;
+    eventually("the floor to reach the slave's ack of every message", || {
+        last = master.get("/status").1;
+        last["store"]["retentionFloor"] == last["maxOffset"]
+    });
+    assert_eq!(last["store"]["forcedDeletedSegments"], 0, "{last}");
+}
