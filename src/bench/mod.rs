@@ -58,10 +58,10 @@ pub struct BenchArgs {
     /// Only run scenarios whose name contains this (join, roll, sync, idle, throughput).
     #[arg(long)]
     pub only: Option<String>,
-    /// Create segments without touching their pages first (`warmMapedFileEnable=false`) in
-    /// the in-process scenarios.
+    /// Warm segments (`warmMapedFileEnable=true`) in the in-process scenarios (idle,
+    /// throughput); the new-process ones take `--set warmMapedFileEnable=true`.
     #[arg(long)]
-    pub no_warm: bool,
+    pub warm: bool,
     /// A broker.conf setting for the logship masters and slaves of the join, roll and sync
     /// scenarios (repeatable), e.g. `--set warmMapedFileEnable=false`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -409,7 +409,7 @@ async fn throughput(
     args: &BenchArgs,
 ) -> anyhow::Result<(f64, f64, Vec<Duration>)> {
     let size = args.size;
-    let cluster = Cluster::start(role, 1, 32 * 1024, args.steady_segment(), (0, size), !args.no_warm).await?;
+    let cluster = Cluster::start(role, 1, 32 * 1024, args.steady_segment(), (0, size), args.warm).await?;
     cluster.wait_for_slaves().await?;
     let from = cluster.settle(64, size).await?;
     let start = Instant::now();
@@ -427,7 +427,7 @@ async fn throughput(
 async fn idle_puts(samples: usize, args: &BenchArgs, pause: Duration) -> anyhow::Result<Vec<Duration>> {
     let size = args.size;
     let cluster =
-        Cluster::start(BrokerRole::SyncMaster, 1, 32 * 1024, args.steady_segment(), (0, size), !args.no_warm)
+        Cluster::start(BrokerRole::SyncMaster, 1, 32 * 1024, args.steady_segment(), (0, size), args.warm)
             .await?;
     cluster.wait_for_slaves().await?;
     let from = cluster.settle(64, size).await?;
