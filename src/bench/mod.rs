@@ -1,0 +1,916 @@
+//! `logship bench`: replication scenarios, each beside a baseline measured in the same run,
+//! reported as ratios. These are measurements, not tests: nothing here passes or fails.
+//!
+//! Scenarios as users meet them ([`user`]): every store new, in a new directory, default config,
+//! RocketMQ's default 1 GiB segments, no clock waiting for background work, measured slaves are
+//! new `logship slave` processes.
+//!
+//! | scenario | baseline |
+//! |---|---|
+//! | a new slave joins a master holding 129 MB of 129-byte messages, or 1 GiB of 1 KiB ones | the same bytes streamed by a plain program from the master's mmap over loopback into a warmed mapping, 1 MiB frames, an 8-byte ack per frame |
+//! | a master rolls into a new segment under steady puts | put p99 in the middle of the first segment |
+//! | SYNC put latency and throughput, 1 and 64 producers, new slave process | a raw 8-byte TCP ping-pong; ASYNC puts/s in the same run |
+//! | idle replication latency (one put on an idle master until a slave acks) | one TCP round trip |
+//!
+//! With `--peer java` or `--peer rocketmq-rust` ([`peer`]), the catch-up and SYNC put scenarios
+//! also run with Apache RocketMQ's or rocketmq-rust's store as master, as slave, or both, on
+//! the same bytes in the same run.
+
+mod peer;
+mod user;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use bytes::Bytes;
+use clap::Args;
+use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
+use logship_core::{AckPolicy, LogSpan, MasterConfig, PutStatus};
+use logship_core::{BrokerRole, FlushDiskType};
+use logship_store::{CommitLog, Message, StoreConfig};
+use serde::Serialize;
+
+/// Options of `logship bench`.
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+    /// Compare with these implementations too: `java` (RocketMQ 5.x and 4.9.x; or `java5`,
+    /// `java4`) or `rocketmq-rust` (repeatable).
+    #[arg(long)]
+    pub peer: Vec<String>,
+    /// Messages per throughput scenario.
+    #[arg(long, default_value_t = 200_000)]
+    pub messages: u64,
+    /// Samples per latency scenario.
+    #[arg(long, default_value_t = 5_000)]
+    pub samples: usize,
+    /// Message body size, in bytes.
+    #[arg(long, default_value_t = 1024)]
+    pub size: usize,
+    /// Small sizes everywhere: a smoke run, not a measurement.
+    #[arg(long)]
+    pub quick: bool,
+    /// Only run scenarios whose name contains this (join, roll, sync, idle, throughput).
+    #[arg(long)]
+    pub only: Option<String>,
+    /// Warm segments (`warmMapedFileEnable=true`) in the in-process scenarios (idle,
+    /// throughput); the new-process ones take `--set warmMapedFileEnable=true`.
+    #[arg(long)]
+    pub warm: bool,
+    /// A broker.conf setting for the logship masters and slaves of the join, roll and sync
+    /// scenarios (repeatable), e.g. `--set warmMapedFileEnable=false`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+    /// Run each `logship slave` under this command, e.g. `--slave-wrap "strace -c -f -o
+    /// FILE"`, `--slave-wrap "perf stat -e task-clock,page-faults -o FILE --"`.
+    #[arg(long)]
+    pub slave_wrap: Option<String>,
+    /// Print each `logship slave` thread's CPU time and page faults when it has caught up.
+    #[arg(long)]
+    pub slave_threads: bool,
+    /// Run every scenario this many times and report the medians.
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+}
+
+/// One measured figure beside its baseline.
+#[derive(Serialize, Debug, Clone)]
+pub struct Row {
+    /// What was measured.
+    pub scenario: String,
+    /// logship's figure.
+    pub value: f64,
+    /// The unit of both figures.
+    pub unit: &'static str,
+    /// What the baseline is.
+    pub baseline_name: String,
+    /// The baseline's figure, measured in the same run.
+    pub baseline: f64,
+    /// `value / baseline`.
+    pub ratio: f64,
+    /// The goal for the ratio, as text.
+    pub target: &'static str,
+}
+
+impl Row {
+    fn new(
+        scenario: String,
+        value: f64,
+        unit: &'static str,
+        baseline_name: &str,
+        baseline: f64,
+        target: &'static str,
+    ) -> Self {
+        let ratio = if baseline > 0.0 { value / baseline } else { f64::NAN };
+        Self { scenario, value, unit, baseline_name: baseline_name.to_string(), baseline, ratio, target }
+    }
+}
+
+/// Frame size of the raw catch-up baseline.
+const RAW_FRAME: u32 = 1 << 20;
+const TOPIC: &str = "BenchTopic";
+
+fn open(dir: &Path, segment: u64, warm: bool) -> anyhow::Result<Arc<CommitLog>> {
+    let mut c = StoreConfig::default();
+    c.mapped_file_size_commit_log = segment;
+    c.warm_mapped_file_enable = warm;
+    Ok(Arc::new(CommitLog::open(dir, c).with_context(|| format!("opening {}", dir.display()))?))
+}
+
+pub(crate) fn message(size: usize, i: u64) -> Message {
+    let mut body = vec![b'x'; size];
+    let tag = i.to_be_bytes();
+    let n = tag.len().min(size);
+    body[..n].copy_from_slice(&tag[..n]);
+    Message::new(TOPIC, (i % 8) as i32, Bytes::from(body))
+}
+
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
+}
+
+pub(crate) fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// A master and its slaves on loopback, each with a fresh store.
+struct Cluster {
+    segment: u64,
+    warm: bool,
+    master_store: Arc<CommitLog>,
+    master: logship_tokio::MasterHandle<CommitLog>,
+    slave_stores: Vec<Arc<CommitLog>>,
+    slaves: Vec<logship_tokio::SlaveHandle>,
+    // Last: fields drop in order, and the stores must close before their directory goes.
+    dir: tempfile::TempDir,
+}
+
+impl Cluster {
+    /// Starts a master (whose store is first filled to `prefill` bytes of `size`-byte
+    /// messages) and `slaves` slaves.
+    async fn start(
+        role: BrokerRole,
+        slaves: usize,
+        batch: u32,
+        segment: u64,
+        prefill: (u64, usize),
+        warm: bool,
+    ) -> anyhow::Result<Self> {
+        let dir = tempfile::Builder::new().prefix("logship-bench-").tempdir()?;
+        let master_store = open(&dir.path().join("master"), segment, warm)?;
+        let (bytes, size) = prefill;
+        let store = master_store.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut i = 0;
+            while store.max_offset() < bytes {
+                let r = store.put(message(size, i));
+                anyhow::ensure!(r.status == PutStatus::PutOk, "prefill put failed: {}", r.status);
+                i += 1;
+            }
+            Ok(())
+        })
+        .await??;
+        let config = MasterServiceConfig {
+            core: MasterConfig {
+                mapped_file_size_commit_log: segment,
+                transfer_batch_size: batch,
+                ack_policy: AckPolicy::AnySlave,
+                ..MasterConfig::default()
+            },
+            role,
+            flush_disk_type: FlushDiskType::AsyncFlush,
+            ..MasterServiceConfig::default()
+        };
+        let master =
+            logship_tokio::spawn_master(config, master_store.clone(), "127.0.0.1:0".parse()?).await?;
+        let mut cluster =
+            Self { segment, warm, master_store, master, slave_stores: Vec::new(), slaves: Vec::new(), dir };
+        for _ in 0..slaves {
+            cluster.add_slave().await?;
+        }
+        Ok(cluster)
+    }
+
+    async fn add_slave(&mut self) -> anyhow::Result<()> {
+        let store =
+            open(&self.dir.path().join(format!("slave-{}", self.slaves.len())), self.segment, self.warm)?;
+        let handle = logship_tokio::spawn_slave(
+            SlaveServiceConfig::new(self.master.local_addr().to_string()),
+            store.clone(),
+        )
+        .await?;
+        self.slave_stores.push(store);
+        self.slaves.push(handle);
+        Ok(())
+    }
+
+    async fn wait_for_slaves(&self) -> anyhow::Result<()> {
+        let start = Instant::now();
+        loop {
+            let status = self.master.status().await.context("master stopped")?;
+            if status.slaves.iter().filter(|s| s.ack.is_some()).count() >= self.slaves.len() {
+                return Ok(());
+            }
+            anyhow::ensure!(start.elapsed() < Duration::from_secs(30), "slaves did not connect");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Puts `count` messages, numbered from `from`, from `producers` concurrent tasks; returns
+    /// the elapsed time and every put's latency, sorted.
+    async fn produce(
+        &self,
+        producers: usize,
+        from: u64,
+        count: u64,
+        size: usize,
+    ) -> anyhow::Result<(f64, Vec<Duration>)> {
+        let next = Arc::new(std::sync::atomic::AtomicU64::new(from));
+        let start = Instant::now();
+        let mut tasks = Vec::new();
+        for _ in 0..producers {
+            let (master, next) = (self.master.clone(), next.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut latencies = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    if i >= from + count {
+                        return Ok::<_, anyhow::Error>(latencies);
+                    }
+                    let t = Instant::now();
+                    let r = master.put(message(size, i)).await;
+                    anyhow::ensure!(r.status == PutStatus::PutOk, "put {i} ended {}", r.status);
+                    latencies.push(t.elapsed());
+                }
+            }));
+        }
+        let mut latencies = Vec::with_capacity(count as usize);
+        for t in tasks {
+            latencies.extend(t.await??);
+        }
+        let secs = start.elapsed().as_secs_f64();
+        latencies.sort_unstable();
+        Ok((secs, latencies))
+    }
+
+    /// Brings the cluster to where the measured puts start: a few puts, then every slave
+    /// holds the master's log. No waiting for preallocation, warming or writeback.
+    async fn settle(&self, producers: usize, size: usize) -> anyhow::Result<u64> {
+        let warm_up = 2_000;
+        self.produce(producers, 0, warm_up, size).await?;
+        let end = self.master_store.max_offset();
+        let start = Instant::now();
+        for store in &self.slave_stores {
+            while store.max_offset() < end {
+                anyhow::ensure!(start.elapsed() < Duration::from_secs(120), "slaves did not catch up");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        }
+        Ok(warm_up)
+    }
+
+    /// Stops replication, then closes every store, so that none is closed later by whichever
+    /// task drops it last, after its directory is gone.
+    async fn stop(&self) {
+        for s in &self.slaves {
+            s.shutdown().await;
+        }
+        self.master.shutdown().await;
+        let stores: Vec<_> = std::iter::once(&self.master_store).chain(&self.slave_stores).cloned().collect();
+        for store in stores {
+            match tokio::task::spawn_blocking(move || store.shutdown()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "closing a bench store"),
+                Err(e) => tracing::warn!(error = %e, "closing a bench store"),
+            }
+        }
+    }
+}
+
+/// The catch-up baseline: stream `[0, end)` of `source` in frames of `batch` bytes (12-byte
+/// header, never across a segment) over loopback into a mapping whose pages were faulted in
+/// for writing before the clock starts, as the best plain program would; the receiver reads
+/// each frame into a buffer, copies it into the mapping (as a slave does) and acks it with 8
+/// bytes; the sender drains the acks on another thread. Returns MB/s.
+fn raw_stream(source: &CommitLog, batch: u32, segment: u64, dir: &Path) -> anyhow::Result<f64> {
+    let end = source.max_offset();
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr = listener.local_addr()?;
+    let sink_path = dir.join("raw-sink");
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    let receiver = std::thread::spawn(move || -> anyhow::Result<()> {
+        let (mut sock, _) = listener.accept()?;
+        sock.set_nodelay(true)?;
+        let mut sink = logship_store::bench::MmapTarget::prefaulted(&sink_path, segment)?;
+        ready_tx.send(()).map_err(|_| anyhow::anyhow!("sender gone"))?;
+        let mut header = [0u8; 12];
+        let mut frame = vec![0u8; batch as usize];
+        let mut received = 0u64;
+        while received < end {
+            sock.read_exact(&mut header)?;
+            let len = u32::from_be_bytes(header[8..].try_into()?) as usize;
+            sock.read_exact(&mut frame[..len])?;
+            sink.copy(&frame[..len])?;
+            received += len as u64;
+            sock.write_all(&received.to_be_bytes())?;
+        }
+        Ok(())
+    });
+    let mut sock = TcpStream::connect(addr)?;
+    sock.set_nodelay(true)?;
+    let mut acks = sock.try_clone()?;
+    let ack_reader = std::thread::spawn(move || -> std::io::Result<()> {
+        let mut ack = [0u8; 8];
+        loop {
+            acks.read_exact(&mut ack)?;
+            if u64::from_be_bytes(ack) >= end {
+                return Ok(());
+            }
+        }
+    });
+    // The receiver warms its mapping before the clock starts.
+    ready.recv().map_err(|_| anyhow::anyhow!("the receiver failed before it was ready"))?;
+    let start = Instant::now();
+    let mut at = 0u64;
+    while at < end {
+        let segment_end = (at / segment + 1) * segment;
+        let len = (end.min(segment_end) - at).min(u64::from(batch)) as u32;
+        let body = source.read(LogSpan { offset: at, len })?;
+        let mut header = [0u8; 12];
+        header[..8].copy_from_slice(&at.to_be_bytes());
+        header[8..].copy_from_slice(&len.to_be_bytes());
+        sock.write_all(&header)?;
+        sock.write_all(&body)?;
+        at += u64::from(len);
+    }
+    ack_reader.join().map_err(|_| anyhow::anyhow!("ack reader panicked"))??;
+    let secs = start.elapsed().as_secs_f64();
+    receiver.join().map_err(|_| anyhow::anyhow!("receiver panicked"))??;
+    let _ = std::fs::remove_file(dir.join("raw-sink"));
+    Ok(end as f64 / secs / 1e6)
+}
+
+/// A raw 8-byte TCP ping-pong over loopback: `samples` round trips, `pause` apart (zero: back to
+/// back), sorted. With a pause, the CPUs idle between pings as they do between idle puts, so it
+/// is the baseline for idle latency.
+fn ping_pong(samples: usize, pause: Duration) -> anyhow::Result<Vec<Duration>> {
+    let listener = TcpListener::bind("127.0.0.1:0")?;
+    let addr: SocketAddr = listener.local_addr()?;
+    let echo = std::thread::spawn(move || -> std::io::Result<()> {
+        let (mut sock, _) = listener.accept()?;
+        sock.set_nodelay(true)?;
+        let mut buf = [0u8; 8];
+        while sock.read_exact(&mut buf).is_ok() {
+            sock.write_all(&buf)?;
+        }
+        Ok(())
+    });
+    let mut sock = TcpStream::connect(addr)?;
+    sock.set_nodelay(true)?;
+    let mut rtts = Vec::with_capacity(samples);
+    let mut buf = [0u8; 8];
+    for i in 0..samples + samples / 10 {
+        if !pause.is_zero() {
+            std::thread::sleep(pause);
+        }
+        let t = Instant::now();
+        sock.write_all(&(i as u64).to_be_bytes())?;
+        sock.read_exact(&mut buf)?;
+        if i >= samples / 10 {
+            rtts.push(t.elapsed());
+        }
+    }
+    drop(sock);
+    let _ = echo.join();
+    rtts.sort_unstable();
+    Ok(rtts)
+}
+
+/// Puts `messages` from `producers` concurrent tasks on a settled cluster; returns puts/s,
+/// the rate at which the slave came to hold them all (the same under SYNC), and the sorted
+/// latencies.
+async fn throughput(
+    role: BrokerRole,
+    producers: usize,
+    messages: u64,
+    args: &BenchArgs,
+) -> anyhow::Result<(f64, f64, Vec<Duration>)> {
+    let size = args.size;
+    let cluster = Cluster::start(role, 1, 32 * 1024, args.steady_segment(), (0, size), args.warm).await?;
+    cluster.wait_for_slaves().await?;
+    let from = cluster.settle(64, size).await?;
+    let start = Instant::now();
+    let (secs, latencies) = cluster.produce(producers, from, messages, size).await?;
+    let end = cluster.master_store.max_offset();
+    while cluster.slave_stores[0].max_offset() < end {
+        tokio::time::sleep(Duration::from_micros(100)).await;
+    }
+    let replicated = start.elapsed().as_secs_f64();
+    cluster.stop().await;
+    Ok((messages as f64 / secs, messages as f64 / replicated, latencies))
+}
+
+/// One SYNC put at a time on an otherwise idle, settled master, `pause` apart; sorted latencies.
+async fn idle_puts(samples: usize, args: &BenchArgs, pause: Duration) -> anyhow::Result<Vec<Duration>> {
+    let size = args.size;
+    let cluster =
+        Cluster::start(BrokerRole::SyncMaster, 1, 32 * 1024, args.steady_segment(), (0, size), args.warm)
+            .await?;
+    cluster.wait_for_slaves().await?;
+    let from = cluster.settle(64, size).await?;
+    // Put from a runtime task, as a producer (an HTTP handler) does, not from `block_on`'s thread.
+    let master = cluster.master.clone();
+    let mut latencies = tokio::spawn(async move {
+        let mut latencies = Vec::with_capacity(samples);
+        for i in from..from + samples as u64 {
+            tokio::time::sleep(pause).await;
+            let t = Instant::now();
+            let r = master.put(message(size, i)).await;
+            anyhow::ensure!(r.status == PutStatus::PutOk, "put {i} ended {}", r.status);
+            latencies.push(t.elapsed());
+        }
+        Ok(latencies)
+    })
+    .await??;
+    cluster.stop().await;
+    latencies.sort_unstable();
+    Ok(latencies)
+}
+
+impl BenchArgs {
+    fn steady_segment(&self) -> u64 {
+        if self.quick { 64 << 20 } else { user::DEFAULT_SEGMENT }
+    }
+}
+
+fn wanted(args: &BenchArgs, name: &str) -> bool {
+    args.only.as_deref().is_none_or(|o| name.contains(o))
+}
+
+/// Runs every scenario and prints the table (or JSON). Always `Ok(true)` once measured.
+pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
+    if args.quick {
+        args.messages = args.messages.min(5_000);
+        args.samples = args.samples.min(300);
+        args.repeat = 1;
+    }
+    let mut rows = Vec::new();
+    let say = |s: &str| say(&args, s);
+
+    user::set_options(user::LogshipOptions {
+        sets: args.set.clone(),
+        slave_wrap: args
+            .slave_wrap
+            .as_deref()
+            .map(|w| w.split_whitespace().map(String::from).collect())
+            .unwrap_or_default(),
+        slave_threads: args.slave_threads,
+    });
+    let repeat = args.repeat.max(1);
+    let peers = args.peer.iter().map(|p| peer::Impl::parse_peer(p)).collect::<anyhow::Result<Vec<_>>>()?;
+    let peers: Vec<peer::Impl> = peers.into_iter().flatten().collect();
+    let scratch = tempfile::Builder::new().prefix("logship-bench-").tempdir()?;
+    let segment = if args.quick { 64 << 20 } else { user::DEFAULT_SEGMENT };
+
+    if wanted(&args, "join") {
+        join_scenarios(&args, &peers, scratch.path(), segment, &mut rows).await?;
+    }
+    if wanted(&args, "roll") {
+        let (seg, window) = if args.quick { (16 << 20, 2 << 20) } else { (user::DEFAULT_SEGMENT, 32 << 20) };
+        let (mut p99s, mut maxes, mut mids) = (Vec::new(), Vec::new(), Vec::new());
+        for round in 1..=repeat {
+            say(&format!("a master rolls to a new segment under steady puts ({round}/{repeat})"));
+            let (p99, max, mid) = user::roll(&scratch.path().join("roll"), seg, window, args.size).await?;
+            p99s.push(p99);
+            maxes.push(max);
+            mids.push(mid);
+        }
+        let mid = median(mids);
+        let name = format!("a master rolls: put p99 within {} MiB of the roll, 1 producer", window >> 20);
+        rows.push(Row::new(name, median(p99s), "us", "put p99 mid-segment, same run", mid, "-"));
+        let name = format!("a master rolls: slowest put within {} MiB of the roll", window >> 20);
+        rows.push(Row::new(name, median(maxes), "us", "put p99 mid-segment, same run", mid, "-"));
+    }
+
+    let mut rtt50 = Vec::new();
+    let mut rtt99 = Vec::new();
+    for _ in 0..repeat {
+        let rtts = ping_pong(args.samples, Duration::ZERO)?;
+        rtt50.push(micros(percentile(&rtts, 0.5)));
+        rtt99.push(micros(percentile(&rtts, 0.99)));
+    }
+    let (rtt50, rtt99) = (median(rtt50), median(rtt99));
+    if wanted(&args, "sync") {
+        sync_scenarios(&args, &peers, scratch.path(), segment, (rtt50, rtt99), &mut rows).await?;
+    }
+    if wanted(&args, "idle") {
+        let (mut p50, mut idle_rtt, mut worst) = (Vec::new(), Vec::new(), (0.0, 0.0));
+        let (samples, pause) = (args.samples.min(2_000), Duration::from_millis(2));
+        for round in 1..=repeat {
+            say(&format!("idle replication latency ({round}/{repeat})"));
+            let lat = idle_puts(samples, &args, pause).await?;
+            let ours = micros(percentile(&lat, 0.5));
+            p50.push(ours);
+            let rtts = tokio::task::spawn_blocking(move || ping_pong(samples, pause)).await??;
+            let theirs = micros(percentile(&rtts, 0.5));
+            idle_rtt.push(theirs);
+            if ours / theirs > worst.0 / f64::max(worst.1, f64::MIN_POSITIVE) {
+                worst = (ours, theirs);
+            }
+        }
+        rows.push(Row::new(
+            "idle replication latency p50, the run with the worst ratio".into(),
+            worst.0,
+            "us",
+            "one TCP round trip p50 of that run, 2 ms apart",
+            worst.1,
+            "<= 2 in every run",
+        ));
+        let p50 = median(p50);
+        rows.push(Row::new(
+            "idle replication latency p50 (put until a slave acks)".into(),
+            p50,
+            "us",
+            "one TCP round trip p50, 2 ms apart like the puts",
+            median(idle_rtt),
+            "<= 2",
+        ));
+        rows.push(Row::new(
+            "idle replication latency p50 (put until a slave acks)".into(),
+            p50,
+            "us",
+            "one TCP round trip p50, back to back",
+            rtt50,
+            "-",
+        ));
+    }
+    if wanted(&args, "throughput") {
+        for producers in [1usize, 64] {
+            let (mut asyncs, mut async_replicated, mut syncs) = (Vec::new(), Vec::new(), Vec::new());
+            let mut latencies: [(Vec<f64>, Vec<f64>); 2] = Default::default();
+            for round in 1..=repeat {
+                say(&format!("ASYNC and SYNC throughput, {producers} producer(s) ({round}/{repeat})"));
+                for (i, role) in [BrokerRole::AsyncMaster, BrokerRole::SyncMaster].into_iter().enumerate() {
+                    let (rate, replicated, lat) = throughput(role, producers, args.messages, &args).await?;
+                    if i == 0 {
+                        asyncs.push(rate);
+                        async_replicated.push(replicated);
+                    } else {
+                        syncs.push(rate);
+                    }
+                    latencies[i].0.push(micros(percentile(&lat, 0.5)));
+                    latencies[i].1.push(micros(percentile(&lat, 0.99)));
+                }
+            }
+            let target = if producers == 64 { ">= 0.8" } else { "-" };
+            let sync_rate = median(syncs);
+            rows.push(Row::new(
+                format!("SYNC puts/s, {producers} producer(s)"),
+                sync_rate,
+                "puts/s",
+                "ASYNC puts/s, same producers",
+                median(asyncs),
+                target,
+            ));
+            rows.push(Row::new(
+                format!("SYNC puts/s, {producers} producer(s)"),
+                sync_rate,
+                "puts/s",
+                "ASYNC, until the slave holds every message",
+                median(async_replicated),
+                "-",
+            ));
+            for (name, (p50, p99)) in ["ASYNC", "SYNC"].into_iter().zip(latencies) {
+                rows.push(Row::new(
+                    format!("{name} put latency p99, {producers} producer(s)"),
+                    median(p99),
+                    "us",
+                    "p50 of the same run",
+                    median(p50),
+                    "-",
+                ));
+            }
+        }
+    }
+
+    drop(scratch);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    } else {
+        println!();
+        println!(
+            "{:<58} {:>14}  {:<62} {:>14} {:>8}  target",
+            "scenario", "logship", "baseline (same run)", "", "ratio"
+        );
+        for r in &rows {
+            println!(
+                "{:<58} {:>9.1} {:<4}  {:<62} {:>9.1} {:<4} {:>7.2}x  {}",
+                r.scenario, r.value, r.unit, r.baseline_name, r.baseline, r.unit, r.ratio, r.target
+            );
+        }
+        println!(
+            "\nRatios compare figures measured in this run on this machine; absolute figures vary between machines."
+        );
+    }
+    Ok(true)
+}
+
+fn say(args: &BenchArgs, s: &str) {
+    if !args.json {
+        eprintln!("  running {s} ...");
+    }
+}
+
+/// A new slave joins a master with a backlog. Each master (logship, then each peer) is filled
+/// once; every round starts a new slave process with a new store against it.
+async fn join_scenarios(
+    args: &BenchArgs,
+    peers: &[peer::Impl],
+    dir: &Path,
+    segment: u64,
+    rows: &mut Vec<Row>,
+) -> anyhow::Result<()> {
+    use peer::Impl;
+    let repeat = args.repeat.max(1);
+    // 28-byte bodies make 129-byte records; the large backlog stays inside the first segment,
+    // where every implementation starts an empty slave.
+    let backlogs: Vec<(u64, usize, String)> = if args.quick {
+        vec![
+            (8 << 20, 28, "8 MiB of 129-byte messages".into()),
+            (segment - (4 << 20), 1024, format!("{} MiB of 1 KiB messages", (segment >> 20) - 4)),
+        ]
+    } else {
+        vec![
+            (129_000_000, 28, "129 MB of 129-byte messages".into()),
+            (segment - (4 << 20), 1024, "1 GiB of 1 KiB messages".into()),
+        ]
+    };
+    for (bytes, size, label) in backlogs {
+        let mut masters = Vec::new();
+        // (master, slave) -> MB/s of each round.
+        let mut rates: std::collections::BTreeMap<(usize, usize), Vec<f64>> = Default::default();
+        let kinds: Vec<Impl> = std::iter::once(Impl::Logship).chain(peers.iter().copied()).collect();
+        let mut raws = Vec::new();
+        let measured = async {
+            for &kind in &kinds {
+                say(args, &format!("filling a {} master with {label}", kind.name()));
+                let mdir = dir.join(format!("master-{}", masters.len()));
+                masters.push((
+                    kind,
+                    user::Master::start(
+                        kind,
+                        &mdir,
+                        BrokerRole::AsyncMaster,
+                        FlushDiskType::AsyncFlush,
+                        segment,
+                    )
+                    .await?,
+                    0,
+                    mdir,
+                ));
+                let m = masters.last_mut().expect("pushed");
+                m.2 = m.1.fill(bytes, size).await?;
+            }
+            for round in 1..=repeat {
+                for (mi, (mkind, master, end, _)) in masters.iter_mut().enumerate() {
+                    let slaves: Vec<usize> = if mi == 0 { (0..kinds.len()).collect() } else { vec![mi, 0] };
+                    for si in slaves {
+                        say(
+                            args,
+                            &format!(
+                                "{label}: a new {} slave joins a {} master ({round}/{repeat})",
+                                kinds[si].name(),
+                                mkind.name()
+                            ),
+                        );
+                        let secs = user::join(master, kinds[si], &dir.join("slave"), *end, segment).await?;
+                        rates.entry((mi, si)).or_default().push(*end as f64 / secs / 1e6);
+                    }
+                }
+                if let (_, user::Master::Logship(m), _, _) = &masters[0] {
+                    say(args, &format!("{label}: raw baseline ({round}/{repeat})"));
+                    let (store, path) = (m.store().clone(), dir.to_path_buf());
+                    raws.push(
+                        tokio::task::spawn_blocking(move || raw_stream(&store, RAW_FRAME, segment, &path))
+                            .await??,
+                    );
+                }
+            }
+            anyhow::Ok(())
+        }
+        .await;
+        // Close every store, whatever happened, before the directory goes.
+        for (_, m, _, mdir) in masters {
+            m.close().await?;
+            let _ = std::fs::remove_dir_all(mdir);
+        }
+        measured?;
+        let rate = |m: usize, s: usize| median(rates.get(&(m, s)).cloned().unwrap_or_else(|| vec![f64::NAN]));
+        rows.push(Row::new(
+            format!("a new slave joins: {label}, logship -> logship"),
+            rate(0, 0),
+            "MB/s",
+            "plain program, mmap -> socket -> warmed mmap, 1 MiB frames",
+            median(raws),
+            ">= 0.8",
+        ));
+        for (pi, kind) in kinds.iter().enumerate().skip(1) {
+            let p = kind.name();
+            rows.push(Row::new(
+                format!("a new slave joins: {label}, logship -> logship"),
+                rate(0, 0),
+                "MB/s",
+                &format!("{p} -> {p}"),
+                rate(pi, pi),
+                ">= 1.5",
+            ));
+            rows.push(Row::new(
+                format!("a new slave joins: {label}, logship slave of a {p} master"),
+                rate(pi, 0),
+                "MB/s",
+                &format!("{p} slave of the same master"),
+                rate(pi, pi),
+                "-",
+            ));
+            rows.push(Row::new(
+                format!("a new slave joins: {label}, logship slave of a logship master"),
+                rate(0, 0),
+                "MB/s",
+                &format!("{p} slave of the same master"),
+                rate(0, pi),
+                "-",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// SYNC_MASTER puts with a new slave process: 1 producer (latency) and 64 producers (puts/s),
+/// ASYNC_FLUSH, and with peers SYNC_FLUSH too, for every pairing of logship and each peer.
+async fn sync_scenarios(
+    args: &BenchArgs,
+    peers: &[peer::Impl],
+    dir: &Path,
+    segment: u64,
+    rtt: (f64, f64),
+    rows: &mut Vec<Row>,
+) -> anyhow::Result<()> {
+    use peer::Impl;
+    let repeat = args.repeat.max(1);
+    let counts = (args.samples as u64, args.messages.min(50_000));
+    let flushes: &[FlushDiskType] = if peers.is_empty() {
+        &[FlushDiskType::AsyncFlush]
+    } else {
+        &[FlushDiskType::AsyncFlush, FlushDiskType::SyncFlush]
+    };
+    for &flush in flushes {
+        let flush_name = if flush == FlushDiskType::SyncFlush { "SYNC_FLUSH" } else { "ASYNC_FLUSH" };
+        let mut pairs = vec![(Impl::Logship, Impl::Logship)];
+        for &p in peers {
+            pairs.extend([(p, p), (Impl::Logship, p), (p, Impl::Logship)]);
+        }
+        let mut figures: std::collections::BTreeMap<usize, Vec<(user::PutFigures, user::PutFigures)>> =
+            Default::default();
+        for round in 1..=repeat {
+            for (i, (m, s)) in pairs.iter().enumerate() {
+                say(
+                    args,
+                    &format!(
+                        "SYNC puts, {flush_name}, {} master, {} slave ({round}/{repeat})",
+                        m.name(),
+                        s.name()
+                    ),
+                );
+                let f = user::sync_puts(*m, *s, &dir.join("sync"), flush, segment, counts, args.size).await?;
+                figures.entry(i).or_default().push(f);
+            }
+        }
+        let pick = |i: usize, f: &dyn Fn(&(user::PutFigures, user::PutFigures)) -> f64| {
+            median(figures.get(&i).map(|v| v.iter().map(f).collect()).unwrap_or_else(|| vec![f64::NAN]))
+        };
+        let p50 = |i| pick(i, &|f| f.0.p50);
+        let p99 = |i| pick(i, &|f| f.0.p99);
+        let rate = |i| pick(i, &|f| f.1.rate);
+        let name = |i: usize| format!("{} -> {}", pairs[i].0.name(), pairs[i].1.name());
+        if flush == FlushDiskType::AsyncFlush {
+            rows.push(Row::new(
+                "SYNC put p50, 1 producer, new slave process".into(),
+                p50(0),
+                "us",
+                "raw 8-byte TCP ping-pong p50",
+                rtt.0,
+                "-",
+            ));
+            rows.push(Row::new(
+                "SYNC put p99, 1 producer, new slave process".into(),
+                p99(0),
+                "us",
+                "raw 8-byte TCP ping-pong p99",
+                rtt.1,
+                "<= 3",
+            ));
+        }
+        for (i, (m, s)) in pairs.iter().enumerate().skip(1) {
+            // Compare each pairing with the peer's own pairing.
+            let base = pairs
+                .iter()
+                .position(|(pm, ps)| pm == ps && (*pm == *m || *pm == *s) && *pm != Impl::Logship);
+            let Some(b) = base else { continue };
+            if b == i {
+                let java = matches!(m, Impl::Java4 | Impl::Java5);
+                rows.push(Row::new(
+                    format!("SYNC put p50, 1 producer, {flush_name}, {}", name(0)),
+                    p50(0),
+                    "us",
+                    &name(b),
+                    p50(b),
+                    if java { "<= 0.5" } else { "-" },
+                ));
+                rows.push(Row::new(
+                    format!("SYNC put p99, 1 producer, {flush_name}, {}", name(0)),
+                    p99(0),
+                    "us",
+                    &name(b),
+                    p99(b),
+                    "-",
+                ));
+                rows.push(Row::new(
+                    format!("SYNC puts/s, 64 producers, {flush_name}, {}", name(0)),
+                    rate(0),
+                    "puts/s",
+                    &name(b),
+                    rate(b),
+                    if java { ">= 2" } else { "-" },
+                ));
+            } else {
+                rows.push(Row::new(
+                    format!("SYNC put p50, 1 producer, {flush_name}, {}", name(i)),
+                    p50(i),
+                    "us",
+                    &name(b),
+                    p50(b),
+                    "-",
+                ));
+                rows.push(Row::new(
+                    format!("SYNC puts/s, 64 producers, {flush_name}, {}", name(i)),
+                    rate(i),
+                    "puts/s",
+                    &name(b),
+                    rate(b),
+                    "-",
+                ));
+            }
+        }
+        if peers.is_empty() {
+            rows.push(Row::new(
+                "SYNC puts/s, 64 producers, new slave process".into(),
+                rate(0),
+                "puts/s",
+                "-",
+                f64::NAN,
+                "-",
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A slave task may still hold its store for a moment after its shutdown returned; the
+    /// stores must be closed by `stop` itself, before the temporary directory goes, or the last
+    /// holder's drop closes them too late (`clean shutdown failed ... abort: No such file`).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stop_closes_every_store_while_others_still_hold_it() {
+        let cluster = Cluster::start(BrokerRole::AsyncMaster, 1, 32 * 1024, 8 << 20, (64 << 10, 1024), false)
+            .await
+            .unwrap();
+        cluster.wait_for_slaves().await.unwrap();
+        // As a task that has not exited yet would.
+        let lingering: Vec<_> =
+            std::iter::once(&cluster.master_store).chain(&cluster.slave_stores).cloned().collect();
+        let roots = [cluster.dir.path().join("master"), cluster.dir.path().join("slave-0")];
+        cluster.stop().await;
+        for root in &roots {
+            assert!(!root.join("abort").exists(), "{} is still open after stop", root.display());
+        }
+        drop(cluster);
+        drop(lingering);
+    }
+}

@@ -1,0 +1,415 @@
+//! The implementations `logship bench` compares: logship itself (a master in this process, a
+//! slave as a spawned `logship slave`), Apache RocketMQ's `DefaultMessageStore` through the Java
+//! harness (`tests/interop/rocketmq-java/`, class `logship.interop.Bench`), and rocketmq-rust's
+//! store through `tests/interop/rocketmq-rust/`.
+//!
+//! A peer process speaks one protocol: arguments `--role ASYNC_MASTER|SYNC_MASTER|SLAVE --store
+//! DIR --segment BYTES --flush ASYNC_FLUSH|SYNC_FLUSH [--ha-port N] [--master HOST:PORT]`; its
+//! first stdout line is `{"event":"started","haPort":N,...}`; then one JSON line answers each
+//! stdin command: `fill BYTES SIZE`, `bench PRODUCERS COUNT SIZE`, `status`, `wait-idle
+//! TIMEOUT_MS` (no slave connected), `watch-connect TIMEOUT_MS` (answers when a slave connects),
+//! `watch-slave END TIMEOUT_MS`, `wait-offset END TIMEOUT_MS` (answers when the log holds END),
+//! `shutdown`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+/// An implementation of RocketMQ's store and HA.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Impl {
+    /// logship.
+    Logship,
+    /// Apache RocketMQ 5.x (`DefaultHAService`).
+    Java5,
+    /// Apache RocketMQ 4.9.x (`HAService`).
+    Java4,
+    /// rocketmq-rust 1.0.0.
+    RocketmqRust,
+}
+
+impl Impl {
+    /// The name in the table.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Logship => "logship",
+            Self::Java5 => "RocketMQ 5.5.1",
+            Self::Java4 => "RocketMQ 4.9.8",
+            Self::RocketmqRust => "rocketmq-rust 1.0.0",
+        }
+    }
+
+    /// The peers `--peer NAME` selects.
+    pub fn parse_peer(name: &str) -> anyhow::Result<Vec<Self>> {
+        Ok(match name {
+            "java" => vec![Self::Java5, Self::Java4],
+            "java5" => vec![Self::Java5],
+            "java4" => vec![Self::Java4],
+            "rocketmq-rust" => vec![Self::RocketmqRust],
+            other => bail!("unknown --peer {other:?}: java, java5, java4 or rocketmq-rust"),
+        })
+    }
+}
+
+/// Where the peers' projects live: `LOGSHIP_INTEROP_DIR`, else this checkout's `tests/interop`.
+fn interop_dir() -> PathBuf {
+    std::env::var_os("LOGSHIP_INTEROP_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop"))
+}
+
+fn run_quietly(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
+    let out = cmd.output().with_context(|| format!("cannot run {what}"))?;
+    if !out.status.success() {
+        let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        let tail: Vec<&str> = text.lines().rev().take(20).collect::<Vec<_>>().into_iter().rev().collect();
+        bail!("{what} failed:\n{}", tail.join("\n"));
+    }
+    Ok(())
+}
+
+/// The command line that starts a peer of `kind`, building it first if needed.
+pub fn peer_command(kind: Impl) -> anyhow::Result<Command> {
+    let dir = interop_dir();
+    match kind {
+        Impl::Logship => {
+            let mut c = Command::new(std::env::current_exe()?);
+            c.arg("slave");
+            Ok(c)
+        }
+        Impl::Java5 | Impl::Java4 => {
+            let (version, profile) =
+                if kind == Impl::Java5 { ("5.5.1", "rocketmq-5") } else { ("4.9.8", "rocketmq-4") };
+            let project = dir.join("rocketmq-java");
+            let out = project.join("target").join(version);
+            let (jar, deps) = (out.join("harness.jar"), out.join("classpath.txt"));
+            let built = |cp: &Path| {
+                std::fs::read_to_string(cp).is_ok_and(|c| c.trim().split(':').all(|e| Path::new(e).is_file()))
+            };
+            if !jar.is_file() || !built(&deps) {
+                eprintln!(
+                    "  building the Java harness for RocketMQ {version} (mvn package -P {profile}) ..."
+                );
+                run_quietly(
+                    Command::new("mvn").current_dir(&project).args(["-q", "-B", "package", "-P", profile]),
+                    "mvn package",
+                )?;
+            }
+            let deps =
+                std::fs::read_to_string(&deps).with_context(|| format!("reading {}", deps.display()))?;
+            let home = std::env::temp_dir().join("logship-bench-java-home");
+            let mut c = Command::new("java");
+            c.args([
+                "--add-opens=java.base/java.nio=ALL-UNNAMED",
+                "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+                "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
+                "--add-opens=java.base/java.lang=ALL-UNNAMED",
+                "-Xms1g",
+                "-Xmx1g",
+            ])
+            // RocketMQ logs under ~/logs: keep that out of the user's home.
+            .arg(format!("-Duser.home={}", home.display()))
+            .arg("-cp")
+            .arg(format!("{}:{}", jar.display(), deps.trim()))
+            .arg("logship.interop.Bench");
+            Ok(c)
+        }
+        Impl::RocketmqRust => {
+            let project = dir.join("rocketmq-rust");
+            let bin = project.join("target/release/rocketmq-rust-peer");
+            if !bin.is_file() {
+                eprintln!(
+                    "  building {} (cargo build --release; a cold build takes minutes) ...",
+                    project.display()
+                );
+                run_quietly(
+                    Command::new("cargo").current_dir(&project).args(["build", "--release", "--quiet"]),
+                    "cargo build of the rocketmq-rust peer",
+                )?;
+            }
+            Ok(Command::new(bin))
+        }
+    }
+}
+
+/// A running peer process speaking the protocol above.
+pub struct PeerProcess {
+    /// Which implementation.
+    pub kind: Impl,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Value>,
+    stderr: Arc<Mutex<Vec<String>>>,
+    /// The HA port it listens on (masters).
+    pub ha_port: u16,
+}
+
+/// How a peer is started.
+#[derive(Clone, Debug)]
+pub struct PeerSpec {
+    /// `ASYNC_MASTER`, `SYNC_MASTER` or `SLAVE`.
+    pub role: &'static str,
+    /// Its store directory.
+    pub dir: PathBuf,
+    /// Commit-log segment size.
+    pub segment: u64,
+    /// `ASYNC_FLUSH` or `SYNC_FLUSH`.
+    pub flush: &'static str,
+    /// The master's HA address (slaves).
+    pub master: Option<String>,
+}
+
+impl PeerProcess {
+    /// Starts a Java or rocketmq-rust peer and waits for its `started` line.
+    pub fn start(kind: Impl, spec: &PeerSpec) -> anyhow::Result<Self> {
+        assert_ne!(kind, Impl::Logship, "logship slaves are `logship slave` processes");
+        let ha_port = if spec.role == "SLAVE" { 0 } else { free_port()? };
+        let mut cmd = peer_command(kind)?;
+        cmd.args(["--role", spec.role, "--store"])
+            .arg(&spec.dir)
+            .args(["--segment", &spec.segment.to_string(), "--flush", spec.flush])
+            .args(["--ha-port", &ha_port.to_string()]);
+        if let Some(m) = &spec.master {
+            cmd.args(["--master", m]);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .with_context(|| format!("cannot start the {} peer", kind.name()))?;
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let (pipe, sink) = (child.stderr.take().expect("piped"), stderr.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut s = sink.lock().unwrap_or_else(|e| e.into_inner());
+                s.push(line);
+                if s.len() > 40 {
+                    s.remove(0);
+                }
+            }
+        });
+        let (tx, lines) = channel();
+        let out = child.stdout.take().expect("piped");
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    if tx.send(v).is_err() {
+                        return;
+                    }
+                }
+            }
+        });
+        let stdin = child.stdin.take();
+        let mut p = Self { kind, child, stdin, lines, stderr, ha_port };
+        let started = p.next(Duration::from_secs(120))?;
+        if started["event"] != "started" || started["load"] == false {
+            bail!("the {} peer did not start: {started}\n{}", kind.name(), p.stderr_tail());
+        }
+        if spec.role != "SLAVE" {
+            p.ha_port = started["haPort"].as_u64().and_then(|v| u16::try_from(v).ok()).unwrap_or(ha_port);
+        }
+        Ok(p)
+    }
+
+    fn stderr_tail(&self) -> String {
+        self.stderr.lock().unwrap_or_else(|e| e.into_inner()).join("\n")
+    }
+
+    fn next(&mut self, timeout: Duration) -> anyhow::Result<Value> {
+        match self.lines.recv_timeout(timeout) {
+            Ok(v) => Ok(v),
+            Err(RecvTimeoutError::Timeout) => {
+                bail!("the {} peer did not answer in {timeout:?}\n{}", self.kind.name(), self.stderr_tail())
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                bail!("the {} peer exited\n{}", self.kind.name(), self.stderr_tail())
+            }
+        }
+    }
+
+    /// Sends one command and returns its answer; an `error` answer is an error.
+    pub fn command(&mut self, line: &str, timeout: Duration) -> anyhow::Result<Value> {
+        let stdin = self.stdin.as_mut().context("the peer's stdin is closed")?;
+        writeln!(stdin, "{line}")?;
+        stdin.flush()?;
+        let v = self.next(timeout)?;
+        if v["event"] == "error" {
+            bail!("the {} peer failed `{line}`: {}", self.kind.name(), v["message"]);
+        }
+        Ok(v)
+    }
+
+    /// Sends a command without waiting for its answer (read it with [`Self::answer`]).
+    pub fn send_line(&mut self, line: &str) -> anyhow::Result<()> {
+        let stdin = self.stdin.as_mut().context("the peer's stdin is closed")?;
+        writeln!(stdin, "{line}")?;
+        Ok(stdin.flush()?)
+    }
+
+    /// The next answer, as [`Self::command`] reads it.
+    pub fn answer(&mut self, timeout: Duration) -> anyhow::Result<Value> {
+        let v = self.next(timeout)?;
+        if v["event"] == "error" {
+            bail!("the {} peer failed: {}", self.kind.name(), v["message"]);
+        }
+        Ok(v)
+    }
+
+    /// Shuts the store down cleanly and waits for the process to exit.
+    pub fn shutdown(mut self) -> anyhow::Result<()> {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = writeln!(stdin, "shutdown");
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if self.child.try_wait()?.is_some() {
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                bail!("the {} peer did not exit after shutdown", self.kind.name());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for PeerProcess {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A free TCP port on loopback.
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// Two consecutive free ports (listenPort, haListenPort = listenPort + 1).
+pub fn free_port_pair() -> anyhow::Result<u16> {
+    for _ in 0..200 {
+        let port = free_port()?;
+        if port < 65535 && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+            return Ok(port);
+        }
+    }
+    bail!("no two consecutive free ports")
+}
+
+/// A spawned `logship slave` with default config but for the settings given.
+pub struct LogshipSlave {
+    child: Child,
+    /// Its HTTP port (/status).
+    pub port: u16,
+    stderr: Arc<Mutex<Vec<String>>>,
+}
+
+impl LogshipSlave {
+    /// Starts `logship slave --store dir --master master` plus `--set` overrides, under the
+    /// `wrap` command if one is given.
+    pub fn start(dir: &Path, master: &str, sets: &[String], wrap: &[String]) -> anyhow::Result<Self> {
+        let port = free_port_pair()?;
+        let mut cmd = match wrap.split_first() {
+            None => peer_command(Impl::Logship)?,
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(std::env::current_exe()?).arg("slave");
+                c
+            }
+        };
+        cmd.arg("--store").arg(dir).args(["--listen-port", &port.to_string(), "--master", master]);
+        for s in sets {
+            cmd.args(["--set", s]);
+        }
+        let mut child = cmd
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .context("cannot start `logship slave`")?;
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        let (pipe, sink) = (child.stderr.take().expect("piped"), stderr.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut s = sink.lock().unwrap_or_else(|e| e.into_inner());
+                s.push(line);
+                if s.len() > 40 {
+                    s.remove(0);
+                }
+            }
+        });
+        Ok(Self { child, port, stderr })
+    }
+
+    /// Its last lines on stderr.
+    pub fn stderr_tail(&self) -> String {
+        self.stderr.lock().unwrap_or_else(|e| e.into_inner()).join("\n")
+    }
+
+    /// The `logship slave` process: the child, or the wrapper's child if the wrapper forked.
+    fn slave_pid(&self) -> u32 {
+        let own = self.child.id();
+        std::fs::read_to_string(format!("/proc/{own}/task/{own}/children"))
+            .ok()
+            .and_then(|c| c.split_whitespace().next().and_then(|p| p.parse().ok()))
+            .unwrap_or(own)
+    }
+
+    /// Each thread of the slave: name, user and system CPU seconds, minor page faults.
+    pub fn thread_report(&self) -> String {
+        let pid = self.slave_pid();
+        let mut out = format!("  slave {pid} threads (name: user s, system s, minor faults):");
+        let tick = 100.0; // USER_HZ
+        for entry in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+            let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else { continue };
+            let Some((name, rest)) = stat.split_once(") ") else { continue };
+            let name = name.split_once(" (").map_or(name, |(_, n)| n);
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let num = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+            // After the name: state is field 0, minflt 7, utime 11, stime 12.
+            out.push_str(&format!("\n    {name}: {:.2}, {:.2}, {}", num(11) / tick, num(12) / tick, num(7)));
+        }
+        out
+    }
+
+    /// SIGTERM, then waits for the clean stop; an unclean exit is an error.
+    pub fn stop(mut self) -> anyhow::Result<()> {
+        let pid = self.slave_pid().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                if !status.success() {
+                    bail!("`logship slave` exited with {status}:\n{}", self.stderr_tail());
+                }
+                return Ok(());
+            }
+            if std::time::Instant::now() > deadline {
+                let _ = self.child.kill();
+                bail!("`logship slave` did not stop after SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for LogshipSlave {
+    fn drop(&mut self) {
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
