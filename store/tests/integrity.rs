@@ -27,8 +27,18 @@ fn flip_body_byte(root: &std::path::Path, log_bytes: &[u8], offset: u64, body: &
     common::patch(&segment_path(root, seg), at as u64 - seg, &[log_bytes[at] ^ 0x10]);
 }
 
+/// Tests here run one at a time: one of them spawns `mount`, `fallocate` and `dd`, and a child
+/// forked by one test holds a copy of every descriptor of the process until it execs, the
+/// store's lock file included, so another test's reopen right after a shutdown could find its
+/// store still locked.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[test]
 fn the_scrub_finds_flipped_bytes_in_older_segments_after_a_clean_restart() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let env = Env::default();
     let log = env.open(dir.path(), config()).unwrap();
@@ -68,6 +78,7 @@ fn the_scrub_finds_flipped_bytes_in_older_segments_after_a_clean_restart() {
 
 #[test]
 fn a_missing_head_segment_is_an_error_unless_retention_deleted_it() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let env = Env::default();
     let log = env.open(dir.path(), config()).unwrap();
@@ -99,6 +110,7 @@ fn a_missing_head_segment_is_an_error_unless_retention_deleted_it() {
 
 #[test]
 fn a_missing_tail_segment_is_an_error_not_a_shorter_log() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let env = Env::default();
     let log = env.open(dir.path(), config()).unwrap();
@@ -147,6 +159,7 @@ impl Drop for SmallDisk {
 
 #[test]
 fn a_restart_on_a_full_disk_with_a_sparse_active_segment_refuses_writes_instead_of_crashing() {
+    let _serial = serial();
     let Some(disk) = SmallDisk::mount("24m") else { return };
     let root = disk.0.path().join("store");
     let mut cfg = config();
@@ -197,6 +210,7 @@ fn a_restart_on_a_full_disk_with_a_sparse_active_segment_refuses_writes_instead_
 
 #[test]
 fn consume_queue_files_reserve_their_blocks_as_they_grow_not_all_at_once() {
+    let _serial = serial();
     use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = config();
