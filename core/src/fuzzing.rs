@@ -6,7 +6,9 @@
 //! Not a stable API.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use bytes::Bytes;
 
@@ -16,12 +18,6 @@ use crate::frame::{
 };
 use crate::log::{LogBounds, Offset};
 use crate::{ConnId, Master, MasterEvent, MasterInput, MasterOutput, Slave, SlaveInput, SlaveOutput, WaitId};
-
-/// A fixed origin for virtual time in fuzzers and tests; only durations after it matter.
-#[allow(clippy::disallowed_methods)] // the one clock read, outside every state machine
-pub fn epoch() -> Instant {
-    Instant::now()
-}
 
 /// Reads fuzzer bytes as numbers; yields zeros once exhausted.
 #[derive(Debug)]
@@ -229,7 +225,7 @@ pub fn small_master_config(b: u8) -> MasterConfig {
 /// connection), that no connection exceeds `max_inflight`, that every accepted wait ends in
 /// exactly one `WaitDone`, and that no wait succeeds at or after its deadline.
 pub fn run_master(config: MasterConfig, start: LogBounds, ops: &[MasterOp]) {
-    let mut now = epoch();
+    let mut now = Instant::ZERO;
     let mut master = Master::new(config.clone(), now, start).expect("valid config");
     let mut log = start;
     let mut inflight: BTreeMap<ConnId, u32> = BTreeMap::new();
@@ -418,7 +414,7 @@ impl SlaveOp {
 /// Flushed`), that the first report of a connection is the whole log, and that nothing is sent
 /// or appended while disconnected.
 pub fn run_slave(config: SlaveConfig, start: Offset, ops: &[SlaveOp]) {
-    let mut now = epoch();
+    let mut now = Instant::ZERO;
     let mut slave = Slave::new(config.clone(), now, start, start).expect("valid config");
     let mut stored = start; // the model log's end
     let mut durable = start;

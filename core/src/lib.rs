@@ -46,8 +46,9 @@
 //!    while draining (for example `Appended` right after performing an `Append`) is allowed.
 //! 3. Wait for the next input or for `at`, whichever comes first, and go to 1.
 //!
-//! **Time** is the caller's: pass a monotonic `Instant` (in tests, any `Instant` plus virtual
-//! durations). An input with a `now` earlier than a previous one is refused with
+//! **Time** is the caller's: `now` is a [`time::Instant`], a point on a timeline whose origin
+//! the caller chose. An adapter maps its clock onto it with a [`time::Origin`]; the simulator and
+//! tests count from [`time::Instant::ZERO`]. An input with a `now` earlier than a previous one is refused with
 //! [`ApiMisuse::TimeWentBackwards`]; `handle_timeout` may be called early or spuriously.
 //!
 //! **Errors** come in three kinds: a misused API returns `Err(ApiMisuse)` and changes nothing; a
@@ -61,11 +62,11 @@
 //! ## Example: a master and a slave in memory
 //!
 //! ```
-//! use std::time::Instant;
+//! use logship_core::time::Instant;
 //! use bytes::Bytes;
 //! use logship_core::*;
 //!
-//! let now = Instant::now();
+//! let now = Instant::ZERO;
 //! let master_log: Vec<u8> = (0..100u8).collect();
 //! let mut master = Master::new(MasterConfig::default(), now, LogBounds { min: 0, max: 100 })?;
 //! let mut slave = Slave::new(SlaveConfig::default(), now, 0, 0)?;
@@ -138,6 +139,7 @@ pub mod service;
 #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod sim;
 mod slave;
+pub mod time;
 mod waiters;
 
 pub use config::{

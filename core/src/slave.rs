@@ -1,7 +1,7 @@
 //! The slave side: one state machine for a RocketMQ HA slave's connection to its master.
 
+use crate::time::Instant;
 use std::collections::VecDeque;
-use std::time::Instant;
 
 use bytes::Bytes;
 use tracing::{debug, info, trace, warn};

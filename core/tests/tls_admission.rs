@@ -7,7 +7,9 @@ mod pki;
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use logship_core::time::Instant;
 
 use bytes::Bytes;
 use logship_core::frame::encode_report;
@@ -44,7 +46,7 @@ impl WaitSink for Reply {
 type Driver = MasterDriver<Sink, Reply>;
 
 fn at(ms: u64) -> Instant {
-    logship_core::fuzzing::epoch() + Duration::from_millis(ms)
+    Instant::ZERO + Duration::from_millis(ms)
 }
 
 fn addr(s: &str) -> SocketAddr {

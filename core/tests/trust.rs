@@ -4,7 +4,9 @@
 use std::cell::RefCell;
 use std::net::SocketAddr;
 use std::rc::Rc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use logship_core::time::Instant;
 
 use bytes::Bytes;
 use logship_core::frame::encode_report;
@@ -37,7 +39,7 @@ impl WaitSink for Reply {
 type Driver = MasterDriver<Sink, Reply>;
 
 fn at(ms: u64) -> Instant {
-    logship_core::fuzzing::epoch() + Duration::from_millis(ms)
+    Instant::ZERO + Duration::from_millis(ms)
 }
 
 fn driver(end: Offset) -> Driver {

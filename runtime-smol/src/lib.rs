@@ -113,10 +113,24 @@ impl Budget {
     }
 }
 
-/// The clock every task of this crate uses.
+/// The clock every task of this crate uses, on the core's timeline, counted from the first
+/// reading in the process.
 #[allow(clippy::disallowed_methods)]
-pub(crate) fn now() -> std::time::Instant {
-    std::time::Instant::now()
+pub(crate) fn now() -> logship_core::time::Instant {
+    let at = std::time::Instant::now();
+    origin(at).instant(at)
+}
+
+/// The std instant of a core instant, for timers.
+#[allow(clippy::disallowed_methods)]
+pub(crate) fn timer_at(at: logship_core::time::Instant) -> std::time::Instant {
+    origin(std::time::Instant::now()).to_std(at)
+}
+
+/// The process's origin of core time: the first clock reading any task made.
+fn origin(at: std::time::Instant) -> logship_core::time::Origin {
+    static ORIGIN: std::sync::OnceLock<logship_core::time::Origin> = std::sync::OnceLock::new();
+    *ORIGIN.get_or_init(|| logship_core::time::Origin::new(at))
 }
 
 /// Writes `header` then `body` with vectored writes until both are out.

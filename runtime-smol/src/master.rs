@@ -18,7 +18,7 @@ use logship_core::service::{
 use logship_core::{ConnId, MessageLog, Offset, PutResult, WaitError};
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::{Budget, Spawn, now, write_frame};
+use crate::{Budget, Spawn, now, timer_at, write_frame};
 
 /// Capacity of the channel into the core task.
 const COMMAND_QUEUE: usize = 4096;
@@ -390,7 +390,7 @@ async fn core_task<L: MessageLog>(
     stop_accepting: Sender<()>,
 ) {
     let mut stopping: Option<Sender<()>> = None;
-    let mut timer = Timer::at(driver.drain());
+    let mut timer = Timer::at(timer_at(driver.drain()));
     let mut budget = Budget::default();
     loop {
         budget.tick().await;
@@ -429,7 +429,7 @@ async fn core_task<L: MessageLog>(
         if stopping.is_some() && driver.pending_waits() == 0 {
             break;
         }
-        timer.set_at(driver.drain());
+        timer.set_at(timer_at(driver.drain()));
         shared.fenced.store(driver.fence().is_some(), Ordering::Release);
     }
     let end = shared.log.bounds().max;

@@ -1,10 +1,10 @@
 //! The slave service on async-io / async-net.
 
+use logship_core::time::Instant;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
 
 use async_channel::{Receiver, Sender, bounded};
 use async_io::Timer;
@@ -16,7 +16,7 @@ use logship_core::service::{SlaveAction, SlaveDriver, SlaveServiceConfig, SlaveS
 use logship_core::{LogWrite, Offset};
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::{Budget, Spawn, now};
+use crate::{Budget, Spawn, now, timer_at};
 
 /// Read buffer; refilled when less than a quarter is left.
 const READ_BUFFER: usize = 64 * 1024;
@@ -146,7 +146,7 @@ impl<L: LogWrite> SlaveTask<L> {
                     }
                 };
                 let timer = async {
-                    Timer::at(deadline).await;
+                    Timer::at(timer_at(deadline)).await;
                     Wake::Timer
                 };
                 commands.or(read).or(connected).or(flushed).or(timer).await

@@ -65,7 +65,8 @@
 //! A slave runs one task that owns its [`Slave`](logship_core::Slave) core, the socket and the
 //! timers. Flushes (with `AckOn::Flushed`) run on tokio's blocking pool.
 //!
-//! Time is `tokio::time::Instant::now().into_std()`, so tests with a paused clock work.
+//! Time is tokio's clock (`tokio::time::Instant`), so tests with a paused clock work, mapped onto
+//! the core's timeline by one process-wide [`Origin`](logship_core::time::Origin).
 #![forbid(unsafe_code)]
 
 mod in_sync;
@@ -79,7 +80,36 @@ pub use slave::{SlaveHandle, spawn_slave};
 pub use logship_core::service::InSyncError;
 pub use logship_core::service::StartError;
 
-/// The clock every task of this crate uses: tokio's, so paused-time tests work.
-pub(crate) fn now() -> std::time::Instant {
-    tokio::time::Instant::now().into_std()
+/// The clock every task of this crate uses, on the core's timeline: tokio's clock (so
+/// paused-time tests work), counted from the first reading in the process.
+pub(crate) fn now() -> logship_core::time::Instant {
+    let at = tokio::time::Instant::now().into_std();
+    origin(at).instant(at)
+}
+
+/// The tokio instant of a core instant, for timers.
+pub(crate) fn timer_at(at: logship_core::time::Instant) -> tokio::time::Instant {
+    tokio::time::Instant::from_std(origin(tokio::time::Instant::now().into_std()).to_std(at))
+}
+
+/// The process's origin of core time: the first clock reading any task made.
+fn origin(at: std::time::Instant) -> logship_core::time::Origin {
+    static ORIGIN: std::sync::OnceLock<logship_core::time::Origin> = std::sync::OnceLock::new();
+    *ORIGIN.get_or_init(|| logship_core::time::Origin::new(at))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{now, timer_at};
+
+    #[tokio::test(start_paused = true)]
+    async fn core_time_follows_the_paused_tokio_clock_and_maps_back_to_it() {
+        let t0 = now();
+        let tokio_t0 = tokio::time::Instant::now();
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        assert_eq!(now().saturating_duration_since(t0), Duration::from_secs(7));
+        assert_eq!(timer_at(t0 + Duration::from_secs(1)), tokio_t0 + Duration::from_secs(1));
+    }
 }

@@ -18,7 +18,7 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::{io::write_frame, now};
+use crate::{io::write_frame, now, timer_at};
 
 /// Capacity of the channel into the core task.
 const COMMAND_QUEUE: usize = 4096;
@@ -360,7 +360,7 @@ async fn core_task<L: MessageLog>(
     accept: JoinHandle<()>,
 ) {
     let mut stopping: Option<oneshot::Sender<()>> = None;
-    let sleep = tokio::time::sleep_until(driver.drain().into());
+    let sleep = tokio::time::sleep_until(timer_at(driver.drain()));
     tokio::pin!(sleep);
     loop {
         tokio::select! {
@@ -389,7 +389,7 @@ async fn core_task<L: MessageLog>(
         if stopping.is_some() && driver.pending_waits() == 0 {
             break;
         }
-        let deadline = tokio::time::Instant::from_std(driver.drain());
+        let deadline = timer_at(driver.drain());
         shared.fenced.store(driver.fence().is_some(), Ordering::Release);
         if sleep.deadline() != deadline {
             sleep.as_mut().reset(deadline);

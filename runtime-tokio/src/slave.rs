@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tracing::{Instrument, info, info_span, warn};
 
-use crate::now;
+use crate::{now, timer_at};
 
 /// Read buffer; refilled when less than a quarter is left.
 const READ_BUFFER: usize = 64 * 1024;
@@ -144,13 +144,13 @@ impl<L: LogWrite> SlaveTask<L> {
                         Err(e) => self.driver.flushed(now(), Err(e)),
                     }
                 }
-                () = tokio::time::sleep_until(deadline.into()) => self.driver.handle_timeout(now()),
+                () = tokio::time::sleep_until(timer_at(deadline)) => self.driver.handle_timeout(now()),
             }
         }
     }
 
     /// Performs actions until the driver has nothing more before its next timeout.
-    async fn perform(&mut self) -> std::time::Instant {
+    async fn perform(&mut self) -> logship_core::time::Instant {
         loop {
             match self.driver.next_action(now()) {
                 SlaveAction::SleepUntil(at) => return at,

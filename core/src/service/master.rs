@@ -1,9 +1,9 @@
 //! The master driver: a [`Master`] with the bookkeeping every adapter needs.
 
+use crate::time::Instant;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
-use std::time::Instant;
 
 use bytes::Bytes;
 use tracing::{debug, error, info, warn};

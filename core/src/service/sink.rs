@@ -1,8 +1,8 @@
 //! What an adapter implements over its own channels: connection sinks, wait and status
 //! replies, and the commands its tasks send to the task that owns a [`MasterDriver`].
 
+use crate::time::Instant;
 use std::net::SocketAddr;
-use std::time::Instant;
 
 use bytes::Bytes;
 

@@ -1,6 +1,8 @@
 //! The slave driver: a [`Slave`] that stores appends through the log.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use bytes::Bytes;
 use tracing::{error, info, warn};
