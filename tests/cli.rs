@@ -1,165 +1,24 @@
 //! The `logship` binary as users run it: real processes, free ports, temporary directories,
 //! HTTP over loopback, `kill -9`.
 
-use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::Path;
+use std::process::{Command, Output};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 #[path = "support/pki.rs"]
 mod pki;
+mod process;
 
-const BIN: &str = env!("CARGO_BIN_EXE_logship");
+use process::{BIN, Broker, agent, eventually, free_port_pair};
+
 const TOPIC: &str = "CliTopic";
 
-/// Two consecutive free ports: listenPort and haListenPort = listenPort + 1.
-fn free_port_pair() -> u16 {
-    for _ in 0..200 {
-        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = probe.local_addr().unwrap().port();
-        if port < 65535 && TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no two consecutive free ports");
-}
-
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(10)))
-        .build()
-        .into()
-}
-
-struct Broker {
-    child: Child,
-    port: u16,
-    dir: PathBuf,
-    args: Vec<String>,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl Broker {
-    fn start(role: &str, dir: &Path, port: u16, extra: &[&str]) -> Self {
-        let mut args = vec![
-            role.to_string(),
-            "--store".into(),
-            dir.display().to_string(),
-            "--listen-port".into(),
-            port.to_string(),
-            "--set".into(),
-            "mappedFileSizeCommitLog=1048576".into(),
-            "--set".into(),
-            "maxMessageSize=262144".into(),
-            "--set".into(),
-            "haSendHeartbeatInterval=200".into(),
-            "--set".into(),
-            "haHousekeepingInterval=2000".into(),
-        ];
-        args.extend(extra.iter().map(|s| s.to_string()));
-        Self::spawn(args, port, dir)
-    }
-
-    fn spawn(args: Vec<String>, port: u16, dir: &Path) -> Self {
-        let mut child = Command::new(BIN)
-            .args(&args)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start logship");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let pipe = child.stderr.take().unwrap();
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                sink.lock().unwrap().push_str(&line);
-                sink.lock().unwrap().push('\n');
-            }
-        });
-        let broker = Self { child, port, dir: dir.to_path_buf(), args, stderr };
-        broker.wait_ready();
-        broker
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn wait_ready(&self) {
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(20) {
-            if let Ok(mut r) = agent().get(self.url("/status")).call() {
-                if r.status() == 200 && r.body_mut().read_to_string().is_ok() {
-                    return;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("broker on port {} did not start:\n{}", self.port, self.stderr.lock().unwrap());
-    }
-
-    fn status(&self) -> Value {
-        let mut r = agent().get(self.url("/status")).call().unwrap();
-        serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap()
-    }
-
-    fn put(&self, body: &str, query: &str) -> (u16, Value) {
-        let url = self.url(&format!("/topics/{TOPIC}/messages{query}"));
-        let mut r = agent().post(url).send(body).unwrap();
-        let code = r.status().as_u16();
-        (code, serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap())
-    }
-
-    fn get(&self, path: &str) -> (u16, Value) {
-        let mut r = agent().get(self.url(path)).call().unwrap();
-        let code = r.status().as_u16();
-        (code, serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap())
-    }
-
-    fn kill9(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
-    }
-
-    fn restart(&mut self) {
-        let again = Self::spawn(self.args.clone(), self.port, &self.dir);
-        *self = again;
-    }
-
-    fn terminate(&mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-        let start = Instant::now();
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return status;
-            }
-            assert!(start.elapsed() < Duration::from_secs(20), "no exit after SIGTERM");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Puts `body` to the test topic with `query`: status code and JSON reply.
+fn put(b: &Broker, body: &str, query: &str) -> (u16, Value) {
+    b.post(&format!("/topics/{TOPIC}/messages{query}"), body.as_bytes())
 }
 
 fn max_offset(b: &Broker) -> u64 {
@@ -200,7 +59,7 @@ fn messages_produced_over_http_are_read_back_from_the_slave() {
     eventually("the slave to connect", || master.status()["slaves"].as_array().is_some_and(|s| s.len() == 1));
     let mut acked = Vec::new();
     for i in 0..20 {
-        let (code, reply) = master.put(&format!("hello {i}"), "?queueId=0&tags=TagA&keys=k1&color=blue");
+        let (code, reply) = put(&master, &format!("hello {i}"), "?queueId=0&tags=TagA&keys=k1&color=blue");
         assert_eq!(code, 200, "{reply}");
         assert_eq!(reply["status"], "PUT_OK");
         assert_eq!(reply["queueOffset"], i);
@@ -249,12 +108,12 @@ fn messages_produced_over_http_are_read_back_from_the_slave() {
 fn a_killed_slave_catches_up_after_restart() {
     let (_dir, master, mut slave) = master_and_slave(&[]);
     for i in 0..50 {
-        assert_eq!(master.put(&format!("before {i}"), "").0, 200);
+        assert_eq!(put(&master, &format!("before {i}"), "").0, 200);
     }
     eventually("the slave to catch up", || max_offset(&slave) == max_offset(&master));
     slave.kill9();
     for i in 0..200 {
-        assert_eq!(master.put(&"x".repeat(2000 + i), "").0, 200);
+        assert_eq!(put(&master, &"x".repeat(2000 + i), "").0, 200);
     }
     slave.restart();
     eventually("the restarted slave to catch up", || max_offset(&slave) == max_offset(&master));
@@ -306,7 +165,7 @@ fn a_killed_sync_master_keeps_every_acknowledged_message() {
     // The slave reconnects only after its 5 s back-off, so the fence is still up here.
     let fence = master.status()["fence"].as_str().map(str::to_string);
     assert!(fence.as_deref().is_some_and(|f| f.contains("restarted after a crash")), "{fence:?}");
-    assert_eq!(master.put("while fenced", "").0, 503);
+    assert_eq!(put(&master, "while fenced", "").0, 503);
     for (queue, offset, body) in &acked {
         let (code, read) =
             master.get(&format!("/topics/{TOPIC}/queues/{queue}/messages?offset={offset}&max=1"));
@@ -320,7 +179,7 @@ fn a_killed_sync_master_keeps_every_acknowledged_message() {
     // After a crash the master takes no puts until its slave has reported (it might hold bytes
     // the master lost); then it does.
     eventually("the restart fence to lift", || master.status()["fence"].is_null());
-    assert_eq!(master.put("after the restart", "?queueId=7").0, 200);
+    assert_eq!(put(&master, "after the restart", "?queueId=7").0, 200);
     // The slave's log is a prefix of the master's.
     eventually("the slave to resume", || max_offset(&slave) == max_offset(&master));
     let end = max_offset(&slave);
@@ -331,9 +190,9 @@ fn a_killed_sync_master_keeps_every_acknowledged_message() {
 fn sigterm_shuts_down_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let mut master = Broker::start("master", &dir.path().join("m"), free_port_pair(), &[]);
-    assert_eq!(master.put("one", "").0, 200);
+    assert_eq!(put(&master, "one", "").0, 200);
     assert!(master.dir.join("abort").exists(), "the abort marker exists while running");
-    let status = master.terminate();
+    let status = master.terminate().expect("an exit after SIGTERM");
     assert!(status.success(), "{status:?}");
     assert!(!master.dir.join("abort").exists(), "a clean shutdown removes the abort marker");
     assert!(master.stderr.lock().unwrap().contains("logship stopped cleanly"));
@@ -342,20 +201,20 @@ fn sigterm_shuts_down_cleanly() {
 #[test]
 fn bad_requests_get_their_documented_errors() {
     let (_dir, master, slave) = master_and_slave(&[]);
-    let (code, reply) = master.put("x", "?queueId=abc");
+    let (code, reply) = put(&master, "x", "?queueId=abc");
     assert_eq!((code, reply["error"].as_str().unwrap()), (400, "queueId \"abc\" is not a queue number"));
     let mut r = agent().post(master.url("/topics/bad%20topic/messages")).send("x").unwrap();
     assert_eq!(r.status(), 400);
     assert!(r.body_mut().read_to_string().unwrap().contains("topic \\\"bad topic\\\""));
     let (code, reply) = master.get(&format!("/topics/{TOPIC}/queues/0/messages?max=0"));
     assert_eq!((code, reply["error"].as_str().unwrap()), (400, "max must be between 1 and 1000"));
-    let (code, reply) = slave.put("x", "");
+    let (code, reply) = put(&slave, "x", "");
     assert_eq!((code, reply["status"].as_str().unwrap()), (503, "SERVICE_NOT_AVAILABLE"));
     assert_eq!(reply["stored"], false);
     // A SYNC_MASTER with no slave stores the message but says it is not replicated.
     let dir = tempfile::tempdir().unwrap();
     let lonely = Broker::start("master", dir.path(), free_port_pair(), &["--role", "SYNC_MASTER"]);
-    let (code, reply) = lonely.put("alone", "");
+    let (code, reply) = put(&lonely, "alone", "");
     assert_eq!(
         (code, reply["status"].as_str().unwrap(), &reply["stored"]),
         (502, "SLAVE_NOT_AVAILABLE", &Value::Bool(true))
@@ -416,7 +275,7 @@ fn unknown_config_key_is_a_warning_naming_it() {
     )
     .unwrap();
     let broker =
-        Broker::spawn(vec!["master".into(), "--config".into(), conf.display().to_string()], port, dir.path());
+        Broker::spawn(vec!["master".into(), "--config".into(), conf.display().to_string()], dir.path());
     assert!(broker.stderr.lock().unwrap().contains("unknown key haTransferBatchSzie"));
 }
 
@@ -484,7 +343,7 @@ fn tls_brokers_replicate_over_an_authenticated_link_and_a_plain_slave_is_refused
         master.status()["slaves"].as_array().is_some_and(|s| s.len() == 1)
     });
     for i in 0..5 {
-        let (code, reply) = master.put(&format!("secret {i}"), "");
+        let (code, reply) = put(&master, &format!("secret {i}"), "");
         assert_eq!(code, 200, "{reply}");
     }
     let end = max_offset(&master);

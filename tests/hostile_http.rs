@@ -3,30 +3,26 @@
 //! with small limits of its own (`setrlimit` in the child, small caps in config) and talks to it
 //! over real loopback sockets.
 
-use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-const BIN: &str = env!("CARGO_BIN_EXE_logship");
+mod process;
+
+use process::{BIN, eventually, ready_addresses, spawn_logship};
 const TOKEN: &str = "s3cret-token-0123456789";
 
 fn agent() -> ureq::Agent {
-    agent_with(None)
+    process::agent()
 }
 
 fn agent_with(tls: Option<&ureq::tls::TlsConfig>) -> ureq::Agent {
-    let mut config = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(10)));
-    if let Some(tls) = tls {
-        config = config.tls_config(tls.clone());
-    }
-    config.build().into()
+    process::agent_with(Duration::from_secs(10), tls)
 }
 
 /// Test certificates (ECDSA P-256, valid for a century): a CA, a server certificate for
@@ -82,38 +78,6 @@ impl Start {
     }
 }
 
-fn spawn_child(args: &[String], nofile: Option<(u64, u64)>) -> (Child, Arc<Mutex<String>>) {
-    let mut command = Command::new(BIN);
-    command.args(args).env("RUST_LOG", "info").stdout(Stdio::null()).stderr(Stdio::piped());
-    if let Some((soft, hard)) = nofile {
-        use std::os::unix::process::CommandExt;
-        #[allow(unsafe_code)]
-        // SAFETY: the closure runs in the forked child before exec and only calls setrlimit,
-        // which is async-signal-safe; it allocates nothing and touches no lock.
-        unsafe {
-            command.pre_exec(move || {
-                let limit = libc::rlimit { rlim_cur: soft as libc::rlim_t, rlim_max: hard as libc::rlim_t };
-                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
-        }
-    }
-    let mut child = command.spawn().expect("start logship");
-    let stderr = Arc::new(Mutex::new(String::new()));
-    let pipe = child.stderr.take().unwrap();
-    let sink = stderr.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-            let mut s = sink.lock().unwrap();
-            s.push_str(&line);
-            s.push('\n');
-        }
-    });
-    (child, stderr)
-}
-
 impl Broker {
     fn master(dir: &Path, start: Start) -> Self {
         // Port 0 for both ports: parallel tests never race for a free port; the broker logs the
@@ -133,7 +97,7 @@ impl Broker {
             args.push("--set".into());
             args.push(kv);
         }
-        let (child, stderr) = spawn_child(&args, start.nofile);
+        let (child, stderr) = spawn_logship(&args, start.nofile);
         let ip = start.ip.unwrap_or(IpAddr::from([127, 0, 0, 1]));
         let mut broker = Self {
             child,
@@ -151,11 +115,7 @@ impl Broker {
 
     /// The HTTP port of the "logship ready" line, once it is logged.
     fn bound_port(&self) -> Option<u16> {
-        let log = self.log();
-        let line = log.lines().find(|l| l.contains("logship ready"))?;
-        let plain: String = strip_ansi(line);
-        let addr = plain.split_whitespace().find_map(|w| w.strip_prefix("http="))?;
-        addr.parse::<SocketAddr>().ok().map(|a| a.port())
+        ready_addresses(&self.log()).map(|(http, _)| http.port())
     }
 
     fn addr(&self) -> SocketAddr {
@@ -225,7 +185,7 @@ impl Broker {
 
     fn restart(&mut self) {
         self.kill();
-        let (child, stderr) = spawn_child(&self.args, self.nofile);
+        let (child, stderr) = spawn_logship(&self.args, self.nofile);
         self.child = child;
         self.stderr = stderr;
         self.wait_ready();
@@ -255,31 +215,6 @@ impl Drop for Broker {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 /// Reads what the server sends until it closes the connection; `None` if it was still open
@@ -460,7 +395,7 @@ fn a_non_loopback_broker_ip_is_not_bound_on_every_interface() {
     let dir = tempfile::tempdir().unwrap();
     // 192.0.2.1 (TEST-NET-1) is on no host: the HTTP port may only bind it, which fails loudly.
     let store = dir.path().join("a").display().to_string();
-    let (mut child, stderr) = spawn_child(
+    let (mut child, stderr) = spawn_logship(
         &[
             "master",
             "--store",

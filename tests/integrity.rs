@@ -3,22 +3,19 @@
 //! The disk tests mount a small tmpfs (`mount -t tmpfs -o size=...`), which needs root. Without
 //! it they print one line and pass, unless `LOGSHIP_REQUIRE_MOUNT=1` demands them.
 
-use std::io::{BufRead, BufReader};
+use std::io::{Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-use std::io::{Read, Write};
 
 use logship_store::{Message, StoreFields};
 use serde_json::Value;
 
-/// The binary under test (`LOGSHIP_TEST_BIN` runs these tests against another build).
-fn bin() -> String {
-    std::env::var("LOGSHIP_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_logship").to_string())
-}
+mod process;
+
+use process::{Broker, bin, free_port_pair, test_settings};
 
 /// A tmpfs of `size` mounted on a temporary directory; unmounted on drop.
 struct SmallDisk {
@@ -71,121 +68,34 @@ impl Drop for SmallDisk {
     }
 }
 
-fn free_port_pair() -> u16 {
-    for _ in 0..200 {
-        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = probe.local_addr().unwrap().port();
-        if port < 65535 && TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no two consecutive free ports");
+/// A broker in `dir` on fresh ports, with the test settings and then `sets` (broker.conf keys).
+fn start_as(role: &str, dir: &Path, sets: &[&str]) -> Broker {
+    let mut args: Vec<String> =
+        [role, "--store", &dir.display().to_string()].iter().map(|s| s.to_string()).collect();
+    args.extend(["--listen-port".to_string(), free_port_pair().to_string()]);
+    args.extend(test_settings(sets));
+    Broker::spawn(args, dir)
 }
 
-fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(10)))
-        .build()
-        .into()
+/// A master: [`start_as`] `"master"`.
+fn start(dir: &Path, sets: &[&str]) -> Broker {
+    start_as("master", dir, sets)
 }
 
-struct Broker {
-    child: Child,
-    port: u16,
-    stderr: Arc<Mutex<String>>,
-}
+/// RocketMQ's default refusal ratio, for the tests on a small disk of their own (the test
+/// settings lift it so that the host's disk does not matter).
+const DEFAULT_DISK_RATIO: &str = "diskSpaceWarningLevelRatio=0.9";
 
-impl Broker {
-    fn start(dir: &Path, extra: &[&str]) -> Self {
-        Self::start_as("master", dir, extra)
-    }
-
-    fn start_as(role: &str, dir: &Path, extra: &[&str]) -> Self {
-        let port = free_port_pair();
-        let mut args: Vec<String> = [role, "--store"].iter().map(|s| s.to_string()).collect();
-        args.push(dir.display().to_string());
-        args.extend(["--listen-port".to_string(), port.to_string()]);
-        let defaults =
-            ["mappedFileSizeCommitLog=1048576", "maxMessageSize=262144", "haSendHeartbeatInterval=200"];
-        for kv in defaults.iter().chain(extra) {
-            args.extend(["--set".to_string(), kv.to_string()]);
-        }
-        let mut child = Command::new(bin())
-            .args(&args)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start logship");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let pipe = child.stderr.take().unwrap();
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let mut s = sink.lock().unwrap();
-                s.push_str(&line);
-                s.push('\n');
-            }
-        });
-        let b = Self { child, port, stderr };
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(20) {
-            if let Ok(mut r) = agent().get(b.url("/status")).call() {
-                if r.status() == 200 && r.body_mut().read_to_string().is_ok() {
-                    return b;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        panic!("broker did not start:\n{}", b.stderr.lock().unwrap());
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-
-    fn alive(&mut self) -> Result<(), String> {
-        match self.child.try_wait().unwrap() {
-            None => Ok(()),
-            Some(status) => Err(format!("broker exited ({status:?}):\n{}", self.stderr.lock().unwrap())),
-        }
-    }
-
-    fn put(&mut self, body: &[u8]) -> (u16, Value) {
-        let r = agent().post(self.url("/topics/DiskTopic/messages")).send(body);
-        match r {
-            Ok(mut r) => {
-                let code = r.status().as_u16();
-                (code, serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap())
-            }
-            Err(e) => {
-                std::thread::sleep(Duration::from_millis(200));
-                let alive = self.alive();
-                panic!("put failed: {e}; {}", alive.err().unwrap_or_default());
-            }
-        }
-    }
-
-    fn get(&self, path: &str) -> (u16, Value) {
-        let mut r = agent().get(self.url(path)).call().unwrap();
-        let code = r.status().as_u16();
-        (code, serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap())
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Puts `body` to `DiskTopic`: status code and JSON reply.
+fn put(broker: &Broker, body: &[u8]) -> (u16, Value) {
+    broker.post("/topics/DiskTopic/messages", body)
 }
 
 /// Puts 64 KiB messages until one is refused; returns the refusal and the number stored.
-fn fill(broker: &mut Broker) -> ((u16, Value), usize) {
+fn fill(broker: &Broker) -> ((u16, Value), usize) {
     let body = vec![b'x'; 64 * 1024];
     for i in 0..10_000 {
-        let (code, v) = broker.put(&body);
+        let (code, v) = put(broker, &body);
         if code != 200 {
             return ((code, v), i);
         }
@@ -197,8 +107,8 @@ fn fill(broker: &mut Broker) -> ((u16, Value), usize) {
 fn a_full_disk_refuses_puts_with_503_keeps_serving_reads_and_recovers_when_space_returns() {
     let Some(disk) = SmallDisk::mount("8m") else { return };
     let store = disk.path().join("store");
-    let mut broker = Broker::start(&store, &[]);
-    let ((code, refusal), stored) = fill(&mut broker);
+    let mut broker = start(&store, &[DEFAULT_DISK_RATIO]);
+    let ((code, refusal), stored) = fill(&broker);
     broker.alive().expect("the broker survives a full disk");
     assert!(stored > 10, "some puts fit: {stored}");
     assert_eq!(code, 503, "{refusal}");
@@ -217,7 +127,7 @@ fn a_full_disk_refuses_puts_with_503_keeps_serving_reads_and_recovers_when_space
     disk.resize("64m");
     let start = Instant::now();
     loop {
-        let (code, v) = broker.put(b"after");
+        let (code, v) = put(&broker, b"after");
         if code == 200 {
             break;
         }
@@ -231,8 +141,8 @@ fn a_full_disk_refuses_puts_with_503_keeps_serving_reads_and_recovers_when_space
 fn a_segment_larger_than_the_disk_is_refused_at_once_not_a_crash() {
     let Some(disk) = SmallDisk::mount("4m") else { return };
     let store = disk.path().join("store");
-    let mut broker = Broker::start(&store, &["mappedFileSizeCommitLog=16777216"]);
-    let ((code, refusal), stored) = fill(&mut broker);
+    let mut broker = start(&store, &["mappedFileSizeCommitLog=16777216", DEFAULT_DISK_RATIO]);
+    let ((code, refusal), stored) = fill(&broker);
     broker.alive().expect("the broker survives");
     assert_eq!((code, stored), (503, 0), "{refusal}");
     let error = refusal["error"].as_str().unwrap_or_default();
@@ -244,13 +154,11 @@ fn a_segment_larger_than_the_disk_is_refused_at_once_not_a_crash() {
 fn a_corrupt_consume_queue_names_the_key_that_rebuilds_it_and_that_key_works() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
-    let mut broker = Broker::start(&store, &[]);
+    let mut broker = start(&store, &[]);
     for i in 0..5 {
-        assert_eq!(broker.put(format!("m{i}").as_bytes()).0, 200);
+        assert_eq!(put(&broker, format!("m{i}").as_bytes()).0, 200);
     }
-    let pid = broker.child.id().to_string();
-    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-    assert!(broker.child.wait().unwrap().success());
+    assert!(broker.terminate().expect("an exit after SIGTERM").success());
     // Entry 1 points before entry 0: no dispatch writes that.
     let cq: PathBuf = store.join("consumequeue/DiskTopic/0").join(format!("{:020}", 0));
     let mut bytes = std::fs::read(&cq).unwrap();
@@ -269,7 +177,7 @@ fn a_corrupt_consume_queue_names_the_key_that_rebuilds_it_and_that_key_works() {
     assert!(stderr.contains("rebuildConsumeQueues=true"), "the hint names a key the user can set: {stderr}");
     assert!(!stderr.contains("rebuild_consume_queues"), "{stderr}");
 
-    let broker = Broker::start(&store, &["rebuildConsumeQueues=true"]);
+    let broker = start(&store, &["rebuildConsumeQueues=true"]);
     let (code, read) = broker.get("/topics/DiskTopic/queues/0/messages?offset=0&max=10");
     assert_eq!(code, 200, "{read}");
     assert_eq!(read["messages"].as_array().unwrap().len(), 5);
@@ -334,7 +242,7 @@ fn a_slave_refuses_random_bytes_from_its_master_shows_why_and_still_restarts() {
     });
     let master = master_addr.to_string();
     let extra = ["haMasterAddress=".to_string() + &master];
-    let mut slave = Broker::start_as("slave", dir.path(), &[extra[0].as_str()]);
+    let mut slave = start_as("slave", dir.path(), &[extra[0].as_str()]);
     let mut last = Value::Null;
     eventually("the slave to report the bad record", || {
         last = slave.get("/status").1;
@@ -351,23 +259,23 @@ fn a_slave_refuses_random_bytes_from_its_master_shows_why_and_still_restarts() {
     // Still openable.
     slave.child.kill().unwrap();
     slave.child.wait().unwrap();
-    let slave = Broker::start_as("slave", dir.path(), &[extra[0].as_str()]);
+    let slave = start_as("slave", dir.path(), &[extra[0].as_str()]);
     assert_eq!(slave.get("/status").1["maxOffset"], good_end);
 }
 
 #[test]
 fn a_segment_size_mismatch_between_master_and_slave_is_shown_naming_both_sizes() {
     let (mdir, sdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let mut master = Broker::start(mdir.path(), &[]);
-    let ha = master.port + 1;
-    let slave = Broker::start_as(
+    let master = start(mdir.path(), &[]);
+    let ha = master.ha_port.unwrap();
+    let slave = start_as(
         "slave",
         sdir.path(),
         &[&format!("haMasterAddress=127.0.0.1:{ha}"), "mappedFileSizeCommitLog=2097152"],
     );
     let body = vec![b'y'; 64 * 1024];
     for _ in 0..20 {
-        assert_eq!(master.put(&body).0, 200);
+        assert_eq!(put(&master, &body).0, 200);
     }
     let mut last = Value::Null;
     eventually("the slave to report the mismatch", || {
@@ -383,11 +291,11 @@ fn a_segment_size_mismatch_between_master_and_slave_is_shown_naming_both_sizes()
 #[test]
 fn a_master_keeps_its_retention_floor_at_the_slowest_in_sync_slaves_ack() {
     let (mdir, sdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let mut master = Broker::start(mdir.path(), &[]);
-    let ha = master.port + 1;
-    let _slave = Broker::start_as("slave", sdir.path(), &[&format!("haMasterAddress=127.0.0.1:{ha}")]);
+    let master = start(mdir.path(), &[]);
+    let ha = master.ha_port.unwrap();
+    let _slave = start_as("slave", sdir.path(), &[&format!("haMasterAddress=127.0.0.1:{ha}")]);
     for i in 0..10 {
-        assert_eq!(master.put(format!("m{i}").as_bytes()).0, 200);
+        assert_eq!(put(&master, format!("m{i}").as_bytes()).0, 200);
     }
     let mut last = Value::Null;
     eventually("the floor to reach the slave's ack of every message", || {
@@ -400,11 +308,11 @@ fn a_master_keeps_its_retention_floor_at_the_slowest_in_sync_slaves_ack() {
 #[test]
 fn a_pull_returns_the_good_messages_around_a_damaged_one_and_flags_its_offset() {
     let dir = tempfile::tempdir().unwrap();
-    let mut master = Broker::start(dir.path(), &[]);
+    let master = start(dir.path(), &[]);
     let bodies: Vec<String> = (0..5).map(|k| format!("message-{k}-{}", "x".repeat(40))).collect();
     let mut offsets = Vec::new();
     for body in &bodies {
-        let (code, reply) = master.put(body.as_bytes());
+        let (code, reply) = put(&master, body.as_bytes());
         assert_eq!(code, 200, "{reply}");
         offsets.push(reply["offset"].as_u64().unwrap());
     }

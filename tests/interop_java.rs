@@ -5,6 +5,7 @@
 
 #[path = "support/interop.rs"]
 mod interop;
+mod process;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -25,8 +26,8 @@ macro_rules! against_each_rocketmq {
         $(
             mod $scenario {
                 use super::*;
-                #[test] $(#[$attr])* fn rocketmq_4_9_8() { super::$scenario(ROCKETMQ_4) }
-                #[test] $(#[$attr])* fn rocketmq_5_5_1() { super::$scenario(ROCKETMQ_5) }
+                #[test] $(#[$attr])* fn rocketmq_4_9_8() { run(ROCKETMQ_4, stringify!($scenario), super::$scenario) }
+                #[test] $(#[$attr])* fn rocketmq_5_5_1() { run(ROCKETMQ_5, stringify!($scenario), super::$scenario) }
             }
         )*
     };
@@ -44,6 +45,13 @@ against_each_rocketmq!(
     a_java_slave_ahead_of_a_promoted_logship_master_fences_it,
     a_java_master_with_smaller_segments_is_refused_without_corrupting_the_slave,
 );
+
+/// Runs `scenario` against `rmq`'s harness, or skips (see `support/interop.rs`) without one.
+fn run(rmq: Rocketmq, name: &str, scenario: fn(&Harness)) {
+    if let Some(h) = harness(rmq, name) {
+        scenario(&h);
+    }
+}
 
 fn temp() -> tempfile::TempDir {
     tempfile::Builder::new().prefix("logship-interop-").tempdir().unwrap()
@@ -152,12 +160,11 @@ fn logship_queues_of(broker: &Logship, topic: &str, expected: usize) -> BTreeMap
 
 // ---- 1. Java master -> empty logship slave ----------------------------------------------
 
-fn java_master_feeds_an_empty_logship_slave_byte_for_byte(rmq: Rocketmq) {
-    let Some(h) = harness(rmq, "java_master_feeds_an_empty_logship_slave_byte_for_byte") else { return };
+fn java_master_feeds_an_empty_logship_slave_byte_for_byte(h: &Harness) {
     let (jdir, ldir) = (temp(), temp());
     let ha = free_port().to_string();
     let mut java =
-        JavaStore::start(&h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha, "--heartbeat", "1000"]);
+        JavaStore::start(h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha, "--heartbeat", "1000"]);
     let slave = Logship::start("slave", ldir.path(), &["--master", &addr(java.ha_port())]);
     java.until("the logship slave to connect", |s| s["haConnections"] == 1);
     slave.until("the slave to stream", |s| s["master"]["state"] == "STREAMING");
@@ -186,7 +193,7 @@ fn java_master_feeds_an_empty_logship_slave_byte_for_byte(rmq: Rocketmq) {
 
     // 5.x allows retry and DLQ topics up to 255 characters (`%RETRY%` + a group of up to 120 +
     // `_` + a topic) and writes them in its V2 format, with a 2-byte topic length.
-    if rmq.version.starts_with('5') {
+    if h.rocketmq.version.starts_with('5') {
         let long_topic = format!("%RETRY%{}_{}", "G".repeat(120), "T".repeat(100));
         let puts = java.put_to(&long_topic, 8, SIZE);
         assert!(puts.iter().all(|p| p["status"] == "PUT_OK"), "{puts:?}");
@@ -233,13 +240,12 @@ fn java_master_feeds_an_empty_logship_slave_byte_for_byte(rmq: Rocketmq) {
 
 // ---- 2. Java SYNC_MASTER, logship slave -------------------------------------------------
 
-fn java_sync_master_is_released_by_logship_acks(rmq: Rocketmq) {
-    let Some(h) = harness(rmq, "java_sync_master_is_released_by_logship_acks") else { return };
+fn java_sync_master_is_released_by_logship_acks(h: &Harness) {
     for ack_on in ["WRITTEN", "FLUSHED"] {
         let (jdir, ldir) = (temp(), temp());
         let ha = free_port().to_string();
         let mut java = JavaStore::start(
-            &h,
+            h,
             "SYNC_MASTER",
             jdir.path(),
             SEG,
@@ -286,11 +292,7 @@ fn java_sync_master_is_released_by_logship_acks(rmq: Rocketmq) {
 
 // ---- 3. logship SYNC_MASTER -> empty Java slave -----------------------------------------
 
-fn logship_sync_master_feeds_an_empty_java_slave_that_parses_every_message(rmq: Rocketmq) {
-    let Some(h) = harness(rmq, "logship_sync_master_feeds_an_empty_java_slave_that_parses_every_message")
-    else {
-        return;
-    };
+fn logship_sync_master_feeds_an_empty_java_slave_that_parses_every_message(h: &Harness) {
     let (ldir, jdir) = (temp(), temp());
     let master = Logship::start(
         "master",
@@ -308,7 +310,7 @@ fn logship_sync_master_feeds_an_empty_java_slave_that_parses_every_message(rmq: 
     );
     let own_ha = free_port().to_string();
     let slave_args = ["--master", &addr(master.ha_port()), "--ha-port", &own_ha, "--heartbeat", "1000"];
-    let mut java = JavaStore::start(&h, "SLAVE", jdir.path(), SEG, &slave_args);
+    let mut java = JavaStore::start(h, "SLAVE", jdir.path(), SEG, &slave_args);
     master.until("the Java slave to report", |s| {
         s["slaves"].as_array().is_some_and(|a| a.len() == 1 && !a[0]["ackOffset"].is_null())
     });
@@ -385,8 +387,7 @@ fn logship_sync_master_feeds_an_empty_java_slave_that_parses_every_message(rmq: 
 
 // ---- 4. start policies -------------------------------------------------------------------
 
-fn empty_slaves_start_where_their_master_says(rmq: Rocketmq) {
-    let Some(h) = harness(rmq, "empty_slaves_start_where_their_master_says") else { return };
+fn empty_slaves_start_where_their_master_says(h: &Harness) {
     // logship master (newSlaveStart=EARLIEST) -> empty Java slave: the whole log, in frames as
     // large as a segment allows (the largest batch a RocketMQ slave can read is 4 MiB - 12).
     {
@@ -403,7 +404,7 @@ fn empty_slaves_start_where_their_master_says(rmq: Rocketmq) {
         assert!(end > 3 * SEG);
         let own_ha = free_port().to_string();
         let mut java = JavaStore::start(
-            &h,
+            h,
             "SLAVE",
             jdir.path(),
             SEG,
@@ -419,13 +420,8 @@ fn empty_slaves_start_where_their_master_says(rmq: Rocketmq) {
     {
         let (jdir, ldir) = (temp(), temp());
         let ha = free_port().to_string();
-        let mut java = JavaStore::start(
-            &h,
-            "ASYNC_MASTER",
-            jdir.path(),
-            SEG,
-            &["--ha-port", &ha, "--heartbeat", "1000"],
-        );
+        let mut java =
+            JavaStore::start(h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha, "--heartbeat", "1000"]);
         java.put(BACKLOG, SIZE);
         let end = java.max_offset();
         let last_file = end - end % SEG;
@@ -441,10 +437,7 @@ fn empty_slaves_start_where_their_master_says(rmq: Rocketmq) {
 
 // ---- 5. each opens the other's store directory -------------------------------------------
 
-fn java_opens_a_logship_store_after_a_clean_stop_and_after_kill_9(rmq: Rocketmq) {
-    let Some(h) = harness(rmq, "java_opens_a_logship_store_after_a_clean_stop_and_after_kill_9") else {
-        return;
-    };
+fn java_opens_a_logship_store_after_a_clean_stop_and_after_kill_9(h: &Harness) {
     for crash in [false, true] {
         let ldir = temp();
         let mut master = Logship::start("master", ldir.path(), &[]);
@@ -462,7 +455,7 @@ fn java_opens_a_logship_store_after_a_clean_stop_and_after_kill_9(rmq: Rocketmq)
             master.terminate();
         }
         let ha = free_port().to_string();
-        let mut java = JavaStore::start(&h, "ASYNC_MASTER", ldir.path(), SEG, &["--ha-port", &ha]);
+        let mut java = JavaStore::start(h, "ASYNC_MASTER", ldir.path(), SEG, &["--ha-port", &ha]);
         assert_eq!(java.started["abortFileAtLoad"], crash, "logship's abort file says how it stopped");
         assert_eq!(java.started["maxPhyOffset"], end, "crash={crash}: Java recovered every message");
         let theirs = java_queues(&mut java);
@@ -479,14 +472,11 @@ fn java_opens_a_logship_store_after_a_clean_stop_and_after_kill_9(rmq: Rocketmq)
     }
 }
 
-fn logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9(rmq: Rocketmq) {
-    let Some(h) = harness(rmq, "logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9") else {
-        return;
-    };
+fn logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9(h: &Harness) {
     for crash in [false, true] {
         let jdir = temp();
         let ha = free_port().to_string();
-        let mut java = JavaStore::start(&h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha]);
+        let mut java = JavaStore::start(h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha]);
         let puts = java.put(BACKLOG, SIZE);
         let end = java.max_offset();
         let theirs = java_queues(&mut java);
@@ -514,7 +504,7 @@ fn logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9(rmq: Rocketmq)
         let ours = logship_queues(&master, theirs.len() + appended.len());
         master.terminate();
         let ha = free_port().to_string();
-        let mut java = JavaStore::start(&h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha]);
+        let mut java = JavaStore::start(h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha]);
         assert_same_queues(&java_queues(&mut java), &ours);
         java.shutdown();
     }
@@ -522,20 +512,11 @@ fn logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9(rmq: Rocketmq)
 
 // ---- 6. mismatched segment sizes ---------------------------------------------------------
 
-fn a_java_master_with_larger_segments_is_refused_without_corrupting_the_slave(rmq: Rocketmq) {
-    let Some(h) = harness(rmq, "a_java_master_with_larger_segments_is_refused_without_corrupting_the_slave")
-    else {
-        return;
-    };
+fn a_java_master_with_larger_segments_is_refused_without_corrupting_the_slave(h: &Harness) {
     let (jdir, ldir) = (temp(), temp());
     let ha = free_port().to_string();
-    let mut java = JavaStore::start(
-        &h,
-        "ASYNC_MASTER",
-        jdir.path(),
-        2 * SEG,
-        &["--ha-port", &ha, "--heartbeat", "1000"],
-    );
+    let mut java =
+        JavaStore::start(h, "ASYNC_MASTER", jdir.path(), 2 * SEG, &["--ha-port", &ha, "--heartbeat", "1000"]);
     let mut slave = Logship::start("slave", ldir.path(), &["--master", &addr(java.ha_port())]);
     java.until("the logship slave to connect", |s| s["haConnections"] == 1);
     java.put(400, SIZE);
@@ -566,15 +547,11 @@ fn a_java_master_with_larger_segments_is_refused_without_corrupting_the_slave(rm
     java.shutdown();
 }
 
-fn a_java_master_with_smaller_segments_is_refused_without_corrupting_the_slave(rmq: Rocketmq) {
-    let Some(h) = harness(rmq, "a_java_master_with_smaller_segments_is_refused_without_corrupting_the_slave")
-    else {
-        return;
-    };
+fn a_java_master_with_smaller_segments_is_refused_without_corrupting_the_slave(h: &Harness) {
     let (jdir, ldir) = (temp(), temp());
     let ha = free_port().to_string();
     let mut java =
-        JavaStore::start(&h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha, "--heartbeat", "1000"]);
+        JavaStore::start(h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha, "--heartbeat", "1000"]);
     let mut slave =
         Logship::start_with_segment("slave", ldir.path(), 2 * SEG, &["--master", &addr(java.ha_port())]);
     java.until("the logship slave to connect", |s| s["haConnections"] == 1);
@@ -608,15 +585,11 @@ fn a_java_master_with_smaller_segments_is_refused_without_corrupting_the_slave(r
 
 // ---- failover: the roles switch -----------------------------------------------------------
 
-fn roles_switch_a_logship_slave_of_java_becomes_the_master_of_that_java_store(rmq: Rocketmq) {
-    let Some(h) = harness(rmq, "roles_switch_a_logship_slave_of_java_becomes_the_master_of_that_java_store")
-    else {
-        return;
-    };
+fn roles_switch_a_logship_slave_of_java_becomes_the_master_of_that_java_store(h: &Harness) {
     let (jdir, ldir) = (temp(), temp());
     let ha = free_port().to_string();
     let mut java =
-        JavaStore::start(&h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha, "--heartbeat", "1000"]);
+        JavaStore::start(h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha, "--heartbeat", "1000"]);
     let mut slave = Logship::start("slave", ldir.path(), &["--master", &addr(java.ha_port())]);
     java.until("the logship slave to connect", |s| s["haConnections"] == 1);
     java.put(300, SIZE);
@@ -640,7 +613,7 @@ fn roles_switch_a_logship_slave_of_java_becomes_the_master_of_that_java_store(rm
     );
     let own_ha = free_port().to_string();
     let mut java = JavaStore::start(
-        &h,
+        h,
         "SLAVE",
         jdir.path(),
         SEG,
@@ -665,12 +638,11 @@ fn roles_switch_a_logship_slave_of_java_becomes_the_master_of_that_java_store(rm
     java.shutdown();
 }
 
-fn a_java_slave_ahead_of_a_promoted_logship_master_fences_it(rmq: Rocketmq) {
-    let Some(h) = harness(rmq, "a_java_slave_ahead_of_a_promoted_logship_master_fences_it") else { return };
+fn a_java_slave_ahead_of_a_promoted_logship_master_fences_it(h: &Harness) {
     let (jdir, ldir) = (temp(), temp());
     let ha = free_port().to_string();
     let mut java =
-        JavaStore::start(&h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha, "--heartbeat", "1000"]);
+        JavaStore::start(h, "ASYNC_MASTER", jdir.path(), SEG, &["--ha-port", &ha, "--heartbeat", "1000"]);
     let mut slave = Logship::start("slave", ldir.path(), &["--master", &addr(java.ha_port())]);
     java.until("the logship slave to connect", |s| s["haConnections"] == 1);
     java.put(200, SIZE);
@@ -686,7 +658,7 @@ fn a_java_slave_ahead_of_a_promoted_logship_master_fences_it(rmq: Rocketmq) {
     let master = Logship::start("master", ldir.path(), &["--set", "haReplicaAllowList=127.0.0.1"]);
     let own_ha = free_port().to_string();
     let mut java = JavaStore::start(
-        &h,
+        h,
         "SLAVE",
         jdir.path(),
         SEG,

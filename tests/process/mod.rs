@@ -1,11 +1,16 @@
-//! The `logship` binary as a process, for the operator tests: free ports, temporary
-//! directories, HTTP over loopback.
+//! The `logship` binary as a process, for every test that runs it: the binary, free ports,
+//! spawning with stderr captured, readiness, HTTP over loopback, signals.
+//!
+//! Every broker a test starts through [`Broker::start`] gets [`TEST_SETTINGS`] first: small
+//! segments, fast heartbeats, and `diskSpaceWarningLevelRatio=1`, so that a nearly full host
+//! disk does not make the brokers refuse puts. A test that is about disk usage sets the ratio
+//! again in its own arguments (a later `--set` wins).
 #![allow(dead_code, unreachable_pub)]
 
 use std::io::{BufRead, BufReader};
-use std::net::TcpListener;
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,11 +19,33 @@ use serde_json::Value;
 /// The binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_logship");
 
+/// The binary to run: [`BIN`], or `LOGSHIP_TEST_BIN` to run the tests against another build.
+pub fn bin() -> String {
+    std::env::var("LOGSHIP_TEST_BIN").unwrap_or_else(|_| BIN.to_string())
+}
+
+/// The `--set` keys every test broker starts with (see the module docs).
+pub const TEST_SETTINGS: [&str; 4] = [
+    "mappedFileSizeCommitLog=1048576",
+    "maxMessageSize=262144",
+    "haSendHeartbeatInterval=200",
+    "diskSpaceWarningLevelRatio=1",
+];
+
+/// [`TEST_SETTINGS`] as command-line arguments, followed by `--set` for each of `more`.
+pub fn test_settings(more: &[&str]) -> Vec<String> {
+    TEST_SETTINGS.iter().chain(more).flat_map(|kv| ["--set".to_string(), kv.to_string()]).collect()
+}
+
+/// A free TCP port on loopback (free when probed; another process may take it later).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
 /// Two consecutive free ports: listenPort and haListenPort = listenPort + 1.
 pub fn free_port_pair() -> u16 {
     for _ in 0..200 {
-        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = probe.local_addr().unwrap().port();
+        let port = free_port();
         if port < 65535 && TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
             return port;
         }
@@ -26,74 +53,195 @@ pub fn free_port_pair() -> u16 {
     panic!("no two consecutive free ports");
 }
 
-/// An HTTP client that returns error statuses as responses.
+/// An HTTP client that returns error statuses as responses, with a 10 s timeout.
 pub fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(10)))
-        .build()
-        .into()
+    agent_with(Duration::from_secs(10), None)
+}
+
+/// An HTTP client that returns error statuses as responses, with `timeout` and optional TLS.
+pub fn agent_with(timeout: Duration, tls: Option<&ureq::tls::TlsConfig>) -> ureq::Agent {
+    let mut config = ureq::Agent::config_builder().http_status_as_error(false).timeout_global(Some(timeout));
+    if let Some(tls) = tls {
+        config = config.tls_config(tls.clone());
+    }
+    config.build().into()
+}
+
+/// A child's stderr, collected line by line by a background thread (so it lags the process).
+pub type Log = Arc<Mutex<String>>;
+
+/// Collects the piped stderr of `child` into a [`Log`].
+pub fn capture_stderr(child: &mut Child) -> Log {
+    let log = Log::default();
+    let pipe = child.stderr.take().expect("stderr is piped");
+    let sink = log.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            let mut s = sink.lock().unwrap();
+            s.push_str(&line);
+            s.push('\n');
+        }
+    });
+    log
+}
+
+/// Starts the binary with `args` and `RUST_LOG=info`, stdout discarded and stderr captured;
+/// with `nofile`, under that RLIMIT_NOFILE (soft, hard).
+pub fn spawn_logship(args: &[String], nofile: Option<(u64, u64)>) -> (Child, Log) {
+    let mut command = Command::new(bin());
+    command.args(args).env("RUST_LOG", "info").stdout(Stdio::null()).stderr(Stdio::piped());
+    if let Some((soft, hard)) = nofile {
+        use std::os::unix::process::CommandExt;
+        #[allow(unsafe_code)]
+        // SAFETY: the closure runs in the forked child before exec and only calls setrlimit,
+        // which is async-signal-safe; it allocates nothing and touches no lock.
+        unsafe {
+            command.pre_exec(move || {
+                let limit = libc::rlimit { rlim_cur: soft as libc::rlim_t, rlim_max: hard as libc::rlim_t };
+                if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let mut child = command.spawn().expect("start logship");
+    let log = capture_stderr(&mut child);
+    (child, log)
+}
+
+/// `s` without ANSI escape sequences (log lines may be coloured).
+pub fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The addresses of the first `logship ready` line in `log`: HTTP, and HA on a master.
+pub fn ready_addresses(log: &str) -> Option<(SocketAddr, Option<SocketAddr>)> {
+    let line = strip_ansi(log.lines().find(|l| l.contains("logship ready"))?);
+    let field = |name: &str| line.split_whitespace().find_map(|w| w.strip_prefix(name)?.parse().ok());
+    Some((field("http=")?, field("ha=")))
+}
+
+/// Sends `sig` (`-STOP`, `-CONT`, `-TERM`, ...) to `pid`.
+pub fn signal(pid: u32, sig: &str) {
+    assert!(
+        Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success(),
+        "kill {sig} {pid}"
+    );
+}
+
+/// Waits up to 30 s for `check`.
+pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Status code and JSON body of a response (`Null` when the body is not JSON).
+pub fn json_reply(mut r: ureq::http::Response<ureq::Body>) -> (u16, Value) {
+    let code = r.status().as_u16();
+    let text = r.body_mut().read_to_string().unwrap_or_default();
+    (code, serde_json::from_str(&text).unwrap_or(Value::Null))
 }
 
 /// A running broker process; killed on drop.
 pub struct Broker {
     pub child: Child,
+    /// The HTTP port it bound.
     pub port: u16,
+    /// The HA port it bound (a master's), if it logged one.
+    pub ha_port: Option<u16>,
     pub dir: PathBuf,
-    pub stderr: Arc<Mutex<String>>,
+    /// The arguments it was started with (a restart reuses them).
+    pub args: Vec<String>,
+    pub stderr: Log,
 }
 
 impl Broker {
-    /// Starts `logship ROLE` on `port` with small segments and fast heartbeats, plus `extra`.
+    /// Starts `logship ROLE` on `port` (0: any) with [`TEST_SETTINGS`], a 2 s housekeeping
+    /// interval, then `extra`; waits until it serves `/status`.
     pub fn start(role: &str, dir: &Path, port: u16, extra: &[&str]) -> Self {
-        let mut args: Vec<String> = [
-            role,
-            "--store",
-            &dir.display().to_string(),
-            "--listen-port",
-            &port.to_string(),
-            "--set",
-            "mappedFileSizeCommitLog=1048576",
-            "--set",
-            "maxMessageSize=262144",
-            "--set",
-            "haSendHeartbeatInterval=200",
-            "--set",
-            "haHousekeepingInterval=2000",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+        let mut args: Vec<String> =
+            [role, "--store", &dir.display().to_string(), "--listen-port", &port.to_string()]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        args.extend(test_settings(&["haHousekeepingInterval=2000"]));
         args.extend(extra.iter().map(|s| s.to_string()));
-        let mut child = Command::new(BIN)
-            .args(&args)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start logship");
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let pipe = child.stderr.take().unwrap();
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let mut s = sink.lock().unwrap();
-                s.push_str(&line);
-                s.push('\n');
-            }
-        });
-        let broker = Self { child, port, dir: dir.to_path_buf(), stderr };
+        Self::spawn(args, dir)
+    }
+
+    /// Starts the binary with exactly `args` (its store in `dir`) and waits until it is ready.
+    pub fn spawn(args: Vec<String>, dir: &Path) -> Self {
+        let (child, stderr) = spawn_logship(&args, None);
+        let mut broker = Self { child, port: 0, ha_port: None, dir: dir.to_path_buf(), args, stderr };
         broker.wait_ready();
         broker
     }
 
     /// A master and a slave of it, in `dir`.
     pub fn pair(dir: &Path, master_extra: &[&str]) -> (Self, Self) {
-        let mport = free_port_pair();
-        let master = Self::start("master", &dir.join("master"), mport, master_extra);
-        let ha = format!("127.0.0.1:{}", mport + 1);
-        let slave = Self::start("slave", &dir.join("slave"), free_port_pair(), &["--master", &ha]);
+        let master = Self::start("master", &dir.join("master"), free_port_pair(), master_extra);
+        let slave =
+            Self::start("slave", &dir.join("slave"), free_port_pair(), &["--master", &master.ha_addr()]);
         (master, slave)
+    }
+
+    /// Waits (20 s at most) until the broker has logged its addresses and serves `/status`.
+    fn wait_ready(&mut self) {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(20) {
+            if let Some((http, ha)) = ready_addresses(&self.log()) {
+                (self.port, self.ha_port) = (http.port(), ha.map(|a| a.port()));
+                if self.get("/status").0 == 200 {
+                    return;
+                }
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("broker exited with {status}:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("broker did not start:\n{}", self.log());
+    }
+
+    /// Kills it (if alive) and starts it again with the same arguments.
+    pub fn restart(&mut self) {
+        self.kill9();
+        *self = Self::spawn(self.args.clone(), &self.dir);
+    }
+
+    /// Everything it has logged so far.
+    pub fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    /// Waits until its log holds `text` and returns the log; panics with the log after 20 s.
+    pub fn log_until(&self, text: &str) -> String {
+        let start = Instant::now();
+        loop {
+            let log = self.log();
+            if log.contains(text) {
+                return log;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "logship never logged {text:?}:\n{log}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// `http://127.0.0.1:PORT{path}`.
@@ -106,23 +254,38 @@ impl Broker {
         format!("127.0.0.1:{}", self.port)
     }
 
-    fn wait_ready(&self) {
-        let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(20) {
-            if let Ok(mut r) = agent().get(self.url("/status")).call() {
-                if r.status() == 200 && r.body_mut().read_to_string().is_ok() {
-                    return;
-                }
-            }
-            std::thread::sleep(Duration::from_millis(50));
+    /// `host:port` of the HA listener (a master's).
+    pub fn ha_addr(&self) -> String {
+        let port = self.ha_port.unwrap_or_else(|| panic!("no HA port logged:\n{}", self.log()));
+        format!("127.0.0.1:{port}")
+    }
+
+    /// `GET path`: status code and JSON body (`Null` when not JSON, 0 when unreachable).
+    pub fn get(&self, path: &str) -> (u16, Value) {
+        match agent().get(self.url(path)).call() {
+            Ok(r) => json_reply(r),
+            Err(_) => (0, Value::Null),
         }
-        panic!("broker on port {} did not start:\n{}", self.port, self.stderr.lock().unwrap());
+    }
+
+    /// `POST path` with `body`: status code and JSON body.
+    pub fn post(&self, path: &str, body: &[u8]) -> (u16, Value) {
+        match agent().post(self.url(path)).send(body) {
+            Ok(r) => json_reply(r),
+            Err(e) => panic!("POST {path} failed: {e}\n{}", self.log()),
+        }
     }
 
     /// `GET /status`.
     pub fn status(&self) -> Value {
-        let mut r = agent().get(self.url("/status")).call().unwrap();
-        serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap()
+        let (code, status) = self.get("/status");
+        assert_eq!(code, 200, "GET /status: {status}\n{}", self.log());
+        status
+    }
+
+    /// The `maxOffset` of its status.
+    pub fn max_offset(&self) -> u64 {
+        self.status()["maxOffset"].as_u64().unwrap()
     }
 
     /// `GET path` with an `Accept` header: status, content type, body.
@@ -136,30 +299,42 @@ impl Broker {
         (r.status().as_u16(), ct, r.body_mut().read_to_string().unwrap())
     }
 
-    /// Puts one message; the HTTP status.
+    /// Puts one message to `OpsTopic`; the HTTP status.
     pub fn put(&self, body: &str) -> u16 {
-        agent().post(self.url("/topics/OpsTopic/messages")).send(body).unwrap().status().as_u16()
+        self.post("/topics/OpsTopic/messages", body.as_bytes()).0
     }
 
-    /// `kill -9`.
+    /// Whether it still runs; the exit and its log if not.
+    pub fn alive(&mut self) -> Result<(), String> {
+        match self.child.try_wait().unwrap() {
+            None => Ok(()),
+            Some(status) => Err(format!("broker exited ({status:?}):\n{}", self.log())),
+        }
+    }
+
+    /// `kill -9`, and reaps it.
     pub fn kill9(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// Sends SIGTERM and waits for the exit: at most 30 s, a hang detector, not a measurement.
+    pub fn terminate(&mut self) -> Option<ExitStatus> {
+        signal(self.child.id(), "-TERM");
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(30) {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
     }
 }
 
 impl Drop for Broker {
     fn drop(&mut self) {
         self.kill9();
-    }
-}
-
-/// Waits up to 30 s for `check`.
-pub fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-    let start = Instant::now();
-    while !check() {
-        assert!(start.elapsed() < Duration::from_secs(30), "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
     }
 }
 

@@ -6,7 +6,6 @@
 #![allow(dead_code, unreachable_pub)]
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
@@ -14,6 +13,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
+
+pub use crate::process::{agent_with, capture_stderr, free_port, free_port_pair, signal, spawn_logship};
 
 /// Commit-log segment size in every interop test.
 pub const SEG: u64 = 1024 * 1024;
@@ -140,43 +141,6 @@ pub fn harness(rocketmq: Rocketmq, test: &str) -> Option<Harness> {
     }
 }
 
-/// A free TCP port on loopback.
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// Two consecutive free ports: listenPort and haListenPort = listenPort + 1.
-pub fn free_port_pair() -> u16 {
-    for _ in 0..200 {
-        let port = free_port();
-        if port < 65535 && TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
-            return port;
-        }
-    }
-    panic!("no two consecutive free ports");
-}
-
-fn signal(pid: u32, sig: &str) {
-    assert!(
-        Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success(),
-        "kill {sig} {pid}"
-    );
-}
-
-fn collect_stderr(child: &mut Child) -> Arc<Mutex<String>> {
-    let sink = Arc::new(Mutex::new(String::new()));
-    let pipe = child.stderr.take().unwrap();
-    let s = sink.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-            let mut s = s.lock().unwrap();
-            s.push_str(&line);
-            s.push('\n');
-        }
-    });
-    sink
-}
-
 // ---- the Java store ---------------------------------------------------------------------
 
 /// A running Java `DefaultMessageStore`.
@@ -217,6 +181,8 @@ impl JavaStore {
                 "-XX:+UseSerialGC",
                 "-XX:TieredStopAtLevel=1",
                 "-Xmx256m",
+                // RocketMQ refuses puts above 90% disk use; the host's disk is not under test.
+                "-Drocketmq.broker.diskSpaceWarningLevelRatio=0.99",
             ])
             // RocketMQ writes its logs under ~/logs: keep them out of the user's home.
             .arg(format!("-Duser.home={}", home.display()))
@@ -229,7 +195,7 @@ impl JavaStore {
             .stderr(Stdio::piped())
             .spawn()
             .expect("start java");
-        let stderr = collect_stderr(&mut child);
+        let stderr = capture_stderr(&mut child);
         let (tx, lines) = channel();
         let out = child.stdout.take().unwrap();
         std::thread::spawn(move || {
@@ -386,14 +352,8 @@ impl Drop for JavaStore {
 
 // ---- the logship binary -----------------------------------------------------------------
 
-const BIN: &str = env!("CARGO_BIN_EXE_logship");
-
 fn agent() -> ureq::Agent {
-    ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into()
+    agent_with(Duration::from_secs(30), None)
 }
 
 /// A `logship master` or `logship slave` process with 1 MiB segments.
@@ -424,20 +384,16 @@ impl Logship {
             "maxMessageSize=262144".into(),
             "--set".into(),
             "slaveReadEnable=true".into(),
+            // The host's disk is not under test.
+            "--set".into(),
+            "diskSpaceWarningLevelRatio=1".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         Self::spawn(args, port)
     }
 
     fn spawn(args: Vec<String>, port: u16) -> Self {
-        let mut child = Command::new(BIN)
-            .args(&args)
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start logship");
-        let stderr = collect_stderr(&mut child);
+        let (child, stderr) = spawn_logship(&args, None);
         let broker = Self { child, port, args, stderr };
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(30) {
