@@ -704,7 +704,7 @@ impl CommitLog {
     /// starts the background threads.
     pub fn open_with(root: impl AsRef<Path>, config: StoreConfig, env: StoreEnv) -> Result<Self, StoreError> {
         config.validate()?;
-        let recovered = recovery::recover(root.as_ref(), &config, &env)?;
+        let recovered = recovery::recover(root.as_ref(), &config)?;
         // Recovery dispatched everything complete: the dispatched offset is the last boundary.
         let boundary = recovered.dispatcher.dispatched;
         let shared = Arc::new(Shared {
