@@ -101,6 +101,9 @@ pub struct StoreConfig {
     /// Where the commit log's segments live (RocketMQ's `storePathCommitLog`); `None`:
     /// `<root>/commitlog`. The checkpoint, lock and consume queues stay under the root.
     pub store_path_commit_log: Option<std::path::PathBuf>,
+    /// Where the epoch file of controller mode lives (RocketMQ's `storePathEpochFile`); `None`:
+    /// `<root>/epochFileCheckpoint`. Its `.bak` copy sits beside it.
+    pub store_path_epoch_file: Option<std::path::PathBuf>,
 }
 
 impl Default for StoreConfig {
@@ -131,6 +134,7 @@ impl Default for StoreConfig {
             store_host: SocketAddr::from(([127, 0, 0, 1], 10911)),
             recovery: RecoveryOptions::default(),
             store_path_commit_log: None,
+            store_path_epoch_file: None,
         }
     }
 }

@@ -272,6 +272,29 @@ pub enum StoreError {
         master_segment_size: Option<u64>,
     },
 
+    /// Neither the epoch file nor its `.bak` copy holds a valid epoch list.
+    #[error("epoch file {path} is invalid ({reason}) and so is its copy {backup} ({backup_reason})")]
+    EpochFileCorrupt {
+        /// The main epoch file.
+        path: PathBuf,
+        /// What is wrong with it (or `missing`).
+        reason: String,
+        /// The `.bak` copy.
+        backup: PathBuf,
+        /// What is wrong with the copy (or `missing`).
+        backup_reason: String,
+    },
+
+    /// An epoch list that an epoch file cannot hold (epochs not increasing, starts decreasing,
+    /// or values beyond Java's ranges) was not written.
+    #[error("refusing to write epoch file {path}: {reason}")]
+    EpochListInvalid {
+        /// The epoch file.
+        path: PathBuf,
+        /// What is wrong with the list.
+        reason: String,
+    },
+
     /// The store has been shut down.
     #[error("the store is shut down")]
     Closed,

@@ -122,6 +122,7 @@ mod checkpoint;
 mod config;
 mod consume_queue;
 mod env;
+mod epoch_file;
 mod error;
 mod flush;
 mod mmap;
@@ -136,6 +137,7 @@ pub use codec::{Message, MessageVersion, RecordError, StoreFields, StoredMessage
 pub use config::{CQ_ENTRY_SIZE, FlushDiskType, RecoveryOptions, StoreConfig};
 pub use consume_queue::CqEntry;
 pub use env::{Clock, DiskUsage, OsDiskUsage, StoreEnv, SystemClock};
+pub use epoch_file::{EpochEntry, EpochFile};
 pub use error::{StoreConfigError, StoreError};
 pub use flush::{Durable, FlushHold};
 pub use logship_core::{LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
