@@ -295,6 +295,34 @@ pub enum StoreError {
         reason: String,
     },
 
+    /// A truncation was asked for at an offset where no record starts.
+    #[error("cannot truncate the log at offset {offset}: no record starts there")]
+    NotARecordBoundary {
+        /// The offset asked for.
+        offset: u64,
+    },
+
+    /// An epoch that does not extend the epoch list was refused.
+    #[error("epoch {epoch} at offset {start_offset} refused: {reason}")]
+    EpochRefused {
+        /// The epoch.
+        epoch: u32,
+        /// Its start offset.
+        start_offset: u64,
+        /// Why it does not extend the list.
+        reason: String,
+    },
+
+    /// The record of a pending truncation (`<root>/truncating`) is unreadable. The store does
+    /// not open: it cannot know where the log must end.
+    #[error("truncation record {path} is corrupt: {reason}")]
+    TruncationIntentCorrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// The store has been shut down.
     #[error("the store is shut down")]
     Closed,

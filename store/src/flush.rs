@@ -38,9 +38,9 @@ struct FlushState {
 }
 
 #[derive(Debug)]
-struct FlushProgress {
+pub(crate) struct FlushProgress {
     /// A message boundary at or below `flushed`: everything before it is durable and whole.
-    boundary: u64,
+    pub(crate) boundary: u64,
 }
 
 /// Flush coordination shared by the flush thread, waiters and the handle.
@@ -52,7 +52,7 @@ pub(crate) struct FlushShared {
     /// Wakes blocking waiters.
     flushed_cv: Condvar,
     /// Serializes flushes.
-    run: Mutex<FlushProgress>,
+    pub(crate) run: Mutex<FlushProgress>,
 }
 
 impl FlushShared {

@@ -11,6 +11,8 @@
 //! <root>/checkpoint                            one 4 KiB page, RocketMQ's layout + a logship block
 //! <root>/commitlog/<20-digit offset>           segments of mapped_file_size_commit_log bytes
 //! <root>/consumequeue/<topic>/<queueId>/<20-digit byte offset>   20-byte index entries
+//! <root>/epochFileCheckpoint (+ .bak)          controller mode's epoch list (EpochFile)
+//! <root>/truncating                            present while a truncation is pending
 //! ```
 //!
 //! Segments hold RocketMQ stored messages ([`codec`]) back to back. A message never spans two
@@ -57,6 +59,16 @@
 //!   and renamed, so none ever appears with the wrong size; their directories are fsynced before
 //!   anything relies on them (for consume-queue files, at the next queue flush, off the write
 //!   path).
+//!
+//! # Truncation and epochs (controller mode)
+//!
+//! A slave that follows a new master cuts its divergent tail with
+//! [`truncate_to`](CommitLog::truncate_to): the bytes leave the disk (not only the in-memory
+//! positions, as in RocketMQ, #10666), with the consume-queue entries, epochs and checkpoint
+//! fields past the cut, in an order that survives a crash at any step ([`TruncateStep`]). The
+//! epoch list ([`epochs`](CommitLog::epochs), [`append_epoch`](CommitLog::append_epoch)) lives
+//! in RocketMQ's `epochFileCheckpoint` format ([`EpochFile`]); recovery drops epochs that start
+//! past the recovered end.
 //!
 //! # Replicated bytes and the disk
 //!
@@ -132,6 +144,7 @@ mod retention;
 mod scrub;
 mod segment;
 mod store;
+mod truncate;
 
 pub use codec::{Message, MessageVersion, RecordError, StoreFields, StoredMessage};
 pub use config::{CQ_ENTRY_SIZE, FlushDiskType, RecoveryOptions, StoreConfig};
@@ -145,3 +158,4 @@ pub use recovery::{RecoveryKind, RecoveryReport};
 pub use retention::RetentionReport;
 pub use scrub::{ScrubFinding, ScrubStatus};
 pub use store::{BadMessage, CommitLog, QueueRead, StoreStatus};
+pub use truncate::{TruncateReport, TruncateStep};

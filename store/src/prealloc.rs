@@ -88,6 +88,26 @@ impl Shared {
         }
     }
 
+    /// Cancels preallocation: drops a pending request, waits for a segment being created, and
+    /// deletes a preallocated one (a truncation moves the log's end back, so the next segment
+    /// changes).
+    pub(crate) fn cancel_preallocation(&self) -> Result<(), StoreError> {
+        let mut st = lock(&self.prealloc.state);
+        st.requested = None;
+        while st.working.is_some() {
+            st = self.prealloc.cv.wait(st).unwrap_or_else(|e| e.into_inner());
+        }
+        let ready = st.ready.take();
+        drop(st);
+        if let Some((_, map, _)) = ready {
+            let path = map.path().to_path_buf();
+            drop(map);
+            std::fs::remove_file(&path).map_err(|e| StoreError::io(&path, e))?;
+            segment::sync_dir(&self.commitlog_dir)?;
+        }
+        Ok(())
+    }
+
     /// Deletes a preallocated segment that was never used (at clean shutdown).
     pub(crate) fn discard_preallocated(&self) {
         let ready = lock(&self.prealloc.state).ready.take();

@@ -36,10 +36,12 @@ use crate::codec::{self, Checks, Record, RecordError};
 const ALL: Checks = Checks { crc: true, zero_suffix: true };
 use crate::config::StoreConfig;
 use crate::consume_queue::{self, Dispatcher, QueueRegistry};
+use crate::epoch_file::{EpochEntry, EpochFile};
 use crate::error::{IoContext, StoreError};
 use crate::mmap::{self, MapWriter, MappedFile};
 use crate::segment::{self, Segment, SegmentTable};
 use crate::store::ActiveSegment;
+use crate::truncate::{self, EpochState};
 
 /// How the previous run of the store ended, as recovery judged it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -89,6 +91,7 @@ pub(crate) struct Recovered {
     pub(crate) checkpoint: CheckpointFile,
     pub(crate) lock_file: Arc<File>,
     pub(crate) report: RecoveryReport,
+    pub(crate) epochs: EpochState,
 }
 
 struct Loaded {
@@ -309,8 +312,18 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
     let abort_path = root.join("abort");
     let abort = abort_path.exists();
     let size = config.mapped_file_size_commit_log;
-    let block = loaded.as_ref().and_then(|c| c.logship);
-    let segs = load_segments(&commitlog_dir, size, &lock_file)?;
+    let mut block = loaded.as_ref().and_then(|c| c.logship);
+    let mut segs = load_segments(&commitlog_dir, size, &lock_file)?;
+    let epoch_file = EpochFile::new(
+        config.store_path_epoch_file.clone().unwrap_or_else(|| root.join(EpochFile::FILE_NAME)),
+    );
+    let mut epochs = epoch_file.read()?;
+    let epochs_before = epochs.clone();
+    // A truncation interrupted by a crash is finished before anything else looks at the log.
+    let intent = truncate::read_intent(root)?;
+    if let Some(cut) = intent {
+        finish_truncation(&commitlog_dir, &mut segs, &mut block, &mut epochs, cut, size)?;
+    }
     let min = log_min(&segs, block, size);
     check_missing_segments(&commitlog_dir, config, &segs, block, size)?;
     let mut ctx = Ctx { config, size, segs, min };
@@ -331,8 +344,18 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
     let (dispatcher, queues, segments) =
         recover_consume_queues(root, config, &commitlog_dir, segments, block, min, end, &mut report)?;
 
+    // Epochs that start past the recovered end lost their bytes in the crash.
+    epochs.retain(|e| e.start_offset <= end);
+    if epochs != epochs_before || (intent.is_some() && epoch_file.path().exists()) {
+        epoch_file.write(&epochs)?;
+    }
+
     // Record the recovered state, then mark the store as running.
     let mut ckpt = loaded.unwrap_or_default();
+    if let Some(cut) = intent {
+        ckpt.confirm_phy_offset = ckpt.confirm_phy_offset.min(cut as i64);
+        ckpt.master_flushed_offset = ckpt.master_flushed_offset.min(cut as i64);
+    }
     ckpt.logship = Some(LogshipState {
         clean: false,
         flushed: dispatcher.dispatched,
@@ -341,6 +364,10 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
         dispatched: dispatcher.dispatched,
     });
     checkpoint.write(ckpt)?;
+    if intent.is_some() {
+        // Everything the truncation implies is durable now.
+        truncate::clear_intent(root)?;
+    }
     File::create(&abort_path).at(&abort_path)?;
     segment::sync_dir(root)?;
     tracing::info!(?report, "recovery finished");
@@ -355,7 +382,49 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
         checkpoint,
         lock_file,
         report,
+        epochs: EpochState { file: epoch_file, entries: epochs },
     })
+}
+
+/// Finishes a truncation to `cut` that a crash interrupted (see the `truncate` module): caps
+/// the checkpoint's durable boundary and dispatch point at the cut (so the zeros after it are
+/// the end of the log, and the consume queues are trimmed to it), zeroes the segment holding
+/// the cut from the cut on and deletes later segments, and drops epochs at or after the cut.
+/// Idempotent; the intent is removed only once the recovered checkpoint is durable.
+fn finish_truncation(
+    commitlog_dir: &Path,
+    segs: &mut Vec<Loaded>,
+    block: &mut Option<LogshipState>,
+    epochs: &mut Vec<EpochEntry>,
+    cut: u64,
+    size: u64,
+) -> Result<(), StoreError> {
+    tracing::warn!(cut, "finishing a truncation interrupted by a crash");
+    if let Some(b) = block.as_mut() {
+        b.clean = false;
+        b.clean_end = 0;
+        b.flushed = b.flushed.min(cut);
+        b.dispatched = b.dispatched.min(cut);
+    }
+    let mut removed = false;
+    while segs.last().is_some_and(|s| s.base >= cut) {
+        let seg = segs.pop().expect("checked");
+        let path = seg.map.path().to_path_buf();
+        drop(seg);
+        fs::remove_file(&path).at(&path)?;
+        removed = true;
+    }
+    if removed {
+        segment::sync_dir(commitlog_dir)?;
+    }
+    if let Some(seg) = segs.last_mut().filter(|s| cut >= s.base && cut < s.base + size) {
+        let rel = (cut - seg.base) as usize;
+        if seg.writer.zero(rel..size as usize) > 0 {
+            seg.map.flush(rel..size as usize).at(seg.map.path())?;
+        }
+    }
+    epochs.retain(|e| e.start_offset < cut);
+    Ok(())
 }
 
 /// Creates the store's directories and takes the exclusive lock on `<root>/lock`. Returns the

@@ -49,7 +49,7 @@ pub(crate) struct RetentionState {
     last_ratio: Mutex<Option<f64>>,
     cv: Condvar,
     /// Serializes rounds.
-    round: Mutex<()>,
+    pub(crate) round: Mutex<()>,
     /// No forced deletion may remove bytes at or past this offset (`u64::MAX`: no floor).
     pub(crate) floor: AtomicU64,
     /// Segments and bytes deleted before they expired, since open.

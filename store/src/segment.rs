@@ -140,6 +140,53 @@ fn create(
     Ok((map, writer))
 }
 
+/// Replaces the file for `start` in `dir` by a copy of its first `keep` bytes, zero-filled to
+/// `size`, and maps the copy; its writer is positioned (and everything before it published) at
+/// `keep`. The copy is made under a temporary name (an in-kernel copy), fsynced and renamed over
+/// the old file, and the directory fsynced, so a crash leaves the old file or the new one.
+///
+/// The old file is never written: published bytes stay immutable for every view of its mapping
+/// that is still alive (spans handed out before a truncation keep reading the old bytes).
+pub(crate) fn replace_with_prefix(
+    dir: &Path,
+    start: u64,
+    keep: u64,
+    size: u64,
+    reserve: bool,
+    lock: Option<&Arc<File>>,
+) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
+    let path = dir.join(file_name(start));
+    let tmp = dir.join(format!("{}.tmp", file_name(start)));
+    let src = File::open(&path).at(&path)?;
+    let mut dst = File::options().read(true).write(true).create(true).truncate(true).open(&tmp).at(&tmp)?;
+    let copied = std::io::copy(&mut std::io::Read::take(&src, keep), &mut dst).at(&tmp)?;
+    if copied != keep {
+        let e = std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("copied {copied} of {keep} bytes"),
+        );
+        return Err(StoreError::io(&path, e));
+    }
+    dst.set_len(size).at(&tmp)?;
+    if reserve {
+        if let Err(e) = crate::mmap::reserve(&dst, 0, size) {
+            drop(dst);
+            let _ = fs::remove_file(&tmp);
+            return Err(reserve_error(&path, size, e));
+        }
+    }
+    dst.sync_all().at(&tmp)?;
+    fs::rename(&tmp, &path).at(&path)?;
+    sync_dir(dir)?;
+    let (map, mut writer) = MappedFile::map(dst, path.clone(), lock.cloned()).at(&path)?;
+    if reserve {
+        writer.mark_reserved();
+    }
+    writer.seek(keep as usize);
+    writer.publish();
+    Ok((map, writer))
+}
+
 /// Reserves the blocks of the next `len` bytes of `writer`'s file (see
 /// [`MapWriter::reserve_ahead`]), as a [`StoreError::DiskFull`] when the disk is full.
 pub(crate) fn reserve_ahead(writer: &mut MapWriter, len: usize) -> Result<(), StoreError> {
@@ -221,6 +268,16 @@ impl SegmentTable {
 
     pub(crate) fn pop_first(&mut self) -> Option<Arc<Segment>> {
         self.segs.pop_front()
+    }
+
+    /// Removes the newest segment.
+    pub(crate) fn pop_last(&mut self) -> Option<Arc<Segment>> {
+        self.segs.pop_back()
+    }
+
+    /// The newest segment.
+    pub(crate) fn last(&self) -> Option<&Arc<Segment>> {
+        self.segs.back()
     }
 
     pub(crate) fn len(&self) -> usize {

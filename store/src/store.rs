@@ -17,6 +17,7 @@ use crate::codec::{self, Message, PreparedMessage, StoredMessage};
 use crate::config::{FlushDiskType, StoreConfig};
 use crate::consume_queue::{ConsumeQueue, CqEntry, Dispatcher, QueueRegistry};
 use crate::env::StoreEnv;
+use crate::epoch_file::EpochEntry;
 use crate::error::{IoContext, StoreError};
 use crate::flush::{Durable, FlushShared};
 use crate::mmap::MapWriter;
@@ -24,6 +25,7 @@ use crate::prealloc::Prealloc;
 use crate::recovery::{self, RecoveryReport};
 use crate::retention::{RetentionReport, RetentionState};
 use crate::segment::{Segment, SegmentTable};
+use crate::truncate::{EpochState, TruncateReport, TruncateStep};
 
 /// Locks a mutex, ignoring poisoning: every critical section publishes its effects atomically at
 /// its end, so a panic inside one leaves nothing half-visible.
@@ -105,6 +107,8 @@ pub(crate) struct Shared {
     pub(crate) flush_count: AtomicU64,
     /// The exclusive lock on `<root>/lock`; every segment mapping holds it too.
     pub(crate) lock_file: Arc<File>,
+    /// The epoch list of controller mode and its file.
+    pub(crate) epochs: Mutex<EpochState>,
 }
 
 impl Shared {
@@ -435,7 +439,7 @@ impl Shared {
         }
     }
 
-    fn bounds(&self) -> LogBounds {
+    pub(crate) fn bounds(&self) -> LogBounds {
         let max = self.end.load(Ordering::Acquire);
         LogBounds { min: self.min.load(Ordering::Acquire).min(max), max }
     }
@@ -503,7 +507,7 @@ impl Shared {
 
     /// Whether a record starts at `offset`: walks the size fields of the records of its
     /// segment from the segment's start. The min offset and the end are boundaries.
-    fn is_record_boundary(&self, offset: Offset) -> Result<bool, StoreError> {
+    pub(crate) fn is_record_boundary(&self, offset: Offset) -> Result<bool, StoreError> {
         let LogBounds { min, max } = self.bounds();
         if offset < min || offset > max {
             return Err(StoreError::OutOfRange { offset, end: offset, min, max });
@@ -738,6 +742,7 @@ impl CommitLog {
             reput_idle: AtomicBool::new(true),
             flush_count: AtomicU64::new(0),
             lock_file: recovered.lock_file,
+            epochs: Mutex::new(recovered.epochs),
             config,
             env,
         });
@@ -933,6 +938,74 @@ impl CommitLog {
             }
         }
         Ok(out)
+    }
+
+    /// The epoch list of controller mode (`epochFileCheckpoint`), oldest first: which leader
+    /// epoch wrote which part of the log. Empty for a store that never had an epoch.
+    pub fn epochs(&self) -> Vec<EpochEntry> {
+        self.shared.epochs()
+    }
+
+    /// Appends an epoch to the list and writes the epoch file (see [`EpochFile`](crate::EpochFile))
+    /// before returning. The same entry as the last one is a no-op. An epoch that starts where
+    /// the last one does (it wrote no data) is kept, unlike Java's `appendEntry`.
+    ///
+    /// # Errors
+    /// [`StoreError::EpochRefused`] unless the epoch is above the last one, starts at or after
+    /// it, and starts at or before the end of the log; I/O errors of the write.
+    pub fn append_epoch(&self, entry: EpochEntry) -> Result<(), StoreError> {
+        self.shared.append_epoch(entry)
+    }
+
+    /// Truncates the log to `offset` (a slave cutting a divergent tail before it follows a new
+    /// master): the bytes from `offset` on leave the disk, and so do the consume-queue entries
+    /// and epochs at or after it, and the checkpoint records nothing past it. Crash-safe at
+    /// every step: a pending cut is recorded first and recovery finishes it before anything
+    /// else, so the old tail never comes back (see [`TruncateStep`] and the order documented
+    /// there). Bytes of the old tail read before the call stay readable through their spans.
+    ///
+    /// The segment holding the cut is rewritten as a copy of its bytes before the cut (an
+    /// in-kernel copy of at most one segment); later segments are deleted.
+    ///
+    /// # Errors
+    /// [`StoreError::OutOfRange`] outside `[min, max]`, [`StoreError::NotARecordBoundary`] where
+    /// no record starts; I/O errors. A truncation that fails after it started closes the store:
+    /// reopening it finishes the cut.
+    pub fn truncate_to(&self, offset: Offset) -> Result<TruncateReport, StoreError> {
+        self.truncate_inner(offset, None)
+    }
+
+    /// [`truncate_to`](Self::truncate_to), stopping right after `step` as a kill -9 there would;
+    /// follow it with [`abandon`](Self::abandon) and a reopen. For fault-injection tests.
+    #[doc(hidden)]
+    pub fn truncate_to_crashing_after(
+        &self,
+        offset: Offset,
+        step: TruncateStep,
+    ) -> Result<TruncateReport, StoreError> {
+        self.truncate_inner(offset, Some(step))
+    }
+
+    fn truncate_inner(
+        &self,
+        offset: Offset,
+        crash_after: Option<TruncateStep>,
+    ) -> Result<TruncateReport, StoreError> {
+        let result = self.shared.truncate_to(offset, crash_after);
+        if let Err(e) = &result {
+            if !matches!(
+                e,
+                StoreError::OutOfRange { .. } | StoreError::NotARecordBoundary { .. } | StoreError::Closed
+            ) {
+                // The cut may be half done: refuse everything until a reopen finishes it.
+                tracing::error!(error = %e, offset, "truncation failed; closing the store (reopening finishes the truncation)");
+                self.shared.closed.store(true, Ordering::Release);
+                drop(lock(&self.shared.writer));
+                self.stop_threads();
+                self.shared.flush.stop();
+            }
+        }
+        result
     }
 
     /// Indexes every complete record appended so far into the consume queues, now, on this
