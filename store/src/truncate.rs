@@ -222,7 +222,7 @@ impl Shared {
         }
 
         let (kept, dropped): (Vec<_>, Vec<_>) = epochs.entries.iter().partition(|e| e.start_offset < offset);
-        if !dropped.is_empty() || !epochs.file.path().exists() {
+        if !dropped.is_empty() {
             epochs.file.write(&kept)?;
         }
         epochs.entries = kept;
