@@ -104,6 +104,13 @@ pub struct StoreConfig {
     /// Where the epoch file of controller mode lives (RocketMQ's `storePathEpochFile`); `None`:
     /// `<root>/epochFileCheckpoint`. Its `.bak` copy sits beside it.
     pub store_path_epoch_file: Option<std::path::PathBuf>,
+    /// Index replicated messages into the consume queues only up to the confirm offset the
+    /// slave sets ([`CommitLog::set_confirm_offset`](crate::CommitLog::set_confirm_offset)), so
+    /// that consumers never read bytes a new master may still truncate (RocketMQ's controller
+    /// mode with `readUnCommitted=false`). Default false: everything is indexed at once, as in
+    /// the classic mode. A put indexes its own message (and what precedes it) at once and
+    /// raises the confirm offset to its end.
+    pub dispatch_up_to_confirm: bool,
 }
 
 impl Default for StoreConfig {
@@ -135,6 +142,7 @@ impl Default for StoreConfig {
             recovery: RecoveryOptions::default(),
             store_path_commit_log: None,
             store_path_epoch_file: None,
+            dispatch_up_to_confirm: false,
         }
     }
 }

@@ -208,6 +208,7 @@ impl Shared {
             min_offset: self.min.load(Ordering::Acquire),
             dispatched: cq_durable.unwrap_or(old.dispatched),
         };
+        c.confirm_phy_offset = self.confirm.load(Ordering::Acquire).min(i64::MAX as u64) as i64;
         if let Some((ts, msg_end)) = last {
             // Timestamps for a Java broker's recovery: only of messages known to be durable.
             if msg_end <= boundary {

@@ -92,6 +92,7 @@ pub(crate) struct Recovered {
     pub(crate) lock_file: Arc<File>,
     pub(crate) report: RecoveryReport,
     pub(crate) epochs: EpochState,
+    pub(crate) confirm: u64,
 }
 
 struct Loaded {
@@ -341,8 +342,20 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
     let (min, end) = if kept.is_empty() { (0, 0) } else { (min, end) };
     report.end = end;
     let (segments, active) = install_segments(kept, size, end, &report)?;
-    let (dispatcher, queues, segments) =
-        recover_consume_queues(root, config, &commitlog_dir, segments, block, min, end, &mut report)?;
+    // The confirm offset (controller mode) never exceeds the recovered end; with
+    // `dispatch_up_to_confirm` nothing past it is indexed.
+    let confirm = loaded.as_ref().map_or(0, |c| c.confirm_phy_offset as u64).min(end);
+    let dispatch_end = if config.dispatch_up_to_confirm { confirm.max(min) } else { end };
+    let (dispatcher, queues, segments) = recover_consume_queues(
+        root,
+        config,
+        &commitlog_dir,
+        segments,
+        block,
+        min,
+        dispatch_end,
+        &mut report,
+    )?;
 
     // Epochs that start past the recovered end lost their bytes in the crash.
     epochs.retain(|e| e.start_offset <= end);
@@ -352,6 +365,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
 
     // Record the recovered state, then mark the store as running.
     let mut ckpt = loaded.unwrap_or_default();
+    ckpt.confirm_phy_offset = confirm as i64;
     if let Some(cut) = intent {
         ckpt.confirm_phy_offset = ckpt.confirm_phy_offset.min(cut as i64);
         ckpt.master_flushed_offset = ckpt.master_flushed_offset.min(cut as i64);
@@ -383,6 +397,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
         lock_file,
         report,
         epochs: EpochState { file: epoch_file, entries: epochs },
+        confirm,
     })
 }
 
@@ -622,7 +637,7 @@ fn install_segments(
 }
 
 /// Loads the consume queues, trims them to the durable dispatch point (or rebuilds them), and
-/// re-dispatches the log from there to `end`.
+/// re-dispatches the log from there to `end` (the end of the log, or a lower confirm offset).
 #[allow(clippy::too_many_arguments)]
 fn recover_consume_queues(
     root: &Path,

@@ -109,6 +109,9 @@ pub(crate) struct Shared {
     pub(crate) lock_file: Arc<File>,
     /// The epoch list of controller mode and its file.
     pub(crate) epochs: Mutex<EpochState>,
+    /// The confirm offset (controller mode): with `dispatch_up_to_confirm`, replicated bytes are
+    /// indexed only below it. Recorded as the checkpoint's `confirmPhyOffset`.
+    pub(crate) confirm: AtomicU64,
 }
 
 impl Shared {
@@ -116,9 +119,21 @@ impl Shared {
         self.root.join("abort")
     }
 
-    /// Catches the consume queues up with the log.
-    pub(crate) fn dispatch_pending(&self, d: &mut Dispatcher) -> Result<(), StoreError> {
+    /// Where dispatch of replicated bytes stops: the end of the log, or with
+    /// `dispatch_up_to_confirm` the confirm offset if it is lower.
+    pub(crate) fn dispatch_end(&self) -> u64 {
         let end = self.end.load(Ordering::Acquire);
+        if self.config.dispatch_up_to_confirm { end.min(self.confirm.load(Ordering::Acquire)) } else { end }
+    }
+
+    /// Catches the consume queues up with the log (up to [`dispatch_end`](Self::dispatch_end)).
+    pub(crate) fn dispatch_pending(&self, d: &mut Dispatcher) -> Result<(), StoreError> {
+        let end = self.dispatch_end();
+        self.dispatch_upto(d, end)
+    }
+
+    /// Dispatches every complete record before `end`.
+    fn dispatch_upto(&self, d: &mut Dispatcher, end: u64) -> Result<(), StoreError> {
         let min = self.min.load(Ordering::Acquire);
         let result = d.dispatch(&self.segments, self.segment_size, min, end);
         self.dispatched.store(d.dispatched, Ordering::Release);
@@ -127,7 +142,7 @@ impl Shared {
 
     /// Wakes the reput thread if it sleeps long; a polling reput thread finds the bytes within a
     /// millisecond by itself.
-    fn wake_reput(&self) {
+    pub(crate) fn wake_reput(&self) {
         // Pairs with the fence in `reput_thread`: either it sees the new end, or this sees that it
         // went idle (the end was stored before this fence).
         std::sync::atomic::fence(Ordering::SeqCst);
@@ -283,8 +298,8 @@ impl Shared {
         }
         let mut d = lock(&self.dispatcher);
         // Replicated bytes may precede this put (a slave turned master): index them first, so the
-        // queue offsets continue from them.
-        if let Err(e) = self.dispatch_pending(&mut d) {
+        // queue offsets continue from them. A put confirms them (this store is the master now).
+        if let Err(e) = self.dispatch_upto(&mut d, self.end.load(Ordering::Acquire)) {
             if matches!(e, StoreError::DiskFull { .. }) {
                 self.note_write_error(&e);
                 return PutResult::refused(PutStatus::ServiceNotAvailable);
@@ -336,6 +351,9 @@ impl Shared {
             }
         }
         d.last_message = Some((store_timestamp, new_end));
+        if self.config.dispatch_up_to_confirm {
+            self.confirm.fetch_max(new_end, Ordering::AcqRel);
+        }
         self.dispatched.store(d.dispatched, Ordering::Release);
         drop(d);
         PutResult {
@@ -672,6 +690,10 @@ pub struct StoreStatus {
     /// Why writes are refused for lack of disk right now ([`CommitLog::write_refusal`]'s
     /// message: the file and the bytes it needs, or the usage above the limit), if they are.
     pub write_refused: Option<String>,
+    /// The confirm offset ([`CommitLog::set_confirm_offset`]; the checkpoint's
+    /// `confirmPhyOffset`). With `dispatch_up_to_confirm`, replicated bytes are indexed only
+    /// below it.
+    pub confirm_offset: Offset,
 }
 
 /// A RocketMQ-compatible commit log: the store of one broker. See the crate docs for the layout,
@@ -743,6 +765,7 @@ impl CommitLog {
             flush_count: AtomicU64::new(0),
             lock_file: recovered.lock_file,
             epochs: Mutex::new(recovered.epochs),
+            confirm: AtomicU64::new(recovered.confirm),
             config,
             env,
         });
@@ -940,6 +963,22 @@ impl CommitLog {
         Ok(out)
     }
 
+    /// Raises the confirm offset (a slave in controller mode: `min(the master's confirm
+    /// offset, the local end)`, or any value; the store never indexes past its end). With
+    /// [`dispatch_up_to_confirm`](StoreConfig::dispatch_up_to_confirm), replicated messages
+    /// are indexed into the consume queues only below it. Monotonic: a lower value changes
+    /// nothing; only [`truncate_to`](Self::truncate_to) lowers it (to the cut). Recorded in the
+    /// checkpoint (`confirmPhyOffset`) at the next checkpoint; after a crash, dispatch resumes
+    /// below the recorded value until a new one is set. Returns the confirm offset in force.
+    pub fn set_confirm_offset(&self, offset: Offset) -> Offset {
+        let s = &self.shared;
+        let old = s.confirm.fetch_max(offset, Ordering::AcqRel);
+        if offset > old {
+            s.wake_reput();
+        }
+        old.max(offset)
+    }
+
     /// The epoch list of controller mode (`epochFileCheckpoint`), oldest first: which leader
     /// epoch wrote which part of the log. Empty for a store that never had an epoch.
     pub fn epochs(&self) -> Vec<EpochEntry> {
@@ -1100,6 +1139,7 @@ impl CommitLog {
             forced_deleted_bytes: s.retention.forced_bytes.load(Ordering::Relaxed),
             retention_floor: Some(s.retention.floor.load(Ordering::Acquire)).filter(|&f| f != u64::MAX),
             scrub: s.scrub.snapshot(s.config.scrub_bytes_per_second > 0),
+            confirm_offset: s.confirm.load(Ordering::Acquire),
         }
     }
 
@@ -1173,7 +1213,7 @@ fn reput_thread(shared: Arc<Shared>) {
     const GO_IDLE_AFTER: Duration = Duration::from_secs(1);
     let mut last_bytes = std::time::Instant::now();
     while !shared.stop.load(Ordering::Acquire) {
-        let behind = shared.dispatched.load(Ordering::Acquire) < shared.end.load(Ordering::Acquire);
+        let behind = shared.dispatched.load(Ordering::Acquire) < shared.dispatch_end();
         if behind {
             last_bytes = std::time::Instant::now();
             let mut d = lock(&shared.dispatcher);
@@ -1183,7 +1223,7 @@ fn reput_thread(shared: Arc<Shared>) {
                 std::thread::park_timeout(Duration::from_millis(100));
                 continue;
             }
-            let stuck = d.dispatched < shared.end.load(Ordering::Acquire);
+            let stuck = d.dispatched < shared.dispatch_end();
             drop(d);
             if !stuck {
                 continue;
@@ -1195,8 +1235,8 @@ fn reput_thread(shared: Arc<Shared>) {
         }
         shared.reput_idle.store(true, Ordering::Relaxed);
         std::sync::atomic::fence(Ordering::SeqCst);
-        if shared.dispatched.load(Ordering::Acquire) >= shared.end.load(Ordering::Acquire) {
-            // Woken by the next append; the timeout is a safety net.
+        if shared.dispatched.load(Ordering::Acquire) >= shared.dispatch_end() {
+            // Woken by the next append (or confirm offset); the timeout is a safety net.
             std::thread::park_timeout(Duration::from_millis(100));
         }
         shared.reput_idle.store(false, Ordering::Relaxed);

@@ -254,6 +254,7 @@ impl Shared {
         state.dispatched = state.dispatched.min(offset);
         state.min_offset = min;
         c.logship = Some(state);
+        self.confirm.fetch_min(offset, Ordering::AcqRel);
         c.confirm_phy_offset = c.confirm_phy_offset.min(offset as i64);
         c.master_flushed_offset = c.master_flushed_offset.min(offset as i64);
         ckpt.write(c)?;
