@@ -144,6 +144,7 @@ mod retention;
 mod scrub;
 mod segment;
 mod store;
+mod sync;
 mod truncate;
 
 pub use codec::{Message, MessageVersion, RecordError, StoreFields, StoredMessage};

@@ -39,8 +39,7 @@ use crate::consume_queue::{self, Dispatcher, QueueRegistry};
 use crate::epoch_file::{EpochEntry, EpochFile};
 use crate::error::{IoContext, StoreError};
 use crate::mmap::{self, MapWriter, MappedFile};
-use crate::segment::{self, Segment, SegmentTable};
-use crate::store::ActiveSegment;
+use crate::segment::{self, ActiveSegment, Segment, SegmentTable};
 use crate::truncate::{self, EpochState};
 
 /// How the previous run of the store ended, as recovery judged it.

@@ -4,7 +4,8 @@
 use std::collections::VecDeque;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use crate::error::{IoContext, StoreError};
 use crate::mmap::{MapWriter, MappedFile};
@@ -216,6 +217,45 @@ pub(crate) fn open_file(
 ) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
     let file = File::options().read(true).write(true).open(path).at(path)?;
     MappedFile::map(file, path.to_path_buf(), lock.cloned()).at(path)
+}
+
+/// The segment being written.
+#[derive(Debug)]
+pub(crate) struct ActiveSegment {
+    pub(crate) base: u64,
+    pub(crate) writer: MapWriter,
+    /// Whether the blocks from the write position to the segment end are reserved (a write into
+    /// an unreserved hole on a full disk would raise SIGBUS).
+    pub(crate) reserved: bool,
+}
+
+/// The published log as the commit log and its worker threads share it: the segments, the
+/// bounds and progress offsets, and the flag that stops the threads. Each worker gets this (and
+/// its own state), never the commit log itself.
+#[derive(Debug)]
+pub(crate) struct LogView {
+    /// The size of every segment.
+    pub(crate) segment_size: u64,
+    /// The mapped segments.
+    pub(crate) segments: RwLock<SegmentTable>,
+    /// One past the last published byte (Release on write, Acquire on read).
+    pub(crate) end: AtomicU64,
+    /// The oldest offset held.
+    pub(crate) min: AtomicU64,
+    /// One past the last durable byte.
+    pub(crate) flushed: AtomicU64,
+    /// Mirror of the dispatcher's progress, for lock-free reads.
+    pub(crate) dispatched: AtomicU64,
+    /// Tells the background threads to stop.
+    pub(crate) stop: AtomicBool,
+}
+
+impl LogView {
+    /// `[min, max)`.
+    pub(crate) fn bounds(&self) -> logship_core::LogBounds {
+        let max = self.end.load(Ordering::Acquire);
+        logship_core::LogBounds { min: self.min.load(Ordering::Acquire).min(max), max }
+    }
 }
 
 /// One mapped commit-log segment.
