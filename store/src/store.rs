@@ -1048,7 +1048,9 @@ impl CommitLog {
     ///
     /// # Errors
     /// [`StoreError::EpochRefused`] unless the epoch is above the last one, starts at or after
-    /// it, and starts at or before the end of the log; I/O errors of the write.
+    /// it, and starts at or before the end of the log (any start on an empty log: a new slave
+    /// learns its first epoch before its first bytes; otherwise append the bytes first); I/O
+    /// errors of the write.
     pub fn append_epoch(&self, entry: EpochEntry) -> Result<(), StoreError> {
         self.shared.append_epoch(entry)
     }
@@ -1313,7 +1315,7 @@ impl Shared {
             return Err(StoreError::Closed);
         }
         // Under the put lock: the end cannot move back (a truncation) meanwhile.
-        let _w = lock(&self.writer);
+        let w = lock(&self.writer);
         let end = self.log.end.load(Ordering::Acquire);
         let mut state = lock(&self.epochs);
         let refuse = |reason: String| StoreError::EpochRefused {
@@ -1335,7 +1337,10 @@ impl Shared {
                 )));
             }
         }
-        if entry.start_offset > end {
+        // An empty log takes any start: a new slave learns its first epoch before the first
+        // bytes (from wherever the master starts it) arrive.
+        let empty = w.active.is_none() && read(&self.log.segments).len() == 0;
+        if entry.start_offset > end && !empty {
             return Err(refuse(format!("it starts beyond the end of the log ({end})")));
         }
         let mut next = state.entries.clone();

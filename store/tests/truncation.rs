@@ -111,6 +111,7 @@ fn epochs_must_increase_and_start_within_the_log() {
     let env = Env::default();
     let log = env.open(dir.path(), config()).unwrap();
     log.append_epoch(EpochEntry::new(2, 0)).unwrap();
+
     // The same entry again is a no-op (a slave sees its epoch in every frame).
     log.append_epoch(EpochEntry::new(2, 0)).unwrap();
     put_all(&log, 0..3);
@@ -159,4 +160,23 @@ fn a_corrupt_epoch_file_and_copy_stop_the_open_with_a_typed_error() {
         Err(StoreError::EpochFileCorrupt { path, .. }) => assert_eq!(path, file.path()),
         other => panic!("expected EpochFileCorrupt, got {other:?}"),
     }
+}
+
+#[test]
+fn a_new_slave_takes_its_first_epoch_before_its_first_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), config()).unwrap();
+    // The master starts this empty slave at the start of its last segment, inside epoch 5.
+    let start = 2 * common::SEGMENT;
+    log.append_epoch(EpochEntry::new(5, start - 100)).unwrap();
+    let bytes = record_at(start, 1);
+    log.append_at(start, &bytes).unwrap();
+    // Once the log holds bytes, an epoch must start within it.
+    let end = start + bytes.len() as u64;
+    assert!(matches!(log.append_epoch(EpochEntry::new(6, end + 1)), Err(StoreError::EpochRefused { .. })));
+    log.append_epoch(EpochEntry::new(6, end)).unwrap();
+    log.abandon();
+    let log = env.open(dir.path(), config()).unwrap();
+    assert_eq!(log.epochs(), vec![EpochEntry::new(5, start - 100), EpochEntry::new(6, end)]);
 }
