@@ -3,21 +3,25 @@
 
 mod common;
 
-use common::truncation::{build, check_after_crash, put_all};
+use common::truncation::{build, check_after_crash, cuts, put_all};
 use common::{Env, config, message, record_at};
 use logship_store::{EpochEntry, EpochFile, LogSpan, Message, PutStatus, StoreError, TruncateStep};
 
 #[test]
 fn a_truncation_killed_after_any_step_never_brings_the_tail_back() {
-    for step in TruncateStep::ALL {
-        let dir = tempfile::tempdir().unwrap();
-        let env = Env::default();
-        let (puts, cut) = build(dir.path(), &env);
-        let log = env.open(dir.path(), config()).unwrap();
-        log.truncate_to_crashing_after(cut, step).unwrap();
-        // kill -9: no flush, no checkpoint, the abort marker stays.
-        log.abandon();
-        check_after_crash(dir.path(), &env, &puts, cut);
+    let probe = tempfile::tempdir().unwrap();
+    let (puts, cut) = build(probe.path(), &Env::default());
+    for cut in cuts(&puts, cut) {
+        for step in TruncateStep::ALL {
+            let dir = tempfile::tempdir().unwrap();
+            let env = Env::default();
+            let (puts, _) = build(dir.path(), &env);
+            let log = env.open(dir.path(), config()).unwrap();
+            log.truncate_to_crashing_after(cut, step).unwrap();
+            // kill -9: no flush, no checkpoint, the abort marker stays.
+            log.abandon();
+            check_after_crash(dir.path(), &env, &puts, cut);
+        }
     }
 }
 
@@ -179,4 +183,38 @@ fn a_new_slave_takes_its_first_epoch_before_its_first_bytes() {
     log.abandon();
     let log = env.open(dir.path(), config()).unwrap();
     assert_eq!(log.epochs(), vec![EpochEntry::new(5, start - 100), EpochEntry::new(6, end)]);
+}
+
+#[test]
+fn an_unreadable_truncation_record_stops_the_open_with_a_typed_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    build(dir.path(), &env);
+    std::fs::write(dir.path().join("truncating"), "logship truncate-to 12x\n").unwrap();
+    match env.open(dir.path(), config()) {
+        Err(StoreError::TruncationIntentCorrupt { path, reason }) => {
+            assert_eq!(path, dir.path().join("truncating"));
+            assert!(reason.contains("12x"), "{reason}");
+        }
+        other => panic!("expected TruncationIntentCorrupt, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_truncation_drops_an_incomplete_replicated_record_past_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), config()).unwrap();
+    let first = record_at(0, 1);
+    log.append_at(0, &first).unwrap();
+    let end = first.len() as u64;
+    let second = record_at(end, 2);
+    // Half of the next record: accepted, not published.
+    assert_eq!(log.append_at(end, &second[..10]).unwrap(), end);
+    log.truncate_to(end).unwrap();
+    let segment = std::fs::read(common::segment_path(dir.path(), 0)).unwrap();
+    assert!(segment[end as usize..].iter().all(|&b| b == 0), "the half record is gone from disk");
+    // The master resends from the boundary, not from after the half record.
+    assert_eq!(log.append_at(end, &second).unwrap(), end + second.len() as u64);
+    assert_eq!(log.read_message(end).unwrap().body, message(2).body);
 }
