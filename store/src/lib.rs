@@ -38,7 +38,9 @@
 //!   arrive, waiting on a partial trailing message), **prealloc** (creates and page-touches the
 //!   next segment), **retention** (deletes old segments by age and disk usage), **scrub**
 //!   (verifies every record's CRC in the background, rate-limited; findings in the status).
-//!   On a master, [`put`](CommitLog::put) indexes its message itself.
+//!   On a master, [`put`](CommitLog::put) indexes its message itself. Each thread gets the
+//!   published log (segments, bounds, progress offsets) and its own state, never the commit log
+//!   itself; the flush and retention threads record checkpoints through a callback.
 //!
 //! # Durability
 //!
