@@ -101,6 +101,16 @@ pub struct StoreConfig {
     /// Where the commit log's segments live (RocketMQ's `storePathCommitLog`); `None`:
     /// `<root>/commitlog`. The checkpoint, lock and consume queues stay under the root.
     pub store_path_commit_log: Option<std::path::PathBuf>,
+    /// Where the epoch file of controller mode lives (RocketMQ's `storePathEpochFile`); `None`:
+    /// `<root>/epochFileCheckpoint`. Its `.bak` copy sits beside it.
+    pub store_path_epoch_file: Option<std::path::PathBuf>,
+    /// Index replicated messages into the consume queues only up to the confirm offset the
+    /// slave sets ([`CommitLog::set_confirm_offset`](crate::CommitLog::set_confirm_offset)), so
+    /// that consumers never read bytes a new master may still truncate (RocketMQ's controller
+    /// mode with `readUnCommitted=false`). Default false: everything is indexed at once, as in
+    /// the classic mode. A put indexes its own message (and what precedes it) at once and
+    /// raises the confirm offset to its end.
+    pub dispatch_up_to_confirm: bool,
 }
 
 impl Default for StoreConfig {
@@ -131,6 +141,8 @@ impl Default for StoreConfig {
             store_host: SocketAddr::from(([127, 0, 0, 1], 10911)),
             recovery: RecoveryOptions::default(),
             store_path_commit_log: None,
+            store_path_epoch_file: None,
+            dispatch_up_to_confirm: false,
         }
     }
 }

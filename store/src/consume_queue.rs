@@ -120,6 +120,8 @@ impl ConsumeQueue {
             });
         }
         let files = self.files.read().unwrap_or_else(|e| e.into_inner());
+        // Read the end again under the files lock: a truncation lowers it while holding the lock.
+        let max = self.max.load(Ordering::Acquire).max(from);
         let end = max.min(from.saturating_add(max_count as u64));
         let mut out = Vec::with_capacity((end - from) as usize);
         for index in from..end {
@@ -441,6 +443,77 @@ impl Dispatcher {
         segment::reserve_ahead(writer, ENTRY)?;
         writer.write(entry);
         Ok(())
+    }
+
+    /// Drops every entry that points at or past the commit-log offset `cut` (a truncation of
+    /// the log's tail), and durably: the file holding the new end of a queue is replaced by a
+    /// copy of its kept entries ([`segment::replace_with_prefix`]), later files are deleted and
+    /// the directory fsynced. Entries are in log order, so the dropped ones are a suffix of
+    /// each queue (blank padding between dropped entries goes with them). Returns the number of
+    /// entries dropped.
+    pub(crate) fn truncate(&mut self, cut: u64) -> Result<u64, StoreError> {
+        let mut dropped = 0;
+        let file_size = self.file_size;
+        for w in self.writers.values_mut().flat_map(|q| q.values_mut()) {
+            let cq = Arc::clone(&w.cq);
+            let mut files = cq.files.write().unwrap_or_else(|e| e.into_inner());
+            let Some(first) = files.front().map(|f| f.0) else {
+                continue;
+            };
+            let max = cq.max.load(Ordering::Acquire);
+            // The lowest dropped entry: walk back over entries at or past the cut (and the blank
+            // padding between them).
+            let (mut new_max, mut i) = (max, max);
+            while i > first {
+                let Some(raw) = cq.raw_entry(&files, i - 1) else { break };
+                i -= 1;
+                if is_blank(&raw) {
+                    continue;
+                }
+                if (decode_entry(&raw).0 as u64) < cut {
+                    break;
+                }
+                new_max = i;
+            }
+            if new_max == max {
+                continue;
+            }
+            let per_file = cq.entries_per_file;
+            let file_start = first + (new_max - first) / per_file * per_file;
+            let mut removed = Vec::new();
+            while files.back().is_some_and(|f| f.0 > file_start) {
+                removed.push(files.pop_back().expect("checked").1.path().to_path_buf());
+            }
+            for path in &removed {
+                fs::remove_file(path).at(path)?;
+            }
+            let keep = (new_max - file_start) * CQ_ENTRY_SIZE;
+            let (map, writer) = segment::replace_with_prefix(
+                &cq.dir,
+                file_start * CQ_ENTRY_SIZE,
+                keep,
+                file_size,
+                false,
+                None,
+            )?;
+            if let Some(back) = files.back_mut() {
+                *back = (file_start, map);
+            }
+            w.writer = Some(writer);
+            cq.max.store(new_max, Ordering::Release);
+            cq.flushed.fetch_min(new_max, Ordering::AcqRel);
+            cq.min.fetch_min(new_max, Ordering::AcqRel);
+            dropped += max - new_max;
+            tracing::info!(topic = %cq.topic, queue_id = cq.queue_id, from = max, to = new_max, "consume queue truncated");
+        }
+        self.dispatched = self.dispatched.min(cut);
+        if self.error.as_ref().is_some_and(|(offset, _)| *offset >= cut) {
+            self.error = None;
+        }
+        if self.last_message.is_some_and(|(_, end)| end > cut) {
+            self.last_message = None;
+        }
+        Ok(dropped)
     }
 
     /// Dispatches every complete record in `[self.dispatched, end)`. A partial record at the end

@@ -272,6 +272,57 @@ pub enum StoreError {
         master_segment_size: Option<u64>,
     },
 
+    /// Neither the epoch file nor its `.bak` copy holds a valid epoch list.
+    #[error("epoch file {path} is invalid ({reason}) and so is its copy {backup} ({backup_reason})")]
+    EpochFileCorrupt {
+        /// The main epoch file.
+        path: PathBuf,
+        /// What is wrong with it (or `missing`).
+        reason: String,
+        /// The `.bak` copy.
+        backup: PathBuf,
+        /// What is wrong with the copy (or `missing`).
+        backup_reason: String,
+    },
+
+    /// An epoch list that an epoch file cannot hold (epochs not increasing, starts decreasing,
+    /// or values beyond Java's ranges) was not written.
+    #[error("refusing to write epoch file {path}: {reason}")]
+    EpochListInvalid {
+        /// The epoch file.
+        path: PathBuf,
+        /// What is wrong with the list.
+        reason: String,
+    },
+
+    /// A truncation was asked for at an offset where no record starts.
+    #[error("cannot truncate the log at offset {offset}: no record starts there")]
+    NotARecordBoundary {
+        /// The offset asked for.
+        offset: u64,
+    },
+
+    /// An epoch that does not extend the epoch list was refused.
+    #[error("epoch {epoch} at offset {start_offset} refused: {reason}")]
+    EpochRefused {
+        /// The epoch.
+        epoch: u32,
+        /// Its start offset.
+        start_offset: u64,
+        /// Why it does not extend the list.
+        reason: String,
+    },
+
+    /// The record of a pending truncation (`<root>/truncating`) is unreadable. The store does
+    /// not open: it cannot know where the log must end.
+    #[error("truncation record {path} is corrupt: {reason}")]
+    TruncationIntentCorrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// The store has been shut down.
     #[error("the store is shut down")]
     Closed,

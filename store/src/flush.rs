@@ -9,19 +9,21 @@ use std::collections::HashMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use logship_core::Offset;
 
-use crate::checkpoint::LogshipState;
 use crate::codec::{self, MessageVersion};
 use crate::config::FlushDiskType;
+use crate::config::StoreConfig;
+use crate::consume_queue::QueueRegistry;
 use crate::error::StoreError;
 use crate::mmap::PAGE_SIZE;
-use crate::store::{Shared, lock, read};
+use crate::segment::LogView;
+use crate::sync::{lock, read};
 
 /// The checkpoint is rewritten at most this often by the flush thread.
 const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(100);
@@ -38,9 +40,9 @@ struct FlushState {
 }
 
 #[derive(Debug)]
-struct FlushProgress {
+pub(crate) struct FlushProgress {
     /// A message boundary at or below `flushed`: everything before it is durable and whole.
-    boundary: u64,
+    pub(crate) boundary: u64,
 }
 
 /// Flush coordination shared by the flush thread, waiters and the handle.
@@ -52,7 +54,9 @@ pub(crate) struct FlushShared {
     /// Wakes blocking waiters.
     flushed_cv: Condvar,
     /// Serializes flushes.
-    run: Mutex<FlushProgress>,
+    pub(crate) run: Mutex<FlushProgress>,
+    /// Flushes of the commit log so far.
+    pub(crate) count: AtomicU64,
 }
 
 impl FlushShared {
@@ -62,6 +66,7 @@ impl FlushShared {
             flusher: Condvar::new(),
             flushed_cv: Condvar::new(),
             run: Mutex::new(FlushProgress { boundary }),
+            count: AtomicU64::new(0),
         }
     }
 
@@ -97,44 +102,44 @@ pub struct FlushHold<'a> {
     _guard: std::sync::MutexGuard<'a, FlushProgress>,
 }
 
-impl Shared {
+impl FlushShared {
     /// Writes the commit log back up to its current end and wakes the waiters it satisfies.
-    pub(crate) fn flush_log(&self) -> Result<u64, StoreError> {
-        let mut progress = lock(&self.flush.run);
+    pub(crate) fn flush_log(&self, log: &LogView) -> Result<u64, StoreError> {
+        let mut progress = lock(&self.run);
         // A dispatched offset read before the end is a boundary at or below it: the boundary walk
         // starts there (on a master it is the end itself, or one message short).
-        let dispatched = self.dispatched.load(Ordering::Acquire);
-        let target = self.end.load(Ordering::Acquire);
-        let from = self.flushed.load(Ordering::Acquire);
+        let dispatched = log.dispatched.load(Ordering::Acquire);
+        let target = log.end.load(Ordering::Acquire);
+        let from = log.flushed.load(Ordering::Acquire);
         if target > from {
-            let segs: Vec<_> = read(&self.segments)
+            let segs: Vec<_> = read(&log.segments)
                 .iter()
-                .filter(|s| s.base < target && s.base + self.segment_size > from)
+                .filter(|s| s.base < target && s.base + log.segment_size > from)
                 .cloned()
                 .collect();
             for seg in segs {
                 let lo = from.max(seg.base) - seg.base;
-                let hi = target.min(seg.base + self.segment_size) - seg.base;
+                let hi = target.min(seg.base + log.segment_size) - seg.base;
                 if let Err(e) = seg.map.flush(lo as usize..hi as usize) {
                     let failed = (seg.path().to_path_buf(), Arc::new(e));
-                    let err = FlushShared::error(&failed);
+                    let err = Self::error(&failed);
                     tracing::error!(error = %err, "commit-log flush failed");
-                    let mut st = lock(&self.flush.state);
+                    let mut st = lock(&self.state);
                     st.failed = Some(failed);
                     for (_, (_, w)) in st.waiters.drain() {
                         w.wake();
                     }
-                    self.flush.flushed_cv.notify_all();
+                    self.flushed_cv.notify_all();
                     return Err(err);
                 }
             }
-            self.flushed.fetch_max(target, Ordering::AcqRel);
-            self.flush_count.fetch_add(1, Ordering::Relaxed);
-            progress.boundary = self.boundary_at_or_below(progress.boundary.max(dispatched), target);
+            log.flushed.fetch_max(target, Ordering::AcqRel);
+            self.count.fetch_add(1, Ordering::Relaxed);
+            progress.boundary = Self::boundary_at_or_below(log, progress.boundary.max(dispatched), target);
         }
         drop(progress);
-        let flushed = self.flushed.load(Ordering::Acquire);
-        let mut st = lock(&self.flush.state);
+        let flushed = log.flushed.load(Ordering::Acquire);
+        let mut st = lock(&self.state);
         st.waiters.retain(|_, (offset, waker)| {
             let done = *offset <= flushed;
             if done {
@@ -142,18 +147,18 @@ impl Shared {
             }
             !done
         });
-        self.flush.flushed_cv.notify_all();
+        self.flushed_cv.notify_all();
         Ok(flushed)
     }
 
     /// The last message (or segment) boundary at or below `limit`, walking record headers
     /// forward from the known boundary `from` (at or below `limit`).
-    fn boundary_at_or_below(&self, from: u64, limit: u64) -> u64 {
-        let mut pos = from.max(self.min.load(Ordering::Acquire));
-        let segs = read(&self.segments);
+    fn boundary_at_or_below(log: &LogView, from: u64, limit: u64) -> u64 {
+        let mut pos = from.max(log.min.load(Ordering::Acquire));
+        let segs = read(&log.segments);
         while pos < limit {
             let Some(seg) = segs.find(pos) else { break };
-            let seg_end = seg.base + self.segment_size;
+            let seg_end = seg.base + log.segment_size;
             let remaining = seg_end - pos;
             let next = if remaining < codec::BLANK_RECORD_LEN as u64 {
                 seg_end
@@ -183,122 +188,89 @@ impl Shared {
         pos
     }
 
-    /// Flushes every consume queue; returns the commit-log offset they are durable up to.
-    fn flush_consume_queues(&self) -> Result<u64, StoreError> {
-        let dispatched = self.dispatched.load(Ordering::Acquire);
-        let queues: Vec<_> = read(&self.queues).values().flat_map(|q| q.values().cloned()).collect();
-        crate::consume_queue::flush_queues(&queues)?;
-        Ok(dispatched)
-    }
-
-    /// Records the durable state in the checkpoint. `cq_durable` is the consume queues' durable
-    /// offset, if just measured.
-    pub(crate) fn write_checkpoint(&self, clean: bool, cq_durable: Option<u64>) -> Result<(), StoreError> {
-        // Everything is read under the checkpoint lock (see `adopt`).
-        let mut ckpt = lock(&self.checkpoint);
-        let boundary = lock(&self.flush.run).boundary;
-        let end = self.end.load(Ordering::Acquire);
-        let last = lock(&self.dispatcher).last_message;
-        let mut c = ckpt.current().clone();
-        let old = c.logship.unwrap_or_default();
-        let state = LogshipState {
-            clean,
-            flushed: boundary,
-            clean_end: if clean { end } else { 0 },
-            min_offset: self.min.load(Ordering::Acquire),
-            dispatched: cq_durable.unwrap_or(old.dispatched),
-        };
-        if let Some((ts, msg_end)) = last {
-            // Timestamps for a Java broker's recovery: only of messages known to be durable.
-            if msg_end <= boundary {
-                c.physic_msg_timestamp = c.physic_msg_timestamp.max(ts);
-            }
-            if cq_durable.is_some_and(|d| msg_end <= d) {
-                c.logics_msg_timestamp = c.logics_msg_timestamp.max(ts);
-                c.index_msg_timestamp = c.logics_msg_timestamp;
-            }
-        }
-        if c.logship == Some(state) && ckpt.current() == &c {
-            return Ok(());
-        }
-        c.logship = Some(state);
-        ckpt.write(c)
-    }
-
-    /// Flushes the log and the consume queues and writes the checkpoint.
-    pub(crate) fn checkpoint_now(&self, clean: bool) -> Result<(), StoreError> {
-        self.flush_log()?;
-        let cq = self.flush_consume_queues()?;
-        self.write_checkpoint(clean, Some(cq))
-    }
-
     /// Blocks until `offset` is durable or `timeout` passes.
-    pub(crate) fn wait_durable(&self, offset: Offset, timeout: Duration) -> Result<bool, StoreError> {
+    pub(crate) fn wait_durable(
+        &self,
+        log: &LogView,
+        offset: Offset,
+        timeout: Duration,
+    ) -> Result<bool, StoreError> {
         let deadline = Instant::now() + timeout;
-        let mut st = lock(&self.flush.state);
+        let mut st = lock(&self.state);
         loop {
-            if self.flushed.load(Ordering::Acquire) >= offset {
+            if log.flushed.load(Ordering::Acquire) >= offset {
                 return Ok(true);
             }
             if let Some(f) = &st.failed {
-                return Err(FlushShared::error(f));
+                return Err(Self::error(f));
             }
             if st.stopped {
                 return Err(StoreError::Closed);
             }
             if st.requested < offset {
                 st.requested = offset;
-                self.flush.flusher.notify_all();
+                self.flusher.notify_all();
             }
             let now = Instant::now();
             if now >= deadline {
                 return Ok(false);
             }
-            st = self.flush.flushed_cv.wait_timeout(st, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+            st = self.flushed_cv.wait_timeout(st, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
         }
     }
 
     /// Blocks every flush until the returned guard drops.
     pub(crate) fn hold_flushes(&self) -> FlushHold<'_> {
-        FlushHold { _guard: lock(&self.flush.run) }
+        FlushHold { _guard: lock(&self.run) }
     }
+}
+
+/// Flushes every consume queue; returns the commit-log offset they are durable up to.
+pub(crate) fn flush_consume_queues(log: &LogView, queues: &QueueRegistry) -> Result<u64, StoreError> {
+    let dispatched = log.dispatched.load(Ordering::Acquire);
+    let queues: Vec<_> = read(queues).values().flat_map(|q| q.values().cloned()).collect();
+    crate::consume_queue::flush_queues(&queues)?;
+    Ok(dispatched)
 }
 
 /// The flush thread: group commits on request, interval flushes, consume-queue flushes and
 /// checkpoints.
-pub(crate) fn flush_thread(shared: Arc<Shared>) {
-    let cfg = shared.config.clone();
+///
+/// `checkpoint` records the durable state in the checkpoint, given the consume queues' durable
+/// offset if just measured.
+pub(crate) fn flush_thread(
+    flush: Arc<FlushShared>,
+    log: Arc<LogView>,
+    queues: Arc<QueueRegistry>,
+    cfg: StoreConfig,
+    checkpoint: impl Fn(Option<u64>) -> Result<(), StoreError>,
+) {
     let mut last_thorough = Instant::now();
     let mut last_cq = Instant::now();
     let mut last_ckpt = Instant::now();
     loop {
         let deadline = Instant::now() + cfg.flush_interval_commit_log;
         let requested = {
-            let mut st = lock(&shared.flush.state);
+            let mut st = lock(&flush.state);
             loop {
-                if shared.stop.load(Ordering::Acquire) || st.stopped {
+                if log.stop.load(Ordering::Acquire) || st.stopped {
                     return;
                 }
-                let flushed = shared.flushed.load(Ordering::Acquire);
-                if st.requested > flushed && shared.end.load(Ordering::Acquire) > flushed {
+                let flushed = log.flushed.load(Ordering::Acquire);
+                if st.requested > flushed && log.end.load(Ordering::Acquire) > flushed {
                     break true;
                 }
                 let now = Instant::now();
                 if now >= deadline {
                     break false;
                 }
-                st = shared
-                    .flush
-                    .flusher
-                    .wait_timeout(st, deadline - now)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
+                st = flush.flusher.wait_timeout(st, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
             }
         };
-        let flushed = shared.flushed.load(Ordering::Acquire);
-        let end = shared.end.load(Ordering::Acquire);
+        let flushed = log.flushed.load(Ordering::Acquire);
+        let end = log.end.load(Ordering::Acquire);
         let thorough = last_thorough.elapsed() >= cfg.flush_commit_log_thorough_interval;
-        let flush = end > flushed
+        let due = end > flushed
             && (requested
                 || match cfg.flush_disk_type {
                     FlushDiskType::SyncFlush => true,
@@ -307,8 +279,8 @@ pub(crate) fn flush_thread(shared: Arc<Shared>) {
                         thorough || dirty_pages >= u64::from(cfg.flush_commit_log_least_pages)
                     }
                 });
-        if flush {
-            match shared.flush_log() {
+        if due {
+            match flush.flush_log(&log) {
                 Ok(_) if thorough => last_thorough = Instant::now(),
                 Ok(_) => {}
                 Err(e) => tracing::error!(error = %e, "flush failed"),
@@ -317,14 +289,14 @@ pub(crate) fn flush_thread(shared: Arc<Shared>) {
         let mut cq_durable = None;
         if last_cq.elapsed() >= cfg.flush_interval_consume_queue {
             last_cq = Instant::now();
-            match shared.flush_consume_queues() {
+            match flush_consume_queues(&log, &queues) {
                 Ok(d) => cq_durable = Some(d),
                 Err(e) => tracing::error!(error = %e, "consume-queue flush failed"),
             }
         }
         if last_ckpt.elapsed() >= CHECKPOINT_INTERVAL {
             last_ckpt = Instant::now();
-            if let Err(e) = shared.write_checkpoint(false, cq_durable) {
+            if let Err(e) = checkpoint(cq_durable) {
                 tracing::error!(error = %e, "checkpoint write failed");
             }
         }
@@ -337,7 +309,8 @@ pub(crate) fn flush_thread(shared: Arc<Shared>) {
 /// [`MessageLog::durable`]: logship_core::MessageLog::durable
 #[must_use = "futures do nothing unless polled"]
 pub struct Durable {
-    shared: Arc<Shared>,
+    flush: Arc<FlushShared>,
+    log: Arc<LogView>,
     offset: Offset,
     id: Option<u64>,
 }
@@ -349,8 +322,8 @@ impl std::fmt::Debug for Durable {
 }
 
 impl Durable {
-    pub(crate) fn new(shared: Arc<Shared>, offset: Offset) -> Self {
-        Self { shared, offset, id: None }
+    pub(crate) fn new(flush: Arc<FlushShared>, log: Arc<LogView>, offset: Offset) -> Self {
+        Self { flush, log, offset, id: None }
     }
 }
 
@@ -359,12 +332,12 @@ impl Future for Durable {
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = &mut *self;
-        let flushed = this.shared.flushed.load(Ordering::Acquire);
+        let flushed = this.log.flushed.load(Ordering::Acquire);
         if flushed >= this.offset {
             return Poll::Ready(Ok(flushed));
         }
-        let mut st = lock(&this.shared.flush.state);
-        let flushed = this.shared.flushed.load(Ordering::Acquire);
+        let mut st = lock(&this.flush.state);
+        let flushed = this.log.flushed.load(Ordering::Acquire);
         if flushed >= this.offset {
             return Poll::Ready(Ok(flushed));
         }
@@ -386,7 +359,7 @@ impl Future for Durable {
         if st.requested < this.offset {
             st.requested = this.offset;
         }
-        this.shared.flush.flusher.notify_all();
+        this.flush.flusher.notify_all();
         Poll::Pending
     }
 }
@@ -394,7 +367,7 @@ impl Future for Durable {
 impl Drop for Durable {
     fn drop(&mut self) {
         if let Some(id) = self.id {
-            lock(&self.shared.flush.state).waiters.remove(&id);
+            lock(&self.flush.state).waiters.remove(&id);
         }
     }
 }

@@ -11,6 +11,8 @@
 //! <root>/checkpoint                            one 4 KiB page, RocketMQ's layout + a logship block
 //! <root>/commitlog/<20-digit offset>           segments of mapped_file_size_commit_log bytes
 //! <root>/consumequeue/<topic>/<queueId>/<20-digit byte offset>   20-byte index entries
+//! <root>/epochFileCheckpoint (+ .bak)          controller mode's epoch list (EpochFile)
+//! <root>/truncating                            present while a truncation is pending
 //! ```
 //!
 //! Segments hold RocketMQ stored messages ([`codec`]) back to back. A message never spans two
@@ -36,7 +38,9 @@
 //!   arrive, waiting on a partial trailing message), **prealloc** (creates and page-touches the
 //!   next segment), **retention** (deletes old segments by age and disk usage), **scrub**
 //!   (verifies every record's CRC in the background, rate-limited; findings in the status).
-//!   On a master, [`put`](CommitLog::put) indexes its message itself.
+//!   On a master, [`put`](CommitLog::put) indexes its message itself. Each thread gets the
+//!   published log (segments, bounds, progress offsets) and its own state, never the commit log
+//!   itself; the flush and retention threads record checkpoints through a callback.
 //!
 //! # Durability
 //!
@@ -57,6 +61,16 @@
 //!   and renamed, so none ever appears with the wrong size; their directories are fsynced before
 //!   anything relies on them (for consume-queue files, at the next queue flush, off the write
 //!   path).
+//!
+//! # Truncation and epochs (controller mode)
+//!
+//! A slave that follows a new master cuts its divergent tail with
+//! [`truncate_to`](CommitLog::truncate_to): the bytes leave the disk (not only the in-memory
+//! positions, as in RocketMQ, #10666), with the consume-queue entries, epochs and checkpoint
+//! fields past the cut, in an order that survives a crash at any step ([`TruncateStep`]). The
+//! epoch list ([`epochs`](CommitLog::epochs), [`append_epoch`](CommitLog::append_epoch)) lives
+//! in RocketMQ's `epochFileCheckpoint` format ([`EpochFile`]); recovery drops epochs that start
+//! past the recovered end.
 //!
 //! # Replicated bytes and the disk
 //!
@@ -122,6 +136,7 @@ mod checkpoint;
 mod config;
 mod consume_queue;
 mod env;
+mod epoch_file;
 mod error;
 mod flush;
 mod mmap;
@@ -131,11 +146,14 @@ mod retention;
 mod scrub;
 mod segment;
 mod store;
+mod sync;
+mod truncate;
 
 pub use codec::{Message, MessageVersion, RecordError, StoreFields, StoredMessage};
 pub use config::{CQ_ENTRY_SIZE, FlushDiskType, RecoveryOptions, StoreConfig};
 pub use consume_queue::CqEntry;
 pub use env::{Clock, DiskUsage, OsDiskUsage, StoreEnv, SystemClock};
+pub use epoch_file::{EpochEntry, EpochFile};
 pub use error::{StoreConfigError, StoreError};
 pub use flush::{Durable, FlushHold};
 pub use logship_core::{LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
@@ -143,3 +161,4 @@ pub use recovery::{RecoveryKind, RecoveryReport};
 pub use retention::RetentionReport;
 pub use scrub::{ScrubFinding, ScrubStatus};
 pub use store::{BadMessage, CommitLog, QueueRead, StoreStatus};
+pub use truncate::{TruncateReport, TruncateStep};

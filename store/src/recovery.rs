@@ -36,11 +36,11 @@ use crate::codec::{self, Checks, Record, RecordError};
 const ALL: Checks = Checks { crc: true, zero_suffix: true };
 use crate::config::StoreConfig;
 use crate::consume_queue::{self, Dispatcher, QueueRegistry};
-use crate::env::StoreEnv;
+use crate::epoch_file::{EpochEntry, EpochFile};
 use crate::error::{IoContext, StoreError};
 use crate::mmap::{self, MapWriter, MappedFile};
-use crate::segment::{self, Segment, SegmentTable};
-use crate::store::ActiveSegment;
+use crate::segment::{self, ActiveSegment, Segment, SegmentTable};
+use crate::truncate::{self, EpochState};
 
 /// How the previous run of the store ended, as recovery judged it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -90,6 +90,8 @@ pub(crate) struct Recovered {
     pub(crate) checkpoint: CheckpointFile,
     pub(crate) lock_file: Arc<File>,
     pub(crate) report: RecoveryReport,
+    pub(crate) epochs: EpochState,
+    pub(crate) confirm: u64,
 }
 
 struct Loaded {
@@ -301,8 +303,147 @@ impl Ctx<'_> {
     }
 }
 
-/// Opens and recovers the store at `root`.
-pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Result<Recovered, StoreError> {
+/// Opens and recovers the store at `root`, in phases: lock the store, load the checkpoint and
+/// the segments and cross-check them, find the end of the log, cut the log there, install the
+/// segments, recover the consume queues, and record the recovered state.
+pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, StoreError> {
+    let (commitlog_dir, lock_file) = lock_store(root, config)?;
+    let (mut checkpoint, loaded) = CheckpointFile::open(&root.join("checkpoint"))?;
+    let abort_path = root.join("abort");
+    let abort = abort_path.exists();
+    let size = config.mapped_file_size_commit_log;
+    let mut block = loaded.as_ref().and_then(|c| c.logship);
+    let mut segs = load_segments(&commitlog_dir, size, &lock_file)?;
+    let epoch_file = EpochFile::new(
+        config.store_path_epoch_file.clone().unwrap_or_else(|| root.join(EpochFile::FILE_NAME)),
+    );
+    let mut epochs = epoch_file.read()?;
+    let epochs_before = epochs.clone();
+    // A truncation interrupted by a crash is finished before anything else looks at the log.
+    let intent = truncate::read_intent(root)?;
+    if let Some(cut) = intent {
+        finish_truncation(&commitlog_dir, &mut segs, &mut block, &mut epochs, cut, size)?;
+    }
+    let min = log_min(&segs, block, size);
+    check_missing_segments(&commitlog_dir, config, &segs, block, size)?;
+    let mut ctx = Ctx { config, size, segs, min };
+    let mut report = RecoveryReport {
+        kind: recovery_kind(ctx.segs.is_empty(), abort, block),
+        scanned_from: None,
+        end: 0,
+        truncated_at: None,
+        zeroed_bytes: 0,
+        removed_segments: Vec::new(),
+        dispatch_from: 0,
+    };
+    let end = find_end(&ctx, block, loaded.as_ref(), &mut report)?;
+    let kept = cut_log(&mut ctx, &commitlog_dir, end, &mut report)?;
+    let (min, end) = if kept.is_empty() { (0, 0) } else { (min, end) };
+    report.end = end;
+    let (segments, active) = install_segments(kept, size, end, &report)?;
+    // The confirm offset (controller mode) never exceeds the recovered end; with
+    // `dispatch_up_to_confirm` nothing past it is indexed.
+    let confirm = loaded.as_ref().map_or(0, |c| c.confirm_phy_offset as u64).min(end);
+    let dispatch_end = if config.dispatch_up_to_confirm { confirm.max(min) } else { end };
+    let (dispatcher, queues, segments) = recover_consume_queues(
+        root,
+        config,
+        &commitlog_dir,
+        segments,
+        block,
+        min,
+        dispatch_end,
+        &mut report,
+    )?;
+
+    // Epochs that start past the recovered end lost their bytes in the crash.
+    epochs.retain(|e| e.start_offset <= end);
+    if epochs != epochs_before || (intent.is_some() && epoch_file.path().exists()) {
+        epoch_file.write(&epochs)?;
+    }
+
+    // Record the recovered state, then mark the store as running.
+    let mut ckpt = loaded.unwrap_or_default();
+    ckpt.confirm_phy_offset = confirm as i64;
+    if let Some(cut) = intent {
+        ckpt.confirm_phy_offset = ckpt.confirm_phy_offset.min(cut as i64);
+        ckpt.master_flushed_offset = ckpt.master_flushed_offset.min(cut as i64);
+    }
+    ckpt.logship = Some(LogshipState {
+        clean: false,
+        flushed: dispatcher.dispatched,
+        clean_end: 0,
+        min_offset: min,
+        dispatched: dispatcher.dispatched,
+    });
+    checkpoint.write(ckpt)?;
+    if intent.is_some() {
+        // Everything the truncation implies is durable now.
+        truncate::clear_intent(root)?;
+    }
+    File::create(&abort_path).at(&abort_path)?;
+    segment::sync_dir(root)?;
+    tracing::info!(?report, "recovery finished");
+    Ok(Recovered {
+        commitlog_dir,
+        segments,
+        active,
+        min,
+        end,
+        dispatcher,
+        queues,
+        checkpoint,
+        lock_file,
+        report,
+        epochs: EpochState { file: epoch_file, entries: epochs },
+        confirm,
+    })
+}
+
+/// Finishes a truncation to `cut` that a crash interrupted (see the `truncate` module): caps
+/// the checkpoint's durable boundary and dispatch point at the cut (so the zeros after it are
+/// the end of the log, and the consume queues are trimmed to it), zeroes the segment holding
+/// the cut from the cut on and deletes later segments, and drops epochs at or after the cut.
+/// Idempotent; the intent is removed only once the recovered checkpoint is durable.
+fn finish_truncation(
+    commitlog_dir: &Path,
+    segs: &mut Vec<Loaded>,
+    block: &mut Option<LogshipState>,
+    epochs: &mut Vec<EpochEntry>,
+    cut: u64,
+    size: u64,
+) -> Result<(), StoreError> {
+    tracing::warn!(cut, "finishing a truncation interrupted by a crash");
+    if let Some(b) = block.as_mut() {
+        b.clean = false;
+        b.clean_end = 0;
+        b.flushed = b.flushed.min(cut);
+        b.dispatched = b.dispatched.min(cut);
+    }
+    let mut removed = false;
+    while segs.last().is_some_and(|s| s.base >= cut) {
+        let seg = segs.pop().expect("checked");
+        let path = seg.map.path().to_path_buf();
+        drop(seg);
+        fs::remove_file(&path).at(&path)?;
+        removed = true;
+    }
+    if removed {
+        segment::sync_dir(commitlog_dir)?;
+    }
+    if let Some(seg) = segs.last_mut().filter(|s| cut >= s.base && cut < s.base + size) {
+        let rel = (cut - seg.base) as usize;
+        if seg.writer.zero(rel..size as usize) > 0 {
+            seg.map.flush(rel..size as usize).at(seg.map.path())?;
+        }
+    }
+    epochs.retain(|e| e.start_offset < cut);
+    Ok(())
+}
+
+/// Creates the store's directories and takes the exclusive lock on `<root>/lock`. Returns the
+/// commit-log directory and the lock.
+fn lock_store(root: &Path, config: &StoreConfig) -> Result<(PathBuf, Arc<File>), StoreError> {
     fs::create_dir_all(root).at(root)?;
     let commitlog_dir = config.store_path_commit_log.clone().unwrap_or_else(|| root.join("commitlog"));
     fs::create_dir_all(&commitlog_dir).at(&commitlog_dir)?;
@@ -317,85 +458,112 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Res
     if !mmap::try_lock_exclusive(&lock_file).at(&lock_path)? {
         return Err(StoreError::Locked { path: lock_path });
     }
-    let lock_file = Arc::new(lock_file);
-    let (mut checkpoint, loaded) = CheckpointFile::open(&root.join("checkpoint"))?;
-    let abort_path = root.join("abort");
-    let abort = abort_path.exists();
-    let size = config.mapped_file_size_commit_log;
-    let listed = segment::list_files(&commitlog_dir, size, "mapped_file_size_commit_log")?;
-    let block = loaded.as_ref().and_then(|c| c.logship);
+    Ok((commitlog_dir, Arc::new(lock_file)))
+}
 
+/// Maps every segment in the commit-log directory, oldest first.
+fn load_segments(commitlog_dir: &Path, size: u64, lock_file: &Arc<File>) -> Result<Vec<Loaded>, StoreError> {
+    let listed = segment::list_files(commitlog_dir, size, "mapped_file_size_commit_log")?;
     let mut segs = Vec::with_capacity(listed.len());
     for (base, path) in listed {
-        let (map, writer) = segment::open_file(&path, Some(&lock_file))?;
+        let (map, writer) = segment::open_file(&path, Some(lock_file))?;
         segs.push(Loaded { base, map, writer });
     }
+    Ok(segs)
+}
+
+/// The first offset of the log: the first segment's base, or the start a log adopted inside it.
+fn log_min(segs: &[Loaded], block: Option<LogshipState>, size: u64) -> u64 {
     let mut min = segs.first().map_or(0, |s| s.base);
     if let (Some(b), Some(first)) = (block, segs.first()) {
         if b.min_offset > first.base && b.min_offset < first.base + size {
             min = b.min_offset;
         }
     }
-    // Cross-check the files against the checkpoint: retention records the new minimum before
-    // it deletes a segment, so a head segment missing below the recorded minimum is damage, as
-    // is a log that ends before its durable boundary.
-    if let Some(b) = block {
-        let first = segs.first().map(|s| s.base);
-        let last_end = segs.last().map_or(0, |s| s.base + size);
-        let missing = match first {
-            Some(f) if f > b.min_offset => Some((b.min_offset, f)),
-            None if b.flushed > b.min_offset => Some((b.min_offset, b.flushed)),
-            Some(_) if last_end < b.flushed => Some((last_end, b.flushed)),
-            _ => None,
-        };
-        if let Some((from, to)) = missing {
-            let e = StoreError::MissingSegments { dir: commitlog_dir.clone(), from, to };
-            if !config.recovery.truncate_on_corruption {
-                return Err(e);
-            }
-            tracing::error!(error = %e, "accepting the loss as the recovery options ask");
+    min
+}
+
+/// Cross-checks the files against the checkpoint: retention records the new minimum before it
+/// deletes a segment, so a head segment missing below the recorded minimum is damage, as is a
+/// log that ends before its durable boundary.
+fn check_missing_segments(
+    commitlog_dir: &Path,
+    config: &StoreConfig,
+    segs: &[Loaded],
+    block: Option<LogshipState>,
+    size: u64,
+) -> Result<(), StoreError> {
+    let Some(b) = block else {
+        return Ok(());
+    };
+    let first = segs.first().map(|s| s.base);
+    let last_end = segs.last().map_or(0, |s| s.base + size);
+    let missing = match first {
+        Some(f) if f > b.min_offset => Some((b.min_offset, f)),
+        None if b.flushed > b.min_offset => Some((b.min_offset, b.flushed)),
+        Some(_) if last_end < b.flushed => Some((last_end, b.flushed)),
+        _ => None,
+    };
+    if let Some((from, to)) = missing {
+        let e = StoreError::MissingSegments { dir: commitlog_dir.to_path_buf(), from, to };
+        if !config.recovery.truncate_on_corruption {
+            return Err(e);
         }
+        tracing::error!(error = %e, "accepting the loss as the recovery options ask");
     }
-    let mut ctx = Ctx { config, size, segs, min };
-    let kind = match (ctx.segs.is_empty(), abort, block) {
+    Ok(())
+}
+
+/// How the previous run ended, from the files.
+fn recovery_kind(empty: bool, abort: bool, block: Option<LogshipState>) -> RecoveryKind {
+    match (empty, abort, block) {
         (true, _, _) => RecoveryKind::New,
         (false, false, Some(b)) if b.clean => RecoveryKind::Clean,
         (false, _, Some(_)) => RecoveryKind::Crash,
         (false, false, None) => RecoveryKind::ForeignClean,
         (false, true, None) => RecoveryKind::ForeignCrash,
-    };
-    let mut report = RecoveryReport {
-        kind,
-        scanned_from: None,
-        end: 0,
-        truncated_at: None,
-        zeroed_bytes: 0,
-        removed_segments: Vec::new(),
-        dispatch_from: 0,
-    };
-    let end = match kind {
-        RecoveryKind::New => 0,
+    }
+}
+
+/// Finds the end of the log as `report.kind` says (a clean end that does not match the files
+/// turns the recovery into a crash recovery).
+fn find_end(
+    ctx: &Ctx<'_>,
+    block: Option<LogshipState>,
+    loaded: Option<&Checkpoint>,
+    report: &mut RecoveryReport,
+) -> Result<u64, StoreError> {
+    match report.kind {
+        RecoveryKind::New => Ok(0),
         RecoveryKind::Clean => {
             let b = block.expect("clean implies a logship block");
             if ctx.clean_end_consistent(b.clean_end) {
-                b.clean_end
+                Ok(b.clean_end)
             } else {
                 tracing::warn!(
                     clean_end = b.clean_end,
                     "the clean-shutdown end does not match the files; scanning"
                 );
                 report.kind = RecoveryKind::Crash;
-                ctx.crash_end(b.flushed, &mut report)?
+                ctx.crash_end(b.flushed, report)
             }
         }
-        RecoveryKind::Crash => ctx.crash_end(block.map_or(0, |b| b.flushed), &mut report)?,
-        RecoveryKind::ForeignClean => ctx.foreign_clean_end(&mut report)?,
-        RecoveryKind::ForeignCrash => ctx.foreign_crash_end(loaded.as_ref(), &mut report)?,
-    };
-    let scanned = report.scanned_from.is_some();
+        RecoveryKind::Crash => ctx.crash_end(block.map_or(0, |b| b.flushed), report),
+        RecoveryKind::ForeignClean => ctx.foreign_clean_end(report),
+        RecoveryKind::ForeignCrash => ctx.foreign_crash_end(loaded, report),
+    }
+}
 
-    // Cut the log at `end`: zero the rest of its segment (only what is not zero already), make
-    // that durable, and delete the segments past it.
+/// Cuts the log at `end`: zeroes the rest of its segment (only what is not zero already), makes
+/// that durable, and deletes the segments past it. Returns the segments kept.
+fn cut_log(
+    ctx: &mut Ctx<'_>,
+    commitlog_dir: &Path,
+    end: u64,
+    report: &mut RecoveryReport,
+) -> Result<Vec<Loaded>, StoreError> {
+    let (size, min) = (ctx.size, ctx.min);
+    let scanned = report.scanned_from.is_some();
     let mut kept = Vec::new();
     let mut removed_any = false;
     for mut seg in std::mem::take(&mut ctx.segs) {
@@ -420,20 +588,28 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Res
         kept.push(seg);
     }
     if removed_any {
-        segment::sync_dir(&commitlog_dir)?;
+        segment::sync_dir(commitlog_dir)?;
     }
-    let (min, end) = if kept.is_empty() { (0, 0) } else { (min, end) };
-    report.end = end;
+    Ok(kept)
+}
 
+/// Publishes the kept segments up to `end` and makes the last one, if it has room, the active
+/// segment (its rest reserved first).
+fn install_segments(
+    kept: Vec<Loaded>,
+    size: u64,
+    end: u64,
+    report: &RecoveryReport,
+) -> Result<(SegmentTable, Option<ActiveSegment>), StoreError> {
     let mut segments = SegmentTable::new(size);
     let mut active = None;
     let n = kept.len();
     for (i, mut seg) in kept.into_iter().enumerate() {
         let seg_end = seg.base + size;
         let pos = if i + 1 == n { end.min(seg_end) - seg.base } else { size };
-        if scanned {
+        if let Some(scanned_from) = report.scanned_from {
             // The scanned bytes came from the page cache; make them durable before trusting them.
-            let lo = report.scanned_from.unwrap_or(0).max(seg.base).min(seg.base + pos) - seg.base;
+            let lo = scanned_from.max(seg.base).min(seg.base + pos) - seg.base;
             seg.map.flush(lo as usize..pos as usize).at(seg.map.path())?;
         }
         seg.writer.seek(pos as usize);
@@ -456,8 +632,23 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Res
             active = Some(ActiveSegment { base: seg.base, writer: seg.writer, reserved });
         }
     }
+    Ok((segments, active))
+}
 
-    // Consume queues.
+/// Loads the consume queues, trims them to the durable dispatch point (or rebuilds them), and
+/// re-dispatches the log from there to `end` (the end of the log, or a lower confirm offset).
+#[allow(clippy::too_many_arguments)]
+fn recover_consume_queues(
+    root: &Path,
+    config: &StoreConfig,
+    commitlog_dir: &Path,
+    segments: SegmentTable,
+    block: Option<LogshipState>,
+    min: u64,
+    end: u64,
+    report: &mut RecoveryReport,
+) -> Result<(Dispatcher, Arc<QueueRegistry>, SegmentTable), StoreError> {
+    let size = config.mapped_file_size_commit_log;
     let cq_root = root.join("consumequeue");
     if config.recovery.rebuild_consume_queues && cq_root.exists() {
         tracing::warn!(dir = %cq_root.display(), "rebuilding every consume queue as the recovery options ask");
@@ -483,35 +674,9 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig, _env: &StoreEnv) -> Res
     if let Some((offset, reason)) = dispatcher.error.take() {
         let table = segments.read().unwrap_or_else(|e| e.into_inner());
         let segment =
-            table.find(offset).map(|s| s.path().to_path_buf()).unwrap_or_else(|| commitlog_dir.clone());
+            table.find(offset).map(|s| s.path().to_path_buf()).unwrap_or_else(|| commitlog_dir.to_path_buf());
         return Err(StoreError::Corrupt { segment, offset, reason });
     }
     consume_queue::flush_queues(&dispatcher.queues().cloned().collect::<Vec<_>>())?;
-    let segments = segments.into_inner().unwrap_or_else(|e| e.into_inner());
-
-    // Record the recovered state, then mark the store as running.
-    let mut ckpt = loaded.clone().unwrap_or_default();
-    ckpt.logship = Some(LogshipState {
-        clean: false,
-        flushed: dispatcher.dispatched,
-        clean_end: 0,
-        min_offset: min,
-        dispatched: dispatcher.dispatched,
-    });
-    checkpoint.write(ckpt)?;
-    File::create(&abort_path).at(&abort_path)?;
-    segment::sync_dir(root)?;
-    tracing::info!(?report, "recovery finished");
-    Ok(Recovered {
-        commitlog_dir,
-        segments,
-        active,
-        min,
-        end,
-        dispatcher,
-        queues,
-        checkpoint,
-        lock_file,
-        report,
-    })
+    Ok((dispatcher, queues, segments.into_inner().unwrap_or_else(|e| e.into_inner())))
 }

@@ -18,14 +18,18 @@
 //! A reader holding a span of a deleted segment keeps its mapping alive until it lets go.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, UNIX_EPOCH};
 
+use crate::config::StoreConfig;
 use crate::config::parse_delete_when;
+use crate::consume_queue::QueueRegistry;
+use crate::env::StoreEnv;
 use crate::error::{IoContext, StoreError};
 use crate::segment;
-use crate::store::{Shared, lock, read};
+use crate::segment::LogView;
+use crate::sync::{lock, read};
 
 /// The outcome of one retention round.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,22 +47,42 @@ pub struct RetentionReport {
     pub forced: Vec<(u64, u64)>,
 }
 
-/// Retention's wake-up and the last measurement.
-#[derive(Debug)]
+/// Retention: its wake-up, the last measurement, the floor and counters, and what a round
+/// needs (the published log, the consume queues, the clock and disk, the settings).
 pub(crate) struct RetentionState {
     last_ratio: Mutex<Option<f64>>,
     cv: Condvar,
     /// Serializes rounds.
-    round: Mutex<()>,
+    pub(crate) round: Mutex<()>,
     /// No forced deletion may remove bytes at or past this offset (`u64::MAX`: no floor).
     pub(crate) floor: AtomicU64,
     /// Segments and bytes deleted before they expired, since open.
     pub(crate) forced_segments: AtomicU64,
     pub(crate) forced_bytes: AtomicU64,
+    /// Puts are refused: the disk is above `disk_space_warning_level_ratio`.
+    pub(crate) disk_full: AtomicBool,
+    config: StoreConfig,
+    env: StoreEnv,
+    commitlog_dir: PathBuf,
+    log: Arc<LogView>,
+    queues: Arc<QueueRegistry>,
 }
 
-impl Default for RetentionState {
-    fn default() -> Self {
+impl std::fmt::Debug for RetentionState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RetentionState").field("floor", &self.floor).finish_non_exhaustive()
+    }
+}
+
+impl RetentionState {
+    /// Retention of the log `log` in `commitlog_dir` (its consume queues `queues`).
+    pub(crate) fn new(
+        config: StoreConfig,
+        env: StoreEnv,
+        commitlog_dir: PathBuf,
+        log: Arc<LogView>,
+        queues: Arc<QueueRegistry>,
+    ) -> Self {
         Self {
             last_ratio: Mutex::default(),
             cv: Condvar::new(),
@@ -66,11 +90,15 @@ impl Default for RetentionState {
             floor: AtomicU64::new(u64::MAX),
             forced_segments: AtomicU64::new(0),
             forced_bytes: AtomicU64::new(0),
+            disk_full: AtomicBool::new(false),
+            config,
+            env,
+            commitlog_dir,
+            log,
+            queues,
         }
     }
-}
 
-impl RetentionState {
     pub(crate) fn wake(&self) {
         let _g = lock(&self.last_ratio);
         self.cv.notify_all();
@@ -79,9 +107,6 @@ impl RetentionState {
     pub(crate) fn last_ratio(&self) -> Option<f64> {
         *lock(&self.last_ratio)
     }
-}
-
-impl Shared {
     /// Measures the disk usage and refuses or re-accepts puts accordingly.
     pub(crate) fn measure_disk(&self) -> Option<f64> {
         let cfg = &self.config;
@@ -92,7 +117,7 @@ impl Shared {
                 None
             }
         };
-        *lock(&self.retention.last_ratio) = ratio;
+        *lock(&self.last_ratio) = ratio;
         let r = ratio.unwrap_or(0.0);
         let disk_full = r > cfg.disk_space_warning_level_ratio;
         if self.disk_full.swap(disk_full, Ordering::AcqRel) != disk_full {
@@ -110,8 +135,13 @@ impl Shared {
     }
 
     /// Runs one retention round.
-    pub(crate) fn retention_round(&self) -> Result<RetentionReport, StoreError> {
-        let _round = lock(&self.retention.round);
+    /// One round. `record_min` records the log's new minimum durably (the checkpoint); it runs
+    /// before each segment file is deleted.
+    pub(crate) fn round(
+        &self,
+        record_min: &dyn Fn() -> Result<(), StoreError>,
+    ) -> Result<RetentionReport, StoreError> {
+        let _round = lock(&self.round);
         let cfg = &self.config;
         let ratio = self.measure_disk();
         let r = ratio.unwrap_or(0.0);
@@ -130,7 +160,7 @@ impl Shared {
                     break;
                 }
                 let candidate = {
-                    let segs = read(&self.segments);
+                    let segs = read(&self.log.segments);
                     if segs.len() <= 1 {
                         break; // never the active segment
                     }
@@ -141,8 +171,8 @@ impl Shared {
                 let modified_ms =
                     modified.duration_since(UNIX_EPOCH).unwrap_or(Duration::ZERO).as_millis() as i64;
                 let expired = now >= modified_ms.saturating_add(reserved_ms);
-                let seg_end = candidate.base + self.segment_size;
-                let floor = self.retention.floor.load(Ordering::Acquire);
+                let seg_end = candidate.base + self.log.segment_size;
+                let floor = self.floor.load(Ordering::Acquire);
                 if !(expired || clean_immediately && seg_end <= floor) {
                     if !expired && clean_immediately {
                         tracing::warn!(
@@ -154,18 +184,18 @@ impl Shared {
                     break; // never delete past a kept segment
                 }
                 {
-                    let mut segs = self.segments.write().unwrap_or_else(|e| e.into_inner());
+                    let mut segs = self.log.segments.write().unwrap_or_else(|e| e.into_inner());
                     match segs.first() {
                         Some(first) if Arc::ptr_eq(first, &candidate) && segs.len() > 1 => {}
                         _ => break,
                     }
                     segs.pop_first();
                     let new_min = segs.first().expect("more than one segment").base;
-                    self.min.fetch_max(new_min, Ordering::AcqRel);
+                    self.log.min.fetch_max(new_min, Ordering::AcqRel);
                 }
                 // Record the new minimum before the file goes, so that a missing head segment
                 // at the next open is either recorded here or damage.
-                self.write_checkpoint(false, None)?;
+                record_min()?;
                 std::fs::remove_file(&path).at(&path)?;
                 if expired {
                     tracing::info!(path = %path.display(), "deleted an expired commit-log segment");
@@ -177,8 +207,8 @@ impl Shared {
                         ratio = r,
                         "forced deletion (cleanFileForciblyEnable): removed unexpired messages at offsets [from, to)"
                     );
-                    self.retention.forced_segments.fetch_add(1, Ordering::Relaxed);
-                    self.retention.forced_bytes.fetch_add(self.segment_size, Ordering::Relaxed);
+                    self.forced_segments.fetch_add(1, Ordering::Relaxed);
+                    self.forced_bytes.fetch_add(self.log.segment_size, Ordering::Relaxed);
                     forced.push((candidate.base, seg_end));
                 }
                 deleted.push(path);
@@ -192,13 +222,13 @@ impl Shared {
             disk_used_ratio: ratio,
             disk_full,
             deleted_segments: deleted,
-            min_offset: self.min.load(Ordering::Acquire),
+            min_offset: self.log.min.load(Ordering::Acquire),
             forced,
         })
     }
 
     fn forget_queue_entries_below_min(&self) -> Result<(), StoreError> {
-        let min = self.min.load(Ordering::Acquire);
+        let min = self.log.min.load(Ordering::Acquire);
         let queues: Vec<_> = read(&self.queues).values().flat_map(|q| q.values().cloned()).collect();
         for q in queues {
             for path in q.forget_below(min)? {
@@ -209,24 +239,28 @@ impl Shared {
     }
 }
 
-/// The retention thread: one round every `clean_resource_interval`.
-pub(crate) fn retention_thread(shared: Arc<Shared>) {
+/// The retention thread: one round every `clean_resource_interval` (see
+/// [`RetentionState::round`] for `record_min`).
+pub(crate) fn retention_thread(
+    retention: Arc<RetentionState>,
+    record_min: impl Fn() -> Result<(), StoreError>,
+) {
     loop {
         {
-            let mut g = lock(&shared.retention.last_ratio);
-            let deadline = std::time::Instant::now() + shared.config.clean_resource_interval;
+            let mut g = lock(&retention.last_ratio);
+            let deadline = std::time::Instant::now() + retention.config.clean_resource_interval;
             loop {
-                if shared.stop.load(Ordering::Acquire) {
+                if retention.log.stop.load(Ordering::Acquire) {
                     return;
                 }
                 let now = std::time::Instant::now();
                 if now >= deadline {
                     break;
                 }
-                g = shared.retention.cv.wait_timeout(g, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
+                g = retention.cv.wait_timeout(g, deadline - now).unwrap_or_else(|e| e.into_inner()).0;
             }
         }
-        if let Err(e) = shared.retention_round() {
+        if let Err(e) = retention.round(&record_min) {
             tracing::error!(error = %e, "retention round failed");
         }
     }

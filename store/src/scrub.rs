@@ -14,7 +14,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::codec::{self, Checks, Record};
-use crate::store::{Shared, lock, read};
+use crate::segment::LogView;
+use crate::sync::{lock, read};
 
 /// Findings kept in the status (the oldest are dropped beyond this; the count goes on).
 const MAX_FINDINGS: usize = 100;
@@ -77,11 +78,11 @@ impl ScrubState {
     }
 
     /// Sleeps up to `d`; false if the store is stopping.
-    fn sleep(&self, shared: &Shared, d: Duration) -> bool {
+    fn sleep(&self, log: &LogView, d: Duration) -> bool {
         let deadline = Instant::now() + d;
         let mut g = lock(&self.status);
         loop {
-            if shared.stop.load(Ordering::Acquire) {
+            if log.stop.load(Ordering::Acquire) {
                 return false;
             }
             let now = Instant::now();
@@ -93,45 +94,54 @@ impl ScrubState {
     }
 }
 
-/// The scrub thread.
-pub(crate) fn scrub_thread(shared: Arc<Shared>) {
-    let rate = shared.config.scrub_bytes_per_second;
+/// The scrub thread's settings (`scrubBytesPerSecond`, the start delay and the pause between
+/// passes).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct ScrubConfig {
+    pub(crate) rate: u64,
+    pub(crate) start_delay: Duration,
+    pub(crate) interval: Duration,
+}
+
+/// The scrub thread: verifies the log through `log`, reports into `scrub`.
+pub(crate) fn scrub_thread(log: Arc<LogView>, scrub: Arc<ScrubState>, cfg: ScrubConfig) {
+    let rate = cfg.rate;
     if rate == 0 {
         return;
     }
     if let Err(e) = crate::mmap::lower_current_thread_priority() {
         tracing::debug!(error = %e, "cannot lower the scrub thread's priority");
     }
-    if !shared.scrub.sleep(&shared, shared.config.scrub_start_delay) {
+    if !scrub.sleep(&log, cfg.start_delay) {
         return;
     }
     loop {
-        if !scrub_pass(&shared, rate) {
+        if !scrub_pass(&log, &scrub, rate) {
             return;
         }
-        if !shared.scrub.sleep(&shared, shared.config.scrub_interval) {
+        if !scrub.sleep(&log, cfg.interval) {
             return;
         }
     }
 }
 
 /// One pass over the log as it is now; false if the store is stopping.
-fn scrub_pass(shared: &Shared, rate: u64) -> bool {
-    let end = shared.end.load(Ordering::Acquire);
+fn scrub_pass(log: &LogView, scrub: &ScrubState, rate: u64) -> bool {
+    let end = log.end.load(Ordering::Acquire);
     let started = Instant::now();
     let mut verified_this_pass = 0u64;
     {
-        let mut st = lock(&shared.scrub.status);
+        let mut st = lock(&scrub.status);
         st.pass_end = end;
-        st.position = Some(shared.min.load(Ordering::Acquire));
+        st.position = Some(log.min.load(Ordering::Acquire));
     }
-    let size = shared.segment_size;
-    let mut pos = shared.min.load(Ordering::Acquire);
+    let size = log.segment_size;
+    let mut pos = log.min.load(Ordering::Acquire);
     let mut found = 0u64;
     while pos < end {
-        let Some(seg) = read(&shared.segments).find(pos).cloned() else {
+        let Some(seg) = read(&log.segments).find(pos).cloned() else {
             // Retention deleted it meanwhile: go on from the new minimum.
-            let min = shared.min.load(Ordering::Acquire);
+            let min = log.min.load(Ordering::Acquire);
             if min > pos {
                 pos = min;
                 continue;
@@ -164,7 +174,7 @@ fn scrub_pass(shared: &Shared, rate: u64) -> bool {
                     };
                     tracing::error!(segment = %finding.segment.display(), offset = pos, %error, resumed_at = ?resumed, "scrub found a damaged record");
                     found += 1;
-                    let mut st = lock(&shared.scrub.status);
+                    let mut st = lock(&scrub.status);
                     st.damaged_records += 1;
                     if st.findings.len() >= MAX_FINDINGS {
                         st.findings.remove(0);
@@ -178,22 +188,22 @@ fn scrub_pass(shared: &Shared, rate: u64) -> bool {
                 let n = pos - chunk_start;
                 chunk_start = pos;
                 verified_this_pass += n;
-                shared.scrub.bytes.fetch_add(n, Ordering::Relaxed);
-                lock(&shared.scrub.status).position = Some(pos);
+                scrub.bytes.fetch_add(n, Ordering::Relaxed);
+                lock(&scrub.status).position = Some(pos);
                 // Rate limit: the pass may not be ahead of `rate` bytes per second.
                 let due = Duration::from_secs_f64(verified_this_pass as f64 / rate as f64);
                 let elapsed = started.elapsed();
-                if due > elapsed && !shared.scrub.sleep(shared, due - elapsed) {
+                if due > elapsed && !scrub.sleep(log, due - elapsed) {
                     return false;
                 }
-                if shared.stop.load(Ordering::Acquire) {
+                if log.stop.load(Ordering::Acquire) {
                     return false;
                 }
             }
         }
         pos = pos.max(limit);
     }
-    let mut st = lock(&shared.scrub.status);
+    let mut st = lock(&scrub.status);
     st.passes += 1;
     st.position = None;
     drop(st);

@@ -4,7 +4,8 @@
 use std::collections::VecDeque;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 
 use crate::error::{IoContext, StoreError};
 use crate::mmap::{MapWriter, MappedFile};
@@ -140,6 +141,53 @@ fn create(
     Ok((map, writer))
 }
 
+/// Replaces the file for `start` in `dir` by a copy of its first `keep` bytes, zero-filled to
+/// `size`, and maps the copy; its writer is positioned (and everything before it published) at
+/// `keep`. The copy is made under a temporary name (an in-kernel copy), fsynced and renamed over
+/// the old file, and the directory fsynced, so a crash leaves the old file or the new one.
+///
+/// The old file is never written: published bytes stay immutable for every view of its mapping
+/// that is still alive (spans handed out before a truncation keep reading the old bytes).
+pub(crate) fn replace_with_prefix(
+    dir: &Path,
+    start: u64,
+    keep: u64,
+    size: u64,
+    reserve: bool,
+    lock: Option<&Arc<File>>,
+) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
+    let path = dir.join(file_name(start));
+    let tmp = dir.join(format!("{}.tmp", file_name(start)));
+    let src = File::open(&path).at(&path)?;
+    let mut dst = File::options().read(true).write(true).create(true).truncate(true).open(&tmp).at(&tmp)?;
+    let copied = std::io::copy(&mut std::io::Read::take(&src, keep), &mut dst).at(&tmp)?;
+    if copied != keep {
+        let e = std::io::Error::new(
+            std::io::ErrorKind::UnexpectedEof,
+            format!("copied {copied} of {keep} bytes"),
+        );
+        return Err(StoreError::io(&path, e));
+    }
+    dst.set_len(size).at(&tmp)?;
+    if reserve {
+        if let Err(e) = crate::mmap::reserve(&dst, 0, size) {
+            drop(dst);
+            let _ = fs::remove_file(&tmp);
+            return Err(reserve_error(&path, size, e));
+        }
+    }
+    dst.sync_all().at(&tmp)?;
+    fs::rename(&tmp, &path).at(&path)?;
+    sync_dir(dir)?;
+    let (map, mut writer) = MappedFile::map(dst, path.clone(), lock.cloned()).at(&path)?;
+    if reserve {
+        writer.mark_reserved();
+    }
+    writer.seek(keep as usize);
+    writer.publish();
+    Ok((map, writer))
+}
+
 /// Reserves the blocks of the next `len` bytes of `writer`'s file (see
 /// [`MapWriter::reserve_ahead`]), as a [`StoreError::DiskFull`] when the disk is full.
 pub(crate) fn reserve_ahead(writer: &mut MapWriter, len: usize) -> Result<(), StoreError> {
@@ -169,6 +217,45 @@ pub(crate) fn open_file(
 ) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
     let file = File::options().read(true).write(true).open(path).at(path)?;
     MappedFile::map(file, path.to_path_buf(), lock.cloned()).at(path)
+}
+
+/// The segment being written.
+#[derive(Debug)]
+pub(crate) struct ActiveSegment {
+    pub(crate) base: u64,
+    pub(crate) writer: MapWriter,
+    /// Whether the blocks from the write position to the segment end are reserved (a write into
+    /// an unreserved hole on a full disk would raise SIGBUS).
+    pub(crate) reserved: bool,
+}
+
+/// The published log as the commit log and its worker threads share it: the segments, the
+/// bounds and progress offsets, and the flag that stops the threads. Each worker gets this (and
+/// its own state), never the commit log itself.
+#[derive(Debug)]
+pub(crate) struct LogView {
+    /// The size of every segment.
+    pub(crate) segment_size: u64,
+    /// The mapped segments.
+    pub(crate) segments: RwLock<SegmentTable>,
+    /// One past the last published byte (Release on write, Acquire on read).
+    pub(crate) end: AtomicU64,
+    /// The oldest offset held.
+    pub(crate) min: AtomicU64,
+    /// One past the last durable byte.
+    pub(crate) flushed: AtomicU64,
+    /// Mirror of the dispatcher's progress, for lock-free reads.
+    pub(crate) dispatched: AtomicU64,
+    /// Tells the background threads to stop.
+    pub(crate) stop: AtomicBool,
+}
+
+impl LogView {
+    /// `[min, max)`.
+    pub(crate) fn bounds(&self) -> logship_core::LogBounds {
+        let max = self.end.load(Ordering::Acquire);
+        logship_core::LogBounds { min: self.min.load(Ordering::Acquire).min(max), max }
+    }
 }
 
 /// One mapped commit-log segment.
@@ -221,6 +308,16 @@ impl SegmentTable {
 
     pub(crate) fn pop_first(&mut self) -> Option<Arc<Segment>> {
         self.segs.pop_front()
+    }
+
+    /// Removes the newest segment.
+    pub(crate) fn pop_last(&mut self) -> Option<Arc<Segment>> {
+        self.segs.pop_back()
+    }
+
+    /// The newest segment.
+    pub(crate) fn last(&self) -> Option<&Arc<Segment>> {
+        self.segs.back()
     }
 
     pub(crate) fn len(&self) -> usize {

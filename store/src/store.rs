@@ -3,7 +3,7 @@
 use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
 use std::thread::{JoinHandle, Thread};
 use std::time::Duration;
 
@@ -12,38 +12,20 @@ use logship_core::{
     FlushSettings, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus,
 };
 
-use crate::checkpoint::CheckpointFile;
+use crate::checkpoint::{CheckpointFile, LogshipState};
 use crate::codec::{self, Message, PreparedMessage, StoredMessage};
 use crate::config::{FlushDiskType, StoreConfig};
 use crate::consume_queue::{ConsumeQueue, CqEntry, Dispatcher, QueueRegistry};
 use crate::env::StoreEnv;
+use crate::epoch_file::EpochEntry;
 use crate::error::{IoContext, StoreError};
 use crate::flush::{Durable, FlushShared};
-use crate::mmap::MapWriter;
 use crate::prealloc::Prealloc;
 use crate::recovery::{self, RecoveryReport};
 use crate::retention::{RetentionReport, RetentionState};
-use crate::segment::{Segment, SegmentTable};
-
-/// Locks a mutex, ignoring poisoning: every critical section publishes its effects atomically at
-/// its end, so a panic inside one leaves nothing half-visible.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-pub(crate) fn read<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
-    l.read().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The segment being written.
-#[derive(Debug)]
-pub(crate) struct ActiveSegment {
-    pub(crate) base: u64,
-    pub(crate) writer: MapWriter,
-    /// Whether the blocks from the write position to the segment end are reserved (a write into
-    /// an unreserved hole on a full disk would raise SIGBUS).
-    pub(crate) reserved: bool,
-}
+use crate::segment::{self, ActiveSegment, LogView, Segment};
+use crate::sync::{lock, read};
+use crate::truncate::{self, EpochState, TruncateReport, TruncateStep};
 
 /// State guarded by the put lock (RocketMQ's `putMessageLock`).
 #[derive(Debug)]
@@ -72,39 +54,32 @@ pub(crate) struct Shared {
     pub(crate) commitlog_dir: PathBuf,
     pub(crate) config: StoreConfig,
     pub(crate) env: StoreEnv,
-    pub(crate) segment_size: u64,
-    pub(crate) segments: RwLock<SegmentTable>,
-    /// One past the last published byte (Release on write, Acquire on read).
-    pub(crate) end: AtomicU64,
-    /// The oldest offset held.
-    pub(crate) min: AtomicU64,
-    /// One past the last durable byte.
-    pub(crate) flushed: AtomicU64,
-    /// Mirror of the dispatcher's progress, for lock-free status reads.
-    pub(crate) dispatched: AtomicU64,
+    /// The published log, shared with the worker threads.
+    pub(crate) log: Arc<LogView>,
     pub(crate) writer: Mutex<WriterState>,
     pub(crate) dispatcher: Mutex<Dispatcher>,
     pub(crate) queues: Arc<QueueRegistry>,
-    pub(crate) flush: FlushShared,
+    pub(crate) flush: Arc<FlushShared>,
     pub(crate) checkpoint: Mutex<CheckpointFile>,
-    pub(crate) prealloc: Prealloc,
-    pub(crate) retention: RetentionState,
-    pub(crate) scrub: crate::scrub::ScrubState,
-    pub(crate) disk_full: AtomicBool,
+    pub(crate) prealloc: Arc<Prealloc>,
+    pub(crate) retention: Arc<RetentionState>,
+    pub(crate) scrub: Arc<crate::scrub::ScrubState>,
     /// Set while the last write failed to reserve space; cleared by the next write that succeeds.
     pub(crate) space_short: AtomicBool,
     pub(crate) shortage: Mutex<Option<SpaceShortage>>,
     pub(crate) closed: AtomicBool,
-    /// Tells the background threads to stop.
-    pub(crate) stop: AtomicBool,
     pub(crate) reput_thread: OnceLock<Thread>,
     /// The reput thread is in its long idle sleep and must be woken for new bytes; while it
     /// polls (every millisecond, like RocketMQ's ReputMessageService), appends do not wake it,
     /// which keeps a thread wake-up off the slave's path from receiving bytes to acking them.
     pub(crate) reput_idle: AtomicBool,
-    pub(crate) flush_count: AtomicU64,
     /// The exclusive lock on `<root>/lock`; every segment mapping holds it too.
     pub(crate) lock_file: Arc<File>,
+    /// The epoch list of controller mode and its file.
+    pub(crate) epochs: Mutex<EpochState>,
+    /// The confirm offset (controller mode): with `dispatch_up_to_confirm`, replicated bytes are
+    /// indexed only below it. Recorded as the checkpoint's `confirmPhyOffset`.
+    pub(crate) confirm: AtomicU64,
 }
 
 impl Shared {
@@ -112,18 +87,82 @@ impl Shared {
         self.root.join("abort")
     }
 
-    /// Catches the consume queues up with the log.
+    /// Writes the commit log back up to its end (see [`FlushShared::flush_log`]).
+    pub(crate) fn flush_log(&self) -> Result<u64, StoreError> {
+        self.flush.flush_log(&self.log)
+    }
+
+    /// Blocks until `offset` is durable or `timeout` passes.
+    pub(crate) fn wait_durable(&self, offset: Offset, timeout: Duration) -> Result<bool, StoreError> {
+        self.flush.wait_durable(&self.log, offset, timeout)
+    }
+
+    /// Records the durable state in the checkpoint. `cq_durable` is the consume queues' durable
+    /// offset, if just measured.
+    pub(crate) fn write_checkpoint(&self, clean: bool, cq_durable: Option<u64>) -> Result<(), StoreError> {
+        // Everything is read under the checkpoint lock (see `adopt`).
+        let mut ckpt = lock(&self.checkpoint);
+        let boundary = lock(&self.flush.run).boundary;
+        let end = self.log.end.load(Ordering::Acquire);
+        let last = lock(&self.dispatcher).last_message;
+        let mut c = ckpt.current().clone();
+        let old = c.logship.unwrap_or_default();
+        let state = LogshipState {
+            clean,
+            flushed: boundary,
+            clean_end: if clean { end } else { 0 },
+            min_offset: self.log.min.load(Ordering::Acquire),
+            dispatched: cq_durable.unwrap_or(old.dispatched),
+        };
+        c.confirm_phy_offset = self.confirm.load(Ordering::Acquire).min(i64::MAX as u64) as i64;
+        if let Some((ts, msg_end)) = last {
+            // Timestamps for a Java broker's recovery: only of messages known to be durable.
+            if msg_end <= boundary {
+                c.physic_msg_timestamp = c.physic_msg_timestamp.max(ts);
+            }
+            if cq_durable.is_some_and(|d| msg_end <= d) {
+                c.logics_msg_timestamp = c.logics_msg_timestamp.max(ts);
+                c.index_msg_timestamp = c.logics_msg_timestamp;
+            }
+        }
+        if c.logship == Some(state) && ckpt.current() == &c {
+            return Ok(());
+        }
+        c.logship = Some(state);
+        ckpt.write(c)
+    }
+
+    /// Flushes the log and the consume queues and writes the checkpoint.
+    pub(crate) fn checkpoint_now(&self, clean: bool) -> Result<(), StoreError> {
+        self.flush_log()?;
+        let cq = crate::flush::flush_consume_queues(&self.log, &self.queues)?;
+        self.write_checkpoint(clean, Some(cq))
+    }
+
+    /// Where dispatch of replicated bytes stops: the end of the log, or with
+    /// `dispatch_up_to_confirm` the confirm offset if it is lower.
+    pub(crate) fn dispatch_end(&self) -> u64 {
+        let end = self.log.end.load(Ordering::Acquire);
+        if self.config.dispatch_up_to_confirm { end.min(self.confirm.load(Ordering::Acquire)) } else { end }
+    }
+
+    /// Catches the consume queues up with the log (up to [`dispatch_end`](Self::dispatch_end)).
     pub(crate) fn dispatch_pending(&self, d: &mut Dispatcher) -> Result<(), StoreError> {
-        let end = self.end.load(Ordering::Acquire);
-        let min = self.min.load(Ordering::Acquire);
-        let result = d.dispatch(&self.segments, self.segment_size, min, end);
-        self.dispatched.store(d.dispatched, Ordering::Release);
+        let end = self.dispatch_end();
+        self.dispatch_upto(d, end)
+    }
+
+    /// Dispatches every complete record before `end`.
+    fn dispatch_upto(&self, d: &mut Dispatcher, end: u64) -> Result<(), StoreError> {
+        let min = self.log.min.load(Ordering::Acquire);
+        let result = d.dispatch(&self.log.segments, self.log.segment_size, min, end);
+        self.log.dispatched.store(d.dispatched, Ordering::Release);
         result
     }
 
     /// Wakes the reput thread if it sleeps long; a polling reput thread finds the bytes within a
     /// millisecond by itself.
-    fn wake_reput(&self) {
+    pub(crate) fn wake_reput(&self) {
         // Pairs with the fence in `reput_thread`: either it sees the new end, or this sees that it
         // went idle (the end was stored before this fence).
         std::sync::atomic::fence(Ordering::SeqCst);
@@ -136,13 +175,13 @@ impl Shared {
 
     /// Makes `base` the active segment (preallocated if possible) and asks for the next one.
     fn install_segment(&self, w: &mut WriterState, base: u64) -> Result<(), StoreError> {
-        debug_assert_eq!(base % self.segment_size, 0);
-        let (map, writer) = self.take_segment(base)?;
+        debug_assert_eq!(base % self.log.segment_size, 0);
+        let (map, writer) = self.prealloc.take_segment(base)?;
         let seg = Arc::new(Segment { base, map });
-        self.segments.write().unwrap_or_else(|e| e.into_inner()).push(seg);
+        self.log.segments.write().unwrap_or_else(|e| e.into_inner()).push(seg);
         // Created segments are reserved whole (`segment::create_file`).
         w.active = Some(ActiveSegment { base, writer, reserved: true });
-        self.request_segment(base + self.segment_size);
+        self.prealloc.request_segment(base + self.log.segment_size);
         tracing::debug!(base, "new commit-log segment");
         Ok(())
     }
@@ -152,7 +191,7 @@ impl Shared {
     fn make_room(&self, w: &mut WriterState, len: usize) -> Result<(), StoreError> {
         loop {
             if w.active.is_none() {
-                let end = self.end.load(Ordering::Relaxed);
+                let end = self.log.end.load(Ordering::Relaxed);
                 self.install_segment(w, end)?;
             }
             let a = w.active.as_mut().expect("installed above");
@@ -161,12 +200,12 @@ impl Shared {
             if len + codec::BLANK_RECORD_LEN <= remaining {
                 return Ok(());
             }
-            if remaining as u64 == self.segment_size {
+            if remaining as u64 == self.log.segment_size {
                 // Not even an empty segment holds it (config validation keeps this from happening).
                 return Err(StoreError::CrossesSegment {
                     offset: a.base,
                     len: len as u64,
-                    segment_end: a.base + self.segment_size,
+                    segment_end: a.base + self.log.segment_size,
                 });
             }
             if remaining >= codec::BLANK_RECORD_LEN {
@@ -175,8 +214,8 @@ impl Shared {
             let size = a.writer.file().len();
             a.writer.seek(size);
             a.writer.publish();
-            self.end.store(a.base + self.segment_size, Ordering::Release);
-            w.accepted = a.base + self.segment_size;
+            self.log.end.store(a.base + self.log.segment_size, Ordering::Release);
+            w.accepted = a.base + self.log.segment_size;
             w.active = None;
         }
     }
@@ -215,7 +254,7 @@ impl Shared {
     /// Drops the bytes of an incomplete replicated record (the master resends from the last
     /// record boundary after a reconnect); zeroes them so that no trace of them stays.
     pub(crate) fn drop_pending(&self, w: &mut WriterState) {
-        let end = self.end.load(Ordering::Relaxed);
+        let end = self.log.end.load(Ordering::Relaxed);
         if w.accepted > end {
             if let Some(a) = w.active.as_mut() {
                 let (from, to) = ((end - a.base) as usize, (w.accepted - a.base) as usize);
@@ -228,18 +267,18 @@ impl Shared {
 
     /// Adopts `offset` as the first offset of an empty log.
     fn adopt(&self, w: &mut WriterState, offset: u64) -> Result<(), StoreError> {
-        let base = offset - offset % self.segment_size;
+        let base = offset - offset % self.log.segment_size;
         {
             // Under the checkpoint lock, so a concurrent checkpoint write sees all of the new start
             // or none of it; and recorded durably before any byte lands, so recovery finds it.
             let mut ckpt = lock(&self.checkpoint);
-            self.min.store(offset, Ordering::Release);
-            self.end.store(offset, Ordering::Release);
+            self.log.min.store(offset, Ordering::Release);
+            self.log.end.store(offset, Ordering::Release);
             w.accepted = offset;
             w.master_boundary = (offset == 0).then_some(0);
-            self.flushed.store(offset, Ordering::Release);
+            self.log.flushed.store(offset, Ordering::Release);
             lock(&self.dispatcher).dispatched = offset;
-            self.dispatched.store(offset, Ordering::Release);
+            self.log.dispatched.store(offset, Ordering::Release);
             self.flush.reset_boundary(offset);
             let mut c = ckpt.current().clone();
             let mut state = c.logship.unwrap_or_default();
@@ -270,7 +309,7 @@ impl Shared {
                 return PutResult::refused(e.put_status());
             }
         };
-        if self.closed.load(Ordering::Acquire) || self.disk_full.load(Ordering::Acquire) {
+        if self.closed.load(Ordering::Acquire) || self.retention.disk_full.load(Ordering::Acquire) {
             return PutResult::refused(PutStatus::ServiceNotAvailable);
         }
         let mut w = lock(&self.writer);
@@ -279,8 +318,8 @@ impl Shared {
         }
         let mut d = lock(&self.dispatcher);
         // Replicated bytes may precede this put (a slave turned master): index them first, so the
-        // queue offsets continue from them.
-        if let Err(e) = self.dispatch_pending(&mut d) {
+        // queue offsets continue from them. A put confirms them (this store is the master now).
+        if let Err(e) = self.dispatch_upto(&mut d, self.log.end.load(Ordering::Acquire)) {
             if matches!(e, StoreError::DiskFull { .. }) {
                 self.note_write_error(&e);
                 return PutResult::refused(PutStatus::ServiceNotAvailable);
@@ -288,7 +327,7 @@ impl Shared {
             tracing::error!(error = %e, "consume-queue dispatch failed; refusing the put");
             return PutResult::refused(PutStatus::UnknownError);
         }
-        let end = self.end.load(Ordering::Relaxed);
+        let end = self.log.end.load(Ordering::Relaxed);
         if d.dispatched != end || d.error.is_some() {
             tracing::warn!(
                 end,
@@ -317,7 +356,7 @@ impl Shared {
         a.writer.advance(len);
         a.writer.publish();
         let new_end = offset + len as u64;
-        self.end.store(new_end, Ordering::Release);
+        self.log.end.store(new_end, Ordering::Release);
         w.accepted = new_end;
         drop(w);
         self.note_write_ok();
@@ -332,7 +371,10 @@ impl Shared {
             }
         }
         d.last_message = Some((store_timestamp, new_end));
-        self.dispatched.store(d.dispatched, Ordering::Release);
+        if self.config.dispatch_up_to_confirm {
+            self.confirm.fetch_max(new_end, Ordering::AcqRel);
+        }
+        self.log.dispatched.store(d.dispatched, Ordering::Release);
         drop(d);
         PutResult {
             status: PutStatus::PutOk,
@@ -348,11 +390,11 @@ impl Shared {
             return Err(StoreError::Closed);
         }
         let mut w = lock(&self.writer);
-        let empty = w.active.is_none() && read(&self.segments).len() == 0;
+        let empty = w.active.is_none() && read(&self.log.segments).len() == 0;
         if empty {
             self.adopt(&mut w, offset)?;
         } else {
-            let end = self.end.load(Ordering::Relaxed);
+            let end = self.log.end.load(Ordering::Relaxed);
             if offset == end && w.accepted > end {
                 // A new stream from the last record boundary: the incomplete record goes.
                 self.drop_pending(&mut w);
@@ -361,7 +403,7 @@ impl Shared {
             }
         }
         if data.is_empty() {
-            return Ok(self.end.load(Ordering::Relaxed));
+            return Ok(self.log.end.load(Ordering::Relaxed));
         }
         if w.active.as_ref().is_none_or(|a| a.writer.remaining() == 0) {
             w.active = None;
@@ -372,12 +414,12 @@ impl Shared {
         }
         let master_boundary = w.master_boundary;
         let a = w.active.as_mut().expect("installed above");
-        let seg_end = a.base + self.segment_size;
+        let seg_end = a.base + self.log.segment_size;
         if data.len() > a.writer.remaining() {
             // A master's frame never spans two of its segments: its segments end elsewhere.
             let e = StoreError::SegmentSizeMismatch {
                 offset,
-                local_segment_size: self.segment_size,
+                local_segment_size: self.log.segment_size,
                 master_segment_end: offset + data.len() as u64,
                 master_segment_size: None,
             };
@@ -391,11 +433,11 @@ impl Shared {
         }
         a.writer.write(data);
         let written = offset + data.len() as u64;
-        let end = self.end.load(Ordering::Relaxed);
+        let end = self.log.end.load(Ordering::Relaxed);
         let (good, error) = validate_replicated(
             a.writer.peek(),
             a.base,
-            self.segment_size,
+            self.log.segment_size,
             end,
             written,
             master_boundary,
@@ -417,7 +459,7 @@ impl Shared {
             w.master_boundary = Some(seg_end);
         }
         if good > end {
-            self.end.store(good, Ordering::Release);
+            self.log.end.store(good, Ordering::Release);
         }
         drop(w);
         if good > end {
@@ -435,9 +477,8 @@ impl Shared {
         }
     }
 
-    fn bounds(&self) -> LogBounds {
-        let max = self.end.load(Ordering::Acquire);
-        LogBounds { min: self.min.load(Ordering::Acquire).min(max), max }
+    pub(crate) fn bounds(&self) -> LogBounds {
+        self.log.bounds()
     }
 
     fn read_span(&self, span: LogSpan) -> Result<Bytes, StoreError> {
@@ -449,11 +490,11 @@ impl Shared {
         if span.len == 0 {
             return Ok(Bytes::new());
         }
-        let seg = read(&self.segments).find(span.offset).cloned();
+        let seg = read(&self.log.segments).find(span.offset).cloned();
         let Some(seg) = seg else {
             return Err(StoreError::OutOfRange { offset: span.offset, end, min: self.bounds().min, max });
         };
-        let seg_end = seg.base + self.segment_size;
+        let seg_end = seg.base + self.log.segment_size;
         if end > seg_end {
             return Err(StoreError::CrossesSegment {
                 offset: span.offset,
@@ -474,8 +515,8 @@ impl Shared {
         if offset < min || offset >= max {
             return Err(out_of_range(offset + 1));
         }
-        let seg = read(&self.segments).find(offset).cloned().ok_or_else(|| out_of_range(offset + 1))?;
-        let limit = max.min(seg.base + self.segment_size);
+        let seg = read(&self.log.segments).find(offset).cloned().ok_or_else(|| out_of_range(offset + 1))?;
+        let limit = max.min(seg.base + self.log.segment_size);
         let header = self.read_span(LogSpan { offset, len: (limit - offset).min(8) as u32 })?;
         if header.len() == 8
             && i32::from_be_bytes([header[4], header[5], header[6], header[7]]) == codec::BLANK_MAGIC_CODE
@@ -490,7 +531,7 @@ impl Shared {
         let corrupt = |reason| StoreError::Corrupt { segment: seg.path().to_path_buf(), offset, reason };
         let available = limit - offset;
         if total <= 0 || total as u64 > available {
-            let reason = if total > 0 && offset + total as u64 <= seg.base + self.segment_size {
+            let reason = if total > 0 && offset + total as u64 <= seg.base + self.log.segment_size {
                 codec::RecordError::Truncated { total: total as usize, available: available as usize }
             } else {
                 codec::RecordError::BadTotalSize { total, remaining: available as usize }
@@ -503,7 +544,7 @@ impl Shared {
 
     /// Whether a record starts at `offset`: walks the size fields of the records of its
     /// segment from the segment's start. The min offset and the end are boundaries.
-    fn is_record_boundary(&self, offset: Offset) -> Result<bool, StoreError> {
+    pub(crate) fn is_record_boundary(&self, offset: Offset) -> Result<bool, StoreError> {
         let LogBounds { min, max } = self.bounds();
         if offset < min || offset > max {
             return Err(StoreError::OutOfRange { offset, end: offset, min, max });
@@ -511,7 +552,7 @@ impl Shared {
         if offset == min || offset == max {
             return Ok(true);
         }
-        let seg = read(&self.segments).find(offset).cloned();
+        let seg = read(&self.log.segments).find(offset).cloned();
         let Some(seg) = seg else { return Err(StoreError::OutOfRange { offset, end: offset, min, max }) };
         // Retention keeps whole segments, so the walk starts at a record even in the first one.
         let start = seg.base.max(min);
@@ -519,7 +560,7 @@ impl Shared {
             return Ok(true);
         }
         let prefix = self.read_span(LogSpan { offset: start, len: (offset - start) as u32 })?;
-        let seg_end = seg.base + self.segment_size;
+        let seg_end = seg.base + self.log.segment_size;
         let mut at = 0usize;
         while at < prefix.len() {
             let Some(size) = prefix.get(at..at + 4) else { return Ok(false) };
@@ -668,6 +709,10 @@ pub struct StoreStatus {
     /// Why writes are refused for lack of disk right now ([`CommitLog::write_refusal`]'s
     /// message: the file and the bytes it needs, or the usage above the limit), if they are.
     pub write_refused: Option<String>,
+    /// The confirm offset ([`CommitLog::set_confirm_offset`]; the checkpoint's
+    /// `confirmPhyOffset`). With `dispatch_up_to_confirm`, replicated bytes are indexed only
+    /// below it.
+    pub confirm_offset: Offset,
 }
 
 /// A RocketMQ-compatible commit log: the store of one broker. See the crate docs for the layout,
@@ -704,18 +749,29 @@ impl CommitLog {
     /// starts the background threads.
     pub fn open_with(root: impl AsRef<Path>, config: StoreConfig, env: StoreEnv) -> Result<Self, StoreError> {
         config.validate()?;
-        let recovered = recovery::recover(root.as_ref(), &config, &env)?;
+        let recovered = recovery::recover(root.as_ref(), &config)?;
         // Recovery dispatched everything complete: the dispatched offset is the last boundary.
         let boundary = recovered.dispatcher.dispatched;
-        let shared = Arc::new(Shared {
-            root: root.as_ref().to_path_buf(),
-            commitlog_dir: recovered.commitlog_dir,
+        let view = Arc::new(LogView {
             segment_size: config.mapped_file_size_commit_log,
             segments: RwLock::new(recovered.segments),
             end: AtomicU64::new(recovered.end),
             min: AtomicU64::new(recovered.min),
             flushed: AtomicU64::new(recovered.end),
             dispatched: AtomicU64::new(boundary),
+            stop: AtomicBool::new(false),
+        });
+        let retention = Arc::new(RetentionState::new(
+            config.clone(),
+            env.clone(),
+            recovered.commitlog_dir.clone(),
+            Arc::clone(&view),
+            Arc::clone(&recovered.queues),
+        ));
+        let shared = Arc::new(Shared {
+            root: root.as_ref().to_path_buf(),
+            commitlog_dir: recovered.commitlog_dir.clone(),
+            log: Arc::clone(&view),
             writer: Mutex::new(WriterState {
                 active: recovered.active,
                 accepted: recovered.end,
@@ -724,53 +780,82 @@ impl CommitLog {
             }),
             dispatcher: Mutex::new(recovered.dispatcher),
             queues: recovered.queues,
-            flush: FlushShared::new(boundary),
+            flush: Arc::new(FlushShared::new(boundary)),
             checkpoint: Mutex::new(recovered.checkpoint),
-            prealloc: Prealloc::default(),
-            retention: RetentionState::default(),
-            scrub: crate::scrub::ScrubState::default(),
-            disk_full: AtomicBool::new(false),
+            prealloc: Arc::new(Prealloc::new(
+                recovered.commitlog_dir.clone(),
+                config.mapped_file_size_commit_log,
+                Arc::clone(&recovered.lock_file),
+                config.warm_mapped_file_enable,
+            )),
+            retention,
+            scrub: Arc::default(),
             space_short: AtomicBool::new(false),
             shortage: Mutex::new(None),
             closed: AtomicBool::new(false),
-            stop: AtomicBool::new(false),
             reput_thread: OnceLock::new(),
             reput_idle: AtomicBool::new(true),
-            flush_count: AtomicU64::new(0),
             lock_file: recovered.lock_file,
+            epochs: Mutex::new(recovered.epochs),
+            confirm: AtomicU64::new(recovered.confirm),
             config,
             env,
         });
         let log = Self { shared, threads: Mutex::new(Vec::new()), report: recovered.report };
-        type Service = (&'static str, fn(Arc<Shared>));
+        // Each worker thread gets the narrow state it needs, never the commit log itself.
+        let sh = &log.shared;
+        type Service = (&'static str, Box<dyn FnOnce() + Send>);
         let services: [Service; 5] = [
-            ("logship-flush", crate::flush::flush_thread),
-            ("logship-reput", reput_thread),
-            ("logship-prealloc", crate::prealloc::prealloc_thread),
-            ("logship-retention", crate::retention::retention_thread),
-            ("logship-scrub", crate::scrub::scrub_thread),
+            ("logship-flush", {
+                let (f, view, queues, s) =
+                    (Arc::clone(&sh.flush), Arc::clone(&sh.log), Arc::clone(&sh.queues), Arc::clone(sh));
+                let cfg = sh.config.clone();
+                Box::new(move || {
+                    crate::flush::flush_thread(f, view, queues, cfg, move |cq| s.write_checkpoint(false, cq))
+                })
+            }),
+            ("logship-reput", {
+                let s = Arc::clone(sh);
+                Box::new(move || reput_thread(s))
+            }),
+            ("logship-prealloc", {
+                let (p, view) = (Arc::clone(&sh.prealloc), Arc::clone(&sh.log));
+                Box::new(move || crate::prealloc::prealloc_thread(p, view))
+            }),
+            ("logship-retention", {
+                let (r, s) = (Arc::clone(&sh.retention), Arc::clone(sh));
+                Box::new(move || {
+                    crate::retention::retention_thread(r, move || s.write_checkpoint(false, None))
+                })
+            }),
+            ("logship-scrub", {
+                let (view, scrub) = (Arc::clone(&sh.log), Arc::clone(&sh.scrub));
+                let cfg = crate::scrub::ScrubConfig {
+                    rate: sh.config.scrub_bytes_per_second,
+                    start_delay: sh.config.scrub_start_delay,
+                    interval: sh.config.scrub_interval,
+                };
+                Box::new(move || crate::scrub::scrub_thread(view, scrub, cfg))
+            }),
         ];
         for (name, body) in services {
-            let s = Arc::clone(&log.shared);
             // On failure, dropping `log` stops the threads already started and shuts down.
-            let handle = std::thread::Builder::new()
-                .name(name.to_string())
-                .spawn(move || body(s))
-                .at(&log.shared.root)?;
+            let handle =
+                std::thread::Builder::new().name(name.to_string()).spawn(body).at(&log.shared.root)?;
             if name == "logship-reput" {
                 let _ = log.shared.reput_thread.set(handle.thread().clone());
             }
             lock(&log.threads).push(handle);
         }
         let shared = &log.shared;
-        shared.measure_disk();
+        shared.retention.measure_disk();
         {
             let w = lock(&shared.writer);
             match &w.active {
-                Some(a) => shared.request_segment(a.base + shared.segment_size),
+                Some(a) => shared.prealloc.request_segment(a.base + shared.log.segment_size),
                 // The log ends at a segment end: the next write starts the next segment.
-                None if read(&shared.segments).len() > 0 => {
-                    shared.request_segment(shared.end.load(Ordering::Acquire))
+                None if read(&shared.log.segments).len() > 0 => {
+                    shared.prealloc.request_segment(shared.log.end.load(Ordering::Acquire))
                 }
                 None => {}
             }
@@ -801,12 +886,12 @@ impl CommitLog {
 
     /// The end of the log (RocketMQ `getMaxPhyOffset`).
     pub fn max_offset(&self) -> Offset {
-        self.shared.end.load(Ordering::Acquire)
+        self.shared.log.end.load(Ordering::Acquire)
     }
 
     /// One past the last durable byte.
     pub fn flushed_offset(&self) -> Offset {
-        self.shared.flushed.load(Ordering::Acquire)
+        self.shared.log.flushed.load(Ordering::Acquire)
     }
 
     /// Appends a message (master path) without waiting for a flush; see [`MessageLog::put`].
@@ -935,6 +1020,92 @@ impl CommitLog {
         Ok(out)
     }
 
+    /// Raises the confirm offset (a slave in controller mode: `min(the master's confirm
+    /// offset, the local end)`, or any value; the store never indexes past its end). With
+    /// [`dispatch_up_to_confirm`](StoreConfig::dispatch_up_to_confirm), replicated messages
+    /// are indexed into the consume queues only below it. Monotonic: a lower value changes
+    /// nothing; only [`truncate_to`](Self::truncate_to) lowers it (to the cut). Recorded in the
+    /// checkpoint (`confirmPhyOffset`) at the next checkpoint; after a crash, dispatch resumes
+    /// below the recorded value until a new one is set. Returns the confirm offset in force.
+    pub fn set_confirm_offset(&self, offset: Offset) -> Offset {
+        let s = &self.shared;
+        let old = s.confirm.fetch_max(offset, Ordering::AcqRel);
+        if offset > old {
+            s.wake_reput();
+        }
+        old.max(offset)
+    }
+
+    /// The epoch list of controller mode (`epochFileCheckpoint`), oldest first: which leader
+    /// epoch wrote which part of the log. Empty for a store that never had an epoch.
+    pub fn epochs(&self) -> Vec<EpochEntry> {
+        self.shared.epochs()
+    }
+
+    /// Appends an epoch to the list and writes the epoch file (see [`EpochFile`](crate::EpochFile))
+    /// before returning. The same entry as the last one is a no-op. An epoch that starts where
+    /// the last one does (it wrote no data) is kept, unlike Java's `appendEntry`.
+    ///
+    /// # Errors
+    /// [`StoreError::EpochRefused`] unless the epoch is above the last one, starts at or after
+    /// it, and starts at or before the end of the log (any start on an empty log: a new slave
+    /// learns its first epoch before its first bytes; otherwise append the bytes first); I/O
+    /// errors of the write.
+    pub fn append_epoch(&self, entry: EpochEntry) -> Result<(), StoreError> {
+        self.shared.append_epoch(entry)
+    }
+
+    /// Truncates the log to `offset` (a slave cutting a divergent tail before it follows a new
+    /// master): the bytes from `offset` on leave the disk, and so do the consume-queue entries
+    /// and epochs at or after it, and the checkpoint records nothing past it. Crash-safe at
+    /// every step: a pending cut is recorded first and recovery finishes it before anything
+    /// else, so the old tail never comes back (see [`TruncateStep`] and the order documented
+    /// there). Bytes of the old tail read before the call stay readable through their spans.
+    ///
+    /// The segment holding the cut is rewritten as a copy of its bytes before the cut (an
+    /// in-kernel copy of at most one segment); later segments are deleted.
+    ///
+    /// # Errors
+    /// [`StoreError::OutOfRange`] outside `[min, max]`, [`StoreError::NotARecordBoundary`] where
+    /// no record starts; I/O errors. A truncation that fails after it started closes the store:
+    /// reopening it finishes the cut.
+    pub fn truncate_to(&self, offset: Offset) -> Result<TruncateReport, StoreError> {
+        self.truncate_inner(offset, None)
+    }
+
+    /// [`truncate_to`](Self::truncate_to), stopping right after `step` as a kill -9 there would;
+    /// follow it with [`abandon`](Self::abandon) and a reopen. For fault-injection tests.
+    #[doc(hidden)]
+    pub fn truncate_to_crashing_after(
+        &self,
+        offset: Offset,
+        step: TruncateStep,
+    ) -> Result<TruncateReport, StoreError> {
+        self.truncate_inner(offset, Some(step))
+    }
+
+    fn truncate_inner(
+        &self,
+        offset: Offset,
+        crash_after: Option<TruncateStep>,
+    ) -> Result<TruncateReport, StoreError> {
+        let result = self.shared.truncate_to(offset, crash_after);
+        if let Err(e) = &result {
+            if !matches!(
+                e,
+                StoreError::OutOfRange { .. } | StoreError::NotARecordBoundary { .. } | StoreError::Closed
+            ) {
+                // The cut may be half done: refuse everything until a reopen finishes it.
+                tracing::error!(error = %e, offset, "truncation failed; closing the store (reopening finishes the truncation)");
+                self.shared.closed.store(true, Ordering::Release);
+                drop(lock(&self.shared.writer));
+                self.stop_threads();
+                self.shared.flush.stop();
+            }
+        }
+        result
+    }
+
     /// Indexes every complete record appended so far into the consume queues, now, on this
     /// thread (the reput thread does the same in the background after each `append_at`).
     /// Returns the dispatched offset.
@@ -971,14 +1142,15 @@ impl CommitLog {
     /// Runs one retention round now (the retention thread runs one every
     /// `clean_resource_interval`).
     pub fn run_retention(&self) -> Result<RetentionReport, StoreError> {
-        self.shared.retention_round()
+        let s = &self.shared;
+        s.retention.round(&|| s.write_checkpoint(false, None))
     }
 
     /// Holds off every flush while the returned guard lives: a way for tests to observe
     /// `FlushDiskTimeout` deterministically. Not for production use.
     #[doc(hidden)]
     pub fn hold_flushes(&self) -> crate::flush::FlushHold<'_> {
-        self.shared.hold_flushes()
+        self.shared.flush.hold_flushes()
     }
 
     /// Why writes are refused for lack of disk (puts get `ServiceNotAvailable`), if they are:
@@ -986,7 +1158,7 @@ impl CommitLog {
     /// [`StoreError::DiskFull`] of the last write, which could not reserve its space.
     pub fn write_refusal(&self) -> Option<StoreError> {
         let s = &self.shared;
-        if s.disk_full.load(Ordering::Acquire) {
+        if s.retention.disk_full.load(Ordering::Acquire) {
             return Some(StoreError::DiskUsageAboveLimit {
                 dir: s.commitlog_dir.clone(),
                 used: s.retention.last_ratio().unwrap_or(1.0) * 100.0,
@@ -1012,21 +1184,22 @@ impl CommitLog {
         StoreStatus {
             min_offset: bounds.min,
             max_offset: bounds.max,
-            flushed_offset: s.flushed.load(Ordering::Acquire),
-            dispatched_offset: s.dispatched.load(Ordering::Acquire),
-            segments: read(&s.segments).len(),
+            flushed_offset: s.log.flushed.load(Ordering::Acquire),
+            dispatched_offset: s.log.dispatched.load(Ordering::Acquire),
+            segments: read(&s.log.segments).len(),
             disk_used_ratio: s.retention.last_ratio(),
-            disk_full: s.disk_full.load(Ordering::Acquire),
-            flush_count: s.flush_count.load(Ordering::Relaxed),
+            disk_full: s.retention.disk_full.load(Ordering::Acquire),
+            flush_count: s.flush.count.load(Ordering::Relaxed),
             dispatch_error,
             checkpoint_flushed: ckpt.flushed,
             checkpoint_dispatched: ckpt.dispatched,
-            preallocating: s.preallocating(),
+            preallocating: s.prealloc.preallocating(),
             write_refused: self.write_refusal().map(|e| e.to_string()),
             forced_deleted_segments: s.retention.forced_segments.load(Ordering::Relaxed),
             forced_deleted_bytes: s.retention.forced_bytes.load(Ordering::Relaxed),
             retention_floor: Some(s.retention.floor.load(Ordering::Acquire)).filter(|&f| f != u64::MAX),
             scrub: s.scrub.snapshot(s.config.scrub_bytes_per_second > 0),
+            confirm_offset: s.confirm.load(Ordering::Acquire),
         }
     }
 
@@ -1045,14 +1218,14 @@ impl CommitLog {
         let s = &self.shared;
         let result = (|| {
             s.checkpoint_now(true)?;
-            s.discard_preallocated();
+            s.prealloc.discard_preallocated();
             std::fs::remove_file(s.abort_path()).at(s.abort_path())?;
             crate::segment::sync_dir(&s.root)
         })();
         // Whatever happened, no durability wait may hang.
         s.flush.stop();
         result?;
-        tracing::info!(root = %s.root.display(), end = s.end.load(Ordering::Acquire), "store shut down cleanly");
+        tracing::info!(root = %s.root.display(), end = s.log.end.load(Ordering::Acquire), "store shut down cleanly");
         Ok(())
     }
 
@@ -1070,7 +1243,7 @@ impl CommitLog {
 
     fn stop_threads(&self) {
         let s = &self.shared;
-        s.stop.store(true, Ordering::Release);
+        s.log.stop.store(true, Ordering::Release);
         s.flush.wake_flusher();
         s.prealloc.wake();
         s.retention.wake();
@@ -1099,8 +1272,8 @@ fn reput_thread(shared: Arc<Shared>) {
     const POLL: Duration = Duration::from_millis(1);
     const GO_IDLE_AFTER: Duration = Duration::from_secs(1);
     let mut last_bytes = std::time::Instant::now();
-    while !shared.stop.load(Ordering::Acquire) {
-        let behind = shared.dispatched.load(Ordering::Acquire) < shared.end.load(Ordering::Acquire);
+    while !shared.log.stop.load(Ordering::Acquire) {
+        let behind = shared.log.dispatched.load(Ordering::Acquire) < shared.dispatch_end();
         if behind {
             last_bytes = std::time::Instant::now();
             let mut d = lock(&shared.dispatcher);
@@ -1110,7 +1283,7 @@ fn reput_thread(shared: Arc<Shared>) {
                 std::thread::park_timeout(Duration::from_millis(100));
                 continue;
             }
-            let stuck = d.dispatched < shared.end.load(Ordering::Acquire);
+            let stuck = d.dispatched < shared.dispatch_end();
             drop(d);
             if !stuck {
                 continue;
@@ -1122,11 +1295,198 @@ fn reput_thread(shared: Arc<Shared>) {
         }
         shared.reput_idle.store(true, Ordering::Relaxed);
         std::sync::atomic::fence(Ordering::SeqCst);
-        if shared.dispatched.load(Ordering::Acquire) >= shared.end.load(Ordering::Acquire) {
-            // Woken by the next append; the timeout is a safety net.
+        if shared.log.dispatched.load(Ordering::Acquire) >= shared.dispatch_end() {
+            // Woken by the next append (or confirm offset); the timeout is a safety net.
             std::thread::park_timeout(Duration::from_millis(100));
         }
         shared.reput_idle.store(false, Ordering::Relaxed);
+    }
+}
+
+impl Shared {
+    /// The epoch list.
+    pub(crate) fn epochs(&self) -> Vec<EpochEntry> {
+        lock(&self.epochs).entries.clone()
+    }
+
+    /// Appends an epoch (see [`CommitLog::append_epoch`](crate::CommitLog::append_epoch)).
+    pub(crate) fn append_epoch(&self, entry: EpochEntry) -> Result<(), StoreError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        // Under the put lock: the end cannot move back (a truncation) meanwhile.
+        let w = lock(&self.writer);
+        let end = self.log.end.load(Ordering::Acquire);
+        let mut state = lock(&self.epochs);
+        let refuse = |reason: String| StoreError::EpochRefused {
+            epoch: entry.epoch,
+            start_offset: entry.start_offset,
+            reason,
+        };
+        if let Some(last) = state.entries.last() {
+            if *last == entry {
+                return Ok(());
+            }
+            if entry.epoch <= last.epoch {
+                return Err(refuse(format!("the last epoch is {} (at {})", last.epoch, last.start_offset)));
+            }
+            if entry.start_offset < last.start_offset {
+                return Err(refuse(format!(
+                    "it starts before the last epoch {} (at {})",
+                    last.epoch, last.start_offset
+                )));
+            }
+        }
+        // An empty log takes any start: a new slave learns its first epoch before the first
+        // bytes (from wherever the master starts it) arrive.
+        let empty = w.active.is_none() && read(&self.log.segments).len() == 0;
+        if entry.start_offset > end && !empty {
+            return Err(refuse(format!("it starts beyond the end of the log ({end})")));
+        }
+        let mut next = state.entries.clone();
+        next.push(entry);
+        state.file.write(&next)?;
+        state.entries = next;
+        tracing::info!(epoch = entry.epoch, start_offset = entry.start_offset, "epoch appended");
+        Ok(())
+    }
+
+    /// Truncates the log to `offset`; with `crash_after`, stops right after that step, as a
+    /// kill -9 there would (for fault-injection tests).
+    pub(crate) fn truncate_to(
+        &self,
+        offset: u64,
+        crash_after: Option<TruncateStep>,
+    ) -> Result<TruncateReport, StoreError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(StoreError::Closed);
+        }
+        // Lock order: retention round, put lock, checkpoint, flush progress, dispatcher, epochs
+        // (the same order every other path takes them in).
+        let _round = lock(&self.retention.round);
+        let mut w = lock(&self.writer);
+        let LogBounds { min, max } = self.bounds();
+        if offset < min || offset > max {
+            return Err(StoreError::OutOfRange { offset, end: offset, min, max });
+        }
+        if !self.is_record_boundary(offset)? {
+            return Err(StoreError::NotARecordBoundary { offset });
+        }
+        // An incomplete replicated record past the end goes too (its bytes are not published).
+        self.drop_pending(&mut w);
+        let mut ckpt = lock(&self.checkpoint);
+        let mut progress = lock(&self.flush.run);
+        let mut d = lock(&self.dispatcher);
+        let mut epochs = lock(&self.epochs);
+        let mut report = TruncateReport { from: max, to: offset, ..TruncateReport::default() };
+        let stop = |step| crash_after == Some(step);
+
+        truncate::write_intent(&self.root, offset)?;
+        if stop(TruncateStep::IntentRecorded) {
+            return Ok(report);
+        }
+
+        let (kept, dropped): (Vec<_>, Vec<_>) = epochs.entries.iter().partition(|e| e.start_offset < offset);
+        if !dropped.is_empty() {
+            epochs.file.write(&kept)?;
+        }
+        epochs.entries = kept;
+        report.dropped_epochs = dropped;
+        if stop(TruncateStep::EpochsTrimmed) {
+            return Ok(report);
+        }
+
+        if offset < max {
+            self.cut_segments(&mut w, offset, &mut report)?;
+        }
+        if stop(TruncateStep::LogCut) {
+            return Ok(report);
+        }
+
+        report.dropped_queue_entries = d.truncate(offset)?;
+        self.log.dispatched.store(d.dispatched, Ordering::Release);
+        if stop(TruncateStep::QueuesCut) {
+            return Ok(report);
+        }
+
+        self.log.flushed.fetch_min(offset, Ordering::AcqRel);
+        progress.boundary = progress.boundary.min(offset);
+        let mut c = ckpt.current().clone();
+        let mut state = c.logship.unwrap_or_default();
+        state.clean = false;
+        state.clean_end = 0;
+        state.flushed = state.flushed.min(offset);
+        state.dispatched = state.dispatched.min(offset);
+        state.min_offset = min;
+        c.logship = Some(state);
+        self.confirm.fetch_min(offset, Ordering::AcqRel);
+        c.confirm_phy_offset = c.confirm_phy_offset.min(offset as i64);
+        c.master_flushed_offset = c.master_flushed_offset.min(offset as i64);
+        ckpt.write(c)?;
+        if stop(TruncateStep::CheckpointWritten) {
+            return Ok(report);
+        }
+
+        truncate::clear_intent(&self.root)?;
+        drop((epochs, d, progress, ckpt));
+        let next = match &w.active {
+            Some(a) => a.base + self.log.segment_size,
+            None => offset,
+        };
+        drop(w);
+        self.prealloc.request_segment(next);
+        tracing::warn!(from = report.from, to = offset, dropped_epochs = ?report.dropped_epochs, "commit log truncated");
+        Ok(report)
+    }
+
+    /// Step 3: the log's bytes from `offset` (a record boundary below the end) on leave the disk
+    /// and the segment table; the write position moves to `offset`.
+    fn cut_segments(
+        &self,
+        w: &mut WriterState,
+        offset: u64,
+        report: &mut TruncateReport,
+    ) -> Result<(), StoreError> {
+        // Readers see the new end first; then the files change under no new view.
+        self.log.end.store(offset, Ordering::Release);
+        w.accepted = offset;
+        if w.master_boundary.is_some_and(|b| b > offset) {
+            w.master_boundary = Some(offset - offset % self.log.segment_size);
+        }
+        w.active = None;
+        self.prealloc.cancel_preallocation()?;
+        let mut table = self.log.segments.write().unwrap_or_else(|e| e.into_inner());
+        while table.last().is_some_and(|s| s.base >= offset) {
+            let seg = table.pop_last().expect("checked");
+            let path = seg.path().to_path_buf();
+            drop(seg);
+            std::fs::remove_file(&path).at(&path)?;
+            report.removed_segments.push(path);
+        }
+        if !report.removed_segments.is_empty() {
+            segment::sync_dir(&self.commitlog_dir)?;
+        }
+        let Some(holding) = table.last().cloned() else {
+            return Ok(());
+        };
+        let seg_end = holding.base + self.log.segment_size;
+        if offset >= seg_end {
+            return Ok(());
+        }
+        let keep = offset - holding.base;
+        report.zeroed_bytes = report.from.min(seg_end) - offset;
+        let (map, writer) = segment::replace_with_prefix(
+            &self.commitlog_dir,
+            holding.base,
+            keep,
+            self.log.segment_size,
+            true,
+            Some(&self.lock_file),
+        )?;
+        table.pop_last();
+        table.push(Arc::new(Segment { base: holding.base, map }));
+        w.active = Some(ActiveSegment { base: holding.base, writer, reserved: true });
+        Ok(())
     }
 }
 
@@ -1173,7 +1533,7 @@ impl MessageLog for CommitLog {
     }
 
     fn durable(&self, offset: Offset) -> Durable {
-        Durable::new(Arc::clone(&self.shared), offset)
+        Durable::new(Arc::clone(&self.shared.flush), Arc::clone(&self.shared.log), offset)
     }
 
     fn flush_settings(&self) -> Option<FlushSettings> {

@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
+pub mod truncation;
+
 use logship_store::{Clock, CommitLog, DiskUsage, Message, StoreConfig, StoreEnv, StoreError};
 
 /// 16 KiB segments: small enough to roll often, big enough for a few messages.
