@@ -91,6 +91,8 @@ pub struct BrokerSettings {
     pub store_path_root_dir: PathBuf,
     /// `storePathCommitLog`, when it is not `<storePathRootDir>/commitlog`.
     pub store_path_commit_log: Option<PathBuf>,
+    /// `storePathEpochFile`, when it is not `<storePathRootDir>/epochFileCheckpoint`.
+    pub store_path_epoch_file: Option<PathBuf>,
     /// `brokerIP1`: the address stored in messages and message ids.
     pub broker_ip1: IpAddr,
     /// `listenPort`: the HTTP API.
@@ -329,6 +331,7 @@ impl Default for BrokerSettings {
             flush_disk_type: FlushDiskType::AsyncFlush,
             store_path_root_dir: home.join("store"),
             store_path_commit_log: None,
+            store_path_epoch_file: None,
             broker_ip1: IpAddr::V4(Ipv4Addr::LOCALHOST),
             listen_port: 10911,
             ha_listen_port: 10912,
@@ -752,6 +755,7 @@ fn build(
             "httpTlsKeyFile" => s.http.tls_key_file = (!v.is_empty()).then(|| PathBuf::from(v)),
             "httpTlsClientCaFile" => s.http.tls_client_ca_file = (!v.is_empty()).then(|| PathBuf::from(v)),
             "storePathCommitLog" => store_path_commit_log = (!v.is_empty()).then(|| v.to_string()),
+            "storePathEpochFile" => s.store_path_epoch_file = (!v.is_empty()).then(|| PathBuf::from(v)),
             "brokerClusterName" => s.broker_cluster_name = label_value(key, v)?,
             "brokerName" => s.broker_name = label_value(key, v)?,
             "replicaNames" => s.replica_names = replica_names(key, v)?,
@@ -1550,6 +1554,14 @@ mod tests {
             crate::server::store_config(&s).store_path_commit_log,
             Some(PathBuf::from("/ssd/commitlog"))
         );
+    }
+
+    #[test]
+    fn store_path_epoch_file_reaches_the_store() {
+        let s = load_text("storePathRootDir=/data/rmq\n").unwrap().settings;
+        assert_eq!(crate::server::store_config(&s).store_path_epoch_file, None);
+        let s = load_text("storePathEpochFile=/ssd/epochs\n").unwrap().settings;
+        assert_eq!(crate::server::store_config(&s).store_path_epoch_file, Some(PathBuf::from("/ssd/epochs")));
     }
 
     #[test]

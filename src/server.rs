@@ -38,6 +38,7 @@ pub fn store_config(s: &BrokerSettings) -> StoreConfig {
     c.disk_max_used_space_ratio = s.disk_max_used_space_ratio;
     c.store_host = SocketAddr::new(s.broker_ip1, s.listen_port);
     c.store_path_commit_log = s.store_path_commit_log.clone();
+    c.store_path_epoch_file = s.store_path_epoch_file.clone();
     s.store.apply(&mut c);
     c
 }
