@@ -415,7 +415,8 @@ fn capture(h: &Harness) -> Capture {
     let mut m = JavaStore::start_autoswitch(h, mdir.path(), MASTER_ID, free_port(), &["--heartbeat", "1000"]);
     assert_eq!(m.change_to_master(1)["ok"], true);
     m.put(6, 200);
-    assert_eq!(m.change_to_master(2)["ok"], true);
+    let second = m.change_to_master(2);
+    assert_eq!(epochs(&second), vec![(1, 0), (2, u64_of(&second, "maxPhyOffset"))]);
     m.put(6, 200);
     m.set_sync_state_set(&[MASTER_ID]);
     let end = m.max_offset();
@@ -430,11 +431,26 @@ fn capture(h: &Harness) -> Capture {
         let acked = c.slave().iter().any(|f| f.1 == SlaveFrame::Ack { max_offset: end as i64 });
         hb && acked
     });
+    let learned = epochs(&s.status());
     s.shutdown();
     m.shutdown();
     let recordings = relay.recordings();
     assert_eq!(recordings.len(), 1, "the slave connected more than once");
-    Capture::from_recording(&recordings[0])
+    let c = Capture::from_recording(&recordings[0]);
+    // The Java slave records an epoch each time a frame's label changes, nothing more: the chunk
+    // that ends epoch 1 is labelled epoch 2 (doc §1), so it has epoch 1 only if a heartbeat
+    // labelled epoch 1 happened to come first (a race between the two heartbeat timers).
+    let mut labels: Vec<(i64, u64)> = Vec::new();
+    for (_, f) in c.master() {
+        if let MasterFrame::Transfer { epoch, epoch_start, .. } = f {
+            if labels.last().is_none_or(|l| l.0 != i64::from(epoch)) {
+                labels.push((i64::from(epoch), epoch_start as u64));
+            }
+        }
+    }
+    assert_eq!(learned, labels, "the fresh Java slave's epochs are not the labels it received");
+    eprintln!("capture: the fresh slave recorded {learned:?}; its master has {:?}", epochs(&second));
+    c
 }
 
 #[test]
@@ -566,4 +582,15 @@ fn observe(what: &str, r: &Recording, diverged: u64, cut: u64) {
         "{what}: {handshakes} handshake(s) from the slave; reply after {reply:?}; first ack after {ack:?}; \
          tail {diverged} cut to {cut}"
     );
+}
+
+#[test]
+fn the_4_9_harness_refuses_autoswitch_mode_with_a_clear_error() {
+    let Some(h) = harness(ROCKETMQ_4, "the_4_9_harness_refuses_autoswitch_mode") else { return };
+    let dir = temp();
+    let refused =
+        std::panic::catch_unwind(|| JavaStore::start_autoswitch(&h, dir.path(), 1, free_port(), &[]));
+    let why = refused.err().expect("the 4.9.x harness ran controller mode");
+    let why = why.downcast_ref::<String>().cloned().unwrap_or_default();
+    assert!(why.contains("--mode autoswitch needs RocketMQ 5.x"), "unclear refusal: {why}");
 }
