@@ -213,11 +213,20 @@ impl Capture {
         Self { to_master, to_slave }
     }
 
-    fn load() -> Self {
+    /// The stream fixtures whose names start with `prefix`.
+    fn load(prefix: &str) -> Self {
         let read = |name: &str| {
-            std::fs::read(fixtures().join(name)).unwrap_or_else(|e| panic!("fixture {name}: {e}"))
+            let name = format!("{prefix}{name}");
+            std::fs::read(fixtures().join(&name)).unwrap_or_else(|e| panic!("fixture {name}: {e}"))
         };
         Self { to_master: read("slave-to-master.bin"), to_slave: read("master-to-slave.bin") }
+    }
+
+    /// Writes the stream fixtures under `prefix`.
+    fn store(&self, prefix: &str) {
+        std::fs::create_dir_all(fixtures()).unwrap();
+        std::fs::write(fixtures().join(format!("{prefix}slave-to-master.bin")), &self.to_master).unwrap();
+        std::fs::write(fixtures().join(format!("{prefix}master-to-slave.bin")), &self.to_slave).unwrap();
     }
 
     fn slave(&self) -> Vec<(std::ops::Range<usize>, SlaveFrame)> {
@@ -301,9 +310,18 @@ fn message_starts(log: &[u8]) -> Vec<usize> {
     starts
 }
 
-/// Checks a capture of the scenario in [`capture`] against the documented layouts (doc §1);
-/// every place the real bytes could disagree with the doc is an assertion here.
-fn check_layouts(c: &Capture) {
+/// What a capture's slave is: its broker id, and the offset its first ack asks for (0 for an
+/// empty slave, the consistent point for one that truncated).
+#[derive(Clone, Copy)]
+struct Expect {
+    broker_id: i64,
+    first_ack: i64,
+}
+
+/// Checks a capture against the documented layouts (doc §1); every place the real bytes could
+/// disagree with the doc is an assertion here. The master wrote everything before the slave
+/// connected, so the capture holds the whole transfer from the first ack to the master's end.
+fn check_layouts(c: &Capture, expect: Expect) {
     // Slave to master: one A first, then only B (Java may resend A while it waits for C).
     let slave = c.slave();
     assert_eq!(slave.iter().map(|f| f.0.len()).sum::<usize>(), c.to_master.len(), "a partial slave frame");
@@ -311,7 +329,7 @@ fn check_layouts(c: &Capture) {
     assert_eq!(first.0.len(), 16, "frame A is 16 bytes");
     assert_eq!(
         first.1,
-        SlaveFrame::Handshake { sync_from_last_file: 0, async_learner: 0, broker_id: SLAVE_ID as i64 },
+        SlaveFrame::Handshake { sync_from_last_file: 0, async_learner: 0, broker_id: expect.broker_id },
         "frame A carries the slave's own broker id and no flags"
     );
     let acks: Vec<i64> = rest
@@ -322,7 +340,7 @@ fn check_layouts(c: &Capture) {
         })
         .collect();
     assert!(rest.iter().all(|f| f.0.len() == 16 || f.0.len() == 12));
-    assert_eq!(acks.first(), Some(&0), "an empty slave's first ack asks from 0");
+    assert_eq!(acks.first(), Some(&expect.first_ack), "the slave's first ack");
     assert!(acks.windows(2).all(|w| w[0] <= w[1]), "acks go backwards: {acks:?}");
 
     // Master to slave: C first, then only D.
@@ -345,7 +363,7 @@ fn check_layouts(c: &Capture) {
     let epoch_index = |epoch: i32| epochs.iter().position(|e| e.0 == epoch);
 
     let mut log = Vec::new();
-    let mut next = 0i64;
+    let mut next = expect.first_ack;
     let mut heartbeats = 0;
     let mut crossings = 0;
     for (range, f) in rest {
@@ -381,20 +399,22 @@ fn check_layouts(c: &Capture) {
         next = end;
     }
     assert_eq!(next, *max_offset, "the slave did not get the whole log");
-    assert_eq!(crossings, epochs.len() - 1, "each epoch's last chunk carries the next epoch");
+    let boundaries = epochs.iter().filter(|e| e.1 > expect.first_ack).count();
+    assert_eq!(crossings, boundaries, "each epoch's last chunk carries the next epoch");
     assert!(heartbeats >= 1, "no heartbeat in the capture");
     assert_eq!(acks.last(), Some(max_offset), "the slave's last ack is the master's end");
     // The bodies are whole RocketMQ messages end to end, and each epoch starts at a message.
     let starts = message_starts(&log);
-    for (_, start) in epochs {
-        assert!(starts.contains(&(*start as usize)), "epoch start {start} is not a message boundary");
+    for (_, start) in epochs.iter().filter(|e| e.1 >= expect.first_ack) {
+        let at = (start - expect.first_ack) as usize;
+        assert!(starts.contains(&at), "epoch start {start} is not a message boundary");
     }
 }
 
 #[test]
 fn autoswitch_fixtures_match_the_documented_layouts() {
-    let c = Capture::load();
-    check_layouts(&c);
+    let c = Capture::load("");
+    check_layouts(&c, FRESH);
     // The single-frame fixtures are the frames of the streams.
     for (name, bytes) in c.frames() {
         let stored = std::fs::read(fixtures().join(name)).unwrap_or_else(|e| panic!("fixture {name}: {e}"));
@@ -402,11 +422,22 @@ fn autoswitch_fixtures_match_the_documented_layouts() {
     }
 }
 
+#[test]
+fn the_rejoin_fixture_shows_a_truncated_slave_asking_from_the_consistent_point() {
+    let c = Capture::load("rejoin-");
+    let MasterFrame::Handshake { epochs, .. } = &c.master()[0].1 else { panic!("no C first") };
+    // The consistent point is where the new master's last epoch starts.
+    let cut = epochs.last().unwrap().1;
+    assert!(cut > 0);
+    check_layouts(&c, Expect { broker_id: 1, first_ack: cut });
+}
+
 // ---- the Java scenarios ---------------------------------------------------------------------
 
 /// The capture's master and slave broker ids.
 const MASTER_ID: u64 = 1;
 const SLAVE_ID: u64 = 3;
+const FRESH: Expect = Expect { broker_id: SLAVE_ID as i64, first_ack: 0 };
 
 /// Master M at epoch 1 writes, takes epoch 2 and writes more; then an empty slave S joins through
 /// the recording relay, catches up, and idles until a heartbeat and its last ack have passed.
@@ -457,17 +488,15 @@ fn capture(h: &Harness) -> Capture {
 fn java_5_wire_matches_the_golden_fixtures() {
     let Some(h) = harness(ROCKETMQ_5, "java_5_wire_matches_the_golden_fixtures") else { return };
     let live = capture(&h);
-    check_layouts(&live);
+    check_layouts(&live, FRESH);
     if regenerate() {
-        std::fs::create_dir_all(fixtures()).unwrap();
-        std::fs::write(fixtures().join("slave-to-master.bin"), &live.to_master).unwrap();
-        std::fs::write(fixtures().join("master-to-slave.bin"), &live.to_slave).unwrap();
+        live.store("");
         for (name, bytes) in live.frames() {
             std::fs::write(fixtures().join(name), bytes).unwrap();
         }
         return;
     }
-    let stored = Capture::load();
+    let stored = Capture::load("");
     assert_eq!(live.shape(), stored.shape(), "Java's wire differs from the fixtures");
 }
 
@@ -527,12 +556,13 @@ fn a_java_master_that_lost_leadership_truncates_its_divergent_tail_and_follows_t
     assert_same_segments(adir.path(), bdir.path(), SEG, 0, u64_of(&sb, "confirmOffset"));
 
     // On the wire: B's handshake reply names both epochs, and A's first ack is the cut point.
-    let rec = relay.until("A's ack of B's end", |r| {
-        r.first().is_some_and(|c| {
-            slave_frames(&c.stream(Direction::ToMaster))
-                .unwrap()
-                .iter()
-                .any(|f| f.1 == SlaveFrame::Ack { max_offset: end as i64 })
+    let rec = relay.until("A's ack of B's end and a heartbeat", |r| {
+        r.first().map(Capture::from_recording).is_some_and(|c| {
+            let acked = c.slave().iter().any(|f| f.1 == SlaveFrame::Ack { max_offset: end as i64 });
+            let heartbeat = c.master().iter().any(
+                |f| matches!(&f.1, MasterFrame::Transfer { body, offset, .. } if body.is_empty() && *offset == end as i64),
+            );
+            acked && heartbeat
         })
     });
     let c = Capture::from_recording(&rec[0]);
@@ -557,6 +587,12 @@ fn a_java_master_that_lost_leadership_truncates_its_divergent_tail_and_follows_t
         }
     );
     observe("rejoin", &rec[0], diverged, replicated);
+    check_layouts(&c, Expect { broker_id: 1, first_ack: replicated as i64 });
+    if regenerate() {
+        c.store("rejoin-");
+    } else {
+        assert_eq!(c.shape(), Capture::load("rejoin-").shape(), "Java's rejoin differs from the fixtures");
+    }
     drop(relay);
     a.shutdown();
     b.shutdown();
