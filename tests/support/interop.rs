@@ -580,3 +580,196 @@ pub fn assert_blank_to_segment_end(root: &Path, segment: u64, end: u64) {
     assert_eq!(magic, BLANK_MAGIC, "no BLANK record at {end}");
     assert_eq!(size as u64, segment - (end - base), "the BLANK record at {end} does not end the segment");
 }
+
+// ---- AutoSwitch (controller mode, RocketMQ 5.x) ------------------------------------------
+//
+// The harness's `--mode autoswitch`: the store runs AutoSwitchHAService and the test plays the
+// controller (changeToMaster, changeToSlave, setSyncStateSet). And a TCP relay that records what
+// two Java stores put on the wire.
+
+impl JavaStore {
+    /// Starts a controller-mode store (5.x only) as broker `broker_id`, serving HA on `ha_port`.
+    /// It starts as a slave that follows nobody; `extra` adds harness arguments.
+    pub fn start_autoswitch(
+        harness: &Harness,
+        dir: &Path,
+        broker_id: u64,
+        ha_port: u16,
+        extra: &[&str],
+    ) -> Self {
+        let (id, port) = (broker_id.to_string(), ha_port.to_string());
+        let mut args = vec!["--mode", "autoswitch", "--broker-id", &id, "--ha-port", &port];
+        args.extend_from_slice(extra);
+        let s = Self::start(harness, "ASYNC_MASTER", dir, SEG, &args);
+        assert_eq!(s.started["mode"], "autoswitch", "not a controller-mode store: {}", s.started);
+        s
+    }
+
+    /// `changeToMaster EPOCH`: the answer (a status line with `ok`).
+    pub fn change_to_master(&mut self, epoch: i32) -> Value {
+        self.command(&format!("changeToMaster {epoch}")).pop().unwrap()
+    }
+
+    /// `changeToSlave HOST:PORT EPOCH MASTER_ID`: the answer (a status line with `ok`).
+    pub fn change_to_slave(&mut self, master_ha: &str, epoch: i32, master_id: u64) -> Value {
+        self.command(&format!("changeToSlave {master_ha} {epoch} {master_id}")).pop().unwrap()
+    }
+
+    /// `setSyncStateSet ID...`.
+    pub fn set_sync_state_set(&mut self, ids: &[u64]) -> Value {
+        let ids: Vec<String> = ids.iter().map(u64::to_string).collect();
+        self.command(&format!("setSyncStateSet {}", ids.join(" "))).pop().unwrap()
+    }
+}
+
+/// The `(epoch, startOffset)` list of a controller-mode status line.
+pub fn epochs(status: &Value) -> Vec<(i64, u64)> {
+    status["epochs"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no epochs in {status}"))
+        .iter()
+        .map(|e| (e["epoch"].as_i64().unwrap(), e["startOffset"].as_u64().unwrap()))
+        .collect()
+}
+
+/// Which way a recorded chunk went through a [`Relay`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// From the connecting side (the slave) to the upstream (the master).
+    ToMaster,
+    /// From the upstream (the master) back to the slave.
+    ToSlave,
+}
+
+/// One chunk the relay forwarded, with when it saw it.
+#[derive(Clone, Debug)]
+pub struct Chunk {
+    pub at: Instant,
+    pub direction: Direction,
+    pub bytes: Vec<u8>,
+}
+
+/// Everything one relayed connection carried, in the order the relay saw it.
+#[derive(Clone, Debug, Default)]
+pub struct Recording {
+    pub chunks: Vec<Chunk>,
+}
+
+impl Recording {
+    /// All bytes that went one way, concatenated.
+    pub fn stream(&self, direction: Direction) -> Vec<u8> {
+        self.chunks
+            .iter()
+            .filter(|c| c.direction == direction)
+            .flat_map(|c| c.bytes.iter().copied())
+            .collect()
+    }
+}
+
+/// A TCP relay on loopback in front of `upstream`, recording both directions of every connection.
+pub struct Relay {
+    pub port: u16,
+    connections: Arc<Mutex<Vec<Arc<Mutex<Recording>>>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    sockets: Arc<Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl Relay {
+    /// Listens on a free loopback port and forwards each connection to `upstream`.
+    pub fn start(upstream: std::net::SocketAddr) -> Self {
+        use std::sync::atomic::Ordering;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections: Arc<Mutex<Vec<Arc<Mutex<Recording>>>>> = Arc::default();
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let sockets: Arc<Mutex<Vec<std::net::TcpStream>>> = Arc::default();
+        let (conns, halt, socks) = (connections.clone(), stop.clone(), sockets.clone());
+        std::thread::spawn(move || {
+            for downstream in listener.incoming() {
+                if halt.load(Ordering::SeqCst) {
+                    return;
+                }
+                let Ok(downstream) = downstream else { continue };
+                let Ok(up) = std::net::TcpStream::connect(upstream) else { continue };
+                let _ = (downstream.set_nodelay(true), up.set_nodelay(true));
+                let rec = Arc::new(Mutex::new(Recording::default()));
+                conns.lock().unwrap().push(rec.clone());
+                {
+                    let mut s = socks.lock().unwrap();
+                    s.push(downstream.try_clone().unwrap());
+                    s.push(up.try_clone().unwrap());
+                }
+                for (from, to, direction) in [
+                    (downstream.try_clone().unwrap(), up.try_clone().unwrap(), Direction::ToMaster),
+                    (up.try_clone().unwrap(), downstream.try_clone().unwrap(), Direction::ToSlave),
+                ] {
+                    let rec = rec.clone();
+                    std::thread::spawn(move || pump(from, to, direction, &rec));
+                }
+            }
+        });
+        Self { port, connections, stop, sockets }
+    }
+
+    /// `127.0.0.1:port`, the address to give the slave.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// A copy of every connection's recording so far, oldest first.
+    pub fn recordings(&self) -> Vec<Recording> {
+        self.connections.lock().unwrap().iter().map(|r| r.lock().unwrap().clone()).collect()
+    }
+
+    /// Polls the recordings until `check` holds; panics after 60 s.
+    pub fn until(&self, what: &str, mut check: impl FnMut(&[Recording]) -> bool) -> Vec<Recording> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let r = self.recordings();
+            if check(&r) {
+                return r;
+            }
+            assert!(Instant::now() < deadline, "the relay never saw {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn pump(
+    mut from: std::net::TcpStream,
+    mut to: std::net::TcpStream,
+    direction: Direction,
+    rec: &Mutex<Recording>,
+) {
+    use std::io::Read;
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                // Recorded before it is forwarded, so the record never lags what the peer saw.
+                rec.lock().unwrap().chunks.push(Chunk {
+                    at: Instant::now(),
+                    direction,
+                    bytes: buf[..n].to_vec(),
+                });
+                if to.write_all(&buf[..n]).is_err() {
+                    break;
+                }
+            }
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+    let _ = from.shutdown(std::net::Shutdown::Both);
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        // Wake the accept loop, and close every relayed connection.
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
+        for s in self.sockets.lock().unwrap().iter() {
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}

@@ -14,7 +14,11 @@ final class Compat {
 
     private Compat() {}
 
-    static DefaultMessageStore open(MessageStoreConfig config, long brokerId) throws Exception {
+    /** Opens a store; 4.9.x has no controller mode, so {@code controllerMode} must be false. */
+    static DefaultMessageStore open(MessageStoreConfig config, long brokerId, boolean controllerMode) throws Exception {
+        if (controllerMode) {
+            throw new UnsupportedOperationException("RocketMQ 4.9.x has no controller mode");
+        }
         BrokerConfig broker = new BrokerConfig();
         broker.setBrokerId(brokerId);
         return new DefaultMessageStore(config, new BrokerStatsManager("interop", true), null, broker);

@@ -15,9 +15,11 @@ final class Compat {
 
     private Compat() {}
 
-    static DefaultMessageStore open(MessageStoreConfig config, long brokerId) throws Exception {
+    /** Opens a store; {@code controllerMode} selects AutoSwitchHAService. */
+    static DefaultMessageStore open(MessageStoreConfig config, long brokerId, boolean controllerMode) throws Exception {
         BrokerConfig broker = new BrokerConfig();
         broker.setBrokerId(brokerId);
+        broker.setEnableControllerMode(controllerMode);
         return new DefaultMessageStore(config, new BrokerStatsManager("interop", true), null, broker, new ConcurrentHashMap<>());
     }
 

@@ -65,7 +65,7 @@ public final class Bench {
         if (role == BrokerRole.SYNC_MASTER) {
             Compat.replicas(c, 2, 2);
         }
-        DefaultMessageStore store = Compat.open(c, role == BrokerRole.SLAVE ? 1 : 0);
+        DefaultMessageStore store = Compat.open(c, role == BrokerRole.SLAVE ? 1 : 0, false);
         if (!store.load()) {
             emit("{\"event\":\"started\",\"load\":false}");
             System.exit(2);

@@ -33,6 +33,15 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  *
  * <p>Commands: put COUNT SIZE [TOPIC] | status | wait-dispatch | look OFFSET | queue QUEUE_ID [TOPIC] |
  * master HOST:PORT | shutdown.
+ *
+ * <p>Controller mode (RocketMQ 5.x only; the 4.9.x build refuses it): {@code --mode autoswitch
+ * --broker-id N} runs the store with {@code enableControllerMode=true} (AutoSwitchHAService). The
+ * store starts as a SLAVE following nobody, as a broker does until its controller speaks; the
+ * harness then plays the controller: {@code changeToMaster EPOCH} (the store takes --role, which
+ * must be ASYNC_MASTER or SYNC_MASTER), {@code changeToSlave HOST:PORT EPOCH MASTER_ID},
+ * {@code setSyncStateSet ID...}. Options: [--all-ack true|false] (allAckInSyncStateSet)
+ * [--min-in-sync N] (minInSyncReplicas) [--sync-from-last-file true|false] [--async-learner
+ * true|false]. Its status lines add the epoch list, the sync-state-set and the HA client's state.
  */
 public final class Harness {
     private static PrintStream out;
@@ -40,13 +49,20 @@ public final class Harness {
     private final MessageStoreConfig config;
     private final String topic;
     private final int queues;
+    /** AutoSwitch mode: this broker's id, and the role changeToMaster takes; null in classic mode. */
+    private final Long brokerId;
+    private final BrokerRole masterRole;
+    private Long masterBrokerId;
     private long seq;
 
-    private Harness(DefaultMessageStore store, MessageStoreConfig config, String topic, int queues) {
+    private Harness(DefaultMessageStore store, MessageStoreConfig config, String topic, int queues, Long brokerId,
+        BrokerRole masterRole) {
         this.store = store;
         this.config = config;
         this.topic = topic;
         this.queues = queues;
+        this.brokerId = brokerId;
+        this.masterRole = masterRole;
     }
 
     public static void main(String[] args) throws Exception {
@@ -60,6 +76,47 @@ public final class Harness {
         MessageStoreConfig c = new MessageStoreConfig();
         String root = required(opts, "store");
         BrokerRole role = BrokerRole.valueOf(opts.getOrDefault("role", "ASYNC_MASTER"));
+        String mode = opts.getOrDefault("mode", "classic");
+        boolean autoSwitch;
+        switch (mode) {
+            case "classic":
+                autoSwitch = false;
+                break;
+            case "autoswitch":
+                autoSwitch = true;
+                break;
+            default:
+                emit(obj("event", "error", "message", "--mode must be classic or autoswitch, not " + mode, "end", true));
+                System.exit(2);
+                return;
+        }
+        Long brokerId = null;
+        BrokerRole masterRole = null;
+        if (autoSwitch) {
+            if (!AutoSwitch.SUPPORTED) {
+                emit(obj("event", "error", "message",
+                    "--mode autoswitch needs RocketMQ 5.x (controller mode); this harness is built for "
+                        + Compat.HA_SERVICE, "end", true));
+                System.exit(2);
+                return;
+            }
+            if (role == BrokerRole.SLAVE) {
+                emit(obj("event", "error", "message",
+                    "in --mode autoswitch, --role is the role changeToMaster takes: ASYNC_MASTER or SYNC_MASTER",
+                    "end", true));
+                System.exit(2);
+                return;
+            }
+            brokerId = Long.parseLong(required(opts, "broker-id"));
+            masterRole = role;
+            // Until the controller speaks, a controller-mode broker is a slave following nobody.
+            role = BrokerRole.SLAVE;
+            AutoSwitch.configure(c,
+                Boolean.parseBoolean(opts.getOrDefault("all-ack", "false")),
+                Integer.parseInt(opts.getOrDefault("min-in-sync", "1")),
+                Boolean.parseBoolean(opts.getOrDefault("sync-from-last-file", "false")),
+                Boolean.parseBoolean(opts.getOrDefault("async-learner", "false")));
+        }
         c.setBrokerRole(role);
         c.setStorePathRootDir(root);
         c.setStorePathCommitLog(root + "/commitlog");
@@ -73,26 +130,31 @@ public final class Harness {
         c.setFlushIntervalConsumeQueue(100);
         c.setMaxMessageSize(256 * 1024);
         c.setWarmMapedFileEnable(false);
-        if (role == BrokerRole.SYNC_MASTER) {
+        if (role == BrokerRole.SYNC_MASTER || masterRole == BrokerRole.SYNC_MASTER) {
             Compat.replicas(c, 2, 2);
         }
         boolean abort = new java.io.File(root, "abort").exists();
-        DefaultMessageStore store = Compat.open(c, role == BrokerRole.SLAVE ? 1 : 0);
+        DefaultMessageStore store = autoSwitch
+            ? Compat.open(c, brokerId, true)
+            : Compat.open(c, role == BrokerRole.SLAVE ? 1 : 0, false);
         boolean loaded = store.load();
         if (!loaded) {
             emit(obj("event", "started", "load", false, "end", true));
             System.exit(2);
         }
         store.start();
+        if (autoSwitch) {
+            AutoSwitch.init(store, brokerId);
+        }
         if (opts.containsKey("master")) {
             store.updateHaMasterAddress(opts.get("master"));
         }
         Harness h = new Harness(store, c, opts.getOrDefault("topic", "JavaTopic"),
-            Integer.parseInt(opts.getOrDefault("queues", "4")));
+            Integer.parseInt(opts.getOrDefault("queues", "4")), brokerId, masterRole);
         Map<String, Object> started = h.status("started");
         started.put("load", true);
         started.put("abortFileAtLoad", abort);
-        started.put("haService", Compat.HA_SERVICE);
+        started.put("haService", store.getHaService().getClass().getSimpleName());
         started.put("haPort", c.getHaListenPort());
         started.put("end", true);
         emit(started);
@@ -156,6 +218,58 @@ public final class Harness {
                 store.updateHaMasterAddress(w[1]);
                 emit(obj("event", "master", "address", w[1], "end", true));
                 return true;
+            case "changeToMaster": {
+                requireAutoSwitch(w[0]);
+                int epoch = Integer.parseInt(w[1]);
+                BrokerRole before = config.getBrokerRole();
+                config.setBrokerRole(masterRole);
+                boolean ok = AutoSwitch.changeToMaster(store, epoch);
+                if (ok) {
+                    masterBrokerId = brokerId;
+                } else {
+                    config.setBrokerRole(before);
+                }
+                Map<String, Object> r = status("changeToMaster");
+                r.put("ok", ok);
+                r.put("epoch", epoch);
+                r.put("end", true);
+                emit(r);
+                return true;
+            }
+            case "changeToSlave": {
+                requireAutoSwitch(w[0]);
+                String address = w[1];
+                int epoch = Integer.parseInt(w[2]);
+                long master = Long.parseLong(w[3]);
+                BrokerRole before = config.getBrokerRole();
+                config.setBrokerRole(BrokerRole.SLAVE);
+                // Java's changeToSlave takes this broker's own id (it goes into the handshake);
+                // the master's id is what the controller names, kept here for status.
+                boolean ok = AutoSwitch.changeToSlave(store, address, epoch, brokerId);
+                if (ok) {
+                    masterBrokerId = master;
+                } else {
+                    config.setBrokerRole(before);
+                }
+                Map<String, Object> r = status("changeToSlave");
+                r.put("ok", ok);
+                r.put("epoch", epoch);
+                r.put("end", true);
+                emit(r);
+                return true;
+            }
+            case "setSyncStateSet": {
+                requireAutoSwitch(w[0]);
+                java.util.Set<Long> ids = new java.util.HashSet<>();
+                for (int i = 1; i < w.length; i++) {
+                    ids.add(Long.parseLong(w[i]));
+                }
+                AutoSwitch.setSyncStateSet(store, ids);
+                Map<String, Object> r = status("setSyncStateSet");
+                r.put("end", true);
+                emit(r);
+                return true;
+            }
             case "shutdown":
                 return false;
             default:
@@ -215,13 +329,27 @@ public final class Harness {
         }
     }
 
+    private void requireAutoSwitch(String command) {
+        if (brokerId == null) {
+            throw new IllegalStateException(command + " needs --mode autoswitch");
+        }
+    }
+
     private Map<String, Object> status(String event) {
-        return obj("event", event,
+        Map<String, Object> s = obj("event", event,
             "maxPhyOffset", store.getMaxPhyOffset(),
             "minPhyOffset", store.getMinPhyOffset(),
             "confirmOffset", store.getConfirmOffset(),
             "dispatchBehind", store.dispatchBehindBytes(),
             "haConnections", store.getHaService().getConnectionCount().get());
+        if (brokerId != null) {
+            s.put("mode", "autoswitch");
+            s.put("brokerId", brokerId);
+            s.put("role", config.getBrokerRole().name());
+            s.put("masterBrokerId", masterBrokerId);
+            AutoSwitch.status(store, s);
+        }
+        return s;
     }
 
     private static Map<String, Object> message(MessageExt m) {
