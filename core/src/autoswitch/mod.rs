@@ -16,3 +16,9 @@ pub mod frame;
 
 pub use epoch::{Appended, EpochCache, EpochEntry, EpochError, find_consistent_point};
 pub use frame::FrameError;
+
+mod error;
+mod slave;
+
+pub use error::{ApiMisuse, CloseReason, EpochRefusal, PeerError};
+pub use slave::{AutoSwitchSlave, AutoSwitchSlaveConfig, SlaveEvent, SlaveInput, SlaveOutput, SlaveState};
