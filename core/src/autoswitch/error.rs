@@ -78,6 +78,14 @@ pub enum PeerError {
         /// The master's end.
         end: Offset,
     },
+    /// An ack past what this connection has been sent: the slave cannot hold those bytes.
+    #[error("slave acknowledges offset {ack}, beyond the {sent} bytes sent to it")]
+    AckBeyondSent {
+        /// The ack as sent.
+        ack: Offset,
+        /// One past the last byte sent on this connection.
+        sent: Offset,
+    },
     /// An ack below the previous one on the same connection.
     #[error("slave acknowledges offset {ack}, below its previous ack {previous}")]
     AckWentBackwards {

@@ -22,3 +22,10 @@ mod slave;
 
 pub use error::{ApiMisuse, CloseReason, EpochRefusal, PeerError};
 pub use slave::{AutoSwitchSlave, AutoSwitchSlaveConfig, SlaveEvent, SlaveInput, SlaveOutput, SlaveState};
+mod master;
+pub mod sync_state;
+
+pub use master::{
+    AutoSwitchMaster, AutoSwitchMasterConfig, MasterEvent, MasterInput, MasterOutput, MasterStart, SlaveInfo,
+};
+pub use sync_state::{BrokerId, SyncPolicy, SyncStateSet};
