@@ -1,0 +1,179 @@
+//! An AutoSwitch master and slaves driven against each other in memory: a failover with a
+//! divergent tail, epochs carried across, and an empty broker joining later.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use bytes::Bytes;
+use common::Clock;
+use logship_core::autoswitch::*;
+use logship_core::{ConnId, LogBounds};
+
+/// A broker's log in memory: bytes from offset 0.
+#[derive(Default)]
+struct Node {
+    data: Vec<u8>,
+    epochs: Vec<EpochEntry>,
+    confirm: Option<u64>,
+    truncations: Vec<u64>,
+}
+
+impl Node {
+    fn write(&mut self, len: usize, seed: u8) {
+        let at = self.data.len();
+        self.data.extend((0..len).map(|i| seed.wrapping_add((at + i) as u8)));
+    }
+}
+
+fn master(node: &Node, id: i64, members: &[i64], at: Instant) -> AutoSwitchMaster {
+    let config = AutoSwitchMasterConfig { broker_id: id, transfer_batch_size: 64, ..Default::default() };
+    let start = MasterStart {
+        log: LogBounds { min: 0, max: node.data.len() as u64 },
+        epochs: EpochCache::from_entries(node.epochs.iter().copied()).unwrap(),
+        sync_state_set: members.iter().copied().collect::<BTreeSet<_>>(),
+        sync_state_set_epoch: 1,
+        confirm_offset: 0,
+    };
+    AutoSwitchMaster::new(config, at, start).unwrap()
+}
+
+fn slave(node: &Node, id: i64, at: Instant) -> AutoSwitchSlave {
+    let config = AutoSwitchSlaveConfig { broker_id: id, ..Default::default() };
+    let epochs = EpochCache::from_entries(node.epochs.iter().copied()).unwrap();
+    AutoSwitchSlave::new(config, at, node.data.len() as u64, epochs).unwrap()
+}
+
+/// Shuttles outputs between `m` (over `mlog`) and each slave until all are idle.
+fn run(
+    at: Instant,
+    m: &mut AutoSwitchMaster,
+    mlog: &Node,
+    slaves: &mut [(&mut AutoSwitchSlave, &mut Node, ConnId)],
+) {
+    loop {
+        let mut progress = false;
+        for (s, log, conn) in slaves.iter_mut() {
+            loop {
+                match s.poll_output() {
+                    SlaveOutput::Timeout(_) => break,
+                    SlaveOutput::Connect => {
+                        s.handle_input(at, SlaveInput::Connected).unwrap();
+                        m.handle_input(at, MasterInput::Accepted { conn: *conn }).unwrap();
+                    }
+                    SlaveOutput::Transmit(frame) => {
+                        m.handle_input(
+                            at,
+                            MasterInput::Received { conn: *conn, data: Bytes::from(frame.encode()) },
+                        )
+                        .unwrap();
+                        progress = true;
+                    }
+                    SlaveOutput::Truncate { offset, epochs } => {
+                        log.data.truncate(offset as usize);
+                        log.epochs = epochs;
+                        log.truncations.push(offset);
+                        s.handle_input(at, SlaveInput::Truncated { end: offset }).unwrap();
+                    }
+                    SlaveOutput::StoreEpochs(e) => log.epochs = e,
+                    SlaveOutput::Append { offset, data } => {
+                        assert_eq!(offset, log.data.len() as u64, "appends continue the log");
+                        log.data.extend_from_slice(&data);
+                        s.handle_input(at, SlaveInput::Appended { end: log.data.len() as u64 }).unwrap();
+                    }
+                    SlaveOutput::ConfirmOffset(c) => {
+                        assert!(c <= log.data.len() as u64, "confirmOffset never exceeds the local end");
+                        log.confirm = Some(c);
+                    }
+                    SlaveOutput::Close(reason) => panic!("slave closed: {reason:?}"),
+                    SlaveOutput::Event(_) => {}
+                }
+            }
+        }
+        loop {
+            match m.poll_output() {
+                MasterOutput::Timeout(_) => break,
+                MasterOutput::Transmit { conn, header, body } => {
+                    let mut wire = header.to_vec();
+                    if let Some(span) = body {
+                        wire.extend_from_slice(&mlog.data[span.offset as usize..span.end() as usize]);
+                    }
+                    let (s, _, _) = slaves.iter_mut().find(|x| x.2 == conn).expect("known conn");
+                    s.handle_input(at, SlaveInput::Received(Bytes::from(wire))).unwrap();
+                    m.handle_input(at, MasterInput::Sent { conn }).unwrap();
+                    progress = true;
+                }
+                MasterOutput::Close { reason, .. } => panic!("master closed a slave: {reason:?}"),
+                MasterOutput::Event(MasterEvent::SyncStateSetChange { proposed }) => {
+                    // The coordinator accepts every proposal at once.
+                    m.handle_input(at, MasterInput::SyncStateSetApplied { set: proposed, epoch: 2 }).unwrap();
+                }
+                _ => {}
+            }
+        }
+        if !progress {
+            break;
+        }
+    }
+}
+
+#[test]
+fn old_master_rejoins_truncates_its_divergent_tail_and_ends_identical() {
+    let clock = Clock::new();
+    let t = clock.at(0);
+    // A is master at epoch 1 and writes 200 bytes, which B replicates.
+    let mut a = Node { epochs: vec![EpochEntry { epoch: 1, start_offset: 0 }], ..Default::default() };
+    a.write(200, 1);
+    let mut b = Node::default();
+    let mut ma = master(&a, 1, &[1], t);
+    let mut sb = slave(&b, 2, t);
+    run(t, &mut ma, &a, &mut [(&mut sb, &mut b, ConnId(1))]);
+    assert_eq!(b.data, a.data);
+    assert_eq!(b.epochs, a.epochs);
+    // A writes 100 more that B never gets, then fails.
+    a.write(100, 1);
+    // B becomes master at epoch 2 and writes other bytes.
+    b.epochs.push(EpochEntry { epoch: 2, start_offset: 200 });
+    b.write(150, 9);
+    let mut mb = master(&b, 2, &[2], t);
+    // A rejoins as a slave.
+    let mut sa = slave(&a, 1, t);
+    run(t, &mut mb, &b, &mut [(&mut sa, &mut a, ConnId(7))]);
+    assert_eq!(a.truncations, [200], "cut at the end of the last shared epoch");
+    assert_eq!(a.data, b.data, "byte-identical with the new master");
+    assert_eq!(a.epochs, b.epochs, "both epochs carried across");
+    assert_eq!(a.confirm, Some(350));
+    assert_eq!(mb.confirm_offset(), 350);
+    assert!(mb.sync_state_set().applied.contains(&1), "the rejoined broker is back in the set");
+
+    // A third broker joins empty and gets the whole log with both epochs.
+    let mut c = Node::default();
+    let mut sc = slave(&c, 3, t);
+    run(t, &mut mb, &b, &mut [(&mut sa, &mut a, ConnId(7)), (&mut sc, &mut c, ConnId(8))]);
+    assert!(c.truncations.is_empty());
+    assert_eq!(c.data, b.data);
+    assert_eq!(c.epochs, b.epochs);
+}
+
+#[test]
+fn slave_already_on_the_consistent_point_is_not_truncated() {
+    let clock = Clock::new();
+    let t = clock.at(0);
+    let mut m = Node {
+        epochs: vec![EpochEntry { epoch: 1, start_offset: 0 }, EpochEntry { epoch: 3, start_offset: 100 }],
+        ..Default::default()
+    };
+    m.write(300, 4);
+    let mut s = Node {
+        data: m.data[..100].to_vec(),
+        epochs: vec![EpochEntry { epoch: 1, start_offset: 0 }],
+        ..Default::default()
+    };
+    let mut mm = master(&m, 1, &[1], t);
+    let mut ss = slave(&s, 2, t);
+    run(t, &mut mm, &m, &mut [(&mut ss, &mut s, ConnId(1))]);
+    assert!(s.truncations.is_empty());
+    assert_eq!(s.data, m.data);
+    assert_eq!(s.epochs, m.epochs);
+}
