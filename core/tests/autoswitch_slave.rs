@@ -280,3 +280,20 @@ fn store_failure_closes_and_reconnects_from_the_stored_end() {
     s.handle_input(next, SlaveInput::Received(reply(200, &[(1, 0)]))).unwrap();
     assert_eq!(acks(&drain(&mut s).0), [100]);
 }
+
+#[test]
+fn truncation_answered_after_the_connection_closed_still_counts_and_gates_reconnect() {
+    let clock = Clock::new();
+    let mut s = connected(&clock, 700, cache(&[(1, 0), (2, 300)]));
+    s.handle_input(clock.at(1), SlaveInput::Received(reply(900, &[(1, 0), (2, 300), (3, 450)]))).unwrap();
+    let _ = drain(&mut s);
+    s.handle_input(clock.at(2), SlaveInput::Closed).unwrap();
+    let (out, _) = drain(&mut s);
+    assert!(!out.contains(&SlaveOutput::Connect));
+    s.handle_timeout(clock.at(60_000));
+    assert!(!drain(&mut s).0.contains(&SlaveOutput::Connect), "no new stream while the truncation is out");
+    s.handle_input(clock.at(60_001), SlaveInput::Truncated { end: 450 }).unwrap();
+    assert_eq!(s.end(), 450);
+    assert_eq!(s.epochs(), &cache(&[(1, 0), (2, 300)]));
+    assert!(drain(&mut s).0.contains(&SlaveOutput::Connect));
+}

@@ -18,6 +18,8 @@ pub use epoch::{Appended, EpochCache, EpochEntry, EpochError, find_consistent_po
 pub use frame::FrameError;
 
 mod error;
+#[doc(hidden)]
+pub mod fuzzing;
 mod slave;
 
 pub use error::{ApiMisuse, CloseReason, EpochRefusal, PeerError};

@@ -83,7 +83,8 @@ pub enum SlaveInput {
     Received(Bytes),
     /// The connection failed or ended. Not for connections the core closed.
     Closed,
-    /// The truncation asked for by `Truncate` is done: the log ends at `end` (the point).
+    /// The truncation asked for by `Truncate` is done: the log ends at `end` (the point). It
+    /// may come after the connection closed: the slave does not reconnect before it does.
     Truncated {
         /// The log's end after truncating.
         end: Offset,
@@ -225,6 +226,8 @@ pub struct AutoSwitchSlave {
     requested: Offset,
     /// `Append`s not yet answered.
     unanswered: u64,
+    /// The point of a `Truncate` not yet answered; it outlives the connection that asked.
+    truncation: Option<Offset>,
     /// The master's confirmOffset as last received.
     master_confirm: Option<Offset>,
     /// The confirmOffset last emitted.
@@ -250,6 +253,7 @@ impl AutoSwitchSlave {
             end,
             requested: end,
             unanswered: 0,
+            truncation: None,
             master_confirm: None,
             confirm: None,
             queue: VecDeque::new(),
@@ -333,17 +337,18 @@ impl AutoSwitchSlave {
                 }
             }
             SlaveInput::Truncated { end } => {
+                self.truncation = None;
                 self.end = end;
                 self.requested = end;
                 self.epochs.truncate_from(end);
                 self.update_confirm();
+                info!(end, "truncated to the consistent point");
                 if let State::Connected(c) = &mut self.state {
-                    info!(end, "truncated to the consistent point");
-                    let Phase::Truncating { master, .. } = std::mem::replace(&mut c.phase, Phase::Handshake)
-                    else {
-                        unreachable!("check() saw a pending truncation")
-                    };
-                    c.phase = Phase::Transfer { master, reported: None };
+                    if let Phase::Truncating { master, .. } =
+                        std::mem::replace(&mut c.phase, Phase::Handshake)
+                    {
+                        c.phase = Phase::Transfer { master, reported: None };
+                    }
                 }
                 if let Err(error) = self.drain_frames() {
                     self.close(CloseReason::Peer(error));
@@ -356,6 +361,11 @@ impl AutoSwitchSlave {
             }
             SlaveInput::StoreFailed { end } => {
                 warn!(end, "store failed");
+                if self.truncation.take().is_some() && end < self.end {
+                    // A truncation stopped part way: epochs that lost every byte go; an empty
+                    // epoch starting at the new end stays.
+                    self.epochs.truncate_from(end + 1);
+                }
                 self.unanswered = 0;
                 self.end = end;
                 self.requested = end;
@@ -367,13 +377,7 @@ impl AutoSwitchSlave {
     }
 
     fn check(&self, input: &SlaveInput) -> Result<(), ApiMisuse> {
-        let pending = match &self.state {
-            State::Connected(c) => match c.phase {
-                Phase::Truncating { point, .. } => Some(point),
-                _ => None,
-            },
-            _ => None,
-        };
+        let pending = self.truncation;
         match *input {
             SlaveInput::Connected if !matches!(self.state, State::Connecting) => {
                 Err(ApiMisuse::UnexpectedConnected)
@@ -425,7 +429,7 @@ impl AutoSwitchSlave {
             return out;
         }
         let end = self.end;
-        let settled = self.unanswered == 0;
+        let settled = self.unanswered == 0 && self.truncation.is_none();
         let heartbeat = self.config.heartbeat_interval;
         let now = self.now;
         match &mut self.state {
@@ -461,7 +465,7 @@ impl AutoSwitchSlave {
 
     fn next_timeout(&self) -> Instant {
         match &self.state {
-            State::Disconnected { retry_at } if self.unanswered > 0 => {
+            State::Disconnected { retry_at } if self.unanswered > 0 || self.truncation.is_some() => {
                 (*retry_at).max(self.now + IDLE_TIMEOUT)
             }
             State::Disconnected { retry_at } => *retry_at,
@@ -547,6 +551,7 @@ impl AutoSwitchSlave {
                 let mut kept = self.epochs.clone();
                 kept.truncate_from(p);
                 c.phase = Phase::Truncating { point: p, master };
+                self.truncation = Some(p);
                 self.queue.push_back(SlaveOutput::Truncate { offset: p, epochs: kept.entries().collect() });
             }
             _ => c.phase = Phase::Transfer { master, reported: None },
