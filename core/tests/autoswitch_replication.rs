@@ -10,6 +10,7 @@ use bytes::Bytes;
 use common::Clock;
 use logship_core::autoswitch::*;
 use logship_core::{ConnId, LogBounds};
+use proptest::prelude::*;
 
 /// A broker's log in memory: bytes from offset 0.
 #[derive(Default)]
@@ -176,4 +177,58 @@ fn slave_already_on_the_consistent_point_is_not_truncated() {
     assert!(s.truncations.is_empty());
     assert_eq!(s.data, m.data);
     assert_eq!(s.epochs, m.epochs);
+}
+
+#[test]
+fn old_master_whose_epoch_the_new_master_holds_empty_cuts_everything() {
+    // A wrote 0..120 in epoch 1 and nobody got it; B, empty, becomes master at epoch 2 from 0.
+    let clock = Clock::new();
+    let t = clock.at(0);
+    let mut a = Node { epochs: vec![EpochEntry { epoch: 1, start_offset: 0 }], ..Default::default() };
+    a.write(120, 1);
+    let mut epochs = EpochCache::from_entries([EpochEntry { epoch: 1, start_offset: 0 }]).unwrap();
+    assert_eq!(
+        epochs.append(2, 0),
+        Ok(Appended::PreviousEmpty { previous: EpochEntry { epoch: 1, start_offset: 0 } })
+    );
+    let mut b = Node { epochs: epochs.entries().collect(), ..Default::default() };
+    b.write(80, 9);
+    let mut mb = master(&b, 2, &[2], t);
+    let mut sa = slave(&a, 1, t);
+    run(t, &mut mb, &b, &mut [(&mut sa, &mut a, ConnId(1))]);
+    assert_eq!(a.truncations, [0]);
+    assert_eq!(a.data, b.data);
+    assert_eq!(a.epochs, b.epochs);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Any shared prefix, divergent tail and new-master writes: the old master truncates to
+    /// the end of the shared epoch, ends identical, and holds the new master's epochs.
+    #[test]
+    fn failover_with_any_divergence_converges(shared in 0usize..400, lost in 0usize..300, new in 0usize..300) {
+        let clock = Clock::new();
+        let t = clock.at(0);
+        let mut a = Node { epochs: vec![EpochEntry { epoch: 1, start_offset: 0 }], ..Default::default() };
+        a.write(shared, 1);
+        let mut b = Node { data: a.data.clone(), epochs: a.epochs.clone(), ..Default::default() };
+        a.write(lost, 1);
+        // changeToMaster: epoch 2 starts at B's end (epoch 1 stays, empty, if B holds nothing).
+        let mut epochs = EpochCache::from_entries(b.epochs.iter().copied()).unwrap();
+        epochs.append(2, shared as u64).unwrap();
+        b.epochs = epochs.entries().collect();
+        b.write(new, 9);
+        let mut mb = master(&b, 2, &[2], t);
+        let mut sa = slave(&a, 1, t);
+        run(t, &mut mb, &b, &mut [(&mut sa, &mut a, ConnId(1))]);
+        // With nothing shared, B's epoch 1 is empty but kept, so A still finds it and cuts
+        // everything (Java drops the empty epoch and would keep A's bytes as if shared).
+        let expected: Vec<u64> = if lost > 0 { vec![shared as u64] } else { vec![] };
+        prop_assert_eq!(&a.truncations, &expected);
+        prop_assert_eq!(&a.data, &b.data);
+        if new > 0 {
+            prop_assert_eq!(&a.epochs, &b.epochs);
+        }
+    }
 }

@@ -5,10 +5,13 @@
 //! caller passes in wherever an end matters.
 //!
 //! **Empty epochs.** Java's `appendEntry` silently drops an epoch whose start equals the
-//! previous one's (an epoch that wrote nothing), so a broker can become master at epoch 8 and
-//! still record epoch 7 as its last. Here an epoch with no data still counts: appending it
-//! *replaces* the empty previous entry (the later epoch wins the same start) and says so with
-//! [`Appended::ReplacedEmpty`], so the last epoch is always the one appended last.
+//! previous one's (the previous epoch wrote nothing), so a broker can become master at epoch 8
+//! and still record epoch 7 as its last, and a slave then compares the wrong epochs. Here an
+//! epoch with no data still counts: both entries are kept, the earlier one covering the empty
+//! range `[s, s)`, and [`Appended::PreviousEmpty`] says so. The later epoch wins the shared
+//! start: it is the one that holds the bytes from `s` on, and the last epoch is always the one
+//! appended last. Keeping the empty entry matters: a peer that wrote data in that epoch finds
+//! it and truncates to `s`, where dropping it would leave no shared epoch at all.
 
 use super::frame::MAX_HANDSHAKE_EPOCHS;
 use crate::log::Offset;
@@ -44,16 +47,6 @@ pub enum EpochError {
         /// The previous epoch's start.
         previous_start: Offset,
     },
-    /// Two entries of a list share a start offset (a list must hold at most one epoch per start).
-    #[error("epochs {previous} and {epoch} both start at {start}")]
-    SameStart {
-        /// The earlier epoch.
-        previous: i32,
-        /// The later epoch.
-        epoch: i32,
-        /// The shared start.
-        start: Offset,
-    },
     /// An epoch number is negative.
     #[error("epoch {epoch} is negative")]
     NegativeEpoch {
@@ -67,16 +60,16 @@ pub enum EpochError {
 pub enum Appended {
     /// A new entry was added.
     Added,
-    /// The previous last epoch had no data (it started where the new one does) and was
-    /// replaced by the new one.
-    ReplacedEmpty {
-        /// The epoch replaced.
+    /// A new entry was added at the previous last epoch's start: that epoch holds no data.
+    /// Both are kept; the new one holds the bytes from the shared start on.
+    PreviousEmpty {
+        /// The epoch left empty.
         previous: EpochEntry,
     },
 }
 
-/// The epoch entries of one log, oldest first: epochs strictly increase, starts strictly
-/// increase.
+/// The epoch entries of one log, oldest first: epochs strictly increase, starts never
+/// decrease (an entry sharing its start with the next one holds no data).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct EpochCache {
     entries: Vec<EpochEntry>,
@@ -88,8 +81,9 @@ impl EpochCache {
         Self::default()
     }
 
-    /// A cache holding `entries`, which must be oldest first with strictly increasing epochs
-    /// and starts, and no negative epoch (what the store reads back from its epoch file).
+    /// A cache holding `entries`, which must be oldest first with strictly increasing epochs,
+    /// non-decreasing starts and no negative epoch (what the store reads back from its epoch
+    /// file, or a master sends in its handshake).
     pub fn from_entries(entries: impl IntoIterator<Item = EpochEntry>) -> Result<Self, EpochError> {
         let mut cache = Self::new();
         for e in entries {
@@ -99,13 +93,6 @@ impl EpochCache {
             if let Some(last) = cache.last() {
                 if e.epoch <= last.epoch {
                     return Err(EpochError::EpochNotIncreasing { epoch: e.epoch, last: last.epoch });
-                }
-                if e.start_offset == last.start_offset {
-                    return Err(EpochError::SameStart {
-                        previous: last.epoch,
-                        epoch: e.epoch,
-                        start: e.start_offset,
-                    });
                 }
                 if e.start_offset < last.start_offset {
                     return Err(EpochError::StartWentBackwards {
@@ -172,7 +159,7 @@ impl EpochCache {
     }
 
     /// Records that `epoch` starts writing at `start`. The epoch must be above the last one and
-    /// start at or after it; an equal start replaces the (empty) last epoch.
+    /// start at or after it; an equal start leaves the last epoch empty and keeps it.
     pub fn append(&mut self, epoch: i32, start: Offset) -> Result<Appended, EpochError> {
         if epoch < 0 {
             return Err(EpochError::NegativeEpoch { epoch });
@@ -188,11 +175,10 @@ impl EpochCache {
         if start < last.start_offset {
             return Err(EpochError::StartWentBackwards { epoch, start, previous_start: last.start_offset });
         }
-        if start == last.start_offset {
-            *self.entries.last_mut().expect("checked above") = entry;
-            return Ok(Appended::ReplacedEmpty { previous: last });
-        }
         self.entries.push(entry);
+        if start == last.start_offset {
+            return Ok(Appended::PreviousEmpty { previous: last });
+        }
         Ok(Appended::Added)
     }
 
@@ -296,17 +282,27 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_epoch_is_replaced_by_the_next_one_not_dropped_silently() {
+    fn an_empty_epoch_is_kept_and_the_next_one_recorded_not_dropped_silently() {
         // Java's appendEntry returns false for (8, 7000) after (7, 7000) and keeps 7 as last.
         let mut c = cache(&[(7, 7000)]);
         assert_eq!(
             c.append(8, 7000),
-            Ok(Appended::ReplacedEmpty { previous: EpochEntry { epoch: 7, start_offset: 7000 } })
+            Ok(Appended::PreviousEmpty { previous: EpochEntry { epoch: 7, start_offset: 7000 } })
         );
         assert_eq!(c.last_epoch(), 8);
-        assert_eq!(c, cache(&[(8, 7000)]));
+        assert_eq!(c, cache(&[(7, 7000), (8, 7000)]));
+        assert_eq!(c.end_of(7, 9000), Some(7000), "the empty epoch covers nothing");
+        assert_eq!(c.find_by_offset(7000, 9000).map(|e| e.epoch), Some(8), "the later epoch wins the start");
         assert_eq!(c.append(9, 9000), Ok(Appended::Added));
         assert_eq!(c.last_epoch(), 9);
+    }
+
+    #[test]
+    fn empty_epoch_kept_lets_a_peer_that_wrote_in_it_truncate_to_its_start() {
+        // A wrote 0..300 in epoch 1; B held nothing of it and became master at epoch 2 from 0.
+        let local = cache(&[(1, 0)]);
+        let master = cache(&[(1, 0), (2, 0)]);
+        assert_eq!(find_consistent_point(&local, 300, &master, 500), Some(0));
     }
 
     #[test]
@@ -316,10 +312,7 @@ mod tests {
             EpochCache::from_entries([e(2, 0), e(1, 10)]),
             Err(EpochError::EpochNotIncreasing { epoch: 1, last: 2 })
         );
-        assert_eq!(
-            EpochCache::from_entries([e(1, 10), e(2, 10)]),
-            Err(EpochError::SameStart { previous: 1, epoch: 2, start: 10 })
-        );
+        assert!(EpochCache::from_entries([e(1, 10), e(2, 10)]).is_ok(), "an empty epoch is a valid entry");
         assert_eq!(
             EpochCache::from_entries([e(1, 10), e(2, 5)]),
             Err(EpochError::StartWentBackwards { epoch: 2, start: 5, previous_start: 10 })

@@ -820,7 +820,12 @@ impl AutoSwitchMaster {
             .last()
             .or_else(|| self.epochs.entries().next())
             .unwrap_or(EpochEntry { epoch: 0, start_offset: 0 });
-        let end = self.epochs.next_after(entry.epoch).map(|n| n.start_offset).filter(|&s| s > offset);
+        // Bytes before the first epoch (a store upgraded from classic mode) stop at its start.
+        let end = if offset < entry.start_offset {
+            Some(entry.start_offset)
+        } else {
+            self.epochs.next_after(entry.epoch).map(|n| n.start_offset)
+        };
         (entry, end)
     }
 

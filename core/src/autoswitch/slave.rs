@@ -603,27 +603,18 @@ impl AutoSwitchSlave {
                     .map_err(|e| refused(EpochRefusal::Cache(e)))?;
             }
         }
-        // Record, oldest first, every master epoch that holds bytes of this frame and is newer
-        // than the local last: a Java master tags the last chunk of an epoch with the next
-        // epoch, and a fresh slave must not lose the epoch those bytes belong to.
+        // Mirror, oldest first, the master's epochs up to this frame's that start by its end
+        // and are newer than the local last. A Java master tags the last chunk of an epoch
+        // with the next epoch, so a fresh slave must take the epoch those bytes belong to from
+        // the handshake list; empty epochs are mirrored too.
         let frame_end = offset + body.len() as u64;
         let mut changed = Vec::new();
         for e in master.entries() {
-            let e_end = master.next_after(e.epoch).map_or(u64::MAX, |n| n.start_offset);
-            let holds_bytes = e.start_offset < frame_end && e_end > offset;
-            let tagged = e.epoch == header.epoch && e.start_offset <= frame_end;
-            if (holds_bytes || tagged) && e.epoch > self.epochs.last_epoch() {
-                if let Some(recorded) = self.epochs.get(e.epoch) {
-                    if recorded.start_offset != e.start_offset {
-                        return Err(refused(EpochRefusal::StartDiffers { recorded: recorded.start_offset }));
-                    }
-                    continue;
-                }
-                self.epochs
-                    .append(e.epoch, e.start_offset)
-                    .map_err(|err| refused(EpochRefusal::Cache(err)))?;
-                changed.push(e);
+            if e.epoch > header.epoch || e.start_offset > frame_end || e.epoch <= self.epochs.last_epoch() {
+                continue;
             }
+            self.epochs.append(e.epoch, e.start_offset).map_err(|err| refused(EpochRefusal::Cache(err)))?;
+            changed.push(e);
         }
         if let Some(recorded) = self.epochs.get(header.epoch) {
             if recorded.start_offset != header.epoch_start {
