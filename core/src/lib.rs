@@ -27,13 +27,13 @@
 //! spawns nothing. The adapters (`logship-runtime-tokio`, `logship-runtime-smol`) supply only
 //! sockets, timers, channels and tasks.
 //!
+//! - `sim` (feature `sim`): a deterministic simulator of a master and its slaves under seeded
+//!   faults, checking the protocol's invariants after every step.
+//!
 //! **AutoSwitch** ([`autoswitch`]): RocketMQ 5's controller-mode protocol, a second protocol
 //! beside the classic one with the same run-loop contract: frames A–D, the epoch cache and
 //! `findConsistentPoint`, and master and slave machines that carry epochs, ask the driver to
 //! truncate a divergent tail before streaming, and track confirmOffset and the sync-state-set.
-//!
-//! - `sim` (feature `sim`): a deterministic simulator of a master and its slaves under seeded
-//!   faults, checking the protocol's invariants after every step.
 //!
 //! ## The run-loop contract
 //!
