@@ -442,3 +442,31 @@ fn silent_connection_is_closed_after_housekeeping() {
     m.handle_timeout(clock.at(20_000));
     assert!(closes(&drain(&mut m).0).contains(&(ConnId(1), CloseReason::HousekeepingTimeout)));
 }
+
+#[test]
+fn connection_without_a_handshake_is_closed_after_the_handshake_timeout() {
+    let clock = Clock::new();
+    let mut m = master_with(config(), &clock, 100, &[(1, 0)], &[1]);
+    m.handle_input(clock.at(0), MasterInput::Accepted { conn: ConnId(1) }).unwrap();
+    // Twelve of sixteen bytes: not a handshake, and not progress.
+    m.handle_input(
+        clock.at(1),
+        MasterInput::Received { conn: ConnId(1), data: handshake(2, false).slice(..12) },
+    )
+    .unwrap();
+    let (_, next) = drain(&mut m);
+    assert_eq!(next, clock.at(0) + Duration::from_secs(10));
+    m.handle_timeout(next);
+    assert_eq!(closes(&drain(&mut m).0), [(ConnId(1), CloseReason::HandshakeTimeout)]);
+}
+
+#[test]
+fn slave_info_reports_lag_and_whether_it_counts() {
+    let clock = Clock::new();
+    let mut m = master_with(config(), &clock, 100, &[(1, 0)], &[1]);
+    let out = join(&mut m, clock.at(0), 1, 2, 40);
+    sent_all(&mut m, clock.at(0), &out);
+    let info = m.slaves().next().unwrap();
+    assert_eq!((info.ack, info.lag_bytes, info.counted), (Some(40), 60, true));
+    assert_eq!(info.handshake.map(|h| h.broker_id), Some(2));
+}

@@ -142,6 +142,8 @@ pub enum CloseReason {
     Peer(PeerError),
     /// Nothing complete was read for `housekeeping_interval`.
     HousekeepingTimeout,
+    /// No complete handshake arrived within `handshake_timeout` (master).
+    HandshakeTimeout,
     /// The local store failed to append, truncate or persist epochs (slave).
     StoreFailed,
     /// Another live connection already holds this broker id (master).
@@ -158,6 +160,7 @@ impl std::fmt::Display for CloseReason {
         match self {
             Self::Peer(e) => write!(f, "{e}"),
             Self::HousekeepingTimeout => f.write_str("nothing read within the housekeeping interval"),
+            Self::HandshakeTimeout => f.write_str("no handshake within the handshake timeout"),
             Self::StoreFailed => f.write_str("the local store failed"),
             Self::DuplicateBrokerId { broker_id } => {
                 write!(f, "broker id {broker_id} is already connected")

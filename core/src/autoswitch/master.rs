@@ -261,6 +261,12 @@ pub struct SlaveInfo {
     pub sent: Offset,
     /// Whether its acks count (past the handshake, not a learner, not a duplicate id).
     pub counted: bool,
+    /// Bytes it lacks: the master's end minus its ack (the whole log before an ack).
+    pub lag_bytes: u64,
+    /// How long since its ack last covered the master's end (zero when caught up).
+    pub lag: Duration,
+    /// How long since the last complete frame from it.
+    pub silent_for: Duration,
 }
 
 #[derive(Debug)]
@@ -378,7 +384,19 @@ impl AutoSwitchMaster {
                 Phase::Transfer { ack, next, .. } => (Some(ack), next),
                 _ => (None, 0),
             };
-            SlaveInfo { conn, handshake: c.request(), ack, sent, counted: c.member_ack().is_some() }
+            let caught_up = ack.is_some_and(|a| a >= self.log.max);
+            let since =
+                c.request().and_then(|r| self.caught_up.get(&r.broker_id)).copied().unwrap_or(c.accepted_at);
+            SlaveInfo {
+                conn,
+                handshake: c.request(),
+                ack,
+                sent,
+                counted: c.member_ack().is_some(),
+                lag_bytes: self.log.max.saturating_sub(ack.unwrap_or(0)),
+                lag: if caught_up { Duration::ZERO } else { self.now.saturating_duration_since(since) },
+                silent_for: self.now.saturating_duration_since(c.last_read),
+            }
         })
     }
 
@@ -527,12 +545,17 @@ impl AutoSwitchMaster {
         let expired: Vec<(ConnId, CloseReason)> = self
             .conns
             .iter()
-            .filter(|(_, c)| {
-                (matches!(c.phase, Phase::AwaitingHandshake)
-                    && now.saturating_duration_since(c.accepted_at) >= config.handshake_timeout)
-                    || now.saturating_duration_since(c.last_read) >= config.housekeeping_interval
+            .filter_map(|(&id, c)| {
+                if matches!(c.phase, Phase::AwaitingHandshake)
+                    && now.saturating_duration_since(c.accepted_at) >= config.handshake_timeout
+                {
+                    Some((id, CloseReason::HandshakeTimeout))
+                } else if now.saturating_duration_since(c.last_read) >= config.housekeeping_interval {
+                    Some((id, CloseReason::HousekeepingTimeout))
+                } else {
+                    None
+                }
             })
-            .map(|(&id, _)| (id, CloseReason::HousekeepingTimeout))
             .collect();
         for (conn, reason) in expired {
             self.close(conn, reason);

@@ -288,6 +288,11 @@ impl AutoSwitchSlave {
         self.end
     }
 
+    /// The point of a `Truncate` the driver has not answered yet.
+    pub fn pending_truncation(&self) -> Option<Offset> {
+        self.truncation
+    }
+
     /// The confirmOffset: `min(master's confirmOffset, local end)`; `None` before a master
     /// has sent one.
     pub fn confirm_offset(&self) -> Option<Offset> {
