@@ -297,3 +297,27 @@ fn truncation_answered_after_the_connection_closed_still_counts_and_gates_reconn
     assert_eq!(s.epochs(), &cache(&[(1, 0), (2, 300)]));
     assert!(drain(&mut s).0.contains(&SlaveOutput::Connect));
 }
+
+#[test]
+fn local_epochs_without_data_do_not_brick_the_slave() {
+    // A broker became master at epoch 5 at offset 300, wrote nothing, and was demoted; the
+    // new master never heard of epoch 5.
+    let clock = Clock::new();
+    let mut s = connected(&clock, 300, cache(&[(5, 300)]));
+    s.handle_input(clock.at(1), SlaveInput::Received(reply(900, &[(1, 0), (6, 300)]))).unwrap();
+    let (out, _) = drain(&mut s);
+    assert!(peer_errors(&out).is_empty(), "{out:?}");
+    assert!(out.contains(&SlaveOutput::StoreEpochs(vec![])));
+    assert_eq!(acks(&out), [300]);
+}
+
+#[test]
+fn max_unstored_must_hold_a_whole_transfer_frame_or_handshake_reply() {
+    let clock = Clock::new();
+    let small = AutoSwitchSlaveConfig { max_frame_body: 1000, max_unstored: 1020, ..config() };
+    assert!(AutoSwitchSlave::new(small, clock.at(0), 0, EpochCache::new()).is_err());
+    let ok = AutoSwitchSlaveConfig { max_frame_body: 1000, max_unstored: 12_020, ..config() };
+    assert!(AutoSwitchSlave::new(ok, clock.at(0), 0, EpochCache::new()).is_ok());
+    let short = AutoSwitchSlaveConfig { max_frame_body: 100, max_unstored: 12_019, ..config() };
+    assert!(AutoSwitchSlave::new(short, clock.at(0), 0, EpochCache::new()).is_err());
+}

@@ -301,7 +301,7 @@ pub fn slave_session(origin: Instant, data: &[u8]) {
         housekeeping_interval: Duration::from_millis(200),
         reconnect_interval: Duration::from_millis(100),
         max_frame_body: 256,
-        max_unstored: 4096,
+        max_unstored: 16_384,
         ..Default::default()
     };
     let mut end = if b & 1 == 0 { 0 } else { u64::from(u.u16() % 1000) };

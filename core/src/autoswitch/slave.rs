@@ -9,7 +9,10 @@ use tracing::{debug, info, trace, warn};
 
 use super::epoch::{EpochCache, EpochEntry, find_consistent_point};
 use super::error::{ApiMisuse, CloseReason, EpochRefusal, PeerError};
-use super::frame::{HandshakeRequest, MasterFrame, MasterFrameDecoder, SlaveFrame, TransferHeader};
+use super::frame::{
+    EPOCH_ENTRY_LEN, HANDSHAKE_REPLY_HEADER_LEN, HandshakeRequest, MAX_HANDSHAKE_EPOCHS, MasterFrame,
+    MasterFrameDecoder, SlaveFrame, TRANSFER_HEADER_LEN, TransferHeader,
+};
 use crate::config::{
     CoreConfigError, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HOUSEKEEPING_INTERVAL, DEFAULT_MAX_FIRST_OFFSET,
     DEFAULT_MAX_UNSTORED, DEFAULT_RECONNECT_INTERVAL,
@@ -66,11 +69,22 @@ impl AutoSwitchSlaveConfig {
             housekeeping_interval: self.housekeeping_interval,
             reconnect_interval: self.reconnect_interval,
             max_frame_body: self.max_frame_body,
-            max_unstored: self.max_unstored.saturating_add(24),
+            max_unstored: u64::MAX,
             max_first_offset: self.max_first_offset,
             ..Default::default()
         }
-        .validate()
+        .validate()?;
+        // A whole transfer frame, or the largest handshake reply, must fit in what is read.
+        let frame = (u64::from(self.max_frame_body) + TRANSFER_HEADER_LEN as u64)
+            .max((HANDSHAKE_REPLY_HEADER_LEN + EPOCH_ENTRY_LEN * MAX_HANDSHAKE_EPOCHS) as u64);
+        if self.max_unstored < frame {
+            return Err(CoreConfigError::Invalid {
+                field: "max_unstored",
+                value: format!("{:?}", self.max_unstored),
+                reason: "must hold a whole frame (max_frame_body + 36, and at least 12020 for 1000 epochs)",
+            });
+        }
+        Ok(())
     }
 }
 
@@ -533,8 +547,19 @@ impl AutoSwitchSlave {
         master_max: Offset,
         master_last: i32,
     ) -> Result<(), PeerError> {
+        let first_start = self.epochs.entries().next().map(|e| e.start_offset);
         let point = if self.epochs.is_empty() {
             // Java: a store without epochs (new, or upgraded from classic mode) is not checked.
+            None
+        } else if first_start.is_some_and(|s| self.end <= s)
+            && find_consistent_point(&self.epochs, self.end, &master, master_max).is_none()
+        {
+            // Every local epoch is empty (a broker that became master and wrote nothing): no
+            // byte of the log carries an epoch, so nothing can have diverged. Java would find
+            // no consistent point and retry forever; drop the empty epochs instead.
+            info!(end = self.end, "local epochs hold no data; dropping them");
+            self.epochs.truncate_from(self.end);
+            self.queue.push_back(SlaveOutput::StoreEpochs(self.epochs.entries().collect()));
             None
         } else {
             Some(find_consistent_point(&self.epochs, self.end, &master, master_max).ok_or(
