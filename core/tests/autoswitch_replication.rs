@@ -43,7 +43,7 @@ fn master(node: &Node, id: i64, members: &[i64], at: Instant) -> AutoSwitchMaste
 fn slave(node: &Node, id: i64, at: Instant) -> AutoSwitchSlave {
     let config = AutoSwitchSlaveConfig { broker_id: id, ..Default::default() };
     let epochs = EpochCache::from_entries(node.epochs.iter().copied()).unwrap();
-    AutoSwitchSlave::new(config, at, node.data.len() as u64, epochs).unwrap()
+    AutoSwitchSlave::new(config, at, node.data.len() as u64, node.data.len() as u64, epochs).unwrap()
 }
 
 /// Shuttles outputs between `m` (over `mlog`) and each slave until all are idle.
@@ -88,6 +88,9 @@ fn run(
                         log.confirm = Some(c);
                     }
                     SlaveOutput::Close(reason) => panic!("slave closed: {reason:?}"),
+                    SlaveOutput::Flush => {
+                        s.handle_input(at, SlaveInput::Flushed { end: log.data.len() as u64 }).unwrap()
+                    }
                     SlaveOutput::Event(_) => {}
                 }
             }
@@ -306,6 +309,7 @@ proptest! {
                         s.confirm = Some(c);
                     }
                     SlaveOutput::Close(r) => panic!("slave closed: {r:?}"),
+                    SlaveOutput::Flush => ss.handle_input(now, SlaveInput::Flushed { end: s.data.len() as u64 }).unwrap(),
                     SlaveOutput::Event(_) => {}
                 }
             }

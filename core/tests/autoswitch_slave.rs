@@ -67,7 +67,7 @@ fn peer_errors(out: &[SlaveOutput]) -> Vec<PeerError> {
 
 /// A slave connected and past its handshake send.
 fn connected(clock: &Clock, end: u64, epochs: EpochCache) -> AutoSwitchSlave {
-    let mut s = AutoSwitchSlave::new(config(), clock.at(0), end, epochs).unwrap();
+    let mut s = AutoSwitchSlave::new(config(), clock.at(0), end, end, epochs).unwrap();
     assert_eq!(s.poll_output(), SlaveOutput::Connect);
     s.handle_input(clock.at(0), SlaveInput::Connected).unwrap();
     let (out, _) = drain(&mut s);
@@ -315,9 +315,33 @@ fn local_epochs_without_data_do_not_brick_the_slave() {
 fn max_unstored_must_hold_a_whole_transfer_frame_or_handshake_reply() {
     let clock = Clock::new();
     let small = AutoSwitchSlaveConfig { max_frame_body: 1000, max_unstored: 1020, ..config() };
-    assert!(AutoSwitchSlave::new(small, clock.at(0), 0, EpochCache::new()).is_err());
+    assert!(AutoSwitchSlave::new(small, clock.at(0), 0, 0, EpochCache::new()).is_err());
     let ok = AutoSwitchSlaveConfig { max_frame_body: 1000, max_unstored: 12_020, ..config() };
-    assert!(AutoSwitchSlave::new(ok, clock.at(0), 0, EpochCache::new()).is_ok());
+    assert!(AutoSwitchSlave::new(ok, clock.at(0), 0, 0, EpochCache::new()).is_ok());
     let short = AutoSwitchSlaveConfig { max_frame_body: 100, max_unstored: 12_019, ..config() };
-    assert!(AutoSwitchSlave::new(short, clock.at(0), 0, EpochCache::new()).is_err());
+    assert!(AutoSwitchSlave::new(short, clock.at(0), 0, 0, EpochCache::new()).is_err());
+}
+
+#[test]
+fn with_ack_on_flushed_only_durable_bytes_are_acknowledged() {
+    let clock = Clock::new();
+    let cfg = AutoSwitchSlaveConfig { ack_on: logship_core::AckOn::Flushed, ..config() };
+    // 100 bytes stored, 60 durable: the first ack waits for a flush.
+    let mut s = AutoSwitchSlave::new(cfg, clock.at(0), 100, 60, cache(&[(1, 0)])).unwrap();
+    assert_eq!(s.poll_output(), SlaveOutput::Flush);
+    assert_eq!(s.poll_output(), SlaveOutput::Connect);
+    s.handle_input(clock.at(0), SlaveInput::Connected).unwrap();
+    let _ = drain(&mut s);
+    s.handle_input(clock.at(1), SlaveInput::Received(reply(300, &[(1, 0)]))).unwrap();
+    assert!(acks(&drain(&mut s).0).is_empty(), "no first ack before the log is durable");
+    s.handle_input(clock.at(2), SlaveInput::Flushed { end: 100 }).unwrap();
+    assert_eq!(acks(&drain(&mut s).0), [100]);
+    s.handle_input(clock.at(3), SlaveInput::Received(transfer(100, 1, 0, 0, &[5; 50]))).unwrap();
+    let _ = drain(&mut s);
+    s.handle_input(clock.at(3), SlaveInput::Appended { end: 150 }).unwrap();
+    let (out, _) = drain(&mut s);
+    assert!(acks(&out).is_empty(), "written but not durable: {out:?}");
+    assert!(out.contains(&SlaveOutput::Flush));
+    s.handle_input(clock.at(4), SlaveInput::Flushed { end: 150 }).unwrap();
+    assert_eq!(acks(&drain(&mut s).0), [150]);
 }

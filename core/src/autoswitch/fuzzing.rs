@@ -17,6 +17,7 @@ use super::master::{
 };
 use super::slave::{AutoSwitchSlave, AutoSwitchSlaveConfig, SlaveInput, SlaveOutput};
 use super::sync_state::SyncPolicy;
+use crate::config::AckOn;
 use crate::fuzzing::Unstructured;
 use crate::log::{LogBounds, Offset};
 use crate::{ConnId, WaitId};
@@ -302,15 +303,17 @@ pub fn slave_session(origin: Instant, data: &[u8]) {
         reconnect_interval: Duration::from_millis(100),
         max_frame_body: 256,
         max_unstored: 16_384,
+        ack_on: if b & 8 == 0 { AckOn::Written } else { AckOn::Flushed },
         ..Default::default()
     };
     let mut end = if b & 1 == 0 { 0 } else { u64::from(u.u16() % 1000) };
     let local = if b & 2 == 0 { EpochCache::new() } else { small_epochs(&mut u, end) };
     let mut now = origin;
-    let mut s = AutoSwitchSlave::new(config, now, end, local).expect("valid config");
+    let mut s = AutoSwitchSlave::new(config, now, end, end, local).expect("valid config");
     let mut requested = end;
     let mut connect_pending = false;
     let mut truncate_pending = None;
+    let mut flush_pending = false;
     let mut epoch = 1;
     while !u.is_empty() {
         let op = if connect_pending && b & 4 != 0 { 0 } else { u.u8() % 9 };
@@ -352,11 +355,22 @@ pub fn slave_session(origin: Instant, data: &[u8]) {
                 None => continue,
             },
             6 if requested > end => SlaveInput::Appended { end: requested },
+            6 if flush_pending => {
+                flush_pending = false;
+                SlaveInput::Flushed { end }
+            }
             7 => SlaveInput::StoreFailed { end },
             _ => {
                 now += Duration::from_millis(u64::from(u.u8()));
                 s.handle_timeout(now);
-                drain_slave(&mut s, &mut end, &mut requested, &mut connect_pending, &mut truncate_pending);
+                drain_slave(
+                    &mut s,
+                    &mut end,
+                    &mut requested,
+                    &mut connect_pending,
+                    &mut truncate_pending,
+                    &mut flush_pending,
+                );
                 continue;
             }
         };
@@ -383,7 +397,14 @@ pub fn slave_session(origin: Instant, data: &[u8]) {
                 connect_pending = false;
             }
         }
-        drain_slave(&mut s, &mut end, &mut requested, &mut connect_pending, &mut truncate_pending);
+        drain_slave(
+            &mut s,
+            &mut end,
+            &mut requested,
+            &mut connect_pending,
+            &mut truncate_pending,
+            &mut flush_pending,
+        );
         assert!(s.confirm_offset().is_none_or(|c| c <= s.end()));
         assert_eq!(s.end(), end);
     }
@@ -395,6 +416,7 @@ fn drain_slave(
     requested: &mut Offset,
     connect_pending: &mut bool,
     truncate_pending: &mut Option<Offset>,
+    flush_pending: &mut bool,
 ) {
     loop {
         match s.poll_output() {
@@ -417,6 +439,7 @@ fn drain_slave(
             SlaveOutput::Close(_) => {
                 *truncate_pending = None;
             }
+            SlaveOutput::Flush => *flush_pending = true,
             SlaveOutput::Transmit(_) | SlaveOutput::StoreEpochs(_) | SlaveOutput::Event(_) => {}
         }
     }

@@ -25,6 +25,7 @@
 //!   until then, even if the connection drops meanwhile.
 //! - `StoreEpochs(entries)`: persist the epoch file before performing the `Append` after it.
 //! - `Append { offset, data }`: store; feed `Appended` or `StoreFailed`.
+//! - `Flush` (with `AckOn::Flushed` only): make the log durable; feed `Flushed` or `StoreFailed`.
 //! - `ConfirmOffset(o)`: dispatch consume queues only up to `o` and persist it.
 //!
 //! Master ([`MasterOutput`]):

@@ -14,8 +14,8 @@ use super::frame::{
     MasterFrameDecoder, SlaveFrame, TRANSFER_HEADER_LEN, TransferHeader,
 };
 use crate::config::{
-    CoreConfigError, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HOUSEKEEPING_INTERVAL, DEFAULT_MAX_FIRST_OFFSET,
-    DEFAULT_MAX_UNSTORED, DEFAULT_RECONNECT_INTERVAL,
+    AckOn, CoreConfigError, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HOUSEKEEPING_INTERVAL,
+    DEFAULT_MAX_FIRST_OFFSET, DEFAULT_MAX_UNSTORED, DEFAULT_RECONNECT_INTERVAL,
 };
 use crate::frame::MAX_JAVA_FRAME_BODY;
 use crate::log::Offset;
@@ -43,6 +43,8 @@ pub struct AutoSwitchSlaveConfig {
     pub max_unstored: u64,
     /// The largest first offset an empty slave adopts.
     pub max_first_offset: u64,
+    /// When bytes count as acknowledged: once written (Java) or once flushed.
+    pub ack_on: AckOn,
 }
 
 impl Default for AutoSwitchSlaveConfig {
@@ -57,6 +59,7 @@ impl Default for AutoSwitchSlaveConfig {
             max_frame_body: MAX_JAVA_FRAME_BODY,
             max_unstored: DEFAULT_MAX_UNSTORED,
             max_first_offset: DEFAULT_MAX_FIRST_OFFSET,
+            ack_on: AckOn::Written,
         }
     }
 }
@@ -108,7 +111,12 @@ pub enum SlaveInput {
         /// The log's new end.
         end: Offset,
     },
-    /// A `Truncate`, `Append` or `StoreEpochs` failed; the log ends at `end`. The connection
+    /// The log made every byte before `end` durable (after a `Flush`).
+    Flushed {
+        /// The durable end.
+        end: Offset,
+    },
+    /// A `Truncate`, `Append`, `StoreEpochs` or `Flush` failed; the log ends at `end`. The connection
     /// is closed and re-opened after the back-off.
     StoreFailed {
         /// The log's end after the failure.
@@ -143,6 +151,8 @@ pub enum SlaveOutput {
         /// The raw log bytes.
         data: Bytes,
     },
+    /// Make the log durable; feed `Flushed` or `StoreFailed`. Only with `AckOn::Flushed`.
+    Flush,
     /// The confirmOffset changed: dispatch consume queues only up to this offset.
     ConfirmOffset(Offset),
     /// Drop the connection. Do not feed `Closed` for it.
@@ -238,6 +248,9 @@ pub struct AutoSwitchSlave {
     end: Offset,
     /// One past the last byte handed out in an `Append`.
     requested: Offset,
+    /// One past the last durable byte (the last `Flushed`).
+    flushed: Offset,
+    flush_in_flight: bool,
     /// `Append`s not yet answered.
     unanswered: u64,
     /// The point of a `Truncate` not yet answered; it outlives the connection that asked.
@@ -250,12 +263,13 @@ pub struct AutoSwitchSlave {
 }
 
 impl AutoSwitchSlave {
-    /// A slave whose log ends at `end` with these epochs (read from the epoch file). It asks
-    /// to connect at once.
+    /// A slave whose log ends at `end`, durable up to `flushed`, with these epochs (read from
+    /// the epoch file). It asks to connect at once.
     pub fn new(
         config: AutoSwitchSlaveConfig,
         now: Instant,
         end: Offset,
+        flushed: Offset,
         epochs: EpochCache,
     ) -> Result<Self, CoreConfigError> {
         config.validate()?;
@@ -266,6 +280,8 @@ impl AutoSwitchSlave {
             epochs,
             end,
             requested: end,
+            flushed: flushed.min(end),
+            flush_in_flight: false,
             unanswered: 0,
             truncation: None,
             master_confirm: None,
@@ -358,6 +374,7 @@ impl AutoSwitchSlave {
             SlaveInput::Truncated { end } => {
                 self.truncation = None;
                 self.end = end;
+                self.flushed = self.flushed.min(end);
                 self.requested = end;
                 self.epochs.truncate_from(end);
                 self.update_confirm();
@@ -378,8 +395,14 @@ impl AutoSwitchSlave {
                 self.unanswered = if end == self.requested { 0 } else { self.unanswered.saturating_sub(1) };
                 self.update_confirm();
             }
+            SlaveInput::Flushed { end } => {
+                self.flush_in_flight = false;
+                self.flushed = self.flushed.max(end.min(self.end));
+            }
             SlaveInput::StoreFailed { end } => {
                 warn!(end, "store failed");
+                self.flush_in_flight = false;
+                self.flushed = self.flushed.min(end);
                 if self.truncation.take().is_some() && end < self.end {
                     // A truncation stopped part way: epochs that lost every byte go; an empty
                     // epoch starting at the new end stays.
@@ -447,7 +470,16 @@ impl AutoSwitchSlave {
         if let Some(out) = self.queue.pop_front() {
             return out;
         }
+        if self.config.ack_on == AckOn::Flushed && self.flushed < self.end && !self.flush_in_flight {
+            self.flush_in_flight = true;
+            return SlaveOutput::Flush;
+        }
         let end = self.end;
+        // What may be acknowledged: written bytes, or with `AckOn::Flushed` durable ones.
+        let ackable = match self.config.ack_on {
+            AckOn::Written => end,
+            AckOn::Flushed => self.flushed.min(end),
+        };
         let settled = self.unanswered == 0 && self.truncation.is_none();
         let heartbeat = self.config.heartbeat_interval;
         let now = self.now;
@@ -461,13 +493,14 @@ impl AutoSwitchSlave {
                 if let Phase::Transfer { reported, .. } = &mut c.phase {
                     // Ack at once after the handshake or truncation (Java waits up to one
                     // heartbeat interval), whenever the end advances, and as a heartbeat.
+                    // The first ack is where the master starts: it must be the whole log.
                     let ack = match *reported {
-                        None if settled => {
+                        None if settled && ackable == end => {
                             self.queue.push_back(SlaveOutput::Event(SlaveEvent::FirstAck { offset: end }));
                             Some(end)
                         }
-                        Some(r) if end > r => Some(end),
-                        Some(r) if now >= c.last_ack + heartbeat => Some(r.max(end)),
+                        Some(r) if ackable > r => Some(ackable),
+                        Some(r) if now >= c.last_ack + heartbeat => Some(r.max(ackable)),
                         _ => None,
                     };
                     if let Some(offset) = ack {
