@@ -470,3 +470,24 @@ fn slave_info_reports_lag_and_whether_it_counts() {
     assert_eq!((info.ack, info.lag_bytes, info.counted), (Some(40), 60, true));
     assert_eq!(info.handshake.map(|h| h.broker_id), Some(2));
 }
+
+#[test]
+fn first_ack_inside_the_log_waits_for_verification_and_a_non_boundary_is_refused() {
+    let clock = Clock::new();
+    let cfg = AutoSwitchMasterConfig { verify_first_acks: true, ..config() };
+    let mut m = master_with(cfg, &clock, 100, &[(1, 0)], &[1]);
+    let out = join(&mut m, clock.at(0), 1, 2, 40);
+    assert!(out.contains(&MasterOutput::Event(MasterEvent::VerifyAck { conn: ConnId(1), offset: 40 })));
+    assert!(transfers(&out).is_empty(), "nothing streams before the answer");
+    assert!(!m.slaves().next().unwrap().counted);
+    m.handle_input(clock.at(1), MasterInput::AckVerified { conn: ConnId(1), boundary: false }).unwrap();
+    assert_eq!(peer_errors(&drain(&mut m).0), [(ConnId(1), PeerError::SlaveDiverged { reported: 40 })]);
+    // A boundary streams from the ack; acks at 0 or at the end need no check.
+    let out = join(&mut m, clock.at(2), 2, 3, 40);
+    sent_all(&mut m, clock.at(2), &out);
+    m.handle_input(clock.at(3), MasterInput::AckVerified { conn: ConnId(2), boundary: true }).unwrap();
+    let t = transfers(&drain(&mut m).0);
+    assert_eq!(t[0].2, Some(LogSpan { offset: 40, len: 60 }));
+    let out = join(&mut m, clock.at(4), 3, 4, 100);
+    assert!(!out.iter().any(|o| matches!(o, MasterOutput::Event(MasterEvent::VerifyAck { .. }))));
+}

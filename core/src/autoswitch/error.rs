@@ -102,6 +102,13 @@ pub enum PeerError {
         /// The master's min offset.
         min: Offset,
     },
+    /// A slave's first ack is not a message boundary of the master's log: the logs differ
+    /// before it (a slave without epochs cannot be checked otherwise).
+    #[error("slave acknowledges offset {reported}, which is not a message boundary of the master's log")]
+    SlaveDiverged {
+        /// The first ack.
+        reported: Offset,
+    },
     /// A second handshake on a connection that already shook hands with another identity.
     #[error("slave changed its identity from broker {previous} to {claimed} on one connection")]
     IdentityChanged {

@@ -136,6 +136,7 @@ pub fn master_session(origin: Instant, data: &[u8]) {
             in_sync_replicas: u32::from((b >> 5) % 3),
             min_in_sync_replicas: u32::from(b >> 7) + 1,
         },
+        verify_first_acks: b & 0x04 != 0,
     };
     let max = u64::from(u.u16() % 2000);
     let epochs = small_epochs(&mut u, max);
@@ -281,6 +282,10 @@ fn drain_master(
                 m.handle_input(now, MasterInput::Closed { conn }).expect("closing conn is known");
             }
             MasterOutput::ConfirmOffset(c) => assert!(c <= end, "confirmOffset past the end"),
+            MasterOutput::Event(MasterEvent::VerifyAck { conn, offset }) => {
+                m.handle_input(now, MasterInput::AckVerified { conn, boundary: offset % 3 != 0 })
+                    .expect("answering a verification is always allowed");
+            }
             MasterOutput::Event(MasterEvent::WaitDone { id, .. }) => {
                 assert!(pending.remove(&id), "a wait finished twice or was never accepted");
             }

@@ -45,6 +45,11 @@ pub struct AutoSwitchMasterConfig {
     pub ha_max_time_slave_not_catchup: Duration,
     /// How SYNC puts wait.
     pub sync: SyncPolicy,
+    /// Hold a first ack strictly inside the log until the driver confirms it is a message
+    /// boundary ([`MasterEvent::VerifyAck`]): a slave without epochs (new to controller mode)
+    /// gets no divergence check from the handshake. Off for bare cores; a service answers
+    /// from its log.
+    pub verify_first_acks: bool,
 }
 
 impl Default for AutoSwitchMasterConfig {
@@ -59,6 +64,7 @@ impl Default for AutoSwitchMasterConfig {
             max_inflight: DEFAULT_MAX_INFLIGHT,
             ha_max_time_slave_not_catchup: DEFAULT_HA_MAX_TIME_SLAVE_NOT_CATCHUP,
             sync: SyncPolicy::default(),
+            verify_first_acks: false,
         }
     }
 }
@@ -157,6 +163,15 @@ pub enum MasterInput {
         /// The wait.
         id: WaitId,
     },
+    /// The answer to a [`MasterEvent::VerifyAck`]: whether the offset is a message boundary of
+    /// the local log. On `false` the connection closes with [`PeerError::SlaveDiverged`].
+    /// Unknown or closing connections are ignored.
+    AckVerified {
+        /// The connection.
+        conn: ConnId,
+        /// Whether the offset is a message boundary.
+        boundary: bool,
+    },
     /// The coordinator applied this sync-state-set (Java `setSyncStateSet`). Clears a pending
     /// proposal.
     SyncStateSetApplied {
@@ -213,6 +228,14 @@ pub enum MasterEvent {
         requested: Offset,
         /// Where streaming starts.
         start: Offset,
+    },
+    /// With `verify_first_acks`: a first ack lies strictly inside the log. The connection
+    /// neither streams nor counts until [`MasterInput::AckVerified`] answers.
+    VerifyAck {
+        /// The connection.
+        conn: ConnId,
+        /// The acked offset.
+        offset: Offset,
     },
     /// A slave acknowledged every byte before `offset`.
     SlaveAcked {
@@ -273,6 +296,7 @@ pub struct SlaveInfo {
 enum Phase {
     AwaitingHandshake,
     Handshaken { request: HandshakeRequest },
+    Verifying { request: HandshakeRequest, offset: Offset },
     Transfer { request: HandshakeRequest, next: Offset, ack: Offset },
 }
 
@@ -290,7 +314,9 @@ impl Conn {
     fn request(&self) -> Option<HandshakeRequest> {
         match self.phase {
             Phase::AwaitingHandshake => None,
-            Phase::Handshaken { request } | Phase::Transfer { request, .. } => Some(request),
+            Phase::Handshaken { request }
+            | Phase::Verifying { request, .. }
+            | Phase::Transfer { request, .. } => Some(request),
         }
     }
 
@@ -479,6 +505,7 @@ impl AutoSwitchMaster {
                     self.wait_done(id, Err(WaitError::Cancelled));
                 }
             }
+            MasterInput::AckVerified { conn, boundary } => self.on_verified(conn, boundary),
             MasterInput::SyncStateSetApplied { set, epoch } => {
                 info!(?set, epoch, "sync-state-set applied");
                 self.sync = SyncStateSet::new(self.config.broker_id, set, epoch);
@@ -671,6 +698,12 @@ impl AutoSwitchMaster {
                 if start < log.min {
                     return peer(PeerError::SlaveBehindRetention { reported: offset, min: log.min });
                 }
+                if self.config.verify_first_acks && offset > log.min && offset < log.max {
+                    c.phase = Phase::Verifying { request, offset };
+                    debug!(?conn, offset, "first ack to verify");
+                    self.queue.push_back(MasterOutput::Event(MasterEvent::VerifyAck { conn, offset }));
+                    return Ok(());
+                }
                 c.phase = Phase::Transfer { request, next: start, ack: offset };
                 debug!(?conn, offset, start, "slave starts streaming");
                 self.queue.push_back(MasterOutput::Event(MasterEvent::SlaveStarted {
@@ -678,6 +711,16 @@ impl AutoSwitchMaster {
                     requested: offset,
                     start,
                 }));
+            }
+            Phase::Verifying { offset: first, .. } => {
+                // A heartbeat repeating the first ack while it is checked.
+                if offset > *first {
+                    return peer(PeerError::AckBeyondSent { ack: offset, sent: *first });
+                }
+                if offset < *first {
+                    return peer(PeerError::AckWentBackwards { ack: offset, previous: *first });
+                }
+                return Ok(());
             }
             Phase::Transfer { next, ack, .. } => {
                 if offset > *next {
@@ -704,6 +747,25 @@ impl AutoSwitchMaster {
         self.update_confirm();
         self.complete_waits();
         Ok(())
+    }
+
+    fn on_verified(&mut self, conn: ConnId, boundary: bool) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        let Phase::Verifying { request, offset } = c.phase else { return };
+        if !boundary {
+            self.close(conn, CloseReason::Peer(PeerError::SlaveDiverged { reported: offset }));
+            return;
+        }
+        c.phase = Phase::Transfer { request, next: offset, ack: offset };
+        debug!(?conn, offset, "slave starts streaming");
+        self.queue.push_back(MasterOutput::Event(MasterEvent::SlaveStarted {
+            conn,
+            requested: offset,
+            start: offset,
+        }));
+        self.maybe_expand(conn);
+        self.update_confirm();
+        self.complete_waits();
     }
 
     fn mark_caught_up(&mut self, conn: ConnId) {
