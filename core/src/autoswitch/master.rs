@@ -756,6 +756,12 @@ impl AutoSwitchMaster {
             self.close(conn, CloseReason::Peer(PeerError::SlaveDiverged { reported: offset }));
             return;
         }
+        if offset < self.log.min {
+            // Retention moved past it while it was checked.
+            let min = self.log.min;
+            self.close(conn, CloseReason::Peer(PeerError::SlaveBehindRetention { reported: offset, min }));
+            return;
+        }
         c.phase = Phase::Transfer { request, next: offset, ack: offset };
         debug!(?conn, offset, "slave starts streaming");
         self.queue.push_back(MasterOutput::Event(MasterEvent::SlaveStarted {

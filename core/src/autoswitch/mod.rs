@@ -31,6 +31,8 @@
 //! Master ([`MasterOutput`]):
 //! - `Transmit { header, body }`: write `header`, then `LogRead::read(body)`; feed `Sent`.
 //! - `ConfirmOffset(o)`: persist it and bound the master's own dispatch.
+//! - `Event(VerifyAck { offset })` (with `verify_first_acks`): answer `AckVerified` with
+//!   whether `offset` is a message boundary of the log (`LogRead::is_record_boundary`).
 //! - `Event(SyncStateSetChange { proposed })`: send to the coordinator (AlterSyncStateSet);
 //!   when it accepts, feed [`MasterInput::SyncStateSetApplied`]. Until then acks count over
 //!   the union of the old and proposed sets.
