@@ -30,6 +30,11 @@
 //! - `sim` (feature `sim`): a deterministic simulator of a master and its slaves under seeded
 //!   faults, checking the protocol's invariants after every step.
 //!
+//! **AutoSwitch** ([`autoswitch`]): RocketMQ 5's controller-mode protocol, a second protocol
+//! beside the classic one with the same run-loop contract: frames A–D, the epoch cache and
+//! `findConsistentPoint`, and master and slave machines that carry epochs, ask the driver to
+//! truncate a divergent tail before streaming, and track confirmOffset and the sync-state-set.
+//!
 //! ## The run-loop contract
 //!
 //! Both state machines have the same four methods:
@@ -123,6 +128,7 @@
 #![doc(html_root_url = "https://docs.rs/logship-core/0.1.0")]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+pub mod autoswitch;
 mod config;
 mod error;
 pub mod frame;

@@ -1,0 +1,249 @@
+//! The AutoSwitch machines' errors, in the crate's three channels: [`ApiMisuse`] returned to a
+//! caller that broke the contract, [`PeerError`] raised with a `Close` when the peer misbehaved,
+//! and a panic only for a broken internal invariant.
+
+use super::epoch::EpochError;
+use super::frame::FrameError;
+use crate::ConnId;
+use crate::WaitId;
+use crate::log::Offset;
+
+/// An AutoSwitch peer broke the protocol or cannot be served; the connection is closed.
+#[derive(thiserror::Error, Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PeerError {
+    /// The byte stream was malformed.
+    #[error("malformed frame: {0}")]
+    Frame(#[from] FrameError),
+    /// The master's handshake lists its epochs out of order.
+    #[error("master's epoch list is invalid: {0}")]
+    InvalidEpochList(EpochError),
+    /// No local epoch exists on the master with the same start: the logs share nothing
+    /// provable (Java's `findConsistentPoint` returns -1). An operator must repair the store.
+    #[error(
+        "no epoch of the local log (last {local_last_epoch}) matches the master's (last {master_last_epoch})"
+    )]
+    NoConsistentPoint {
+        /// The local last epoch.
+        local_last_epoch: i32,
+        /// The master's last epoch.
+        master_last_epoch: i32,
+    },
+    /// The master streamed before answering the handshake.
+    #[error("master sent a transfer frame before its handshake reply")]
+    TransferBeforeHandshake,
+    /// A transfer frame's epoch is below the highest the slave has seen.
+    #[error("transfer frame of epoch {epoch}, below the highest epoch seen {highest}")]
+    EpochWentBackwards {
+        /// The frame's epoch.
+        epoch: i32,
+        /// The highest epoch seen.
+        highest: i32,
+    },
+    /// A transfer frame's epoch cannot be recorded (its start goes backwards, or it names a
+    /// start different from the one already recorded for that epoch).
+    #[error("transfer frame's epoch {epoch} at {start} cannot be recorded: {reason}")]
+    EpochRefused {
+        /// The frame's epoch.
+        epoch: i32,
+        /// The frame's epoch start.
+        start: Offset,
+        /// Why.
+        reason: EpochRefusal,
+    },
+    /// A transfer frame's offset is not where the slave's log continues.
+    #[error("master sent offset {got}, but the slave's log continues at {expected}")]
+    OffsetMismatch {
+        /// The slave's end.
+        expected: Offset,
+        /// The frame's offset.
+        got: Offset,
+    },
+    /// An empty slave was offered a first offset beyond its sanity bound.
+    #[error("master starts the stream at offset {offset}, beyond the bound {max} an empty slave adopts")]
+    FirstOffsetTooLarge {
+        /// The frame's offset.
+        offset: Offset,
+        /// The configured bound.
+        max: Offset,
+    },
+    /// An ack arrived before the slave's handshake.
+    #[error("slave acknowledged before its handshake")]
+    AckBeforeHandshake,
+    /// An ack past the master's end: forged or diverged (the check 5.x lost).
+    #[error("slave acknowledges offset {ack}, beyond the master's end {end}")]
+    AckBeyondEnd {
+        /// The ack as sent.
+        ack: Offset,
+        /// The master's end.
+        end: Offset,
+    },
+    /// An ack past what this connection has been sent: the slave cannot hold those bytes.
+    #[error("slave acknowledges offset {ack}, beyond the {sent} bytes sent to it")]
+    AckBeyondSent {
+        /// The ack as sent.
+        ack: Offset,
+        /// One past the last byte sent on this connection.
+        sent: Offset,
+    },
+    /// An ack below the previous one on the same connection.
+    #[error("slave acknowledges offset {ack}, below its previous ack {previous}")]
+    AckWentBackwards {
+        /// The ack as sent.
+        ack: Offset,
+        /// The previous ack.
+        previous: Offset,
+    },
+    /// A slave's position is below the master's min offset: retention deleted what it needs.
+    #[error("slave needs offset {reported}, but the master's log starts at {min}")]
+    SlaveBehindRetention {
+        /// Where the slave needs to continue.
+        reported: Offset,
+        /// The master's min offset.
+        min: Offset,
+    },
+    /// A slave's first ack is not a message boundary of the master's log: the logs differ
+    /// before it (a slave without epochs cannot be checked otherwise).
+    #[error("slave acknowledges offset {reported}, which is not a message boundary of the master's log")]
+    SlaveDiverged {
+        /// The first ack.
+        reported: Offset,
+    },
+    /// A second handshake on a connection that already shook hands with another identity.
+    #[error("slave changed its identity from broker {previous} to {claimed} on one connection")]
+    IdentityChanged {
+        /// The id first declared.
+        previous: i64,
+        /// The id now claimed.
+        claimed: i64,
+    },
+}
+
+/// Why an epoch from a transfer frame was refused.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EpochRefusal {
+    /// The epoch cache refused it.
+    Cache(EpochError),
+    /// The slave already holds this epoch with another start.
+    StartDiffers {
+        /// The start recorded locally.
+        recorded: Offset,
+    },
+}
+
+impl std::fmt::Display for EpochRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Cache(e) => write!(f, "{e}"),
+            Self::StartDiffers { recorded } => write!(f, "the epoch is recorded as starting at {recorded}"),
+        }
+    }
+}
+
+/// Why an AutoSwitch machine closed a connection.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CloseReason {
+    /// The peer broke the protocol or cannot be served.
+    Peer(PeerError),
+    /// Nothing complete was read for `housekeeping_interval`.
+    HousekeepingTimeout,
+    /// No complete handshake arrived within `handshake_timeout` (master).
+    HandshakeTimeout,
+    /// The local store failed to append, truncate or persist epochs (slave).
+    StoreFailed,
+    /// Another live connection already holds this broker id (master).
+    DuplicateBrokerId {
+        /// The id claimed twice.
+        broker_id: i64,
+    },
+    /// The driver asked for it.
+    Evicted,
+}
+
+impl std::fmt::Display for CloseReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Peer(e) => write!(f, "{e}"),
+            Self::HousekeepingTimeout => f.write_str("nothing read within the housekeeping interval"),
+            Self::HandshakeTimeout => f.write_str("no handshake within the handshake timeout"),
+            Self::StoreFailed => f.write_str("the local store failed"),
+            Self::DuplicateBrokerId { broker_id } => {
+                write!(f, "broker id {broker_id} is already connected")
+            }
+            Self::Evicted => f.write_str("evicted by the driver"),
+        }
+    }
+}
+
+/// The caller broke an AutoSwitch machine's API contract. The call changed nothing.
+#[derive(thiserror::Error, Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ApiMisuse {
+    /// `now` is earlier than a previous call's.
+    #[error("time went backwards")]
+    TimeWentBackwards,
+    /// `Connected` while the slave did not ask to connect.
+    #[error("Connected without a pending Connect")]
+    UnexpectedConnected,
+    /// `Truncated` or `TruncateFailed` without a pending `Truncate`, or at another offset.
+    #[error("truncation answer at {end:?} does not match the pending truncation {pending:?}")]
+    UnexpectedTruncated {
+        /// The end reported.
+        end: Option<Offset>,
+        /// The pending truncation point, if any.
+        pending: Option<Offset>,
+    },
+    /// `Appended` beyond the bytes requested or below the previous end.
+    #[error("appended end {end} is outside [{previous}, {requested}]")]
+    AppendedOutOfRange {
+        /// The end reported.
+        end: Offset,
+        /// The previous end.
+        previous: Offset,
+        /// One past the last byte requested.
+        requested: Offset,
+    },
+    /// `Accepted` for a connection id already in use.
+    #[error("connection {0:?} already exists")]
+    DuplicateConn(ConnId),
+    /// An input names a connection the core never saw.
+    #[error("connection {0:?} is unknown")]
+    UnknownConn(ConnId),
+    /// `Sent` without an outstanding transmit.
+    #[error("connection {0:?} reported Sent with nothing in flight")]
+    NothingInFlight(ConnId),
+    /// `Appended` with an end below an earlier one (master).
+    #[error("log end went backwards from {previous} to {end}")]
+    LogWentBackwards {
+        /// The new end.
+        end: Offset,
+        /// The earlier end.
+        previous: Offset,
+    },
+    /// `AwaitReplication` with an id still waiting.
+    #[error("wait {0:?} already exists")]
+    DuplicateWait(WaitId),
+    /// `AwaitReplication` beyond the appended end.
+    #[error("wait for offset {offset} beyond the appended end {end}")]
+    WaitBeyondEnd {
+        /// The offset asked for.
+        offset: Offset,
+        /// The last `Appended` end.
+        end: Offset,
+    },
+    /// The master's epoch cache cannot take this epoch.
+    #[error("epoch refused: {0}")]
+    Epoch(#[from] EpochError),
+    /// `Retained` with a min offset below an earlier one or beyond the end.
+    #[error("min offset {min} is invalid (previous {previous}, end {end})")]
+    InvalidRetention {
+        /// The new min offset.
+        min: Offset,
+        /// The earlier min offset.
+        previous: Offset,
+        /// The current end.
+        end: Offset,
+    },
+}
