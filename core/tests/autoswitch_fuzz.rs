@@ -1,9 +1,6 @@
 //! The AutoSwitch fuzz bodies under `cargo test`: fixed seeds and proptest inputs, so the fuzz
 //! targets can never rot unnoticed.
 
-mod common;
-
-use common::Clock;
 use logship_core::autoswitch::EpochEntry;
 use logship_core::autoswitch::frame::{
     HandshakeReply, HandshakeRequest, MasterFrame, SlaveFrame, TransferHeader,
@@ -48,18 +45,16 @@ fn seeds() -> Vec<Vec<u8>> {
 
 #[test]
 fn autoswitch_fuzz_bodies_hold_on_fixed_seeds() {
-    let origin = Clock::new().0;
     for input in seeds() {
         slave_frames(&input);
         master_frames(&input);
-        master_session(origin, &input);
-        slave_session(origin, &input);
+        master_session(&input);
+        slave_session(&input);
     }
 }
 
 #[test]
 fn autoswitch_fuzz_bodies_hold_on_pseudo_random_inputs() {
-    let origin = Clock::new().0;
     let mut state = 0x9E37_79B9_7F4A_7C15u64;
     for len in 0..300usize {
         let input: Vec<u8> = (0..len)
@@ -72,8 +67,8 @@ fn autoswitch_fuzz_bodies_hold_on_pseudo_random_inputs() {
             .collect();
         slave_frames(&input);
         master_frames(&input);
-        master_session(origin, &input);
-        slave_session(origin, &input);
+        master_session(&input);
+        slave_session(&input);
     }
 }
 
@@ -88,8 +83,7 @@ proptest! {
 
     #[test]
     fn autoswitch_session_bodies_hold_on_any_bytes(data in proptest::collection::vec(any::<u8>(), 0..1500)) {
-        let origin = Clock::new().0;
-        master_session(origin, &data);
-        slave_session(origin, &data);
+        master_session(&data);
+        slave_session(&data);
     }
 }

@@ -4,7 +4,9 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use logship_core::time::Instant;
 
 use bytes::Bytes;
 use common::Clock;

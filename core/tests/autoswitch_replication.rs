@@ -3,8 +3,8 @@
 
 mod common;
 
+use logship_core::time::Instant;
 use std::collections::BTreeSet;
-use std::time::Instant;
 
 use bytes::Bytes;
 use common::Clock;

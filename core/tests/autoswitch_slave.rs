@@ -3,7 +3,9 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use logship_core::time::Instant;
 
 use bytes::Bytes;
 use common::Clock;

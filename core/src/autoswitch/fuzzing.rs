@@ -1,9 +1,11 @@
 //! Fuzz bodies for the AutoSwitch codecs and machines. Each `pub fn` is the whole body of one
 //! `cargo fuzz` target in `fuzz/` and also runs under `cargo test` (core/tests/autoswitch_fuzz.rs).
-//! Time comes in as `origin`: the bodies read no clock. Not a stable API.
+//! Virtual time starts at `Instant::ZERO`: the bodies read no clock. Not a stable API.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use bytes::Bytes;
 
@@ -119,7 +121,7 @@ fn small_epochs(u: &mut Unstructured<'_>, end: Offset) -> EpochCache {
 /// non-empty, within the batch size, the appended end, one segment and one epoch, and
 /// contiguous per connection; that in-flight transmits stay bounded; that every wait ends
 /// exactly once; and that confirmOffset never passes the end.
-pub fn master_session(origin: Instant, data: &[u8]) {
+pub fn master_session(data: &[u8]) {
     let mut u = Unstructured::new(data);
     let b = u.u8();
     let config = AutoSwitchMasterConfig {
@@ -147,7 +149,7 @@ pub fn master_session(origin: Instant, data: &[u8]) {
         sync_state_set_epoch: 1,
         confirm_offset: u64::from(u.u16()),
     };
-    let mut now = origin;
+    let mut now = Instant::ZERO;
     let mut m = AutoSwitchMaster::new(config.clone(), now, start).expect("valid config");
     let mut end = max;
     let mut min = 0;
@@ -298,7 +300,7 @@ fn drain_master(
 /// Fuzz body `autoswitch_slave_session`: a slave under arbitrary master bytes and well-formed
 /// C and D frames, with a driver that answers as a store would. Checks that appends continue
 /// the log, truncations only cut, and confirmOffset never passes the end.
-pub fn slave_session(origin: Instant, data: &[u8]) {
+pub fn slave_session(data: &[u8]) {
     let mut u = Unstructured::new(data);
     let b = u.u8();
     let config = AutoSwitchSlaveConfig {
@@ -313,7 +315,7 @@ pub fn slave_session(origin: Instant, data: &[u8]) {
     };
     let mut end = if b & 1 == 0 { 0 } else { u64::from(u.u16() % 1000) };
     let local = if b & 2 == 0 { EpochCache::new() } else { small_epochs(&mut u, end) };
-    let mut now = origin;
+    let mut now = Instant::ZERO;
     let mut s = AutoSwitchSlave::new(config, now, end, end, local).expect("valid config");
     let mut requested = end;
     let mut connect_pending = false;

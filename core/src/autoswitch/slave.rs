@@ -2,7 +2,9 @@
 //! have the driver truncate to the consistent point, then stream (frames D) and ack (frame B).
 
 use std::collections::VecDeque;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::time::Instant;
 
 use bytes::Bytes;
 use tracing::{debug, info, trace, warn};
