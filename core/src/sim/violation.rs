@@ -142,8 +142,18 @@ pub enum Violation {
         conn: u64,
         /// What the rules say: the error, or the ack.
         expected: Result<Option<Offset>, PeerError>,
-        /// What the master did.
-        got: Result<Option<Offset>, PeerError>,
+        /// What the master's driver did: the new ack, or how it refused.
+        got: Result<Option<Offset>, String>,
+    },
+    /// The master's fence differs from what the replicas' reports call for (the restart
+    /// fence lifted before enough distinct replicas reported, or stayed up after they had; a
+    /// trusted replica ahead of the master did not fence it).
+    #[error("the master's fence is {got}, but the reports call for {expected}")]
+    FenceDiffers {
+        /// What the reports call for.
+        expected: String,
+        /// The driver's fence.
+        got: String,
     },
     /// The master or a slave raised a divergence error against a slave that had not diverged.
     #[error("slave {slave} was accused of {error} though its log is a prefix of the master's")]

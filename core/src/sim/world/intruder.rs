@@ -22,12 +22,19 @@ impl Simulation {
     }
 
     pub(super) fn intruder_connect(&mut self) -> R {
-        if self.master.core.is_none() || self.intruders.len() >= 2 {
+        if self.master.driver.is_none() || self.intruders.len() >= 2 {
             return Ok(());
         }
         let id = self.next_intruder;
         self.next_intruder += 1;
-        let conn = self.open_conn(Peer::Intruder { id });
+        // A stranger on the replicas' network (admitted and trusted, as the allow-list says), or
+        // from outside it (refused at accept).
+        let ip = if self.rng.chance(0.7) {
+            Ipv4Addr::new(10, 0, 0, 100 + (id % 100) as u8)
+        } else {
+            Ipv4Addr::new(192, 0, 2, 1 + (id % 200) as u8)
+        };
+        let conn = self.open_conn(Peer::Intruder { id }, SocketAddr::new(IpAddr::V4(ip), 0));
         let acts_left = self.rng.range(1, 12) as u32;
         self.intruders.insert(
             id,
@@ -41,7 +48,11 @@ impl Simulation {
         );
         self.stats.intruders += 1;
         self.rec(Node::Intruder(id), "connects", conn, 0, Detail::None);
-        self.feed_master(MasterInput::Accepted { conn: ConnId(conn) })?;
+        let not_admitted = self.master.driver.as_ref().map_or(0, |d| d.refusals().not_admitted);
+        self.master_call(MasterCall::Accepted { conn })?;
+        if self.master.driver.as_ref().is_some_and(|d| d.refusals().not_admitted > not_admitted) {
+            self.stats.intruders_outside_allow_list += 1;
+        }
         let at = self.now + self.between(MS, 100 * MS);
         self.schedule(at, Ev::Intruder { id });
         Ok(())
@@ -60,8 +71,8 @@ impl Simulation {
             self.intruders.remove(&id);
             return Ok(());
         }
-        let end = self.master.log.end().max(self.master.log.min());
-        let min = self.master.log.min();
+        let end = self.master.store.end().max(self.master.store.min());
+        let min = self.master.store.min();
         let (last, received) = (x.last_ack, x.received);
         let wire: Vec<u8> = match (last, self.rng.below(7)) {
             // First report: empty, plausible, ahead of the master, or garbage.
