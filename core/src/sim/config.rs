@@ -46,6 +46,15 @@ pub struct SimConfig {
     ///
     /// [`Violation::WaitOkTooFew`]: super::Violation::WaitOkTooFew
     pub loopback_slaves: bool,
+    /// Let intruders from the replicas' network (allow-listed, so trusted) connect while the
+    /// restart fence is up. The fence counts distinct trusted hosts and takes the allow-list at
+    /// its word: a stranger it trusts counts as a replica, so an honest report from one lifts
+    /// the fence early and the master can merge a diverged slave's log
+    /// ([`Violation::DivergedSlaveAccepted`]). Off by default: strangers then come from outside
+    /// the allow-list (refused at accept) while the fence is up.
+    ///
+    /// [`Violation::DivergedSlaveAccepted`]: super::Violation::DivergedSlaveAccepted
+    pub trusted_strangers_during_restart: bool,
     /// How a failure says to replay it; `{seed}` is replaced by the seed in hex.
     pub replay_command: String,
     /// Print every simulation event to stderr as it happens (for debugging one seed).
@@ -65,6 +74,7 @@ impl Default for SimConfig {
             max_steps: 2_000_000,
             restart_fence: true,
             loopback_slaves: false,
+            trusted_strangers_during_restart: false,
             replay_command: "SIM_SEED={seed} SIM_RUNS=1 cargo test --test sim -- --nocapture".into(),
             print_trace: false,
         }

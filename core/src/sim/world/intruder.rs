@@ -29,7 +29,10 @@ impl Simulation {
         self.next_intruder += 1;
         // A stranger on the replicas' network (admitted and trusted, as the allow-list says), or
         // from outside it (refused at accept).
-        let ip = if self.rng.chance(0.7) {
+        let fenced =
+            self.master.driver.as_ref().is_some_and(|d| matches!(d.fence(), Some(Fence::Restart { .. })));
+        let trusted = self.rng.chance(0.7) && (!fenced || self.cfg.trusted_strangers_during_restart);
+        let ip = if trusted {
             Ipv4Addr::new(10, 0, 0, 100 + (id % 100) as u8)
         } else {
             Ipv4Addr::new(192, 0, 2, 1 + (id % 200) as u8)
@@ -77,7 +80,15 @@ impl Simulation {
         let wire: Vec<u8> = match (last, self.rng.below(7)) {
             // First report: empty, plausible, ahead of the master, or garbage.
             (None, 0 | 1) => 0u64.to_be_bytes().to_vec(),
-            (None, 2 | 3) => self.rng.range(min, end).to_be_bytes().to_vec(),
+            (None, 2 | 3) => {
+                let w = self.rng.range(min, end);
+                let mut wire = w.to_be_bytes().to_vec();
+                if w < end && self.rng.chance(0.5) {
+                    // In the same packet, an ack of bytes not sent yet (the stream starts at `w`).
+                    wire.extend_from_slice(&self.rng.range(w + 1, end).to_be_bytes());
+                }
+                wire
+            }
             (None, 4 | 5) => (end + self.rng.range(1, 1 << 20)).to_be_bytes().to_vec(),
             (_, 6) => (0..self.rng.range(1, 20)).map(|_| self.rng.next_u64() as u8).collect(),
             (None, _) => u64::MAX.to_be_bytes().to_vec(),
@@ -88,13 +99,21 @@ impl Simulation {
             // The master's end: beyond what it has sent, unless it is caught up (then a lie the
             // protocol cannot tell from the truth).
             (Some(_), 3 | 4) => end.to_be_bytes().to_vec(),
+            // Beyond what it received, within the end: beyond what was sent, unless the rest is
+            // still in flight (then a lie the protocol cannot refute).
+            (Some(a), _) if self.rng.chance(0.5) && received.is_some_and(|r| r.max(a) < end) => {
+                let r = received.unwrap_or(a).max(a);
+                self.rng.range(r + 1, end).to_be_bytes().to_vec()
+            }
             (Some(_), _) => (MAX_WIRE_OFFSET + 1 + self.rng.below(1 << 20)).to_be_bytes().to_vec(),
         };
-        if wire.len() == REPORT_LEN {
-            let w = u64::from_be_bytes(wire[..].try_into().expect("8 bytes"));
-            if w <= MAX_WIRE_OFFSET {
-                let x = self.intruders.get_mut(&id).expect("present");
-                x.last_ack = Some(x.last_ack.map_or(w, |a| a.max(w)));
+        if wire.len() % REPORT_LEN == 0 {
+            for word in wire.chunks_exact(REPORT_LEN) {
+                let w = u64::from_be_bytes(word.try_into().expect("8 bytes"));
+                if w <= MAX_WIRE_OFFSET {
+                    let x = self.intruders.get_mut(&id).expect("present");
+                    x.last_ack = Some(x.last_ack.map_or(w, |a| a.max(w)));
+                }
             }
         }
         let x = self.intruders.get_mut(&id).expect("present");

@@ -44,6 +44,7 @@ impl Simulation {
                 Violation::Panic { message: format!("the master service refused its configuration: {e}") }
             })?;
         self.master.driver = Some(driver);
+        self.master.shut_down = false;
         self.master.outbox = Outbox::default();
         self.master.fence = FenceModel { needed: restart_fence, ..FenceModel::default() };
         self.master_call(MasterCall::Timeout)
@@ -87,6 +88,7 @@ impl Simulation {
                 ("timeout", 0, 0)
             }
             MasterCall::Shutdown => {
+                self.master.shut_down = true;
                 driver.shutdown();
                 ("shutdown", 0, 0)
             }
@@ -235,6 +237,10 @@ impl Simulation {
         let bad =
             |reason| Violation::BadTransmit { conn, offset: h.offset, len: u64::from(h.body_len), reason };
         let Some(c) = self.conns.get(&conn) else { return Err(bad("unknown connection")) };
+        if self.master.shut_down && (!c.master_open || c.master_closing) {
+            // A frame for a sink the shutdown closed: its writer is gone and drops it.
+            return Ok(());
+        }
         if !c.master_open || c.master_closing || c.master_inc != self.master.inc {
             return Err(bad("connection already closed"));
         }

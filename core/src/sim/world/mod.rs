@@ -263,6 +263,9 @@ struct MasterNode {
     old_logs: BTreeMap<u64, MemLog>,
     down_until: Option<Nanos>,
     fence: FenceModel,
+    /// The driver was shut down: it may still hand frames to sinks it closed, which the
+    /// connections' writers drop.
+    shut_down: bool,
     draining: bool,
     spin: (Nanos, u32),
 }
@@ -561,6 +564,7 @@ impl Simulation {
                 old_logs: BTreeMap::new(),
                 down_until: None,
                 fence: FenceModel::default(),
+                shut_down: false,
                 draining: false,
                 spin: (0, 0),
             },
