@@ -75,7 +75,8 @@ impl Default for SimConfig {
             restart_fence: true,
             loopback_slaves: false,
             trusted_strangers_during_restart: false,
-            replay_command: "SIM_SEED={seed} SIM_RUNS=1 cargo test --test sim -- --nocapture".into(),
+            replay_command: "SIM_SEED={seed} SIM_RUNS=1 cargo test -p logship-core --test sim -- --nocapture"
+                .into(),
             print_trace: false,
         }
     }

@@ -157,7 +157,7 @@ stats! {
         /// (it reconnected): the fence must not count it twice.
         fence_reports_again,
         /// Older connections from a slave's host torn down by the master's driver when the
-        /// slave connected again (see `SimConfig::close_stale_connections`).
+        /// slave connected again (see `SimConfig::loopback_slaves`).
         stale_connections_closed,
         /// Slaves taken out after a typed error (they end with it).
         slaves_ended_with_error,
