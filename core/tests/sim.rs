@@ -13,6 +13,8 @@ use logship_core::sim::{
 };
 use logship_core::{AckPolicy, MasterConfig};
 
+mod common;
+
 fn config() -> SimConfig {
     SimConfig {
         replay_command: "SIM_SEED={seed} cargo test -p logship-core --test sim swarm -- --nocapture".into(),
@@ -277,4 +279,70 @@ fn soak() {
     let seeds = seeds_from_env(1_000_000, 5_000);
     let total = run_all(seeds, &config());
     eprintln!("soak: {} seed(s) from {:#x}:\n{total}", seeds.runs, seeds.start);
+}
+
+// The lower-level slave driver API the simulator drives: appends answered late.
+
+mod slave_driver {
+    use std::sync::Arc;
+
+    use bytes::Bytes;
+    use logship_core::memlog::MemoryLog;
+    use logship_core::service::{SlaveDriver, SlaveServiceConfig};
+    use logship_core::{LogRead, LogWrite, SlaveOutput};
+
+    use super::common::{Clock, push};
+
+    /// Every step up to the next timer.
+    fn poll_all(d: &mut SlaveDriver<MemoryLog>, now: std::time::Instant) -> Vec<SlaveOutput> {
+        let mut out = Vec::new();
+        loop {
+            match d.poll_action(now) {
+                SlaveOutput::Timeout(_) => return out,
+                o => out.push(o),
+            }
+        }
+    }
+
+    fn streaming(clock: &Clock) -> (SlaveDriver<MemoryLog>, Arc<MemoryLog>) {
+        let log = Arc::new(MemoryLog::new());
+        let config = SlaveServiceConfig::new("10.0.0.1:10912");
+        let mut d = SlaveDriver::new(&config, clock.at(0), Arc::clone(&log)).unwrap();
+        assert_eq!(poll_all(&mut d, clock.at(0)), vec![SlaveOutput::Connect]);
+        d.connected(clock.at(0));
+        assert!(poll_all(&mut d, clock.at(0)).contains(&SlaveOutput::Transmit(0u64.to_be_bytes())));
+        (d, log)
+    }
+
+    #[test]
+    fn poll_action_leaves_appends_to_the_caller_until_appended_answers() {
+        let clock = Clock::new();
+        let (mut d, log) = streaming(&clock);
+        d.received(clock.at(1), push(0, b"hello"));
+        let out = poll_all(&mut d, clock.at(1));
+        assert!(
+            out.contains(&SlaveOutput::Append { offset: 0, data: Bytes::from_static(b"hello") }),
+            "{out:?}"
+        );
+        // Nothing is stored or acknowledged before the caller stores it and answers.
+        assert!(!out.iter().any(|o| matches!(o, SlaveOutput::Transmit(_))), "{out:?}");
+        assert_eq!(log.bounds().max, 0);
+        let end = log.append_at(0, b"hello");
+        d.appended(clock.at(5), end);
+        assert!(poll_all(&mut d, clock.at(5)).contains(&SlaveOutput::Transmit(5u64.to_be_bytes())));
+        assert_eq!(d.status(clock.at(5)).max_offset, 5);
+    }
+
+    #[test]
+    fn a_failed_append_answered_late_is_counted_and_closes_the_stream() {
+        let clock = Clock::new();
+        let (mut d, log) = streaming(&clock);
+        d.received(clock.at(1), push(0, b"hello"));
+        poll_all(&mut d, clock.at(1));
+        d.appended::<&str>(clock.at(5), Err("disk full"));
+        let status = d.status(clock.at(5));
+        assert_eq!((status.append_failures, status.append_error.as_deref()), (1, Some("disk full")));
+        assert_eq!(log.bounds().max, 0);
+        assert!(poll_all(&mut d, clock.at(5)).iter().any(|o| matches!(o, SlaveOutput::Close(_))));
+    }
 }

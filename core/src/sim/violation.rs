@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::{ApiMisuse, PeerError, WaitError};
+use crate::error::{PeerError, WaitError};
 use crate::log::Offset;
 
 use super::stats::Stats;
@@ -12,15 +12,8 @@ use super::stats::Stats;
 #[derive(thiserror::Error, Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Violation {
-    /// A core refused an input the simulator fed (a simulator bug or a core bug).
-    #[error("{node} refused an input: {error}")]
-    ApiMisuse {
-        /// `master` or `slave N`.
-        node: String,
-        /// What the core said.
-        error: ApiMisuse,
-    },
-    /// A core panicked.
+    /// A core or a driver panicked. A core that refuses an input its driver fed (a driver or
+    /// simulator bug) panics the driver's `debug_assert` in builds with debug assertions.
     #[error("a core panicked: {message}")]
     Panic {
         /// The panic message.
