@@ -124,7 +124,9 @@
 //!   connection starts streaming; on loopback ([`SimConfig::loopback_slaves`]) it cannot.
 //! - A peer that acknowledges only bytes it was sent cannot be told from a slave: the
 //!   intruder's plausible acks count as copies. Every forgery the protocol can refute must be
-//!   refuted.
+//!   refuted. For the same reason the restart fence trusts its allow-list: a stranger it trusts
+//!   counts as a replica, so strangers from the replicas' network stay away while a fence is up
+//!   unless [`SimConfig::trusted_strangers_during_restart`] lets them in.
 //!
 //! Content is a pure function of (master incarnation, offset), so bytes written by different
 //! master incarnations differ and the oracle can compare logs byte for byte.

@@ -1,4 +1,5 @@
-//! The master's driver: feeding the core, performing its outputs, checking its events.
+//! The master: the production driver over simulated sinks, what it hands the network, and the
+//! judging of its wait outcomes.
 
 use super::*;
 

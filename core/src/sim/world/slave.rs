@@ -1,4 +1,5 @@
-//! A slave's driver: connecting, reporting, appending and flushing through a (possibly slow or failing) disk.
+//! A slave: the production driver, connecting, reporting, and appending and flushing through a
+//! (possibly slow or failing) disk.
 
 use super::*;
 
