@@ -10,7 +10,7 @@
 //!
 //! Other knobs: `SIM_ALL_FAULTS=1` (every fault at once), `SIM_DEFAULT_CONFIGS=1` (RocketMQ's
 //! default timers and sizes), `SIM_FAULT_SECS`, `SIM_LIVENESS_SECS`, `SIM_MAX_BYTES`,
-//! `SIM_NO_FENCE=1` and `SIM_KEEP_STALE=1` (show the classic protocol's limits).
+//! `SIM_NO_FENCE=1` and `SIM_LOOPBACK=1` (show the classic protocol's limits).
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -36,7 +36,7 @@ fn main() -> ExitCode {
         max_bytes: var("SIM_MAX_BYTES").and_then(|v| v.parse().ok()).unwrap_or(96 * 1024),
         print_trace: std::env::var_os("SIM_TRACE").is_some(),
         restart_fence: std::env::var_os("SIM_NO_FENCE").is_none(),
-        close_stale_connections: std::env::var_os("SIM_KEEP_STALE").is_none(),
+        loopback_slaves: std::env::var_os("SIM_LOOPBACK").is_some(),
         replay_command: "SIM_SEED={seed} cargo run -p logship-core --features sim --example sim".into(),
         ..SimConfig::default()
     };

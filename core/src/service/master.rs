@@ -597,3 +597,16 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         }
     }
 }
+
+// Accessors for the simulator.
+impl<S, W> MasterDriver<S, W> {
+    /// Protocol errors raised by connected slaves since the driver started.
+    pub fn peer_errors(&self) -> u64 {
+        self.peer_errors
+    }
+
+    /// Connections refused or not trusted, as counted for the status page.
+    pub fn refusals(&self) -> &Refusals {
+        &self.refusals
+    }
+}

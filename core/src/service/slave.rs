@@ -78,45 +78,77 @@ impl<L: LogWrite> SlaveDriver<L> {
     }
 
     /// Performs outputs that need no runtime (appends, events) and returns the next action.
+    ///
+    /// Appends are stored inline through [`LogWrite::append_at`]; a caller that stores them
+    /// itself (late, on another thread) uses [`poll_action`](Self::poll_action).
     pub fn next_action(&mut self, now: Instant) -> SlaveAction {
         loop {
-            match self.core.poll_output() {
+            match self.poll_action(now) {
                 SlaveOutput::Timeout(at) => return SlaveAction::SleepUntil(at),
                 SlaveOutput::Connect => return SlaveAction::Connect,
-                SlaveOutput::Transmit(report) => {
-                    if u64::from_be_bytes(report) >= self.core.master_offset().unwrap_or(0) {
-                        self.caught_up_at = now;
-                    }
-                    return SlaveAction::Send(report);
-                }
+                SlaveOutput::Transmit(report) => return SlaveAction::Send(report),
                 SlaveOutput::Flush => return SlaveAction::Flush,
-                SlaveOutput::Close(reason) => {
-                    info!(%reason, "closing connection to master");
-                    return SlaveAction::Disconnect;
-                }
-                SlaveOutput::Append { offset, data } => match self.log.append_at(offset, &data) {
-                    Ok(end) => {
-                        if end > self.core.end() {
-                            self.append_error = None;
-                        }
-                        self.feed(now, SlaveInput::Appended { end });
-                    }
-                    Err(e) => {
+                SlaveOutput::Close(_) => return SlaveAction::Disconnect,
+                SlaveOutput::Event(_) => {}
+                SlaveOutput::Append { offset, data } => {
+                    let result = self.log.append_at(offset, &data);
+                    if let Err(e) = &result {
                         error!(%e, offset, len = data.len(), "append failed");
-                        self.append_error = Some(e.to_string());
-                        self.append_failures += 1;
-                        let end = self.log.bounds().max;
-                        self.feed(now, SlaveInput::AppendFailed { end });
                     }
-                },
-                SlaveOutput::Event(event) => match event {
-                    SlaveEvent::FirstReport { offset } => info!(offset, "replicating from master"),
-                    SlaveEvent::Disconnected { reason } => info!(?reason, "disconnected from master"),
-                    SlaveEvent::PeerError(error) => {
-                        self.peer_errors += 1;
-                        warn!(%error, "master broke the protocol");
-                    }
-                },
+                    self.appended(now, result);
+                }
+            }
+        }
+    }
+
+    /// The lower-level form of [`next_action`](Self::next_action), for a caller that stores
+    /// appends itself (late, on another thread): the core's next output, after the driver's
+    /// bookkeeping (events are logged and peer errors counted already).
+    ///
+    /// Perform it as [`SlaveAction`] describes (`Transmit` is `Send`, `Close` is `Disconnect`,
+    /// `Timeout` is `SleepUntil`), and store each [`SlaveOutput::Append`] at its offset
+    /// ([`LogWrite::append_at`]), reporting the outcomes through [`appended`](Self::appended)
+    /// in the order the appends came, now or late; keep polling meanwhile.
+    pub fn poll_action(&mut self, now: Instant) -> SlaveOutput {
+        let output = self.core.poll_output();
+        match &output {
+            SlaveOutput::Transmit(report) => {
+                if u64::from_be_bytes(*report) >= self.core.master_offset().unwrap_or(0) {
+                    self.caught_up_at = now;
+                }
+            }
+            SlaveOutput::Close(reason) => info!(%reason, "closing connection to master"),
+            SlaveOutput::Event(event) => match event {
+                SlaveEvent::FirstReport { offset } => info!(offset, "replicating from master"),
+                SlaveEvent::Disconnected { reason } => info!(?reason, "disconnected from master"),
+                SlaveEvent::PeerError(error) => {
+                    self.peer_errors += 1;
+                    warn!(%error, "master broke the protocol");
+                }
+            },
+            SlaveOutput::Timeout(_)
+            | SlaveOutput::Connect
+            | SlaveOutput::Flush
+            | SlaveOutput::Append { .. } => {}
+        }
+        output
+    }
+
+    /// An append returned by [`poll_action`](Self::poll_action) finished: `result` is the log's
+    /// new end, or why the append failed (the log's end is then read from the log).
+    pub fn appended<E: std::fmt::Display>(&mut self, now: Instant, result: Result<Offset, E>) {
+        match result {
+            Ok(end) => {
+                if end > self.core.end() {
+                    self.append_error = None;
+                }
+                self.feed(now, SlaveInput::Appended { end });
+            }
+            Err(e) => {
+                self.append_error = Some(e.to_string());
+                self.append_failures += 1;
+                let end = self.log.bounds().max;
+                self.feed(now, SlaveInput::AppendFailed { end });
             }
         }
     }

@@ -28,21 +28,33 @@ pub struct SimConfig {
     pub max_bytes: u64,
     /// Upper bound on simulation steps; reaching it is a failure (a livelock).
     pub max_steps: u64,
-    /// After a master restart, hold producer appends until every slave has reported to the new
-    /// master or been refused. The classic protocol has no epochs: a slave that holds bytes the
-    /// master lost can only be told apart while the master's log is still shorter than the
-    /// slave's. Turning this off shows that limit as a [`Violation::DivergedSlaveAccepted`].
+    /// After a master restart, run the master service with its restart fence
+    /// ([`MasterServiceConfig::restart_fence`]) set to the slaves still in service: producers
+    /// hold their appends until that many distinct trusted replicas have reported to the new
+    /// master. The classic protocol has no epochs: a slave that holds bytes the master lost can
+    /// only be told apart while the master's log is still shorter than the slave's. Turning
+    /// this off shows that limit as a [`Violation::DivergedSlaveAccepted`].
     ///
+    /// [`MasterServiceConfig::restart_fence`]: crate::service::MasterServiceConfig::restart_fence
     /// [`Violation::DivergedSlaveAccepted`]: super::Violation::DivergedSlaveAccepted
     pub restart_fence: bool,
-    /// When a slave connects, the master's driver tears down any older connection from the
-    /// same slave host. The classic protocol has no slave identity, so only the driver (which
-    /// knows peer addresses) can tell that a host crashed silently and came back: without this,
-    /// the stale connection keeps its ack until housekeeping closes it, and a quorum can count
-    /// one slave twice ([`Violation::WaitOkTooFew`]).
+    /// Run every slave on one loopback host (as tests and the demo do) instead of a host of its
+    /// own. The classic protocol has no slave identity; the master's driver tells replicas apart
+    /// by host, which loopback does not allow: it then evicts no older connection of a slave that
+    /// crashed silently and came back, and the stale connection keeps its ack until housekeeping
+    /// closes it, so a quorum can count one slave twice ([`Violation::WaitOkTooFew`]).
     ///
     /// [`Violation::WaitOkTooFew`]: super::Violation::WaitOkTooFew
-    pub close_stale_connections: bool,
+    pub loopback_slaves: bool,
+    /// Let intruders from the replicas' network (allow-listed, so trusted) connect while the
+    /// restart fence is up. The fence counts distinct trusted hosts and takes the allow-list at
+    /// its word: a stranger it trusts counts as a replica, so an honest report from one lifts
+    /// the fence early and the master can merge a diverged slave's log
+    /// ([`Violation::DivergedSlaveAccepted`]). Off by default: strangers then come from outside
+    /// the allow-list (refused at accept) while the fence is up.
+    ///
+    /// [`Violation::DivergedSlaveAccepted`]: super::Violation::DivergedSlaveAccepted
+    pub trusted_strangers_during_restart: bool,
     /// How a failure says to replay it; `{seed}` is replaced by the seed in hex.
     pub replay_command: String,
     /// Print every simulation event to stderr as it happens (for debugging one seed).
@@ -61,8 +73,10 @@ impl Default for SimConfig {
             max_bytes: 96 * 1024,
             max_steps: 2_000_000,
             restart_fence: true,
-            close_stale_connections: true,
-            replay_command: "SIM_SEED={seed} SIM_RUNS=1 cargo test --test sim -- --nocapture".into(),
+            loopback_slaves: false,
+            trusted_strangers_during_restart: false,
+            replay_command: "SIM_SEED={seed} SIM_RUNS=1 cargo test -p logship-core --test sim -- --nocapture"
+                .into(),
             print_trace: false,
         }
     }

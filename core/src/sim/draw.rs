@@ -21,8 +21,6 @@ pub(crate) struct Workload {
     pub(crate) gap: (Duration, Duration),
     /// Probability that a message gets a SYNC wait.
     pub(crate) sync_probability: f64,
-    /// Probability, per burst, of cancelling a pending wait.
-    pub(crate) cancel_probability: f64,
     /// Probability, per burst, of a wait for an older offset (possibly replicated already).
     pub(crate) late_wait_probability: f64,
     /// At one instant, core timeouts run before queued events (else after).
@@ -186,7 +184,6 @@ fn draw_workload(
         max_message: rng.range(16, (2 * u64::from(master.transfer_batch_size)).min(budget / 4).max(16)),
         gap: if fast { (ms(1), ms(50)) } else { (ms(10), ms(1_000)) },
         sync_probability: rng.pick(&[0.0, 0.3, 1.0]),
-        cancel_probability: 0.05,
         late_wait_probability: rng.pick(&[0.0, 0.2]),
         timeouts_first: rng.chance(0.5),
         appended_per_message: 0.5,

@@ -2,8 +2,15 @@
 //! time, with seeded faults, checking the protocol's invariants after every step.
 //!
 //! Because the core is sans-IO, the simulator is only a loop (quinn's `Pair::step`, str0m's
-//! `progress`, extended to N nodes): it plays the drivers, the network, the disks, the clock and
-//! the producers, and the state machines are the very ones production runs. One [`SimRng`]
+//! `progress`, extended to N nodes): it plays the runtime adapters, the network, the disks, the
+//! clock and the producers, and everything above the sockets is the code production runs: the
+//! master is a [`MasterDriver`](crate::service::MasterDriver) built by `for_service` (admission,
+//! restart fence, eviction of stale connections, first reports checked against the log) over
+//! simulated connection and wait sinks, and each slave a
+//! [`SlaveDriver`](crate::service::SlaveDriver) whose appends the simulated disk answers now or
+//! late ([`SlaveDriver::poll_action`](crate::service::SlaveDriver::poll_action)). The oracle
+//! that judges a run is the simulator's own: it shares no code with the drivers and reads only
+//! what they expose (the cores' state, the driver's fence and counters, the wire). One [`SimRng`]
 //! seeded from a `u64` makes every choice, time starts from one epoch and advances only by the
 //! simulator, and no `HashMap` order is ever observed, so a seed replays exactly.
 //!
@@ -20,14 +27,17 @@
 //!
 //! # What is simulated
 //!
-//! - **Cluster.** A [`Master`](crate::Master) and 1–4 [`Slave`](crate::Slave)s, each with an
-//!   in-memory log that records which bytes are written and which are durable. The drivers
-//!   follow the crate's run-loop contract: a master `Transmit` is resolved from the master's log
-//!   and written to the connection (`Sent` once the connection has room); a slave `Append` is
-//!   stored at the log's end (an empty log adopts the offset); `Flush` makes bytes durable;
-//!   after the master's `Close` the driver tears the connection down and feeds `Closed` (at
-//!   once, or after a lag during which reads and writes already under way still arrive); after
-//!   the slave's `Close` it drops the connection and feeds nothing. Every `Append` gets its own
+//! - **Cluster.** A master service and 1–4 slave services, each with an in-memory log (behind
+//!   the crate's [`LogRead`](crate::LogRead) / [`LogWrite`](crate::LogWrite)) that records which
+//!   bytes are written and which are durable. Each slave runs on a host of its own
+//!   (`10.0.0.x`, in the master's replica allow-list), or all on loopback
+//!   ([`SimConfig::loopback_slaves`]). The simulated adapters follow the service layer's
+//!   contract: a frame handed to a connection sink is resolved from the master's log and written
+//!   to the connection (`sent` once the connection has room); a slave append is stored at the
+//!   log's end (an empty log adopts the offset); a flush makes bytes durable; after the master
+//!   driver closes a sink the adapter tears the connection down and reports `closed` (at once,
+//!   or after a lag during which reads and writes already under way still arrive); after the
+//!   slave's `Disconnect` it drops the connection and reports nothing. Every `Append` gets its own
 //!   answer, in order, however late the disk is; after a failed one, the appends that follow
 //!   fail too. Slaves also flush in the background, and cores get spurious `handle_timeout`
 //!   calls.
@@ -51,8 +61,9 @@
 //!   lagging one.
 //! - **Workload.** Bursts of messages appended to the master's log (with `Appended` per
 //!   message or per burst, and SYNC_FLUSH or periodic master flushes), SYNC waits
-//!   (`AwaitReplication`) with random deadlines from zero to seconds (some exactly at the
-//!   instant an ack arrives), waits for older offsets, and cancellations. Each seed draws its
+//!   (`await_replication`) with random deadlines from zero to seconds (some exactly at the
+//!   instant an ack arrives), and waits for older offsets. Producers check the driver's fence
+//!   before every burst, as the adapters do before every put. Each seed draws its
 //!   cluster size, `AckPolicy`, `ack_on` per slave, `NewSlaveStart`, batch and segment sizes,
 //!   timers, network shape, and which faults happen how often (swarm testing), unless
 //!   [`SimConfig`] fixes them; and whether, at one instant, timeouts run before or after other
@@ -73,7 +84,12 @@
 //!   master's ack for a connection never exceeds what the peer reported, nor what it was sent;
 //! - every report is handled as the protocol's rules say: the first report starts the stream
 //!   or is refused as ahead or behind retention, later acks beyond the end, beyond what was
-//!   sent, going backwards, or above `i64::MAX` are refused with the matching `PeerError`;
+//!   sent, going backwards, or above `i64::MAX` are refused (the connection dropped with one
+//!   protocol error counted; a replica ahead of the master fences it, naming its address, its
+//!   report and the master's end, unless the report is no real offset);
+//! - the master's fence is what the reports call for: after a restart, puts wait until as many
+//!   distinct trusted replicas as the fence names have reported (a host once, however often it
+//!   reconnects; on loopback each live connection while it is up), and not longer;
 //! - every master transmit is a valid span: contiguous, non-empty, within the batch size, the
 //!   appended end and one segment, above the min offset, on a live connection;
 //! - every `WaitDone(Ok(o))` had, at that instant, enough distinct slaves whose acknowledged
@@ -81,7 +97,7 @@
 //!   or unless it crashed since with `AckOn::Written`, whose acks mean "in the page cache");
 //!   no `Ok` at or after the deadline, no `Timeout` before it, exactly one `WaitDone` per
 //!   wait, `SlaveNotAvailable` and `InSyncReplicasNotEnough` only when a wait starts,
-//!   `Cancelled` only after `CancelWait`, and no wait still pending after its deadline;
+//!   `Cancelled` only after a shutdown, and no wait still pending after its deadline;
 //! - the master's count of pending waits matches the waits started; no core loops on
 //!   `poll_output` or on timeouts at one instant.
 //!
@@ -91,24 +107,26 @@
 //! master's very end, hold nothing yet), and no wait may be left. A slave ahead of the master
 //! or behind retention must instead have ended with the typed error.
 //!
-//! # The classic protocol's limits, and what the simulated drivers do about them
+//! # The classic protocol's limits, and what the service layer does about them
 //!
 //! The classic protocol carries no epoch, no slave identity and no authentication. Three
-//! consequences need the application's (driver's) help, and the simulated drivers give it:
+//! consequences need the service layer's help:
 //!
 //! - A slave that holds bytes a crashed master lost can be recognised only while the master's
 //!   log is shorter than the slave's: once the master has grown past it, its report looks like
-//!   any other. So after a master restart the simulated broker holds producer appends until
-//!   every slave has reported to the new master or been refused ([`SimConfig::restart_fence`]),
-//!   and a slave refused as ahead (or behind retention) is taken out of service rather than left
-//!   to reconnect. Turn the fence off to see the silent merge it prevents.
+//!   any other. So after a master restart the simulated broker runs the master service with its
+//!   restart fence ([`SimConfig::restart_fence`]), and a trusted replica refused as ahead fences
+//!   the master; the simulator takes such a slave (or one behind retention) out of service
+//!   rather than letting it reconnect. Turn the fence off to see the silent merge it prevents.
 //! - A slave whose machine crashed silently and came back within the housekeeping interval
 //!   has two connections at the master, and a quorum would count it twice. The master's driver,
-//!   which knows peer addresses, tears down the older connection of a host that connects again
-//!   ([`SimConfig::close_stale_connections`]).
+//!   which knows peer addresses, evicts an older silent connection of a host whose new
+//!   connection starts streaming; on loopback ([`SimConfig::loopback_slaves`]) it cannot.
 //! - A peer that acknowledges only bytes it was sent cannot be told from a slave: the
 //!   intruder's plausible acks count as copies. Every forgery the protocol can refute must be
-//!   refuted.
+//!   refuted. For the same reason the restart fence trusts its allow-list: a stranger it trusts
+//!   counts as a replica, so strangers from the replicas' network stay away while a fence is up
+//!   unless [`SimConfig::trusted_strangers_during_restart`] lets them in.
 //!
 //! Content is a pure function of (master incarnation, offset), so bytes written by different
 //! master incarnations differ and the oracle can compare logs byte for byte.

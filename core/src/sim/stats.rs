@@ -113,6 +113,8 @@ stats! {
         master_bytes_lost,
         /// Master restarts after which some slave held bytes the master had lost.
         master_restarts_with_slave_ahead,
+        /// Graceful master stops (the driver's shutdown) before a process crash.
+        master_shutdowns,
         /// Forged-ack intruders that connected to the master.
         intruders,
         /// Reports sent by intruders.
@@ -133,6 +135,8 @@ stats! {
         slaves_refused_behind_retention,
         /// Intruder connections the master closed with a `PeerError`.
         intruders_refused,
+        /// Intruders from outside the replica allow-list, refused at accept.
+        intruders_outside_allow_list,
         /// `PeerError::SlaveAhead` raised by the master (slaves and intruders).
         slave_ahead,
         /// `PeerError::SlaveBehindRetention` raised by the master (slaves and intruders).
@@ -149,8 +153,11 @@ stats! {
         offset_mismatches,
         /// Connections closed by a housekeeping timeout (master or slave side).
         housekeeping_closes,
+        /// Reports from a replica that had reported already, while the restart fence was up
+        /// (it reconnected): the fence must not count it twice.
+        fence_reports_again,
         /// Older connections from a slave's host torn down by the master's driver when the
-        /// slave connected again (see `SimConfig::close_stale_connections`).
+        /// slave connected again (see `SimConfig::loopback_slaves`).
         stale_connections_closed,
         /// Slaves taken out after a typed error (they end with it).
         slaves_ended_with_error,

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::{ApiMisuse, PeerError, WaitError};
+use crate::error::{PeerError, WaitError};
 use crate::log::Offset;
 
 use super::stats::Stats;
@@ -12,15 +12,8 @@ use super::stats::Stats;
 #[derive(thiserror::Error, Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Violation {
-    /// A core refused an input the simulator fed (a simulator bug or a core bug).
-    #[error("{node} refused an input: {error}")]
-    ApiMisuse {
-        /// `master` or `slave N`.
-        node: String,
-        /// What the core said.
-        error: ApiMisuse,
-    },
-    /// A core panicked.
+    /// A core or a driver panicked. A core that refuses an input its driver fed (a driver or
+    /// simulator bug) panics the driver's `debug_assert` in builds with debug assertions.
     #[error("a core panicked: {message}")]
     Panic {
         /// The panic message.
@@ -142,8 +135,18 @@ pub enum Violation {
         conn: u64,
         /// What the rules say: the error, or the ack.
         expected: Result<Option<Offset>, PeerError>,
-        /// What the master did.
-        got: Result<Option<Offset>, PeerError>,
+        /// What the master's driver did: the new ack, or how it refused.
+        got: Result<Option<Offset>, String>,
+    },
+    /// The master's fence differs from what the replicas' reports call for (the restart
+    /// fence lifted before enough distinct replicas reported, or stayed up after they had; a
+    /// trusted replica ahead of the master did not fence it).
+    #[error("the master's fence is {got}, but the reports call for {expected}")]
+    FenceDiffers {
+        /// What the reports call for.
+        expected: String,
+        /// The driver's fence.
+        got: String,
     },
     /// The master or a slave raised a divergence error against a slave that had not diverged.
     #[error("slave {slave} was accused of {error} though its log is a prefix of the master's")]

@@ -35,7 +35,7 @@ impl Simulation {
             self.fault_disk_error();
         }
         if self.rng.chance(f.master_crash * dt) {
-            self.fault_master_crash();
+            self.fault_master_crash()?;
         }
         if self.rng.chance(f.intruder * dt) {
             self.intruder_connect()?;
@@ -56,14 +56,12 @@ impl Simulation {
         let now = self.instant(self.now);
         self.stats.spurious_timeouts += 1;
         if k == self.slaves.len() {
-            self.snapshot_master();
-            if let Some(core) = self.master.core.as_mut() {
-                core.handle_timeout(now);
+            if self.master.driver.is_some() {
                 self.rec(Node::Master, "spurious timeout", 0, 0, Detail::None);
-                self.drain_master()?;
+                self.master_call(MasterCall::Timeout)?;
             }
-        } else if let Some(core) = self.slaves[k].core.as_mut() {
-            core.handle_timeout(now);
+        } else if let Some(driver) = self.slaves[k].driver.as_mut() {
+            driver.handle_timeout(now);
             self.rec(Node::Slave(k), "spurious timeout", 0, 0, Detail::None);
             self.drain_slave(k)?;
         }
@@ -164,7 +162,7 @@ impl Simulation {
 
     pub(super) fn crash_slave(&mut self, i: usize, silent: bool, down: Nanos, stop: bool) {
         let s = &mut self.slaves[i];
-        s.core = None;
+        s.driver = None;
         s.timeout = None;
         s.inc += 1;
         s.connecting = None;
@@ -178,15 +176,21 @@ impl Simulation {
         // rest; a process crash keeps the page cache, so nothing written is lost, though the
         // durable end may lag behind it at restart.
         let lost = if silent {
-            let unflushed = s.log.end().saturating_sub(s.log.durable());
+            let unflushed = s.store.end().saturating_sub(s.store.durable());
             let keep = self.rng.range(0, unflushed);
-            self.slaves[i].log.crash(keep)
+            let mut log = self.slaves[i].log();
+            let lost = log.crash(keep);
+            if log.is_empty() {
+                // A wiped slave store starts over: empty, reporting 0.
+                *log = MemLog::default();
+            }
+            lost
         } else {
             self.stats.process_crashes += 1;
             0
         };
         let s = &mut self.slaves[i];
-        s.valid_end = s.valid_end.min(s.log.end());
+        s.valid_end = s.valid_end.min(s.store.end());
         s.down_until = Some(self.now + down);
         s.stopped = stop;
         let inc = s.inc;
@@ -234,12 +238,21 @@ impl Simulation {
         self.rec(Node::Fault, "disk error armed", i as u64, 0, Detail::None);
     }
 
-    pub(super) fn fault_master_crash(&mut self) {
-        if self.master.core.is_none() {
-            return;
+    pub(super) fn fault_master_crash(&mut self) -> R {
+        if self.master.driver.is_none() {
+            return Ok(());
         }
         let silent = self.rng.chance(self.faults.silent_crash);
-        self.master.core = None;
+        if !silent && self.rng.chance(0.3) {
+            // A graceful stop first: the driver closes every connection and cancels every wait.
+            self.stats.master_shutdowns += 1;
+            for w in self.waits.values_mut() {
+                w.cancel_requested = true;
+            }
+            self.rec(Node::Fault, "master shutdown", 0, 0, Detail::None);
+            self.master_call(MasterCall::Shutdown)?;
+        }
+        self.master.driver = None;
         self.master.timeout = None;
         self.master.inc += 1;
         self.stats.waits_lost_in_master_crash += self.waits.len() as u64;
@@ -252,15 +265,17 @@ impl Simulation {
             self.master_side_down(conn, if silent { Teardown::Silent } else { Teardown::Rst });
         }
         self.intruders.clear();
-        let old = self.master.log.clone();
+        let old = self.master.log().clone();
         self.master.old_logs.insert(self.master.inc - 1, old);
         // A machine crash loses unflushed bytes (all but a torn part); a process crash keeps
         // the page cache.
         let lost = if silent {
-            let log = &mut self.master.log;
-            let unflushed = log.end().saturating_sub(log.durable());
+            let unflushed = {
+                let log = self.master.log();
+                log.end().saturating_sub(log.durable())
+            };
             let keep = self.rng.range(0, unflushed);
-            self.master.log.crash(keep)
+            self.master.log().crash(keep)
         } else {
             self.stats.process_crashes += 1;
             0
@@ -270,7 +285,10 @@ impl Simulation {
             self.stats.master_lost_tails += 1;
             self.stats.master_bytes_lost += lost;
         }
-        let end = self.master.log.end().max(self.master.log.min());
+        let end = {
+            let log = self.master.log();
+            log.end().max(log.min())
+        };
         for s in &mut self.slaves {
             s.valid_end = s.valid_end.min(end);
         }
@@ -279,28 +297,32 @@ impl Simulation {
         self.rec(Node::Fault, "master crash", lost, down, Detail::None);
         let inc = self.master.inc;
         self.schedule(self.now + down, Ev::MasterRestart { inc });
+        Ok(())
     }
 
+    /// The master comes back on its disk: a new driver, fenced (with `restart_fence`) until
+    /// every slave still in service has reported.
     pub(super) fn restart_master(&mut self) -> R {
-        let bounds = self.master.log.bounds();
-        let now = self.instant(self.now);
-        self.master.core =
-            Some(Master::new(self.master.config.clone(), now, bounds).expect("config validated"));
         self.master.down_until = None;
         self.master.spin = (0, 0);
-        self.master.fence = (0..self.slaves.len()).filter(|&i| self.slaves[i].ended_with.is_none()).collect();
+        let fence = if self.cfg.restart_fence {
+            self.slaves.iter().filter(|s| s.ended_with.is_none()).count()
+        } else {
+            0
+        };
         if self.slaves.iter().any(|s| s.ended_with.is_none() && !s.prefix_ok()) {
             self.stats.master_restarts_with_slave_ahead += 1;
         }
+        let bounds = self.master.log().bounds();
         self.rec(Node::Master, "restart", bounds.min, bounds.max, Detail::None);
-        self.drain_master()
+        self.start_master(fence)
     }
 
     pub(super) fn fault_retention(&mut self) -> R {
-        let Some(core) = self.master.core.as_ref() else { return Ok(()) };
+        let Some(core) = self.master.core() else { return Ok(()) };
         let seg = self.master.config.mapped_file_size_commit_log;
         let bounds = core.log_bounds();
-        let has_bytes = |s: &SlaveNode| s.ended_with.is_none() && !s.log.is_empty();
+        let has_bytes = |s: &SlaveNode| s.ended_with.is_none() && !s.store.is_empty();
         // Mostly past a stopped slave; sometimes past the most lagging running one (retention
         // goes by age and disk usage, not by slaves).
         let stopped = (0..self.slaves.len()).find(|&i| {
@@ -310,7 +332,7 @@ impl Simulation {
         let lagging = || {
             (0..self.slaves.len())
                 .filter(|&i| self.slaves[i].running() && has_bytes(&self.slaves[i]))
-                .min_by_key(|&i| (self.slaves[i].log.end(), i))
+                .min_by_key(|&i| (self.slaves[i].store.end(), i))
         };
         let (i, past_stopped) = match stopped {
             Some(i) if self.rng.chance(0.8) => (i, true),
@@ -319,25 +341,26 @@ impl Simulation {
                 _ => return Ok(()),
             },
         };
-        let min = (self.slaves[i].log.end() / seg + 1).saturating_mul(seg);
+        let min = (self.slaves[i].store.end() / seg + 1).saturating_mul(seg);
+        let master_durable = self.master.store.durable();
         // Only over durable bytes, and past a stopped slave without cutting off running ones.
         let spares_running = !past_stopped
             || self
                 .slaves
                 .iter()
                 .filter(|s| s.running() && s.ended_with.is_none())
-                .all(|s| s.log.end() >= min && !s.log.is_empty());
-        if min <= bounds.min || min > bounds.max || min > self.master.log.durable() || !spares_running {
+                .all(|s| s.store.end() >= min && !s.store.is_empty());
+        if min <= bounds.min || min > bounds.max || min > master_durable || !spares_running {
             return Ok(());
         }
-        self.master.log.retain(min);
+        self.master.log().retain(min);
         if past_stopped {
             self.stats.retention_past_stopped_slave += 1;
         } else {
             self.stats.retention_past_lagging_slave += 1;
         }
         self.rec(Node::Fault, "retention", i as u64, min, Detail::None);
-        self.feed_master(MasterInput::Retained { min })
+        self.master_call(MasterCall::LogChanged { min, max: bounds.max })
     }
 
     /// A slave the master or the slave itself reported with a typed error is taken out of
@@ -350,8 +373,8 @@ impl Simulation {
         let justified = match error {
             PeerError::SlaveAhead { .. } | PeerError::OffsetMismatch { .. } => !s.prefix_ok(),
             // An empty slave starts again from the min offset: nothing to end.
-            PeerError::SlaveBehindRetention { .. } if s.log.is_empty() => return Ok(()),
-            PeerError::SlaveBehindRetention { reported, min } => reported < min && s.log.end() < min,
+            PeerError::SlaveBehindRetention { .. } if s.store.is_empty() => return Ok(()),
+            PeerError::SlaveBehindRetention { reported, min } => reported < min && s.store.end() < min,
             _ => false,
         };
         if !justified {
@@ -360,13 +383,12 @@ impl Simulation {
         self.rec(Node::Slave(i), "taken out", 0, 0, Detail::Peer(error));
         let s = &mut self.slaves[i];
         s.ended_with = Some(error);
-        s.core = None;
+        s.driver = None;
         s.timeout = None;
         s.inc += 1;
         s.connecting = None;
         s.disk.clear();
         self.stats.slaves_ended_with_error += 1;
-        self.master.fence.remove(&i);
         if let Some(conn) = self.slaves[i].conn.take() {
             self.peer_side_down(conn, Teardown::Fin);
         }
@@ -387,7 +409,7 @@ impl Simulation {
         for conn in &ids {
             self.conns.get_mut(conn).expect("listed").stall_until = [0, 0];
         }
-        if self.master.core.is_none() {
+        if self.master.driver.is_none() {
             self.restart_master()?;
         }
         for i in 0..self.slaves.len() {

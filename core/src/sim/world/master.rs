@@ -1,30 +1,184 @@
-//! The master's driver: feeding the core, performing its outputs, checking its events.
+//! The master: the production driver over simulated sinks, what it hands the network, and the
+//! judging of its wait outcomes.
 
 use super::*;
 
+/// One call into the master's driver, for the trace.
+#[derive(Copy, Clone, Debug)]
+pub(super) enum MasterCall {
+    Accepted {
+        conn: u64,
+    },
+    Sent {
+        conn: u64,
+    },
+    Closed {
+        conn: u64,
+    },
+    LogChanged {
+        min: Offset,
+        max: Offset,
+    },
+    Await {
+        id: u64,
+        offset: Offset,
+        deadline: Nanos,
+    },
+    Timeout,
+    /// A graceful stop: every connection closed, every wait cancelled.
+    Shutdown,
+}
+
 impl Simulation {
-    pub(super) fn feed_master(&mut self, input: MasterInput) -> R {
+    /// (Re)starts the master: a production [`MasterDriver`] over the master's disk, admitting
+    /// the replica allow-list, with the restart fence after a crash (`restart_fence` slaves).
+    pub(super) fn start_master(&mut self, restart_fence: usize) -> R {
+        let now = self.instant(self.now);
+        let config = MasterServiceConfig {
+            core: self.master.config.clone(),
+            admission: allow_list(self.cfg.loopback_slaves),
+            restart_fence,
+            ..MasterServiceConfig::default()
+        };
+        let driver =
+            MasterDriver::for_service(&config, now, Arc::clone(&self.master.store)).map_err(|e| {
+                Violation::Panic { message: format!("the master service refused its configuration: {e}") }
+            })?;
+        self.master.driver = Some(driver);
+        self.master.shut_down = false;
+        self.master.outbox = Outbox::default();
+        self.master.fence = FenceModel { needed: restart_fence, ..FenceModel::default() };
+        self.master_call(MasterCall::Timeout)
+    }
+
+    /// Makes one call into the master's driver, drains it, and performs what it handed over
+    /// (frames, closes, wait outcomes) in order.
+    pub(super) fn master_call(&mut self, call: MasterCall) -> R {
         let now = self.instant(self.now);
         if !self.master.draining {
             self.snapshot_master();
         }
-        let Some(core) = self.master.core.as_mut() else { return Ok(()) };
-        let (what, a, b) = match &input {
-            MasterInput::Accepted { conn } => ("in Accepted", conn.0, 0),
-            MasterInput::Received { conn, data } => ("in Received", conn.0, data.len() as u64),
-            MasterInput::Sent { conn } => ("in Sent", conn.0, 0),
-            MasterInput::Closed { conn } => ("in Closed", conn.0, 0),
-            MasterInput::Appended { end } => ("in Appended", *end, 0),
-            MasterInput::Retained { min } => ("in Retained", *min, 0),
-            MasterInput::AwaitReplication { id, offset, .. } => ("in AwaitReplication", id.0, *offset),
-            MasterInput::CancelWait { id } => ("in CancelWait", id.0, 0),
-            MasterInput::Evict { conn, .. } => ("in Evict", conn.0, 0),
-            MasterInput::ReportVerified { conn, .. } => ("in ReportVerified", conn.0, 0),
+        let outbox = Arc::clone(&self.master.outbox);
+        let Some(driver) = self.master.driver.as_mut() else { return Ok(()) };
+        let (what, a, b) = match call {
+            MasterCall::Accepted { conn } => {
+                let address = self.conns.get(&conn).map(|c| c.address).expect("accepting a known connection");
+                driver.accept(now, ConnId(conn), address, SimConn { conn, outbox });
+                ("in Accepted", conn, 0)
+            }
+            MasterCall::Sent { conn } => {
+                driver.sent(now, ConnId(conn));
+                ("in Sent", conn, 0)
+            }
+            MasterCall::Closed { conn } => {
+                driver.closed(now, ConnId(conn));
+                self.master.fence.forget(conn);
+                ("in Closed", conn, 0)
+            }
+            MasterCall::LogChanged { min, max } => {
+                driver.log_changed(now, crate::LogBounds { min, max });
+                ("in LogChanged", min, max)
+            }
+            MasterCall::Await { id, offset, deadline } => {
+                let deadline = self.epoch + Duration::from_nanos(deadline);
+                driver.await_replication(now, offset, deadline, SimWait { id, outbox });
+                ("in AwaitReplication", id, offset)
+            }
+            MasterCall::Timeout => {
+                driver.handle_timeout(now);
+                ("timeout", 0, 0)
+            }
+            MasterCall::Shutdown => {
+                self.master.shut_down = true;
+                driver.shutdown();
+                ("shutdown", 0, 0)
+            }
         };
-        core.handle_input(now, input)
-            .map_err(|error| Violation::ApiMisuse { node: "master".into(), error })?;
+        self.after_master_call(what, a, b)
+    }
+
+    /// Feeds report bytes to the master's driver.
+    pub(super) fn master_received_call(&mut self, conn: u64, data: Bytes) -> R {
+        let now = self.instant(self.now);
+        if !self.master.draining {
+            self.snapshot_master();
+        }
+        let Some(driver) = self.master.driver.as_mut() else { return Ok(()) };
+        let len = data.len() as u64;
+        driver.received(now, ConnId(conn), data);
+        self.after_master_call("in Received", conn, len)
+    }
+
+    fn after_master_call(&mut self, what: &'static str, a: u64, b: u64) -> R {
+        let driver = self.master.driver.as_mut().expect("called above");
+        let next = driver.drain();
+        self.master.timeout = Some(self.to_nanos(next));
         self.rec(Node::Master, what, a, b, Detail::None);
-        self.drain_master()
+        self.observe_master()?;
+        self.perform_master_outbox()
+    }
+
+    /// What the oracle learns from the core's state after a call: connections whose first
+    /// report the master accepted start streaming at `start`.
+    fn observe_master(&mut self) -> R {
+        let Some(core) = self.master.core() else { return Ok(()) };
+        let started: Vec<(u64, Offset, Option<Offset>)> = core
+            .slaves()
+            .filter_map(|info| info.start.map(|start| (info.conn.0, start, info.ack)))
+            .filter(|(conn, ..)| self.conns.get(conn).is_some_and(|c| !c.started))
+            .collect();
+        for (conn, start, ack) in started {
+            let c = self.conns.get_mut(&conn).expect("filtered above");
+            c.started = true;
+            c.next = Some(start);
+            let peer = c.peer;
+            self.rec(Node::Master, "streams", conn, start, Detail::None);
+            if let Peer::Slave { idx, inc } = peer {
+                let s = &self.slaves[idx];
+                if s.inc == inc && s.ended_with.is_none() && !s.prefix_ok() {
+                    return Err(Violation::DivergedSlaveAccepted {
+                        slave: idx,
+                        reported: ack.unwrap_or(start),
+                        valid_end: s.valid_end,
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Performs what the driver's sinks were handed. A call made while performing them (a
+    /// `Sent` once a frame is in the pipe, a `Closed`) leaves its own output to this loop.
+    fn perform_master_outbox(&mut self) -> R {
+        if self.master.draining {
+            return Ok(());
+        }
+        self.master.draining = true;
+        let result = self.perform_master_outbox_inner();
+        self.master.draining = false;
+        result
+    }
+
+    fn perform_master_outbox_inner(&mut self) -> R {
+        for _ in 0..DRAIN_LIMIT {
+            let outbox = Arc::clone(&self.master.outbox);
+            let Some(out) = disk::pop(&outbox) else { return Ok(()) };
+            match out {
+                Out::Transmit { conn, transmit } => {
+                    self.master_transmit(conn, transmit.header, transmit.body)?
+                }
+                Out::Close { conn } => {
+                    self.rec(Node::Master, "out Close", conn, 0, Detail::None);
+                    self.closes += 1;
+                    self.master_close(conn)?;
+                }
+                Out::WaitDone { id, result } => {
+                    self.rec(Node::Master, "ev WaitDone", id, 0, Detail::Wait(result));
+                    self.wait_done(id, result)?;
+                }
+            }
+        }
+        Err(Violation::Livelock { node: "master".into(), what: "its driver's output never ended" })
     }
 
     pub(super) fn master_timeout(&mut self) -> R {
@@ -34,54 +188,18 @@ impl Simulation {
         if self.master.spin.1 > SPIN_LIMIT {
             return Err(Violation::Livelock { node: "master".into(), what: "timeouts at one instant" });
         }
-        let now = self.instant(self.now);
-        self.snapshot_master();
-        if let Some(core) = self.master.core.as_mut() {
-            core.handle_timeout(now);
-            self.drain_master()?;
-        }
+        let closes = self.closes;
+        self.master_call(MasterCall::Timeout)?;
+        // Closes on a timeout are the master's housekeeping (or a first report that never came).
+        self.stats.housekeeping_closes += self.closes - closes;
         Ok(())
     }
 
     pub(super) fn snapshot_master(&mut self) {
         self.before_input.clear();
-        if let Some(core) = self.master.core.as_ref() {
+        if let Some(core) = self.master.core() {
             self.before_input.extend(core.slaves().map(|info| (info.conn.0, info.ack)));
         }
-    }
-
-    pub(super) fn drain_master(&mut self) -> R {
-        if self.master.draining {
-            return Ok(());
-        }
-        self.master.draining = true;
-        let result = self.drain_master_inner();
-        self.master.draining = false;
-        result
-    }
-
-    pub(super) fn drain_master_inner(&mut self) -> R {
-        for _ in 0..DRAIN_LIMIT {
-            let Some(core) = self.master.core.as_mut() else { return Ok(()) };
-            match core.poll_output() {
-                MasterOutput::Timeout(at) => {
-                    self.master.timeout = Some(self.to_nanos(at));
-                    return Ok(());
-                }
-                MasterOutput::Transmit { conn, header, body } => {
-                    self.master_transmit(conn.0, header, body)?
-                }
-                MasterOutput::Close { conn, reason } => {
-                    self.rec(Node::Master, "out Close", conn.0, 0, Detail::Close(reason));
-                    if reason == CloseReason::HousekeepingTimeout {
-                        self.stats.housekeeping_closes += 1;
-                    }
-                    self.master_close(conn.0)?;
-                }
-                MasterOutput::Event(e) => self.master_event(e)?,
-            }
-        }
-        Err(Violation::Livelock { node: "master".into(), what: "poll_output never returned Timeout" })
     }
 
     /// The core closed `conn`: tear it down and feed `Closed`, at once or after a lag during
@@ -90,7 +208,7 @@ impl Simulation {
         let lag = self.rng.range(0, nanos(self.faults.close_lag));
         if lag == 0 {
             self.master_side_down(conn, Teardown::Fin);
-            return self.feed_master(MasterInput::Closed { conn: ConnId(conn) });
+            return self.master_call(MasterCall::Closed { conn });
         }
         let delay = self.link_delay();
         let now = self.now;
@@ -103,7 +221,7 @@ impl Simulation {
         self.kick(conn, Dir::ToPeer, at);
         self.stats.lagged_closes += 1;
         for _ in 0..finishing {
-            self.feed_master(MasterInput::Sent { conn: ConnId(conn) })?;
+            self.master_call(MasterCall::Sent { conn })?;
         }
         let inc = self.master.inc;
         self.schedule(now + lag, Ev::MasterClosed { conn, inc });
@@ -120,6 +238,10 @@ impl Simulation {
         let bad =
             |reason| Violation::BadTransmit { conn, offset: h.offset, len: u64::from(h.body_len), reason };
         let Some(c) = self.conns.get(&conn) else { return Err(bad("unknown connection")) };
+        if self.master.shut_down && (!c.master_open || c.master_closing) {
+            // A frame for a sink the shutdown closed: its writer is gone and drops it.
+            return Ok(());
+        }
         if !c.master_open || c.master_closing || c.master_inc != self.master.inc {
             return Err(bad("connection already closed"));
         }
@@ -127,7 +249,7 @@ impl Simulation {
             return Err(bad("not where the stream continues"));
         }
         let cfg = &self.master.config;
-        let log = &self.master.log;
+        let appended_end = self.master.core().map_or(0, |m| m.log_bounds().max);
         let data = match body {
             None if h.body_len != 0 => return Err(bad("heartbeat with a body length")),
             None => Bytes::new(),
@@ -142,10 +264,10 @@ impl Simulation {
                 if span.offset / seg != (span.end() - 1) / seg {
                     return Err(bad("span crosses a segment"));
                 }
-                if span.end() > self.master.core.as_ref().map_or(0, |m| m.log_bounds().max) {
+                if span.end() > appended_end {
                     return Err(bad("span beyond the appended end"));
                 }
-                log.read(span).map_err(bad)?
+                self.master.log().read(span).map_err(bad)?
             }
         };
         self.rec(Node::Master, "out Transmit", conn, h.offset, Detail::None);
@@ -175,84 +297,8 @@ impl Simulation {
             }
             let wire = c.pending_tx.pop_front().expect("front exists");
             self.send(conn, Dir::ToPeer, wire);
-            self.feed_master(MasterInput::Sent { conn: ConnId(conn) })?;
+            self.master_call(MasterCall::Sent { conn })?;
         }
-    }
-
-    pub(super) fn master_event(&mut self, e: MasterEvent) -> R {
-        match e {
-            MasterEvent::SlaveStarted { conn, requested, start } => {
-                self.rec(Node::Master, "ev SlaveStarted", conn.0, requested, Detail::None);
-                let Some(c) = self.conns.get_mut(&conn.0) else { return Ok(()) };
-                c.started = true;
-                c.next = Some(start);
-                if let Peer::Slave { idx, inc } = c.peer {
-                    let s = &self.slaves[idx];
-                    if s.inc == inc && s.ended_with.is_none() {
-                        if !s.prefix_ok() {
-                            return Err(Violation::DivergedSlaveAccepted {
-                                slave: idx,
-                                reported: requested,
-                                valid_end: s.valid_end,
-                            });
-                        }
-                        self.master.fence.remove(&idx);
-                    }
-                }
-            }
-            MasterEvent::VerifyReport { conn, .. } => {
-                // The simulator's logs have no records: every offset is a boundary.
-                self.feed_master(MasterInput::ReportVerified { conn, boundary: true })?;
-            }
-            MasterEvent::SlaveAcked { conn, offset } => {
-                self.rec(Node::Master, "ev SlaveAcked", conn.0, offset, Detail::None);
-            }
-            MasterEvent::SlaveDisconnected { conn } => {
-                self.rec(Node::Master, "ev SlaveDisconnected", conn.0, 0, Detail::None);
-            }
-            MasterEvent::WaitDone { id, result } => {
-                self.rec(Node::Master, "ev WaitDone", id.0, 0, Detail::Wait(result));
-                self.wait_done(id.0, result)?;
-            }
-            MasterEvent::PeerError { conn, error } => {
-                self.rec(Node::Master, "ev PeerError", conn.0, 0, Detail::Peer(error));
-                self.peer_errors.push((conn.0, error));
-                match error {
-                    PeerError::SlaveAhead { .. } => self.stats.slave_ahead += 1,
-                    PeerError::SlaveBehindRetention { .. } => self.stats.slave_behind_retention += 1,
-                    PeerError::AckBeyondEnd { .. } => self.stats.ack_beyond_end += 1,
-                    PeerError::AckBeyondSent { .. } => self.stats.ack_beyond_sent += 1,
-                    PeerError::AckWentBackwards { .. } => self.stats.ack_went_backwards += 1,
-                    PeerError::Frame(_) => self.stats.frame_errors += 1,
-                    PeerError::OffsetMismatch { .. } => self.stats.offset_mismatches += 1,
-                    // Neither is produced here: records are not checked, and the slave side
-                    // raises the other.
-                    PeerError::SlaveDiverged { .. } | PeerError::FirstOffsetTooLarge { .. } => {}
-                }
-                let Some(c) = self.conns.get(&conn.0) else { return Ok(()) };
-                if let Peer::Intruder { .. } = c.peer {
-                    self.stats.intruders_refused += 1;
-                }
-                if let Peer::Slave { idx, inc } = c.peer {
-                    let s = &self.slaves[idx];
-                    if s.inc == inc && s.ended_with.is_none() {
-                        match error {
-                            PeerError::SlaveAhead { .. } | PeerError::SlaveBehindRetention { .. } => {
-                                if matches!(error, PeerError::SlaveAhead { .. }) {
-                                    self.stats.slaves_refused_ahead += 1;
-                                } else {
-                                    self.stats.slaves_refused_behind_retention += 1;
-                                }
-                                self.quarantine.push((idx, error));
-                            }
-                            // An honest slave never sends these.
-                            _ => return Err(Violation::FalseAccusation { slave: idx, error }),
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
     }
 
     pub(super) fn wait_done(&mut self, id: u64, result: Result<Offset, WaitError>) -> R {
@@ -295,7 +341,7 @@ impl Simulation {
                     return bad("refused up front, but not when it started");
                 }
                 // Refused only if too few slaves are within `ha_max_gap_not_in_sync` of it.
-                if let Some(core) = self.master.core.as_ref() {
+                if let Some(core) = self.master.core() {
                     let gap = self.master.config.ha_max_gap_not_in_sync;
                     let acks: Vec<Offset> = core.slaves().filter_map(|i| i.ack).collect();
                     let close = acks.iter().filter(|&&a| w.offset.saturating_sub(a) < gap).count();
@@ -317,7 +363,7 @@ impl Simulation {
 
     /// `Ok(o)`: enough distinct slaves must hold `o` by their own truthful reports.
     pub(super) fn check_wait_ok(&self, id: u64, o: Offset) -> R {
-        let Some(core) = self.master.core.as_ref() else { return Ok(()) };
+        let Some(core) = self.master.core() else { return Ok(()) };
         // Every connection live at some point of this input, with its highest ack.
         let mut acks: BTreeMap<u64, Option<Offset>> = self.before_input.iter().copied().collect();
         for info in core.slaves() {
@@ -337,8 +383,8 @@ impl Simulation {
                         // written ones survive as long as the slave has not crashed since.
                         let s = &self.slaves[idx];
                         let kept = match s.config.ack_on {
-                            AckOn::Flushed => s.log.durable() >= o,
-                            AckOn::Written => s.inc != inc || s.log.end() >= o,
+                            AckOn::Flushed => s.store.durable() >= o,
+                            AckOn::Written => s.inc != inc || s.store.end() >= o,
                         };
                         if !kept {
                             return Err(Violation::WaitBadResult {

@@ -3,6 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
 
 use crate::time::Instant;
@@ -13,11 +15,12 @@ use crate::config::{AckOn, AckPolicy, MasterConfig, NewSlaveStart, SlaveConfig};
 use crate::error::{CloseReason, PeerError, WaitError};
 use crate::frame::{FrameError, MAX_WIRE_OFFSET, PushDecoder, PushHeader, REPORT_LEN};
 use crate::log::{LogSpan, Offset};
-use crate::{
-    ConnId, Master, MasterEvent, MasterInput, MasterOutput, Slave, SlaveEvent, SlaveInput, SlaveOutput,
-    WaitId,
+use crate::service::{
+    Admission, Fence, IpNet, MasterDriver, MasterServiceConfig, SlaveDriver, SlaveServiceConfig,
 };
+use crate::{ConnId, Master, Slave, SlaveEvent, SlaveOutput};
 
+mod disk;
 mod faults;
 mod intruder;
 mod master;
@@ -32,6 +35,9 @@ use super::memlog::MemLog;
 use super::rng::SimRng;
 use super::stats::Stats;
 use super::violation::{Failure, Outcome, Violation};
+use disk::{Disk, Out, Outbox, SimConn, SimWait};
+use master::MasterCall;
+use slave::SlaveCall;
 
 /// Virtual time: nanoseconds since the simulation's epoch.
 type Nanos = u64;
@@ -102,6 +108,8 @@ impl Pipe {
 #[derive(Debug)]
 struct Conn {
     peer: Peer,
+    /// The peer's address, as the master's driver is told at accept.
+    address: SocketAddr,
     master_inc: u64,
     pipes: [Pipe; 2],
     stall_until: [Nanos; 2],
@@ -137,13 +145,13 @@ enum DiskDone {
     FlushFailed,
 }
 
-#[derive(Debug)]
 struct SlaveNode {
     config: SlaveConfig,
     inc: u64,
-    core: Option<Slave>,
+    /// The production slave driver, while the slave runs.
+    driver: Option<SlaveDriver<Disk>>,
     timeout: Option<Nanos>,
-    log: MemLog,
+    store: Arc<Disk>,
     conn: Option<u64>,
     connecting: Option<u64>,
     disk: VecDeque<(Nanos, DiskDone)>,
@@ -166,29 +174,123 @@ struct SlaveNode {
 }
 
 impl SlaveNode {
+    fn log(&self) -> MutexGuard<'_, MemLog> {
+        self.store.lock()
+    }
     fn prefix_ok(&self) -> bool {
-        self.log.is_empty() || self.valid_end == self.log.end()
+        let log = self.log();
+        log.is_empty() || self.valid_end == log.end()
     }
     fn running(&self) -> bool {
-        self.core.is_some()
+        self.driver.is_some()
+    }
+    /// The protocol core inside the driver (the oracle reads its state).
+    fn core(&self) -> Option<&Slave> {
+        self.driver.as_ref().map(SlaveDriver::slave)
     }
 }
 
-#[derive(Debug)]
+impl std::fmt::Debug for SlaveNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlaveNode")
+            .field("inc", &self.inc)
+            .field("core", &self.core())
+            .field("log", &*self.log())
+            .field("valid_end", &self.valid_end)
+            .field("ended_with", &self.ended_with)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The oracle's own model of the master's fence, kept from what it saw on the wire: after a
+/// restart, puts wait until `needed` distinct trusted replicas have reported (a host counts
+/// once, however often it reconnects; on loopback each live connection counts while it is up);
+/// a trusted replica refused as ahead fences the master until it restarts.
+#[derive(Debug, Default)]
+struct FenceModel {
+    needed: usize,
+    heard: BTreeSet<Heard>,
+    diverged: Option<Fence>,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Heard {
+    Host(IpAddr),
+    LoopbackConn(u64),
+}
+
+impl FenceModel {
+    fn expected(&self) -> Option<Fence> {
+        if let Some(f) = &self.diverged {
+            return Some(f.clone());
+        }
+        let waiting_for = self.needed.saturating_sub(self.heard.len());
+        (waiting_for > 0).then_some(Fence::Restart { waiting_for })
+    }
+
+    /// A loopback connection closed: it no longer counts while the fence is up.
+    fn forget(&mut self, conn: u64) {
+        if self.needed > 0 {
+            self.heard.remove(&Heard::LoopbackConn(conn));
+        }
+    }
+
+    /// A trusted replica reported. Returns whether it had reported already while the fence is
+    /// still up (it reconnected and reported again: it must not count twice).
+    fn hear(&mut self, who: Heard) -> bool {
+        let mut again = false;
+        if self.needed > 0 && self.diverged.is_none() {
+            again = !self.heard.insert(who);
+            if self.heard.len() >= self.needed {
+                // Lifted for good: later departures do not raise it again.
+                self.needed = 0;
+                self.heard.clear();
+            }
+        }
+        again
+    }
+}
+
 struct MasterNode {
     config: MasterConfig,
     inc: u64,
-    core: Option<Master>,
+    /// The production master driver, while the master runs.
+    driver: Option<MasterDriver<SimConn, SimWait>>,
+    /// Where its sinks put what it hands the simulator.
+    outbox: Outbox,
     timeout: Option<Nanos>,
-    log: MemLog,
+    store: Arc<Disk>,
     /// Each crashed incarnation's log as it was at the crash: bytes still in flight from it
     /// are checked against it.
     old_logs: BTreeMap<u64, MemLog>,
     down_until: Option<Nanos>,
-    /// Slaves that have not yet reported to the restarted master.
-    fence: BTreeSet<usize>,
+    fence: FenceModel,
+    /// The driver was shut down: it may still hand frames to sinks it closed, which the
+    /// connections' writers drop.
+    shut_down: bool,
     draining: bool,
     spin: (Nanos, u32),
+}
+
+impl MasterNode {
+    fn log(&self) -> MutexGuard<'_, MemLog> {
+        self.store.lock()
+    }
+    /// The protocol core inside the driver (the oracle reads its state).
+    fn core(&self) -> Option<&Master> {
+        self.driver.as_ref().map(MasterDriver::master)
+    }
+}
+
+impl std::fmt::Debug for MasterNode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MasterNode")
+            .field("inc", &self.inc)
+            .field("core", &self.core().map(Master::log_bounds))
+            .field("log", &*self.log())
+            .field("fence", &self.fence)
+            .finish_non_exhaustive()
+    }
 }
 
 #[derive(Debug)]
@@ -300,7 +402,6 @@ type R<T = ()> = Result<T, Violation>;
 ///
 /// Build it with [`Simulation::new`] and [`run`](Self::run) it; see the [module
 /// docs](super) for what it simulates and checks.
-#[derive(Debug)]
 pub struct Simulation {
     seed: u64,
     cfg: SimConfig,
@@ -329,8 +430,8 @@ pub struct Simulation {
     /// The wait being started right now: the only one that may end as unavailable.
     starting_wait: Option<u64>,
     appended: u64,
-    /// Peer errors the master raised during the current input, by connection.
-    peer_errors: Vec<(u64, PeerError)>,
+    /// Connections the master driver closed during the current call.
+    closes: u64,
     /// The master's connections and acks before the current input: one input can close
     /// several connections, and a wait it completes may rest on one closed later in it.
     before_input: Vec<(u64, Option<Offset>)>,
@@ -338,6 +439,39 @@ pub struct Simulation {
     stats: Stats,
     hash: Fnv,
     recent: VecDeque<Rec>,
+}
+
+impl std::fmt::Debug for Simulation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Simulation")
+            .field("seed", &self.seed)
+            .field("now", &self.now)
+            .field("step", &self.step)
+            .field("master", &self.master)
+            .field("slaves", &self.slaves)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The master's HA port, as the slaves' configuration names it.
+const MASTER_ADDRESS: &str = "10.0.0.254:10912";
+
+/// The address of slave `idx`'s host: its own machine, or the loopback host all share.
+fn slave_ip(idx: usize, loopback: bool) -> IpAddr {
+    if loopback {
+        IpAddr::V4(Ipv4Addr::LOCALHOST)
+    } else {
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1 + idx as u8))
+    }
+}
+
+/// The replica allow-list: the slaves' network (and loopback, where they share it).
+fn allow_list(loopback: bool) -> Admission {
+    let mut nets = vec![IpNet::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 24).expect("valid prefix")];
+    if loopback {
+        nets.push(IpNet::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0)), 8).expect("valid prefix"));
+    }
+    Admission::allow_list(nets)
 }
 
 impl Simulation {
@@ -373,10 +507,10 @@ impl Simulation {
                 SlaveNode {
                     config,
                     inc: 0,
-                    core: None,
+                    driver: None,
                     timeout: None,
                     valid_end: log.end(),
-                    log,
+                    store: Disk::new(log, mcfg.mapped_file_size_commit_log),
                     conn: None,
                     connecting: None,
                     disk: VecDeque::new(),
@@ -423,14 +557,16 @@ impl Simulation {
             workload,
             summary,
             master: MasterNode {
+                store: Disk::new(master_log, mcfg.mapped_file_size_commit_log),
                 config: mcfg,
                 inc: 0,
-                core: None,
+                driver: None,
+                outbox: Outbox::default(),
                 timeout: None,
-                log: master_log,
                 old_logs: BTreeMap::new(),
                 down_until: None,
-                fence: BTreeSet::new(),
+                fence: FenceModel::default(),
+                shut_down: false,
                 draining: false,
                 spin: (0, 0),
             },
@@ -448,7 +584,7 @@ impl Simulation {
             wait_deadlines: BTreeSet::new(),
             starting_wait: None,
             appended: 0,
-            peer_errors: Vec::new(),
+            closes: 0,
             before_input: Vec::new(),
             quarantine: Vec::new(),
             stats,
@@ -553,10 +689,7 @@ impl Simulation {
     // ---------------------------------------------------------------- the loop
 
     fn start(&mut self) -> R {
-        let bounds = self.master.log.bounds();
-        self.master.core =
-            Some(Master::new(self.master.config.clone(), self.instant(0), bounds).expect("config validated"));
-        self.drain_master()?;
+        self.start_master(0)?;
         for i in 0..self.slaves.len() {
             self.start_slave(i)?;
         }
@@ -638,7 +771,7 @@ impl Simulation {
                     let c = self.conns.get_mut(&conn).expect("checked");
                     c.master_open = false;
                     c.pipes[Dir::ToMaster.index()].clear();
-                    self.feed_master(MasterInput::Closed { conn: ConnId(conn) })?;
+                    self.master_call(MasterCall::Closed { conn })?;
                 }
                 Ok(())
             }
@@ -652,13 +785,13 @@ impl Simulation {
                 Ok(())
             }
             Ev::MasterRestart { inc } => {
-                if self.master.inc == inc && self.master.core.is_none() {
+                if self.master.inc == inc && self.master.driver.is_none() {
                     self.restart_master()?;
                 }
                 Ok(())
             }
             Ev::MasterFlush => {
-                self.master.log.flush();
+                self.master.log().flush();
                 if let Some(every) = self.workload.master_flush {
                     let at = self.now + nanos(every);
                     self.schedule(at, Ev::MasterFlush);
@@ -666,9 +799,9 @@ impl Simulation {
                 Ok(())
             }
             Ev::SlaveFlush => {
-                for s in &mut self.slaves {
+                for s in &self.slaves {
                     if s.running() {
-                        s.log.flush();
+                        s.log().flush();
                     }
                 }
                 let at = self.now + nanos(self.workload.slave_flush);

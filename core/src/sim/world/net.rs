@@ -73,7 +73,7 @@ impl Simulation {
                     let peer = c.peer;
                     self.host_up(peer)
                 } else {
-                    self.master.core.is_some()
+                    self.master.driver.is_some()
                 };
                 if back {
                     self.rec(Node::Net, "reset from rebooted host", conn, 0, Detail::None);
@@ -103,7 +103,7 @@ impl Simulation {
             let peer = c.peer;
             if dir == Dir::ToPeer {
                 if let Peer::Slave { idx, .. } = peer {
-                    if !self.slaves[idx].core.as_ref().is_some_and(Slave::wants_read) {
+                    if !self.slaves[idx].core().is_some_and(Slave::wants_read) {
                         return Ok(()); // drain_slave kicks once it wants to read again
                     }
                 }
@@ -140,9 +140,7 @@ impl Simulation {
             let chunk = chunk.freeze();
             match (dir, peer) {
                 (Dir::ToMaster, _) => self.master_received(conn, chunk)?,
-                (Dir::ToPeer, Peer::Slave { idx, .. }) => {
-                    self.feed_slave(idx, SlaveInput::Received(chunk))?
-                }
+                (Dir::ToPeer, Peer::Slave { idx, .. }) => self.feed_slave(idx, SlaveCall::Received(chunk))?,
                 (Dir::ToPeer, Peer::Intruder { id }) => self.intruder_received(id, conn, chunk),
             }
             if dir == Dir::ToPeer {
@@ -167,7 +165,7 @@ impl Simulation {
                     c.master_open = false;
                     c.pending_tx.clear();
                     self.rec(Node::Net, "eof at master", conn, 0, Detail::None);
-                    self.feed_master(MasterInput::Closed { conn: ConnId(conn) })?;
+                    self.master_call(MasterCall::Closed { conn })?;
                 }
             }
             Dir::ToPeer => {
@@ -179,7 +177,7 @@ impl Simulation {
                         let s = &mut self.slaves[idx];
                         if s.inc == inc && s.conn == Some(conn) {
                             s.conn = None;
-                            self.feed_slave(idx, SlaveInput::Closed)?;
+                            self.feed_slave(idx, SlaveCall::Closed)?;
                         }
                     }
                     Peer::Intruder { id } => {
@@ -195,10 +193,13 @@ impl Simulation {
     pub(super) fn master_received(&mut self, conn: u64, chunk: Bytes) -> R {
         if self.conns.get(&conn).is_some_and(|c| c.master_closing) {
             // A read that was under way when the core closed it: the core must ignore it.
-            return self.feed_master(MasterInput::Received { conn: ConnId(conn), data: chunk });
+            return self.master_received_call(conn, chunk);
         }
-        let Some(core) = self.master.core.as_ref() else { return Ok(()) };
-        let Some(info) = core.slaves().find(|s| s.conn.0 == conn) else { return Ok(()) };
+        let Some(core) = self.master.core() else { return Ok(()) };
+        let Some(info) = core.slaves().find(|s| s.conn.0 == conn) else {
+            // Not a replica connection (refused at accept): the driver must drop the bytes.
+            return self.master_received_call(conn, chunk);
+        };
         let bounds = core.log_bounds();
         let cfg = &self.master.config;
         let c = self.conns.get_mut(&conn).expect("delivering on it");
@@ -253,22 +254,120 @@ impl Simulation {
         c.partial.drain(..words * REPORT_LEN);
         c.reported = reported;
         let expected = expected.map(|()| changed);
-        self.peer_errors.clear();
-        self.feed_master(MasterInput::Received { conn: ConnId(conn), data: chunk })?;
-        let raised = self.peer_errors.iter().find(|(c, _)| *c == conn).map(|&(_, e)| e);
-        let core = self.master.core.as_ref().expect("the master does not crash while receiving");
+        let first_report = info.ack.is_none();
+        let peer_errors = self.master.driver.as_ref().map_or(0, |d| d.peer_errors());
+        let implausible = self.master.driver.as_ref().map_or(0, |d| d.refusals().implausible_reports);
+        let closes = self.closes;
+        self.master_received_call(conn, chunk)?;
+        let driver = self.master.driver.as_ref().expect("the master does not crash while receiving");
+        let raised = driver.peer_errors() - peer_errors;
+        let core = driver.master();
         let now_info = core.slaves().find(|s| s.conn.0 == conn);
         let got = match raised {
-            Some(e) => Err(e),
-            None => Ok(changed.and(now_info.and_then(|i| i.ack))),
+            0 => Ok(changed.and(now_info.and_then(|i| i.ack))),
+            1 => Err("refused the connection with a protocol error"),
+            _ => Err("raised several protocol errors for one read"),
         };
         let consistent = match (&expected, &got) {
-            (Err(a), Err(b)) => a == b && now_info.is_none(),
+            (Err(_), Err(_)) => raised == 1 && now_info.is_none(),
             (Ok(a), Ok(b)) => a == b && now_info.is_some(),
             _ => false,
         };
         if !consistent {
-            return Err(Violation::ReportHandling { conn, expected, got });
+            return Err(Violation::ReportHandling { conn, expected, got: got.map_err(String::from) });
+        }
+        let c = self.conns.get(&conn).expect("delivering on it");
+        let (peer, address) = (c.peer, c.address);
+        // Another connection from this host closed by a first report: the driver evicted an
+        // older connection of the same replica.
+        if first_report && changed.is_some() {
+            self.stats.stale_connections_closed += self.closes - closes;
+        }
+        match expected {
+            Ok(Some(_)) if first_report => {
+                // A trusted replica reported a position in this log: it counts for the fence.
+                self.hear(conn, address);
+            }
+            Ok(_) => {}
+            Err(error) => {
+                self.rec(Node::Master, "refused report", conn, 0, Detail::Peer(error));
+                self.refused_report(conn, peer, address, error, implausible)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The fence model hears a trusted replica: a host once, a loopback connection while up.
+    fn hear(&mut self, conn: u64, address: SocketAddr) {
+        let ip = address.ip();
+        let who = if ip.is_loopback() { Heard::LoopbackConn(conn) } else { Heard::Host(ip) };
+        if self.master.fence.hear(who) {
+            self.stats.fence_reports_again += 1;
+        }
+    }
+
+    /// What a refused report must have done: counted, fenced, or taken a slave out of service.
+    fn refused_report(
+        &mut self,
+        conn: u64,
+        peer: Peer,
+        address: SocketAddr,
+        error: PeerError,
+        implausible_before: u64,
+    ) -> R {
+        match error {
+            PeerError::SlaveAhead { .. } => self.stats.slave_ahead += 1,
+            PeerError::SlaveBehindRetention { .. } => self.stats.slave_behind_retention += 1,
+            PeerError::AckBeyondEnd { .. } => self.stats.ack_beyond_end += 1,
+            PeerError::AckBeyondSent { .. } => self.stats.ack_beyond_sent += 1,
+            PeerError::AckWentBackwards { .. } => self.stats.ack_went_backwards += 1,
+            PeerError::Frame(_) => self.stats.frame_errors += 1,
+            PeerError::OffsetMismatch { .. } => self.stats.offset_mismatches += 1,
+            // Neither is expected from reports: records are not checked, and the slave side
+            // raises the other.
+            PeerError::SlaveDiverged { .. } | PeerError::FirstOffsetTooLarge { .. } => {}
+        }
+        match error {
+            // Every admitted connection is trusted (the allow-list): one ahead of the master
+            // fences it until it restarts, unless its report is no real offset.
+            PeerError::SlaveAhead { reported, end } => {
+                let driver = self.master.driver.as_ref().expect("receiving");
+                if reported >= crate::service::tls::PLAIN_REPORT_LIMIT {
+                    if driver.refusals().implausible_reports != implausible_before + 1 {
+                        return Err(Violation::FenceDiffers {
+                            expected: "an implausible report counted, and no fence".into(),
+                            got: format!("{:?}", driver.fence()),
+                        });
+                    }
+                } else {
+                    let fence = Fence::Diverged { slave: address, reported, end };
+                    self.master.fence.diverged = Some(fence);
+                    self.master.fence.needed = 0;
+                    self.master.fence.heard.clear();
+                }
+            }
+            PeerError::SlaveBehindRetention { .. } => self.hear(conn, address),
+            _ => {}
+        }
+        if let Peer::Intruder { .. } = peer {
+            self.stats.intruders_refused += 1;
+        }
+        if let Peer::Slave { idx, inc } = peer {
+            let s = &self.slaves[idx];
+            if s.inc == inc && s.ended_with.is_none() {
+                match error {
+                    PeerError::SlaveAhead { .. } | PeerError::SlaveBehindRetention { .. } => {
+                        if matches!(error, PeerError::SlaveAhead { .. }) {
+                            self.stats.slaves_refused_ahead += 1;
+                        } else {
+                            self.stats.slaves_refused_behind_retention += 1;
+                        }
+                        self.quarantine.push((idx, error));
+                    }
+                    // An honest slave never sends these.
+                    _ => return Err(Violation::FalseAccusation { slave: idx, error }),
+                }
+            }
         }
         Ok(())
     }

@@ -6,7 +6,7 @@ impl Simulation {
     /// The invariants that hold after every step.
     pub(super) fn check(&mut self) -> R {
         for (i, s) in self.slaves.iter().enumerate() {
-            let Some(core) = s.core.as_ref() else { continue };
+            let Some(core) = s.core() else { continue };
             let view = |what, value: u64, limit: u64| {
                 if value > limit {
                     Err(Violation::SlaveView { slave: i, what, value, limit })
@@ -14,19 +14,19 @@ impl Simulation {
                     Ok(())
                 }
             };
-            view("stored end beyond the log's", core.end(), s.log.end())?;
-            view("durable end beyond the log's", core.flushed(), s.log.durable())?;
+            view("stored end beyond the log's", core.end(), s.store.end())?;
+            view("durable end beyond the log's", core.flushed(), s.store.durable())?;
             let limit = match s.config.ack_on {
-                AckOn::Written => s.log.end(),
-                AckOn::Flushed => s.log.durable(),
+                AckOn::Written => s.store.end(),
+                AckOn::Flushed => s.store.durable(),
             };
             if let Some(r) = core.reported() {
                 if r > limit {
                     return Err(Violation::ReportBeyondStored {
                         slave: i,
                         report: r,
-                        stored: s.log.end(),
-                        durable: s.log.durable(),
+                        stored: s.store.end(),
+                        durable: s.store.durable(),
                     });
                 }
             }
@@ -42,7 +42,7 @@ impl Simulation {
                 }
             }
         }
-        if let Some(core) = self.master.core.as_ref() {
+        if let Some(core) = self.master.core() {
             let end = core.log_bounds().max;
             for info in core.slaves() {
                 let conn = info.conn.0;
@@ -93,6 +93,16 @@ impl Simulation {
                 });
             }
         }
+        // The fence is the production driver's; the oracle's model is built from the reports.
+        if let Some(driver) = self.master.driver.as_ref() {
+            let expected = self.master.fence.expected();
+            if driver.fence() != expected.as_ref() {
+                return Err(Violation::FenceDiffers {
+                    expected: format!("{expected:?}"),
+                    got: format!("{:?}", driver.fence()),
+                });
+            }
+        }
         if let Some(&(deadline, id)) = self.wait_deadlines.first() {
             if deadline < self.now {
                 return Err(Violation::WaitMissedDeadline {
@@ -107,7 +117,7 @@ impl Simulation {
     /// `Ok` once every slave has converged (or ended with a true typed error) and no wait is
     /// left; else what is still wrong.
     pub(super) fn convergence(&self) -> Result<(), String> {
-        let Some(core) = self.master.core.as_ref() else { return Err("the master is down".into()) };
+        let Some(core) = self.master.core() else { return Err("the master is down".into()) };
         let end = core.log_bounds().max;
         if core.pending_waits() > 0 || !self.waits.is_empty() {
             return Err(format!("{} wait(s) pending", core.pending_waits().max(self.waits.len())));
@@ -127,15 +137,15 @@ impl Simulation {
                     .conns
                     .get(&info.conn.0)
                     .is_some_and(|c| matches!(c.peer, Peer::Slave { idx, inc } if idx == i && inc == s.inc));
-                starts_at_end |= mine && s.log.is_empty() && info.start == Some(end);
-                mine && (info.ack == Some(end) || (s.log.is_empty() && info.start == Some(end)))
+                starts_at_end |= mine && s.store.is_empty() && info.start == Some(end);
+                mine && (info.ack == Some(end) || (s.store.is_empty() && info.start == Some(end)))
             });
-            if !s.running() || (s.log.end() != end && !starts_at_end) || !acked {
+            if !s.running() || (s.store.end() != end && !starts_at_end) || !acked {
                 return Err(format!(
                     "slave {i} (running {}, state {:?}) holds {}, master end {end}, master's ack for it {}",
                     s.running(),
-                    s.core.as_ref().map(Slave::state),
-                    s.log.end(),
+                    s.core().map(Slave::state),
+                    s.store.end(),
                     if acked { "current" } else { "missing or behind" }
                 ));
             }

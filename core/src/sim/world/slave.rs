@@ -1,34 +1,74 @@
-//! A slave's driver: connecting, reporting, appending and flushing through a (possibly slow or failing) disk.
+//! A slave: the production driver, connecting, reporting, and appending and flushing through a
+//! (possibly slow or failing) disk.
 
 use super::*;
+
+/// One input to a slave's driver, for the trace.
+#[derive(Debug)]
+pub(super) enum SlaveCall {
+    Connected,
+    Received(Bytes),
+    Closed,
+    Appended(Offset),
+    AppendFailed(Offset),
+    Flushed(Offset),
+    FlushFailed,
+}
 
 impl Simulation {
     pub(super) fn start_slave(&mut self, i: usize) -> R {
         let now = self.instant(self.now);
+        let config = SlaveServiceConfig {
+            core: self.slaves[i].config.clone(),
+            ..SlaveServiceConfig::new(MASTER_ADDRESS)
+        };
         let s = &mut self.slaves[i];
         s.down_until = None;
         s.stopped = false;
-        s.core =
-            Some(Slave::new(s.config.clone(), now, s.log.end(), s.log.durable()).expect("config validated"));
-        let end = s.log.end();
+        let driver = SlaveDriver::new(&config, now, Arc::clone(&s.store)).map_err(|e| Violation::Panic {
+            message: format!("the slave service refused its configuration: {e}"),
+        })?;
+        s.driver = Some(driver);
+        let end = s.store.end();
         self.rec(Node::Slave(i), "start", end, 0, Detail::None);
         self.drain_slave(i)
     }
 
-    pub(super) fn feed_slave(&mut self, i: usize, input: SlaveInput) -> R {
+    /// One input to a slave's driver, then its outputs.
+    pub(super) fn feed_slave(&mut self, i: usize, input: SlaveCall) -> R {
         let now = self.instant(self.now);
-        let (what, a) = match &input {
-            SlaveInput::Connected => ("in Connected", 0),
-            SlaveInput::Received(d) => ("in Received", d.len() as u64),
-            SlaveInput::Closed => ("in Closed", 0),
-            SlaveInput::Appended { end } => ("in Appended", *end),
-            SlaveInput::Flushed { end } => ("in Flushed", *end),
-            SlaveInput::AppendFailed { end } => ("in AppendFailed", *end),
-            SlaveInput::FlushFailed => ("in FlushFailed", 0),
+        let Some(driver) = self.slaves[i].driver.as_mut() else { return Ok(()) };
+        let (what, a) = match input {
+            SlaveCall::Connected => {
+                driver.connected(now);
+                ("in Connected", 0)
+            }
+            SlaveCall::Received(d) => {
+                let len = d.len() as u64;
+                driver.received(now, d);
+                ("in Received", len)
+            }
+            SlaveCall::Closed => {
+                driver.closed(now);
+                ("in Closed", 0)
+            }
+            SlaveCall::Appended(end) => {
+                driver.appended::<disk::DiskError>(now, Ok(end));
+                ("in Appended", end)
+            }
+            SlaveCall::AppendFailed(end) => {
+                driver.appended(now, Err(disk::DiskError::Fault));
+                ("in AppendFailed", end)
+            }
+            SlaveCall::Flushed(end) => {
+                driver.flushed::<disk::DiskError>(now, Ok(end));
+                ("in Flushed", end)
+            }
+            SlaveCall::FlushFailed => {
+                driver.flushed::<disk::DiskError>(now, Err(disk::DiskError::Fault));
+                ("in FlushFailed", 0)
+            }
         };
-        let Some(core) = self.slaves[i].core.as_mut() else { return Ok(()) };
-        core.handle_input(now, input)
-            .map_err(|error| Violation::ApiMisuse { node: format!("slave {i}"), error })?;
         self.rec(Node::Slave(i), what, a, 0, Detail::None);
         self.drain_slave(i)
     }
@@ -41,8 +81,8 @@ impl Simulation {
             return Err(Violation::Livelock { node: format!("slave {i}"), what: "timeouts at one instant" });
         }
         let now = self.instant(self.now);
-        if let Some(core) = self.slaves[i].core.as_mut() {
-            core.handle_timeout(now);
+        if let Some(driver) = self.slaves[i].driver.as_mut() {
+            driver.handle_timeout(now);
             self.drain_slave(i)?;
         }
         Ok(())
@@ -58,12 +98,12 @@ impl Simulation {
         result?;
         // Backpressure lifted: read what is waiting.
         let s = &self.slaves[i];
-        if let (Some(conn), Some(core)) = (s.conn, s.core.as_ref()) {
+        if let (Some(conn), Some(driver)) = (s.conn, s.driver.as_ref()) {
             let waiting = self.conns.get(&conn).is_some_and(|c| {
                 let p = &c.pipes[Dir::ToPeer.index()];
                 !p.segs.is_empty() || p.eof.is_some()
             });
-            if waiting && core.wants_read() {
+            if waiting && driver.wants_read() {
                 let now = self.now;
                 self.kick(conn, Dir::ToPeer, now);
             }
@@ -71,10 +111,13 @@ impl Simulation {
         Ok(())
     }
 
+    /// Performs the slave driver's steps; its appends go to the simulated disk, which answers
+    /// them now or late.
     pub(super) fn drain_slave_inner(&mut self, i: usize) -> R {
         for _ in 0..DRAIN_LIMIT {
-            let Some(core) = self.slaves[i].core.as_mut() else { return Ok(()) };
-            match core.poll_output() {
+            let now = self.instant(self.now);
+            let Some(driver) = self.slaves[i].driver.as_mut() else { return Ok(()) };
+            match driver.poll_action(now) {
                 SlaveOutput::Timeout(at) => {
                     self.slaves[i].timeout = Some(self.to_nanos(at));
                     return Ok(());
@@ -92,12 +135,11 @@ impl Simulation {
                 SlaveOutput::Append { offset, data } => self.slave_append(i, offset, data)?,
                 SlaveOutput::Flush => {
                     self.rec(Node::Slave(i), "out Flush", 0, 0, Detail::None);
-                    let s = &mut self.slaves[i];
-                    let done = if std::mem::take(&mut s.fail_next) {
+                    let done = if std::mem::take(&mut self.slaves[i].fail_next) {
                         self.stats.disk_errors += 1;
                         DiskDone::FlushFailed
                     } else {
-                        DiskDone::Flushed(s.log.end())
+                        DiskDone::Flushed(self.slaves[i].store.end())
                     };
                     self.disk_op(i, done)?;
                 }
@@ -132,17 +174,16 @@ impl Simulation {
         let r = u64::from_be_bytes(report);
         self.rec(Node::Slave(i), "out Transmit", r, 0, Detail::None);
         let s = &self.slaves[i];
+        let (stored, durable) = {
+            let log = s.log();
+            (log.end(), log.durable())
+        };
         let limit = match s.config.ack_on {
-            AckOn::Written => s.log.end(),
-            AckOn::Flushed => s.log.durable(),
+            AckOn::Written => stored,
+            AckOn::Flushed => durable,
         };
         if r > limit {
-            return Err(Violation::ReportBeyondStored {
-                slave: i,
-                report: r,
-                stored: s.log.end(),
-                durable: s.log.durable(),
-            });
+            return Err(Violation::ReportBeyondStored { slave: i, report: r, stored, durable });
         }
         let Some(conn) = s.conn else { return Err(Violation::ReportWithoutConnection { slave: i }) };
         self.send(conn, Dir::ToMaster, Bytes::copy_from_slice(&report));
@@ -154,7 +195,7 @@ impl Simulation {
         if self.slaves[i].poisoned {
             // A later append of the stream that failed: it no longer continues the log, so the
             // store refuses it too. Every append gets its own answer, in order.
-            let end = self.slaves[i].log.end();
+            let end = self.slaves[i].store.end();
             return self.disk_op(i, DiskDone::AppendFailed(end));
         }
         let failed = std::mem::take(&mut self.slaves[i].fail_next);
@@ -177,14 +218,14 @@ impl Simulation {
         if !data.is_empty() {
             self.store(i, offset, &data)?;
         }
-        let end = self.slaves[i].log.end();
+        let end = self.slaves[i].store.end();
         self.disk_op(i, if failed { DiskDone::AppendFailed(end) } else { DiskDone::Appended(end) })
     }
 
     /// Writes replicated bytes into a slave's log, checking them against the master that sent
     /// them.
     pub(super) fn store(&mut self, i: usize, offset: Offset, data: &[u8]) -> R {
-        let s = &mut self.slaves[i];
+        let s = &self.slaves[i];
         // Which master incarnation sent these bytes: the current one, or one that crashed while
         // they were in flight.
         let sender = s.conn.and_then(|c| self.conns.get(&c)).map_or(self.master.inc, |c| c.master_inc);
@@ -194,26 +235,32 @@ impl Simulation {
             return Err(Violation::SilentMerge { slave: i, offset, valid_end: s.valid_end });
         }
         let len = data.len() as u64;
-        let end = s.log.append_at(offset, data).map_err(|end| Violation::AppendNotAtEnd {
+        let end = s.log().append_at(offset, data).map_err(|end| Violation::AppendNotAtEnd {
             slave: i,
             offset,
             end,
         })?;
-        let source = if current { &self.master.log } else { &self.master.old_logs[&sender] };
+        let master = self.master.log();
+        let source = if current { &*master } else { &self.master.old_logs[&sender] };
         if !source.holds(offset, end) || source.slice(offset, end) != data {
             return Err(Violation::WrongBytes { slave: i, offset, len });
         }
         // The slave still matches the current master as far as these bytes equal the master's
         // (bytes from a crashed incarnation may match up to where the restarted master ends).
-        let m = &self.master.log;
-        if was_prefix {
-            let upto = end.min(m.end());
-            let same = if m.holds(offset, upto) {
-                m.slice(offset, upto).iter().zip(data).take_while(|(a, b)| a == b).count() as u64
+        let valid_end = if was_prefix {
+            let upto = end.min(master.end());
+            let same = if master.holds(offset, upto) {
+                master.slice(offset, upto).iter().zip(data).take_while(|(a, b)| a == b).count() as u64
             } else {
                 0
             };
-            s.valid_end = offset + same;
+            Some(offset + same)
+        } else {
+            None
+        };
+        drop(master);
+        if let Some(v) = valid_end {
+            self.slaves[i].valid_end = v;
         }
         self.stats.bytes_replicated += len;
         Ok(())
@@ -254,13 +301,13 @@ impl Simulation {
 
     pub(super) fn disk_apply(&mut self, i: usize, done: DiskDone) -> R {
         let input = match done {
-            DiskDone::Appended(end) => SlaveInput::Appended { end },
-            DiskDone::AppendFailed(end) => SlaveInput::AppendFailed { end },
+            DiskDone::Appended(end) => SlaveCall::Appended(end),
+            DiskDone::AppendFailed(end) => SlaveCall::AppendFailed(end),
             DiskDone::Flushed(end) => {
-                self.slaves[i].log.flush_upto(end);
-                SlaveInput::Flushed { end }
+                self.slaves[i].log().flush_upto(end);
+                SlaveCall::Flushed(end)
             }
-            DiskDone::FlushFailed => SlaveInput::FlushFailed,
+            DiskDone::FlushFailed => SlaveCall::FlushFailed,
         };
         self.feed_slave(i, input)
     }
@@ -299,13 +346,13 @@ impl Simulation {
         }
         if fail {
             self.slaves[i].connecting = None;
-            return self.feed_slave(i, SlaveInput::Closed);
+            return self.feed_slave(i, SlaveCall::Closed);
         }
         let [to_master, to_slave] = self.partition_until[i];
-        if self.master.core.is_none() {
+        if self.master.driver.is_none() {
             // Connection refused.
             self.slaves[i].connecting = None;
-            return self.feed_slave(i, SlaveInput::Closed);
+            return self.feed_slave(i, SlaveCall::Closed);
         }
         if to_master > self.now || to_slave > self.now {
             // The handshake is lost: the connect times out.
@@ -316,39 +363,23 @@ impl Simulation {
         self.slaves[i].connecting = None;
         // Appends the core queued for the failed stream have all failed by now.
         self.slaves[i].poisoned = false;
-        if self.cfg.close_stale_connections {
-            // The driver knows peer hosts: an older connection from this slave's host is dead
-            // (its process or machine restarted). Tear it down so it is not counted twice.
-            let stale: Vec<u64> = self
-                .conns
-                .iter()
-                .filter(|(_, c)| {
-                    c.master_open
-                        && !c.master_closing
-                        && matches!(c.peer, Peer::Slave { idx, .. } if idx == i)
-                })
-                .map(|(&id, _)| id)
-                .collect();
-            for old in stale {
-                self.rec(Node::Master, "closes stale connection", old, 0, Detail::None);
-                self.stats.stale_connections_closed += 1;
-                self.master_side_down(old, Teardown::Rst);
-                self.feed_master(MasterInput::Closed { conn: ConnId(old) })?;
-            }
-        }
-        let conn = self.open_conn(Peer::Slave { idx: i, inc });
+        let address = SocketAddr::new(slave_ip(i, self.cfg.loopback_slaves), 0);
+        let conn = self.open_conn(Peer::Slave { idx: i, inc }, address);
         self.slaves[i].conn = Some(conn);
-        self.feed_master(MasterInput::Accepted { conn: ConnId(conn) })?;
-        self.feed_slave(i, SlaveInput::Connected)
+        self.master_call(MasterCall::Accepted { conn })?;
+        self.feed_slave(i, SlaveCall::Connected)
     }
 
-    pub(super) fn open_conn(&mut self, peer: Peer) -> u64 {
+    /// A new connection to the master from `address` (its port is the connection's own).
+    pub(super) fn open_conn(&mut self, peer: Peer, address: SocketAddr) -> u64 {
         let id = self.next_conn;
         self.next_conn += 1;
+        let address = SocketAddr::new(address.ip(), 1_024 + (id % 60_000) as u16);
         self.conns.insert(
             id,
             Conn {
                 peer,
+                address,
                 master_inc: self.master.inc,
                 pipes: [Pipe::default(), Pipe::default()],
                 stall_until: [0, 0],

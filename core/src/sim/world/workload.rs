@@ -13,10 +13,11 @@ impl Simulation {
             return Ok(());
         }
         self.schedule(next, Ev::Workload);
-        if self.master.core.is_none() {
+        if self.master.driver.is_none() {
             return Ok(());
         }
-        if self.cfg.restart_fence && !self.master.fence.is_empty() {
+        // The producers check the driver's fence before every put, as the adapters do.
+        if self.master.driver.as_ref().is_some_and(|d| d.fence().is_some()) {
             self.stats.appends_fenced += 1;
             return Ok(());
         }
@@ -29,32 +30,34 @@ impl Simulation {
                 break;
             }
             let len = self.rng.range(1, self.workload.max_message);
-            let end = self.master.log.append_generated(self.master.inc, len);
+            let end = self.master.log().append_generated(self.master.inc, len);
             if self.workload.master_flush.is_none() {
-                self.master.log.flush();
+                self.master.log().flush();
             }
             self.appended += len;
             self.stats.messages += 1;
             self.stats.bytes_appended += len;
             ends.push(end);
             if per_message {
-                self.feed_master(MasterInput::Appended { end })?;
+                let min = self.master.store.min();
+                self.master_call(MasterCall::LogChanged { min, max: end })?;
             }
         }
         if !per_message {
             let end = *ends.last().expect("a burst has a message");
-            self.feed_master(MasterInput::Appended { end })?;
+            let min = self.master.store.min();
+            self.master_call(MasterCall::LogChanged { min, max: end })?;
         }
         for end in ends {
-            if self.master.core.is_some() && self.rng.chance(self.workload.sync_probability) {
+            if self.master.driver.is_some() && self.rng.chance(self.workload.sync_probability) {
                 self.start_wait(end)?;
             }
         }
-        if self.master.core.is_some() && self.rng.chance(self.workload.late_wait_probability) {
+        if self.master.driver.is_some() && self.rng.chance(self.workload.late_wait_probability) {
             // A late waiter: an offset slaves may already hold. Half the time, exactly the
             // offset an ack in flight carries, with the deadline exactly at its arrival: the
             // deadline must win the tie.
-            let end = self.master.log.end();
+            let end = self.master.store.end();
             let in_flight = self
                 .conns
                 .values()
@@ -66,24 +69,10 @@ impl Simulation {
             match in_flight {
                 Some((at, v)) if self.rng.chance(0.5) => self.start_wait_until(v, at)?,
                 _ => {
-                    let offset = self.between(end.saturating_sub(4_096).max(self.master.log.min()), end);
+                    let offset = self.between(end.saturating_sub(4_096).max(self.master.store.min()), end);
                     self.start_wait(offset)?;
                 }
             }
-        }
-        if self.next_wait > 1 && self.rng.chance(self.workload.cancel_probability / 2.0) {
-            // Cancelling a wait that may have finished already: the core ignores unknown ids.
-            let id = self.rng.range(1, self.next_wait - 1);
-            if let Some(w) = self.waits.get_mut(&id) {
-                w.cancel_requested = true;
-            }
-            self.feed_master(MasterInput::CancelWait { id: WaitId(id) })?;
-        }
-        if !self.waits.is_empty() && self.rng.chance(self.workload.cancel_probability) {
-            let k = self.rng.below(self.waits.len() as u64) as usize;
-            let id = *self.waits.keys().nth(k).expect("k < len");
-            self.waits.get_mut(&id).expect("present").cancel_requested = true;
-            self.feed_master(MasterInput::CancelWait { id: WaitId(id) })?;
         }
         Ok(())
     }
@@ -114,9 +103,7 @@ impl Simulation {
         self.wait_deadlines.insert((deadline, id));
         self.stats.waits += 1;
         self.starting_wait = Some(id);
-        let input =
-            MasterInput::AwaitReplication { id: WaitId(id), offset, deadline: self.instant(deadline) };
-        let result = self.feed_master(input);
+        let result = self.master_call(MasterCall::Await { id, offset, deadline });
         self.starting_wait = None;
         result
     }
