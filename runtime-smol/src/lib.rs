@@ -65,13 +65,19 @@
 //! decides ([`logship_core::service::tls`]); a TLS slave runs the handshake after connecting.
 #![forbid(unsafe_code)]
 
-use std::future::Future;
-use std::pin::Pin;
-
-mod in_sync;
 mod master;
 mod slave;
 
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use async_channel::{Sender, bounded};
+use futures_lite::FutureExt;
+use logship_core::service::{Reply, WaitSink};
+use logship_core::{Offset, WaitError};
+
+pub use logship_core::service::{InSyncError, StartError};
 pub use master::{MasterHandle, spawn_master};
 pub use slave::{SlaveHandle, spawn_slave};
 
@@ -91,8 +97,11 @@ impl<F: Fn(Task) + Send + Sync + 'static> Spawn for F {
     }
 }
 
-pub use logship_core::service::InSyncError;
-pub use logship_core::service::StartError;
+/// The clock every task of this crate uses.
+#[allow(clippy::disallowed_methods)]
+pub(crate) fn now() -> std::time::Instant {
+    std::time::Instant::now()
+}
 
 /// Lets other tasks run every so often. async-io has no cooperative budget (unlike tokio), so
 /// a loop whose awaits are always ready (a busy socket) would otherwise hold its executor
@@ -113,28 +122,39 @@ impl Budget {
     }
 }
 
-/// The clock every task of this crate uses.
-#[allow(clippy::disallowed_methods)]
-pub(crate) fn now() -> std::time::Instant {
-    std::time::Instant::now()
+/// A connection: plain TCP, or TLS over it.
+pub(crate) trait Link: futures_lite::AsyncRead + futures_lite::AsyncWrite + Send + Unpin {}
+impl<T: futures_lite::AsyncRead + futures_lite::AsyncWrite + Send + Unpin> Link for T {}
+pub(crate) type Stream = Box<dyn Link>;
+
+/// A task's answer to one request.
+pub(crate) struct Once<T>(Sender<T>);
+
+impl<T> Reply<T> for Once<T> {
+    fn send(self, value: T) {
+        let _ = self.0.try_send(value);
+    }
 }
 
-/// Writes `header` then `body` with vectored writes until both are out.
-pub(crate) async fn write_frame<W>(w: &mut W, header: &[u8], body: &[u8]) -> std::io::Result<()>
-where
-    W: futures_lite::AsyncWrite + Unpin,
-{
-    use futures_lite::AsyncWriteExt;
-    use std::io::IoSlice;
-    let mut slices = [IoSlice::new(header), IoSlice::new(body)];
-    let mut pending = &mut slices[..];
-    while !pending.is_empty() {
-        let n = w.write_vectored(pending).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        IoSlice::advance_slices(&mut pending, n);
+impl WaitSink for Once<Result<Offset, WaitError>> {
+    fn complete(self, result: Result<Offset, WaitError>) {
+        let _ = self.0.try_send(result);
     }
-    // A TLS stream may hold the last record; a TCP stream's flush does nothing.
-    w.flush().await
+}
+
+/// Sends the command `make` builds around a reply and waits for the answer; `None` when the
+/// task is gone.
+pub(crate) async fn ask<C, T>(commands: &Sender<C>, make: impl FnOnce(Once<T>) -> C) -> Option<T> {
+    let (reply, answer) = bounded(1);
+    commands.send(make(Once(reply))).await.ok()?;
+    answer.recv().await.ok()
+}
+
+/// Whether `durable` succeeds within `limit`.
+pub(crate) async fn within<T, E>(limit: Duration, durable: impl Future<Output = Result<T, E>>) -> bool {
+    let expire = async {
+        async_io::Timer::after(limit).await;
+        false
+    };
+    async { durable.await.is_ok() }.or(expire).await
 }

@@ -1,40 +1,36 @@
 //! The master service on async-io / async-net.
 
+use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use async_channel::{Receiver, Sender, bounded};
 use async_io::Timer;
 use async_net::{TcpListener, TcpStream};
-use bytes::{Bytes, BytesMut};
-use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, FutureExt};
+use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, FutureExt};
 use logship_core::service::tls::{Link, LinkKind, MasterTls};
 use logship_core::service::{
-    ConnSink, MasterCommand, MasterDriver, MasterServiceConfig, MasterStatus, PendingPut, Reply, StartError,
-    Transmit, WaitSink,
+    ACCEPT_RETRY, ConnSink, InSyncError, InSyncWait, MasterService, MasterServiceConfig, MasterStatus,
+    MasterTask, PutGate, ReadBuffer, ServiceFuture, StartError, TaskCommand, Transmit, master_conn_span,
+    master_span,
 };
 use logship_core::{ConnId, MessageLog, Offset, PutResult, WaitError};
-use tracing::{Instrument, info, info_span, warn};
+use tracing::{Instrument, info, warn};
 
-use crate::{Budget, Spawn, now, write_frame};
+use crate::{Budget, Once, Spawn, Stream, ask, now, within};
 
 /// Capacity of the channel into the core task.
 const COMMAND_QUEUE: usize = 4096;
-/// Read buffer of a connection; refilled when less than a quarter is left.
+/// Read buffer of a connection.
 const READ_BUFFER: usize = 4096;
 
-enum Command {
-    Driver(MasterCommand<ConnHandle, WaitReply, StatusReply>),
-    Shutdown { reply: Sender<()> },
-}
-
-impl Command {
-    fn received(conn: ConnId, data: Bytes) -> Self {
-        Self::Driver(MasterCommand::Received { conn, data })
-    }
-}
+type WaitReply = Once<Result<Offset, WaitError>>;
+type Command = TaskCommand<ConnHandle, WaitReply, Once<MasterStatus>, Once<()>>;
+type Task<L> = MasterTask<L, ConnHandle, WaitReply, Once<()>>;
 
 /// The core task's handle on one connection.
 struct ConnHandle {
@@ -55,31 +51,13 @@ impl ConnSink for ConnHandle {
     }
 }
 
-struct WaitReply(Sender<Result<Offset, WaitError>>);
-
-impl WaitSink for WaitReply {
-    fn complete(self, result: Result<Offset, WaitError>) {
-        let _ = self.0.try_send(result);
-    }
-}
-
-struct StatusReply(Sender<MasterStatus>);
-
-impl Reply<MasterStatus> for StatusReply {
-    fn send(self, status: MasterStatus) {
-        let _ = self.0.try_send(status);
-    }
-}
-
 struct Shared<L> {
     log: Arc<L>,
     config: MasterServiceConfig,
     commands: Sender<Command>,
     /// A one-slot wake-up: puts `try_send` into it, so wakes coalesce.
     appended: Sender<()>,
-    stopping: AtomicBool,
-    /// The driver refuses puts (see `logship_core::service::Fence`); published by the core task.
-    fenced: AtomicBool,
+    gate: Arc<PutGate>,
     local_addr: SocketAddr,
     spawner: Arc<dyn Spawn>,
 }
@@ -102,28 +80,19 @@ pub async fn spawn_master<L: MessageLog>(
     listen: SocketAddr,
     spawner: impl Spawn,
 ) -> Result<MasterHandle<L>, StartError> {
-    config.validate_with(&*log)?;
-    let listener =
-        TcpListener::bind(listen).await.map_err(|source| StartError::Bind { addr: listen, source })?;
-    let local_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: listen, source })?;
-    let driver = MasterDriver::for_service(&config, now(), log.clone())?;
+    let task = Task::start(&config, now(), log.clone())?;
+    let bind = |source| StartError::Bind { addr: listen, source };
+    let listener = TcpListener::bind(listen).await.map_err(bind)?;
+    let local_addr = listener.local_addr().map_err(bind)?;
     let (commands, commands_rx) = bounded(COMMAND_QUEUE);
     let (appended, appended_rx) = bounded(1);
-    let (stop_accepting, stop_accepting_rx) = bounded::<()>(1);
-    let shared = Arc::new(Shared {
-        log,
-        config,
-        commands,
-        appended,
-        stopping: AtomicBool::new(false),
-        fenced: AtomicBool::new(driver.fence().is_some()),
-        local_addr,
-        spawner: Arc::new(spawner),
-    });
+    let gate = task.gate().clone();
+    let spawner = Arc::new(spawner);
+    let shared = Arc::new(Shared { log, config, commands, appended, gate, local_addr, spawner });
+    let (stop_accepting, stop_accepting_rx) = bounded(1);
     shared.spawner.spawn(Box::pin(accept_loop(listener, shared.clone(), stop_accepting_rx)));
-    let span = info_span!("ha_master", listen = %local_addr);
-    let core = core_task(driver, commands_rx, appended_rx, shared.clone(), stop_accepting).instrument(span);
-    shared.spawner.spawn(Box::pin(core));
+    let core = core_task(task, commands_rx, appended_rx, shared.clone(), stop_accepting);
+    shared.spawner.spawn(Box::pin(core.instrument(master_span(local_addr))));
     info!(listen = %local_addr, role = shared.config.role.rocketmq_name(), "HA master listening");
     Ok(MasterHandle { shared })
 }
@@ -143,36 +112,22 @@ impl<L: MessageLog> MasterHandle<L> {
     /// `sync_flush_timeout`) and, on a SYNC_MASTER, for the slaves the ack policy needs (up to
     /// `slave_timeout`). The two waits run side by side; neither depends on the other.
     pub async fn put(&self, message: L::Message) -> PutResult {
-        let shared = &self.shared;
-        let refused = shared.stopping.load(Ordering::Acquire) || shared.fenced.load(Ordering::Acquire);
-        let pending = match PendingPut::start(&shared.config, &*shared.log, message, refused) {
+        let s = &*self.shared;
+        let pending = match s.gate.start(&s.config, &*s.log, message) {
             Ok(pending) => pending,
             Err(done) => return done,
         };
-        let (end, flush, replicate) = (pending.end(), pending.flush, pending.replicate);
         let flushed = async {
-            if !flush {
-                return None;
-            }
-            let durable = async { shared.log.durable(end).await.is_ok() };
-            let timeout = async {
-                Timer::after(shared.config.sync_flush_timeout).await;
-                false
-            };
-            Some(durable.or(timeout).await)
+            let durable = pending.flush.then(|| s.log.durable(pending.end()));
+            Some(within(s.config.sync_flush_timeout, durable?).await)
         };
         let replicated = async {
-            if !replicate {
-                let _ = shared.appended.try_send(());
+            if !pending.replicate {
+                let _ = s.appended.try_send(());
                 return None;
             }
-            let (reply, done) = bounded(1);
-            let deadline = now() + shared.config.slave_timeout;
-            let wait = MasterCommand::Wait { offset: end, deadline, reply: WaitReply(reply) };
-            if shared.commands.send(Command::Driver(wait)).await.is_err() {
-                return Some(Err(WaitError::Cancelled));
-            }
-            Some(done.recv().await.unwrap_or(Err(WaitError::Cancelled)))
+            let wait = |reply| TaskCommand::Driver(pending.wait_command(now(), &s.config, reply));
+            Some(ask(&s.commands, wait).await.unwrap_or(Err(WaitError::Cancelled)))
         };
         let (flushed, replicated) = futures_lite::future::zip(flushed, replicated).await;
         pending.finish(flushed, replicated)
@@ -180,71 +135,82 @@ impl<L: MessageLog> MasterHandle<L> {
 
     /// A status snapshot: offsets and every slave's ack, lag and sync state.
     pub async fn status(&self) -> Option<MasterStatus> {
-        let (reply, rx) = bounded(1);
-        let status = MasterCommand::Status { reply: StatusReply(reply) };
-        self.shared.commands.send(Command::Driver(status)).await.ok()?;
-        rx.recv().await.ok()
+        ask(&self.shared.commands, TaskCommand::status).await
     }
 
     /// Stops accepting, lets pending replication waits finish (each ends by its deadline),
     /// flushes the log, and closes every connection. Later puts are refused.
     pub async fn shutdown(&self) {
-        self.shared.stopping.store(true, Ordering::Release);
-        let (reply, rx) = bounded(1);
-        if self.shared.commands.send(Command::Shutdown { reply }).await.is_ok() {
-            let _ = rx.recv().await;
+        self.shared.gate.stop();
+        ask(&self.shared.commands, TaskCommand::Shutdown).await;
+    }
+
+    /// Waits until at least `slaves` slaves are in sync (connected, and within
+    /// `ha_max_gap_not_in_sync` of the master's end), and returns the status that showed it.
+    /// Looks every few milliseconds; gives up after `timeout`.
+    pub async fn wait_in_sync(&self, slaves: usize, timeout: Duration) -> Result<MasterStatus, InSyncError> {
+        let wait = InSyncWait::new(now(), slaves, timeout);
+        loop {
+            let status = self.status().await.ok_or(InSyncError::Stopped)?;
+            match wait.check(now(), status)? {
+                ControlFlow::Break(status) => return Ok(status),
+                ControlFlow::Continue(pause) => Timer::after(pause).await,
+            };
         }
     }
 }
 
+impl<L: MessageLog> MasterService<L> for MasterHandle<L> {
+    fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    fn put(&self, message: L::Message) -> ServiceFuture<'_, PutResult> {
+        Box::pin(Self::put(self, message))
+    }
+
+    fn status(&self) -> ServiceFuture<'_, Option<MasterStatus>> {
+        Box::pin(Self::status(self))
+    }
+
+    fn shutdown(&self) -> ServiceFuture<'_, ()> {
+        Box::pin(Self::shutdown(self))
+    }
+}
+
 async fn accept_loop<L: MessageLog>(listener: TcpListener, shared: Arc<Shared<L>>, stop: Receiver<()>) {
-    let mut next = 0u64;
-    loop {
-        let accepted = async { Some(listener.accept().await) }.or(async {
+    for n in 1.. {
+        let stopped = async {
             let _ = stop.recv().await;
             None
-        });
-        let (stream, peer) = match accepted.await {
+        };
+        let (stream, peer) = match async { Some(listener.accept().await) }.or(stopped).await {
             None => return,
             Some(Ok(accepted)) => accepted,
             Some(Err(e)) => {
                 warn!(%e, "accept failed");
-                Timer::after(std::time::Duration::from_millis(100)).await;
+                Timer::after(ACCEPT_RETRY).await;
                 continue;
             }
         };
-        next += 1;
-        let conn = ConnId(next);
+        let conn = ConnId(n);
         if let Err(e) = stream.set_nodelay(true) {
             warn!(%e, %peer, "cannot set TCP_NODELAY");
         }
         let (frames, frames_rx) = bounded(shared.config.core.max_inflight as usize);
         let (close, close_rx) = bounded(1);
         let sink = ConnHandle { frames, close: Some(close) };
-        if shared.commands.send(Command::Driver(MasterCommand::Accepted { conn, peer, sink })).await.is_err()
-        {
+        if shared.commands.send(TaskCommand::accepted(conn, peer, sink)).await.is_err() {
             return;
         }
-        let span = info_span!("ha_conn", role = "master", conn = conn.0, peer = %peer);
-        let task = connection(stream, conn, frames_rx, close_rx, shared.clone()).instrument(span);
-        shared.spawner.spawn(Box::pin(task));
+        let task = connection(stream, conn, frames_rx, close_rx, shared.clone());
+        shared.spawner.spawn(Box::pin(task.instrument(master_conn_span(conn, peer))));
     }
 }
 
-/// A negotiated TLS link.
-type TlsStream = futures_rustls::server::TlsStream<TcpStream>;
-
-/// What a connection turned out to be once negotiated.
-enum Negotiated {
-    Plain(TcpStream),
-    Tls(Box<TlsStream>),
-    /// Ended before or during negotiation; the driver has been told what it needs.
-    Ended(&'static str),
-}
-
 /// One connection: negotiated first when TLS is configured (the core's first-report deadline
-/// covers it); then its read path and write path run together; whichever ends first ends both,
-/// and `Closed` is reported exactly once.
+/// covers it); then its read path and write path run together. Whichever ends first, or the
+/// core closing it, ends all, and `Closed` is reported exactly once.
 async fn connection<L: MessageLog>(
     stream: TcpStream,
     conn: ConnId,
@@ -253,129 +219,98 @@ async fn connection<L: MessageLog>(
     shared: Arc<Shared<L>>,
 ) {
     info!("slave connected");
-    let negotiated = match &shared.config.admission.tls {
-        None => Ok(Negotiated::Plain(stream)),
-        Some(tls) => {
-            let closed = async {
-                let _ = close.recv().await;
-                Ok(Negotiated::Ended("closed by the master while negotiating"))
-            };
-            negotiate(stream, tls, conn, &shared.commands).or(closed).await
-        }
+    let closed = async {
+        let _ = close.recv().await;
+        Ok("closed by the master")
     };
-    let ended = match negotiated {
-        Ok(Negotiated::Plain(stream)) => serve(stream.clone(), stream, conn, frames, &close, &shared).await,
-        Ok(Negotiated::Tls(stream)) => {
-            let (rd, wr) = futures_lite::io::split(*stream);
-            serve(rd, wr, conn, frames, &close, &shared).await
-        }
-        Ok(Negotiated::Ended(why)) => Ok(why),
-        Err(e) => Err(e),
-    };
-    match ended {
+    match serve(stream, conn, frames, &shared).or(closed).await {
         Ok(why) => info!(why, "slave connection ended"),
         Err(e) => warn!(%e, "slave connection failed"),
     }
-    let _ = shared.commands.send(Command::Driver(MasterCommand::Closed { conn })).await;
+    let _ = shared.commands.send(TaskCommand::closed(conn)).await;
+}
+
+async fn serve<L: MessageLog>(
+    stream: TcpStream,
+    conn: ConnId,
+    frames: Receiver<Transmit>,
+    shared: &Shared<L>,
+) -> io::Result<&'static str> {
+    let stream = match &shared.config.admission.tls {
+        None => Box::new(stream),
+        Some(tls) => match negotiate(stream, tls, conn, &shared.commands).await? {
+            Ok(stream) => stream,
+            Err(why) => return Ok(why),
+        },
+    };
+    let (rd, wr) = futures_lite::io::split(stream);
+    let read = async { read_path(rd, conn, &shared.commands).await.map(|()| "end of stream") };
+    let write = async { write_path(wr, conn, frames, shared).await.map(|()| "writer stopped") };
+    read.or(write).await
 }
 
 /// Peeks at the first byte, runs the TLS handshake if it starts one, and tells the driver
-/// (which decides what the link may do) before any byte of it is forwarded.
+/// (which decides what the link may do) before any byte of it is forwarded. `Err` says why the
+/// connection ended during negotiation.
 async fn negotiate(
     stream: TcpStream,
     tls: &MasterTls,
     conn: ConnId,
     commands: &Sender<Command>,
-) -> io::Result<Negotiated> {
+) -> io::Result<Result<Stream, &'static str>> {
     let mut first = [0u8; 1];
-    if stream.peek(&mut first).await? == 0 {
-        return Ok(Negotiated::Ended("end of stream before the first byte"));
-    }
-    let (link, negotiated) = match LinkKind::classify(first[0]) {
-        LinkKind::Plain => (Link::Plain, Negotiated::Plain(stream)),
-        LinkKind::Tls => match futures_rustls::TlsAcceptor::from(tls.server_config()).accept(stream).await {
-            Ok(stream) => {
-                let peer_certificates = stream
-                    .get_ref()
-                    .1
-                    .peer_certificates()
-                    .map(|certs| certs.iter().map(|c| c.clone().into_owned()).collect())
-                    .unwrap_or_default();
-                (Link::Tls { peer_certificates }, Negotiated::Tls(Box::new(stream)))
+    let peeked = stream.peek(&mut first).await?;
+    let (link, negotiated) = match LinkKind::from_peek(&first[..peeked]) {
+        None => return Ok(Err("end of stream before the first byte")),
+        Some(LinkKind::Plain) => (Link::Plain, Ok(Box::new(stream) as Stream)),
+        Some(LinkKind::Tls) => {
+            match futures_rustls::TlsAcceptor::from(tls.server_config()).accept(stream).await {
+                Ok(stream) => (Link::tls(stream.get_ref().1), Ok(Box::new(stream) as Stream)),
+                Err(e) => (Link::failed(&e), Err("TLS handshake failed")),
             }
-            Err(e) => (Link::TlsFailed { error: e.to_string() }, Negotiated::Ended("TLS handshake failed")),
-        },
+        }
     };
-    let _ = commands.send(Command::Driver(MasterCommand::Negotiated { conn, link })).await;
+    let _ = commands.send(TaskCommand::negotiated(conn, link)).await;
     Ok(negotiated)
 }
 
-async fn serve<L: MessageLog, R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
-    rd: R,
-    wr: W,
-    conn: ConnId,
-    frames: Receiver<Transmit>,
-    close: &Receiver<()>,
-    shared: &Shared<L>,
-) -> io::Result<&'static str> {
-    let read = read_path(rd, conn, &shared.commands);
-    let write = write_path(wr, conn, frames, shared);
-    let closed = async {
-        let _ = close.recv().await;
-        Ok("closed by the master")
-    };
-    async { read.await.map(|()| "end of stream") }
-        .or(async { write.await.map(|()| "writer stopped") })
-        .or(closed)
-        .await
-}
-
-async fn read_path<R: AsyncRead + Unpin>(
-    mut stream: R,
+async fn read_path(
+    mut rd: impl AsyncRead + Unpin,
     conn: ConnId,
     commands: &Sender<Command>,
 ) -> io::Result<()> {
-    let mut buf = BytesMut::new();
+    let mut buf = ReadBuffer::new(READ_BUFFER);
     let mut budget = Budget::default();
     loop {
         budget.tick().await;
-        if buf.len() < READ_BUFFER / 4 {
-            buf.resize(READ_BUFFER, 0);
-        }
-        let n = stream.read(&mut buf).await?;
-        if n == 0 {
-            return Ok(());
-        }
-        let data = buf.split_to(n).freeze();
-        if commands.send(Command::received(conn, data)).await.is_err() {
+        let n = rd.read(buf.spare()).await?;
+        if n == 0 || commands.send(TaskCommand::received(conn, buf.take(n))).await.is_err() {
             return Ok(());
         }
     }
 }
 
-async fn write_path<L: MessageLog, W: AsyncWrite + Unpin>(
-    mut stream: W,
+async fn write_path<L: MessageLog>(
+    mut wr: impl AsyncWrite + Unpin,
     conn: ConnId,
     frames: Receiver<Transmit>,
     shared: &Shared<L>,
 ) -> io::Result<()> {
     let mut budget = Budget::default();
-    while let Ok(t) = frames.recv().await {
+    while let Ok(transmit) = frames.recv().await {
         budget.tick().await;
-        let body = match t.body {
-            Some(span) => {
-                shared.log.read(span).map_err(|e| io::Error::other(format!("reading {span:?}: {e}")))?
-            }
-            None => Bytes::new(),
-        };
-        write_frame(&mut stream, &t.header, &body).await?;
-        if shared.commands.send(Command::Driver(MasterCommand::Sent { conn })).await.is_err() {
+        let mut frame = transmit.resolve(&*shared.log)?;
+        poll_fn(|cx| frame.poll_write(cx, |cx, bufs| Pin::new(&mut wr).poll_write_vectored(cx, bufs)))
+            .await?;
+        wr.flush().await?;
+        if shared.commands.send(TaskCommand::sent(conn)).await.is_err() {
             break;
         }
     }
     Ok(())
 }
 
+/// What woke the core task.
 enum Wake {
     Appended,
     Command(Option<Command>),
@@ -383,72 +318,42 @@ enum Wake {
 }
 
 async fn core_task<L: MessageLog>(
-    mut driver: MasterDriver<ConnHandle, WaitReply>,
+    mut task: Task<L>,
     commands: Receiver<Command>,
     appended: Receiver<()>,
     shared: Arc<Shared<L>>,
     stop_accepting: Sender<()>,
 ) {
-    let mut stopping: Option<Sender<()>> = None;
-    let mut timer = Timer::at(driver.drain());
+    let mut timer = Timer::at(task.deadline());
     let mut budget = Budget::default();
     loop {
         budget.tick().await;
         let wake = async {
             let _ = appended.recv().await;
             Wake::Appended
-        }
-        .or(async { Wake::Command(commands.recv().await.ok()) })
-        .or(async {
+        };
+        let command = async { Wake::Command(commands.recv().await.ok()) };
+        let timer_fired = async {
             (&mut timer).await;
             Wake::Timer
-        })
-        .await;
-        match wake {
-            Wake::Appended => driver.log_changed(now(), shared.log.bounds()),
+        };
+        match wake.or(command).or(timer_fired).await {
+            Wake::Appended => task.appended(now()),
+            Wake::Command(Some(first)) => task.apply_batch(now(), first, || commands.try_recv().ok()),
             Wake::Command(None) => break,
-            Wake::Command(Some(command)) => {
-                let mut next = Some(command);
-                while let Some(command) = next {
-                    match command {
-                        Command::Shutdown { reply } => {
-                            let _ = stop_accepting.try_send(());
-                            stopping = Some(reply);
-                        }
-                        Command::Driver(c) => driver.apply(now(), c, &*shared.log, shared.config.role),
-                    }
-                    next = commands.try_recv().ok();
-                }
-            }
-            Wake::Timer => {
-                let at = now();
-                driver.log_changed(at, shared.log.bounds());
-                driver.handle_timeout(at);
-            }
+            Wake::Timer => task.timer(now()),
         }
-        if stopping.is_some() && driver.pending_waits() == 0 {
-            break;
+        if task.is_stopping() {
+            let _ = stop_accepting.try_send(());
         }
-        timer.set_at(driver.drain());
-        shared.fenced.store(driver.fence().is_some(), Ordering::Release);
+        let Some(deadline) = task.settle() else { break };
+        timer.set_at(deadline);
     }
-    let end = shared.log.bounds().max;
-    let durable = async { shared.log.durable(end).await.is_ok() };
-    let timeout = async {
-        Timer::after(shared.config.sync_flush_timeout).await;
-        false
-    };
-    if !durable.or(timeout).await {
-        warn!(end, "flush at shutdown did not finish");
-    }
-    driver.shutdown();
+    let flushed = within(shared.config.sync_flush_timeout, shared.log.durable(task.flush_target())).await;
     // Refuse later commands, and drop queued ones so that their callers (a `status()` sent
     // during shutdown) see the service stopped instead of waiting forever: async-channel keeps
     // queued messages after the receiver goes.
     commands.close();
     while commands.try_recv().is_ok() {}
-    info!("HA master stopped");
-    if let Some(reply) = stopping {
-        let _ = reply.try_send(());
-    }
+    task.finish(flushed);
 }

@@ -68,18 +68,63 @@
 //! Time is `tokio::time::Instant::now().into_std()`, so tests with a paused clock work.
 #![forbid(unsafe_code)]
 
-mod in_sync;
-mod io;
 mod master;
 mod slave;
 
+use std::future::Future;
+use std::time::Duration;
+
+use logship_core::service::{Reply, WaitSink};
+use logship_core::{Offset, WaitError};
+use tokio::sync::{mpsc, oneshot};
+
+pub use logship_core::service::{InSyncError, StartError};
 pub use master::{MasterHandle, spawn_master};
 pub use slave::{SlaveHandle, spawn_slave};
-
-pub use logship_core::service::InSyncError;
-pub use logship_core::service::StartError;
 
 /// The clock every task of this crate uses: tokio's, so paused-time tests work.
 pub(crate) fn now() -> std::time::Instant {
     tokio::time::Instant::now().into_std()
+}
+
+/// A connection: plain TCP, or TLS over it.
+pub(crate) trait Link: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Link for T {}
+pub(crate) type Stream = Box<dyn Link>;
+
+/// A task's answer to one request.
+pub(crate) struct Once<T>(oneshot::Sender<T>);
+
+impl<T> Reply<T> for Once<T> {
+    fn send(self, value: T) {
+        let _ = self.0.send(value);
+    }
+}
+
+impl WaitSink for Once<Result<Offset, WaitError>> {
+    fn complete(self, result: Result<Offset, WaitError>) {
+        let _ = self.0.send(result);
+    }
+}
+
+/// Sends the command `make` builds around a reply and waits for the answer; `None` when the
+/// task is gone.
+pub(crate) async fn ask<C, T>(commands: &mpsc::Sender<C>, make: impl FnOnce(Once<T>) -> C) -> Option<T> {
+    let (reply, answer) = oneshot::channel();
+    commands.send(make(Once(reply))).await.ok()?;
+    answer.await.ok()
+}
+
+/// Whether `durable` succeeds within `limit`. The timer belongs to `runtime`, so callers
+/// outside it (another executor's task) can wait too.
+pub(crate) fn within<T, E>(
+    runtime: &tokio::runtime::Handle,
+    limit: Duration,
+    durable: impl Future<Output = Result<T, E>>,
+) -> impl Future<Output = bool> {
+    let timeout = {
+        let _context = runtime.enter();
+        tokio::time::timeout(limit, durable)
+    };
+    async move { matches!(timeout.await, Ok(Ok(_))) }
 }

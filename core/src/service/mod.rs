@@ -32,15 +32,19 @@
 
 mod admission;
 mod config;
+mod handle;
 mod in_sync;
 mod master;
 mod put;
 mod sink;
 mod slave;
+mod spans;
 mod status;
+mod task;
 #[cfg(test)]
 mod tests;
 pub mod tls;
+mod wire;
 
 pub use admission::{
     Admission, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_PEER, IpNet, IpNetError, parse_allow_list,
@@ -49,9 +53,13 @@ pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_SLAVE_TIMEOUT, DEFAULT_SYNC_FLUSH_TIMEOUT, MasterServiceConfig,
     SlaveServiceConfig, StartError,
 };
-pub use in_sync::{InSyncError, in_sync_slaves};
+pub use handle::{MasterService, ServiceFuture, SlaveService};
+pub use in_sync::{InSyncError, InSyncWait, in_sync_slaves};
 pub use master::MasterDriver;
-pub use put::{PendingPut, put_status};
+pub use put::{PendingPut, PutGate, put_status};
 pub use sink::{ConnSink, MasterCommand, Reply, Transmit, WaitSink};
 pub use slave::{SlaveAction, SlaveDriver};
+pub use spans::{master_conn_span, master_span, slave_span};
 pub use status::{Fence, MasterStatus, Refusals, SlaveLink, SlaveLinkState, SlaveStatus};
+pub use task::{ACCEPT_RETRY, MAX_BATCH, MasterTask, SlaveCommand, SlaveTask, TaskCommand};
+pub use wire::{Frame, ReadBuffer};
