@@ -74,8 +74,7 @@ use std::time::Duration;
 
 use async_channel::{Sender, bounded};
 use futures_lite::FutureExt;
-use logship_core::service::{Reply, WaitSink};
-use logship_core::{Offset, WaitError};
+use logship_core::service::Reply;
 
 pub use logship_core::service::{InSyncError, StartError};
 pub use master::{MasterHandle, spawn_master};
@@ -133,12 +132,6 @@ pub(crate) struct Once<T>(Sender<T>);
 impl<T> Reply<T> for Once<T> {
     fn send(self, value: T) {
         let _ = self.0.try_send(value);
-    }
-}
-
-impl WaitSink for Once<Result<Offset, WaitError>> {
-    fn complete(self, result: Result<Offset, WaitError>) {
-        let _ = self.0.try_send(result);
     }
 }
 

@@ -1,23 +1,14 @@
 //! The master service on async-io / async-net.
 
-use std::future::poll_fn;
-use std::io;
-use std::net::SocketAddr;
-use std::ops::ControlFlow;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::time::Duration;
+use std::{future::poll_fn, io, net::SocketAddr, ops::ControlFlow, pin::Pin, sync::Arc, time::Duration};
 
 use async_channel::{Receiver, Sender, bounded};
 use async_io::Timer;
 use async_net::{TcpListener, TcpStream};
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, FutureExt};
+use futures_rustls::TlsAcceptor;
 use logship_core::service::tls::{Link, LinkKind, MasterTls};
-use logship_core::service::{
-    ACCEPT_RETRY, ConnSink, InSyncError, InSyncWait, MasterService, MasterServiceConfig, MasterStatus,
-    MasterTask, PutGate, ReadBuffer, ServiceFuture, StartError, TaskCommand, Transmit, master_conn_span,
-    master_span,
-};
+use logship_core::service::*;
 use logship_core::{ConnId, MessageLog, Offset, PutResult, WaitError};
 use tracing::{Instrument, info, warn};
 
@@ -203,111 +194,104 @@ async fn accept_loop<L: MessageLog>(listener: TcpListener, shared: Arc<Shared<L>
         if shared.commands.send(TaskCommand::accepted(conn, peer, sink)).await.is_err() {
             return;
         }
-        let task = connection(stream, conn, frames_rx, close_rx, shared.clone());
+        let task = Conn { id: conn, shared: shared.clone() }.run(stream, frames_rx, close_rx);
         shared.spawner.spawn(Box::pin(task.instrument(master_conn_span(conn, peer))));
     }
 }
 
-/// One connection: negotiated first when TLS is configured (the core's first-report deadline
-/// covers it); then its read path and write path run together. Whichever ends first, or the
-/// core closing it, ends all, and `Closed` is reported exactly once.
-async fn connection<L: MessageLog>(
-    stream: TcpStream,
-    conn: ConnId,
-    frames: Receiver<Transmit>,
-    close: Receiver<()>,
+/// One accepted connection, as its task sees it.
+struct Conn<L> {
+    id: ConnId,
     shared: Arc<Shared<L>>,
-) {
-    info!("slave connected");
-    let closed = async {
-        let _ = close.recv().await;
-        Ok("closed by the master")
-    };
-    match serve(stream, conn, frames, &shared).or(closed).await {
-        Ok(why) => info!(why, "slave connection ended"),
-        Err(e) => warn!(%e, "slave connection failed"),
+}
+
+impl<L: MessageLog> Conn<L> {
+    /// Negotiates first when TLS is configured (the core's first-report deadline covers it);
+    /// then runs the read path and the write path together. Whichever ends first, or the core
+    /// closing the connection, ends all, and `Closed` is reported exactly once.
+    async fn run(self, stream: TcpStream, frames: Receiver<Transmit>, close: Receiver<()>) {
+        info!("slave connected");
+        let closed = async {
+            let _ = close.recv().await;
+            Ok("closed by the master")
+        };
+        match self.serve(stream, frames).or(closed).await {
+            Ok(why) => info!(why, "slave connection ended"),
+            Err(e) => warn!(%e, "slave connection failed"),
+        }
+        self.send(TaskCommand::closed(self.id)).await;
     }
-    let _ = shared.commands.send(TaskCommand::closed(conn)).await;
-}
 
-async fn serve<L: MessageLog>(
-    stream: TcpStream,
-    conn: ConnId,
-    frames: Receiver<Transmit>,
-    shared: &Shared<L>,
-) -> io::Result<&'static str> {
-    let stream = match &shared.config.admission.tls {
-        None => Box::new(stream),
-        Some(tls) => match negotiate(stream, tls, conn, &shared.commands).await? {
-            Ok(stream) => stream,
-            Err(why) => return Ok(why),
-        },
-    };
-    let (rd, wr) = futures_lite::io::split(stream);
-    let read = async { read_path(rd, conn, &shared.commands).await.map(|()| "end of stream") };
-    let write = async { write_path(wr, conn, frames, shared).await.map(|()| "writer stopped") };
-    read.or(write).await
-}
+    async fn serve(&self, stream: TcpStream, frames: Receiver<Transmit>) -> io::Result<&'static str> {
+        let stream = match &self.shared.config.admission.tls {
+            None => Box::new(stream),
+            Some(tls) => match self.negotiate(stream, tls).await? {
+                Ok(stream) => stream,
+                Err(why) => return Ok(why),
+            },
+        };
+        let (rd, wr) = futures_lite::io::split(stream);
+        let read = async { self.read_path(rd).await.map(|()| "end of stream") };
+        read.or(async { self.write_path(wr, frames).await.map(|()| "writer stopped") }).await
+    }
 
-/// Peeks at the first byte, runs the TLS handshake if it starts one, and tells the driver
-/// (which decides what the link may do) before any byte of it is forwarded. `Err` says why the
-/// connection ended during negotiation.
-async fn negotiate(
-    stream: TcpStream,
-    tls: &MasterTls,
-    conn: ConnId,
-    commands: &Sender<Command>,
-) -> io::Result<Result<Stream, &'static str>> {
-    let mut first = [0u8; 1];
-    let peeked = stream.peek(&mut first).await?;
-    let (link, negotiated) = match LinkKind::from_peek(&first[..peeked]) {
-        None => return Ok(Err("end of stream before the first byte")),
-        Some(LinkKind::Plain) => (Link::Plain, Ok(Box::new(stream) as Stream)),
-        Some(LinkKind::Tls) => {
-            match futures_rustls::TlsAcceptor::from(tls.server_config()).accept(stream).await {
+    /// Peeks at the first byte, runs the TLS handshake if it starts one, and tells the driver
+    /// (which decides what the link may do) before any byte of it is forwarded. `Err` says why
+    /// the connection ended during negotiation.
+    async fn negotiate(
+        &self,
+        stream: TcpStream,
+        tls: &MasterTls,
+    ) -> io::Result<Result<Stream, &'static str>> {
+        let mut first = [0u8; 1];
+        let peeked = stream.peek(&mut first).await?;
+        let (link, negotiated) = match LinkKind::from_peek(&first[..peeked]) {
+            None => return Ok(Err("end of stream before the first byte")),
+            Some(LinkKind::Plain) => (Link::Plain, Ok(Box::new(stream) as Stream)),
+            Some(LinkKind::Tls) => match TlsAcceptor::from(tls.server_config()).accept(stream).await {
                 Ok(stream) => (Link::tls(stream.get_ref().1), Ok(Box::new(stream) as Stream)),
                 Err(e) => (Link::failed(&e), Err("TLS handshake failed")),
+            },
+        };
+        self.send(TaskCommand::negotiated(self.id, link)).await;
+        Ok(negotiated)
+    }
+
+    async fn read_path(&self, mut rd: impl AsyncRead + Unpin) -> io::Result<()> {
+        let mut buf = ReadBuffer::new(READ_BUFFER);
+        let mut budget = Budget::default();
+        loop {
+            budget.tick().await;
+            let n = rd.read(buf.spare()).await?;
+            if n == 0 || !self.send(TaskCommand::received(self.id, buf.take(n))).await {
+                return Ok(());
             }
         }
-    };
-    let _ = commands.send(TaskCommand::negotiated(conn, link)).await;
-    Ok(negotiated)
-}
-
-async fn read_path(
-    mut rd: impl AsyncRead + Unpin,
-    conn: ConnId,
-    commands: &Sender<Command>,
-) -> io::Result<()> {
-    let mut buf = ReadBuffer::new(READ_BUFFER);
-    let mut budget = Budget::default();
-    loop {
-        budget.tick().await;
-        let n = rd.read(buf.spare()).await?;
-        if n == 0 || commands.send(TaskCommand::received(conn, buf.take(n))).await.is_err() {
-            return Ok(());
-        }
     }
-}
 
-async fn write_path<L: MessageLog>(
-    mut wr: impl AsyncWrite + Unpin,
-    conn: ConnId,
-    frames: Receiver<Transmit>,
-    shared: &Shared<L>,
-) -> io::Result<()> {
-    let mut budget = Budget::default();
-    while let Ok(transmit) = frames.recv().await {
-        budget.tick().await;
-        let mut frame = transmit.resolve(&*shared.log)?;
-        poll_fn(|cx| frame.poll_write(cx, |cx, bufs| Pin::new(&mut wr).poll_write_vectored(cx, bufs)))
-            .await?;
-        wr.flush().await?;
-        if shared.commands.send(TaskCommand::sent(conn)).await.is_err() {
-            break;
+    async fn write_path(
+        &self,
+        mut wr: impl AsyncWrite + Unpin,
+        frames: Receiver<Transmit>,
+    ) -> io::Result<()> {
+        let mut budget = Budget::default();
+        while let Ok(transmit) = frames.recv().await {
+            budget.tick().await;
+            let mut frame = transmit.resolve(&*self.shared.log)?;
+            poll_fn(|cx| frame.poll_write(cx, |cx, bufs| Pin::new(&mut wr).poll_write_vectored(cx, bufs)))
+                .await?;
+            wr.flush().await?;
+            if !self.send(TaskCommand::sent(self.id)).await {
+                break;
+            }
         }
+        Ok(())
     }
-    Ok(())
+
+    /// Sends `command` to the core task; `false` once it is gone.
+    async fn send(&self, command: Command) -> bool {
+        self.shared.commands.send(command).await.is_ok()
+    }
 }
 
 /// What woke the core task.

@@ -1,10 +1,7 @@
 //! The slave service on async-io / async-net.
 
 use std::future::{Future, pending};
-use std::io;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::{io, pin::Pin, sync::Arc, time::Duration, time::Instant};
 
 use async_channel::{Receiver, Sender, bounded};
 use async_io::Timer;
@@ -12,10 +9,7 @@ use async_net::TcpStream;
 use bytes::Bytes;
 use futures_lite::{AsyncReadExt, AsyncWriteExt, FutureExt};
 use logship_core::service::tls::SlaveTls;
-use logship_core::service::{
-    ReadBuffer, ServiceFuture, SlaveAction, SlaveCommand, SlaveService, SlaveServiceConfig, SlaveStatus,
-    SlaveTask, StartError, slave_span,
-};
+use logship_core::service::*;
 use logship_core::{LogWrite, Offset};
 use tracing::{Instrument, warn};
 
@@ -25,6 +19,8 @@ use crate::{Budget, Once, Spawn, Stream, ask, now};
 const READ_BUFFER: usize = 64 * 1024;
 
 type Command = SlaveCommand<Once<SlaveStatus>, Once<()>>;
+type Connecting = Pin<Box<dyn Future<Output = io::Result<Stream>> + Send>>;
+type Flushing = blocking::Task<Result<Offset, String>>;
 
 /// A running slave: reports status, shuts down. Cheap to clone.
 #[derive(Clone)]
@@ -42,7 +38,7 @@ pub async fn spawn_slave<L: LogWrite>(
     let span = slave_span(&config.master_address);
     let task = SlaveTask::start(config, now(), log)?;
     let (commands, commands_rx) = bounded(16);
-    let runner = Runner { task, commands: commands_rx, stream: None, connecting: None, flushing: None };
+    let runner = Runner { task, commands: commands_rx, connecting: None, flushing: None };
     spawner.spawn(Box::pin(runner.run().instrument(span)));
     Ok(SlaveHandle { commands })
 }
@@ -69,9 +65,6 @@ impl SlaveService for SlaveHandle {
     }
 }
 
-type Connecting = Pin<Box<dyn Future<Output = io::Result<Stream>> + Send>>;
-type Flushing = blocking::Task<Result<Offset, String>>;
-
 /// Connects to `address` and runs the TLS handshake if `tls` is set, within `limit`.
 async fn connect(address: String, tls: Option<SlaveTls>, limit: Duration) -> io::Result<Stream> {
     let connect = async {
@@ -80,10 +73,10 @@ async fn connect(address: String, tls: Option<SlaveTls>, limit: Duration) -> io:
             warn!(%e, "cannot set TCP_NODELAY");
         }
         let Some(tls) = tls else { return Ok(Box::new(stream) as Stream) };
-        let connector = futures_rustls::TlsConnector::from(tls.client_config());
-        let handshake = connector.connect(tls.server_name(), stream).await;
-        Ok(Box::new(handshake.map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?)
-            as Stream)
+        let handshake =
+            futures_rustls::TlsConnector::from(tls.client_config()).connect(tls.server_name(), stream);
+        let stream = handshake.await.map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
+        Ok(Box::new(stream) as Stream)
     };
     let expire = async {
         Timer::after(limit).await;
@@ -99,9 +92,8 @@ fn flush<L: LogWrite>(log: &Arc<L>) -> Flushing {
 }
 
 struct Runner<L> {
-    task: SlaveTask<L>,
+    task: SlaveTask<L, Stream>,
     commands: Receiver<Command>,
-    stream: Option<Stream>,
     connecting: Option<Connecting>,
     flushing: Option<Flushing>,
 }
@@ -122,11 +114,11 @@ impl<L: LogWrite> Runner<L> {
         let reply = loop {
             budget.tick().await;
             let deadline = self.perform().await;
-            let reading = self.stream.is_some() && self.task.wants_read();
+            let reading = self.task.wants_read();
             let command = async { Wake::Command(self.commands.recv().await.ok()) };
             let read = async {
                 match reading {
-                    true => Wake::Read(read(&mut self.stream, &mut buf).await),
+                    true => Wake::Read(read(self.task.stream(), &mut buf).await),
                     false => pending().await,
                 }
             };
@@ -137,20 +129,16 @@ impl<L: LogWrite> Runner<L> {
                 Wake::Timer
             };
             match command.or(read).or(connected).or(flushed).or(timer).await {
-                Wake::Command(Some(command)) => {
+                Wake::Command(command) => {
+                    let Some(command) = command else { break None };
                     if let Some(reply) = self.task.command(now(), command) {
                         break Some(reply);
                     }
                 }
-                Wake::Command(None) => break None,
-                Wake::Read(read) => {
-                    if !self.task.read_done(now(), read) {
-                        self.stream = None;
-                    }
-                }
+                Wake::Read(read) => self.task.read_done(now(), read),
                 Wake::Connected(connected) => {
                     self.connecting = None;
-                    self.stream = self.task.connect_done(now(), connected);
+                    self.task.connect_done(now(), connected);
                 }
                 Wake::Flushed(flushed) => {
                     self.flushing = None;
@@ -159,7 +147,6 @@ impl<L: LogWrite> Runner<L> {
                 Wake::Timer => self.task.handle_timeout(now()),
             }
         };
-        self.stream = None;
         if let Some(flushing) = self.flushing.take() {
             let _ = flushing.await;
         }
@@ -169,39 +156,36 @@ impl<L: LogWrite> Runner<L> {
 
     /// Performs actions until the driver has nothing more before its next timeout.
     async fn perform(&mut self) -> Instant {
+        let limit = self.task.send_timeout();
         loop {
             match self.task.next_action(now()) {
-                SlaveAction::SleepUntil(at) => return at,
-                SlaveAction::Connect => {
+                SlaveIo::SleepUntil(at) => return at,
+                SlaveIo::Connect => {
                     let config = self.task.config();
                     let connect =
                         connect(config.master_address.clone(), config.tls.clone(), config.connect_timeout);
                     self.connecting = Some(Box::pin(connect));
                 }
-                SlaveAction::Send(report) => {
-                    let Some(stream) = self.stream.as_mut() else { continue };
+                SlaveIo::Send(report, stream) => {
                     let write = async {
                         stream.write_all(&report).await?;
                         stream.flush().await
                     };
                     let expire = async {
-                        Timer::after(self.task.send_timeout()).await;
+                        Timer::after(limit).await;
                         None
                     };
                     let sent = async { Some(write.await) }.or(expire).await;
-                    if !self.task.send_done(now(), sent) {
-                        self.stream = None;
-                    }
+                    self.task.send_done(now(), sent);
                 }
-                SlaveAction::Flush => self.flushing = Some(flush(self.task.log())),
-                SlaveAction::Disconnect => self.stream = None,
+                SlaveIo::Flush => self.flushing = Some(flush(self.task.log())),
             }
         }
     }
 }
 
 /// Reads from the stream, if there is one.
-async fn read(stream: &mut Option<Stream>, buf: &mut ReadBuffer) -> io::Result<Bytes> {
+async fn read(stream: Option<&mut Stream>, buf: &mut ReadBuffer) -> io::Result<Bytes> {
     let Some(stream) = stream else { return pending().await };
     let n = stream.read(buf.spare()).await?;
     Ok(buf.take(n))

@@ -74,8 +74,7 @@ mod slave;
 use std::future::Future;
 use std::time::Duration;
 
-use logship_core::service::{Reply, WaitSink};
-use logship_core::{Offset, WaitError};
+use logship_core::service::Reply;
 use tokio::sync::{mpsc, oneshot};
 
 pub use logship_core::service::{InSyncError, StartError};
@@ -98,12 +97,6 @@ pub(crate) struct Once<T>(oneshot::Sender<T>);
 impl<T> Reply<T> for Once<T> {
     fn send(self, value: T) {
         let _ = self.0.send(value);
-    }
-}
-
-impl WaitSink for Once<Result<Offset, WaitError>> {
-    fn complete(self, result: Result<Offset, WaitError>) {
-        let _ = self.0.send(result);
     }
 }
 

@@ -1,24 +1,13 @@
 //! The master service on tokio.
 
-use std::future::poll_fn;
-use std::io;
-use std::net::SocketAddr;
-use std::ops::ControlFlow;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::time::Duration;
+use std::{future::poll_fn, io, net::SocketAddr, ops::ControlFlow, pin::Pin, sync::Arc, time::Duration};
 
 use logship_core::service::tls::{Link, LinkKind, MasterTls};
-use logship_core::service::{
-    ACCEPT_RETRY, ConnSink, InSyncError, InSyncWait, MasterService, MasterServiceConfig, MasterStatus,
-    MasterTask, PutGate, ReadBuffer, ServiceFuture, StartError, TaskCommand, Transmit, master_conn_span,
-    master_span,
-};
+use logship_core::service::*;
 use logship_core::{ConnId, MessageLog, Offset, PutResult, WaitError};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, mpsc, oneshot};
-use tokio::task::JoinHandle;
+use tokio::{net::TcpListener, net::TcpStream, sync::Notify, sync::mpsc, sync::oneshot, task::JoinHandle};
+use tokio_rustls::TlsAcceptor;
 use tracing::{Instrument, info, warn};
 
 use crate::{Once, Stream, ask, now, within};
@@ -194,108 +183,102 @@ async fn accept_loop<L: MessageLog>(listener: TcpListener, shared: Arc<Shared<L>
         if shared.commands.send(TaskCommand::accepted(conn, peer, sink)).await.is_err() {
             return;
         }
-        let task = connection(stream, conn, frames_rx, close_rx, shared.clone());
+        let task = Conn { id: conn, shared: shared.clone() }.run(stream, frames_rx, close_rx);
         tokio::spawn(task.instrument(master_conn_span(conn, peer)));
     }
 }
 
-/// One connection: negotiated first when TLS is configured (the core's first-report deadline
-/// covers it); then its read path and write path run together. Whichever ends first, or the
-/// core closing it, ends all, and `Closed` is reported exactly once.
-async fn connection<L: MessageLog>(
-    stream: TcpStream,
-    conn: ConnId,
-    frames: mpsc::Receiver<Transmit>,
-    close: oneshot::Receiver<()>,
+/// One accepted connection, as its task sees it.
+struct Conn<L> {
+    id: ConnId,
     shared: Arc<Shared<L>>,
-) {
-    info!("slave connected");
-    let ended = tokio::select! {
-        ended = serve(stream, conn, frames, &shared) => ended,
-        _ = close => Ok("closed by the master"),
-    };
-    match ended {
-        Ok(why) => info!(why, "slave connection ended"),
-        Err(e) => warn!(%e, "slave connection failed"),
-    }
-    let _ = shared.commands.send(TaskCommand::closed(conn)).await;
 }
 
-async fn serve<L: MessageLog>(
-    stream: TcpStream,
-    conn: ConnId,
-    frames: mpsc::Receiver<Transmit>,
-    shared: &Shared<L>,
-) -> io::Result<&'static str> {
-    let stream = match &shared.config.admission.tls {
-        None => Box::new(stream),
-        Some(tls) => match negotiate(stream, tls, conn, &shared.commands).await? {
-            Ok(stream) => stream,
-            Err(why) => return Ok(why),
-        },
-    };
-    let (rd, wr) = tokio::io::split(stream);
-    tokio::select! {
-        r = read_path(rd, conn, &shared.commands) => r.map(|()| "end of stream"),
-        r = write_path(wr, conn, frames, shared) => r.map(|()| "writer stopped"),
+impl<L: MessageLog> Conn<L> {
+    /// Negotiates first when TLS is configured (the core's first-report deadline covers it);
+    /// then runs the read path and the write path together. Whichever ends first, or the core
+    /// closing the connection, ends all, and `Closed` is reported exactly once.
+    async fn run(self, stream: TcpStream, frames: mpsc::Receiver<Transmit>, close: oneshot::Receiver<()>) {
+        info!("slave connected");
+        let ended = tokio::select! {
+            ended = self.serve(stream, frames) => ended,
+            _ = close => Ok("closed by the master"),
+        };
+        match ended {
+            Ok(why) => info!(why, "slave connection ended"),
+            Err(e) => warn!(%e, "slave connection failed"),
+        }
+        self.send(TaskCommand::closed(self.id)).await;
     }
-}
 
-/// Peeks at the first byte, runs the TLS handshake if it starts one, and tells the driver
-/// (which decides what the link may do) before any byte of it is forwarded. `Err` says why the
-/// connection ended during negotiation.
-async fn negotiate(
-    stream: TcpStream,
-    tls: &MasterTls,
-    conn: ConnId,
-    commands: &mpsc::Sender<Command>,
-) -> io::Result<Result<Stream, &'static str>> {
-    let mut first = [0u8; 1];
-    let peeked = stream.peek(&mut first).await?;
-    let (link, negotiated) = match LinkKind::from_peek(&first[..peeked]) {
-        None => return Ok(Err("end of stream before the first byte")),
-        Some(LinkKind::Plain) => (Link::Plain, Ok(Box::new(stream) as Stream)),
-        Some(LinkKind::Tls) => {
-            match tokio_rustls::TlsAcceptor::from(tls.server_config()).accept(stream).await {
+    async fn serve(&self, stream: TcpStream, frames: mpsc::Receiver<Transmit>) -> io::Result<&'static str> {
+        let stream = match &self.shared.config.admission.tls {
+            None => Box::new(stream),
+            Some(tls) => match self.negotiate(stream, tls).await? {
+                Ok(stream) => stream,
+                Err(why) => return Ok(why),
+            },
+        };
+        let (rd, wr) = tokio::io::split(stream);
+        tokio::select! {
+            r = self.read_path(rd) => r.map(|()| "end of stream"),
+            r = self.write_path(wr, frames) => r.map(|()| "writer stopped"),
+        }
+    }
+
+    /// Peeks at the first byte, runs the TLS handshake if it starts one, and tells the driver
+    /// (which decides what the link may do) before any byte of it is forwarded. `Err` says why
+    /// the connection ended during negotiation.
+    async fn negotiate(
+        &self,
+        stream: TcpStream,
+        tls: &MasterTls,
+    ) -> io::Result<Result<Stream, &'static str>> {
+        let mut first = [0u8; 1];
+        let peeked = stream.peek(&mut first).await?;
+        let (link, negotiated) = match LinkKind::from_peek(&first[..peeked]) {
+            None => return Ok(Err("end of stream before the first byte")),
+            Some(LinkKind::Plain) => (Link::Plain, Ok(Box::new(stream) as Stream)),
+            Some(LinkKind::Tls) => match TlsAcceptor::from(tls.server_config()).accept(stream).await {
                 Ok(stream) => (Link::tls(stream.get_ref().1), Ok(Box::new(stream) as Stream)),
                 Err(e) => (Link::failed(&e), Err("TLS handshake failed")),
+            },
+        };
+        self.send(TaskCommand::negotiated(self.id, link)).await;
+        Ok(negotiated)
+    }
+
+    async fn read_path(&self, mut rd: impl AsyncRead + Unpin) -> io::Result<()> {
+        let mut buf = ReadBuffer::new(READ_BUFFER);
+        loop {
+            let n = rd.read(buf.spare()).await?;
+            if n == 0 || !self.send(TaskCommand::received(self.id, buf.take(n))).await {
+                return Ok(());
             }
         }
-    };
-    let _ = commands.send(TaskCommand::negotiated(conn, link)).await;
-    Ok(negotiated)
-}
-
-async fn read_path(
-    mut rd: impl AsyncRead + Unpin,
-    conn: ConnId,
-    commands: &mpsc::Sender<Command>,
-) -> io::Result<()> {
-    let mut buf = ReadBuffer::new(READ_BUFFER);
-    loop {
-        let n = rd.read(buf.spare()).await?;
-        if n == 0 || commands.send(TaskCommand::received(conn, buf.take(n))).await.is_err() {
-            return Ok(());
-        }
     }
-}
 
-async fn write_path<L: MessageLog>(
-    mut wr: impl AsyncWrite + Unpin,
-    conn: ConnId,
-    mut frames: mpsc::Receiver<Transmit>,
-    shared: &Shared<L>,
-) -> io::Result<()> {
-    while let Some(transmit) = frames.recv().await {
-        let mut frame = transmit.resolve(&*shared.log)?;
-        poll_fn(|cx| frame.poll_write(cx, |cx, bufs| Pin::new(&mut wr).poll_write_vectored(cx, bufs)))
-            .await?;
-        wr.flush().await?;
-        if shared.commands.send(TaskCommand::sent(conn)).await.is_err() {
-            break;
+    async fn write_path(
+        &self,
+        mut wr: impl AsyncWrite + Unpin,
+        mut frames: mpsc::Receiver<Transmit>,
+    ) -> io::Result<()> {
+        while let Some(transmit) = frames.recv().await {
+            let mut frame = transmit.resolve(&*self.shared.log)?;
+            poll_fn(|cx| frame.poll_write(cx, |cx, bufs| Pin::new(&mut wr).poll_write_vectored(cx, bufs)))
+                .await?;
+            wr.flush().await?;
+            if !self.send(TaskCommand::sent(self.id)).await {
+                break;
+            }
         }
+        Ok(())
     }
-    Ok(())
+
+    /// Sends `command` to the core task; `false` once it is gone.
+    async fn send(&self, command: Command) -> bool {
+        self.shared.commands.send(command).await.is_ok()
+    }
 }
 
 async fn core_task<L: MessageLog>(

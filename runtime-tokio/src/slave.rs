@@ -1,22 +1,14 @@
 //! The slave service on tokio.
 
 use std::future::{Future, pending};
-use std::io;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::{io, pin::Pin, sync::Arc, time::Duration, time::Instant};
 
 use bytes::Bytes;
 use logship_core::service::tls::SlaveTls;
-use logship_core::service::{
-    ReadBuffer, ServiceFuture, SlaveAction, SlaveCommand, SlaveService, SlaveServiceConfig, SlaveStatus,
-    SlaveTask, StartError, slave_span,
-};
+use logship_core::service::*;
 use logship_core::{LogWrite, Offset};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
+use tokio::{net::TcpStream, sync::mpsc, task::JoinHandle};
 use tracing::{Instrument, warn};
 
 use crate::{Once, Stream, ask, now};
@@ -25,6 +17,8 @@ use crate::{Once, Stream, ask, now};
 const READ_BUFFER: usize = 64 * 1024;
 
 type Command = SlaveCommand<Once<SlaveStatus>, Once<()>>;
+type Connecting = Pin<Box<dyn Future<Output = io::Result<Stream>> + Send>>;
+type Flushing = JoinHandle<Result<Offset, String>>;
 
 /// A running slave: reports status, shuts down. Cheap to clone.
 #[derive(Clone)]
@@ -41,8 +35,9 @@ pub async fn spawn_slave<L: LogWrite>(
     let span = slave_span(&config.master_address);
     let task = SlaveTask::start(config, now(), log)?;
     let (commands, commands_rx) = mpsc::channel(16);
-    let runner = Runner { task, commands: commands_rx, stream: None, connecting: None, flushing: None };
-    tokio::spawn(runner.run().instrument(span));
+    tokio::spawn(
+        Runner { task, commands: commands_rx, connecting: None, flushing: None }.run().instrument(span),
+    );
     Ok(SlaveHandle { commands })
 }
 
@@ -68,9 +63,6 @@ impl SlaveService for SlaveHandle {
     }
 }
 
-type Connecting = Pin<Box<dyn Future<Output = io::Result<Stream>> + Send>>;
-type Flushing = JoinHandle<Result<Offset, String>>;
-
 /// Connects to `address` and runs the TLS handshake if `tls` is set, within `limit`.
 async fn connect(address: String, tls: Option<SlaveTls>, limit: Duration) -> io::Result<Stream> {
     let connect = async {
@@ -79,10 +71,10 @@ async fn connect(address: String, tls: Option<SlaveTls>, limit: Duration) -> io:
             warn!(%e, "cannot set TCP_NODELAY");
         }
         let Some(tls) = tls else { return Ok(Box::new(stream) as Stream) };
-        let connector = tokio_rustls::TlsConnector::from(tls.client_config());
-        let handshake = connector.connect(tls.server_name(), stream).await;
-        Ok(Box::new(handshake.map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?)
-            as Stream)
+        let handshake =
+            tokio_rustls::TlsConnector::from(tls.client_config()).connect(tls.server_name(), stream);
+        let stream = handshake.await.map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
+        Ok(Box::new(stream) as Stream)
     };
     let timed_out = |_| Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"));
     tokio::time::timeout(limit, connect).await.unwrap_or_else(timed_out)
@@ -95,9 +87,8 @@ fn flush<L: LogWrite>(log: &Arc<L>) -> Flushing {
 }
 
 struct Runner<L> {
-    task: SlaveTask<L>,
+    task: SlaveTask<L, Stream>,
     commands: mpsc::Receiver<Command>,
-    stream: Option<Stream>,
     connecting: Option<Connecting>,
     flushing: Option<Flushing>,
 }
@@ -107,22 +98,18 @@ impl<L: LogWrite> Runner<L> {
         let mut buf = ReadBuffer::new(READ_BUFFER);
         let reply = loop {
             let deadline = self.perform().await;
-            let reading = self.stream.is_some() && self.task.wants_read();
+            let reading = self.task.wants_read();
             tokio::select! {
-                command = self.commands.recv() => match command {
-                    Some(command) => if let Some(reply) = self.task.command(now(), command) {
+                command = self.commands.recv() => {
+                    let Some(command) = command else { break None };
+                    if let Some(reply) = self.task.command(now(), command) {
                         break Some(reply);
-                    },
-                    None => break None,
-                },
-                read = read(&mut self.stream, &mut buf), if reading => {
-                    if !self.task.read_done(now(), read) {
-                        self.stream = None;
                     }
                 }
+                read = read(self.task.stream(), &mut buf), if reading => self.task.read_done(now(), read),
                 connected = poll(&mut self.connecting), if self.connecting.is_some() => {
                     self.connecting = None;
-                    self.stream = self.task.connect_done(now(), connected);
+                    self.task.connect_done(now(), connected);
                 }
                 flushed = poll(&mut self.flushing), if self.flushing.is_some() => {
                     self.flushing = None;
@@ -131,7 +118,6 @@ impl<L: LogWrite> Runner<L> {
                 () = tokio::time::sleep_until(deadline.into()) => self.task.handle_timeout(now()),
             }
         };
-        self.stream = None;
         if let Some(flushing) = self.flushing.take() {
             let _ = flushing.await;
         }
@@ -141,35 +127,32 @@ impl<L: LogWrite> Runner<L> {
 
     /// Performs actions until the driver has nothing more before its next timeout.
     async fn perform(&mut self) -> Instant {
+        let limit = self.task.send_timeout();
         loop {
             match self.task.next_action(now()) {
-                SlaveAction::SleepUntil(at) => return at,
-                SlaveAction::Connect => {
+                SlaveIo::SleepUntil(at) => return at,
+                SlaveIo::Connect => {
                     let config = self.task.config();
                     let connect =
                         connect(config.master_address.clone(), config.tls.clone(), config.connect_timeout);
                     self.connecting = Some(Box::pin(connect));
                 }
-                SlaveAction::Send(report) => {
-                    let Some(stream) = self.stream.as_mut() else { continue };
+                SlaveIo::Send(report, stream) => {
                     let write = async {
                         stream.write_all(&report).await?;
                         stream.flush().await
                     };
-                    let sent = tokio::time::timeout(self.task.send_timeout(), write).await.ok();
-                    if !self.task.send_done(now(), sent) {
-                        self.stream = None;
-                    }
+                    let sent = tokio::time::timeout(limit, write).await.ok();
+                    self.task.send_done(now(), sent);
                 }
-                SlaveAction::Flush => self.flushing = Some(flush(self.task.log())),
-                SlaveAction::Disconnect => self.stream = None,
+                SlaveIo::Flush => self.flushing = Some(flush(self.task.log())),
             }
         }
     }
 }
 
 /// Reads from the stream, if there is one.
-async fn read(stream: &mut Option<Stream>, buf: &mut ReadBuffer) -> io::Result<Bytes> {
+async fn read(stream: Option<&mut Stream>, buf: &mut ReadBuffer) -> io::Result<Bytes> {
     let Some(stream) = stream else { return pending().await };
     let n = stream.read(buf.spare()).await?;
     Ok(buf.take(n))

@@ -2,21 +2,23 @@
 //! slave service's task decide, written once. An adapter's task only waits (on its channel,
 //! its timer, its sockets) and hands each wake-up to one of these.
 
+use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use tracing::{info, warn};
 
 use super::*;
+use crate::frame::REPORT_LEN;
 use crate::log::{MessageLog, Offset};
 use crate::service::tls::Link;
 use crate::{BrokerRole, ConnId};
 
 /// How long an adapter's accept loop pauses after a failed accept (out of descriptors, say)
 /// before it accepts again.
-pub const ACCEPT_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+pub const ACCEPT_RETRY: Duration = Duration::from_millis(100);
 
 /// Commands a master task applies in one turn at most; the rest wait for the next turn, so
 /// a flood of commands cannot keep the task from its timer and from publishing the fence.
@@ -194,20 +196,39 @@ pub enum SlaveCommand<S, R> {
     Shutdown(R),
 }
 
-/// The state a slave service's task owns: the [`SlaveDriver`] and what the adapter asks of
-/// it. The adapter performs the [`SlaveAction`]s ([`next_action`](Self::next_action)) and
-/// hands every outcome back (`*_done`), which decides whether the connection stays up.
-pub struct SlaveTask<L> {
+/// What a slave task must do next that needs the runtime.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SlaveIo<'a, S> {
+    /// Start connecting to the master ([`SlaveTask::config`]: address, TLS, connect timeout);
+    /// hand the outcome to [`SlaveTask::connect_done`].
+    Connect,
+    /// Write this report on the connection and flush it, within [`SlaveTask::send_timeout`];
+    /// hand the outcome to [`SlaveTask::send_done`].
+    Send([u8; REPORT_LEN], &'a mut S),
+    /// Run `LogWrite::flush` off the async threads; hand the outcome to
+    /// [`SlaveTask::flush_done`].
+    Flush,
+    /// Nothing more until this instant, a read, a connect or a flush outcome.
+    SleepUntil(Instant),
+}
+
+/// The state a slave service's task owns: the [`SlaveDriver`] and the connection `S` (the
+/// adapter's stream, which this never reads or writes). The adapter performs the
+/// [`SlaveIo`]s ([`next_action`](Self::next_action)), reads from [`stream`](Self::stream) while
+/// [`wants_read`](Self::wants_read), and hands every outcome back (`*_done`), which decides
+/// whether the connection stays up.
+pub struct SlaveTask<L, S> {
     driver: SlaveDriver<L>,
     config: SlaveServiceConfig,
     log: Arc<L>,
+    stream: Option<S>,
 }
 
-impl<L: crate::LogWrite> SlaveTask<L> {
+impl<L: crate::LogWrite, S> SlaveTask<L, S> {
     /// The task of a slave service that replicates from `config.master_address` into `log`.
     pub fn start(config: SlaveServiceConfig, now: Instant, log: Arc<L>) -> Result<Self, StartError> {
         let driver = SlaveDriver::new(&config, now, log.clone())?;
-        Ok(Self { driver, config, log })
+        Ok(Self { driver, config, log, stream: None })
     }
 
     /// The configuration: the master's address, the connect timeout, TLS.
@@ -225,71 +246,87 @@ impl<L: crate::LogWrite> SlaveTask<L> {
         &self.driver
     }
 
+    /// The connection to the master, while there is one.
+    pub fn stream(&mut self) -> Option<&mut S> {
+        self.stream.as_mut()
+    }
+
     /// How long a report write may take before the connection counts as dead.
-    pub fn send_timeout(&self) -> std::time::Duration {
+    pub fn send_timeout(&self) -> Duration {
         self.config.core.housekeeping_interval
     }
 
-    /// The next thing to do that needs the runtime (see [`SlaveDriver::next_action`]).
-    pub fn next_action(&mut self, now: Instant) -> SlaveAction {
-        self.driver.next_action(now)
+    /// The next thing to do that needs the runtime. Performs what needs none on the way:
+    /// appends (see [`SlaveDriver::next_action`]), dropping the connection when the driver
+    /// closes it, and dropping a report when there is no connection to send it on.
+    pub fn next_action(&mut self, now: Instant) -> SlaveIo<'_, S> {
+        loop {
+            match self.driver.next_action(now) {
+                SlaveAction::Connect => return SlaveIo::Connect,
+                SlaveAction::Send(report) if self.stream.is_some() => {
+                    return SlaveIo::Send(report, self.stream.as_mut().expect("checked just above"));
+                }
+                SlaveAction::Send(_) => {}
+                SlaveAction::Flush => return SlaveIo::Flush,
+                SlaveAction::Disconnect => self.stream = None,
+                SlaveAction::SleepUntil(at) => return SlaveIo::SleepUntil(at),
+            }
+        }
     }
 
-    /// Whether to read from the connection now.
+    /// Whether to read from the connection now: there is one, and the driver has room.
     pub fn wants_read(&self) -> bool {
-        self.driver.wants_read()
+        self.stream.is_some() && self.driver.wants_read()
     }
 
-    /// Answers a status command, or returns the reply of a shutdown, which the adapter sends
-    /// once stopped ([`stopped`](Self::stopped)).
-    pub fn command<S: Reply<SlaveStatus>, R>(
+    /// Answers a status command, or, for a shutdown, closes the connection and returns the
+    /// reply, which the adapter hands to [`stopped`](Self::stopped) after the last flush.
+    pub fn command<T: Reply<SlaveStatus>, R>(
         &mut self,
         now: Instant,
-        command: SlaveCommand<S, R>,
+        command: SlaveCommand<T, R>,
     ) -> Option<R> {
         match command {
             SlaveCommand::Status(reply) => {
                 reply.send(self.driver.status(now));
                 None
             }
-            SlaveCommand::Shutdown(reply) => Some(reply),
+            SlaveCommand::Shutdown(reply) => {
+                self.stream = None;
+                Some(reply)
+            }
         }
     }
 
-    /// A `Connect` ended: returns the stream to keep if it connected.
-    pub fn connect_done<T>(&mut self, now: Instant, result: std::io::Result<T>) -> Option<T> {
+    /// A `Connect` ended: the connection, or why there is none.
+    pub fn connect_done(&mut self, now: Instant, result: io::Result<S>) {
         match result {
             Ok(stream) => {
                 info!(tls = self.config.tls.is_some(), "connected to master");
+                self.stream = Some(stream);
                 self.driver.connected(now);
-                Some(stream)
             }
             Err(e) => {
                 warn!(%e, "cannot connect to master");
                 self.driver.closed(now);
-                None
             }
         }
     }
 
-    /// A read ended with these bytes (empty at the end of the stream) or an error. Returns
-    /// whether the connection stays up.
-    pub fn read_done(&mut self, now: Instant, result: std::io::Result<Bytes>) -> bool {
+    /// A read ended with these bytes (empty at the end of the stream) or an error.
+    pub fn read_done(&mut self, now: Instant, result: io::Result<Bytes>) {
         match result {
-            Ok(data) if !data.is_empty() => {
-                self.driver.received(now, data);
-                true
-            }
+            Ok(data) if !data.is_empty() => self.driver.received(now, data),
             Ok(_) => self.closed(now, "the master closed the connection"),
             Err(e) => self.closed(now, &e.to_string()),
         }
     }
 
     /// A `Send` ended: written, failed, or (`None`) not done within
-    /// [`send_timeout`](Self::send_timeout). Returns whether the connection stays up.
-    pub fn send_done(&mut self, now: Instant, result: Option<std::io::Result<()>>) -> bool {
+    /// [`send_timeout`](Self::send_timeout).
+    pub fn send_done(&mut self, now: Instant, result: Option<io::Result<()>>) {
         match result {
-            Some(Ok(())) => true,
+            Some(Ok(())) => {}
             Some(Err(e)) => self.closed(now, &format!("report failed: {e}")),
             None => self.closed(now, "report timed out"),
         }
@@ -305,8 +342,8 @@ impl<L: crate::LogWrite> SlaveTask<L> {
         self.driver.handle_timeout(now);
     }
 
-    /// The task stopped, its last flush ended with `flushed`; answers the shutdown, if one was
-    /// asked.
+    /// The task stopped and its last flush ended with `flushed`; answers the shutdown, if one
+    /// was asked.
     pub fn stopped<E: std::fmt::Display, R: Reply<()>>(self, flushed: Result<Offset, E>, reply: Option<R>) {
         match flushed {
             Ok(end) => info!(end, "slave stopped"),
@@ -317,9 +354,9 @@ impl<L: crate::LogWrite> SlaveTask<L> {
         }
     }
 
-    fn closed(&mut self, now: Instant, why: &str) -> bool {
+    fn closed(&mut self, now: Instant, why: &str) {
         info!(why, "connection to master ended");
+        self.stream = None;
         self.driver.closed(now);
-        false
     }
 }
