@@ -42,6 +42,8 @@ mod spans;
 mod status;
 mod task;
 #[cfg(test)]
+mod task_tests;
+#[cfg(test)]
 mod tests;
 pub mod tls;
 mod wire;
