@@ -55,14 +55,22 @@
 //! # }
 //! ```
 //!
-//! A master runs one core task owning the
-//! [`MasterDriver`](logship_core::service::MasterDriver), one accept task, and one task per
-//! connection whose read and write paths end together and report `Closed` exactly once. A slave
-//! runs one task owning its [`SlaveDriver`](logship_core::service::SlaveDriver).
+//! This crate is glue: every decision is in [`logship_core::service`], and this crate keeps
+//! only sockets, timers, channels and task spawning, in the same files, types and functions as
+//! `logship-tokio`.
+//!
+//! A master runs one core task owning a [`MasterTask`](logship_core::service::MasterTask), one
+//! accept task, and one task per connection whose read and write paths end together and report
+//! `Closed` exactly once. A slave runs one task around a
+//! [`SlaveTask`](logship_core::service::SlaveTask), which owns the
+//! [`SlaveDriver`](logship_core::service::SlaveDriver) and the connection.
 //!
 //! With TLS configured, a master connection first peeks at its first byte and runs the
 //! handshake if it starts one (`futures-rustls`), then reports the outcome to the driver, which
 //! decides ([`logship_core::service::tls`]); a TLS slave runs the handshake after connecting.
+//!
+//! Both handles also implement [`MasterService`](logship_core::service::MasterService) and
+//! [`SlaveService`](logship_core::service::SlaveService), for code that runs on either adapter.
 #![forbid(unsafe_code)]
 
 mod master;

@@ -51,19 +51,31 @@
 //!
 //! ## Tasks
 //!
-//! A master runs one **core task** that owns the [`MasterDriver`](logship_core::service::MasterDriver)
-//! (no lock around the state machine), one accept task, and one task per connection. A
+//! This crate is glue: every decision is in [`logship_core::service`], and this crate keeps
+//! only sockets, timers, channels and task spawning. `logship-smol` has the same files, types
+//! and functions in the same order.
+//!
+//! A master runs one **core task** that owns a
+//! [`MasterTask`](logship_core::service::MasterTask) (no lock around the state machine): it
+//! waits for commands, an append or the timer, and hands each to the task, which batches the
+//! commands, publishes the fence into the put gate the handles check, and says when to wake
+//! next and when to stop. Beside it run one accept task and one task per connection. A
 //! connection task runs its read path and its write path together and ends both as soon as
 //! either ends (EOF, an I/O error, or the core closing it), then reports `Closed` exactly once.
 //! With TLS configured, a connection first peeks at its first byte and runs the handshake if
-//! it starts one (`tokio-rustls`), then reports the outcome to the driver, which decides; the
-//! decision logic is in [`logship_core::service::tls`] and the driver, not here.
-//! The writer resolves every span from the log without copying and writes header and body with
-//! one vectored write. Puts wake the core task at once, so a frame goes out as soon as the log
-//! grows.
+//! it starts one (`tokio-rustls`), then reports the outcome to the driver, which decides
+//! ([`logship_core::service::tls`]). The writer resolves every span from the log without
+//! copying and writes header and body with vectored writes
+//! ([`Frame`](logship_core::service::Frame)). Puts wake the core task at once, so a frame goes
+//! out as soon as the log grows.
 //!
-//! A slave runs one task that owns its [`Slave`](logship_core::Slave) core, the socket and the
-//! timers. Flushes (with `AckOn::Flushed`) run on tokio's blocking pool.
+//! A slave runs one task around a [`SlaveTask`](logship_core::service::SlaveTask), which owns
+//! the [`SlaveDriver`](logship_core::service::SlaveDriver) and the connection and decides what
+//! each connect, read, report and flush outcome means. Flushes (with `AckOn::Flushed`) run on
+//! tokio's blocking pool.
+//!
+//! Both handles also implement [`MasterService`](logship_core::service::MasterService) and
+//! [`SlaveService`](logship_core::service::SlaveService), for code that runs on either adapter.
 //!
 //! Time is `tokio::time::Instant::now().into_std()`, so tests with a paused clock work.
 #![forbid(unsafe_code)]
