@@ -1,6 +1,6 @@
 //! The master service on async-io / async-net.
 
-use std::{future::poll_fn, io, net::SocketAddr, ops::ControlFlow, pin::Pin, sync::Arc, time::Duration};
+use std::{future::poll_fn, io, net::SocketAddr, pin::Pin, sync::Arc, time::Duration};
 
 use async_channel::{Receiver, Sender, bounded};
 use async_io::Timer;
@@ -21,7 +21,7 @@ const READ_BUFFER: usize = 4096;
 
 type WaitReply = Once<Result<Offset, WaitError>>;
 type Command = TaskCommand<ConnHandle, WaitReply, Once<MasterStatus>, Once<()>>;
-type Task<L> = MasterTask<L, ConnHandle, WaitReply, Once<()>>;
+type Task<L> = MasterTask<L, ConnHandle, WaitReply, Once<MasterStatus>, Once<()>>;
 
 /// The core task's handle on one connection.
 struct ConnHandle {
@@ -138,16 +138,11 @@ impl<L: MessageLog> MasterHandle<L> {
 
     /// Waits until at least `slaves` slaves are in sync (connected, and within
     /// `ha_max_gap_not_in_sync` of the master's end), and returns the status that showed it.
-    /// Looks every few milliseconds; gives up after `timeout`.
+    /// The core task answers as soon as they are; gives up after `timeout`.
     pub async fn wait_in_sync(&self, slaves: usize, timeout: Duration) -> Result<MasterStatus, InSyncError> {
         let wait = InSyncWait::new(now(), slaves, timeout);
-        loop {
-            let status = self.status().await.ok_or(InSyncError::Stopped)?;
-            match wait.check(now(), status)? {
-                ControlFlow::Break(status) => return Ok(status),
-                ControlFlow::Continue(pause) => Timer::after(pause).await,
-            };
-        }
+        let status = ask(&self.shared.commands, |reply| TaskCommand::InSync { wait, reply }).await;
+        wait.outcome(status.ok_or(InSyncError::Stopped)?)
     }
 }
 
@@ -330,7 +325,7 @@ async fn core_task<L: MessageLog>(
         if task.is_stopping() {
             let _ = stop_accepting.try_send(());
         }
-        let Some(deadline) = task.settle() else { break };
+        let Some(deadline) = task.settle(now()) else { break };
         timer.set_at(deadline);
     }
     let flushed = within(shared.config.sync_flush_timeout, shared.log.durable(task.flush_target())).await;

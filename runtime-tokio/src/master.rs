@@ -1,6 +1,6 @@
 //! The master service on tokio.
 
-use std::{future::poll_fn, io, net::SocketAddr, ops::ControlFlow, pin::Pin, sync::Arc, time::Duration};
+use std::{future::poll_fn, io, net::SocketAddr, pin::Pin, sync::Arc, time::Duration};
 
 use logship_core::service::tls::{Link, LinkKind, MasterTls};
 use logship_core::service::*;
@@ -19,7 +19,7 @@ const READ_BUFFER: usize = 4096;
 
 type WaitReply = Once<Result<Offset, WaitError>>;
 type Command = TaskCommand<ConnHandle, WaitReply, Once<MasterStatus>, Once<()>>;
-type Task<L> = MasterTask<L, ConnHandle, WaitReply, Once<()>>;
+type Task<L> = MasterTask<L, ConnHandle, WaitReply, Once<MasterStatus>, Once<()>>;
 
 /// The core task's handle on one connection.
 struct ConnHandle {
@@ -132,16 +132,11 @@ impl<L: MessageLog> MasterHandle<L> {
 
     /// Waits until at least `slaves` slaves are in sync (connected, and within
     /// `ha_max_gap_not_in_sync` of the master's end), and returns the status that showed it.
-    /// Looks every few milliseconds; gives up after `timeout`.
+    /// The core task answers as soon as they are; gives up after `timeout`.
     pub async fn wait_in_sync(&self, slaves: usize, timeout: Duration) -> Result<MasterStatus, InSyncError> {
         let wait = InSyncWait::new(now(), slaves, timeout);
-        loop {
-            let status = self.status().await.ok_or(InSyncError::Stopped)?;
-            match wait.check(now(), status)? {
-                ControlFlow::Break(status) => return Ok(status),
-                ControlFlow::Continue(pause) => tokio::time::sleep(pause).await,
-            }
-        }
+        let status = ask(&self.shared.commands, |reply| TaskCommand::InSync { wait, reply }).await;
+        wait.outcome(status.ok_or(InSyncError::Stopped)?)
     }
 }
 
@@ -302,7 +297,7 @@ async fn core_task<L: MessageLog>(
         if task.is_stopping() {
             accept.abort();
         }
-        let Some(deadline) = task.settle() else { break };
+        let Some(deadline) = task.settle(now()) else { break };
         if sleep.deadline() != deadline.into() {
             sleep.as_mut().reset(deadline.into());
         }

@@ -1,6 +1,5 @@
 //! Waiting for replicas: what the adapters' `MasterHandle::wait_in_sync` returns.
 
-use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use crate::service::MasterStatus;
@@ -27,9 +26,10 @@ pub fn in_sync_slaves(status: &MasterStatus) -> usize {
     status.slaves.iter().filter(|s| s.in_sync).count()
 }
 
-/// A wait for in-sync slaves, as the adapters' `MasterHandle::wait_in_sync` runs it: it looks
-/// at a status, then sleeps for as long as [`check`](Self::check) says, until enough slaves are
-/// in sync or the time is up.
+/// A wait for in-sync slaves, as the adapters' `MasterHandle::wait_in_sync` asks the master
+/// task for one ([`TaskCommand::InSync`](crate::service::TaskCommand::InSync)): the task looks
+/// at its status after every turn, so the wait ends as soon as enough slaves are in sync,
+/// without polling.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct InSyncWait {
     wanted: usize,
@@ -37,28 +37,28 @@ pub struct InSyncWait {
 }
 
 impl InSyncWait {
-    /// How often a wait looks at the master's status.
-    pub const CHECK_EVERY: Duration = Duration::from_millis(5);
-
     /// A wait for `wanted` slaves that gives up `timeout` after `now`.
     pub fn new(now: Instant, wanted: usize, timeout: Duration) -> Self {
         Self { wanted, deadline: now + timeout }
     }
 
-    /// Judges `status` taken at `now`: `Break` with it when enough slaves are in sync,
-    /// `Continue` with how long to sleep before the next look, or the timeout.
-    pub fn check(
-        &self,
-        now: Instant,
-        status: MasterStatus,
-    ) -> Result<ControlFlow<MasterStatus, Duration>, InSyncError> {
+    /// When the wait gives up.
+    pub fn deadline(&self) -> Instant {
+        self.deadline
+    }
+
+    /// Whether the wait is over at `now` given `status`: enough slaves in sync, or time is up.
+    pub fn is_over(&self, now: Instant, status: &MasterStatus) -> bool {
+        in_sync_slaves(status) >= self.wanted || now >= self.deadline
+    }
+
+    /// The wait's result from the status it ended with.
+    pub fn outcome(&self, status: MasterStatus) -> Result<MasterStatus, InSyncError> {
         let in_sync = in_sync_slaves(&status);
         if in_sync >= self.wanted {
-            return Ok(ControlFlow::Break(status));
+            Ok(status)
+        } else {
+            Err(InSyncError::Timeout { wanted: self.wanted, in_sync })
         }
-        if now >= self.deadline {
-            return Err(InSyncError::Timeout { wanted: self.wanted, in_sync });
-        }
-        Ok(ControlFlow::Continue(Self::CHECK_EVERY.min(self.deadline - now)))
     }
 }

@@ -29,6 +29,15 @@ pub const MAX_BATCH: usize = 1024;
 pub enum TaskCommand<C, W, S, R> {
     /// For the driver.
     Driver(MasterCommand<C, W, S>),
+    /// Reply with a status once enough slaves are in sync, or with the last status when the
+    /// wait's time is up ([`InSyncWait::outcome`] tells which); dropped unanswered if the
+    /// service stops first.
+    InSync {
+        /// The wait.
+        wait: InSyncWait,
+        /// Where the status goes.
+        reply: S,
+    },
     /// Stop: stop accepting, let pending replication waits end (each by its deadline), flush
     /// the log, close every connection, then reply.
     Shutdown(R),
@@ -79,8 +88,10 @@ impl<C, W, S, R> TaskCommand<C, W, S, R> {
 /// [`is_stopping`](Self::is_stopping), then [`settle`](Self::settle) and sleep until the instant
 /// it returns; when it returns `None`, make the log durable up to
 /// [`flush_target`](Self::flush_target) and [`finish`](Self::finish).
-pub struct MasterTask<L, C, W, R> {
+pub struct MasterTask<L, C, W, S, R> {
     driver: MasterDriver<C, W>,
+    /// In-sync waits, answered by [`settle`](Self::settle).
+    in_sync: Vec<(InSyncWait, S)>,
     log: Arc<L>,
     role: BrokerRole,
     gate: Arc<PutGate>,
@@ -89,7 +100,9 @@ pub struct MasterTask<L, C, W, R> {
     deadline: Instant,
 }
 
-impl<L: MessageLog, C: ConnSink, W: WaitSink, R: Reply<()>> MasterTask<L, C, W, R> {
+impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<()>>
+    MasterTask<L, C, W, S, R>
+{
     /// The task of a master service over `log`: `config` is checked against the log (the
     /// authority for the settings they share), the driver built, and its first outputs done.
     pub fn start(config: &MasterServiceConfig, now: Instant, log: Arc<L>) -> Result<Self, StartError> {
@@ -97,7 +110,8 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, R: Reply<()>> MasterTask<L, C, W, 
         let mut driver = MasterDriver::for_service(config, now, log.clone())?;
         let gate = Arc::new(PutGate::new(driver.fence().is_some()));
         let deadline = driver.drain();
-        Ok(Self { driver, log, role: config.role, gate, stopping: Vec::new(), deadline })
+        let in_sync = Vec::new();
+        Ok(Self { driver, in_sync, log, role: config.role, gate, stopping: Vec::new(), deadline })
     }
 
     /// The gate the service's handles ask before every put.
@@ -117,7 +131,7 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, R: Reply<()>> MasterTask<L, C, W, 
 
     /// Applies `first` and then whatever `more` yields (an adapter's non-blocking receive),
     /// until it yields `None` or [`MAX_BATCH`] commands are applied.
-    pub fn apply_batch<S: Reply<MasterStatus>>(
+    pub fn apply_batch(
         &mut self,
         now: Instant,
         first: TaskCommand<C, W, S, R>,
@@ -132,6 +146,7 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, R: Reply<()>> MasterTask<L, C, W, 
                     self.stopping.push(reply);
                 }
                 TaskCommand::Driver(c) => self.driver.apply(now, c, &*self.log, self.role),
+                TaskCommand::InSync { wait, reply } => self.in_sync.push((wait, reply)),
             }
             applied += 1;
             next = if applied < MAX_BATCH { more() } else { None };
@@ -155,16 +170,28 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, R: Reply<()>> MasterTask<L, C, W, 
         !self.stopping.is_empty()
     }
 
-    /// Ends a turn: performs every pending output, publishes the fence into the put gate, and
-    /// returns when to call [`timer`](Self::timer), or `None` once the task should stop (a
-    /// shutdown was asked and no replication wait is left).
-    pub fn settle(&mut self) -> Option<Instant> {
+    /// Ends a turn at `now`: performs every pending output, publishes the fence into the put
+    /// gate, answers the in-sync waits that are over, and returns when to call
+    /// [`timer`](Self::timer), or `None` once the task should stop (a shutdown was asked and no
+    /// replication wait is left).
+    pub fn settle(&mut self, now: Instant) -> Option<Instant> {
         self.deadline = self.driver.drain();
         self.gate.publish(self.driver.fence());
+        if !self.in_sync.is_empty() {
+            let status = self.driver.status(now, self.role, self.log.flushed());
+            let (over, waiting) = std::mem::take(&mut self.in_sync)
+                .into_iter()
+                .partition(|(wait, _)| wait.is_over(now, &status));
+            self.in_sync = waiting;
+            for (_, reply) in over {
+                reply.send(status.clone());
+            }
+        }
         if self.is_stopping() && self.driver.pending_waits() == 0 {
             return None;
         }
-        Some(self.deadline)
+        let first_in_sync = self.in_sync.iter().map(|(wait, _)| wait.deadline()).min();
+        Some(first_in_sync.map_or(self.deadline, |at| at.min(self.deadline)))
     }
 
     /// The offset to make durable before [`finish`](Self::finish): the end of the log.

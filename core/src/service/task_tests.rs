@@ -3,7 +3,6 @@
 
 use std::cell::RefCell;
 use std::io::{self, IoSlice};
-use std::ops::ControlFlow;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
@@ -47,7 +46,7 @@ impl ConnSink for NoConn {
 }
 
 type Command = TaskCommand<NoConn, Got<Result<Offset, WaitError>>, Got<MasterStatus>, Got<()>>;
-type Task = MasterTask<MemoryLog, NoConn, Got<Result<Offset, WaitError>>, Got<()>>;
+type Task = MasterTask<MemoryLog, NoConn, Got<Result<Offset, WaitError>>, Got<MasterStatus>, Got<()>>;
 
 fn poll_frame(
     frame: &mut Frame,
@@ -184,7 +183,7 @@ fn a_master_task_stops_once_shutdown_is_asked_and_no_wait_is_left() {
     let log = Arc::new(MemoryLog::new());
     let config = MasterServiceConfig { role: BrokerRole::SyncMaster, ..Default::default() };
     let mut task = Task::start(&config, now, log.clone()).unwrap();
-    assert!(task.settle().is_some());
+    assert!(task.settle(now).is_some());
     let pending = task.gate().start(&config, &*log, b"m".to_vec()).unwrap();
     let (waits, wait) = got::<Result<Offset, WaitError>>();
     let (shutdowns, shutdown) = got::<()>();
@@ -193,7 +192,7 @@ fn a_master_task_stops_once_shutdown_is_asked_and_no_wait_is_left() {
     assert!(task.is_stopping());
     assert!(task.gate().refuses(), "puts are refused from the shutdown on");
     // No slave is connected: the wait ends at once, and then the task may stop.
-    assert_eq!(task.settle(), None);
+    assert_eq!(task.settle(now), None);
     assert_eq!(*waits.borrow(), vec![Err(WaitError::SlaveNotAvailable)]);
     assert_eq!(task.flush_target(), log.bounds().max);
     assert!(shutdowns.borrow().is_empty(), "answered only once finished");
@@ -211,7 +210,7 @@ fn a_master_task_publishes_the_restart_fence_into_the_put_gate() {
     };
     let mut task = Task::start(&config, now, Arc::new(MemoryLog::new())).unwrap();
     assert!(task.gate().refuses(), "fenced from the start");
-    assert!(task.settle().is_some());
+    assert!(task.settle(now).is_some());
     assert!(task.gate().refuses(), "no replica reported: still fenced");
     assert!(task.driver().fence().is_some());
 }
@@ -295,22 +294,42 @@ fn a_slave_task_answers_status_and_closes_the_connection_on_shutdown() {
 }
 
 #[test]
-fn an_in_sync_wait_ends_when_enough_slaves_are_in_sync_or_the_time_is_up() {
+fn an_in_sync_wait_is_answered_by_the_master_task_once_over_without_polling() {
     let now = origin();
     let mut task = Task::start(&MasterServiceConfig::default(), now, Arc::new(MemoryLog::new())).unwrap();
-    let (statuses, status) = got::<MasterStatus>();
-    task.apply_batch(now, Command::status(status()), || None);
-    let status = statuses.borrow()[0].clone();
+    let (answers, answer) = got::<MasterStatus>();
+    let none_wanted = InSyncWait::new(now, 0, Duration::from_secs(5));
+    let one = InSyncWait::new(now, 1, Duration::from_secs(2));
+    task.apply_batch(now, TaskCommand::InSync { wait: none_wanted, reply: answer() }, || None);
+    task.apply_batch(now, TaskCommand::InSync { wait: one, reply: answer() }, || None);
+    let wake = task.settle(now).unwrap();
+    assert_eq!(answers.borrow().len(), 1, "zero slaves wanted: answered at once");
+    assert!(none_wanted.outcome(answers.borrow()[0].clone()).is_ok());
+    assert_eq!(wake, one.deadline(), "the task wakes for the other wait's deadline");
 
-    let none_wanted = InSyncWait::new(now, 0, Duration::ZERO);
-    assert_eq!(none_wanted.check(now, status.clone()), Ok(ControlFlow::Break(status.clone())));
-
-    let one = InSyncWait::new(now, 1, Duration::from_millis(3));
-    assert_eq!(one.check(now, status.clone()), Ok(ControlFlow::Continue(Duration::from_millis(3))));
     let later = now + Duration::from_secs(1);
-    let long = InSyncWait::new(now, 1, Duration::from_secs(2));
-    assert_eq!(long.check(later, status.clone()), Ok(ControlFlow::Continue(InSyncWait::CHECK_EVERY)));
-    assert_eq!(one.check(later, status), Err(InSyncError::Timeout { wanted: 1, in_sync: 0 }));
+    task.timer(later);
+    assert!(task.settle(later).is_some());
+    assert_eq!(answers.borrow().len(), 1, "no slave yet, time not up: still waiting");
+
+    task.timer(one.deadline());
+    task.settle(one.deadline());
+    assert_eq!(answers.borrow().len(), 2);
+    assert_eq!(one.outcome(answers.borrow()[1].clone()), Err(InSyncError::Timeout { wanted: 1, in_sync: 0 }));
+}
+
+#[test]
+fn an_in_sync_wait_left_at_shutdown_goes_unanswered() {
+    let now = origin();
+    let mut task = Task::start(&MasterServiceConfig::default(), now, Arc::new(MemoryLog::new())).unwrap();
+    let (answers, answer) = got::<MasterStatus>();
+    let (_, shutdown) = got::<()>();
+    let wait = InSyncWait::new(now, 1, Duration::from_secs(2));
+    let mut more = vec![Command::Shutdown(shutdown())].into_iter();
+    task.apply_batch(now, TaskCommand::InSync { wait, reply: answer() }, || more.next());
+    assert_eq!(task.settle(now), None, "an in-sync wait does not hold up a shutdown");
+    task.finish(true);
+    assert!(answers.borrow().is_empty(), "dropped: the handle sees the service stopped");
 }
 
 #[test]
@@ -326,9 +345,9 @@ fn connection_ids_in_task_commands_reach_the_driver() {
     let now = origin();
     let mut task = Task::start(&MasterServiceConfig::default(), now, Arc::new(MemoryLog::new())).unwrap();
     let peer = "127.0.0.1:4000".parse().unwrap();
-    task.apply_batch::<Got<MasterStatus>>(now, TaskCommand::accepted(ConnId(1), peer, NoConn), || None);
+    task.apply_batch(now, TaskCommand::accepted(ConnId(1), peer, NoConn), || None);
     let (statuses, status) = got::<MasterStatus>();
     task.apply_batch(now, Command::status(status()), || None);
     assert_eq!(statuses.borrow()[0].connections_accepted, 1);
-    task.apply_batch::<Got<MasterStatus>>(now, TaskCommand::closed(ConnId(1)), || None);
+    task.apply_batch(now, TaskCommand::closed(ConnId(1)), || None);
 }
