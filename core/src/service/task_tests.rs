@@ -351,3 +351,36 @@ fn connection_ids_in_task_commands_reach_the_driver() {
     assert_eq!(statuses.borrow()[0].connections_accepted, 1);
     task.apply_batch(now, TaskCommand::closed(ConnId(1)), || None);
 }
+
+/// A master's TLS settings in `mode`, with a throwaway CA.
+fn master_tls(mode: tls::TlsMode) -> tls::MasterTls {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let cert = CertificateParams::new(vec!["master.test".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let (cert, key, ca) = (cert.pem(), key.serialize_pem(), ca.pem());
+    let pem = tls::TlsPem { cert_chain: cert.as_bytes(), key: key.as_bytes(), ca: ca.as_bytes() };
+    tls::MasterTls::new(mode, pem, &["replica-a".to_string()]).unwrap()
+}
+
+#[test]
+fn a_connection_still_negotiating_tls_is_not_listed_as_a_slave() {
+    let now = origin();
+    let admission = Admission { tls: Some(master_tls(tls::TlsMode::Optional)), ..Default::default() };
+    let config = MasterServiceConfig { admission, ..Default::default() };
+    let mut task = Task::start(&config, now, Arc::new(MemoryLog::new())).unwrap();
+    let peer = "127.0.0.1:4000".parse().unwrap();
+    let (statuses, status) = got::<MasterStatus>();
+    task.apply_batch(now, TaskCommand::accepted(ConnId(1), peer, NoConn), || None);
+    task.apply_batch(now, Command::status(status()), || None);
+    assert_eq!(statuses.borrow()[0].slaves, vec![], "not admitted yet: no slave to show");
+    task.apply_batch(now, TaskCommand::negotiated(ConnId(1), Link::Plain), || None);
+    task.apply_batch(now, Command::status(status()), || None);
+    assert_eq!(statuses.borrow()[1].slaves.len(), 1, "a plain link under Optional is admitted");
+}
