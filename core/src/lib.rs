@@ -21,8 +21,10 @@
 //!
 //! **The service layer** ([`service`]): what every runtime adapter needs, written once and
 //! synchronously around the state machines — service configuration, admission and TLS links,
-//! the put path, the sinks an adapter implements, status snapshots, and the master and slave
-//! drivers. It **does** call the log (`put`, `append_at`, bounds, record boundaries) and logs
+//! the put path, the sinks an adapter implements, status snapshots, the master and slave
+//! drivers, and the synchronous halves of the adapters' tasks (`MasterTask`, `SlaveTask`: command
+//! batching, the put gate, shutdown, connection outcomes; the frame writer and read buffer).
+//! It **does** call the log (`put`, `append_at`, bounds, record boundaries) and logs
 //! through `tracing` into the span its adapter opened; it still reads no socket or clock and
 //! spawns nothing. The adapters (`logship-runtime-tokio`, `logship-runtime-smol`) supply only
 //! sockets, timers, channels and tasks.

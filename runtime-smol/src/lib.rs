@@ -55,23 +55,36 @@
 //! # }
 //! ```
 //!
-//! A master runs one core task owning the
-//! [`MasterDriver`](logship_core::service::MasterDriver), one accept task, and one task per
-//! connection whose read and write paths end together and report `Closed` exactly once. A slave
-//! runs one task owning its [`SlaveDriver`](logship_core::service::SlaveDriver).
+//! This crate is glue: every decision is in [`logship_core::service`], and this crate keeps
+//! only sockets, timers, channels and task spawning, in the same files, types and functions as
+//! `logship-tokio`.
+//!
+//! A master runs one core task owning a [`MasterTask`](logship_core::service::MasterTask), one
+//! accept task, and one task per connection whose read and write paths end together and report
+//! `Closed` exactly once. A slave runs one task around a
+//! [`SlaveTask`](logship_core::service::SlaveTask), which owns the
+//! [`SlaveDriver`](logship_core::service::SlaveDriver) and the connection.
 //!
 //! With TLS configured, a master connection first peeks at its first byte and runs the
 //! handshake if it starts one (`futures-rustls`), then reports the outcome to the driver, which
 //! decides ([`logship_core::service::tls`]); a TLS slave runs the handshake after connecting.
+//!
+//! Both handles also implement [`MasterService`](logship_core::service::MasterService) and
+//! [`SlaveService`](logship_core::service::SlaveService), for code that runs on either adapter.
 #![forbid(unsafe_code)]
 
-use std::future::Future;
-use std::pin::Pin;
-
-mod in_sync;
 mod master;
 mod slave;
 
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use async_channel::{Sender, bounded};
+use futures_lite::FutureExt;
+use logship_core::service::Reply;
+
+pub use logship_core::service::{InSyncError, StartError};
 pub use master::{MasterHandle, spawn_master};
 pub use slave::{SlaveHandle, spawn_slave};
 
@@ -88,28 +101,6 @@ pub trait Spawn: Send + Sync + 'static {
 impl<F: Fn(Task) + Send + Sync + 'static> Spawn for F {
     fn spawn(&self, task: Task) {
         self(task)
-    }
-}
-
-pub use logship_core::service::InSyncError;
-pub use logship_core::service::StartError;
-
-/// Lets other tasks run every so often. async-io has no cooperative budget (unlike tokio), so
-/// a loop whose awaits are always ready (a busy socket) would otherwise hold its executor
-/// thread, starving other tasks and delaying cancellation.
-#[derive(Debug, Default)]
-pub(crate) struct Budget(u32);
-
-impl Budget {
-    const TURNS: u32 = 32;
-
-    /// Counts one turn of a loop; yields once every [`Self::TURNS`] turns.
-    pub(crate) async fn tick(&mut self) {
-        self.0 += 1;
-        if self.0 >= Self::TURNS {
-            self.0 = 0;
-            futures_lite::future::yield_now().await;
-        }
     }
 }
 
@@ -133,22 +124,52 @@ fn origin(at: std::time::Instant) -> logship_core::time::Origin {
     *ORIGIN.get_or_init(|| logship_core::time::Origin::new(at))
 }
 
-/// Writes `header` then `body` with vectored writes until both are out.
-pub(crate) async fn write_frame<W>(w: &mut W, header: &[u8], body: &[u8]) -> std::io::Result<()>
-where
-    W: futures_lite::AsyncWrite + Unpin,
-{
-    use futures_lite::AsyncWriteExt;
-    use std::io::IoSlice;
-    let mut slices = [IoSlice::new(header), IoSlice::new(body)];
-    let mut pending = &mut slices[..];
-    while !pending.is_empty() {
-        let n = w.write_vectored(pending).await?;
-        if n == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
+/// Lets other tasks run every so often. async-io has no cooperative budget (unlike tokio), so
+/// a loop whose awaits are always ready (a busy socket) would otherwise hold its executor
+/// thread, starving other tasks and delaying cancellation.
+#[derive(Debug, Default)]
+pub(crate) struct Budget(u32);
+
+impl Budget {
+    const TURNS: u32 = 32;
+
+    /// Counts one turn of a loop; yields once every [`Self::TURNS`] turns.
+    pub(crate) async fn tick(&mut self) {
+        self.0 += 1;
+        if self.0 >= Self::TURNS {
+            self.0 = 0;
+            futures_lite::future::yield_now().await;
         }
-        IoSlice::advance_slices(&mut pending, n);
     }
-    // A TLS stream may hold the last record; a TCP stream's flush does nothing.
-    w.flush().await
+}
+
+/// A connection: plain TCP, or TLS over it.
+pub(crate) trait Link: futures_lite::AsyncRead + futures_lite::AsyncWrite + Send + Unpin {}
+impl<T: futures_lite::AsyncRead + futures_lite::AsyncWrite + Send + Unpin> Link for T {}
+pub(crate) type Stream = Box<dyn Link>;
+
+/// A task's answer to one request.
+pub(crate) struct Once<T>(Sender<T>);
+
+impl<T> Reply<T> for Once<T> {
+    fn send(self, value: T) {
+        let _ = self.0.try_send(value);
+    }
+}
+
+/// Sends the command `make` builds around a reply and waits for the answer; `None` when the
+/// task is gone.
+pub(crate) async fn ask<C, T>(commands: &Sender<C>, make: impl FnOnce(Once<T>) -> C) -> Option<T> {
+    let (reply, answer) = bounded(1);
+    commands.send(make(Once(reply))).await.ok()?;
+    answer.recv().await.ok()
+}
+
+/// Whether `durable` succeeds within `limit`.
+pub(crate) async fn within<T, E>(limit: Duration, durable: impl Future<Output = Result<T, E>>) -> bool {
+    let expire = async {
+        async_io::Timer::after(limit).await;
+        false
+    };
+    async { durable.await.is_ok() }.or(expire).await
 }

@@ -51,34 +51,48 @@
 //!
 //! ## Tasks
 //!
-//! A master runs one **core task** that owns the [`MasterDriver`](logship_core::service::MasterDriver)
-//! (no lock around the state machine), one accept task, and one task per connection. A
+//! This crate is glue: every decision is in [`logship_core::service`], and this crate keeps
+//! only sockets, timers, channels and task spawning. `logship-smol` has the same files, types
+//! and functions in the same order.
+//!
+//! A master runs one **core task** that owns a
+//! [`MasterTask`](logship_core::service::MasterTask) (no lock around the state machine): it
+//! waits for commands, an append or the timer, and hands each to the task, which batches the
+//! commands, publishes the fence into the put gate the handles check, and says when to wake
+//! next and when to stop. Beside it run one accept task and one task per connection. A
 //! connection task runs its read path and its write path together and ends both as soon as
 //! either ends (EOF, an I/O error, or the core closing it), then reports `Closed` exactly once.
 //! With TLS configured, a connection first peeks at its first byte and runs the handshake if
-//! it starts one (`tokio-rustls`), then reports the outcome to the driver, which decides; the
-//! decision logic is in [`logship_core::service::tls`] and the driver, not here.
-//! The writer resolves every span from the log without copying and writes header and body with
-//! one vectored write. Puts wake the core task at once, so a frame goes out as soon as the log
-//! grows.
+//! it starts one (`tokio-rustls`), then reports the outcome to the driver, which decides
+//! ([`logship_core::service::tls`]). The writer resolves every span from the log without
+//! copying and writes header and body with vectored writes
+//! ([`Frame`](logship_core::service::Frame)). Puts wake the core task at once, so a frame goes
+//! out as soon as the log grows.
 //!
-//! A slave runs one task that owns its [`Slave`](logship_core::Slave) core, the socket and the
-//! timers. Flushes (with `AckOn::Flushed`) run on tokio's blocking pool.
+//! A slave runs one task around a [`SlaveTask`](logship_core::service::SlaveTask), which owns
+//! the [`SlaveDriver`](logship_core::service::SlaveDriver) and the connection and decides what
+//! each connect, read, report and flush outcome means. Flushes (with `AckOn::Flushed`) run on
+//! tokio's blocking pool.
+//!
+//! Both handles also implement [`MasterService`](logship_core::service::MasterService) and
+//! [`SlaveService`](logship_core::service::SlaveService), for code that runs on either adapter.
 //!
 //! Time is tokio's clock (`tokio::time::Instant`), so tests with a paused clock work, mapped onto
 //! the core's timeline by one process-wide [`Origin`](logship_core::time::Origin).
 #![forbid(unsafe_code)]
 
-mod in_sync;
-mod io;
 mod master;
 mod slave;
 
+use std::future::Future;
+use std::time::Duration;
+
+use logship_core::service::Reply;
+use tokio::sync::{mpsc, oneshot};
+
+pub use logship_core::service::{InSyncError, StartError};
 pub use master::{MasterHandle, spawn_master};
 pub use slave::{SlaveHandle, spawn_slave};
-
-pub use logship_core::service::InSyncError;
-pub use logship_core::service::StartError;
 
 /// The clock every task of this crate uses, on the core's timeline: tokio's clock (so
 /// paused-time tests work), counted from the first reading in the process.
@@ -96,6 +110,42 @@ pub(crate) fn timer_at(at: logship_core::time::Instant) -> tokio::time::Instant 
 fn origin(at: std::time::Instant) -> logship_core::time::Origin {
     static ORIGIN: std::sync::OnceLock<logship_core::time::Origin> = std::sync::OnceLock::new();
     *ORIGIN.get_or_init(|| logship_core::time::Origin::new(at))
+}
+
+/// A connection: plain TCP, or TLS over it.
+pub(crate) trait Link: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Link for T {}
+pub(crate) type Stream = Box<dyn Link>;
+
+/// A task's answer to one request.
+pub(crate) struct Once<T>(oneshot::Sender<T>);
+
+impl<T> Reply<T> for Once<T> {
+    fn send(self, value: T) {
+        let _ = self.0.send(value);
+    }
+}
+
+/// Sends the command `make` builds around a reply and waits for the answer; `None` when the
+/// task is gone.
+pub(crate) async fn ask<C, T>(commands: &mpsc::Sender<C>, make: impl FnOnce(Once<T>) -> C) -> Option<T> {
+    let (reply, answer) = oneshot::channel();
+    commands.send(make(Once(reply))).await.ok()?;
+    answer.await.ok()
+}
+
+/// Whether `durable` succeeds within `limit`. The timer belongs to `runtime`, so callers
+/// outside it (another executor's task) can wait too.
+pub(crate) fn within<T, E>(
+    runtime: &tokio::runtime::Handle,
+    limit: Duration,
+    durable: impl Future<Output = Result<T, E>>,
+) -> impl Future<Output = bool> {
+    let timeout = {
+        let _context = runtime.enter();
+        tokio::time::timeout(limit, durable)
+    };
+    async move { matches!(timeout.await, Ok(Ok(_))) }
 }
 
 #[cfg(test)]

@@ -1,44 +1,30 @@
 //! The master service on tokio.
 
-use std::io;
-use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::{future::poll_fn, io, net::SocketAddr, pin::Pin, sync::Arc, time::Duration};
 
-use bytes::{Bytes, BytesMut};
 use logship_core::service::tls::{Link, LinkKind, MasterTls};
-use logship_core::service::{
-    ConnSink, MasterCommand, MasterDriver, MasterServiceConfig, MasterStatus, PendingPut, Reply, StartError,
-    Transmit, WaitSink,
-};
+use logship_core::service::*;
 use logship_core::{ConnId, MessageLog, Offset, PutResult, WaitError};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Notify, mpsc, oneshot};
-use tokio::task::JoinHandle;
-use tracing::{Instrument, info, info_span, warn};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::{net::TcpListener, net::TcpStream, sync::Notify, sync::mpsc, sync::oneshot, task::JoinHandle};
+use tokio_rustls::TlsAcceptor;
+use tracing::{Instrument, info, warn};
 
-use crate::{io::write_frame, now, timer_at};
+use crate::{Once, Stream, ask, now, timer_at, within};
 
 /// Capacity of the channel into the core task.
 const COMMAND_QUEUE: usize = 4096;
-/// Initial read buffer of a connection.
+/// Read buffer of a connection.
 const READ_BUFFER: usize = 4096;
 
-enum Command {
-    Driver(MasterCommand<ConnHandle, WaitReply, StatusReply>),
-    Shutdown { reply: oneshot::Sender<()> },
-}
-
-impl Command {
-    fn received(conn: ConnId, data: Bytes) -> Self {
-        Self::Driver(MasterCommand::Received { conn, data })
-    }
-}
+type WaitReply = Once<Result<Offset, WaitError>>;
+type Command = TaskCommand<ConnHandle, WaitReply, Once<MasterStatus>, Once<()>>;
+type Task<L> = MasterTask<L, ConnHandle, WaitReply, Once<MasterStatus>, Once<()>>;
 
 /// The core task's handle on one connection.
 struct ConnHandle {
     frames: mpsc::Sender<Transmit>,
+    /// Dropping it ends the connection.
     close: Option<oneshot::Sender<()>>,
 }
 
@@ -50,25 +36,7 @@ impl ConnSink for ConnHandle {
     }
 
     fn close(&mut self) {
-        if let Some(close) = self.close.take() {
-            let _ = close.send(());
-        }
-    }
-}
-
-struct WaitReply(oneshot::Sender<Result<Offset, WaitError>>);
-
-impl WaitSink for WaitReply {
-    fn complete(self, result: Result<Offset, WaitError>) {
-        let _ = self.0.send(result);
-    }
-}
-
-struct StatusReply(oneshot::Sender<MasterStatus>);
-
-impl Reply<MasterStatus> for StatusReply {
-    fn send(self, status: MasterStatus) {
-        let _ = self.0.send(status);
+        self.close = None;
     }
 }
 
@@ -77,9 +45,7 @@ struct Shared<L> {
     config: MasterServiceConfig,
     commands: mpsc::Sender<Command>,
     appended: Notify,
-    stopping: AtomicBool,
-    /// The driver refuses puts (see `logship_core::service::Fence`); published by the core task.
-    fenced: AtomicBool,
+    gate: Arc<PutGate>,
     local_addr: SocketAddr,
     runtime: tokio::runtime::Handle,
 }
@@ -101,25 +67,17 @@ pub async fn spawn_master<L: MessageLog>(
     log: Arc<L>,
     listen: SocketAddr,
 ) -> Result<MasterHandle<L>, StartError> {
-    config.validate_with(&*log)?;
-    let listener =
-        TcpListener::bind(listen).await.map_err(|source| StartError::Bind { addr: listen, source })?;
-    let local_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: listen, source })?;
-    let driver = MasterDriver::for_service(&config, now(), log.clone())?;
-    let (commands, rx) = mpsc::channel(COMMAND_QUEUE);
-    let shared = Arc::new(Shared {
-        log,
-        config,
-        commands,
-        appended: Notify::new(),
-        stopping: AtomicBool::new(false),
-        fenced: AtomicBool::new(driver.fence().is_some()),
-        local_addr,
-        runtime: tokio::runtime::Handle::current(),
-    });
+    let task = Task::start(&config, now(), log.clone())?;
+    let bind = |source| StartError::Bind { addr: listen, source };
+    let listener = TcpListener::bind(listen).await.map_err(bind)?;
+    let local_addr = listener.local_addr().map_err(bind)?;
+    let (commands, commands_rx) = mpsc::channel(COMMAND_QUEUE);
+    let gate = task.gate().clone();
+    let runtime = tokio::runtime::Handle::current();
+    let shared =
+        Arc::new(Shared { log, config, commands, appended: Notify::new(), gate, local_addr, runtime });
     let accept = tokio::spawn(accept_loop(listener, shared.clone()));
-    let span = info_span!("ha_master", listen = %local_addr);
-    tokio::spawn(core_task(driver, rx, shared.clone(), accept).instrument(span));
+    tokio::spawn(core_task(task, commands_rx, shared.clone(), accept).instrument(master_span(local_addr)));
     info!(listen = %local_addr, role = shared.config.role.rocketmq_name(), "HA master listening");
     Ok(MasterHandle { shared })
 }
@@ -139,35 +97,22 @@ impl<L: MessageLog> MasterHandle<L> {
     /// `sync_flush_timeout`) and, on a SYNC_MASTER, for the slaves the ack policy needs (up to
     /// `slave_timeout`). The two waits run side by side; neither depends on the other.
     pub async fn put(&self, message: L::Message) -> PutResult {
-        let shared = &self.shared;
-        let refused = shared.stopping.load(Ordering::Acquire) || shared.fenced.load(Ordering::Acquire);
-        let pending = match PendingPut::start(&shared.config, &*shared.log, message, refused) {
+        let s = &*self.shared;
+        let pending = match s.gate.start(&s.config, &*s.log, message) {
             Ok(pending) => pending,
             Err(done) => return done,
         };
-        let (end, flush, replicate) = (pending.end(), pending.flush, pending.replicate);
         let flushed = async {
-            if !flush {
-                return None;
-            }
-            let durable = {
-                let _context = shared.runtime.enter();
-                tokio::time::timeout(shared.config.sync_flush_timeout, shared.log.durable(end))
-            };
-            Some(matches!(durable.await, Ok(Ok(_))))
+            let durable = pending.flush.then(|| s.log.durable(pending.end()));
+            Some(within(&s.runtime, s.config.sync_flush_timeout, durable?).await)
         };
         let replicated = async {
-            if !replicate {
-                shared.appended.notify_one();
+            if !pending.replicate {
+                s.appended.notify_one();
                 return None;
             }
-            let (reply, done) = oneshot::channel();
-            let deadline = now() + shared.config.slave_timeout;
-            let wait = MasterCommand::Wait { offset: end, deadline, reply: WaitReply(reply) };
-            if shared.commands.send(Command::Driver(wait)).await.is_err() {
-                return Some(Err(WaitError::Cancelled));
-            }
-            Some(done.await.unwrap_or(Err(WaitError::Cancelled)))
+            let wait = |reply| TaskCommand::Driver(pending.wait_command(now(), &s.config, reply));
+            Some(ask(&s.commands, wait).await.unwrap_or(Err(WaitError::Cancelled)))
         };
         let (flushed, replicated) = tokio::join!(flushed, replicated);
         pending.finish(flushed, replicated)
@@ -175,233 +120,189 @@ impl<L: MessageLog> MasterHandle<L> {
 
     /// A status snapshot: offsets and every slave's ack, lag and sync state.
     pub async fn status(&self) -> Option<MasterStatus> {
-        let (reply, rx) = oneshot::channel();
-        let status = MasterCommand::Status { reply: StatusReply(reply) };
-        self.shared.commands.send(Command::Driver(status)).await.ok()?;
-        rx.await.ok()
+        ask(&self.shared.commands, TaskCommand::status).await
     }
 
     /// Stops accepting, lets pending replication waits finish (each ends by its deadline),
     /// flushes the log, and closes every connection. Later puts are refused.
     pub async fn shutdown(&self) {
-        self.shared.stopping.store(true, Ordering::Release);
-        let (reply, rx) = oneshot::channel();
-        if self.shared.commands.send(Command::Shutdown { reply }).await.is_ok() {
-            let _ = rx.await;
-        }
+        self.shared.gate.stop();
+        ask(&self.shared.commands, TaskCommand::Shutdown).await;
+    }
+
+    /// Waits until at least `slaves` slaves are in sync (connected, and within
+    /// `ha_max_gap_not_in_sync` of the master's end), and returns the status that showed it.
+    /// The core task answers as soon as they are; gives up after `timeout`.
+    pub async fn wait_in_sync(&self, slaves: usize, timeout: Duration) -> Result<MasterStatus, InSyncError> {
+        let wait = InSyncWait::new(now(), slaves, timeout);
+        let status = ask(&self.shared.commands, |reply| TaskCommand::InSync { wait, reply }).await;
+        wait.outcome(status.ok_or(InSyncError::Stopped)?)
+    }
+}
+
+impl<L: MessageLog> MasterService<L> for MasterHandle<L> {
+    fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    fn put(&self, message: L::Message) -> ServiceFuture<'_, PutResult> {
+        Box::pin(Self::put(self, message))
+    }
+
+    fn status(&self) -> ServiceFuture<'_, Option<MasterStatus>> {
+        Box::pin(Self::status(self))
+    }
+
+    fn shutdown(&self) -> ServiceFuture<'_, ()> {
+        Box::pin(Self::shutdown(self))
     }
 }
 
 async fn accept_loop<L: MessageLog>(listener: TcpListener, shared: Arc<Shared<L>>) {
-    let mut next = 0u64;
-    loop {
+    for n in 1.. {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
                 warn!(%e, "accept failed");
-                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                tokio::time::sleep(ACCEPT_RETRY).await;
                 continue;
             }
         };
-        next += 1;
-        let conn = ConnId(next);
+        let conn = ConnId(n);
         if let Err(e) = stream.set_nodelay(true) {
             warn!(%e, %peer, "cannot set TCP_NODELAY");
         }
         let (frames, frames_rx) = mpsc::channel(shared.config.core.max_inflight as usize);
         let (close, close_rx) = oneshot::channel();
         let sink = ConnHandle { frames, close: Some(close) };
-        if shared.commands.send(Command::Driver(MasterCommand::Accepted { conn, peer, sink })).await.is_err()
-        {
+        if shared.commands.send(TaskCommand::accepted(conn, peer, sink)).await.is_err() {
             return;
         }
-        let span = info_span!("ha_conn", role = "master", conn = conn.0, peer = %peer);
-        tokio::spawn(connection(stream, conn, frames_rx, close_rx, shared.clone()).instrument(span));
+        let task = Conn { id: conn, shared: shared.clone() }.run(stream, frames_rx, close_rx);
+        tokio::spawn(task.instrument(master_conn_span(conn, peer)));
     }
 }
 
-/// A negotiated TLS link.
-type TlsStream = tokio_rustls::server::TlsStream<TcpStream>;
-
-/// What a connection turned out to be once negotiated.
-enum Negotiated {
-    Plain(TcpStream),
-    Tls(Box<TlsStream>),
-    /// Ended before or during negotiation; the driver has been told what it needs.
-    Ended(&'static str),
-}
-
-/// One connection: negotiated first when TLS is configured (the core's first-report deadline
-/// covers it); then its read path and write path run together; whichever ends first ends both,
-/// and `Closed` is reported exactly once.
-async fn connection<L: MessageLog>(
-    stream: TcpStream,
-    conn: ConnId,
-    frames: mpsc::Receiver<Transmit>,
-    mut close: oneshot::Receiver<()>,
+/// One accepted connection, as its task sees it.
+struct Conn<L> {
+    id: ConnId,
     shared: Arc<Shared<L>>,
-) {
-    info!("slave connected");
-    let negotiated = match &shared.config.admission.tls {
-        None => Ok(Negotiated::Plain(stream)),
-        Some(tls) => tokio::select! {
-            n = negotiate(stream, tls, conn, &shared.commands) => n,
-            _ = &mut close => Ok(Negotiated::Ended("closed by the master while negotiating")),
-        },
-    };
-    let ended = match negotiated {
-        Ok(Negotiated::Plain(stream)) => {
-            let (rd, wr) = stream.into_split();
-            serve(rd, wr, conn, frames, close, &shared).await
-        }
-        Ok(Negotiated::Tls(stream)) => {
-            let (rd, wr) = tokio::io::split(*stream);
-            serve(rd, wr, conn, frames, close, &shared).await
-        }
-        Ok(Negotiated::Ended(why)) => Ok(why),
-        Err(e) => Err(e),
-    };
-    match ended {
-        Ok(why) => info!(why, "slave connection ended"),
-        Err(e) => warn!(%e, "slave connection failed"),
-    }
-    let _ = shared.commands.send(Command::Driver(MasterCommand::Closed { conn })).await;
 }
 
-/// Peeks at the first byte, runs the TLS handshake if it starts one, and tells the driver
-/// (which decides what the link may do) before any byte of it is forwarded.
-async fn negotiate(
-    stream: TcpStream,
-    tls: &MasterTls,
-    conn: ConnId,
-    commands: &mpsc::Sender<Command>,
-) -> io::Result<Negotiated> {
-    let mut first = [0u8; 1];
-    if stream.peek(&mut first).await? == 0 {
-        return Ok(Negotiated::Ended("end of stream before the first byte"));
-    }
-    let (link, negotiated) = match LinkKind::classify(first[0]) {
-        LinkKind::Plain => (Link::Plain, Negotiated::Plain(stream)),
-        LinkKind::Tls => match tokio_rustls::TlsAcceptor::from(tls.server_config()).accept(stream).await {
-            Ok(stream) => {
-                let peer_certificates = stream
-                    .get_ref()
-                    .1
-                    .peer_certificates()
-                    .map(|certs| certs.iter().map(|c| c.clone().into_owned()).collect())
-                    .unwrap_or_default();
-                (Link::Tls { peer_certificates }, Negotiated::Tls(Box::new(stream)))
-            }
-            Err(e) => (Link::TlsFailed { error: e.to_string() }, Negotiated::Ended("TLS handshake failed")),
-        },
-    };
-    let _ = commands.send(Command::Driver(MasterCommand::Negotiated { conn, link })).await;
-    Ok(negotiated)
-}
-
-async fn serve<L: MessageLog, R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
-    rd: R,
-    wr: W,
-    conn: ConnId,
-    frames: mpsc::Receiver<Transmit>,
-    close: oneshot::Receiver<()>,
-    shared: &Shared<L>,
-) -> io::Result<&'static str> {
-    tokio::select! {
-        r = read_path(rd, conn, &shared.commands) => r.map(|()| "end of stream"),
-        r = write_path(wr, conn, frames, shared) => r.map(|()| "writer stopped"),
-        _ = close => Ok("closed by the master"),
-    }
-}
-
-async fn read_path<R: AsyncRead + Unpin>(
-    mut rd: R,
-    conn: ConnId,
-    commands: &mpsc::Sender<Command>,
-) -> io::Result<()> {
-    let mut buf = BytesMut::with_capacity(READ_BUFFER);
-    loop {
-        buf.reserve(64);
-        if rd.read_buf(&mut buf).await? == 0 {
-            return Ok(());
-        }
-        let data = buf.split().freeze();
-        if commands.send(Command::received(conn, data)).await.is_err() {
-            return Ok(());
-        }
-    }
-}
-
-async fn write_path<L: MessageLog, W: AsyncWrite + Unpin>(
-    mut wr: W,
-    conn: ConnId,
-    mut frames: mpsc::Receiver<Transmit>,
-    shared: &Shared<L>,
-) -> io::Result<()> {
-    while let Some(t) = frames.recv().await {
-        let body = match t.body {
-            Some(span) => {
-                shared.log.read(span).map_err(|e| io::Error::other(format!("reading {span:?}: {e}")))?
-            }
-            None => Bytes::new(),
+impl<L: MessageLog> Conn<L> {
+    /// Negotiates first when TLS is configured (the core's first-report deadline covers it);
+    /// then runs the read path and the write path together. Whichever ends first, or the core
+    /// closing the connection, ends all, and `Closed` is reported exactly once.
+    async fn run(self, stream: TcpStream, frames: mpsc::Receiver<Transmit>, close: oneshot::Receiver<()>) {
+        info!("slave connected");
+        let ended = tokio::select! {
+            ended = self.serve(stream, frames) => ended,
+            _ = close => Ok("closed by the master"),
         };
-        write_frame(&mut wr, &t.header, &body).await?;
-        if shared.commands.send(Command::Driver(MasterCommand::Sent { conn })).await.is_err() {
-            break;
+        match ended {
+            Ok(why) => info!(why, "slave connection ended"),
+            Err(e) => warn!(%e, "slave connection failed"),
+        }
+        self.send(TaskCommand::closed(self.id)).await;
+    }
+
+    async fn serve(&self, stream: TcpStream, frames: mpsc::Receiver<Transmit>) -> io::Result<&'static str> {
+        let stream = match &self.shared.config.admission.tls {
+            None => Box::new(stream),
+            Some(tls) => match self.negotiate(stream, tls).await? {
+                Ok(stream) => stream,
+                Err(why) => return Ok(why),
+            },
+        };
+        let (rd, wr) = tokio::io::split(stream);
+        tokio::select! {
+            r = self.read_path(rd) => r.map(|()| "end of stream"),
+            r = self.write_path(wr, frames) => r.map(|()| "writer stopped"),
         }
     }
-    Ok(())
+
+    /// Peeks at the first byte, runs the TLS handshake if it starts one, and tells the driver
+    /// (which decides what the link may do) before any byte of it is forwarded. `Err` says why
+    /// the connection ended during negotiation.
+    async fn negotiate(
+        &self,
+        stream: TcpStream,
+        tls: &MasterTls,
+    ) -> io::Result<Result<Stream, &'static str>> {
+        let mut first = [0u8; 1];
+        let peeked = stream.peek(&mut first).await?;
+        let (link, negotiated) = match LinkKind::from_peek(&first[..peeked]) {
+            None => return Ok(Err("end of stream before the first byte")),
+            Some(LinkKind::Plain) => (Link::Plain, Ok(Box::new(stream) as Stream)),
+            Some(LinkKind::Tls) => match TlsAcceptor::from(tls.server_config()).accept(stream).await {
+                Ok(stream) => (Link::tls(stream.get_ref().1), Ok(Box::new(stream) as Stream)),
+                Err(e) => (Link::failed(&e), Err("TLS handshake failed")),
+            },
+        };
+        self.send(TaskCommand::negotiated(self.id, link)).await;
+        Ok(negotiated)
+    }
+
+    async fn read_path(&self, mut rd: impl AsyncRead + Unpin) -> io::Result<()> {
+        let mut buf = ReadBuffer::new(READ_BUFFER);
+        loop {
+            let n = rd.read(buf.spare()).await?;
+            if n == 0 || !self.send(TaskCommand::received(self.id, buf.take(n))).await {
+                return Ok(());
+            }
+        }
+    }
+
+    async fn write_path(
+        &self,
+        mut wr: impl AsyncWrite + Unpin,
+        mut frames: mpsc::Receiver<Transmit>,
+    ) -> io::Result<()> {
+        while let Some(transmit) = frames.recv().await {
+            let mut frame = transmit.resolve(&*self.shared.log)?;
+            poll_fn(|cx| frame.poll_write(cx, |cx, bufs| Pin::new(&mut wr).poll_write_vectored(cx, bufs)))
+                .await?;
+            wr.flush().await?;
+            if !self.send(TaskCommand::sent(self.id)).await {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends `command` to the core task; `false` once it is gone.
+    async fn send(&self, command: Command) -> bool {
+        self.shared.commands.send(command).await.is_ok()
+    }
 }
 
 async fn core_task<L: MessageLog>(
-    mut driver: MasterDriver<ConnHandle, WaitReply>,
+    mut task: Task<L>,
     mut commands: mpsc::Receiver<Command>,
     shared: Arc<Shared<L>>,
     accept: JoinHandle<()>,
 ) {
-    let mut stopping: Option<oneshot::Sender<()>> = None;
-    let sleep = tokio::time::sleep_until(timer_at(driver.drain()));
+    let sleep = tokio::time::sleep_until(timer_at(task.deadline()));
     tokio::pin!(sleep);
     loop {
         tokio::select! {
             biased;
-            () = shared.appended.notified() => driver.log_changed(now(), shared.log.bounds()),
-            command = commands.recv() => {
-                let Some(command) = command else { break };
-                let mut next = Some(command);
-                while let Some(command) = next {
-                    match command {
-                        Command::Shutdown { reply } => {
-                            accept.abort();
-                            stopping = Some(reply);
-                        }
-                        Command::Driver(c) => driver.apply(now(), c, &*shared.log, shared.config.role),
-                    }
-                    next = commands.try_recv().ok();
-                }
-            }
-            () = &mut sleep => {
-                let at = now();
-                driver.log_changed(at, shared.log.bounds());
-                driver.handle_timeout(at);
-            }
+            () = shared.appended.notified() => task.appended(now()),
+            command = commands.recv() => match command {
+                Some(first) => task.apply_batch(now(), first, || commands.try_recv().ok()),
+                None => break,
+            },
+            () = &mut sleep => task.timer(now()),
         }
-        if stopping.is_some() && driver.pending_waits() == 0 {
-            break;
+        if task.is_stopping() {
+            accept.abort();
         }
-        let deadline = timer_at(driver.drain());
-        shared.fenced.store(driver.fence().is_some(), Ordering::Release);
+        let Some(deadline) = task.settle(now()) else { break };
+        let deadline = timer_at(deadline);
         if sleep.deadline() != deadline {
             sleep.as_mut().reset(deadline);
         }
     }
-    let end = shared.log.bounds().max;
-    if tokio::time::timeout(shared.config.sync_flush_timeout, shared.log.durable(end)).await.is_err() {
-        warn!(end, "flush at shutdown timed out");
-    }
-    driver.shutdown();
-    info!("HA master stopped");
-    if let Some(reply) = stopping {
-        let _ = reply.send(());
-    }
+    let durable = shared.log.durable(task.flush_target());
+    task.finish(within(&shared.runtime, shared.config.sync_flush_timeout, durable).await);
 }

@@ -1,29 +1,26 @@
 //! The slave service on tokio.
 
-use std::future::Future;
-use std::io;
-use std::pin::Pin;
-use std::sync::Arc;
+use std::future::{Future, pending};
+use std::{io, pin::Pin, sync::Arc, time::Duration};
 
-use bytes::BytesMut;
+use logship_core::time::Instant;
+
+use bytes::Bytes;
 use logship_core::service::tls::SlaveTls;
-use logship_core::service::{SlaveAction, SlaveDriver, SlaveServiceConfig, SlaveStatus, StartError};
+use logship_core::service::*;
 use logship_core::{LogWrite, Offset};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
-use tracing::{Instrument, info, info_span, warn};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::{net::TcpStream, sync::mpsc, task::JoinHandle};
+use tracing::{Instrument, warn};
 
-use crate::{now, timer_at};
+use crate::{Once, Stream, ask, now, timer_at};
 
 /// Read buffer; refilled when less than a quarter is left.
 const READ_BUFFER: usize = 64 * 1024;
 
-enum Command {
-    Status { reply: oneshot::Sender<SlaveStatus> },
-    Shutdown { reply: oneshot::Sender<()> },
-}
+type Command = SlaveCommand<Once<SlaveStatus>, Once<()>>;
+type Connecting = Pin<Box<dyn Future<Output = io::Result<Stream>> + Send>>;
+type Flushing = JoinHandle<Result<Offset, String>>;
 
 /// A running slave: reports status, shuts down. Cheap to clone.
 #[derive(Clone)]
@@ -37,196 +34,136 @@ pub async fn spawn_slave<L: LogWrite>(
     config: SlaveServiceConfig,
     log: Arc<L>,
 ) -> Result<SlaveHandle, StartError> {
-    let driver = SlaveDriver::new(&config, now(), log.clone())?;
-    let (commands, rx) = mpsc::channel(16);
-    // One span for the slave's connection cycle; `conn` numbers the current connection.
-    let span =
-        info_span!("ha_conn", role = "slave", peer = %config.master_address, conn = tracing::field::Empty);
-    let task =
-        SlaveTask { driver, config, log, commands: rx, stream: None, connecting: None, flushing: None };
-    tokio::spawn(task.run().instrument(span));
+    let span = slave_span(&config.master_address);
+    let task = SlaveTask::start(config, now(), log)?;
+    let (commands, commands_rx) = mpsc::channel(16);
+    tokio::spawn(
+        Runner { task, commands: commands_rx, connecting: None, flushing: None }.run().instrument(span),
+    );
     Ok(SlaveHandle { commands })
 }
 
 impl SlaveHandle {
     /// A status snapshot of the slave's side of the master connection.
     pub async fn status(&self) -> Option<SlaveStatus> {
-        let (reply, rx) = oneshot::channel();
-        self.commands.send(Command::Status { reply }).await.ok()?;
-        rx.await.ok()
+        ask(&self.commands, SlaveCommand::Status).await
     }
 
     /// Closes the connection, flushes the log and stops.
     pub async fn shutdown(&self) {
-        let (reply, rx) = oneshot::channel();
-        if self.commands.send(Command::Shutdown { reply }).await.is_ok() {
-            let _ = rx.await;
-        }
+        ask(&self.commands, SlaveCommand::Shutdown).await;
     }
 }
 
-/// The link to the master: plain TCP or TLS over it.
-trait Link: AsyncRead + AsyncWrite + Send + Unpin {}
-impl<T: AsyncRead + AsyncWrite + Send + Unpin> Link for T {}
-
-type Stream = Box<dyn Link>;
-type Connecting = Pin<Box<dyn Future<Output = io::Result<Stream>> + Send>>;
-
-/// Connects to `address`, then runs the TLS handshake if `tls` is set.
-async fn connect(address: String, tls: Option<SlaveTls>) -> io::Result<Stream> {
-    let stream = TcpStream::connect(address.as_str()).await?;
-    if let Err(e) = stream.set_nodelay(true) {
-        warn!(%e, "cannot set TCP_NODELAY");
+impl SlaveService for SlaveHandle {
+    fn status(&self) -> ServiceFuture<'_, Option<SlaveStatus>> {
+        Box::pin(Self::status(self))
     }
-    match tls {
-        None => Ok(Box::new(stream)),
-        Some(tls) => {
-            let connector = tokio_rustls::TlsConnector::from(tls.client_config());
-            let stream = connector
-                .connect(tls.server_name(), stream)
-                .await
-                .map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
-            Ok(Box::new(stream))
-        }
+
+    fn shutdown(&self) -> ServiceFuture<'_, ()> {
+        Box::pin(Self::shutdown(self))
     }
 }
 
-struct SlaveTask<L: LogWrite> {
-    driver: SlaveDriver<L>,
-    config: SlaveServiceConfig,
-    log: Arc<L>,
+/// Connects to `address` and runs the TLS handshake if `tls` is set, within `limit`.
+async fn connect(address: String, tls: Option<SlaveTls>, limit: Duration) -> io::Result<Stream> {
+    let connect = async {
+        let stream = TcpStream::connect(address.as_str()).await?;
+        if let Err(e) = stream.set_nodelay(true) {
+            warn!(%e, "cannot set TCP_NODELAY");
+        }
+        let Some(tls) = tls else { return Ok(Box::new(stream) as Stream) };
+        let handshake =
+            tokio_rustls::TlsConnector::from(tls.client_config()).connect(tls.server_name(), stream);
+        let stream = handshake.await.map_err(|e| io::Error::new(e.kind(), format!("TLS handshake: {e}")))?;
+        Ok(Box::new(stream) as Stream)
+    };
+    let timed_out = |_| Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out"));
+    tokio::time::timeout(limit, connect).await.unwrap_or_else(timed_out)
+}
+
+/// Runs `LogWrite::flush` on tokio's blocking pool.
+fn flush<L: LogWrite>(log: &Arc<L>) -> Flushing {
+    let log = log.clone();
+    tokio::task::spawn_blocking(move || log.flush().map_err(|e| e.to_string()))
+}
+
+struct Runner<L> {
+    task: SlaveTask<L, Stream>,
     commands: mpsc::Receiver<Command>,
-    stream: Option<Stream>,
     connecting: Option<Connecting>,
-    flushing: Option<JoinHandle<Result<Offset, L::Error>>>,
+    flushing: Option<Flushing>,
 }
 
-impl<L: LogWrite> SlaveTask<L> {
+impl<L: LogWrite> Runner<L> {
     async fn run(mut self) {
-        let mut buf = BytesMut::with_capacity(READ_BUFFER);
-        loop {
+        let mut buf = ReadBuffer::new(READ_BUFFER);
+        let reply = loop {
             let deadline = self.perform().await;
-            let wants_read = self.stream.is_some() && self.driver.wants_read();
-            if wants_read && buf.capacity() - buf.len() < READ_BUFFER / 4 {
-                buf.reserve(READ_BUFFER);
-            }
+            let reading = self.task.wants_read();
             tokio::select! {
-                command = self.commands.recv() => match command {
-                    Some(Command::Status { reply }) => {
-                        let _ = reply.send(self.driver.status(now()));
+                command = self.commands.recv() => {
+                    let Some(command) = command else { break None };
+                    if let Some(reply) = self.task.command(now(), command) {
+                        break Some(reply);
                     }
-                    Some(Command::Shutdown { reply }) => return self.stop(Some(reply)).await,
-                    None => return self.stop(None).await,
-                },
-                read = read_opt(&mut self.stream, &mut buf), if wants_read => match read {
-                    Ok(n) if n > 0 => self.driver.received(now(), buf.split().freeze()),
-                    Ok(_) => self.closed("the master closed the connection"),
-                    Err(e) => self.closed(&e.to_string()),
-                },
-                connected = poll_opt(&mut self.connecting), if self.connecting.is_some() => {
+                }
+                read = read(self.task.stream(), &mut buf), if reading => self.task.read_done(now(), read),
+                connected = poll(&mut self.connecting), if self.connecting.is_some() => {
                     self.connecting = None;
-                    match connected {
-                        Ok(stream) => {
-                            info!(tls = self.config.tls.is_some(), "connected to master");
-                            self.stream = Some(stream);
-                            self.driver.connected(now());
-                        }
-                        Err(e) => {
-                            warn!(%e, "cannot connect to master");
-                            self.driver.closed(now());
-                        }
-                    }
+                    self.task.connect_done(now(), connected);
                 }
-                flushed = join_opt(&mut self.flushing), if self.flushing.is_some() => {
+                flushed = poll(&mut self.flushing), if self.flushing.is_some() => {
                     self.flushing = None;
-                    match flushed {
-                        Ok(result) => self.driver.flushed(now(), result),
-                        Err(e) => self.driver.flushed(now(), Err(e)),
-                    }
+                    self.task.flush_done(now(), flushed.unwrap_or_else(|e| Err(e.to_string())));
                 }
-                () = tokio::time::sleep_until(timer_at(deadline)) => self.driver.handle_timeout(now()),
+                () = tokio::time::sleep_until(timer_at(deadline)) => self.task.handle_timeout(now()),
             }
+        };
+        if let Some(flushing) = self.flushing.take() {
+            let _ = flushing.await;
         }
+        let flushed = flush(self.task.log()).await.unwrap_or_else(|e| Err(e.to_string()));
+        self.task.stopped(flushed, reply);
     }
 
     /// Performs actions until the driver has nothing more before its next timeout.
-    async fn perform(&mut self) -> logship_core::time::Instant {
+    async fn perform(&mut self) -> Instant {
+        let limit = self.task.send_timeout();
         loop {
-            match self.driver.next_action(now()) {
-                SlaveAction::SleepUntil(at) => return at,
-                SlaveAction::Connect => {
-                    let address = self.config.master_address.clone();
-                    let timeout = self.config.connect_timeout;
-                    let tls = self.config.tls.clone();
-                    self.connecting = Some(Box::pin(async move {
-                        match tokio::time::timeout(timeout, connect(address, tls)).await {
-                            Ok(r) => r,
-                            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "connect timed out")),
-                        }
-                    }));
+            match self.task.next_action(now()) {
+                SlaveIo::SleepUntil(at) => return at,
+                SlaveIo::Connect => {
+                    let config = self.task.config();
+                    let connect =
+                        connect(config.master_address.clone(), config.tls.clone(), config.connect_timeout);
+                    self.connecting = Some(Box::pin(connect));
                 }
-                SlaveAction::Send(report) => {
-                    let Some(stream) = self.stream.as_mut() else { continue };
-                    let limit = self.config.core.housekeeping_interval;
+                SlaveIo::Send(report, stream) => {
                     let write = async {
                         stream.write_all(&report).await?;
                         stream.flush().await
                     };
-                    match tokio::time::timeout(limit, write).await {
-                        Ok(Ok(())) => {}
-                        Ok(Err(e)) => self.closed(&format!("report failed: {e}")),
-                        Err(_) => self.closed("report timed out"),
-                    }
+                    let sent = tokio::time::timeout(limit, write).await.ok();
+                    self.task.send_done(now(), sent);
                 }
-                SlaveAction::Flush => {
-                    let log = self.log.clone();
-                    self.flushing = Some(tokio::task::spawn_blocking(move || log.flush()));
-                }
-                SlaveAction::Disconnect => self.stream = None,
+                SlaveIo::Flush => self.flushing = Some(flush(self.task.log())),
             }
         }
     }
-
-    fn closed(&mut self, why: &str) {
-        info!(why, "connection to master ended");
-        self.stream = None;
-        self.driver.closed(now());
-    }
-
-    async fn stop(mut self, reply: Option<oneshot::Sender<()>>) {
-        self.stream = None;
-        if let Some(flushing) = self.flushing.take() {
-            let _ = flushing.await;
-        }
-        let log = self.log.clone();
-        match tokio::task::spawn_blocking(move || log.flush()).await {
-            Ok(Ok(end)) => info!(end, "slave stopped"),
-            Ok(Err(e)) => warn!(%e, "flush at shutdown failed"),
-            Err(e) => warn!(%e, "flush at shutdown failed"),
-        }
-        if let Some(reply) = reply {
-            let _ = reply.send(());
-        }
-    }
 }
 
-async fn read_opt(stream: &mut Option<Stream>, buf: &mut BytesMut) -> io::Result<usize> {
-    match stream {
-        Some(s) => s.read_buf(buf).await,
-        None => std::future::pending().await,
-    }
+/// Reads from the stream, if there is one.
+async fn read(stream: Option<&mut Stream>, buf: &mut ReadBuffer) -> io::Result<Bytes> {
+    let Some(stream) = stream else { return pending().await };
+    let n = stream.read(buf.spare()).await?;
+    Ok(buf.take(n))
 }
 
-async fn poll_opt(connecting: &mut Option<Connecting>) -> io::Result<Stream> {
-    match connecting {
-        Some(f) => f.await,
-        None => std::future::pending().await,
-    }
-}
-
-async fn join_opt<T>(task: &mut Option<JoinHandle<T>>) -> Result<T, tokio::task::JoinError> {
-    match task {
-        Some(t) => t.await,
-        None => std::future::pending().await,
+/// Waits for the future, if there is one.
+async fn poll<F: Future + Unpin>(future: &mut Option<F>) -> F::Output {
+    match future {
+        Some(future) => future.await,
+        None => pending().await,
     }
 }

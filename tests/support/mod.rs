@@ -8,7 +8,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use logship_core::service::{MasterServiceConfig, MasterStatus, SlaveServiceConfig, SlaveStatus};
+use logship_core::service::{
+    MasterService, MasterServiceConfig, MasterStatus, SlaveService, SlaveServiceConfig, SlaveStatus,
+};
 use logship_core::{LogWrite, MessageLog, PutResult};
 
 pub mod pki;
@@ -106,11 +108,11 @@ impl Side {
                 let rt = Self::tokio_handle(rt);
                 let handle =
                     rt.spawn(logship_tokio::spawn_master(config, log, listen)).await.unwrap().unwrap();
-                AnyMaster::Tokio(handle)
+                AnyMaster(Box::new(handle))
             }
-            _ => AnyMaster::Smol(
+            _ => AnyMaster(Box::new(
                 logship_smol::spawn_master(config, log, listen, self.spawner()).await.unwrap(),
-            ),
+            )),
         }
     }
 
@@ -118,70 +120,44 @@ impl Side {
         match self {
             Self::Tokio(rt) => {
                 let rt = Self::tokio_handle(rt);
-                AnySlave::Tokio(rt.spawn(logship_tokio::spawn_slave(config, log)).await.unwrap().unwrap())
+                AnySlave(Box::new(rt.spawn(logship_tokio::spawn_slave(config, log)).await.unwrap().unwrap()))
             }
-            _ => AnySlave::Smol(logship_smol::spawn_slave(config, log, self.spawner()).await.unwrap()),
+            _ => AnySlave(Box::new(logship_smol::spawn_slave(config, log, self.spawner()).await.unwrap())),
         }
     }
 }
 
-/// A master on either adapter.
-pub enum AnyMaster<L> {
-    Tokio(logship_tokio::MasterHandle<L>),
-    Smol(logship_smol::MasterHandle<L>),
-}
+/// A master on either adapter, through the service layer's handle trait.
+pub struct AnyMaster<L: MessageLog>(Box<dyn MasterService<L>>);
 
 impl<L: MessageLog> AnyMaster<L> {
     pub fn addr(&self) -> SocketAddr {
-        match self {
-            Self::Tokio(h) => h.local_addr(),
-            Self::Smol(h) => h.local_addr(),
-        }
+        self.0.local_addr()
     }
 
     pub async fn put(&self, message: L::Message) -> PutResult {
-        match self {
-            Self::Tokio(h) => h.put(message).await,
-            Self::Smol(h) => h.put(message).await,
-        }
+        self.0.put(message).await
     }
 
     pub async fn status(&self) -> MasterStatus {
-        match self {
-            Self::Tokio(h) => h.status().await,
-            Self::Smol(h) => h.status().await,
-        }
-        .expect("master running")
+        self.0.status().await.expect("master running")
     }
 
     pub async fn shutdown(&self) {
-        match self {
-            Self::Tokio(h) => h.shutdown().await,
-            Self::Smol(h) => h.shutdown().await,
-        }
+        self.0.shutdown().await
     }
 }
 
-/// A slave on either adapter.
-pub enum AnySlave {
-    Tokio(logship_tokio::SlaveHandle),
-    Smol(logship_smol::SlaveHandle),
-}
+/// A slave on either adapter, through the service layer's handle trait.
+pub struct AnySlave(Box<dyn SlaveService>);
 
 impl AnySlave {
     pub async fn status(&self) -> SlaveStatus {
-        match self {
-            Self::Tokio(h) => h.status().await,
-            Self::Smol(h) => h.status().await,
-        }
-        .expect("slave running")
+        self.0.status().await.expect("slave running")
     }
 
     pub async fn shutdown(&self) {
-        match self {
-            Self::Tokio(h) => h.shutdown().await,
-            Self::Smol(h) => h.shutdown().await,
-        }
+        self.0.shutdown().await
     }
 }
 

@@ -403,14 +403,16 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         self.waits.len()
     }
 
-    /// A status snapshot; `role` and `flushed_offset` come from the adapter and the log.
+    /// A status snapshot; `role` and `flushed_offset` come from the adapter and the log. Lists
+    /// admitted connections only: not those refused, nor those still negotiating TLS.
     pub fn status(&self, now: Instant, role: BrokerRole, flushed_offset: Offset) -> MasterStatus {
         let log = self.master.log_bounds();
         let slaves = self
             .master
             .slaves()
             .filter_map(|info| {
-                let entry = self.conns.get(&info.conn).filter(|e| !e.refused)?;
+                // A connection still negotiating TLS, or refused, is no slave (yet).
+                let entry = self.conns.get(&info.conn).filter(|e| !e.refused && !e.negotiating)?;
                 Some(SlaveLink {
                     conn: info.conn,
                     address: entry.address,

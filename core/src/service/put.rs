@@ -1,5 +1,8 @@
 //! The put path: what a put waits for, and the status it ends with.
 
+use crate::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use super::*;
 use crate::error::WaitError;
 use crate::log::{MessageLog, Offset, PutResult, PutStatus};
@@ -77,5 +80,65 @@ pub fn put_status(
         Some(Err(WaitError::InSyncReplicasNotEnough)) => PutStatus::InSyncReplicasNotEnough,
         Some(Err(WaitError::Timeout)) => PutStatus::FlushSlaveTimeout,
         Some(Err(WaitError::Cancelled)) => PutStatus::ServiceNotAvailable,
+    }
+}
+
+impl PendingPut {
+    /// The command that makes the master task wait for this put's slaves, until `now` plus
+    /// `config.slave_timeout`; `reply` gets the outcome, which goes to [`finish`](Self::finish).
+    pub fn wait_command<C, W, S>(
+        &self,
+        now: Instant,
+        config: &MasterServiceConfig,
+        reply: W,
+    ) -> MasterCommand<C, W, S> {
+        MasterCommand::Wait { offset: self.end(), deadline: now + config.slave_timeout, reply }
+    }
+}
+
+/// Whether a master service takes puts: the one gate a service's handles and its master task
+/// share. A handle asks it before every put; the master task publishes the driver's fence into
+/// it after every turn ([`MasterTask`]), and a shutdown closes it for good.
+#[derive(Debug, Default)]
+pub struct PutGate {
+    stopping: AtomicBool,
+    fenced: AtomicBool,
+}
+
+impl PutGate {
+    /// A gate for a service whose driver fences puts now or not.
+    pub fn new(fenced: bool) -> Self {
+        Self { stopping: AtomicBool::new(false), fenced: AtomicBool::new(fenced) }
+    }
+
+    /// Whether puts are refused now: the service is stopping, or the driver fences puts.
+    pub fn refuses(&self) -> bool {
+        self.stopping.load(Ordering::Acquire) || self.fenced.load(Ordering::Acquire)
+    }
+
+    /// Whether [`stop`](Self::stop) was called.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::Acquire)
+    }
+
+    /// Refuses every later put (service shutdown).
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Release);
+    }
+
+    /// Publishes the driver's fence: puts are refused while there is one.
+    pub fn publish(&self, fence: Option<&Fence>) {
+        self.fenced.store(fence.is_some(), Ordering::Release);
+    }
+
+    /// Starts a put through the gate: refused (`ServiceNotAvailable`) when the gate is closed,
+    /// else appended as [`PendingPut::start`] does.
+    pub fn start<L: MessageLog>(
+        &self,
+        config: &MasterServiceConfig,
+        log: &L,
+        message: L::Message,
+    ) -> Result<PendingPut, PutResult> {
+        PendingPut::start(config, log, message, self.refuses())
     }
 }

@@ -98,3 +98,11 @@ pub trait WaitSink {
     /// Delivers the outcome. Called exactly once.
     fn complete(self, result: Result<Offset, WaitError>);
 }
+
+/// Every reply channel for a wait outcome is a wait sink, so an adapter needs one reply type
+/// for statuses, waits and shutdowns alike.
+impl<R: Reply<Result<Offset, WaitError>>> WaitSink for R {
+    fn complete(self, result: Result<Offset, WaitError>) {
+        self.send(result);
+    }
+}

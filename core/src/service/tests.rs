@@ -246,3 +246,8 @@ fn service_configs_are_validated() {
     assert!(SlaveServiceConfig::new("").validate().unwrap_err().to_string().contains("master_address"));
     SlaveServiceConfig::new("127.0.0.1:10912").validate().unwrap();
 }
+
+/// An instant for other test modules of the service layer to start from.
+pub(super) fn origin() -> Instant {
+    driver_at(0).1
+}

@@ -118,6 +118,31 @@ pub enum Link {
     },
 }
 
+impl LinkKind {
+    /// Classifies a connection by the bytes a peek returned: `None` when the stream ended
+    /// before its first byte.
+    pub fn from_peek(peeked: &[u8]) -> Option<Self> {
+        peeked.first().map(|&byte| Self::classify(byte))
+    }
+}
+
+impl Link {
+    /// The link a completed handshake made: the client's certificate chain as rustls verified
+    /// it (`common` is the server connection's state, as every rustls stream wrapper exposes it).
+    pub fn tls(common: &rustls::CommonState) -> Self {
+        let peer_certificates = common
+            .peer_certificates()
+            .map(|certs| certs.iter().map(|c| c.clone().into_owned()).collect())
+            .unwrap_or_default();
+        Self::Tls { peer_certificates }
+    }
+
+    /// The link a failed handshake left.
+    pub fn failed(error: &dyn fmt::Display) -> Self {
+        Self::TlsFailed { error: error.to_string() }
+    }
+}
+
 /// Why TLS settings cannot be built.
 #[derive(thiserror::Error, Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]

@@ -1,0 +1,119 @@
+//! The byte-level halves of a connection that both adapters share: a frame being written with
+//! vectored writes, and a read buffer whose reads leave as [`Bytes`] without copying.
+
+use std::io::{self, IoSlice};
+use std::task::{Context, Poll};
+
+use bytes::{Bytes, BytesMut};
+
+use crate::frame::PUSH_HEADER_LEN;
+use crate::log::LogRead;
+use crate::service::Transmit;
+
+impl Transmit {
+    /// The frame to write: the header, and the body read from `log` without copying where the
+    /// log allows. A span the log cannot read is an error naming the span; it ends the
+    /// connection (the slave reconnects and asks again).
+    pub fn resolve<L: LogRead>(&self, log: &L) -> io::Result<Frame> {
+        let body = match self.body {
+            Some(span) => log.read(span).map_err(|e| io::Error::other(format!("reading {span:?}: {e}")))?,
+            None => Bytes::new(),
+        };
+        Ok(Frame { header: self.header, body, written: 0 })
+    }
+}
+
+/// One frame on its way out: the push header, then the log bytes, and how much of the two a
+/// writer has taken so far. Written with [`poll_write`](Self::poll_write), the one frame
+/// writer of both adapters.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    header: [u8; PUSH_HEADER_LEN],
+    body: Bytes,
+    written: usize,
+}
+
+impl Frame {
+    /// A frame of `header` and `body`, nothing written yet.
+    pub fn new(header: [u8; PUSH_HEADER_LEN], body: Bytes) -> Self {
+        Self { header, body, written: 0 }
+    }
+
+    /// Header and body length together.
+    pub fn total_len(&self) -> usize {
+        PUSH_HEADER_LEN + self.body.len()
+    }
+
+    /// Whether all of it is written (never true for a new frame: a header always goes).
+    pub fn is_written(&self) -> bool {
+        self.written >= self.total_len()
+    }
+
+    /// What is left to write, header part first.
+    pub fn unwritten(&self) -> [IoSlice<'_>; 2] {
+        let header = &self.header[self.written.min(PUSH_HEADER_LEN)..];
+        let body = &self.body[self.written.saturating_sub(PUSH_HEADER_LEN).min(self.body.len())..];
+        [IoSlice::new(header), IoSlice::new(body)]
+    }
+
+    /// Records that a write took `n` more bytes. A write that takes nothing while bytes are
+    /// left is [`io::ErrorKind::WriteZero`]: the peer is gone, and waiting would spin.
+    pub fn advance(&mut self, n: usize) -> io::Result<()> {
+        if n == 0 && !self.is_written() {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        self.written = (self.written + n).min(self.total_len());
+        Ok(())
+    }
+
+    /// Writes what is left through `write` (an adapter's `poll_write_vectored`) until all of it
+    /// is out, a write fails, or the writer is not ready. Call again after `Pending`; the
+    /// frame remembers what went. The adapter flushes the stream afterwards (a TLS stream may
+    /// hold the last record).
+    pub fn poll_write<F>(&mut self, cx: &mut Context<'_>, mut write: F) -> Poll<io::Result<()>>
+    where
+        F: FnMut(&mut Context<'_>, &[IoSlice<'_>]) -> Poll<io::Result<usize>>,
+    {
+        while !self.is_written() {
+            let n = match write(cx, &self.unwritten()) {
+                Poll::Ready(Ok(n)) => n,
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            };
+            if let Err(e) = self.advance(n) {
+                return Poll::Ready(Err(e));
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// A connection's read buffer: each read lands in [`spare`](Self::spare) and leaves as one
+/// [`Bytes`] ([`take`](Self::take)) that shares the allocation, so nothing is copied. The room
+/// is refilled to the full size once less than a quarter of it is left.
+#[derive(Debug)]
+pub struct ReadBuffer {
+    buf: BytesMut,
+    size: usize,
+}
+
+impl ReadBuffer {
+    /// A buffer that reads up to `size` bytes at a time (at least 1).
+    pub fn new(size: usize) -> Self {
+        Self { buf: BytesMut::new(), size: size.max(1) }
+    }
+
+    /// Room for the next read.
+    pub fn spare(&mut self) -> &mut [u8] {
+        if self.buf.len() < self.size.div_ceil(4) {
+            self.buf.resize(self.size, 0);
+        }
+        &mut self.buf
+    }
+
+    /// The `n` bytes the last read put at the start of [`spare`](Self::spare) (fewer if `n`
+    /// is more than the room).
+    pub fn take(&mut self, n: usize) -> Bytes {
+        self.buf.split_to(n.min(self.buf.len())).freeze()
+    }
+}
