@@ -290,6 +290,12 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                 return;
             }
         }
+        // A replica that restarted reports on its new connection before its dead one times out:
+        // close the dead one first, so that an ack on it and the new first report, in this one
+        // input, never count as two copies.
+        if self.master.slaves().any(|info| info.conn == conn && info.start.is_none()) {
+            self.evict_stale_from_host(now, conn);
+        }
         self.feed(now, MasterInput::Received { conn, data });
     }
 
