@@ -45,7 +45,7 @@ use bytes::Bytes;
 use logship::request;
 use logship_core::BrokerRole;
 use logship_core::PutStatus;
-use logship_core::service::SlaveLinkState;
+use logship_core::SlaveState;
 use logship_store::{CommitLog, StoreError, StoredMessage};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -532,8 +532,7 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
         }
         Node::Slave(slave) => {
             let s = slave.status().await?;
-            let in_sync =
-                s.state == SlaveLinkState::Streaming && s.lag_bytes < gap && s.append_error.is_none();
+            let in_sync = s.state == SlaveState::Streaming && s.lag_bytes < gap && s.append_error.is_none();
             broker.metrics.observe_slave(
                 &s,
                 store.min_offset,
@@ -542,9 +541,9 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                 store.disk_used_ratio,
             );
             let state = match s.state {
-                SlaveLinkState::Disconnected => "DISCONNECTED",
-                SlaveLinkState::Connecting => "CONNECTING",
-                SlaveLinkState::Streaming => "STREAMING",
+                SlaveState::Disconnected { .. } => "DISCONNECTED",
+                SlaveState::Connecting => "CONNECTING",
+                SlaveState::Streaming => "STREAMING",
             };
             Some(json!({
                 "role": BrokerRole::Slave.rocketmq_name(),

@@ -396,7 +396,7 @@ impl Metrics {
         self.slave_in_sync.get_or_create(&labels).set(i64::from(in_sync));
         self.set_replicated(status.max_offset.saturating_sub(start_offset));
         self.grow_to("append_failures", &self.append_failures, status.append_failures);
-        let streaming = status.state == logship_core::service::SlaveLinkState::Streaming;
+        let streaming = status.state == logship_core::SlaveState::Streaming;
         self.connections.set(i64::from(streaming));
         self.set_log(min_offset, status.max_offset, status.flushed_offset, disk);
     }
@@ -484,8 +484,8 @@ pub fn openmetrics_to_text_0_0_4(openmetrics: &str) -> String {
 mod tests {
     use super::*;
 
-    fn link(address: &str, in_sync: bool, ack: u64) -> logship_core::service::SlaveLink {
-        logship_core::service::SlaveLink {
+    fn link(address: &str, in_sync: bool, ack: u64) -> logship_core::service::ConnectedSlave {
+        logship_core::service::ConnectedSlave {
             conn: logship_core::ConnId(0),
             address: address.parse().unwrap(),
             start: Some(0),
@@ -500,7 +500,7 @@ mod tests {
         }
     }
 
-    fn master_status(slaves: Vec<logship_core::service::SlaveLink>) -> MasterStatus {
+    fn master_status(slaves: Vec<logship_core::service::ConnectedSlave>) -> MasterStatus {
         MasterStatus {
             role: logship_core::BrokerRole::SyncMaster,
             min_offset: 0,

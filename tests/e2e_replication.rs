@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use async_net::{TcpListener, TcpStream};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use logship_core::BrokerRole;
-use logship_core::service::{MasterServiceConfig, SlaveLinkState, SlaveServiceConfig};
+use logship_core::SlaveState;
+use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
 use logship_core::{AckPolicy, MasterConfig, NewSlaveStart, PutStatus, SlaveConfig};
 use support::*;
 
@@ -452,7 +453,7 @@ fn idle_connection_stays_up(master_side: Side, slave_side: Side) {
         let status = p.master.status().await;
         assert_eq!((status.slaves.len(), status.connections_accepted), (1, 1), "heartbeats keep it up");
         let s = p.slave.status().await;
-        assert_eq!((s.state, s.connections), (SlaveLinkState::Streaming, 1));
+        assert_eq!((s.state, s.connections), (SlaveState::Streaming, 1));
         p.stop().await;
     });
 }

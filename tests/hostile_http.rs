@@ -196,12 +196,12 @@ impl Broker {
         let _ = self.child.wait();
     }
 
-    /// Sends SIGTERM and waits (at most 30 s: a hang detector, not a measurement) for the exit.
+    /// Sends SIGTERM and waits (at most [`process::EXIT_PATIENCE`]: a hang detector, not a measurement) for the exit.
     fn terminate(&mut self) -> Option<std::process::ExitStatus> {
         let pid = self.child.id().to_string();
         assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
         let start = Instant::now();
-        while start.elapsed() < Duration::from_secs(30) {
+        while start.elapsed() < process::EXIT_PATIENCE {
             if let Some(status) = self.child.try_wait().unwrap() {
                 return Some(status);
             }

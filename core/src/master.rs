@@ -172,7 +172,7 @@ pub enum MasterEvent {
 
 /// A snapshot of one slave connection, for status pages and metrics.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct SlaveInfo {
+pub struct SlaveProgress {
     /// The connection.
     pub conn: ConnId,
     /// Where streaming started; `None` until the first report.
@@ -295,7 +295,7 @@ impl Master {
     }
 
     /// A snapshot of every live slave connection, in connection-id order.
-    pub fn slaves(&self) -> impl ExactSizeIterator<Item = SlaveInfo> + '_ {
+    pub fn slaves(&self) -> impl ExactSizeIterator<Item = SlaveProgress> + '_ {
         self.conns.iter().map(|(&conn, c)| {
             let (start, ack, sent) = match c.phase {
                 Phase::AwaitingReport | Phase::Verifying { .. } => (None, None, 0),
@@ -303,7 +303,7 @@ impl Master {
             };
             let covered = ack.unwrap_or(0);
             let caught_up = ack.is_some() && covered >= self.log.max;
-            SlaveInfo {
+            SlaveProgress {
                 conn,
                 start,
                 ack,

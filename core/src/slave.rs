@@ -131,7 +131,7 @@ pub struct Slave {
     /// One past the last durable byte (the last `Flushed`).
     flushed: Offset,
     /// One past the last byte handed out in an `Append`: where the next frame must start.
-    requested: Offset,
+    append_end: Offset,
     /// The highest offset a master frame has shown (its next transfer offset).
     master_offset: Option<Offset>,
     flush_in_flight: bool,
@@ -160,7 +160,7 @@ impl Slave {
             state: State::Disconnected { retry_at: now },
             end,
             flushed: flushed.min(end),
-            requested: end,
+            append_end: end,
             master_offset: None,
             flush_in_flight: false,
             unanswered: 0,
@@ -219,7 +219,7 @@ impl Slave {
     pub fn wants_read(&self) -> bool {
         match &self.state {
             State::Streaming(s) => {
-                (self.requested - self.end) + (s.decoder.buffered() as u64) < self.config.max_unstored
+                (self.append_end - self.end) + (s.decoder.buffered() as u64) < self.config.max_unstored
             }
             _ => false,
         }
@@ -234,8 +234,8 @@ impl Slave {
             SlaveInput::Connected if !matches!(self.state, State::Connecting) => {
                 return Err(ApiMisuse::UnexpectedConnected);
             }
-            SlaveInput::Appended { end } | SlaveInput::AppendFailed { end } if end > self.requested => {
-                return Err(ApiMisuse::AppendedBeyondRequested { end, requested: self.requested });
+            SlaveInput::Appended { end } | SlaveInput::AppendFailed { end } if end > self.append_end => {
+                return Err(ApiMisuse::AppendedBeyondRequested { end, requested: self.append_end });
             }
             SlaveInput::Appended { end } | SlaveInput::AppendFailed { end } if end < self.end => {
                 return Err(ApiMisuse::LogWentBackwards { end, previous: self.end });
@@ -264,7 +264,7 @@ impl Slave {
                 self.end = end;
                 // Every byte asked for is stored: nothing is outstanding, however the driver
                 // grouped its answers.
-                self.unanswered = if end == self.requested { 0 } else { self.unanswered.saturating_sub(1) };
+                self.unanswered = if end == self.append_end { 0 } else { self.unanswered.saturating_sub(1) };
                 self.doomed = self.doomed.min(self.unanswered);
             }
             SlaveInput::Flushed { end } => {
@@ -277,14 +277,14 @@ impl Slave {
                 self.unanswered = self.unanswered.saturating_sub(1);
                 self.doomed -= 1;
                 self.end = end;
-                self.requested = end;
+                self.append_end = end;
             }
             SlaveInput::AppendFailed { end } => {
                 self.unanswered = self.unanswered.saturating_sub(1);
                 self.doomed = self.unanswered;
                 warn!(end, "append failed");
                 self.end = end;
-                self.requested = end;
+                self.append_end = end;
                 self.close(CloseReason::StoreFailed);
             }
             SlaveInput::FlushFailed => {
@@ -344,7 +344,7 @@ impl Slave {
                     // handed out (a log keeps an incomplete trailing record unpublished): the
                     // new stream starts at the end, and sends that record again.
                     None if self.unanswered == 0 && self.doomed == 0 && reportable == self.end => {
-                        self.requested = self.end;
+                        self.append_end = self.end;
                         self.queue
                             .push_back(SlaveOutput::Event(SlaveEvent::FirstReport { offset: reportable }));
                         Some(reportable)
@@ -401,10 +401,10 @@ impl Slave {
             };
             // RocketMQ checks the offset as soon as the header is visible; an empty slave
             // (end 0) adopts what the master starts with, up to a sanity bound.
-            if self.requested != 0 && header.offset != self.requested {
-                break Some(PeerError::OffsetMismatch { expected: self.requested, got: header.offset });
+            if self.append_end != 0 && header.offset != self.append_end {
+                break Some(PeerError::OffsetMismatch { expected: self.append_end, got: header.offset });
             }
-            if self.requested == 0 && header.offset > self.config.max_first_offset {
+            if self.append_end == 0 && header.offset > self.config.max_first_offset {
                 break Some(PeerError::FirstOffsetTooLarge {
                     offset: header.offset,
                     max: self.config.max_first_offset,
@@ -417,7 +417,7 @@ impl Slave {
             let frame_end = push.offset + push.body.len() as u64;
             self.master_offset = Some(self.master_offset.map_or(frame_end, |m| m.max(frame_end)));
             if !push.body.is_empty() {
-                self.requested = frame_end;
+                self.append_end = frame_end;
                 self.unanswered += 1;
                 self.queue.push_back(SlaveOutput::Append { offset: push.offset, data: push.body });
             }

@@ -275,7 +275,7 @@ pub enum MasterEvent {
 
 /// A snapshot of one slave connection.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct SlaveInfo {
+pub struct SlaveProgress {
     /// The connection.
     pub conn: ConnId,
     /// The handshake, once in.
@@ -406,7 +406,7 @@ impl AutoSwitchMaster {
     }
 
     /// A snapshot of every live connection.
-    pub fn slaves(&self) -> impl Iterator<Item = SlaveInfo> + '_ {
+    pub fn slaves(&self) -> impl Iterator<Item = SlaveProgress> + '_ {
         self.conns.iter().map(|(&conn, c)| {
             let (ack, sent) = match c.phase {
                 Phase::Transfer { ack, next, .. } => (Some(ack), next),
@@ -415,7 +415,7 @@ impl AutoSwitchMaster {
             let caught_up = ack.is_some_and(|a| a >= self.log.max);
             let since =
                 c.request().and_then(|r| self.caught_up.get(&r.broker_id)).copied().unwrap_or(c.accepted_at);
-            SlaveInfo {
+            SlaveProgress {
                 conn,
                 handshake: c.request(),
                 ack,

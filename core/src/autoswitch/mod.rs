@@ -68,7 +68,8 @@ pub use epoch::{Appended, EpochCache, EpochEntry, EpochError, find_consistent_po
 pub use error::{ApiMisuse, CloseReason, EpochRefusal, PeerError};
 pub use frame::FrameError;
 pub use master::{
-    AutoSwitchMaster, AutoSwitchMasterConfig, MasterEvent, MasterInput, MasterOutput, MasterStart, SlaveInfo,
+    AutoSwitchMaster, AutoSwitchMasterConfig, MasterEvent, MasterInput, MasterOutput, MasterStart,
+    SlaveProgress,
 };
 pub use slave::{AutoSwitchSlave, AutoSwitchSlaveConfig, SlaveEvent, SlaveInput, SlaveOutput, SlaveState};
 pub use sync_state::{BrokerId, SyncPolicy, SyncStateSet};

@@ -419,7 +419,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             .filter_map(|info| {
                 // A connection still negotiating TLS, or refused, is no slave (yet).
                 let entry = self.conns.get(&info.conn).filter(|e| !e.refused && !e.negotiating)?;
-                Some(SlaveLink {
+                Some(ConnectedSlave {
                     conn: info.conn,
                     address: entry.address,
                     start: info.start,

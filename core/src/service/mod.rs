@@ -76,6 +76,6 @@ pub use put::{PendingPut, PutGate, put_status};
 pub use sink::{ConnSink, MasterCommand, Reply, Transmit, WaitSink};
 pub use slave::{SlaveAction, SlaveDriver};
 pub use spans::{master_conn_span, master_span, slave_span};
-pub use status::{Fence, MasterStatus, Refusals, SlaveLink, SlaveLinkState, SlaveStatus};
+pub use status::{ConnectedSlave, Fence, MasterStatus, Refusals, SlaveStatus};
 pub use task::{ACCEPT_RETRY, MAX_BATCH, MasterTask, SlaveCommand, SlaveIo, SlaveTask, TaskCommand};
 pub use wire::{Frame, ReadBuffer};

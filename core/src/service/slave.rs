@@ -193,7 +193,7 @@ impl<L: LogWrite> SlaveDriver<L> {
         let master_offset = self.core.master_offset();
         let lag_bytes = master_offset.unwrap_or(0).saturating_sub(ack_offset.unwrap_or(self.core.end()));
         SlaveStatus {
-            state: self.core.state().into(),
+            state: self.core.state(),
             master_address: self.master_address.clone(),
             max_offset: self.log.bounds().max,
             flushed_offset: self.log.flushed(),

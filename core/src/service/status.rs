@@ -63,7 +63,7 @@ impl std::fmt::Display for Fence {
 
 /// One slave connection as a master's status shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SlaveLink {
+pub struct ConnectedSlave {
     /// The connection id.
     pub conn: ConnId,
     /// The slave's address.
@@ -130,7 +130,7 @@ pub struct MasterStatus {
     /// Replication waits pending.
     pub pending_waits: usize,
     /// Every live slave connection.
-    pub slaves: Vec<SlaveLink>,
+    pub slaves: Vec<ConnectedSlave>,
     /// Log bytes sent to slaves since start.
     pub bytes_replicated: u64,
     /// Connections accepted since start.
@@ -147,7 +147,7 @@ pub struct MasterStatus {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlaveStatus {
     /// Where the connection cycle is.
-    pub state: SlaveLinkState,
+    pub state: SlaveState,
     /// The master's HA address.
     pub master_address: String,
     /// One past the last stored byte.
@@ -173,25 +173,4 @@ pub struct SlaveStatus {
     pub append_error: Option<String>,
     /// Appends that failed since start.
     pub append_failures: u64,
-}
-
-/// A slave's connection state, without instants.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum SlaveLinkState {
-    /// Waiting out the reconnect back-off.
-    Disconnected,
-    /// A connection attempt is under way.
-    Connecting,
-    /// Connected and replicating.
-    Streaming,
-}
-
-impl From<SlaveState> for SlaveLinkState {
-    fn from(s: SlaveState) -> Self {
-        match s {
-            SlaveState::Disconnected { .. } => Self::Disconnected,
-            SlaveState::Connecting => Self::Connecting,
-            SlaveState::Streaming => Self::Streaming,
-        }
-    }
 }
