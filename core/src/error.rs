@@ -193,4 +193,26 @@ pub enum ApiMisuse {
         /// One past the last byte of the last `Append`.
         requested: Offset,
     },
+    /// `Appended` beyond the bytes requested or below the previous end (AutoSwitch slave).
+    #[error("appended end {end} is outside [{previous}, {requested}]")]
+    AppendedOutOfRange {
+        /// The end reported.
+        end: Offset,
+        /// The previous end.
+        previous: Offset,
+        /// One past the last byte requested.
+        requested: Offset,
+    },
+    /// `Truncated` or `TruncateFailed` without a pending `Truncate`, or at another offset
+    /// (AutoSwitch slave).
+    #[error("truncation answer at {end:?} does not match the pending truncation {pending:?}")]
+    UnexpectedTruncated {
+        /// The end reported.
+        end: Option<Offset>,
+        /// The pending truncation point, if any.
+        pending: Option<Offset>,
+    },
+    /// The AutoSwitch master's epoch cache cannot take this epoch.
+    #[error("epoch refused: {0}")]
+    Epoch(#[from] crate::autoswitch::EpochError),
 }

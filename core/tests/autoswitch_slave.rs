@@ -9,6 +9,7 @@ use logship_core::time::Instant;
 
 use bytes::Bytes;
 use common::Clock;
+use logship_core::ApiMisuse;
 use logship_core::autoswitch::frame::*;
 use logship_core::autoswitch::*;
 

@@ -1,11 +1,9 @@
-//! The AutoSwitch machines' errors, in the crate's three channels: [`ApiMisuse`] returned to a
+//! The AutoSwitch machines' errors, in the crate's three channels: [`ApiMisuse`](crate::ApiMisuse) (the crate's) returned to a
 //! caller that broke the contract, [`PeerError`] raised with a `Close` when the peer misbehaved,
 //! and a panic only for a broken internal invariant.
 
 use super::epoch::EpochError;
 use super::frame::FrameError;
-use crate::ConnId;
-use crate::WaitId;
 use crate::log::Offset;
 
 /// An AutoSwitch peer broke the protocol or cannot be served; the connection is closed.
@@ -175,75 +173,4 @@ impl std::fmt::Display for CloseReason {
             Self::Evicted => f.write_str("evicted by the driver"),
         }
     }
-}
-
-/// The caller broke an AutoSwitch machine's API contract. The call changed nothing.
-#[derive(thiserror::Error, Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum ApiMisuse {
-    /// `now` is earlier than a previous call's.
-    #[error("time went backwards")]
-    TimeWentBackwards,
-    /// `Connected` while the slave did not ask to connect.
-    #[error("Connected without a pending Connect")]
-    UnexpectedConnected,
-    /// `Truncated` or `TruncateFailed` without a pending `Truncate`, or at another offset.
-    #[error("truncation answer at {end:?} does not match the pending truncation {pending:?}")]
-    UnexpectedTruncated {
-        /// The end reported.
-        end: Option<Offset>,
-        /// The pending truncation point, if any.
-        pending: Option<Offset>,
-    },
-    /// `Appended` beyond the bytes requested or below the previous end.
-    #[error("appended end {end} is outside [{previous}, {requested}]")]
-    AppendedOutOfRange {
-        /// The end reported.
-        end: Offset,
-        /// The previous end.
-        previous: Offset,
-        /// One past the last byte requested.
-        requested: Offset,
-    },
-    /// `Accepted` for a connection id already in use.
-    #[error("connection {0:?} already exists")]
-    DuplicateConn(ConnId),
-    /// An input names a connection the core never saw.
-    #[error("connection {0:?} is unknown")]
-    UnknownConn(ConnId),
-    /// `Sent` without an outstanding transmit.
-    #[error("connection {0:?} reported Sent with nothing in flight")]
-    NothingInFlight(ConnId),
-    /// `Appended` with an end below an earlier one (master).
-    #[error("log end went backwards from {previous} to {end}")]
-    LogWentBackwards {
-        /// The new end.
-        end: Offset,
-        /// The earlier end.
-        previous: Offset,
-    },
-    /// `AwaitReplication` with an id still waiting.
-    #[error("wait {0:?} already exists")]
-    DuplicateWait(WaitId),
-    /// `AwaitReplication` beyond the appended end.
-    #[error("wait for offset {offset} beyond the appended end {end}")]
-    WaitBeyondEnd {
-        /// The offset asked for.
-        offset: Offset,
-        /// The last `Appended` end.
-        end: Offset,
-    },
-    /// The master's epoch cache cannot take this epoch.
-    #[error("epoch refused: {0}")]
-    Epoch(#[from] EpochError),
-    /// `Retained` with a min offset below an earlier one or beyond the end.
-    #[error("min offset {min} is invalid (previous {previous}, end {end})")]
-    InvalidRetention {
-        /// The new min offset.
-        min: Offset,
-        /// The earlier min offset.
-        previous: Offset,
-        /// The current end.
-        end: Offset,
-    },
 }

@@ -12,9 +12,10 @@ use bytes::Bytes;
 use tracing::{debug, info, trace, warn};
 
 use super::epoch::{EpochCache, EpochEntry};
-use super::error::{ApiMisuse, CloseReason, PeerError};
+use super::error::{CloseReason, PeerError};
 use super::frame::{HandshakeReply, HandshakeRequest, SlaveFrame, SlaveFrameDecoder, TransferHeader};
 use super::sync_state::{self, BrokerId, DEFAULT_HA_MAX_TIME_SLAVE_NOT_CATCHUP, SyncPolicy, SyncStateSet};
+use crate::ApiMisuse;
 use crate::config::{
     CoreConfigError, DEFAULT_FIRST_REPORT_TIMEOUT, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HOUSEKEEPING_INTERVAL,
     DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG, DEFAULT_MAX_INFLIGHT, DEFAULT_TRANSFER_BATCH_SIZE, MasterConfig,

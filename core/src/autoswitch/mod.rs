@@ -11,7 +11,7 @@
 //!   proposals and SYNC waits; [`sync_state`] holds the arithmetic.
 //!
 //! The machines follow the crate's run-loop contract (`handle_input`, `handle_timeout`,
-//! `poll_output` drained until `Timeout`) and its three error channels ([`ApiMisuse`],
+//! `poll_output` drained until `Timeout`) and its three error channels ([`ApiMisuse`](crate::ApiMisuse),
 //! [`PeerError`] with a close, panics only for broken invariants).
 //!
 //! ## What a driver does with the outputs
@@ -65,7 +65,7 @@ mod master;
 mod slave;
 
 pub use epoch::{Appended, EpochCache, EpochEntry, EpochError, find_consistent_point};
-pub use error::{ApiMisuse, CloseReason, EpochRefusal, PeerError};
+pub use error::{CloseReason, EpochRefusal, PeerError};
 pub use frame::FrameError;
 pub use master::{
     AutoSwitchMaster, AutoSwitchMasterConfig, MasterEvent, MasterInput, MasterOutput, MasterStart,

@@ -10,11 +10,12 @@ use bytes::Bytes;
 use tracing::{debug, info, trace, warn};
 
 use super::epoch::{EpochCache, EpochEntry, find_consistent_point};
-use super::error::{ApiMisuse, CloseReason, EpochRefusal, PeerError};
+use super::error::{CloseReason, EpochRefusal, PeerError};
 use super::frame::{
     EPOCH_ENTRY_LEN, HANDSHAKE_REPLY_HEADER_LEN, HandshakeRequest, MAX_HANDSHAKE_EPOCHS, MasterFrame,
     MasterFrameDecoder, SlaveFrame, TRANSFER_HEADER_LEN, TransferHeader,
 };
+use crate::ApiMisuse;
 use crate::config::{
     AckOn, CoreConfigError, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HOUSEKEEPING_INTERVAL,
     DEFAULT_MAX_FIRST_OFFSET, DEFAULT_MAX_UNSTORED, DEFAULT_RECONNECT_INTERVAL,
