@@ -159,7 +159,7 @@ pub use config::{
 pub use error::{ApiMisuse, CloseReason, PeerError, WaitError};
 pub use ids::{ConnId, WaitId};
 pub use log::{
-    FlushSettings, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus,
+    EpochLog, FlushSettings, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus,
 };
 pub use master::{Master, MasterEvent, MasterInput, MasterOutput, SlaveProgress};
 pub use roles::{BrokerRole, FlushDiskType};

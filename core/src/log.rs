@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use crate::autoswitch::EpochEntry;
 use crate::roles::FlushDiskType;
 
 /// A physical commit-log offset: RocketMQ's `phyOffset`, a byte position in the commit log.
@@ -70,6 +71,44 @@ pub trait LogRead: Send + Sync + 'static {
     /// crosses a multiple of it. The one authority for this setting: a master service cuts its
     /// frames at these boundaries, whatever its core configuration says.
     fn segment_size(&self) -> u64;
+
+    /// The log's epoch list, tail truncation and confirm offset, if it keeps them: what the
+    /// AutoSwitch protocol (controller mode) needs besides reads and writes. `None` (the
+    /// default) for a log that has none; a service configured for controller mode over such a
+    /// log is refused at start.
+    fn epoch_log(&self) -> Option<&dyn EpochLog<Error = Self::Error>> {
+        None
+    }
+}
+
+/// What controller mode (the AutoSwitch protocol) needs of a log beside [`LogRead`] and
+/// [`LogWrite`]: RocketMQ's epoch list (`epochFileCheckpoint`), a crash-safe cut of a divergent
+/// tail, and the confirm offset below which consumers may read. Reached through
+/// [`LogRead::epoch_log`].
+pub trait EpochLog: Send + Sync {
+    /// The error an epoch write or a truncation can fail with.
+    type Error: std::error::Error + Send + Sync + 'static;
+
+    /// The epoch list, oldest first; empty for a log that never had an epoch.
+    fn epochs(&self) -> Vec<EpochEntry>;
+
+    /// Appends `entry` to the epoch list, durably, before returning: a driver calls it before
+    /// the first byte of that epoch is appended (or, on a new master, put). The same entry as
+    /// the last one is a no-op; an entry that is not above the last one, or starts before it
+    /// or past the end of the log (unless the log is empty), is refused.
+    fn append_epoch(&self, entry: EpochEntry) -> Result<(), Self::Error>;
+
+    /// Cuts the log to end at `offset`, a record boundary, crash-safely: the bytes from
+    /// `offset` on, the epochs that start at or after it, and a confirm offset above it go, and
+    /// none of them comes back after a crash at any point of the cut.
+    fn truncate_to(&self, offset: Offset) -> Result<(), Self::Error>;
+
+    /// Raises the confirm offset (consumers read only below it) and returns the one in force.
+    /// Monotonic: only [`truncate_to`](Self::truncate_to) lowers it.
+    fn set_confirm_offset(&self, offset: Offset) -> Offset;
+
+    /// The confirm offset in force.
+    fn confirm_offset(&self) -> Offset;
 }
 
 /// Write access to a slave's log, used by a slave driver to store replicated bytes.
