@@ -9,9 +9,9 @@
 //! Both decoders are resumable: they take the stream cut at any byte position, never panic, and
 //! never buffer more than one frame body beyond what they were given.
 
-use std::collections::VecDeque;
+use crate::chunks::Chunks;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::log::Offset;
 
@@ -117,9 +117,7 @@ pub struct Push {
 #[derive(Debug)]
 pub struct PushDecoder {
     max_body: u32,
-    chunks: VecDeque<Bytes>,
-    // Invariant: buffered == sum of chunks' lengths; no chunk is empty.
-    buffered: usize,
+    chunks: Chunks,
     header: Option<PushHeader>,
     error: Option<FrameError>,
 }
@@ -127,20 +125,17 @@ pub struct PushDecoder {
 impl PushDecoder {
     /// A decoder that refuses bodies larger than `max_body`.
     pub fn new(max_body: u32) -> Self {
-        Self { max_body, chunks: VecDeque::new(), buffered: 0, header: None, error: None }
+        Self { max_body, chunks: Chunks::default(), header: None, error: None }
     }
 
     /// Adds received bytes.
     pub fn extend(&mut self, data: Bytes) {
-        if !data.is_empty() {
-            self.buffered += data.len();
-            self.chunks.push_back(data);
-        }
+        self.chunks.push(data);
     }
 
     /// Bytes received but not yet returned in a frame (including a parsed header's body so far).
     pub fn buffered(&self) -> usize {
-        self.buffered + if self.header.is_some() { PUSH_HEADER_LEN } else { 0 }
+        self.chunks.len() + if self.header.is_some() { PUSH_HEADER_LEN } else { 0 }
     }
 
     /// The header of the next frame, once its 12 bytes are in; `Ok(None)` means more bytes are
@@ -149,9 +144,9 @@ impl PushDecoder {
         if let Some(err) = self.error {
             return Err(err);
         }
-        if self.header.is_none() && self.buffered >= PUSH_HEADER_LEN {
+        if self.header.is_none() && self.chunks.len() >= PUSH_HEADER_LEN {
             let mut raw = [0u8; PUSH_HEADER_LEN];
-            self.copy_out(&mut raw);
+            self.chunks.copy_out(&mut raw);
             match PushHeader::decode(&raw, self.max_body) {
                 Ok(h) => self.header = Some(h),
                 Err(e) => {
@@ -169,55 +164,11 @@ impl PushDecoder {
             return Ok(None);
         };
         let len = header.body_len as usize;
-        if self.buffered < len {
+        if self.chunks.len() < len {
             return Ok(None);
         }
         self.header = None;
-        Ok(Some(Push { offset: header.offset, body: self.take(len) }))
-    }
-
-    fn copy_out(&mut self, dst: &mut [u8]) {
-        let mut filled = 0;
-        while filled < dst.len() {
-            let front = self.chunks.front_mut().expect("caller checked buffered >= dst.len()");
-            let n = front.len().min(dst.len() - filled);
-            dst[filled..filled + n].copy_from_slice(&front[..n]);
-            filled += n;
-            self.consume_front(n);
-        }
-    }
-
-    fn take(&mut self, len: usize) -> Bytes {
-        if len == 0 {
-            return Bytes::new();
-        }
-        let front = self.chunks.front_mut().expect("caller checked buffered >= len > 0");
-        if front.len() >= len {
-            let body = front.split_to(len);
-            if front.is_empty() {
-                self.chunks.pop_front();
-            }
-            self.buffered -= len;
-            return body;
-        }
-        let mut body = BytesMut::with_capacity(len);
-        while body.len() < len {
-            let front = self.chunks.front().expect("caller checked buffered >= len");
-            let n = front.len().min(len - body.len());
-            body.extend_from_slice(&front[..n]);
-            self.consume_front(n);
-        }
-        body.freeze()
-    }
-
-    fn consume_front(&mut self, n: usize) {
-        let front = self.chunks.front_mut().expect("consume_front on a non-empty queue");
-        if n == front.len() {
-            self.chunks.pop_front();
-        } else {
-            bytes::Buf::advance(front, n);
-        }
-        self.buffered -= n;
+        Ok(Some(Push { offset: header.offset, body: self.chunks.take(len) }))
     }
 }
 

@@ -131,6 +131,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod autoswitch;
+mod chunks;
 mod config;
 mod error;
 pub mod frame;

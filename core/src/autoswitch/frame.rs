@@ -13,9 +13,9 @@
 //! Both decoders are resumable: the stream may be cut at any byte, they never panic, and an
 //! error is sticky and names what was wrong.
 
-use std::collections::VecDeque;
+use crate::chunks::Chunks;
 
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 
 use super::epoch::EpochEntry;
 use crate::log::Offset;
@@ -380,8 +380,7 @@ impl MasterFrame {
 #[derive(Debug)]
 pub struct MasterFrameDecoder {
     max_body: u32,
-    chunks: VecDeque<Bytes>,
-    buffered: usize,
+    chunks: Chunks,
     header: Option<MasterHeader>,
     error: Option<FrameError>,
 }
@@ -389,20 +388,17 @@ pub struct MasterFrameDecoder {
 impl MasterFrameDecoder {
     /// A decoder that refuses transfer bodies larger than `max_body`.
     pub fn new(max_body: u32) -> Self {
-        Self { max_body, chunks: VecDeque::new(), buffered: 0, header: None, error: None }
+        Self { max_body, chunks: Chunks::default(), header: None, error: None }
     }
 
     /// Adds received bytes.
     pub fn extend(&mut self, data: Bytes) {
-        if !data.is_empty() {
-            self.buffered += data.len();
-            self.chunks.push_back(data);
-        }
+        self.chunks.push(data);
     }
 
     /// Bytes received and not yet returned in a frame.
     pub fn buffered(&self) -> usize {
-        self.buffered + self.header.map_or(0, |h| header_len(&h))
+        self.chunks.len() + self.header.map_or(0, |h| header_len(&h))
     }
 
     /// The next frame's header once it is in; `Ok(None)` means more bytes are needed. Errors
@@ -411,20 +407,20 @@ impl MasterFrameDecoder {
         if let Some(e) = self.error {
             return Err(e);
         }
-        if self.header.is_none() && self.buffered >= 4 {
+        if self.header.is_none() && self.chunks.len() >= 4 {
             let mut state = [0u8; 4];
-            self.peek(&mut state);
+            self.chunks.peek(&mut state);
             let state = i32::from_be_bytes(state);
             let need = match state {
                 STATE_HANDSHAKE => HANDSHAKE_REPLY_HEADER_LEN,
                 STATE_TRANSFER => TRANSFER_HEADER_LEN,
                 _ => return Err(self.fail(FrameError::UnknownState { state })),
             };
-            if self.buffered < need {
+            if self.chunks.len() < need {
                 return Ok(None);
             }
             let mut raw = [0u8; TRANSFER_HEADER_LEN];
-            self.copy_out(&mut raw[..need]);
+            self.chunks.copy_out(&mut raw[..need]);
             match parse_master_header(&raw[..need], self.max_body) {
                 Ok(h) => self.header = Some(h),
                 Err(e) => return Err(self.fail(e)),
@@ -437,11 +433,11 @@ impl MasterFrameDecoder {
     pub fn decode(&mut self) -> Result<Option<MasterFrame>, FrameError> {
         let Some(header) = self.peek_header()? else { return Ok(None) };
         let len = header.body_len();
-        if self.buffered < len {
+        if self.chunks.len() < len {
             return Ok(None);
         }
         self.header = None;
-        let body = self.take(len);
+        let body = self.chunks.take(len);
         Ok(Some(match header {
             MasterHeader::Transfer(header) => MasterFrame::Transfer { header, body },
             MasterHeader::Handshake { max_offset, last_epoch, .. } => {
@@ -465,62 +461,6 @@ impl MasterFrameDecoder {
     fn fail(&mut self, e: FrameError) -> FrameError {
         self.error = Some(e);
         e
-    }
-
-    fn peek(&self, dst: &mut [u8]) {
-        let mut filled = 0;
-        for c in &self.chunks {
-            let n = c.len().min(dst.len() - filled);
-            dst[filled..filled + n].copy_from_slice(&c[..n]);
-            filled += n;
-            if filled == dst.len() {
-                break;
-            }
-        }
-    }
-
-    fn copy_out(&mut self, dst: &mut [u8]) {
-        let mut filled = 0;
-        while filled < dst.len() {
-            let front = self.chunks.front().expect("caller checked buffered");
-            let n = front.len().min(dst.len() - filled);
-            dst[filled..filled + n].copy_from_slice(&front[..n]);
-            filled += n;
-            self.consume_front(n);
-        }
-    }
-
-    fn take(&mut self, len: usize) -> Bytes {
-        if len == 0 {
-            return Bytes::new();
-        }
-        let front = self.chunks.front_mut().expect("caller checked buffered >= len > 0");
-        if front.len() >= len {
-            let body = front.split_to(len);
-            if front.is_empty() {
-                self.chunks.pop_front();
-            }
-            self.buffered -= len;
-            return body;
-        }
-        let mut body = BytesMut::with_capacity(len);
-        while body.len() < len {
-            let front = self.chunks.front().expect("caller checked buffered >= len");
-            let n = front.len().min(len - body.len());
-            body.extend_from_slice(&front[..n]);
-            self.consume_front(n);
-        }
-        body.freeze()
-    }
-
-    fn consume_front(&mut self, n: usize) {
-        let front = self.chunks.front_mut().expect("non-empty queue");
-        if n == front.len() {
-            self.chunks.pop_front();
-        } else {
-            bytes::Buf::advance(front, n);
-        }
-        self.buffered -= n;
     }
 }
 
