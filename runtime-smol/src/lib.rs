@@ -80,9 +80,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use async_channel::{Sender, bounded};
+use async_channel::{Receiver, Sender, bounded};
 use futures_lite::FutureExt;
-use logship_core::service::Reply;
+use logship_core::service::{ReplySlot, Runtime};
 
 pub use logship_core::service::{InSyncError, StartError};
 pub use master::{MasterHandle, spawn_master};
@@ -131,16 +131,22 @@ fn origin(at: std::time::Instant) -> logship_core::time::Origin {
 pub(crate) struct Budget(u32);
 
 impl Budget {
-    const TURNS: u32 = 32;
-
-    /// Counts one turn of a loop; yields once every [`Self::TURNS`] turns.
+    /// Counts one turn of a loop; yields once every 32 turns.
     pub(crate) async fn tick(&mut self) {
-        self.0 += 1;
-        if self.0 >= Self::TURNS {
-            self.0 = 0;
+        self.0 = (self.0 + 1) % 32;
+        if self.0 == 0 {
             futures_lite::future::yield_now().await;
         }
     }
+}
+
+/// `work`'s output, or `None` once `stop` receives a value or every sender of it is gone.
+pub(crate) async fn unless<T>(stop: &Receiver<()>, work: impl Future<Output = T>) -> Option<T> {
+    let stopped = async {
+        let _ = stop.recv().await;
+        None
+    };
+    async { Some(work.await) }.or(stopped).await
 }
 
 /// A connection: plain TCP, or TLS over it.
@@ -148,28 +154,36 @@ pub(crate) trait Link: futures_lite::AsyncRead + futures_lite::AsyncWrite + Send
 impl<T: futures_lite::AsyncRead + futures_lite::AsyncWrite + Send + Unpin> Link for T {}
 pub(crate) type Stream = Box<dyn Link>;
 
-/// A task's answer to one request.
-pub(crate) struct Once<T>(Sender<T>);
+/// The smol ecosystem as the services' [`Runtime`]: the std clock, `async-channel` channels
+/// and `async-io` timers, which run on any executor.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Smol;
 
-impl<T> Reply<T> for Once<T> {
-    fn send(self, value: T) {
-        let _ = self.0.try_send(value);
+impl Runtime for Smol {
+    type Sender<T: Send + 'static> = Sender<T>;
+
+    fn now(&self) -> logship_core::time::Instant {
+        now()
     }
-}
 
-/// Sends the command `make` builds around a reply and waits for the answer; `None` when the
-/// task is gone.
-pub(crate) async fn ask<C, T>(commands: &Sender<C>, make: impl FnOnce(Once<T>) -> C) -> Option<T> {
-    let (reply, answer) = bounded(1);
-    commands.send(make(Once(reply))).await.ok()?;
-    answer.recv().await.ok()
-}
+    async fn send<T: Send + 'static>(to: &Sender<T>, value: T) -> bool {
+        to.send(value).await.is_ok()
+    }
 
-/// Whether `durable` succeeds within `limit`.
-pub(crate) async fn within<T, E>(limit: Duration, durable: impl Future<Output = Result<T, E>>) -> bool {
-    let expire = async {
-        async_io::Timer::after(limit).await;
-        false
-    };
-    async { durable.await.is_ok() }.or(expire).await
+    fn try_send<T: Send + 'static>(to: &Sender<T>, value: T) -> bool {
+        to.try_send(value).is_ok()
+    }
+
+    fn reply<T: Send + 'static>() -> (ReplySlot<Self, T>, impl Future<Output = Option<T>> + Send) {
+        let (reply, answer) = bounded(1);
+        (ReplySlot::new(reply), async move { answer.recv().await.ok() })
+    }
+
+    async fn timeout<F: Future + Send>(&self, limit: Duration, work: F) -> Option<F::Output> {
+        let expire = async {
+            async_io::Timer::after(limit).await;
+            None
+        };
+        async { Some(work.await) }.or(expire).await
+    }
 }

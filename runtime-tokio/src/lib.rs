@@ -87,8 +87,8 @@ mod slave;
 use std::future::Future;
 use std::time::Duration;
 
-use logship_core::service::Reply;
-use tokio::sync::{mpsc, oneshot};
+use logship_core::service::{ReplySlot, Runtime};
+use tokio::sync::mpsc;
 
 pub use logship_core::service::{InSyncError, StartError};
 pub use master::{MasterHandle, spawn_master};
@@ -117,35 +117,49 @@ pub(crate) trait Link: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unp
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Link for T {}
 pub(crate) type Stream = Box<dyn Link>;
 
-/// A task's answer to one request.
-pub(crate) struct Once<T>(oneshot::Sender<T>);
+/// Tokio as the services' [`Runtime`]: its clock, `mpsc` channels, and the timers
+/// of the runtime a service was spawned on (so a handle may be awaited on another executor).
+#[derive(Clone, Debug)]
+pub struct Tokio(tokio::runtime::Handle);
 
-impl<T> Reply<T> for Once<T> {
-    fn send(self, value: T) {
-        let _ = self.0.send(value);
+impl Tokio {
+    /// The runtime the caller runs on.
+    pub(crate) fn current() -> Self {
+        Self(tokio::runtime::Handle::current())
     }
 }
 
-/// Sends the command `make` builds around a reply and waits for the answer; `None` when the
-/// task is gone.
-pub(crate) async fn ask<C, T>(commands: &mpsc::Sender<C>, make: impl FnOnce(Once<T>) -> C) -> Option<T> {
-    let (reply, answer) = oneshot::channel();
-    commands.send(make(Once(reply))).await.ok()?;
-    answer.await.ok()
-}
+impl Runtime for Tokio {
+    type Sender<T: Send + 'static> = mpsc::Sender<T>;
 
-/// Whether `durable` succeeds within `limit`. The timer belongs to `runtime`, so callers
-/// outside it (another executor's task) can wait too.
-pub(crate) fn within<T, E>(
-    runtime: &tokio::runtime::Handle,
-    limit: Duration,
-    durable: impl Future<Output = Result<T, E>>,
-) -> impl Future<Output = bool> {
-    let timeout = {
-        let _context = runtime.enter();
-        tokio::time::timeout(limit, durable)
-    };
-    async move { matches!(timeout.await, Ok(Ok(_))) }
+    fn now(&self) -> logship_core::time::Instant {
+        now()
+    }
+
+    async fn send<T: Send + 'static>(to: &mpsc::Sender<T>, value: T) -> bool {
+        to.send(value).await.is_ok()
+    }
+
+    fn try_send<T: Send + 'static>(to: &mpsc::Sender<T>, value: T) -> bool {
+        to.try_send(value).is_ok()
+    }
+
+    fn reply<T: Send + 'static>() -> (ReplySlot<Self, T>, impl Future<Output = Option<T>> + Send) {
+        let (reply, mut answer) = mpsc::channel(1);
+        (ReplySlot::new(reply), async move { answer.recv().await })
+    }
+
+    fn timeout<F: Future + Send>(
+        &self,
+        limit: Duration,
+        work: F,
+    ) -> impl Future<Output = Option<F::Output>> + Send {
+        let timeout = {
+            let _context = self.0.enter();
+            tokio::time::timeout(limit, work)
+        };
+        async move { timeout.await.ok() }
+    }
 }
 
 #[cfg(test)]

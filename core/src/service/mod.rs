@@ -50,6 +50,9 @@ mod handle;
 mod in_sync;
 mod master;
 mod put;
+mod runtime;
+#[cfg(test)]
+mod runtime_tests;
 mod sink;
 mod slave;
 mod spans;
@@ -60,6 +63,7 @@ mod task_tests;
 #[cfg(test)]
 mod tests;
 pub mod tls;
+mod wake;
 mod wire;
 
 pub use admission::{
@@ -69,13 +73,17 @@ pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_SLAVE_TIMEOUT, DEFAULT_SYNC_FLUSH_TIMEOUT, MasterServiceConfig,
     SlaveServiceConfig, StartError,
 };
-pub use handle::{MasterService, ServiceFuture, SlaveService};
+pub use handle::{MasterHandle, MasterService, ServiceFuture, SlaveHandle, SlaveService};
 pub use in_sync::{InSyncError, InSyncWait, in_sync_slaves};
 pub use master::MasterDriver;
 pub use put::{PendingPut, PutGate, put_status};
+pub use runtime::{
+    ConnHandle, MasterCommandOn, MasterTaskOn, ReplySlot, Runtime, SlaveCommandOn, join, settled,
+};
 pub use sink::{ConnSink, MasterCommand, Reply, Transmit, WaitSink};
 pub use slave::{SlaveAction, SlaveDriver};
 pub use spans::{master_conn_span, master_span, slave_span};
 pub use status::{ConnectedSlave, Fence, MasterStatus, Refusals, SlaveStatus};
 pub use task::{ACCEPT_RETRY, MAX_BATCH, MasterTask, SlaveCommand, SlaveIo, SlaveTask, TaskCommand};
+pub use wake::{Accepts, MasterWake, SlaveWake, handshake_failed, nodelay_set};
 pub use wire::{Frame, ReadBuffer};
