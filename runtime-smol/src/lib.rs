@@ -106,14 +106,12 @@ impl<F: Fn(Task) + Send + Sync + 'static> Spawn for F {
 
 /// The clock every task of this crate uses, on the core's timeline, counted from the first
 /// reading in the process.
-#[allow(clippy::disallowed_methods)]
 pub(crate) fn now() -> logship_core::time::Instant {
     let at = std::time::Instant::now();
     origin(at).instant(at)
 }
 
 /// The std instant of a core instant, for timers.
-#[allow(clippy::disallowed_methods)]
 pub(crate) fn timer_at(at: logship_core::time::Instant) -> std::time::Instant {
     origin(std::time::Instant::now()).to_std(at)
 }
@@ -138,6 +136,12 @@ impl Budget {
             futures_lite::future::yield_now().await;
         }
     }
+}
+
+/// `out`, once `work` is done.
+pub(crate) async fn then<T>(work: impl Future, out: T) -> T {
+    work.await;
+    out
 }
 
 /// `work`'s output, or `None` once `stop` receives a value or every sender of it is gone.

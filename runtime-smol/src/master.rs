@@ -8,12 +8,12 @@ use async_io::Timer;
 use async_net::{TcpListener, TcpStream};
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, FutureExt};
 use futures_rustls::TlsAcceptor;
-use logship_core::service::tls::{Link, LinkKind, MasterTls};
+use logship_core::service::tls::{Link, MasterTls};
 use logship_core::service::*;
 use logship_core::{ConnId, MessageLog};
 use tracing::{Instrument, info};
 
-use crate::{Budget, Smol, Spawn, Stream, now, timer_at, unless};
+use crate::{Budget, Smol, Spawn, Stream, now, then, timer_at, unless};
 
 /// Capacity of the channel into the core task.
 const COMMAND_QUEUE: usize = 4096;
@@ -108,9 +108,9 @@ impl<L: MessageLog> Conn<L> {
         read.or(async { self.write_path(wr, frames).await.map(|()| "writer stopped") }).await
     }
 
-    /// Peeks at the first byte, runs the TLS handshake if it starts one, and tells the driver
-    /// (which decides what the link may do) before any byte of it is forwarded. `Err` says why
-    /// the connection ended during negotiation.
+    /// Peeks at the first byte, runs the TLS handshake if it starts one ([`negotiate`] decides),
+    /// and tells the driver (which decides what the link may do) before any byte of it is
+    /// forwarded. `Err` says why the connection ended during negotiation.
     async fn negotiate(
         &self,
         stream: TcpStream,
@@ -118,15 +118,14 @@ impl<L: MessageLog> Conn<L> {
     ) -> io::Result<Result<Stream, &'static str>> {
         let mut first = [0u8; 1];
         let peeked = stream.peek(&mut first).await?;
-        let (link, negotiated) = match LinkKind::from_peek(&first[..peeked]) {
-            None => return Ok(Err("end of stream before the first byte")),
-            Some(LinkKind::Plain) => (Link::Plain, Ok(Box::new(stream) as Stream)),
-            Some(LinkKind::Tls) => match TlsAcceptor::from(tls.server_config()).accept(stream).await {
-                Ok(stream) => (Link::tls(stream.get_ref().1), Ok(Box::new(stream) as Stream)),
-                Err(e) => (Link::failed(&e), Err("TLS handshake failed")),
-            },
+        let handshake = |stream| async move {
+            let stream = TlsAcceptor::from(tls.server_config()).accept(stream).await?;
+            Ok((Link::tls(stream.get_ref().1), Box::new(stream) as Stream))
         };
-        self.send(TaskCommand::negotiated(self.id, link)).await;
+        let (link, negotiated) = negotiate(&first[..peeked], Box::new(stream) as Stream, handshake).await;
+        if let Some(link) = link {
+            self.send(TaskCommand::negotiated(self.id, link)).await;
+        }
         Ok(negotiated)
     }
 
@@ -185,10 +184,7 @@ async fn core_task<L: MessageLog>(
             }
         };
         let command = async { MasterWake::Command(commands.recv().await.ok()) };
-        let timer_fired = async {
-            (&mut timer).await;
-            MasterWake::Timer
-        };
+        let timer_fired = then(&mut timer, MasterWake::Timer);
         let wake = woken.or(command).or(timer_fired).await;
         let next = task.wake(now(), wake, || commands.try_recv().ok());
         if task.is_stopping() {

@@ -13,7 +13,7 @@ use logship_core::time::Instant;
 use logship_core::{LogWrite, Offset};
 use tracing::Instrument;
 
-use crate::{Budget, Smol, Spawn, Stream, now, timer_at};
+use crate::{Budget, Smol, Spawn, Stream, now, then, timer_at};
 
 /// Read buffer; refilled when less than a quarter is left.
 const READ_BUFFER: usize = 64 * 1024;
@@ -84,10 +84,7 @@ impl<L: LogWrite> Runner<L> {
             let read = async { SlaveWake::Read(read(self.task.readable(), &mut buf).await) };
             let connected = async { SlaveWake::Connected(settled(&mut self.connecting).await) };
             let flushed = async { SlaveWake::Flushed(settled(&mut self.flushing).await) };
-            let timer = async {
-                Timer::at(timer_at(deadline)).await;
-                SlaveWake::Timer
-            };
+            let timer = then(Timer::at(timer_at(deadline)), SlaveWake::Timer);
             let wake = command.or(read).or(connected).or(flushed).or(timer).await;
             if let ControlFlow::Break(reply) = self.task.wake(now(), wake) {
                 break reply;

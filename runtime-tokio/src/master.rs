@@ -2,7 +2,7 @@
 
 use std::{future::poll_fn, io, net::SocketAddr, pin::Pin, sync::Arc};
 
-use logship_core::service::tls::{Link, LinkKind, MasterTls};
+use logship_core::service::tls::{Link, MasterTls};
 use logship_core::service::*;
 use logship_core::{ConnId, MessageLog};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -106,9 +106,9 @@ impl<L: MessageLog> Conn<L> {
         }
     }
 
-    /// Peeks at the first byte, runs the TLS handshake if it starts one, and tells the driver
-    /// (which decides what the link may do) before any byte of it is forwarded. `Err` says why
-    /// the connection ended during negotiation.
+    /// Peeks at the first byte, runs the TLS handshake if it starts one ([`negotiate`] decides),
+    /// and tells the driver (which decides what the link may do) before any byte of it is
+    /// forwarded. `Err` says why the connection ended during negotiation.
     async fn negotiate(
         &self,
         stream: TcpStream,
@@ -116,15 +116,14 @@ impl<L: MessageLog> Conn<L> {
     ) -> io::Result<Result<Stream, &'static str>> {
         let mut first = [0u8; 1];
         let peeked = stream.peek(&mut first).await?;
-        let (link, negotiated) = match LinkKind::from_peek(&first[..peeked]) {
-            None => return Ok(Err("end of stream before the first byte")),
-            Some(LinkKind::Plain) => (Link::Plain, Ok(Box::new(stream) as Stream)),
-            Some(LinkKind::Tls) => match TlsAcceptor::from(tls.server_config()).accept(stream).await {
-                Ok(stream) => (Link::tls(stream.get_ref().1), Ok(Box::new(stream) as Stream)),
-                Err(e) => (Link::failed(&e), Err("TLS handshake failed")),
-            },
+        let handshake = |stream| async move {
+            let stream = TlsAcceptor::from(tls.server_config()).accept(stream).await?;
+            Ok((Link::tls(stream.get_ref().1), Box::new(stream) as Stream))
         };
-        self.send(TaskCommand::negotiated(self.id, link)).await;
+        let (link, negotiated) = negotiate(&first[..peeked], Box::new(stream) as Stream, handshake).await;
+        if let Some(link) = link {
+            self.send(TaskCommand::negotiated(self.id, link)).await;
+        }
         Ok(negotiated)
     }
 

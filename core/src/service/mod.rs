@@ -85,5 +85,5 @@ pub use slave::{SlaveAction, SlaveDriver};
 pub use spans::{master_conn_span, master_span, slave_span};
 pub use status::{ConnectedSlave, Fence, MasterStatus, Refusals, SlaveStatus};
 pub use task::{ACCEPT_RETRY, MAX_BATCH, MasterTask, SlaveCommand, SlaveIo, SlaveTask, TaskCommand};
-pub use wake::{Accepts, MasterWake, SlaveWake, handshake_failed, nodelay_set};
+pub use wake::{Accepts, MasterWake, SlaveWake, handshake_failed, negotiate, nodelay_set};
 pub use wire::{Frame, ReadBuffer};

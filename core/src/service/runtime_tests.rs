@@ -15,6 +15,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::tests::origin;
+use super::tls::Link;
 use super::*;
 use crate::error::WaitError;
 use crate::log::{LogRead, Offset, PutStatus};
@@ -366,4 +367,22 @@ fn a_slave_connect_that_timed_out_is_a_failed_connect() {
     assert!(task.wake(now, SlaveWakeOf::Command(Some(SlaveCommand::Status(reply)))).is_continue());
     assert_eq!(now_or_never(answer).unwrap().connections, 0, "never connected");
     assert!(matches!(task.next_action(now), SlaveIo::SleepUntil(_)), "backs off before the next connect");
+}
+
+#[test]
+fn a_negotiation_goes_on_plain_runs_the_handshake_for_tls_and_ends_on_an_empty_peek() {
+    let handshake_to = |outcome: io::Result<&'static str>| {
+        move |stream: &'static str| async move {
+            assert_eq!(stream, "tcp", "the handshake runs on the accepted stream");
+            outcome.map(|tls| (Link::Tls { peer_certificates: Vec::new() }, tls))
+        }
+    };
+    let ended = now_or_never(negotiate(&[], "tcp", handshake_to(Ok("tls"))));
+    assert_eq!(ended, (None, Err("end of stream before the first byte")), "nothing to tell the driver");
+    let plain = now_or_never(negotiate(&[0], "tcp", handshake_to(Ok("tls"))));
+    assert_eq!(plain, (Some(Link::Plain), Ok("tcp")));
+    let tls = now_or_never(negotiate(&[0x16], "tcp", handshake_to(Ok("tls"))));
+    assert_eq!(tls, (Some(Link::Tls { peer_certificates: Vec::new() }), Ok("tls")));
+    let failed = now_or_never(negotiate(&[0x16], "tcp", handshake_to(Err(io::Error::other("bad hello")))));
+    assert_eq!(failed, (Some(Link::failed(&"bad hello")), Err("TLS handshake failed")));
 }

@@ -1,9 +1,10 @@
 //! One wake-up of an adapter's task, and what the task makes of it: the adapter waits on its
 //! channels, sockets and timer, names what woke it ([`MasterWake`], [`SlaveWake`]), and hands
 //! that over; everything the outcome means (log lines, reconnects, when to stop) is decided
-//! here. Also the small outcomes the adapters' socket code has: an accept, `TCP_NODELAY`, a
-//! TLS handshake on the slave, and a master connection's end.
+//! here. Also the small outcomes the adapters' socket code has: an accept, a master
+//! connection's negotiation and its end, `TCP_NODELAY`, and a slave's TLS handshake.
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
@@ -14,6 +15,7 @@ use tracing::{info, warn};
 
 use crate::ConnId;
 use crate::log::{LogWrite, MessageLog, Offset};
+use crate::service::tls::{Link, LinkKind};
 use crate::service::{
     ACCEPT_RETRY, ConnSink, MasterStatus, MasterTask, Reply, Runtime, SlaveCommand, SlaveStatus, SlaveTask,
     TaskCommand, WaitSink,
@@ -100,6 +102,30 @@ impl Accepts {
                 Err(ACCEPT_RETRY)
             }
         }
+    }
+}
+
+/// Negotiates a master connection (TLS configured). `peeked` is what a peek at its first byte
+/// returned (nothing: the stream ended first). A TLS handshake runs `handshake` on `stream`,
+/// which returns the link it made and the stream to go on with; any other first byte goes on
+/// with `stream` as it is. Returns the link to report before any byte is forwarded
+/// ([`TaskCommand::negotiated`]; none when the stream ended first), and the stream, or why the
+/// connection ends.
+pub async fn negotiate<S, F>(
+    peeked: &[u8],
+    stream: S,
+    handshake: impl FnOnce(S) -> F,
+) -> (Option<Link>, Result<S, &'static str>)
+where
+    F: Future<Output = io::Result<(Link, S)>>,
+{
+    match LinkKind::from_peek(peeked) {
+        None => (None, Err("end of stream before the first byte")),
+        Some(LinkKind::Plain) => (Some(Link::Plain), Ok(stream)),
+        Some(LinkKind::Tls) => match handshake(stream).await {
+            Ok((link, stream)) => (Some(link), Ok(stream)),
+            Err(e) => (Some(Link::failed(&e)), Err("TLS handshake failed")),
+        },
     }
 }
 
