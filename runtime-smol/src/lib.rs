@@ -69,7 +69,13 @@
 //! handshake if it starts one (`futures-rustls`), then reports the outcome to the driver, which
 //! decides ([`logship_core::service::tls`]); a TLS slave runs the handshake after connecting.
 //!
-//! Both handles also implement [`MasterService`](logship_core::service::MasterService) and
+//! Each task names what woke it ([`MasterWake`](logship_core::service::MasterWake),
+//! [`SlaveWake`](logship_core::service::SlaveWake)) and hands that to the service layer.
+//!
+//! The handles are the service layer's, written once for every adapter over its
+//! [`Runtime`]: [`MasterHandle`] is
+//! [`logship_core::service::MasterHandle`] on [`Smol`], [`SlaveHandle`] likewise. They also
+//! implement [`MasterService`](logship_core::service::MasterService) and
 //! [`SlaveService`](logship_core::service::SlaveService), for code that runs on either adapter.
 #![forbid(unsafe_code)]
 

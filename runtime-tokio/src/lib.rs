@@ -72,9 +72,14 @@
 //! A slave runs one task around a [`SlaveTask`](logship_core::service::SlaveTask), which owns
 //! the [`SlaveDriver`](logship_core::service::SlaveDriver) and the connection and decides what
 //! each connect, read, report and flush outcome means. Flushes (with `AckOn::Flushed`) run on
-//! tokio's blocking pool.
+//! tokio's blocking pool. Each task names what woke it
+//! ([`MasterWake`](logship_core::service::MasterWake),
+//! [`SlaveWake`](logship_core::service::SlaveWake)) and hands that to the service layer.
 //!
-//! Both handles also implement [`MasterService`](logship_core::service::MasterService) and
+//! The handles are the service layer's, written once for every adapter over its
+//! [`Runtime`]: [`MasterHandle`] is
+//! [`logship_core::service::MasterHandle`] on [`Tokio`], [`SlaveHandle`] likewise. They also
+//! implement [`MasterService`](logship_core::service::MasterService) and
 //! [`SlaveService`](logship_core::service::SlaveService), for code that runs on either adapter.
 //!
 //! Time is tokio's clock (`tokio::time::Instant`), so tests with a paused clock work, mapped onto
