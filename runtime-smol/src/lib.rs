@@ -94,22 +94,6 @@ pub use logship_core::service::{InSyncError, StartError};
 pub use master::{MasterHandle, spawn_master};
 pub use slave::{SlaveHandle, spawn_slave};
 
-/// A boxed task, as handed to a [`Spawn`].
-pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
-
-/// Runs tasks: the caller's executor. Implemented for every `Fn(Task)`, so
-/// `|task| smol::spawn(task).detach()` or `|task| { async_std::task::spawn(task); }` will do.
-pub trait Spawn: Send + Sync + 'static {
-    /// Starts `task` in the background; it must be polled to completion.
-    fn spawn(&self, task: Task);
-}
-
-impl<F: Fn(Task) + Send + Sync + 'static> Spawn for F {
-    fn spawn(&self, task: Task) {
-        self(task)
-    }
-}
-
 /// The clock every task of this crate uses, on the core's timeline, counted from the first
 /// reading in the process.
 pub(crate) fn now() -> logship_core::time::Instant {
@@ -126,37 +110,6 @@ pub(crate) fn timer_at(at: logship_core::time::Instant) -> std::time::Instant {
 fn origin(at: std::time::Instant) -> logship_core::time::Origin {
     static ORIGIN: std::sync::OnceLock<logship_core::time::Origin> = std::sync::OnceLock::new();
     *ORIGIN.get_or_init(|| logship_core::time::Origin::new(at))
-}
-
-/// Lets other tasks run every so often. async-io has no cooperative budget (unlike tokio), so
-/// a loop whose awaits are always ready (a busy socket) would otherwise hold its executor
-/// thread, starving other tasks and delaying cancellation.
-#[derive(Debug, Default)]
-pub(crate) struct Budget(u32);
-
-impl Budget {
-    /// Counts one turn of a loop; yields once every 32 turns.
-    pub(crate) async fn tick(&mut self) {
-        self.0 = (self.0 + 1) % 32;
-        if self.0 == 0 {
-            futures_lite::future::yield_now().await;
-        }
-    }
-}
-
-/// `out`, once `work` is done.
-pub(crate) async fn then<T>(work: impl Future, out: T) -> T {
-    work.await;
-    out
-}
-
-/// `work`'s output, or `None` once `stop` receives a value or every sender of it is gone.
-pub(crate) async fn unless<T>(stop: &Receiver<()>, work: impl Future<Output = T>) -> Option<T> {
-    let stopped = async {
-        let _ = stop.recv().await;
-        None
-    };
-    async { Some(work.await) }.or(stopped).await
 }
 
 /// A connection: plain TCP, or TLS over it.
@@ -196,4 +149,51 @@ impl Runtime for Smol {
         };
         async { Some(work.await) }.or(expire).await
     }
+}
+
+/// A boxed task, as handed to a [`Spawn`].
+pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// Runs tasks: the caller's executor. Implemented for every `Fn(Task)`, so
+/// `|task| smol::spawn(task).detach()` or `|task| { async_std::task::spawn(task); }` will do.
+pub trait Spawn: Send + Sync + 'static {
+    /// Starts `task` in the background; it must be polled to completion.
+    fn spawn(&self, task: Task);
+}
+
+impl<F: Fn(Task) + Send + Sync + 'static> Spawn for F {
+    fn spawn(&self, task: Task) {
+        self(task)
+    }
+}
+
+/// Lets other tasks run every so often. async-io has no cooperative budget (unlike tokio), so
+/// a loop whose awaits are always ready (a busy socket) would otherwise hold its executor
+/// thread, starving other tasks and delaying cancellation.
+#[derive(Debug, Default)]
+pub(crate) struct Budget(u32);
+
+impl Budget {
+    /// Counts one turn of a loop; yields once every 32 turns.
+    pub(crate) async fn tick(&mut self) {
+        self.0 = (self.0 + 1) % 32;
+        if self.0 == 0 {
+            futures_lite::future::yield_now().await;
+        }
+    }
+}
+
+/// `out`, once `work` is done.
+pub(crate) async fn then<T>(work: impl Future, out: T) -> T {
+    work.await;
+    out
+}
+
+/// `work`'s output, or `None` once `stop` receives a value or every sender of it is gone.
+pub(crate) async fn unless<T>(stop: &Receiver<()>, work: impl Future<Output = T>) -> Option<T> {
+    let stopped = async {
+        let _ = stop.recv().await;
+        None
+    };
+    async { Some(work.await) }.or(stopped).await
 }
