@@ -90,11 +90,7 @@ impl<L: LogWrite> Runner<L> {
                 break reply;
             }
         };
-        if let Some(flushing) = self.flushing.take() {
-            let _ = flushing.await;
-        }
-        let flushed = flush(self.task.log()).await;
-        self.task.stopped(flushed, reply);
+        self.task.stop(self.flushing.take(), flush, reply).await;
     }
 
     /// Performs actions until the driver has nothing more before its next timeout.

@@ -386,3 +386,20 @@ fn a_negotiation_goes_on_plain_runs_the_handshake_for_tls_and_ends_on_an_empty_p
     let failed = now_or_never(negotiate(&[0x16], "tcp", handshake_to(Err(io::Error::other("bad hello")))));
     assert_eq!(failed, (Some(Link::failed(&"bad hello")), Err("TLS handshake failed")));
 }
+
+#[test]
+fn a_stopping_slave_task_waits_for_a_running_flush_then_flushes_once_more_and_answers() {
+    let task = slave_task(origin());
+    let running_done = std::cell::Cell::new(false);
+    let running = async { running_done.set(true) };
+    let flushes = std::cell::Cell::new(0);
+    let flush = |log: &Arc<MemoryLog>| {
+        assert!(running_done.get(), "the running flush ends first");
+        flushes.set(flushes.get() + 1);
+        std::future::ready(Ok(log.bounds().max))
+    };
+    let (reply, answer) = TestRt::reply::<()>();
+    now_or_never(task.stop(Some(running), flush, Some(reply)));
+    assert_eq!(flushes.get(), 1);
+    assert_eq!(now_or_never(answer), Some(()), "the shutdown is answered");
+}

@@ -8,6 +8,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -189,5 +190,23 @@ impl<L: LogWrite, S> SlaveTask<L, S> {
             SlaveWake::Timer => self.handle_timeout(now),
         }
         ControlFlow::Continue(())
+    }
+}
+
+impl<L: LogWrite, S> SlaveTask<L, S> {
+    /// The end of the slave's task, after [`wake`](Self::wake) said stop with `reply`: waits
+    /// for a flush still `running`, makes the log durable once more with `flush` (the adapter's
+    /// `LogWrite::flush` off its async threads), and answers as [`stopped`](Self::stopped) does.
+    pub async fn stop<R: Reply<()>, F: Future<Output = Result<Offset, String>>>(
+        self,
+        running: Option<impl Future>,
+        flush: impl FnOnce(&Arc<L>) -> F,
+        reply: Option<R>,
+    ) {
+        if let Some(running) = running {
+            running.await;
+        }
+        let flushed = flush(self.log()).await;
+        self.stopped(flushed, reply);
     }
 }
