@@ -21,7 +21,7 @@ use crate::error::WaitError;
 use crate::log::{LogRead, Offset, PutStatus};
 use crate::memlog::MemoryLog;
 use crate::time::Instant;
-use crate::{BrokerRole, ConnId, FlushDiskType};
+use crate::{BrokerRole, ConnId, FlushDiskType, SlaveState};
 
 /// A channel of the test runtime: a queue, and whether its receiver is gone.
 struct Queue<T> {
@@ -121,22 +121,22 @@ fn at_origin() -> TestRt {
 }
 
 #[test]
-fn join_runs_both_futures_and_returns_both_outputs() {
+fn join_runs_both_futures_side_by_side_and_returns_both_outputs() {
     let (a, b) = (std::cell::Cell::new(0), std::cell::Cell::new(0));
-    // `a` is ready on its third poll, `b` on its first; neither is polled once done.
-    let slow = poll_fn(|_| {
+    // `a` is ready only once `b` has been polled: a join that waited for `a` before polling `b`
+    // would never end. `b` is ready on its first poll, and neither is polled once done.
+    let first = poll_fn(|_| {
         a.set(a.get() + 1);
-        if a.get() == 3 { Poll::Ready("slow") } else { Poll::Pending }
+        if b.get() > 0 { Poll::Ready("first") } else { Poll::Pending }
     });
-    let fast = poll_fn(|_| {
+    let second = poll_fn(|_| {
         b.set(b.get() + 1);
         Poll::Ready(7)
     });
-    let mut joined = pin!(join(slow, fast));
+    let mut joined = pin!(join(first, second));
     assert!(poll_once(joined.as_mut()).is_pending());
-    assert!(poll_once(joined.as_mut()).is_pending());
-    assert_eq!(poll_once(joined.as_mut()), Poll::Ready(("slow", 7)));
-    assert_eq!((a.get(), b.get()), (3, 1), "neither is polled again once done");
+    assert_eq!(poll_once(joined.as_mut()), Poll::Ready(("first", 7)));
+    assert_eq!((a.get(), b.get()), (2, 1));
 }
 
 #[test]
@@ -361,11 +361,17 @@ fn a_slave_task_takes_each_wake_and_stops_on_shutdown_or_when_its_senders_are_go
 fn a_slave_connect_that_timed_out_is_a_failed_connect() {
     let mut task = slave_task(origin());
     let now = until_connect(&mut task, origin());
+    let status = |task: &mut SlaveTask<MemoryLog, u8>| {
+        let (reply, answer) = TestRt::reply();
+        assert!(task.wake(now, SlaveWakeOf::Command(Some(SlaveCommand::Status(reply)))).is_continue());
+        now_or_never(answer).unwrap()
+    };
+    assert_eq!(status(&mut task).state, SlaveState::Connecting);
     assert!(task.wake(now, SlaveWakeOf::Connected(None)).is_continue());
     assert_eq!(task.readable(), None);
-    let (reply, answer) = TestRt::reply();
-    assert!(task.wake(now, SlaveWakeOf::Command(Some(SlaveCommand::Status(reply)))).is_continue());
-    assert_eq!(now_or_never(answer).unwrap().connections, 0, "never connected");
+    let after = status(&mut task);
+    assert!(matches!(after.state, SlaveState::Disconnected { .. }), "{:?}", after.state);
+    assert_eq!(after.connections, 0, "never connected");
     assert!(matches!(task.next_action(now), SlaveIo::SleepUntil(_)), "backs off before the next connect");
 }
 
