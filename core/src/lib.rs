@@ -24,7 +24,8 @@
 //! the put path, the sinks an adapter implements, status snapshots, the master and slave
 //! drivers, and the synchronous halves of the adapters' tasks (`MasterTask`, `SlaveTask`: command
 //! batching, the put gate, shutdown, connection outcomes; the frame writer and read buffer).
-//! It **does** call the log (`put`, `append_at`, bounds, record boundaries) and logs
+//! The service handles (`MasterHandle`, `SlaveHandle`) are its one `async` part, written once
+//! over the [`service::Runtime`] each adapter implements. It **does** call the log (`put`, `append_at`, bounds, record boundaries) and logs
 //! through `tracing` into the span its adapter opened; it still reads no socket or clock and
 //! spawns nothing. The adapters (`logship-runtime-tokio`, `logship-runtime-smol`) supply only
 //! sockets, timers, channels and tasks.

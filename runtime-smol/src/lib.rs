@@ -69,7 +69,13 @@
 //! handshake if it starts one (`futures-rustls`), then reports the outcome to the driver, which
 //! decides ([`logship_core::service::tls`]); a TLS slave runs the handshake after connecting.
 //!
-//! Both handles also implement [`MasterService`](logship_core::service::MasterService) and
+//! Each task names what woke it ([`MasterWake`](logship_core::service::MasterWake),
+//! [`SlaveWake`](logship_core::service::SlaveWake)) and hands that to the service layer.
+//!
+//! The handles are the service layer's, written once for every adapter over its
+//! [`Runtime`]: [`MasterHandle`] is
+//! [`logship_core::service::MasterHandle`] on [`Smol`], [`SlaveHandle`] likewise. They also
+//! implement [`MasterService`](logship_core::service::MasterService) and
 //! [`SlaveService`](logship_core::service::SlaveService), for code that runs on either adapter.
 #![forbid(unsafe_code)]
 
@@ -80,13 +86,70 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::Duration;
 
-use async_channel::{Sender, bounded};
+use async_channel::{Receiver, Sender, bounded};
 use futures_lite::FutureExt;
-use logship_core::service::Reply;
+use logship_core::service::{ReplySlot, Runtime};
 
 pub use logship_core::service::{InSyncError, StartError};
 pub use master::{MasterHandle, spawn_master};
 pub use slave::{SlaveHandle, spawn_slave};
+
+/// The clock every task of this crate uses, on the core's timeline, counted from the first
+/// reading in the process.
+pub(crate) fn now() -> logship_core::time::Instant {
+    let at = std::time::Instant::now();
+    origin(at).instant(at)
+}
+
+/// The std instant of a core instant, for timers.
+pub(crate) fn timer_at(at: logship_core::time::Instant) -> std::time::Instant {
+    origin(std::time::Instant::now()).to_std(at)
+}
+
+/// The process's origin of core time: the first clock reading any task made.
+fn origin(at: std::time::Instant) -> logship_core::time::Origin {
+    static ORIGIN: std::sync::OnceLock<logship_core::time::Origin> = std::sync::OnceLock::new();
+    *ORIGIN.get_or_init(|| logship_core::time::Origin::new(at))
+}
+
+/// A connection: plain TCP, or TLS over it.
+pub(crate) trait Link: futures_lite::AsyncRead + futures_lite::AsyncWrite + Send + Unpin {}
+impl<T: futures_lite::AsyncRead + futures_lite::AsyncWrite + Send + Unpin> Link for T {}
+pub(crate) type Stream = Box<dyn Link>;
+
+/// The smol ecosystem as the services' [`Runtime`]: the std clock, `async-channel` channels
+/// and `async-io` timers, which run on any executor.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Smol;
+
+impl Runtime for Smol {
+    type Sender<T: Send + 'static> = Sender<T>;
+
+    fn now(&self) -> logship_core::time::Instant {
+        now()
+    }
+
+    async fn send<T: Send + 'static>(to: &Sender<T>, value: T) -> bool {
+        to.send(value).await.is_ok()
+    }
+
+    fn try_send<T: Send + 'static>(to: &Sender<T>, value: T) -> bool {
+        to.try_send(value).is_ok()
+    }
+
+    fn reply<T: Send + 'static>() -> (ReplySlot<Self, T>, impl Future<Output = Option<T>> + Send) {
+        let (reply, answer) = bounded(1);
+        (ReplySlot::new(reply), async move { answer.recv().await.ok() })
+    }
+
+    async fn timeout<F: Future + Send>(&self, limit: Duration, work: F) -> Option<F::Output> {
+        let expire = async {
+            async_io::Timer::after(limit).await;
+            None
+        };
+        async { Some(work.await) }.or(expire).await
+    }
+}
 
 /// A boxed task, as handed to a [`Spawn`].
 pub type Task = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
@@ -104,26 +167,6 @@ impl<F: Fn(Task) + Send + Sync + 'static> Spawn for F {
     }
 }
 
-/// The clock every task of this crate uses, on the core's timeline, counted from the first
-/// reading in the process.
-#[allow(clippy::disallowed_methods)]
-pub(crate) fn now() -> logship_core::time::Instant {
-    let at = std::time::Instant::now();
-    origin(at).instant(at)
-}
-
-/// The std instant of a core instant, for timers.
-#[allow(clippy::disallowed_methods)]
-pub(crate) fn timer_at(at: logship_core::time::Instant) -> std::time::Instant {
-    origin(std::time::Instant::now()).to_std(at)
-}
-
-/// The process's origin of core time: the first clock reading any task made.
-fn origin(at: std::time::Instant) -> logship_core::time::Origin {
-    static ORIGIN: std::sync::OnceLock<logship_core::time::Origin> = std::sync::OnceLock::new();
-    *ORIGIN.get_or_init(|| logship_core::time::Origin::new(at))
-}
-
 /// Lets other tasks run every so often. async-io has no cooperative budget (unlike tokio), so
 /// a loop whose awaits are always ready (a busy socket) would otherwise hold its executor
 /// thread, starving other tasks and delaying cancellation.
@@ -131,45 +174,26 @@ fn origin(at: std::time::Instant) -> logship_core::time::Origin {
 pub(crate) struct Budget(u32);
 
 impl Budget {
-    const TURNS: u32 = 32;
-
-    /// Counts one turn of a loop; yields once every [`Self::TURNS`] turns.
+    /// Counts one turn of a loop; yields once every 32 turns.
     pub(crate) async fn tick(&mut self) {
-        self.0 += 1;
-        if self.0 >= Self::TURNS {
-            self.0 = 0;
+        self.0 = (self.0 + 1) % 32;
+        if self.0 == 0 {
             futures_lite::future::yield_now().await;
         }
     }
 }
 
-/// A connection: plain TCP, or TLS over it.
-pub(crate) trait Link: futures_lite::AsyncRead + futures_lite::AsyncWrite + Send + Unpin {}
-impl<T: futures_lite::AsyncRead + futures_lite::AsyncWrite + Send + Unpin> Link for T {}
-pub(crate) type Stream = Box<dyn Link>;
-
-/// A task's answer to one request.
-pub(crate) struct Once<T>(Sender<T>);
-
-impl<T> Reply<T> for Once<T> {
-    fn send(self, value: T) {
-        let _ = self.0.try_send(value);
-    }
+/// `out`, once `work` is done.
+pub(crate) async fn then<T>(work: impl Future, out: T) -> T {
+    work.await;
+    out
 }
 
-/// Sends the command `make` builds around a reply and waits for the answer; `None` when the
-/// task is gone.
-pub(crate) async fn ask<C, T>(commands: &Sender<C>, make: impl FnOnce(Once<T>) -> C) -> Option<T> {
-    let (reply, answer) = bounded(1);
-    commands.send(make(Once(reply))).await.ok()?;
-    answer.recv().await.ok()
-}
-
-/// Whether `durable` succeeds within `limit`.
-pub(crate) async fn within<T, E>(limit: Duration, durable: impl Future<Output = Result<T, E>>) -> bool {
-    let expire = async {
-        async_io::Timer::after(limit).await;
-        false
+/// `work`'s output, or `None` once `stop` receives a value or every sender of it is gone.
+pub(crate) async fn unless<T>(stop: &Receiver<()>, work: impl Future<Output = T>) -> Option<T> {
+    let stopped = async {
+        let _ = stop.recv().await;
+        None
     };
-    async { durable.await.is_ok() }.or(expire).await
+    async { Some(work.await) }.or(stopped).await
 }

@@ -1,67 +1,36 @@
 //! The master service on async-io / async-net.
 
-use std::{future::poll_fn, io, net::SocketAddr, pin::Pin, sync::Arc, time::Duration};
+use std::future::{pending, poll_fn};
+use std::{io, net::SocketAddr, pin::Pin, sync::Arc};
 
 use async_channel::{Receiver, Sender, bounded};
 use async_io::Timer;
 use async_net::{TcpListener, TcpStream};
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, FutureExt};
 use futures_rustls::TlsAcceptor;
-use logship_core::service::tls::{Link, LinkKind, MasterTls};
+use logship_core::service::tls::{Link, MasterTls};
 use logship_core::service::*;
-use logship_core::{ConnId, MessageLog, Offset, PutResult, WaitError};
-use tracing::{Instrument, info, warn};
+use logship_core::{ConnId, MessageLog};
+use tracing::{Instrument, info};
 
-use crate::{Budget, Once, Spawn, Stream, ask, now, timer_at, within};
+use crate::{Budget, Smol, Spawn, Stream, now, then, timer_at, unless};
 
 /// Capacity of the channel into the core task.
 const COMMAND_QUEUE: usize = 4096;
 /// Read buffer of a connection.
 const READ_BUFFER: usize = 4096;
 
-type WaitReply = Once<Result<Offset, WaitError>>;
-type Command = TaskCommand<ConnHandle, WaitReply, Once<MasterStatus>, Once<()>>;
-type Task<L> = MasterTask<L, ConnHandle, WaitReply, Once<MasterStatus>, Once<()>>;
+type Command = MasterCommandOn<Smol>;
 
-/// The core task's handle on one connection.
-struct ConnHandle {
-    frames: Sender<Transmit>,
-    /// Dropping it ends the connection.
-    close: Option<Sender<()>>,
-}
+/// A running master: puts messages, reports status, shuts down. Cheap to clone.
+pub type MasterHandle<L> = logship_core::service::MasterHandle<L, Smol>;
 
-impl ConnSink for ConnHandle {
-    fn transmit(&mut self, transmit: Transmit) {
-        // Capacity is max_inflight, which the core never exceeds; a full or closed channel means
-        // the writer is gone and the teardown will report Closed.
-        let _ = self.frames.try_send(transmit);
-    }
-
-    fn close(&mut self) {
-        self.close = None;
-    }
-}
-
+/// What the accept loop and the connection tasks share.
 struct Shared<L> {
     log: Arc<L>,
     config: MasterServiceConfig,
     commands: Sender<Command>,
-    /// A one-slot wake-up: puts `try_send` into it, so wakes coalesce.
-    appended: Sender<()>,
-    gate: Arc<PutGate>,
-    local_addr: SocketAddr,
     spawner: Arc<dyn Spawn>,
-}
-
-/// A running master: puts messages, reports status, shuts down. Cheap to clone.
-pub struct MasterHandle<L> {
-    shared: Arc<Shared<L>>,
-}
-
-impl<L> Clone for MasterHandle<L> {
-    fn clone(&self) -> Self {
-        Self { shared: self.shared.clone() }
-    }
 }
 
 /// Binds `listen` and starts a master service for `log`, running its tasks on `spawner`.
@@ -71,122 +40,37 @@ pub async fn spawn_master<L: MessageLog>(
     listen: SocketAddr,
     spawner: impl Spawn,
 ) -> Result<MasterHandle<L>, StartError> {
-    let task = Task::start(&config, now(), log.clone())?;
+    let task = MasterTaskOn::start(&config, now(), log.clone())?;
     let bind = |source| StartError::Bind { addr: listen, source };
     let listener = TcpListener::bind(listen).await.map_err(bind)?;
     let local_addr = listener.local_addr().map_err(bind)?;
     let (commands, commands_rx) = bounded(COMMAND_QUEUE);
     let (appended, appended_rx) = bounded(1);
-    let gate = task.gate().clone();
-    let spawner = Arc::new(spawner);
-    let shared = Arc::new(Shared { log, config, commands, appended, gate, local_addr, spawner });
-    let (stop_accepting, stop_accepting_rx) = bounded(1);
-    shared.spawner.spawn(Box::pin(accept_loop(listener, shared.clone(), stop_accepting_rx)));
-    let core = core_task(task, commands_rx, appended_rx, shared.clone(), stop_accepting);
+    let handle = MasterHandle::new(&task, config.clone(), local_addr, commands.clone(), appended, Smol);
+    let shared = Arc::new(Shared { log, config, commands, spawner: Arc::new(spawner) });
+    let (accept, accept_rx) = bounded(1);
+    shared.spawner.spawn(Box::pin(accept_loop(listener, shared.clone(), accept_rx)));
+    let core = core_task(task, commands_rx, appended_rx, shared.clone(), accept);
     shared.spawner.spawn(Box::pin(core.instrument(master_span(local_addr))));
-    info!(listen = %local_addr, role = shared.config.role.rocketmq_name(), "HA master listening");
-    Ok(MasterHandle { shared })
+    Ok(handle)
 }
 
-impl<L: MessageLog> MasterHandle<L> {
-    /// The address slaves connect to.
-    pub fn local_addr(&self) -> SocketAddr {
-        self.shared.local_addr
-    }
-
-    /// The log.
-    pub fn log(&self) -> &Arc<L> {
-        &self.shared.log
-    }
-
-    /// Appends `message`, then waits as the role requires: for the disk under SYNC_FLUSH (up to
-    /// `sync_flush_timeout`) and, on a SYNC_MASTER, for the slaves the ack policy needs (up to
-    /// `slave_timeout`). The two waits run side by side; neither depends on the other.
-    pub async fn put(&self, message: L::Message) -> PutResult {
-        let s = &*self.shared;
-        let pending = match s.gate.start(&s.config, &*s.log, message) {
-            Ok(pending) => pending,
-            Err(done) => return done,
-        };
-        let flushed = async {
-            let durable = pending.flush.then(|| s.log.durable(pending.end()));
-            Some(within(s.config.sync_flush_timeout, durable?).await)
-        };
-        let replicated = async {
-            if !pending.replicate {
-                let _ = s.appended.try_send(());
-                return None;
-            }
-            let wait = |reply| TaskCommand::Driver(pending.wait_command(now(), &s.config, reply));
-            Some(ask(&s.commands, wait).await.unwrap_or(Err(WaitError::Cancelled)))
-        };
-        let (flushed, replicated) = futures_lite::future::zip(flushed, replicated).await;
-        pending.finish(flushed, replicated)
-    }
-
-    /// A status snapshot: offsets and every slave's ack, lag and sync state.
-    pub async fn status(&self) -> Option<MasterStatus> {
-        ask(&self.shared.commands, TaskCommand::status).await
-    }
-
-    /// Stops accepting, lets pending replication waits finish (each ends by its deadline),
-    /// flushes the log, and closes every connection. Later puts are refused.
-    pub async fn shutdown(&self) {
-        self.shared.gate.stop();
-        ask(&self.shared.commands, TaskCommand::Shutdown).await;
-    }
-
-    /// Waits until at least `slaves` slaves are in sync (connected, and within
-    /// `ha_max_gap_not_in_sync` of the master's end), and returns the status that showed it.
-    /// The core task answers as soon as they are; gives up after `timeout`.
-    pub async fn wait_in_sync(&self, slaves: usize, timeout: Duration) -> Result<MasterStatus, InSyncError> {
-        let wait = InSyncWait::new(now(), slaves, timeout);
-        let status = ask(&self.shared.commands, |reply| TaskCommand::InSync { wait, reply }).await;
-        wait.outcome(status.ok_or(InSyncError::Stopped)?)
-    }
-}
-
-impl<L: MessageLog> MasterService<L> for MasterHandle<L> {
-    fn local_addr(&self) -> SocketAddr {
-        self.shared.local_addr
-    }
-
-    fn put(&self, message: L::Message) -> ServiceFuture<'_, PutResult> {
-        Box::pin(Self::put(self, message))
-    }
-
-    fn status(&self) -> ServiceFuture<'_, Option<MasterStatus>> {
-        Box::pin(Self::status(self))
-    }
-
-    fn shutdown(&self) -> ServiceFuture<'_, ()> {
-        Box::pin(Self::shutdown(self))
-    }
-}
-
+/// Accepts until `stop` is sent to or closed.
 async fn accept_loop<L: MessageLog>(listener: TcpListener, shared: Arc<Shared<L>>, stop: Receiver<()>) {
-    for n in 1.. {
-        let stopped = async {
-            let _ = stop.recv().await;
-            None
-        };
-        let (stream, peer) = match async { Some(listener.accept().await) }.or(stopped).await {
-            None => return,
-            Some(Ok(accepted)) => accepted,
-            Some(Err(e)) => {
-                warn!(%e, "accept failed");
-                Timer::after(ACCEPT_RETRY).await;
+    let mut accepts = Accepts::default();
+    loop {
+        let Some(accepted) = unless(&stop, listener.accept()).await else { return };
+        let (conn, stream, peer) = match accepts.accepted(accepted) {
+            Ok(accepted) => accepted,
+            Err(pause) => {
+                Timer::after(pause).await;
                 continue;
             }
         };
-        let conn = ConnId(n);
-        if let Err(e) = stream.set_nodelay(true) {
-            warn!(%e, %peer, "cannot set TCP_NODELAY");
-        }
         let (frames, frames_rx) = bounded(shared.config.core.max_inflight as usize);
         let (close, close_rx) = bounded(1);
-        let sink = ConnHandle { frames, close: Some(close) };
-        if shared.commands.send(TaskCommand::accepted(conn, peer, sink)).await.is_err() {
+        let sink = ConnHandle::new(frames, close);
+        if !Smol::send(&shared.commands, TaskCommand::accepted(conn, peer, sink)).await {
             return;
         }
         let task = Conn { id: conn, shared: shared.clone() }.run(stream, frames_rx, close_rx);
@@ -206,15 +90,9 @@ impl<L: MessageLog> Conn<L> {
     /// closing the connection, ends all, and `Closed` is reported exactly once.
     async fn run(self, stream: TcpStream, frames: Receiver<Transmit>, close: Receiver<()>) {
         info!("slave connected");
-        let closed = async {
-            let _ = close.recv().await;
-            Ok("closed by the master")
-        };
-        match self.serve(stream, frames).or(closed).await {
-            Ok(why) => info!(why, "slave connection ended"),
-            Err(e) => warn!(%e, "slave connection failed"),
-        }
-        self.send(TaskCommand::closed(self.id)).await;
+        nodelay_set(stream.set_nodelay(true));
+        let ended = unless(&close, self.serve(stream, frames)).await.unwrap_or(Ok("closed by the master"));
+        self.send(TaskCommand::ended(self.id, ended)).await;
     }
 
     async fn serve(&self, stream: TcpStream, frames: Receiver<Transmit>) -> io::Result<&'static str> {
@@ -230,9 +108,9 @@ impl<L: MessageLog> Conn<L> {
         read.or(async { self.write_path(wr, frames).await.map(|()| "writer stopped") }).await
     }
 
-    /// Peeks at the first byte, runs the TLS handshake if it starts one, and tells the driver
-    /// (which decides what the link may do) before any byte of it is forwarded. `Err` says why
-    /// the connection ended during negotiation.
+    /// Peeks at the first byte, runs the TLS handshake if it starts one ([`negotiate`] decides),
+    /// and tells the driver (which decides what the link may do) before any byte of it is
+    /// forwarded. `Err` says why the connection ended during negotiation.
     async fn negotiate(
         &self,
         stream: TcpStream,
@@ -240,15 +118,14 @@ impl<L: MessageLog> Conn<L> {
     ) -> io::Result<Result<Stream, &'static str>> {
         let mut first = [0u8; 1];
         let peeked = stream.peek(&mut first).await?;
-        let (link, negotiated) = match LinkKind::from_peek(&first[..peeked]) {
-            None => return Ok(Err("end of stream before the first byte")),
-            Some(LinkKind::Plain) => (Link::Plain, Ok(Box::new(stream) as Stream)),
-            Some(LinkKind::Tls) => match TlsAcceptor::from(tls.server_config()).accept(stream).await {
-                Ok(stream) => (Link::tls(stream.get_ref().1), Ok(Box::new(stream) as Stream)),
-                Err(e) => (Link::failed(&e), Err("TLS handshake failed")),
-            },
+        let handshake = |stream| async move {
+            let stream = TlsAcceptor::from(tls.server_config()).accept(stream).await?;
+            Ok((Link::tls(stream.get_ref().1), Box::new(stream) as Stream))
         };
-        self.send(TaskCommand::negotiated(self.id, link)).await;
+        let (link, negotiated) = negotiate(&first[..peeked], Box::new(stream) as Stream, handshake).await;
+        if let Some(link) = link {
+            self.send(TaskCommand::negotiated(self.id, link)).await;
+        }
         Ok(negotiated)
     }
 
@@ -285,54 +162,41 @@ impl<L: MessageLog> Conn<L> {
 
     /// Sends `command` to the core task; `false` once it is gone.
     async fn send(&self, command: Command) -> bool {
-        self.shared.commands.send(command).await.is_ok()
+        Smol::send(&self.shared.commands, command).await
     }
 }
 
-/// What woke the core task.
-enum Wake {
-    Appended,
-    Command(Option<Command>),
-    Timer,
-}
-
 async fn core_task<L: MessageLog>(
-    mut task: Task<L>,
+    mut task: MasterTaskOn<L, Smol>,
     commands: Receiver<Command>,
     appended: Receiver<()>,
     shared: Arc<Shared<L>>,
-    stop_accepting: Sender<()>,
+    accept: Sender<()>,
 ) {
     let mut timer = Timer::at(timer_at(task.deadline()));
     let mut budget = Budget::default();
     loop {
         budget.tick().await;
-        let wake = async {
-            let _ = appended.recv().await;
-            Wake::Appended
+        let woken = async {
+            match appended.recv().await {
+                Ok(()) => MasterWake::Appended,
+                Err(_) => pending().await,
+            }
         };
-        let command = async { Wake::Command(commands.recv().await.ok()) };
-        let timer_fired = async {
-            (&mut timer).await;
-            Wake::Timer
-        };
-        match wake.or(command).or(timer_fired).await {
-            Wake::Appended => task.appended(now()),
-            Wake::Command(Some(first)) => task.apply_batch(now(), first, || commands.try_recv().ok()),
-            Wake::Command(None) => break,
-            Wake::Timer => task.timer(now()),
-        }
+        let command = async { MasterWake::Command(commands.recv().await.ok()) };
+        let timer_fired = then(&mut timer, MasterWake::Timer);
+        let wake = woken.or(command).or(timer_fired).await;
+        let next = task.wake(now(), wake, || commands.try_recv().ok());
         if task.is_stopping() {
-            let _ = stop_accepting.try_send(());
+            let _ = accept.try_send(());
         }
-        let Some(deadline) = task.settle(now()) else { break };
-        timer.set_at(timer_at(deadline));
+        let Some(deadline) = next.map(timer_at) else { break };
+        timer.set_at(deadline);
     }
-    let flushed = within(shared.config.sync_flush_timeout, shared.log.durable(task.flush_target())).await;
     // Refuse later commands, and drop queued ones so that their callers (a `status()` sent
     // during shutdown) see the service stopped instead of waiting forever: async-channel keeps
     // queued messages after the receiver goes.
     commands.close();
     while commands.try_recv().is_ok() {}
-    task.finish(flushed);
+    task.stop(&Smol, shared.config.sync_flush_timeout).await;
 }

@@ -72,9 +72,14 @@
 //! A slave runs one task around a [`SlaveTask`](logship_core::service::SlaveTask), which owns
 //! the [`SlaveDriver`](logship_core::service::SlaveDriver) and the connection and decides what
 //! each connect, read, report and flush outcome means. Flushes (with `AckOn::Flushed`) run on
-//! tokio's blocking pool.
+//! tokio's blocking pool. Each task names what woke it
+//! ([`MasterWake`](logship_core::service::MasterWake),
+//! [`SlaveWake`](logship_core::service::SlaveWake)) and hands that to the service layer.
 //!
-//! Both handles also implement [`MasterService`](logship_core::service::MasterService) and
+//! The handles are the service layer's, written once for every adapter over its
+//! [`Runtime`]: [`MasterHandle`] is
+//! [`logship_core::service::MasterHandle`] on [`Tokio`], [`SlaveHandle`] likewise. They also
+//! implement [`MasterService`](logship_core::service::MasterService) and
 //! [`SlaveService`](logship_core::service::SlaveService), for code that runs on either adapter.
 //!
 //! Time is tokio's clock (`tokio::time::Instant`), so tests with a paused clock work, mapped onto
@@ -87,8 +92,8 @@ mod slave;
 use std::future::Future;
 use std::time::Duration;
 
-use logship_core::service::Reply;
-use tokio::sync::{mpsc, oneshot};
+use logship_core::service::{ReplySlot, Runtime};
+use tokio::sync::mpsc;
 
 pub use logship_core::service::{InSyncError, StartError};
 pub use master::{MasterHandle, spawn_master};
@@ -117,35 +122,49 @@ pub(crate) trait Link: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unp
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Link for T {}
 pub(crate) type Stream = Box<dyn Link>;
 
-/// A task's answer to one request.
-pub(crate) struct Once<T>(oneshot::Sender<T>);
+/// Tokio as the services' [`Runtime`]: its clock, `mpsc` channels, and the timers
+/// of the runtime a service was spawned on (so a handle may be awaited on another executor).
+#[derive(Clone, Debug)]
+pub struct Tokio(tokio::runtime::Handle);
 
-impl<T> Reply<T> for Once<T> {
-    fn send(self, value: T) {
-        let _ = self.0.send(value);
+impl Tokio {
+    /// The runtime the caller runs on.
+    pub(crate) fn current() -> Self {
+        Self(tokio::runtime::Handle::current())
     }
 }
 
-/// Sends the command `make` builds around a reply and waits for the answer; `None` when the
-/// task is gone.
-pub(crate) async fn ask<C, T>(commands: &mpsc::Sender<C>, make: impl FnOnce(Once<T>) -> C) -> Option<T> {
-    let (reply, answer) = oneshot::channel();
-    commands.send(make(Once(reply))).await.ok()?;
-    answer.await.ok()
-}
+impl Runtime for Tokio {
+    type Sender<T: Send + 'static> = mpsc::Sender<T>;
 
-/// Whether `durable` succeeds within `limit`. The timer belongs to `runtime`, so callers
-/// outside it (another executor's task) can wait too.
-pub(crate) fn within<T, E>(
-    runtime: &tokio::runtime::Handle,
-    limit: Duration,
-    durable: impl Future<Output = Result<T, E>>,
-) -> impl Future<Output = bool> {
-    let timeout = {
-        let _context = runtime.enter();
-        tokio::time::timeout(limit, durable)
-    };
-    async move { matches!(timeout.await, Ok(Ok(_))) }
+    fn now(&self) -> logship_core::time::Instant {
+        now()
+    }
+
+    async fn send<T: Send + 'static>(to: &mpsc::Sender<T>, value: T) -> bool {
+        to.send(value).await.is_ok()
+    }
+
+    fn try_send<T: Send + 'static>(to: &mpsc::Sender<T>, value: T) -> bool {
+        to.try_send(value).is_ok()
+    }
+
+    fn reply<T: Send + 'static>() -> (ReplySlot<Self, T>, impl Future<Output = Option<T>> + Send) {
+        let (reply, mut answer) = mpsc::channel(1);
+        (ReplySlot::new(reply), async move { answer.recv().await })
+    }
+
+    fn timeout<F: Future + Send>(
+        &self,
+        limit: Duration,
+        work: F,
+    ) -> impl Future<Output = Option<F::Output>> + Send {
+        let timeout = {
+            let _context = self.0.enter();
+            tokio::time::timeout(limit, work)
+        };
+        async move { timeout.await.ok() }
+    }
 }
 
 #[cfg(test)]

@@ -1,14 +1,24 @@
-//! What every adapter's service handles offer, as traits: code that runs a master or a slave
-//! on any adapter (an embedder's, or the tests that pair adapters) holds a
-//! `Box<dyn MasterService<L>>` or `Box<dyn SlaveService>` instead of one type per adapter.
-//! Each adapter's handle also has the same methods as inherent `async fn`s.
+//! The handles of a running service, written once for every adapter over its [`Runtime`]:
+//! [`MasterHandle`] and [`SlaveHandle`] (each adapter names them for its runtime), and the
+//! traits [`MasterService`] and [`SlaveService`] they implement, so that code that runs a
+//! master or a slave on any adapter (an embedder's, or the tests that pair adapters) can hold
+//! a `Box<dyn MasterService<L>>` or `Box<dyn SlaveService>`.
 
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
 
+use tracing::info;
+
+use crate::error::WaitError;
 use crate::log::{MessageLog, PutResult};
-use crate::service::{MasterStatus, SlaveStatus};
+use crate::service::runtime::{MasterCommandOn, MasterTaskOn, SlaveCommandOn, join};
+use crate::service::{
+    InSyncError, InSyncWait, MasterCommand, MasterServiceConfig, MasterStatus, PutGate, Runtime,
+    SlaveCommand, SlaveStatus, TaskCommand,
+};
 
 /// A boxed future a service handle returns through its trait.
 pub type ServiceFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -18,13 +28,13 @@ pub trait MasterService<L: MessageLog>: Send + Sync {
     /// The address slaves connect to.
     fn local_addr(&self) -> SocketAddr;
 
-    /// Appends `message`, then waits as the role requires (see the adapters' `MasterHandle::put`).
+    /// Appends `message`, then waits as the role requires (see [`MasterHandle::put`]).
     fn put(&self, message: L::Message) -> ServiceFuture<'_, PutResult>;
 
     /// A status snapshot; `None` once the service stopped.
     fn status(&self) -> ServiceFuture<'_, Option<MasterStatus>>;
 
-    /// Stops the service (see the adapters' `MasterHandle::shutdown`).
+    /// Stops the service (see [`MasterHandle::shutdown`]).
     fn shutdown(&self) -> ServiceFuture<'_, ()>;
 }
 
@@ -35,4 +45,156 @@ pub trait SlaveService: Send + Sync {
 
     /// Closes the connection, flushes the log and stops.
     fn shutdown(&self) -> ServiceFuture<'_, ()>;
+}
+
+struct MasterShared<L, R: Runtime> {
+    log: Arc<L>,
+    config: MasterServiceConfig,
+    gate: Arc<PutGate>,
+    local_addr: SocketAddr,
+    commands: R::Sender<MasterCommandOn<R>>,
+    appended: R::Sender<()>,
+    runtime: R,
+}
+
+/// A running master on runtime `R`: puts messages, reports status, shuts down. Cheap to clone.
+pub struct MasterHandle<L, R: Runtime> {
+    shared: Arc<MasterShared<L, R>>,
+}
+
+impl<L, R: Runtime> Clone for MasterHandle<L, R> {
+    fn clone(&self) -> Self {
+        Self { shared: self.shared.clone() }
+    }
+}
+
+impl<L: MessageLog, R: Runtime> MasterHandle<L, R> {
+    /// The handle on the master service whose core task owns `task` and receives `commands`;
+    /// `appended` is a one-slot channel that wakes the task after a put that waits for no slave.
+    pub fn new(
+        task: &MasterTaskOn<L, R>,
+        config: MasterServiceConfig,
+        local_addr: SocketAddr,
+        commands: R::Sender<MasterCommandOn<R>>,
+        appended: R::Sender<()>,
+        runtime: R,
+    ) -> Self {
+        info!(listen = %local_addr, role = config.role.rocketmq_name(), "HA master listening");
+        let (log, gate) = (task.log().clone(), task.gate().clone());
+        Self { shared: Arc::new(MasterShared { log, config, gate, local_addr, commands, appended, runtime }) }
+    }
+
+    /// The address slaves connect to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.shared.local_addr
+    }
+
+    /// The log.
+    pub fn log(&self) -> &Arc<L> {
+        &self.shared.log
+    }
+
+    /// Appends `message`, then waits as the role requires: for the disk under SYNC_FLUSH (up to
+    /// `sync_flush_timeout`) and, on a SYNC_MASTER, for the slaves the ack policy needs (up to
+    /// `slave_timeout`). The two waits run side by side; neither depends on the other.
+    pub async fn put(&self, message: L::Message) -> PutResult {
+        let s = &*self.shared;
+        let pending = match s.gate.start(&s.config, &*s.log, message) {
+            Ok(pending) => pending,
+            Err(done) => return done,
+        };
+        let flushed = async {
+            let durable = pending.flush.then(|| s.log.durable(pending.end()))?;
+            Some(s.runtime.within(s.config.sync_flush_timeout, durable).await)
+        };
+        let replicated = async {
+            if !pending.replicate {
+                R::try_send(&s.appended, ());
+                return None;
+            }
+            let wait = |reply| TaskCommand::Driver(pending.wait_command(s.runtime.now(), &s.config, reply));
+            Some(R::ask(&s.commands, wait).await.unwrap_or(Err(WaitError::Cancelled)))
+        };
+        let (flushed, replicated) = join(flushed, replicated).await;
+        pending.finish(flushed, replicated)
+    }
+
+    /// A status snapshot: offsets and every slave's ack, lag and sync state; `None` once the
+    /// service stopped.
+    pub async fn status(&self) -> Option<MasterStatus> {
+        R::ask(&self.shared.commands, |reply| TaskCommand::Driver(MasterCommand::Status { reply })).await
+    }
+
+    /// Stops accepting, lets pending replication waits finish (each ends by its deadline),
+    /// flushes the log, and closes every connection. Later puts are refused.
+    pub async fn shutdown(&self) {
+        self.shared.gate.stop();
+        R::ask(&self.shared.commands, TaskCommand::Shutdown).await;
+    }
+
+    /// Waits until at least `slaves` slaves are in sync (connected, and within
+    /// `ha_max_gap_not_in_sync` of the master's end), and returns the status that showed it.
+    /// The core task answers as soon as they are; gives up after `timeout`.
+    pub async fn wait_in_sync(&self, slaves: usize, timeout: Duration) -> Result<MasterStatus, InSyncError> {
+        let wait = InSyncWait::new(self.shared.runtime.now(), slaves, timeout);
+        let status = R::ask(&self.shared.commands, |reply| TaskCommand::InSync { wait, reply }).await;
+        wait.outcome(status.ok_or(InSyncError::Stopped)?)
+    }
+}
+
+impl<L: MessageLog, R: Runtime> MasterService<L> for MasterHandle<L, R> {
+    fn local_addr(&self) -> SocketAddr {
+        Self::local_addr(self)
+    }
+
+    fn put(&self, message: L::Message) -> ServiceFuture<'_, PutResult> {
+        Box::pin(Self::put(self, message))
+    }
+
+    fn status(&self) -> ServiceFuture<'_, Option<MasterStatus>> {
+        Box::pin(Self::status(self))
+    }
+
+    fn shutdown(&self) -> ServiceFuture<'_, ()> {
+        Box::pin(Self::shutdown(self))
+    }
+}
+
+/// A running slave on runtime `R`: reports status, shuts down. Cheap to clone.
+pub struct SlaveHandle<R: Runtime> {
+    commands: R::Sender<SlaveCommandOn<R>>,
+}
+
+impl<R: Runtime> Clone for SlaveHandle<R> {
+    fn clone(&self) -> Self {
+        Self { commands: self.commands.clone() }
+    }
+}
+
+impl<R: Runtime> SlaveHandle<R> {
+    /// The handle on the slave service whose task receives `commands`.
+    pub fn new(commands: R::Sender<SlaveCommandOn<R>>) -> Self {
+        Self { commands }
+    }
+
+    /// A status snapshot of the slave's side of the master connection; `None` once the
+    /// service stopped.
+    pub async fn status(&self) -> Option<SlaveStatus> {
+        R::ask(&self.commands, SlaveCommand::Status).await
+    }
+
+    /// Closes the connection, flushes the log and stops.
+    pub async fn shutdown(&self) {
+        R::ask(&self.commands, SlaveCommand::Shutdown).await;
+    }
+}
+
+impl<R: Runtime> SlaveService for SlaveHandle<R> {
+    fn status(&self) -> ServiceFuture<'_, Option<SlaveStatus>> {
+        Box::pin(Self::status(self))
+    }
+
+    fn shutdown(&self) -> ServiceFuture<'_, ()> {
+        Box::pin(Self::shutdown(self))
+    }
 }

@@ -126,6 +126,11 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
         &self.driver
     }
 
+    /// The log.
+    pub fn log(&self) -> &Arc<L> {
+        &self.log
+    }
+
     /// When to call [`timer`](Self::timer) next, as of the last [`settle`](Self::settle).
     pub fn deadline(&self) -> Instant {
         self.deadline
