@@ -13,7 +13,6 @@ use bytes::Bytes;
 use tracing::{info, warn};
 
 use super::*;
-use crate::frame::REPORT_LEN;
 use crate::log::{MessageLog, Offset};
 use crate::service::tls::Link;
 use crate::{BrokerRole, ConnId};
@@ -231,9 +230,10 @@ pub enum SlaveIo<'a, S> {
     /// Start connecting to the master ([`SlaveTask::config`]: address, TLS, connect timeout);
     /// hand the outcome to [`SlaveTask::connect_done`].
     Connect,
-    /// Write this report on the connection and flush it, within [`SlaveTask::send_timeout`];
-    /// hand the outcome to [`SlaveTask::send_done`].
-    Send([u8; REPORT_LEN], &'a mut S),
+    /// Write these bytes on the connection in one write and flush it, within
+    /// [`SlaveTask::send_timeout`]; hand the outcome to [`SlaveTask::send_done`]. Any length:
+    /// a classic report is 8 bytes, an AutoSwitch handshake 16 and an ack 12.
+    Send(Bytes, &'a mut S),
     /// Run `LogWrite::flush` off the async threads; hand the outcome to
     /// [`SlaveTask::flush_done`].
     Flush,
