@@ -42,6 +42,14 @@ pub enum TaskCommand<C, W, S, R> {
     /// Stop: stop accepting, let pending replication waits end (each by its deadline), flush
     /// the log, close every connection, then reply.
     Shutdown(R),
+    /// Controller mode: apply this sync-state-set (an operator's or a coordinator's decision;
+    /// the master is always a member). Ignored by a classic master.
+    SetSyncStateSet {
+        /// The members.
+        set: std::collections::BTreeSet<crate::autoswitch::BrokerId>,
+        /// The epoch of the set.
+        epoch: i32,
+    },
 }
 
 impl<C, W, S, R> From<MasterCommand<C, W, S>> for TaskCommand<C, W, S, R> {
@@ -90,7 +98,7 @@ impl<C, W, S, R> TaskCommand<C, W, S, R> {
 /// it returns; when it returns `None`, make the log durable up to
 /// [`flush_target`](Self::flush_target) and [`finish`](Self::finish).
 pub struct MasterTask<L, C, W, S, R> {
-    driver: MasterDriver<C, W>,
+    driver: AnyMasterDriver<L, C, W>,
     /// In-sync waits, answered by [`settle`](Self::settle).
     in_sync: Vec<(InSyncWait, S)>,
     log: Arc<L>,
@@ -108,7 +116,7 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
     /// authority for the settings they share), the driver built, and its first outputs done.
     pub fn start(config: &MasterServiceConfig, now: Instant, log: Arc<L>) -> Result<Self, StartError> {
         config.validate_with(&*log)?;
-        let mut driver = MasterDriver::for_service(config, now, log.clone())?;
+        let mut driver = AnyMasterDriver::for_service(config, now, log.clone())?;
         let gate = Arc::new(PutGate::new(driver.fence().is_some()));
         let deadline = driver.drain();
         let in_sync = Vec::new();
@@ -120,8 +128,8 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
         &self.gate
     }
 
-    /// The driver.
-    pub fn driver(&self) -> &MasterDriver<C, W> {
+    /// The driver: classic, or AutoSwitch in controller mode.
+    pub fn driver(&self) -> &AnyMasterDriver<L, C, W> {
         &self.driver
     }
 
@@ -148,6 +156,11 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
                 }
                 TaskCommand::Driver(c) => self.driver.apply(now, c, &*self.log, self.role),
                 TaskCommand::InSync { wait, reply } => self.in_sync.push((wait, reply)),
+                TaskCommand::SetSyncStateSet { set, epoch } => {
+                    if !self.driver.set_sync_state_set(now, set, epoch) {
+                        warn!("a sync-state-set for a classic master: ignored");
+                    }
+                }
             }
             applied += 1;
             next = if applied < MAX_BATCH { more() } else { None };
