@@ -48,13 +48,22 @@ pub struct SlaveDriver<L> {
 }
 
 impl<L: LogWrite> SlaveDriver<L> {
-    /// A driver for `log`, replicating from `config.master_address`.
+    /// A driver for `log`, replicating from `config.master_address` with the classic protocol.
+    /// A configuration for controller mode is refused: an
+    /// [`AutoSwitchSlaveDriver`](super::AutoSwitchSlaveDriver) runs it.
     pub fn new(
         config: &SlaveServiceConfig,
         now: Instant,
         log: std::sync::Arc<L>,
     ) -> Result<Self, CoreConfigError> {
         config.validate()?;
+        if config.controller.is_some() {
+            return Err(CoreConfigError::Invalid {
+                field: "controller",
+                value: "Some(..)".into(),
+                reason: "the classic slave driver does not run controller mode (an AutoSwitchSlaveDriver does)",
+            });
+        }
         let core = Slave::new(config.core.clone(), now, log.bounds().max, log.flushed())?;
         Ok(Self {
             core,
@@ -214,6 +223,7 @@ impl<L: LogWrite> SlaveDriver<L> {
             peer_errors: self.peer_errors,
             append_error: self.append_error.clone(),
             append_failures: self.append_failures,
+            autoswitch: None,
         }
     }
 
