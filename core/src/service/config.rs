@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::config::{CoreConfigError, MasterConfig, SlaveConfig};
 use crate::log::MessageLog;
 use crate::service::tls::SlaveTls;
-use crate::service::{Admission, MasterControllerConfig};
+use crate::service::{Admission, MasterControllerConfig, SlaveControllerConfig};
 use crate::{BrokerRole, FlushDiskType};
 
 /// RocketMQ `slaveTimeout`: how long a SYNC_MASTER put waits for slaves.
@@ -137,6 +137,10 @@ pub struct SlaveServiceConfig {
     pub connect_timeout: Duration,
     /// TLS to the master (`haTlsEnable`); `None`: the classic plain link.
     pub tls: Option<SlaveTls>,
+    /// Controller mode (RocketMQ `enableControllerMode=true`): follow the master with the
+    /// AutoSwitch protocol as the controller's `changeToSlave` says. `None`: the classic
+    /// protocol. Needs a log that keeps epochs ([`LogRead::epoch_log`](crate::LogRead::epoch_log)).
+    pub controller: Option<SlaveControllerConfig>,
 }
 
 impl SlaveServiceConfig {
@@ -147,12 +151,17 @@ impl SlaveServiceConfig {
             master_address: master_address.into(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             tls: None,
+            controller: None,
         }
     }
 
     /// Checks every field, naming the first that cannot work.
     pub fn validate(&self) -> Result<(), CoreConfigError> {
         self.core.validate()?;
+        if let Some(controller) = &self.controller {
+            controller.validate()?;
+            controller.core_config(self).validate()?;
+        }
         // RocketMQ ignores addresses shorter than 6 characters (HA_ADDRESS_MIN_LENGTH).
         if self.master_address.len() < 6 || !self.master_address.contains(':') {
             return Err(CoreConfigError::Invalid {
@@ -193,6 +202,13 @@ pub enum StartError {
     /// Controller mode over a log that keeps no epochs ([`LogRead::epoch_log`](crate::LogRead::epoch_log) is `None`).
     #[error("controller mode needs a log that keeps an epoch list and a confirm offset; this log keeps none")]
     NoEpochLog,
+    /// Controller mode over a log whose epoch list the protocol cannot hold (out of order, or
+    /// a negative epoch).
+    #[error("the log's epoch list is invalid: {reason}")]
+    InvalidEpochList {
+        /// What is wrong with it.
+        reason: String,
+    },
     /// Controller mode at an epoch below the log's last one: a newer master wrote this log.
     #[error("cannot become master at epoch {epoch}: the log's last epoch is {last}")]
     EpochBehind {

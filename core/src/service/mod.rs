@@ -39,7 +39,9 @@
 //! - admission of replicas by address: [`Admission`], [`IpNet`]; by certificate: [`tls`];
 //! - the drivers: [`MasterDriver`], [`SlaveDriver`]; in controller mode (the AutoSwitch
 //!   protocol, [`MasterServiceConfig::controller`]) [`AutoSwitchDriver`]; a master task runs
-//!   whichever the configuration asks for ([`AnyMasterDriver`]).
+//!   whichever the configuration asks for ([`AnyMasterDriver`]); a slave's
+//!   [`AutoSwitchSlaveDriver`] ([`SlaveServiceConfig::controller`]), chosen by a slave task
+//!   ([`AnySlaveDriver`]).
 //!
 //! Settings a service shares with its log have one authority, the log: the master takes its
 //! segment size from [`LogRead::segment_size`](crate::LogRead::segment_size), and a service
@@ -72,6 +74,7 @@ pub use autoswitch::{
     AnyMasterDriver, AutoSwitchDriver, AutoSwitchMasterStatus, AutoSwitchSlaveInfo, LocalAuthority,
     MasterControllerConfig, SyncStateSetAuthority,
 };
+pub use autoswitch::{AnySlaveDriver, AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, SlaveControllerConfig};
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_SLAVE_TIMEOUT, DEFAULT_SYNC_FLUSH_TIMEOUT, MasterServiceConfig,
     SlaveServiceConfig, StartError,

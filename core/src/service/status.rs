@@ -175,4 +175,6 @@ pub struct SlaveStatus {
     pub append_error: Option<String>,
     /// Appends that failed since start.
     pub append_failures: u64,
+    /// Controller mode: master epoch, confirmOffset, epochs; `None` for the classic protocol.
+    pub autoswitch: Option<super::AutoSwitchSlaveStatus>,
 }

@@ -13,7 +13,6 @@ use bytes::Bytes;
 use tracing::{info, warn};
 
 use super::*;
-use crate::frame::REPORT_LEN;
 use crate::log::{MessageLog, Offset};
 use crate::service::tls::Link;
 use crate::{BrokerRole, ConnId};
@@ -244,9 +243,10 @@ pub enum SlaveIo<'a, S> {
     /// Start connecting to the master ([`SlaveTask::config`]: address, TLS, connect timeout);
     /// hand the outcome to [`SlaveTask::connect_done`].
     Connect,
-    /// Write this report on the connection and flush it, within [`SlaveTask::send_timeout`];
-    /// hand the outcome to [`SlaveTask::send_done`].
-    Send([u8; REPORT_LEN], &'a mut S),
+    /// Write these bytes on the connection in one write and flush it, within
+    /// [`SlaveTask::send_timeout`]; hand the outcome to [`SlaveTask::send_done`]. Any length:
+    /// a classic report is 8 bytes, an AutoSwitch handshake 16 and an ack 12.
+    Send(Bytes, &'a mut S),
     /// Run `LogWrite::flush` off the async threads; hand the outcome to
     /// [`SlaveTask::flush_done`].
     Flush,
@@ -254,22 +254,25 @@ pub enum SlaveIo<'a, S> {
     SleepUntil(Instant),
 }
 
-/// The state a slave service's task owns: the [`SlaveDriver`] and the connection `S` (the
+/// The state a slave service's task owns: the driver (the classic [`SlaveDriver`], or in
+/// controller mode the [`AutoSwitchSlaveDriver`]: [`AnySlaveDriver`]) and the connection `S` (the
 /// adapter's stream, which this never reads or writes). The adapter performs the
 /// [`SlaveIo`]s ([`next_action`](Self::next_action)), reads from [`stream`](Self::stream) while
 /// [`wants_read`](Self::wants_read), and hands every outcome back (`*_done`), which decides
 /// whether the connection stays up.
 pub struct SlaveTask<L, S> {
-    driver: SlaveDriver<L>,
+    driver: AnySlaveDriver<L>,
     config: SlaveServiceConfig,
     log: Arc<L>,
     stream: Option<S>,
 }
 
 impl<L: crate::LogWrite, S> SlaveTask<L, S> {
-    /// The task of a slave service that replicates from `config.master_address` into `log`.
+    /// The task of a slave service that replicates from `config.master_address` into `log`,
+    /// with the AutoSwitch protocol when `config.controller` is set (refused over a log that
+    /// keeps no epochs: [`StartError::NoEpochLog`]).
     pub fn start(config: SlaveServiceConfig, now: Instant, log: Arc<L>) -> Result<Self, StartError> {
-        let driver = SlaveDriver::new(&config, now, log.clone())?;
+        let driver = AnySlaveDriver::for_service(&config, now, log.clone())?;
         Ok(Self { driver, config, log, stream: None })
     }
 
@@ -284,7 +287,7 @@ impl<L: crate::LogWrite, S> SlaveTask<L, S> {
     }
 
     /// The driver.
-    pub fn driver(&self) -> &SlaveDriver<L> {
+    pub fn driver(&self) -> &AnySlaveDriver<L> {
         &self.driver
     }
 

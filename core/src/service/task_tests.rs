@@ -272,7 +272,7 @@ fn a_slave_task_sends_its_first_report_on_the_connection() {
     let now = connect_with(&mut task, origin(), Ok(3));
     match task.next_action(now) {
         SlaveIo::Send(report, stream) => {
-            assert_eq!(report, 0u64.to_be_bytes(), "an empty log reports offset 0");
+            assert_eq!(report[..], 0u64.to_be_bytes(), "an empty log reports offset 0");
             assert_eq!(*stream, 3);
         }
         other => panic!("expected the first report, got {other:?}"),

@@ -7,9 +7,15 @@ mod master_admission;
 mod master_task;
 #[cfg(test)]
 mod master_tests;
+mod slave;
+mod slave_task;
+#[cfg(test)]
+mod slave_tests;
 
 pub use master::{
     AutoSwitchDriver, AutoSwitchMasterStatus, AutoSwitchSlaveInfo, LocalAuthority, MasterControllerConfig,
     SyncStateSetAuthority,
 };
 pub use master_task::AnyMasterDriver;
+pub use slave::{AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, SlaveControllerConfig};
+pub use slave_task::AnySlaveDriver;
