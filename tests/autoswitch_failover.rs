@@ -12,13 +12,14 @@
 mod support;
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use logship_core::autoswitch::{EpochEntry, SyncPolicy};
 use logship_core::service::{
     MasterControllerConfig, MasterServiceConfig, SlaveControllerConfig, SlaveServiceConfig,
 };
-use logship_core::{BrokerRole, EpochLog, LogSpan, MasterConfig, PutStatus, SlaveConfig};
+use logship_core::{BrokerRole, EpochLog, LogRead, LogSpan, MasterConfig, PutStatus, SlaveConfig};
 use logship_store::CommitLog;
 use support::*;
 
@@ -218,4 +219,56 @@ fn a_cut_old_master_reopens_with_the_new_masters_epochs_and_bytes() {
         assert_eq!(a.bounds().max, end);
         assert_same_bytes(&a, &b, end);
     });
+}
+
+/// Controller mode over `MemoryLog`s, across adapters: the slave ends with the master's bytes
+/// and epochs, and the master's SYNC puts wait for it once it is in the set.
+fn memory_logs_replicate_in_controller_mode(master_side: Side, slave_side: Side) {
+    use logship_core::memlog::MemoryLog;
+    run(async {
+        let (mlog, slog) = (Arc::new(MemoryLog::new()), Arc::new(MemoryLog::new()));
+        let mut config = master_config(1, 3);
+        config.core.mapped_file_size_commit_log = logship_core::DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG;
+        let master = master_side.master(config, mlog.clone()).await;
+        for i in 0..50u8 {
+            assert_eq!(master.put(vec![i; 1000]).await.status, PutStatus::PutOk);
+        }
+        let mut c = SlaveServiceConfig::new(master.addr().to_string());
+        c.core = SlaveConfig { heartbeat_interval: HEARTBEAT, ..SlaveConfig::default() };
+        c.controller = Some(SlaveControllerConfig {
+            broker_id: 2,
+            master_broker_id: 1,
+            master_epoch: 3,
+            ..Default::default()
+        });
+        let slave = slave_side.slave(c, slog.clone()).await;
+        eventually(Duration::from_secs(20), "the memory slave in the set", || async {
+            master.status().await.autoswitch.filter(|a| a.sync_state_set.contains(&2)).map(|_| ())
+        })
+        .await;
+        for i in 50..60u8 {
+            assert_eq!(master.put(vec![i; 1000]).await.status, PutStatus::PutOk);
+        }
+        let end = mlog.bounds().max;
+        eventually(Duration::from_secs(20), "the memory slave caught up", || async {
+            let s = slave.status().await;
+            (s.max_offset == end && slog.confirm_offset() == end).then_some(())
+        })
+        .await;
+        assert_eq!(slog.contents(), mlog.contents());
+        assert_eq!(slog.epochs(), entries(&[(3, 0)]));
+        assert_eq!(mlog.epochs(), entries(&[(3, 0)]));
+        slave.shutdown().await;
+        master.shutdown().await;
+    });
+}
+
+#[test]
+fn memory_logs_replicate_in_controller_mode_tokio_to_smol() {
+    memory_logs_replicate_in_controller_mode(Side::tokio(), Side::smol());
+}
+
+#[test]
+fn memory_logs_replicate_in_controller_mode_smol_to_tokio() {
+    memory_logs_replicate_in_controller_mode(Side::smol(), Side::tokio());
 }
