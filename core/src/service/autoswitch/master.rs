@@ -227,8 +227,6 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
                 reason: "an AutoSwitch driver needs controller mode",
             }));
         };
-        let epochs = record_epoch(&*log, controller.epoch)?;
-        let confirm_offset = log.epoch_log().map_or(0, |e| e.confirm_offset());
         let core = AutoSwitchMasterConfig {
             broker_id: controller.broker_id,
             transfer_batch_size: config.core.transfer_batch_size,
@@ -242,6 +240,10 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             sync: controller.sync,
             verify_first_acks: true,
         };
+        // Checked before the epoch is recorded: a refused start leaves the log as it was.
+        core.validate()?;
+        let epochs = record_epoch(&*log, controller.epoch)?;
+        let confirm_offset = log.epoch_log().map_or(0, |e| e.confirm_offset());
         let start = MasterStart {
             log: log.bounds(),
             epochs,

@@ -53,6 +53,8 @@ struct TestLog {
     inner: MemoryLog,
     no_epochs: bool,
     not_boundaries: Vec<Offset>,
+    /// A segment size other than the memory log's.
+    segment: Option<u64>,
 }
 
 impl LogRead for TestLog {
@@ -70,7 +72,7 @@ impl LogRead for TestLog {
         Ok(self.inner.is_record_boundary(offset)? && !self.not_boundaries.contains(&offset))
     }
     fn segment_size(&self) -> u64 {
-        self.inner.segment_size()
+        self.segment.unwrap_or_else(|| self.inner.segment_size())
     }
     fn epoch_log(&self) -> Option<&dyn EpochLog<Error = MemoryLogError>> {
         if self.no_epochs { None } else { self.inner.epoch_log() }
@@ -256,6 +258,14 @@ fn a_new_master_records_its_epoch_at_the_log_end_before_its_first_put() {
 fn an_epoch_below_the_logs_last_is_refused_and_the_log_is_left_alone() {
     let err = Harness::start(&config(controller(2, &[])), log_with(10, &[(3, 0)])).err().expect("refused");
     assert!(matches!(err, StartError::EpochBehind { epoch: 2, last: 3 }), "{err}");
+}
+
+#[test]
+fn a_start_refused_for_the_logs_segment_size_records_no_epoch() {
+    let log = Arc::new(TestLog { segment: Some(0), ..log_with(10, &[(1, 0)]) });
+    let err = Task::start(&config(controller(2, &[])), Instant::ZERO, log.clone()).err().expect("refused");
+    assert!(matches!(err, StartError::Config(_)), "{err}");
+    assert_eq!(log.inner.epochs(), vec![entry(1, 0)], "the log is left as it was");
 }
 
 #[test]
