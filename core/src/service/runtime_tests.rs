@@ -245,8 +245,8 @@ fn the_handles_traits_reach_the_same_service() {
 fn a_connection_handle_queues_frames_and_closing_drops_the_close_sender() {
     let (frames, close) = (chan::<Transmit>(2), chan::<()>(1));
     let mut sink = ConnHandle::<TestRt>::new(frames.clone(), close.clone());
-    let heartbeat = Transmit { header: [1; 12], body: None };
-    sink.transmit(heartbeat);
+    let heartbeat = Transmit { header: [1; 12].into(), body: None };
+    sink.transmit(heartbeat.clone());
     assert_eq!(take(&frames), Some(heartbeat));
     assert!(!sink.is_closed());
     assert_eq!(Arc::strong_count(&close), 2);
