@@ -46,6 +46,7 @@
 
 mod admission;
 mod config;
+pub mod coordinator;
 mod handle;
 mod in_sync;
 mod master;
