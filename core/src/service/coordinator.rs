@@ -15,6 +15,19 @@
 //! - **Fencing** ([`LeaseGuard`]): a master stops acknowledging `margin` before its lease
 //!   could expire, so it has stopped before anyone can be elected in its place.
 //!
+//! The record is stored as versioned text, readable with `etcdctl get`, and decoded strictly
+//! (anything [`GroupRecord::encode`] would not write is a [`RecordError`]):
+//!
+//! ```text
+//! logship-group-record 1
+//! masterEpoch=3
+//! masterId=1
+//! masterHaAddress=127.0.0.1:10912
+//! masterHttpAddress=127.0.0.1:8080
+//! syncStateSet=1,2
+//! syncStateSetEpoch=4
+//! ```
+//!
 //! Everything here is pure and takes time as `now`; the [`Coordinator`] trait is what a
 //! broker's services call, and an implementation does the I/O.
 

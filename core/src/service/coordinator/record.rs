@@ -130,7 +130,9 @@ pub struct MemberState {
 }
 
 impl GroupRecord {
-    /// The stored form (see the [module docs](self)).
+    /// The stored form: the header `logship-group-record 1`, then one `key=value` line per
+    /// field (`masterEpoch`, `masterId`, `masterHaAddress`, `masterHttpAddress`,
+    /// `syncStateSet` as ascending comma-separated ids, `syncStateSetEpoch`), each ending in `\n`.
     pub fn encode(&self) -> Vec<u8> {
         let mut s = format!("{GROUP_HEADER} {RECORD_VERSION}\n");
         let set = self.sync_state_set.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
