@@ -129,6 +129,17 @@ pub enum CoordinatorError {
         /// What is wrong with it.
         source: RecordError,
     },
+    /// A member key names another broker than the state stored under it.
+    #[error("member key `{key}` holds the state of broker {broker_id}")]
+    MemberKeyMismatch {
+        /// The key.
+        key: String,
+        /// The broker id in the state.
+        broker_id: BrokerId,
+    },
+    /// This broker's state is not published under its lease (publish it first).
+    #[error("this broker's member state is not published under its lease")]
+    NotLive,
     /// This broker's lease is gone; the coordinator grants a new one, but a master of the old
     /// lease must step down.
     #[error("this broker's lease is lost")]
