@@ -196,19 +196,27 @@ async fn set_change_by_an_old_epoch_or_an_old_master_is_refused() {
         elected(&a.campaign(member(1, 0, 10), ElectionPolicy::default()).await.unwrap()).unwrap().clone();
     let first = expand_to(&a, &first.value, &[1, 2]).await;
     a.resign().await.unwrap();
-    let second =
-        elected(&b.campaign(member(2, 1, 10), ElectionPolicy::default()).await.unwrap()).unwrap().clone();
-    assert_eq!(second.value.master_epoch, 2);
 
-    // The old master, back with a new lease, tries to shrink the set to itself in its old epoch.
+    // The old master, back with a new lease, tries to shrink the set to itself in its old
+    // epoch: the record still names it, but its mastership went with its old lease.
     let a2 = connect(etcd.endpoints(), 1, &clock).await;
-    a2.publish(member(1, 1, 10)).await.unwrap();
+    a2.publish(member(1, 1, 5)).await.unwrap();
     let shrink = SetChange {
         proposer: 1,
         master_epoch: first.value.master_epoch,
         sync_state_set_epoch: first.value.sync_state_set_epoch,
         new_set: BTreeSet::from([1]),
     };
+    assert_eq!(
+        a2.change_sync_state_set(shrink.clone()).await.unwrap(),
+        SetChangeOutcome::Refused(SetChangeRefusal::MastershipLost(1))
+    );
+    // Broker 2 (offset 10 against broker 1's 5) is elected in the next epoch.
+    let second =
+        elected(&b.campaign(member(2, 1, 10), ElectionPolicy::default()).await.unwrap()).unwrap().clone();
+    assert_eq!(second.value.master_epoch, 2);
+
+    // Now the old master's proposal is refused as not the master's.
     assert_eq!(
         a2.change_sync_state_set(shrink).await.unwrap(),
         SetChangeOutcome::Refused(SetChangeRefusal::NotMaster { proposer: 1, master: 2 })
@@ -314,4 +322,58 @@ async fn losing_one_etcd_node_of_three_keeps_the_guard_and_losing_all_closes_it(
     let view = a.group().await.unwrap();
     assert_eq!(view.record, Some(record));
     assert_eq!(view.live.iter().map(|m| m.broker_id).collect::<Vec<_>>(), vec![1]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_campaigns_from_disagreeing_views_elect_one_master_per_epoch() {
+    if !etcd_available("racing_campaigns_from_disagreeing_views_elect_one_master_per_epoch") {
+        return;
+    }
+    let etcd = tokio::task::block_in_place(|| EtcdCluster::start(1));
+    let clock = tokio_clock();
+    // Nobody has published before the campaigns start: each contender publishes, then reads,
+    // and many see themselves as the best of those published so far. Only the
+    // compare-and-swap decides.
+    let mut contenders = Vec::new();
+    for id in 1..=8 {
+        contenders.push(Arc::new(connect(etcd.endpoints(), id, &clock).await));
+    }
+    let mut masters_by_epoch: BTreeMap<i32, BTreeSet<i64>> = BTreeMap::new();
+    let mut attempts = 0;
+    for round in 0..5 {
+        let tasks: Vec<_> = contenders
+            .iter()
+            .map(|c| {
+                let c = Arc::clone(c);
+                let me = member(c.broker_id(), round, (c.broker_id() as u64) << 33);
+                tokio::spawn(async move {
+                    (c.broker_id(), c.campaign(me, ElectionPolicy::default()).await.unwrap())
+                })
+            })
+            .collect();
+        let mut winner = None;
+        for task in tasks {
+            let (id, outcome) = task.await.unwrap();
+            if matches!(outcome, CampaignOutcome::Elected(_) | CampaignOutcome::LostRace) {
+                attempts += 1;
+            }
+            if let Some(record) = elected(&outcome) {
+                masters_by_epoch.entry(record.value.master_epoch).or_default().insert(id);
+                winner = Some((id, record.clone()));
+            }
+        }
+        let (winner, record) = winner.expect("someone is elected");
+        let all: Vec<i64> = contenders.iter().map(|c| c.broker_id()).collect();
+        let master = contenders.iter().find(|c| c.broker_id() == winner).unwrap();
+        expand_to(master, &record.value, &all).await;
+        // The master leaves and comes back as a plain member with a new lease.
+        let pos = contenders.iter().position(|c| c.broker_id() == winner).unwrap();
+        contenders.remove(pos).resign().await.unwrap();
+        contenders.push(Arc::new(connect(etcd.endpoints(), winner, &clock).await));
+    }
+    for (epoch, masters) in &masters_by_epoch {
+        assert_eq!(masters.len(), 1, "epoch {epoch} had masters {masters:?}");
+    }
+    assert_eq!(masters_by_epoch.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3, 4, 5]);
+    eprintln!("{attempts} compare-and-swap attempts over 5 elections");
 }

@@ -5,17 +5,21 @@
 //! - `<prefix>/<brokerClusterName>/<brokerName>/record`: the [`GroupRecord`], written only by
 //!   transactions that compare its `mod_revision` (or its absence) with what was read;
 //! - `<prefix>/<brokerClusterName>/<brokerName>/members/<brokerId>`: each live broker's
-//!   [`MemberState`], attached to that broker's lease, so it disappears when the lease expires.
+//!   [`MemberState`], attached to that broker's lease, so it disappears when the lease expires;
+//! - `<prefix>/<brokerClusterName>/<brokerName>/master`: the mastership, written with the record
+//!   by the election under the winner's lease (value `<brokerId> <masterEpoch>`). While it
+//!   exists the master is live; a master that restarts has a new lease and no mastership, and
+//!   competes like any member.
 //!
 //! Each [`EtcdCoordinator`] is one lease session: it grants a lease, keeps it alive in the
 //! background ([`keepalive`]) and feeds every answer into a [`LeaseGuard`]. Once the lease is
 //! lost the coordinator stays lost: a master steps down, and the broker connects a new
 //! coordinator to take part again.
 //!
-//! An election writes the record only while the record is as read, the old master's member key
-//! is absent and this broker's member key is held by this broker's lease, all in one
+//! An election writes the record and the mastership only while the record is as read, no
+//! mastership exists and this broker's member key is held by this broker's lease, all in one
 //! transaction. A set change writes only while the record is as read and this broker's lease
-//! holds the member key.
+//! holds the mastership.
 
 mod keepalive;
 
@@ -32,7 +36,8 @@ use logship_core::service::ServiceFuture;
 use logship_core::service::coordinator::{
     CampaignOutcome, Choice, Coordinator, CoordinatorError, ElectionPolicy, GroupRecord, GroupView,
     LeaseConfig, LeaseConfigError, LeaseGuard, LeaseSnapshot, MemberState, RecordWatch, SetChange,
-    SetChangeOutcome, Versioned, WatchEvent, WatchStart, apply_set_change, choose_master, elected_record,
+    SetChangeOutcome, SetChangeRefusal, Versioned, WatchEvent, WatchStart, apply_set_change, choose_master,
+    elected_record,
 };
 use logship_core::time::{Instant, Origin};
 
@@ -154,13 +159,18 @@ impl EtcdConfig {
 #[derive(Clone, Debug)]
 struct Keys {
     record: String,
+    master: String,
     members: String,
 }
 
 impl Keys {
     fn new(config: &EtcdConfig) -> Self {
         let group = format!("{}/{}/{}", config.key_prefix, config.cluster, config.broker_name);
-        Self { record: format!("{group}/record"), members: format!("{group}/members/") }
+        Self {
+            record: format!("{group}/record"),
+            master: format!("{group}/master"),
+            members: format!("{group}/members/"),
+        }
     }
 
     fn member(&self, id: BrokerId) -> String {
@@ -303,7 +313,7 @@ impl EtcdCoordinator {
     /// The record and members at one revision. A read is retried on a failed connection: the
     /// client's channel may still hand a request to an endpoint that was down, right after
     /// etcd came back.
-    async fn read_group(&self) -> Result<GroupView, CoordinatorError> {
+    async fn read_group(&self) -> Result<(GroupView, Option<i64>), CoordinatorError> {
         let mut attempt = 0;
         loop {
             match self.read_group_once().await {
@@ -317,22 +327,29 @@ impl EtcdCoordinator {
         }
     }
 
-    async fn read_group_once(&self) -> Result<GroupView, CoordinatorError> {
+    /// The view, and the lease holding the mastership.
+    async fn read_group_once(&self) -> Result<(GroupView, Option<i64>), CoordinatorError> {
         let txn = Txn::new().and_then([
             TxnOp::get(self.keys.record.as_str(), None),
+            TxnOp::get(self.keys.master.as_str(), None),
             TxnOp::get(self.keys.members.as_str(), Some(GetOptions::new().with_prefix())),
         ]);
         let resp = self.txn(txn).await?;
         let ops = resp.op_responses();
-        let (Some(TxnOpResponse::Get(record)), Some(TxnOpResponse::Get(members))) = (ops.first(), ops.get(1))
+        let (
+            Some(TxnOpResponse::Get(record)),
+            Some(TxnOpResponse::Get(master)),
+            Some(TxnOpResponse::Get(members)),
+        ) = (ops.first(), ops.get(1), ops.get(2))
         else {
             return Err(CoordinatorError::Unavailable(
                 "etcd answered a read transaction without its reads".into(),
             ));
         };
         let record = record.kvs().first().map(|kv| self.record_of(kv)).transpose()?;
+        let master_lease = master.kvs().first().map(KeyValue::lease);
         let live = self.members_of(members.kvs())?;
-        Ok(GroupView { record, live })
+        Ok((GroupView { record, master_live: master_lease.is_some(), live }, master_lease))
     }
 
     /// The compare that this broker's member key is held by this session's lease.
@@ -375,9 +392,9 @@ impl EtcdCoordinator {
         policy: ElectionPolicy,
     ) -> Result<CampaignOutcome, CoordinatorError> {
         self.do_publish(&me).await?;
-        let view = self.read_group().await?;
+        let (view, _) = self.read_group().await?;
         let current = view.record.as_ref();
-        match choose_master(current.map(|r| &r.value), &view.live, policy) {
+        match choose_master(current.map(|r| &r.value), view.master_live, &view.live, policy) {
             Choice::MasterAlive(id) => return Ok(CampaignOutcome::MasterAlive(id)),
             Choice::NoCandidate => return Ok(CampaignOutcome::NoCandidate),
             Choice::Elect { winner, .. } if winner != self.broker_id => {
@@ -399,12 +416,20 @@ impl EtcdCoordinator {
             return Ok(CampaignOutcome::LostRace);
         };
         let next = elected_record(current.map(|r| &r.value), winner)?;
-        let mut compares = vec![self.record_unchanged(current), self.holds_member_key()];
-        if let Some(r) = current {
-            compares.push(Compare::version(self.keys.member(r.value.master_id), CompareOp::Equal, 0));
-        }
-        let txn =
-            Txn::new().when(compares).and_then([TxnOp::put(self.keys.record.as_str(), next.encode(), None)]);
+        let compares = [
+            self.record_unchanged(current),
+            Compare::version(self.keys.master.as_str(), CompareOp::Equal, 0),
+            self.holds_member_key(),
+        ];
+        let mastership = format!("{} {}", self.broker_id, next.master_epoch);
+        let txn = Txn::new().when(compares).and_then([
+            TxnOp::put(self.keys.record.as_str(), next.encode(), None),
+            TxnOp::put(
+                self.keys.master.as_str(),
+                mastership,
+                Some(PutOptions::new().with_lease(self.lease_id)),
+            ),
+        ]);
         let resp = self.txn(txn).await?;
         if !resp.succeeded() {
             return Ok(CampaignOutcome::LostRace);
@@ -423,7 +448,7 @@ impl EtcdCoordinator {
         self.check_lease()?;
         // A conflict is only a concurrent write; re-evaluate against what is there now.
         for _ in 0..3 {
-            let view = self.read_group().await?;
+            let (view, master_lease) = self.read_group().await?;
             let Some(current) = view.record else {
                 return Err(CoordinatorError::Unavailable("the group has no record to change".into()));
             };
@@ -431,16 +456,17 @@ impl EtcdCoordinator {
                 Ok(next) => next,
                 Err(refusal) => return Ok(SetChangeOutcome::Refused(refusal)),
             };
+            if current.value.master_id == self.broker_id && master_lease != Some(self.lease_id) {
+                return Ok(SetChangeOutcome::Refused(SetChangeRefusal::MastershipLost(self.broker_id)));
+            }
+            let holds_mastership = Compare::lease(self.keys.master.as_str(), CompareOp::Equal, self.lease_id);
             let txn = Txn::new()
-                .when([self.record_unchanged(Some(&current)), self.holds_member_key()])
+                .when([self.record_unchanged(Some(&current)), holds_mastership])
                 .and_then([TxnOp::put(self.keys.record.as_str(), next.encode(), None)]);
             let resp = self.txn(txn).await?;
             if resp.succeeded() {
                 let revision = resp.header().map_or(0, |h| h.revision());
                 return Ok(SetChangeOutcome::Applied(Versioned { revision, value: next }));
-            }
-            if !view.live.iter().any(|m| m.broker_id == self.broker_id) {
-                return Err(CoordinatorError::NotLive);
             }
         }
         Err(CoordinatorError::Unavailable("the record kept changing during a set change".into()))
@@ -479,7 +505,7 @@ impl Coordinator for EtcdCoordinator {
     }
 
     fn group(&self) -> ServiceFuture<'_, Result<GroupView, CoordinatorError>> {
-        Box::pin(self.read_group())
+        Box::pin(async move { Ok(self.read_group().await?.0) })
     }
 
     fn campaign(

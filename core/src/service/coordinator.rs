@@ -63,6 +63,8 @@ pub struct Versioned<T> {
 pub struct GroupView {
     /// The record (`None` before the group's first election).
     pub record: Option<Versioned<GroupRecord>>,
+    /// The record's master still holds its mastership (the lease it was elected under lives).
+    pub master_live: bool,
     /// The live members' published states, by broker id.
     pub live: Vec<MemberState>,
 }
@@ -137,9 +139,6 @@ pub enum CoordinatorError {
         /// The broker id in the state.
         broker_id: BrokerId,
     },
-    /// This broker's state is not published under its lease (publish it first).
-    #[error("this broker's member state is not published under its lease")]
-    NotLive,
     /// This broker's lease is gone; the coordinator grants a new one, but a master of the old
     /// lease must step down.
     #[error("this broker's lease is lost")]
@@ -175,9 +174,9 @@ pub trait Coordinator: Send + Sync {
     fn group(&self) -> ServiceFuture<'_, Result<GroupView, CoordinatorError>>;
 
     /// Publishes `me`, then tries to become master: by [`choose_master`] over one consistent
-    /// read, and if this broker wins, by a compare-and-swap writing [`elected_record`] that
-    /// holds only while the record, the old master's absence and this broker's lease are as
-    /// read.
+    /// read, and if this broker wins, by a compare-and-swap writing [`elected_record`] (and
+    /// this broker's mastership under its lease) that holds only while the record is as read,
+    /// no master holds the mastership, and this broker's lease holds its member state.
     fn campaign(
         &self,
         me: MemberState,

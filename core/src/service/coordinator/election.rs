@@ -42,15 +42,22 @@ pub enum Choice {
 
 /// The election rule.
 ///
-/// - With the record's master among `live`, there is no election.
+/// - While the record's master holds its mastership (`master_live`: in etcd, the master key
+///   the election wrote under the master's lease still exists), there is no election. A master
+///   that restarted is live as a member only, under a new lease, and competes like the others.
 /// - Otherwise the live members of the sync-state-set compete (all live brokers when no record
 ///   exists yet, or, with [`ElectionPolicy::unclean`] only, when no set member is live).
 /// - The highest (epoch, max offset) wins, both compared as 64-bit integers (RocketMQ's
 ///   `(int)(long - long)` comparison picked the lower offset past 2 GiB, #10578); a tie goes to
 ///   the lowest broker id, so every broker computes the same winner.
-pub fn choose_master(record: Option<&GroupRecord>, live: &[MemberState], policy: ElectionPolicy) -> Choice {
+pub fn choose_master(
+    record: Option<&GroupRecord>,
+    master_live: bool,
+    live: &[MemberState],
+    policy: ElectionPolicy,
+) -> Choice {
     if let Some(record) = record {
-        if live.iter().any(|m| m.broker_id == record.master_id) {
+        if master_live {
             return Choice::MasterAlive(record.master_id);
         }
     }
@@ -143,6 +150,10 @@ pub enum SetChangeRefusal {
         /// The record's set epoch.
         current: i32,
     },
+    /// The record names the proposer as master, but from an earlier lease (it restarted or
+    /// lost its lease): it must be elected again before it changes anything.
+    #[error("broker {0} is the record's master from an earlier lease and must be elected again")]
+    MastershipLost(BrokerId),
     /// The proposed set lacks the master.
     #[error("the proposed set does not hold the master {master}")]
     MasterNotInSet {

@@ -217,7 +217,25 @@ proptest! {
 fn live_master_means_no_election() {
     let r = record(3, 1, &[1, 2], 2);
     let live = [member(1, 3, 10), member(2, 3, 99)];
-    assert_eq!(choose_master(Some(&r), &live, ElectionPolicy::default()), Choice::MasterAlive(1));
+    assert_eq!(choose_master(Some(&r), true, &live, ElectionPolicy::default()), Choice::MasterAlive(1));
+}
+
+#[test]
+fn a_restarted_master_without_its_mastership_competes_like_any_member() {
+    // Broker 1 is the record's master, restarted: live as a member, its mastership gone.
+    let r = record(3, 1, &[1, 2], 2);
+    let live = [member(1, 3, 10), member(2, 3, 99)];
+    assert_eq!(
+        choose_master(Some(&r), false, &live, ElectionPolicy::default()),
+        Choice::Elect { winner: 2, unclean: false }
+    );
+    let live = [member(1, 3, 100), member(2, 3, 99)];
+    assert_eq!(
+        choose_master(Some(&r), false, &live, ElectionPolicy::default()),
+        Choice::Elect { winner: 1, unclean: false }
+    );
+    let next = elected_record(Some(&r), &live[0]).unwrap();
+    assert_eq!((next.master_id, next.master_epoch), (1, 4));
 }
 
 #[test]
@@ -226,16 +244,16 @@ fn highest_epoch_then_offset_wins_compared_as_64_bit_integers() {
     let policy = ElectionPolicy::default();
     // RocketMQ #10578: `(int)(a - b)` ranks 3 GiB below 1 GiB (the difference wraps negative).
     let live = [member(2, 3, 1 << 30), member(3, 3, 3 << 30)];
-    assert_eq!(choose_master(Some(&r), &live, policy), Choice::Elect { winner: 3, unclean: false });
+    assert_eq!(choose_master(Some(&r), false, &live, policy), Choice::Elect { winner: 3, unclean: false });
     // Offsets 2^32 apart: the truncated difference is 0, a tie; the larger must win.
     let live = [member(2, 3, 5), member(3, 3, (1 << 32) + 5)];
-    assert_eq!(choose_master(Some(&r), &live, policy), Choice::Elect { winner: 3, unclean: false });
+    assert_eq!(choose_master(Some(&r), false, &live, policy), Choice::Elect { winner: 3, unclean: false });
     // The epoch ranks before the offset.
     let live = [member(2, 3, 1 << 40), member(4, 2, 1 << 41), member(3, 3, 1 << 41)];
-    assert_eq!(choose_master(Some(&r), &live, policy), Choice::Elect { winner: 3, unclean: false });
+    assert_eq!(choose_master(Some(&r), false, &live, policy), Choice::Elect { winner: 3, unclean: false });
     // A tie goes to the lowest id, whatever the order the members were read in.
     let live = [member(4, 3, 7), member(2, 3, 7)];
-    assert_eq!(choose_master(Some(&r), &live, policy), Choice::Elect { winner: 2, unclean: false });
+    assert_eq!(choose_master(Some(&r), false, &live, policy), Choice::Elect { winner: 2, unclean: false });
 }
 
 #[test]
@@ -244,20 +262,20 @@ fn only_live_members_of_the_set_compete_and_unclean_election_needs_the_policy() 
     // Broker 5 is outside the set, far ahead: a set member still wins.
     let live = [member(5, 3, 1 << 40), member(2, 3, 10)];
     assert_eq!(
-        choose_master(Some(&r), &live, ElectionPolicy::default()),
+        choose_master(Some(&r), false, &live, ElectionPolicy::default()),
         Choice::Elect { winner: 2, unclean: false }
     );
     // No set member is live: no election by default.
     let live = [member(5, 3, 1 << 40), member(6, 3, 10)];
-    assert_eq!(choose_master(Some(&r), &live, ElectionPolicy::default()), Choice::NoCandidate);
-    assert_eq!(choose_master(Some(&r), &[], ElectionPolicy { unclean: true }), Choice::NoCandidate);
+    assert_eq!(choose_master(Some(&r), false, &live, ElectionPolicy::default()), Choice::NoCandidate);
+    assert_eq!(choose_master(Some(&r), false, &[], ElectionPolicy { unclean: true }), Choice::NoCandidate);
     assert_eq!(
-        choose_master(Some(&r), &live, ElectionPolicy { unclean: true }),
+        choose_master(Some(&r), false, &live, ElectionPolicy { unclean: true }),
         Choice::Elect { winner: 5, unclean: true }
     );
     // Before the first election every live broker competes.
     assert_eq!(
-        choose_master(None, &live, ElectionPolicy::default()),
+        choose_master(None, false, &live, ElectionPolicy::default()),
         Choice::Elect { winner: 5, unclean: false }
     );
 }
@@ -369,7 +387,8 @@ proptest! {
                         .map(|j| member(j as i64, reads[j].1.as_ref().map_or(0, |r| r.master_epoch), offsets[j] << 31))
                         .collect();
                     let (_, read) = &reads[i];
-                    match choose_master(read.as_ref(), &live, policy) {
+                    let master_live = read.as_ref().is_some_and(|r| live.iter().any(|m| m.broker_id == r.master_id));
+                    match choose_master(read.as_ref(), master_live, &live, policy) {
                         Choice::Elect { winner, .. } if winner == i as i64 => {
                             let me = live.iter().find(|m| m.broker_id == winner).unwrap();
                             (i, elected_record(read.as_ref(), me).unwrap())
