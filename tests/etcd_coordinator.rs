@@ -341,16 +341,18 @@ async fn racing_campaigns_from_disagreeing_views_elect_one_master_per_epoch() {
     let mut masters_by_epoch: BTreeMap<i32, BTreeSet<i64>> = BTreeMap::new();
     let mut attempts = 0;
     for round in 0..5 {
-        let tasks: Vec<_> = contenders
-            .iter()
-            .map(|c| {
-                let c = Arc::clone(c);
-                let me = member(c.broker_id(), round, (c.broker_id() as u64) << 33);
-                tokio::spawn(async move {
-                    (c.broker_id(), c.campaign(me, ElectionPolicy::default()).await.unwrap())
-                })
-            })
-            .collect();
+        // Started a few milliseconds apart, lowest rank first: the early ones read before the
+        // better ones have published, and try their compare-and-swap too.
+        let mut by_rank = contenders.clone();
+        by_rank.sort_by_key(|c| c.broker_id());
+        let mut tasks = Vec::new();
+        for c in by_rank {
+            let me = member(c.broker_id(), round, (c.broker_id() as u64) << 33);
+            tasks.push(tokio::spawn(async move {
+                (c.broker_id(), c.campaign(me, ElectionPolicy::default()).await.unwrap())
+            }));
+            tokio::time::sleep(Duration::from_millis(3)).await;
+        }
         let mut winner = None;
         for task in tasks {
             let (id, outcome) = task.await.unwrap();
