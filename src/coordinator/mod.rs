@@ -12,7 +12,7 @@
 //!   competes like any member.
 //!
 //! Each [`EtcdCoordinator`] is one lease session: it grants a lease, keeps it alive in the
-//! background ([`keepalive`]) and feeds every answer into a [`LeaseGuard`]. Once the lease is
+//! background and feeds every answer into a [`LeaseGuard`]. Once the lease is
 //! lost the coordinator stays lost: a master steps down, and the broker connects a new
 //! coordinator to take part again.
 //!
