@@ -571,3 +571,56 @@ impl RecordWatch for EtcdRecordWatch {
         Box::pin(self.next_event())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> EtcdConfig {
+        EtcdConfig::new(vec!["http://127.0.0.1:2379".into()], "DefaultCluster", "broker-a", 1)
+    }
+
+    #[test]
+    fn etcd_config_refuses_settings_that_break_the_key_layout_or_the_fencing() {
+        assert_eq!(config().validate(), Ok(()));
+        let with = |f: fn(&mut EtcdConfig)| {
+            let mut c = config();
+            f(&mut c);
+            c.validate()
+        };
+        assert_eq!(with(|c| c.endpoints.clear()), Err(EtcdConfigError::NoEndpoints));
+        assert_eq!(
+            with(|c| c.broker_name = "a/b".into()),
+            Err(EtcdConfigError::BadName { what: "brokerName", value: "a/b".into() })
+        );
+        assert_eq!(
+            with(|c| c.cluster = String::new()),
+            Err(EtcdConfigError::BadName { what: "brokerClusterName", value: String::new() })
+        );
+        assert_eq!(
+            with(|c| c.key_prefix = "logship".into()),
+            Err(EtcdConfigError::BadName { what: "etcd key prefix", value: "logship".into() })
+        );
+        assert_eq!(
+            with(|c| c.key_prefix = "/a//b".into()),
+            Err(EtcdConfigError::BadName { what: "etcd key prefix", value: "/a//b".into() })
+        );
+        assert_eq!(with(|c| c.broker_id = -1), Err(EtcdConfigError::BadBrokerId(-1)));
+        assert_eq!(with(|c| c.request_timeout = Duration::ZERO), Err(EtcdConfigError::ZeroTimeout));
+        assert_eq!(
+            with(|c| c.lease.margin = c.lease.ttl),
+            Err(EtcdConfigError::Lease(LeaseConfigError::MarginTooLarge {
+                margin: Duration::from_secs(3),
+                ttl: Duration::from_secs(3)
+            }))
+        );
+    }
+
+    #[test]
+    fn keys_of_a_group_are_under_the_prefix_cluster_and_broker_name() {
+        let keys = Keys::new(&config());
+        assert_eq!(keys.record, "/logship/DefaultCluster/broker-a/record");
+        assert_eq!(keys.master, "/logship/DefaultCluster/broker-a/master");
+        assert_eq!(keys.member(10), "/logship/DefaultCluster/broker-a/members/10");
+    }
+}
