@@ -6,4 +6,5 @@ pub use logship_smol as smol;
 pub use logship_store as store;
 pub use logship_tokio as tokio;
 
+pub mod coordinator;
 pub mod request;

@@ -59,6 +59,7 @@
 mod admission;
 mod autoswitch;
 mod config;
+pub mod coordinator;
 mod handle;
 mod in_sync;
 mod master;
