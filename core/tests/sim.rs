@@ -211,6 +211,25 @@ fn regression_a_rebooted_slave_counts_once_for_a_quorum() {
     assert_eq!(first_failing(0..64, &silent_slave_crashes(), |_| true), None);
 }
 
+/// Found by the soak of the fix above (seeds 0xf42b5, 0xf449d, 0xf44d0, 0xf4798, all
+/// `AllInSync`): the driver evicted a rebooted slave's silent old connection before feeding the
+/// new connection's first report, so for a moment the slave had no connection, and a pending
+/// wait completed on the other slaves alone although the rebooted slave was in sync and below
+/// it. Fixed: the stale connection is evicted on `SlaveStarted`, after the core stopped
+/// counting it. Unit test:
+/// `a_rebooted_slave_stays_in_an_all_in_sync_wait_while_its_old_connection_is_evicted`.
+#[test]
+fn regression_a_rebooted_slave_stays_in_an_all_in_sync_wait() {
+    for seed in [0xf42b5, 0xf449d, 0xf44d0, 0xf4798] {
+        let outcome = run_seed(seed, &config()).unwrap_or_else(|f| panic!("\n{f}"));
+        assert!(
+            outcome.stats.policy_all_in_sync == 1 && outcome.stats.slave_crashes > 0,
+            "re-pin\n{}",
+            outcome.stats
+        );
+    }
+}
+
 /// A cluster of two slaves whose connections reset often while the master crashes and a slave
 /// stays stopped: after a restart, one slave reports, reconnects and reports again while the
 /// other is away.

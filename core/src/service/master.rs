@@ -329,12 +329,11 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                 return;
             }
         }
-        // A replica that restarted reports on its new connection before its dead one times out:
-        // close the dead one first, so that an ack on it and the new first report, in this one
-        // input, never count as two copies.
-        if self.master.slaves().any(|info| info.conn == conn && info.start.is_none()) {
-            self.evict_stale_from_host(now, conn);
-        }
+        // A replica that restarted reports on its new connection before its dead one times out.
+        // The core stops counting the dead one as the new one starts streaming, in this input
+        // (`MasterInput::Replica`); it is evicted on `SlaveStarted`. Evicting it before the
+        // report is fed would briefly leave the replica with no connection at all, and an
+        // all-in-sync wait could complete without it.
         self.feed(now, MasterInput::Received { conn, data });
     }
 

@@ -384,3 +384,39 @@ fn a_restart_fence_no_named_replica_can_lift_is_refused_at_start() {
     fenced("127.0.0.1", 2).validate().unwrap();
     fenced("10.0.0.0/24", 0).validate().unwrap();
 }
+
+/// Soak seed 0xf42b5 (and 0xf449d, 0xf44d0, 0xf4798): under `AllInSync`, a slave that rebooted
+/// reconnects with less than a pending wait needs. Evicting its silent old connection before
+/// the new one's first report was fed left it with no connection for a moment, and the wait
+/// completed on the other slave alone, although the rebooted slave was in sync and below it.
+#[test]
+fn a_rebooted_slave_stays_in_an_all_in_sync_wait_while_its_old_connection_is_evicted() {
+    let now = Instant::ZERO;
+    let config = MasterConfig { ack_policy: crate::AckPolicy::AllInSync, ..Default::default() };
+    let mut d: MasterDriver<Sink, Reply> =
+        MasterDriver::new(config, now, LogBounds { min: 0, max: 100 }).unwrap();
+    streaming_slave(&mut d, now, 1, "10.0.0.7:4000", 50);
+    streaming_slave(&mut d, now, 2, "10.0.0.8:4000", 100);
+    let results = Rc::new(RefCell::new(Vec::new()));
+    d.await_replication(now, 100, now + Duration::from_secs(60), Reply(results.clone()));
+    let _ = d.drain();
+    assert_eq!(*results.borrow(), [], "10.0.0.7 is in sync and holds 50");
+    // 10.0.0.7 rebooted: its old connection has been silent for two heartbeats, and its new
+    // one reports the 50 bytes it kept.
+    let later = now + Duration::from_secs(11);
+    d.handle_timeout(later);
+    let _ = d.drain();
+    let new = Sink::default();
+    let new_closed = new.closed.clone();
+    d.accept(later, ConnId(3), "10.0.0.7:4001".parse().unwrap(), new);
+    d.received(later, ConnId(3), Bytes::copy_from_slice(&encode_report(50)));
+    let _ = d.drain();
+    assert!(!*new_closed.borrow());
+    let live: Vec<_> = d.master().slaves().map(|s| s.conn).collect();
+    assert_eq!(live, [ConnId(2), ConnId(3)], "the silent connection is evicted");
+    assert_eq!(*results.borrow(), [], "the rebooted slave is in sync and still lacks 50..100");
+    d.sent(later, ConnId(3));
+    d.received(later, ConnId(3), Bytes::copy_from_slice(&encode_report(100)));
+    let _ = d.drain();
+    assert_eq!(*results.borrow(), [Ok(100)]);
+}
