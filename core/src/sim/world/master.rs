@@ -131,7 +131,14 @@ impl Simulation {
             let c = self.conns.get_mut(&conn).expect("filtered above");
             c.started = true;
             c.next = Some(start);
-            let peer = c.peer;
+            let (peer, ip) = (c.peer, c.address.ip());
+            if !ip.is_loopback() {
+                for (_, other) in
+                    self.conns.iter_mut().filter(|(id, o)| **id != conn && o.started && o.address.ip() == ip)
+                {
+                    other.newer_started = true;
+                }
+            }
             self.rec(Node::Master, "streams", conn, start, Detail::None);
             if let Peer::Slave { idx, inc } = peer {
                 let s = &self.slaves[idx];
@@ -344,12 +351,14 @@ impl Simulation {
                 if let Some(core) = self.master.core() {
                     let gap = self.master.config.ha_max_gap_not_in_sync;
                     let acks: Vec<Offset> = core.slaves().filter_map(|i| i.ack).collect();
-                    // Distinct peers close enough by a connection of their current incarnation:
-                    // a slave that crashed since may have lost what its old connection acked.
+                    // Distinct peers close enough by a connection of their current incarnation
+                    // (a slave that crashed since may have lost what its old connection acked)
+                    // that no newer connection from its host has replaced.
                     let close: BTreeSet<Peer> = core
                         .slaves()
                         .filter(|i| i.ack.is_some_and(|a| w.offset.saturating_sub(a) < gap))
                         .filter_map(|i| self.conns.get(&i.conn.0))
+                        .filter(|c| !c.newer_started)
                         .map(|c| c.peer)
                         .filter(|p| !matches!(p, Peer::Slave { idx, inc } if self.slaves[*idx].inc != *inc))
                         .collect();

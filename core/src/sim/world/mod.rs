@@ -131,6 +131,10 @@ struct Conn {
     reported: Option<Offset>,
     /// The master accepted the first report.
     started: bool,
+    /// A newer connection from the same (non-loopback) host started streaming after this one
+    /// was accepted: the master may count the host's copy on that one only (a reboot cannot be
+    /// told from a reconnect).
+    newer_started: bool,
     /// Where the next span (or heartbeat) must start.
     next: Option<Offset>,
     /// Body bytes the master transmitted on it.
