@@ -420,11 +420,13 @@ impl Simulation {
         }
         // Connections still live were live when the wait completed, with an ack no higher. A
         // peer is one slave, however many connections it has: it is short if it is in sync on
-        // a connection of its current incarnation and none of those holds `o`.
+        // a connection of its current incarnation and none of those holds `o`. A connection a
+        // newer one from its host replaced is not in the set: the master counts a host on its
+        // newest streaming connection (a reconnect cannot be told from a reboot).
         let mut peers: BTreeMap<Peer, (bool, Option<Offset>)> = BTreeMap::new();
         for info in core.slaves() {
             let Some(c) = self.conns.get(&info.conn.0) else { continue };
-            if matches!(c.peer, Peer::Slave { idx, inc } if self.slaves[idx].inc != inc) {
+            if c.newer_started || matches!(c.peer, Peer::Slave { idx, inc } if self.slaves[idx].inc != inc) {
                 continue;
             }
             let (in_sync, best) = peers.entry(c.peer).or_insert((false, None));
