@@ -9,8 +9,9 @@
 //!   `SlaveAhead`, logged at WARN and counted; it never fences the master.
 //! - **Allow-list**: only connections from the listed addresses or networks are admitted; any
 //!   other is closed at once, unread. Admitted connections are trusted: one reporting past the
-//!   master's end, or off a record boundary, fences the master, and they (and only they) lift
-//!   the restart fence.
+//!   master's end, or off a record boundary, fences the master. Only hosts an address entry
+//!   names lift the restart fence: a network entry admits strangers too, and a stranger is no
+//!   replica ([`Admission::check_restart_fence`]).
 //!
 //! - **TLS** ([`MasterTls`], `haTlsMode` `optional` or `required`): a slave that opens with a
 //!   TLS handshake and presents a client certificate from the configured CA naming a listed
