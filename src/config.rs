@@ -910,6 +910,25 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), BrokerConfigError> {
              addresses, or set haTlsMode",
         ));
     }
+    if s.total_replicas > 1 && s.broker_role != BrokerRole::Slave {
+        // Checked at load, not only after a crash: a fence that no named replica can lift would
+        // otherwise stop the first start after a crash.
+        let fence = s.total_replicas as usize - 1;
+        if let Err(e) = s.master_service_config().admission.check_restart_fence(fence) {
+            let list: Vec<String> = s.ha_replica_allow_list.iter().map(ToString::to_string).collect();
+            return Err(conflict(
+                format!(
+                    "totalReplicas={} haReplicaAllowList={} haTlsReplicaNames={}",
+                    s.total_replicas,
+                    list.join(","),
+                    s.ha_tls_replica_names.join(",")
+                ),
+                &format!(
+                    "after a crash the master waits for totalReplicas - 1 replicas it names exactly: {e}"
+                ),
+            ));
+        }
+    }
     if s.ack_policy == Some(AckPolicyKey::Quorum) && s.in_sync_replicas < 2 {
         return Err(conflict(
             format!("ackPolicy=QUORUM inSyncReplicas={}", s.in_sync_replicas),
@@ -1299,7 +1318,7 @@ mod tests {
         let err = load_text("ackPolicy=QUORUM\n").unwrap_err();
         assert!(matches!(err, BrokerConfigError::Conflict { .. }), "{err}");
         let s = load_text(
-            "brokerRole=SYNC_MASTER\ninSyncReplicas=2\ntotalReplicas=3\nhaReplicaAllowList=10.0.0.0/24\n",
+            "brokerRole=SYNC_MASTER\ninSyncReplicas=2\ntotalReplicas=3\nhaReplicaAllowList=10.0.0.6, 10.0.0.7\n",
         )
         .unwrap()
         .settings;
@@ -1582,6 +1601,23 @@ mod tests {
         assert!(err.to_string().contains("haReplicaAllowList"), "{err}");
         let err = load_text("haListenAddress=example.org\n").unwrap_err();
         assert!(err.to_string().contains("haListenAddress"), "{err}");
+    }
+
+    #[test]
+    fn total_replicas_over_a_network_allow_list_is_refused_naming_the_entry() {
+        let err =
+            load_text("brokerRole=SYNC_MASTER\ntotalReplicas=3\nhaReplicaAllowList=10.0.0.6, 10.0.0.0/24\n")
+                .unwrap_err();
+        assert!(matches!(err, BrokerConfigError::Conflict { .. }), "{err}");
+        assert!(err.to_string().contains("allow-list entry 10.0.0.0/24"), "{err}");
+        let err =
+            load_text("brokerRole=SYNC_MASTER\ntotalReplicas=3\nhaReplicaAllowList=10.0.0.6\n").unwrap_err();
+        assert!(err.to_string().contains("name 1"), "{err}");
+        load_text(
+            "brokerRole=SYNC_MASTER\ntotalReplicas=3\nhaReplicaAllowList=10.0.0.6, 10.0.0.7, 10.0.0.0/24\n",
+        )
+        .unwrap();
+        load_text("brokerRole=SYNC_MASTER\ntotalReplicas=3\nhaReplicaAllowList=127.0.0.1\n").unwrap();
     }
 
     #[test]

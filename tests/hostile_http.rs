@@ -195,20 +195,6 @@ impl Broker {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-
-    /// Sends SIGTERM and waits (at most [`process::EXIT_PATIENCE`]: a hang detector, not a measurement) for the exit.
-    fn terminate(&mut self) -> Option<std::process::ExitStatus> {
-        let pid = self.child.id().to_string();
-        assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
-        let start = Instant::now();
-        while start.elapsed() < process::EXIT_PATIENCE {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
-    }
 }
 
 impl Drop for Broker {
@@ -731,7 +717,7 @@ fn sigterm_closes_a_half_sent_header_and_a_stalled_body_within_the_drain_timeout
     let _body = stalled_put(master.addr(), 100_000, 10);
     // Both connections are accepted (the broker answers a third one) before the signal.
     assert_eq!(master.get("/status").0, 200);
-    let status = master.terminate();
+    let status = process::terminate(&mut master.child);
     let log = master.log();
     assert!(status.is_some_and(|s| s.success()), "SIGTERM did not finish: {status:?}\n{log}");
     assert!(log.contains("logship stopped cleanly"), "{log}");

@@ -185,13 +185,14 @@ pub enum ApiMisuse {
     /// `Connected` while the slave did not ask to connect.
     #[error("Connected without a pending Connect")]
     UnexpectedConnected,
-    /// `Appended` beyond the bytes the slave asked to append.
-    #[error("appended end {end} is beyond the {requested} bytes requested")]
-    AppendedBeyondRequested {
+    /// `Appended` or `AppendFailed` beyond the end of the bytes the slave handed out in
+    /// `Append`s: the caller reports storing bytes it was never given.
+    #[error("appended end {end} is beyond {append_end}, the end of the bytes handed out to append")]
+    AppendedBeyondAppendEnd {
         /// The end reported.
         end: Offset,
         /// One past the last byte of the last `Append`.
-        requested: Offset,
+        append_end: Offset,
     },
     /// `Appended` beyond the bytes requested or below the previous end (AutoSwitch slave).
     #[error("appended end {end} is outside [{previous}, {requested}]")]

@@ -164,6 +164,6 @@ pub use ids::{ConnId, WaitId};
 pub use log::{
     EpochLog, FlushSettings, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus,
 };
-pub use master::{Master, MasterEvent, MasterInput, MasterOutput, SlaveProgress};
+pub use master::{Master, MasterEvent, MasterInput, MasterOutput, ReplicaId, SlaveProgress};
 pub use roles::{BrokerRole, FlushDiskType};
 pub use slave::{Slave, SlaveEvent, SlaveInput, SlaveOutput, SlaveState};

@@ -56,6 +56,20 @@ pub enum MasterInput {
         /// Why.
         reason: CloseReason,
     },
+    /// The driver knows `conn` to be a connection of `replica` (by a TLS name, or by host:
+    /// the classic protocol carries no identity). One replica is one copy: once a connection
+    /// of a replica starts streaming, its older connections no longer count for replication
+    /// waits (a slave that rebooted reconnects before its dead connection times out, and that
+    /// one's ack may name bytes the reboot lost), until one of them acknowledges a byte sent
+    /// to it after that, which proves it alive (two slaves behind one address). Connections
+    /// never identified count each on their own. Feed it before the connection's first
+    /// report; unknown or closing connections are ignored.
+    Replica {
+        /// The connection.
+        conn: ConnId,
+        /// The replica it belongs to; the driver's choice, equal for equal replicas.
+        replica: ReplicaId,
+    },
     /// The local log is readable up to `end` (the store appended).
     Appended {
         /// The new end.
@@ -170,6 +184,10 @@ pub enum MasterEvent {
     },
 }
 
+/// A replica as the driver tells them apart ([`MasterInput::Replica`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ReplicaId(pub u64);
+
 /// A snapshot of one slave connection, for status pages and metrics.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct SlaveProgress {
@@ -193,6 +211,9 @@ pub struct SlaveProgress {
     pub inflight: u32,
     /// How long since the last complete report (or since the connection was accepted).
     pub silent_for: Duration,
+    /// A newer connection of the same replica streams, and this one has acknowledged nothing
+    /// sent since: its ack does not count for replication waits ([`MasterInput::Replica`]).
+    pub superseded: bool,
 }
 
 #[derive(Debug)]
@@ -224,6 +245,12 @@ struct SlaveConn {
     caught_up_at: Instant,
     inflight: u32,
     bytes_sent: u64,
+    /// The replica the driver identified it as ([`MasterInput::Replica`]).
+    replica: Option<ReplicaId>,
+    /// A newer connection of its replica streams: its ack no longer counts, unless it
+    /// acknowledges a byte at or past this offset (what it had been sent then), which a dead
+    /// connection cannot.
+    superseded: Option<Offset>,
 }
 
 impl SlaveConn {
@@ -319,6 +346,7 @@ impl Master {
                     .is_some_and(|a| policy::in_sync(a, self.log.max, self.config.ha_max_gap_not_in_sync)),
                 inflight: c.inflight,
                 silent_for: self.now.saturating_duration_since(c.last_report),
+                superseded: c.superseded.is_some(),
             }
         })
     }
@@ -345,6 +373,8 @@ impl Master {
                         caught_up_at: now,
                         inflight: 0,
                         bytes_sent: 0,
+                        replica: None,
+                        superseded: None,
                     },
                 );
             }
@@ -364,6 +394,15 @@ impl Master {
                 }
             }
             MasterInput::Evict { conn, reason } => self.close(conn, reason),
+            MasterInput::Replica { conn, replica } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.replica = Some(replica);
+                    if matches!(c.phase, Phase::Streaming { .. }) {
+                        self.supersede_older(conn);
+                        self.complete_waits();
+                    }
+                }
+            }
             MasterInput::ReportVerified { conn, boundary } => self.on_verified(conn, boundary),
             MasterInput::Appended { end } => {
                 let previous = self.log.max;
@@ -498,6 +537,7 @@ impl Master {
             }
             MasterInput::CancelWait { .. }
             | MasterInput::Evict { .. }
+            | MasterInput::Replica { .. }
             | MasterInput::ReportVerified { .. } => {}
         }
         Ok(())
@@ -512,6 +552,7 @@ impl Master {
         };
         let mut data = data;
         let mut acked = None;
+        let mut revived = None;
         let mut started = None;
         let mut verify = None;
         let mut failure = None;
@@ -572,6 +613,10 @@ impl Master {
                     if offset > *ack {
                         *ack = offset;
                         acked = Some(offset);
+                        if c.superseded.is_some_and(|sent_then| offset > sent_then) {
+                            c.superseded = None;
+                            revived = Some(offset);
+                        }
                     }
                     if offset >= log.max {
                         c.caught_up_at = self.now;
@@ -585,7 +630,15 @@ impl Master {
         }
         if let Some((requested, start)) = started {
             debug!(?conn, requested, start, "slave starts streaming");
+            self.supersede_older(conn);
             self.queue.push_back(MasterOutput::Event(MasterEvent::SlaveStarted { conn, requested, start }));
+        }
+        if let Some(offset) = revived {
+            info!(
+                ?conn,
+                offset,
+                "an older connection of a replica acknowledged bytes sent after a newer one started: it is alive and counts again"
+            );
         }
         if let Some(offset) = acked {
             trace!(?conn, offset, "slave ack");
@@ -607,6 +660,7 @@ impl Master {
         }
         c.phase = Phase::Streaming { start: offset, next: offset, ack: offset };
         debug!(?conn, offset, "slave starts streaming");
+        self.supersede_older(conn);
         self.queue.push_back(MasterOutput::Event(MasterEvent::SlaveStarted {
             conn,
             requested: offset,
@@ -637,8 +691,28 @@ impl Master {
         }
     }
 
+    /// The acks that count for replication waits: one per streaming connection, except those
+    /// a newer connection of their replica superseded.
     fn acks(&self) -> Vec<Offset> {
-        self.conns.values().filter_map(SlaveConn::ack).collect()
+        self.conns.values().filter(|c| c.superseded.is_none()).filter_map(SlaveConn::ack).collect()
+    }
+
+    /// `conn` of an identified replica started streaming: every other connection of that
+    /// replica is older (a replica streams on one connection) and stops counting, until it
+    /// acknowledges a byte past what it has been sent by now.
+    fn supersede_older(&mut self, conn: ConnId) {
+        let Some(replica) = self.conns.get(&conn).and_then(|c| c.replica) else { return };
+        for (&id, c) in &mut self.conns {
+            if id == conn || c.replica != Some(replica) {
+                continue;
+            }
+            let sent = match c.phase {
+                Phase::Streaming { next, .. } => next,
+                Phase::AwaitingReport | Phase::Verifying { .. } => continue,
+            };
+            info!(conn = ?id, newer = ?conn, ?replica, sent, "a newer connection of the same replica streams: the older one counts no more unless it acknowledges bytes sent from now on");
+            c.superseded = Some(sent);
+        }
     }
 
     fn complete_waits(&mut self) {

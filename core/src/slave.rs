@@ -236,7 +236,7 @@ impl Slave {
                 return Err(ApiMisuse::UnexpectedConnected);
             }
             SlaveInput::Appended { end } | SlaveInput::AppendFailed { end } if end > self.append_end => {
-                return Err(ApiMisuse::AppendedBeyondRequested { end, requested: self.append_end });
+                return Err(ApiMisuse::AppendedBeyondAppendEnd { end, append_end: self.append_end });
             }
             SlaveInput::Appended { end } | SlaveInput::AppendFailed { end } if end < self.end => {
                 return Err(ApiMisuse::LogWentBackwards { end, previous: self.end });

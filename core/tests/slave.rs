@@ -248,7 +248,7 @@ fn connected_without_connect_is_api_misuse() {
     assert_eq!(s.handle_input(clock.at(1), SlaveInput::Connected), Err(ApiMisuse::UnexpectedConnected));
     assert_eq!(
         s.handle_input(clock.at(1), SlaveInput::Appended { end: 5 }),
-        Err(ApiMisuse::AppendedBeyondRequested { end: 5, requested: 0 })
+        Err(ApiMisuse::AppendedBeyondAppendEnd { end: 5, append_end: 0 })
     );
 }
 

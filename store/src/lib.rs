@@ -139,6 +139,8 @@ mod env;
 mod epoch_file;
 mod error;
 mod flush;
+#[doc(hidden)]
+pub mod fuzzing;
 mod mmap;
 mod prealloc;
 mod recovery;

@@ -324,19 +324,24 @@ impl Broker {
         let _ = self.child.wait();
     }
 
-    /// Sends SIGTERM and waits for the exit: at most [`EXIT_PATIENCE`], a hang detector, not a
-    /// measurement.
+    /// Sends SIGTERM and waits for the exit ([`terminate`]).
     pub fn terminate(&mut self) -> Option<ExitStatus> {
-        signal(self.child.id(), "-TERM");
-        let start = Instant::now();
-        while start.elapsed() < EXIT_PATIENCE {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                return Some(status);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        None
+        terminate(&mut self.child)
     }
+}
+
+/// Sends SIGTERM to `child` and waits for the exit: at most [`EXIT_PATIENCE`], a hang detector,
+/// not a measurement. `None` if it is still running then.
+pub fn terminate(child: &mut Child) -> Option<ExitStatus> {
+    signal(child.id(), "-TERM");
+    let start = Instant::now();
+    while start.elapsed() < EXIT_PATIENCE {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
 }
 
 impl Drop for Broker {

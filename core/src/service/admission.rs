@@ -9,8 +9,9 @@
 //!   `SlaveAhead`, logged at WARN and counted; it never fences the master.
 //! - **Allow-list**: only connections from the listed addresses or networks are admitted; any
 //!   other is closed at once, unread. Admitted connections are trusted: one reporting past the
-//!   master's end, or off a record boundary, fences the master, and they (and only they) lift
-//!   the restart fence.
+//!   master's end, or off a record boundary, fences the master. Only hosts an address entry
+//!   names lift the restart fence: a network entry admits strangers too, and a stranger is no
+//!   replica ([`Admission::check_restart_fence`]).
 //!
 //! - **TLS** ([`MasterTls`], `haTlsMode` `optional` or `required`): a slave that opens with a
 //!   TLS handshake and presents a client certificate from the configured CA naming a listed
@@ -25,7 +26,7 @@ use std::net::IpAddr;
 use std::str::FromStr;
 
 use crate::config::CoreConfigError;
-use crate::service::tls::MasterTls;
+use crate::service::tls::{MasterTls, TlsMode};
 
 /// logship's default cap on live HA connections from one address.
 pub const DEFAULT_MAX_CONNECTIONS_PER_PEER: usize = 8;
@@ -51,15 +52,35 @@ pub struct IpNetError {
 }
 
 impl IpNet {
-    /// The network `addr/prefix`; `None` if the prefix is longer than the address.
+    /// The network `addr/prefix`; `None` if the prefix is longer than the address. An
+    /// IPv4-mapped IPv6 network of at least 96 bits is its IPv4 network
+    /// (`::ffff:10.0.0.0/120` is `10.0.0.0/24`).
     pub fn new(addr: IpAddr, prefix: u8) -> Option<Self> {
         let max = if addr.is_ipv4() { 32 } else { 128 };
-        (prefix <= max).then_some(Self { addr: addr.to_canonical(), prefix })
+        if prefix > max {
+            return None;
+        }
+        Some(match addr {
+            IpAddr::V6(v6) if prefix >= 96 && v6.to_ipv4_mapped().is_some() => {
+                Self { addr: addr.to_canonical(), prefix: prefix - 96 }
+            }
+            _ => Self { addr, prefix },
+        })
     }
 
-    /// Whether `ip` is in this network. IPv4-mapped IPv6 addresses match their IPv4 network.
+    /// Whether this entry is one address (`/32`, `/128`) rather than a network.
+    pub fn is_address(&self) -> bool {
+        self.prefix == if self.addr.is_ipv4() { 32 } else { 128 }
+    }
+
+    /// Whether `ip` is in this network. IPv4-mapped IPv6 addresses match their IPv4 network,
+    /// and an IPv6 network holds the IPv4 addresses whose mapped form it holds.
     pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.addr, ip.to_canonical()) {
+        let ip = match (self.addr, ip.to_canonical()) {
+            (IpAddr::V6(_), IpAddr::V4(v4)) => IpAddr::V6(v4.to_ipv6_mapped()),
+            (_, ip) => ip,
+        };
+        match (self.addr, ip) {
             (IpAddr::V4(net), IpAddr::V4(ip)) => {
                 let mask = u32::MAX.checked_shl(32 - u32::from(self.prefix)).unwrap_or(0);
                 u32::from(net) & mask == u32::from(ip) & mask
@@ -154,6 +175,54 @@ impl Admission {
         self.is_restricted() && self.admits(ip)
     }
 
+    /// Whether the allow-list names `ip` exactly (an address entry, not a network): only such
+    /// a host is a replica the restart fence counts.
+    pub fn names(&self, ip: IpAddr) -> bool {
+        self.allow.iter().any(|net| net.is_address() && net.contains(ip))
+    }
+
+    /// Checks that a restart fence of `replicas` can lift: it counts distinct replicas named
+    /// exactly, a plain one by an address entry of the allow-list (unless TLS is required), a
+    /// TLS one by its replica name; a network entry admits and trusts any host on it, but a
+    /// stranger there is no replica, so it never counts. On loopback, where one host runs
+    /// several slaves (tests, the demo), every admitted connection counts while it is up.
+    /// Refuses a fence more named replicas must lift than are named, naming a network entry
+    /// if there is one.
+    pub fn check_restart_fence(&self, replicas: usize) -> Result<(), CoreConfigError> {
+        if replicas == 0 {
+            return Ok(());
+        }
+        let plain = self.tls.as_ref().is_none_or(|tls| tls.mode() != TlsMode::Required);
+        let entries: &[IpNet] = if plain { &self.allow } else { &[] };
+        if entries.iter().any(|net| net.addr.is_loopback()) {
+            return Ok(());
+        }
+        let mut hosts: Vec<IpAddr> = entries.iter().filter(|n| n.is_address()).map(|n| n.addr).collect();
+        hosts.sort_unstable();
+        hosts.dedup();
+        let mut names = self.tls.as_ref().map(MasterTls::replica_names).unwrap_or_default();
+        names.sort_unstable();
+        names.dedup();
+        let named = hosts.len() + names.len();
+        if replicas <= named {
+            return Ok(());
+        }
+        if let Some(net) = entries.iter().find(|n| !n.is_address()) {
+            return Err(CoreConfigError::Invalid {
+                field: "restart_fence",
+                value: format!("{replicas} over the allow-list entry {net}"),
+                reason: "the restart fence counts only replicas named exactly (an address entry or a TLS \
+                         replica name); a network entry admits and trusts any host on it, but a stranger \
+                         there is no replica and never lifts the fence: list the replicas' own addresses",
+            });
+        }
+        Err(CoreConfigError::Invalid {
+            field: "restart_fence",
+            value: format!("{replicas}, but the allow-list and the TLS replica names name {named}"),
+            reason: "the restart fence waits for that many distinct named replicas, more than are named: it could never lift",
+        })
+    }
+
     /// Checks the limits, naming the first that cannot work.
     pub fn validate(&self) -> Result<(), CoreConfigError> {
         for (field, value) in [
@@ -194,6 +263,20 @@ mod tests {
         assert!(v6.contains(ip("fd12::1")) && !v6.contains(ip("fe80::1")));
         let all: IpNet = "0.0.0.0/0".parse().unwrap();
         assert!(all.contains(ip("203.0.113.9")));
+    }
+
+    #[test]
+    fn ipv4_mapped_entries_are_their_ipv4_networks() {
+        let one: IpNet = "::ffff:10.0.0.6".parse().unwrap();
+        assert_eq!(one.to_string(), "10.0.0.6/32");
+        assert!(one.contains(ip("10.0.0.6")) && !one.contains(ip("10.0.0.7")));
+        let net: IpNet = "::ffff:10.0.0.0/120".parse().unwrap();
+        assert_eq!(net.to_string(), "10.0.0.0/24");
+        assert!(net.contains(ip("10.0.0.99")) && !net.contains(ip("10.0.1.1")));
+        let wide: IpNet = "::ffff:0.0.0.0/64".parse().unwrap();
+        assert!(wide.contains(ip("10.0.0.1")) && wide.contains(ip("::ffff:10.0.0.1")));
+        assert!(!"fd00::/8".parse::<IpNet>().unwrap().contains(ip("10.0.0.1")));
+        assert!(one.is_address() && !net.is_address() && "::1".parse::<IpNet>().unwrap().is_address());
     }
 
     #[test]

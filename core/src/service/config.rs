@@ -32,8 +32,10 @@ pub struct MasterServiceConfig {
     /// Refuse puts until this many distinct trusted replicas have reported (0: take puts at
     /// once). Set it to the number of slaves after a crash recovery: a slave may hold bytes
     /// the master lost, and the master must not append over that offset before it has heard
-    /// from every slave. Needs an allow-list (`admission.allow`) or TLS (`admission.tls`):
-    /// only trusted replicas lift it.
+    /// from every slave. Only replicas named exactly lift it: an address entry of the
+    /// allow-list (`admission.allow`; a network entry never counts) or a TLS replica name
+    /// (`admission.tls`); a fence more replicas must lift than are named is refused
+    /// ([`Admission::check_restart_fence`]).
     pub restart_fence: usize,
     /// Which connections are admitted as replicas and which are trusted.
     pub admission: Admission,
@@ -80,6 +82,7 @@ impl MasterServiceConfig {
                 reason: "needs an allow-list (admission.allow) or TLS (admission.tls): only trusted replicas lift it",
             });
         }
+        self.admission.check_restart_fence(self.restart_fence)?;
         if self.role == BrokerRole::Slave {
             return Err(CoreConfigError::Invalid {
                 field: "role",

@@ -16,7 +16,7 @@ use crate::log::LogRead;
 use crate::log::{LogBounds, MessageLog, Offset};
 use crate::service::Admission;
 use crate::service::tls::{Link, PLAIN_REPORT_LIMIT, TlsMode};
-use crate::{ConnId, Master, MasterEvent, MasterInput, MasterOutput, WaitId};
+use crate::{ConnId, Master, MasterEvent, MasterInput, MasterOutput, ReplicaId, WaitId};
 
 struct ConnEntry<C> {
     sink: C,
@@ -29,11 +29,14 @@ struct ConnEntry<C> {
     negotiating: bool,
     /// Refused after accept; closing, its bytes are dropped.
     refused: bool,
+    /// The replica it is a connection of, for replication waits; `None` on loopback (and
+    /// while TLS is negotiated), where each connection counts on its own.
+    replica: Option<ReplicaKey>,
 }
 
-/// A replica as the restart fence counts it: a TLS replica by the name its certificate
-/// carries; a plain one by host, except on loopback, where one host runs several slaves
-/// (tests, the demo) and each live connection is one replica.
+/// A replica as replication waits and the restart fence count it: a TLS replica by the name its
+/// certificate carries; a plain one by host, except on loopback, where one host runs several
+/// slaves (tests, the demo) and each live connection is one replica.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum ReplicaKey {
     Identity(String),
@@ -78,6 +81,9 @@ pub struct MasterDriver<C, W> {
     refused: BTreeSet<ConnId>,
     refusals: Refusals,
     boundary: Option<BoundaryCheck>,
+    /// The ids the core knows each live replica by ([`MasterInput::Replica`]).
+    replicas: BTreeMap<ReplicaKey, ReplicaId>,
+    next_replica: u64,
 }
 
 impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
@@ -126,6 +132,8 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             refused: BTreeSet::new(),
             refusals: Refusals::default(),
             boundary: None,
+            replicas: BTreeMap::new(),
+            next_replica: 0,
         })
     }
 
@@ -165,9 +173,10 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     /// Refuses puts until `slaves` slaves have reported (see
     /// [`MasterServiceConfig::restart_fence`]). 0 does nothing.
     ///
-    /// Only trusted replicas (allow-listed, or TLS with a listed name) count, each once: a TLS
-    /// replica by its name and a plain one by its host, however often it reconnects; on
-    /// loopback each live plain connection counts while it is up.
+    /// Only replicas named exactly count, each once: a TLS replica by its listed name, a plain
+    /// one by its host if an address entry of the allow-list names it (a host on a listed
+    /// network is trusted but no replica), however often either reconnects; on loopback each
+    /// live trusted plain connection counts while it is up.
     pub fn set_restart_fence(&mut self, slaves: usize) {
         if slaves > 0 && self.fence.is_none() {
             warn!(slaves, "restarted after a crash: refusing puts until the slaves report");
@@ -220,9 +229,37 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         self.feed(now, MasterInput::Accepted { conn });
         self.connections_accepted += 1;
         let trusted = !negotiating && self.admission.trusts(ip);
-        let entry =
-            ConnEntry { sink, address, since: now, trusted, identity: None, negotiating, refused: false };
+        let entry = ConnEntry {
+            sink,
+            address,
+            since: now,
+            trusted,
+            identity: None,
+            negotiating,
+            refused: false,
+            replica: None,
+        };
         self.conns.insert(conn, entry);
+        if !negotiating {
+            self.identify(now, conn);
+        }
+    }
+
+    /// Tells the core which replica `conn` is, so that a quorum counts replicas, not
+    /// connections (see [`MasterInput::Replica`]); loopback connections count each on their own.
+    fn identify(&mut self, now: Instant, conn: ConnId) {
+        let Some(entry) = self.conns.get_mut(&conn) else { return };
+        let key = ReplicaKey::of(conn, entry.address, entry.identity.as_ref());
+        if matches!(key, ReplicaKey::Loopback(_)) {
+            return;
+        }
+        entry.replica = Some(key.clone());
+        let next = &mut self.next_replica;
+        let replica = *self.replicas.entry(key).or_insert_with(|| {
+            *next += 1;
+            ReplicaId(*next)
+        });
+        self.feed(now, MasterInput::Replica { conn, replica });
     }
 
     /// A connection's negotiation ended (TLS configured). A plain link is closed if TLS is
@@ -276,6 +313,8 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             self.refusals.last = Some(format!("{}: {why}", entry.address));
             entry.refused = true;
             entry.sink.close();
+        } else {
+            self.identify(now, conn);
         }
     }
 
@@ -290,12 +329,11 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                 return;
             }
         }
-        // A replica that restarted reports on its new connection before its dead one times out:
-        // close the dead one first, so that an ack on it and the new first report, in this one
-        // input, never count as two copies.
-        if self.master.slaves().any(|info| info.conn == conn && info.start.is_none()) {
-            self.evict_stale_from_host(now, conn);
-        }
+        // A replica that restarted reports on its new connection before its dead one times out.
+        // The core stops counting the dead one as the new one starts streaming, in this input
+        // (`MasterInput::Replica`); it is evicted on `SlaveStarted`. Evicting it before the
+        // report is fed would briefly leave the replica with no connection at all, and an
+        // all-in-sync wait could complete without it.
         self.feed(now, MasterInput::Received { conn, data });
     }
 
@@ -313,6 +351,11 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             return;
         }
         if let Some(entry) = self.conns.remove(&conn) {
+            if let Some(key) = &entry.replica {
+                if !self.conns.values().any(|e| e.replica.as_ref() == Some(key)) {
+                    self.replicas.remove(key);
+                }
+            }
             // A loopback replica counts for the restart fence only while it is connected: its
             // next connection cannot be told apart from another slave's.
             if let Some(restart) = &mut self.restart {
@@ -469,6 +512,12 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             return;
         }
         let key = ReplicaKey::of(conn, entry.address, entry.identity.as_ref());
+        if let ReplicaKey::Host(ip) = key {
+            if self.restart.is_some() && !self.admission.names(ip) {
+                debug!(?conn, peer = %entry.address, "a host on an allow-listed network reported: no named replica, the restart fence does not count it");
+                return;
+            }
+        }
         if let Some(restart) = &mut self.restart {
             if restart.heard.insert(key) {
                 self.update_restart_fence();

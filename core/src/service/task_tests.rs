@@ -207,7 +207,7 @@ fn a_master_task_publishes_the_restart_fence_into_the_put_gate() {
     let now = origin();
     let config = MasterServiceConfig {
         restart_fence: 1,
-        admission: Admission { allow: parse_allow_list("10.0.0.0/8").unwrap(), ..Default::default() },
+        admission: Admission { allow: parse_allow_list("10.0.0.7").unwrap(), ..Default::default() },
         ..Default::default()
     };
     let mut task = Task::start(&config, now, Arc::new(MemoryLog::new())).unwrap();

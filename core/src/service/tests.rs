@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::*;
 use crate::ConnId;
-use crate::config::MasterConfig;
+use crate::config::{CoreConfigError, MasterConfig};
 use crate::error::WaitError;
 use crate::log::{LogBounds, LogSpan, MessageLog, Offset, PutResult, PutStatus};
 use crate::{BrokerRole, FlushDiskType};
@@ -250,4 +250,173 @@ fn service_configs_are_validated() {
 /// An instant for other test modules of the service layer to start from.
 pub(super) fn origin() -> Instant {
     driver_at(0).1
+}
+
+/// A driver over a log of `end` bytes whose SYNC waits need two slaves (a quorum of three).
+fn quorum_driver(end: Offset) -> (MasterDriver<Sink, Reply>, Instant) {
+    let now = Instant::ZERO;
+    let config =
+        MasterConfig { ack_policy: crate::AckPolicy::Quorum { in_sync_replicas: 3 }, ..Default::default() };
+    (MasterDriver::new(config, now, LogBounds { min: 0, max: end }).unwrap(), now)
+}
+
+/// Connects `conn` from `addr`, reports 0, is sent the log up to its end and acks `ack`.
+fn streaming_slave(d: &mut MasterDriver<Sink, Reply>, now: Instant, conn: u64, addr: &str, ack: Offset) {
+    let sink = Sink::default();
+    let frames = sink.frames.clone();
+    d.accept(now, ConnId(conn), addr.parse().unwrap(), sink);
+    d.received(now, ConnId(conn), Bytes::copy_from_slice(&encode_report(0)));
+    let _ = d.drain();
+    for _ in 0..frames.borrow().len() {
+        d.sent(now, ConnId(conn));
+    }
+    if ack > 0 {
+        d.received(now, ConnId(conn), Bytes::copy_from_slice(&encode_report(ack)));
+    }
+    let _ = d.drain();
+}
+
+fn wait_for(
+    d: &mut MasterDriver<Sink, Reply>,
+    now: Instant,
+    offset: Offset,
+) -> Rc<RefCell<Vec<Result<Offset, WaitError>>>> {
+    let results = Rc::new(RefCell::new(Vec::new()));
+    d.await_replication(now, offset, now + Duration::from_secs(3), Reply(results.clone()));
+    let _ = d.drain();
+    results
+}
+
+/// Seed 46 of the simulator: a slave whose machine rebooted within two heartbeats (so its dead
+/// connection is not yet silent and is not evicted) reconnects with less than it had acked.
+/// Its two connections are one replica: the dead one's ack no longer counts once the new one
+/// streams, under open admission too.
+#[test]
+fn a_slave_that_rebooted_within_two_heartbeats_counts_once_for_a_quorum() {
+    let (mut d, now) = quorum_driver(100);
+    streaming_slave(&mut d, now, 1, "10.0.0.7:4000", 100);
+    streaming_slave(&mut d, now, 2, "10.0.0.8:4000", 100);
+    // 10.0.0.7 rebooted and lost what it held; its old connection acked 100 a moment ago.
+    let later = now + Duration::from_millis(100);
+    streaming_slave(&mut d, later, 3, "10.0.0.7:4001", 0);
+    let results = wait_for(&mut d, later, 100);
+    assert_eq!(*results.borrow(), [], "one copy on 10.0.0.8 is not a quorum of two slaves");
+    assert_eq!(d.master().replicated(), Some(0));
+    // Once the rebooted slave holds the bytes again, the wait completes.
+    let frames_sent = d.master().slaves().find(|s| s.conn == ConnId(3)).unwrap().inflight;
+    for _ in 0..frames_sent {
+        d.sent(later, ConnId(3));
+    }
+    d.received(later, ConnId(3), Bytes::copy_from_slice(&encode_report(100)));
+    let _ = d.drain();
+    assert_eq!(*results.borrow(), [Ok(100)]);
+}
+
+/// The classic protocol carries no identity: two slaves behind one address (NAT) cannot be
+/// told from one slave that reconnected, so they count as one copy (the newer connection's)
+/// until the older acknowledges bytes sent after the newer started, which a dead connection
+/// cannot; on loopback, where tests and the demo run several slaves, each connection counts.
+#[test]
+fn slaves_sharing_an_address_count_as_one_copy_until_both_acknowledge_new_bytes() {
+    let (mut d, now) = quorum_driver(100);
+    streaming_slave(&mut d, now, 1, "10.0.0.7:4000", 100);
+    streaming_slave(&mut d, now, 2, "10.0.0.7:4001", 100);
+    let results = wait_for(&mut d, now, 100);
+    assert_eq!(*results.borrow(), [Err(WaitError::InSyncReplicasNotEnough)], "one address, one copy");
+    // Both are alive: each acknowledges bytes sent after the second one started.
+    d.log_changed(now, LogBounds { min: 0, max: 200 });
+    for conn in [2, 1] {
+        let still_one = wait_for(&mut d, now, 200);
+        assert_eq!(
+            *still_one.borrow(),
+            [Err(WaitError::InSyncReplicasNotEnough)],
+            "before conn {conn}'s ack"
+        );
+        let _ = d.drain();
+        d.sent(now, ConnId(conn));
+        d.received(now, ConnId(conn), Bytes::copy_from_slice(&encode_report(200)));
+        let _ = d.drain();
+    }
+    assert_eq!(*wait_for(&mut d, now, 200).borrow(), [Ok(200)]);
+    let (mut d, now) = quorum_driver(100);
+    streaming_slave(&mut d, now, 1, "127.0.0.1:4000", 100);
+    streaming_slave(&mut d, now, 2, "127.0.0.1:4001", 100);
+    assert_eq!(*wait_for(&mut d, now, 100).borrow(), [Ok(100)]);
+}
+
+/// Seed 0xf45ab of the simulator: with an allow-list that holds a network, any host on it is
+/// admitted and trusted (it fences the master if it reports past the end), but only a replica
+/// named exactly (an address entry, or a TLS name) lifts the restart fence.
+#[test]
+fn a_stranger_on_an_allow_listed_network_does_not_lift_the_restart_fence() {
+    let (mut d, now) = driver_at(100);
+    d.set_admission(Admission::allow_list(
+        crate::service::parse_allow_list("10.0.0.7, 10.0.0.0/24").unwrap(),
+    ));
+    d.set_restart_fence(1);
+    d.accept(now, ConnId(1), "10.0.0.99:4000".parse().unwrap(), Sink::default());
+    d.received(now, ConnId(1), Bytes::copy_from_slice(&encode_report(100)));
+    let _ = d.drain();
+    assert_eq!(d.fence(), Some(&Fence::Restart { waiting_for: 1 }), "a stranger is no replica");
+    assert!(d.status(now, BrokerRole::SyncMaster, 0).slaves[0].trusted, "but it is trusted to fence");
+    d.accept(now, ConnId(2), "10.0.0.7:4000".parse().unwrap(), Sink::default());
+    d.received(now, ConnId(2), Bytes::copy_from_slice(&encode_report(100)));
+    let _ = d.drain();
+    assert_eq!(d.fence(), None);
+}
+
+#[test]
+fn a_restart_fence_no_named_replica_can_lift_is_refused_at_start() {
+    let allow = |text| Admission::allow_list(crate::service::parse_allow_list(text).unwrap());
+    let fenced =
+        |text, n| MasterServiceConfig { restart_fence: n, admission: allow(text), ..Default::default() };
+    let err = fenced("10.0.0.0/24", 2).validate().unwrap_err();
+    let CoreConfigError::Invalid { field, value, .. } = &err;
+    assert_eq!(*field, "restart_fence");
+    assert!(value.contains("10.0.0.0/24"), "names the entry: {err}");
+    let err = fenced("10.0.0.6, 10.0.0.0/24", 2).validate().unwrap_err();
+    assert!(err.to_string().contains("10.0.0.0/24"), "{err}");
+    let err = fenced("10.0.0.6", 2).validate().unwrap_err();
+    assert!(err.to_string().contains("name 1"), "{err}");
+    fenced("10.0.0.6, 10.0.0.7/32, 10.0.0.0/24", 2).validate().unwrap();
+    fenced("::ffff:10.0.0.6, 10.0.0.7", 2).validate().unwrap();
+    // On loopback each live connection is a replica (tests, the demo).
+    fenced("127.0.0.1", 2).validate().unwrap();
+    fenced("10.0.0.0/24", 0).validate().unwrap();
+}
+
+/// Soak seed 0xf42b5 (and 0xf449d, 0xf44d0, 0xf4798): under `AllInSync`, a slave that rebooted
+/// reconnects with less than a pending wait needs. Evicting its silent old connection before
+/// the new one's first report was fed left it with no connection for a moment, and the wait
+/// completed on the other slave alone, although the rebooted slave was in sync and below it.
+#[test]
+fn a_rebooted_slave_stays_in_an_all_in_sync_wait_while_its_old_connection_is_evicted() {
+    let now = Instant::ZERO;
+    let config = MasterConfig { ack_policy: crate::AckPolicy::AllInSync, ..Default::default() };
+    let mut d: MasterDriver<Sink, Reply> =
+        MasterDriver::new(config, now, LogBounds { min: 0, max: 100 }).unwrap();
+    streaming_slave(&mut d, now, 1, "10.0.0.7:4000", 50);
+    streaming_slave(&mut d, now, 2, "10.0.0.8:4000", 100);
+    let results = Rc::new(RefCell::new(Vec::new()));
+    d.await_replication(now, 100, now + Duration::from_secs(60), Reply(results.clone()));
+    let _ = d.drain();
+    assert_eq!(*results.borrow(), [], "10.0.0.7 is in sync and holds 50");
+    // 10.0.0.7 rebooted: its old connection has been silent for two heartbeats, and its new
+    // one reports the 50 bytes it kept.
+    let later = now + Duration::from_secs(11);
+    d.handle_timeout(later);
+    let _ = d.drain();
+    let new = Sink::default();
+    let new_closed = new.closed.clone();
+    d.accept(later, ConnId(3), "10.0.0.7:4001".parse().unwrap(), new);
+    d.received(later, ConnId(3), Bytes::copy_from_slice(&encode_report(50)));
+    let _ = d.drain();
+    assert!(!*new_closed.borrow());
+    let live: Vec<_> = d.master().slaves().map(|s| s.conn).collect();
+    assert_eq!(live, [ConnId(2), ConnId(3)], "the silent connection is evicted");
+    assert_eq!(*results.borrow(), [], "the rebooted slave is in sync and still lacks 50..100");
+    d.sent(later, ConnId(3));
+    d.received(later, ConnId(3), Bytes::copy_from_slice(&encode_report(100)));
+    let _ = d.drain();
+    assert_eq!(*results.borrow(), [Ok(100)]);
 }

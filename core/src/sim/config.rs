@@ -40,18 +40,18 @@ pub struct SimConfig {
     pub restart_fence: bool,
     /// Run every slave on one loopback host (as tests and the demo do) instead of a host of its
     /// own. The classic protocol has no slave identity; the master's driver tells replicas apart
-    /// by host, which loopback does not allow: it then evicts no older connection of a slave that
-    /// crashed silently and came back, and the stale connection keeps its ack until housekeeping
-    /// closes it, so a quorum can count one slave twice ([`Violation::WaitOkTooFew`]).
+    /// by host, which loopback does not allow: there each connection counts on its own, so the
+    /// stale connection of a slave that crashed silently and came back keeps its ack until
+    /// housekeeping closes it, and a quorum can count one slave twice ([`Violation::WaitOkTooFew`]).
     ///
     /// [`Violation::WaitOkTooFew`]: super::Violation::WaitOkTooFew
     pub loopback_slaves: bool,
     /// Let intruders from the replicas' network (allow-listed, so trusted) connect while the
-    /// restart fence is up. The fence counts distinct trusted hosts and takes the allow-list at
-    /// its word: a stranger it trusts counts as a replica, so an honest report from one lifts
-    /// the fence early and the master can merge a diverged slave's log
-    /// ([`Violation::DivergedSlaveAccepted`]). Off by default: strangers then come from outside
-    /// the allow-list (refused at accept) while the fence is up.
+    /// restart fence is up (on by default). The fence counts only replicas the allow-list names
+    /// exactly, so an honest report from a stranger on the network must not lift it; when it
+    /// did (soak seed 0xf45ab), the master merged a diverged slave's log
+    /// ([`Violation::DivergedSlaveAccepted`]). Off: strangers come only from outside the
+    /// allow-list (refused at accept) while the fence is up.
     ///
     /// [`Violation::DivergedSlaveAccepted`]: super::Violation::DivergedSlaveAccepted
     pub trusted_strangers_during_restart: bool,
@@ -74,7 +74,7 @@ impl Default for SimConfig {
             max_steps: 2_000_000,
             restart_fence: true,
             loopback_slaves: false,
-            trusted_strangers_during_restart: false,
+            trusted_strangers_during_restart: true,
             replay_command: "SIM_SEED={seed} SIM_RUNS=1 cargo test -p logship-core --test sim -- --nocapture"
                 .into(),
             print_trace: false,

@@ -120,13 +120,16 @@
 //!   rather than letting it reconnect. Turn the fence off to see the silent merge it prevents.
 //! - A slave whose machine crashed silently and came back within the housekeeping interval
 //!   has two connections at the master, and a quorum would count it twice. The master's driver,
-//!   which knows peer addresses, evicts an older silent connection of a host whose new
-//!   connection starts streaming; on loopback ([`SimConfig::loopback_slaves`]) it cannot.
+//!   which knows peer addresses, counts a quorum by host: once a host's new connection streams,
+//!   its older ones count no more (and an older one silent for two heartbeats is evicted); on
+//!   loopback ([`SimConfig::loopback_slaves`]) it cannot tell slaves apart.
 //! - A peer that acknowledges only bytes it was sent cannot be told from a slave: the
 //!   intruder's plausible acks count as copies. Every forgery the protocol can refute must be
-//!   refuted. For the same reason the restart fence trusts its allow-list: a stranger it trusts
-//!   counts as a replica, so strangers from the replicas' network stay away while a fence is up
-//!   unless [`SimConfig::trusted_strangers_during_restart`] lets them in.
+//!   refuted. For the same reason the restart fence counts only replicas the allow-list names
+//!   exactly: the simulated allow-list names each slave and holds their network too, and
+//!   strangers from that network (trusted, so they fence the master if they report past its
+//!   end) come while a fence is up ([`SimConfig::trusted_strangers_during_restart`]) without
+//!   lifting it.
 //!
 //! Content is a pure function of (master incarnation, offset), so bytes written by different
 //! master incarnations differ and the oracle can compare logs byte for byte.

@@ -36,7 +36,7 @@ impl Simulation {
         let now = self.instant(self.now);
         let config = MasterServiceConfig {
             core: self.master.config.clone(),
-            admission: allow_list(self.cfg.loopback_slaves),
+            admission: allow_list(self.slaves.len(), self.cfg.loopback_slaves),
             restart_fence,
             ..MasterServiceConfig::default()
         };
@@ -131,7 +131,14 @@ impl Simulation {
             let c = self.conns.get_mut(&conn).expect("filtered above");
             c.started = true;
             c.next = Some(start);
-            let peer = c.peer;
+            let (peer, ip) = (c.peer, c.address.ip());
+            if !ip.is_loopback() {
+                for (_, other) in
+                    self.conns.iter_mut().filter(|(id, o)| **id != conn && o.started && o.address.ip() == ip)
+                {
+                    other.newer_started = true;
+                }
+            }
             self.rec(Node::Master, "streams", conn, start, Detail::None);
             if let Peer::Slave { idx, inc } = peer {
                 let s = &self.slaves[idx];
@@ -347,7 +354,18 @@ impl Simulation {
                 if let Some(core) = self.master.core() {
                     let gap = self.master.config.ha_max_gap_not_in_sync;
                     let acks: Vec<Offset> = core.slaves().filter_map(|i| i.ack).collect();
-                    let close = acks.iter().filter(|&&a| w.offset.saturating_sub(a) < gap).count();
+                    // Distinct peers close enough by a connection of their current incarnation
+                    // (a slave that crashed since may have lost what its old connection acked)
+                    // that no newer connection from its host has replaced.
+                    let close: BTreeSet<Peer> = core
+                        .slaves()
+                        .filter(|i| i.ack.is_some_and(|a| w.offset.saturating_sub(a) < gap))
+                        .filter_map(|i| self.conns.get(&i.conn.0))
+                        .filter(|c| !c.newer_started)
+                        .map(|c| c.peer)
+                        .filter(|p| !matches!(p, Peer::Slave { idx, inc } if self.slaves[*idx].inc != *inc))
+                        .collect();
+                    let close = close.len();
                     let enough = match (e, self.master.config.ack_policy) {
                         (WaitError::SlaveNotAvailable, _) => !acks.is_empty() && close > 0,
                         (_, AckPolicy::Quorum { in_sync_replicas }) => {
@@ -403,8 +421,22 @@ impl Simulation {
                 holders.insert(key);
             }
         }
-        // Connections still live were live when the wait completed, with an ack no higher.
-        let in_sync_short = core.slaves().any(|info| info.in_sync && info.ack.is_some_and(|a| a < o));
+        // Connections still live were live when the wait completed, with an ack no higher. A
+        // peer is one slave, however many connections it has: it is short if it is in sync on
+        // a connection of its current incarnation and none of those holds `o`. A connection a
+        // newer one from its host replaced is not in the set: the master counts a host on its
+        // newest streaming connection (a reconnect cannot be told from a reboot).
+        let mut peers: BTreeMap<Peer, (bool, Option<Offset>)> = BTreeMap::new();
+        for info in core.slaves() {
+            let Some(c) = self.conns.get(&info.conn.0) else { continue };
+            if c.newer_started || matches!(c.peer, Peer::Slave { idx, inc } if self.slaves[idx].inc != inc) {
+                continue;
+            }
+            let (in_sync, best) = peers.entry(c.peer).or_insert((false, None));
+            *in_sync |= info.in_sync;
+            *best = (*best).max(info.ack);
+        }
+        let in_sync_short = peers.values().any(|&(in_sync, best)| in_sync && best.is_some_and(|a| a < o));
         let need = match self.master.config.ack_policy {
             AckPolicy::AnySlave | AckPolicy::AllInSync => 1,
             AckPolicy::Quorum { in_sync_replicas } => in_sync_replicas.saturating_sub(1) as usize,

@@ -131,6 +131,10 @@ struct Conn {
     reported: Option<Offset>,
     /// The master accepted the first report.
     started: bool,
+    /// A newer connection from the same (non-loopback) host started streaming after this one
+    /// was accepted: the master may count the host's copy on that one only (a reboot cannot be
+    /// told from a reconnect).
+    newer_started: bool,
     /// Where the next span (or heartbeat) must start.
     next: Option<Offset>,
     /// Body bytes the master transmitted on it.
@@ -203,9 +207,10 @@ impl std::fmt::Debug for SlaveNode {
 }
 
 /// The oracle's own model of the master's fence, kept from what it saw on the wire: after a
-/// restart, puts wait until `needed` distinct trusted replicas have reported (a host counts
-/// once, however often it reconnects; on loopback each live connection counts while it is up);
-/// a trusted replica refused as ahead fences the master until it restarts.
+/// restart, puts wait until `needed` distinct slaves have reported (a slave's host counts
+/// once, however often it reconnects; on loopback each live connection counts while it is up;
+/// a stranger never counts, even one the allow-list trusts); a trusted replica refused as
+/// ahead fences the master until it restarts.
 #[derive(Debug, Default)]
 struct FenceModel {
     needed: usize,
@@ -465,12 +470,13 @@ fn slave_ip(idx: usize, loopback: bool) -> IpAddr {
     }
 }
 
-/// The replica allow-list: the slaves' network (and loopback, where they share it).
-fn allow_list(loopback: bool) -> Admission {
-    let mut nets = vec![IpNet::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 24).expect("valid prefix")];
-    if loopback {
-        nets.push(IpNet::new(IpAddr::V4(Ipv4Addr::new(127, 0, 0, 0)), 8).expect("valid prefix"));
-    }
+/// The replica allow-list: each slave's own address (or loopback, where they share it), and
+/// the slaves' network, which admits and trusts strangers on it too.
+fn allow_list(slaves: usize, loopback: bool) -> Admission {
+    let mut nets: Vec<IpNet> =
+        (0..slaves).map(|i| IpNet::new(slave_ip(i, loopback), 32).expect("valid prefix")).collect();
+    nets.push(IpNet::new(IpAddr::V4(Ipv4Addr::new(10, 0, 0, 0)), 24).expect("valid prefix"));
+    nets.dedup();
     Admission::allow_list(nets)
 }
 

@@ -297,8 +297,12 @@ impl Simulation {
         Ok(())
     }
 
-    /// The fence model hears a trusted replica: a host once, a loopback connection while up.
+    /// The fence model hears a trusted peer: a slave's host once, a loopback connection while
+    /// up; a stranger is no replica, whatever the allow-list trusts.
     fn hear(&mut self, conn: u64, address: SocketAddr) {
+        if !self.conns.get(&conn).is_some_and(|c| matches!(c.peer, Peer::Slave { .. })) {
+            return;
+        }
         let ip = address.ip();
         let who = if ip.is_loopback() { Heard::LoopbackConn(conn) } else { Heard::Host(ip) };
         if self.master.fence.hear(who) {

@@ -391,6 +391,7 @@ impl Simulation {
                 partial: Vec::new(),
                 reported: None,
                 started: false,
+                newer_started: false,
                 next: None,
                 body_bytes: 0,
             },
