@@ -1172,6 +1172,7 @@ impl BrokerSettings {
                 max_connections: self.ha_max_connections,
                 tls: self.master_tls.clone(),
             },
+            controller: None,
         }
     }
 

@@ -514,6 +514,7 @@ mod tests {
             peer_errors: 0,
             fence: None,
             refusals: Default::default(),
+            autoswitch: None,
         }
     }
 

@@ -496,9 +496,8 @@ pub fn run_slave(config: SlaveConfig, start: Offset, ops: &[SlaveOp]) {
                     assert!(!connecting && !connected, "Connect while connected");
                     connecting = true;
                 }
-                SlaveOutput::Transmit(r) => {
+                SlaveOutput::Report(offset) => {
                     assert!(connected, "report while not connected");
-                    let offset = u64::from_be_bytes(r);
                     let limit = if config.ack_on == AckOn::Flushed { durable } else { stored };
                     assert!(offset <= limit, "report {offset} beyond stored/durable {limit}");
                     if first_report_due {

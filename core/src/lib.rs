@@ -90,7 +90,8 @@
 //!     let mut progress = false;
 //!     loop {
 //!         match slave.poll_output() {
-//!             SlaveOutput::Transmit(report) => {
+//!             SlaveOutput::Report(offset) => {
+//!                 let report = frame::encode_report(offset);
 //!                 master.handle_input(now, MasterInput::Received { conn, data: Bytes::copy_from_slice(&report) })?;
 //!                 progress = true;
 //!             }

@@ -18,12 +18,16 @@
 //! assert_eq!(slave.contents(), (0, b"hello".to_vec()));
 //! # Ok::<(), logship_core::memlog::MemoryLogError>(())
 //! ```
+//!
+//! It also keeps an epoch list and a confirm offset ([`EpochLog`]), so a controller-mode
+//! (AutoSwitch) service can run over it.
 
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 
-use crate::log::{LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
+use crate::autoswitch::{EpochCache, EpochEntry, EpochError};
+use crate::log::{EpochLog, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
 
 /// The bytes of one node's log: `[base, end)`, of which `[base, durable)` survive a crash and
 /// `[min, end)` may be read (retention moves `min`; the bytes below it are kept so the
@@ -159,6 +163,22 @@ impl MemLog {
         end - keep_end
     }
 
+    /// Cuts the log to end at `offset`; `offset` must lie in [`bounds`](Self::bounds). A log
+    /// cut to its min offset is empty again, keeping that min (it resumes there).
+    pub(crate) fn truncate_to(&mut self, offset: Offset) {
+        let bounds = self.bounds();
+        debug_assert!(bounds.min <= offset && offset <= bounds.max, "caller checks the range");
+        if self.data.is_empty() {
+            return;
+        }
+        self.data.truncate((offset - self.base) as usize);
+        self.durable = self.durable.min(offset);
+        if self.data.is_empty() {
+            let min = self.min;
+            *self = Self { min, base: min, durable: min, ..Self::default() };
+        }
+    }
+
     /// Retention: bytes below `min` can no longer be read.
     pub(crate) fn retain(&mut self, min: Offset) {
         self.min = self.min.max(min);
@@ -191,6 +211,31 @@ pub enum MemoryLogError {
         /// The log's end.
         end: Offset,
     },
+    /// A truncation outside the log.
+    #[error("cannot truncate to {offset}: the log holds [{}, {})", bounds.min, bounds.max)]
+    TruncateOutOfRange {
+        /// Where the cut was asked for.
+        offset: Offset,
+        /// What the log holds.
+        bounds: LogBounds,
+    },
+    /// An epoch the list cannot take (not above the last one, or starting before it).
+    #[error("epoch {entry:?} refused: {error}")]
+    EpochRefused {
+        /// The entry offered.
+        entry: EpochEntry,
+        /// Why.
+        #[source]
+        error: EpochError,
+    },
+    /// An epoch that starts past the end of a non-empty log: its bytes would leave a gap.
+    #[error("epoch {entry:?} starts past the log's end {end}")]
+    EpochBeyondEnd {
+        /// The entry offered.
+        entry: EpochEntry,
+        /// The log's end.
+        end: Offset,
+    },
     /// A message too large for a `u32` size.
     #[error("a {len}-byte message does not fit a u32 size")]
     TooLarge {
@@ -201,10 +246,32 @@ pub enum MemoryLogError {
 
 /// A thread-safe in-memory log for tests and embedding: a master's log (`put` appends a
 /// message's bytes as they are, with no RocketMQ framing) or a slave's (`append_at` stores
-/// replicated bytes). `flush` marks every byte durable; nothing survives the process.
+/// replicated bytes). `flush` marks every byte durable; nothing survives the process. Its
+/// epoch list and confirm offset ([`EpochLog`]) live in the same lock as the bytes, so a
+/// truncation cuts all three at once.
 #[derive(Debug, Default)]
 pub struct MemoryLog {
-    inner: Mutex<MemLog>,
+    inner: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    log: MemLog,
+    epochs: EpochCache,
+    confirm: Offset,
+}
+
+impl std::ops::Deref for State {
+    type Target = MemLog;
+    fn deref(&self) -> &MemLog {
+        &self.log
+    }
+}
+
+impl std::ops::DerefMut for State {
+    fn deref_mut(&mut self) -> &mut MemLog {
+        &mut self.log
+    }
 }
 
 impl MemoryLog {
@@ -213,7 +280,7 @@ impl MemoryLog {
         Self::default()
     }
 
-    fn lock(&self) -> MutexGuard<'_, MemLog> {
+    fn lock(&self) -> MutexGuard<'_, State> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
@@ -260,6 +327,57 @@ impl LogRead for MemoryLog {
     fn segment_size(&self) -> u64 {
         crate::DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG
     }
+
+    fn epoch_log(&self) -> Option<&dyn EpochLog<Error = MemoryLogError>> {
+        Some(self)
+    }
+}
+
+impl EpochLog for MemoryLog {
+    type Error = MemoryLogError;
+
+    fn epochs(&self) -> Vec<EpochEntry> {
+        self.lock().epochs.entries().collect()
+    }
+
+    fn append_epoch(&self, entry: EpochEntry) -> Result<(), MemoryLogError> {
+        let mut state = self.lock();
+        if state.epochs.last() == Some(entry) {
+            return Ok(());
+        }
+        let end = state.log.bounds().max;
+        if !state.log.is_empty() && entry.start_offset > end {
+            return Err(MemoryLogError::EpochBeyondEnd { entry, end });
+        }
+        state
+            .epochs
+            .append(entry.epoch, entry.start_offset)
+            .map(drop)
+            .map_err(|error| MemoryLogError::EpochRefused { entry, error })
+    }
+
+    /// Every offset of a memory log is a record boundary (it keeps bytes, not records).
+    fn truncate_to(&self, offset: Offset) -> Result<(), MemoryLogError> {
+        let mut state = self.lock();
+        let bounds = state.log.bounds();
+        if offset < bounds.min || offset > bounds.max {
+            return Err(MemoryLogError::TruncateOutOfRange { offset, bounds });
+        }
+        state.log.truncate_to(offset);
+        state.epochs.truncate_from(offset);
+        state.confirm = state.confirm.min(offset);
+        Ok(())
+    }
+
+    fn set_confirm_offset(&self, offset: Offset) -> Offset {
+        let mut state = self.lock();
+        state.confirm = state.confirm.max(offset);
+        state.confirm
+    }
+
+    fn confirm_offset(&self) -> Offset {
+        self.lock().confirm
+    }
 }
 
 impl LogWrite for MemoryLog {
@@ -281,7 +399,8 @@ impl MessageLog for MemoryLog {
             return PutResult::refused(PutStatus::MessageIllegal);
         };
         let mut log = self.lock();
-        let offset = log.end();
+        // An empty log (new, or cut to its min offset) resumes at its min offset.
+        let offset = log.bounds().max;
         match log.append_at(offset, &message) {
             Ok(_) => PutResult {
                 status: PutStatus::PutOk,
@@ -362,5 +481,108 @@ mod tests {
         assert_eq!(slave.flush(), Ok(5));
         assert_eq!(slave.contents(), (3, b"de".to_vec()));
         assert_eq!(slave.read(LogSpan { offset: 3, len: 2 }).unwrap(), Bytes::from_static(b"de"));
+    }
+
+    fn entry(epoch: i32, start_offset: Offset) -> EpochEntry {
+        EpochEntry { epoch, start_offset }
+    }
+
+    #[test]
+    fn memory_log_is_an_epoch_log() {
+        let log = MemoryLog::new();
+        let epochs = log.epoch_log().expect("a memory log keeps epochs");
+        assert!(epochs.epochs().is_empty());
+        assert_eq!(epochs.confirm_offset(), 0);
+    }
+
+    #[test]
+    fn epochs_append_in_order_and_refuse_going_back_or_past_the_end() {
+        let log = MemoryLog::new();
+        log.append_epoch(entry(1, 0)).unwrap();
+        log.append_epoch(entry(1, 0)).unwrap(); // the same entry again: a no-op
+        log.put(b"abcd".to_vec());
+        log.append_epoch(entry(2, 4)).unwrap();
+        log.append_epoch(entry(3, 4)).unwrap(); // epoch 2 wrote nothing: kept, empty
+        for stale in [entry(2, 4), entry(1, 4)] {
+            let err = log.append_epoch(stale).unwrap_err();
+            assert!(matches!(
+                err,
+                MemoryLogError::EpochRefused { error: EpochError::EpochNotIncreasing { .. }, .. }
+            ));
+        }
+        let err = log.append_epoch(entry(4, 2)).unwrap_err();
+        assert!(matches!(
+            err,
+            MemoryLogError::EpochRefused { error: EpochError::StartWentBackwards { .. }, .. }
+        ));
+        let err = log.append_epoch(entry(4, 5)).unwrap_err();
+        assert_eq!(err, MemoryLogError::EpochBeyondEnd { entry: entry(4, 5), end: 4 });
+        assert_eq!(log.epochs(), vec![entry(1, 0), entry(2, 4), entry(3, 4)]);
+    }
+
+    #[test]
+    fn an_empty_log_takes_an_epoch_at_any_start() {
+        let log = MemoryLog::new();
+        log.append_epoch(entry(5, 4096)).unwrap();
+        assert_eq!(log.epochs(), vec![entry(5, 4096)]);
+    }
+
+    #[test]
+    fn confirm_offset_only_rises_until_a_truncation() {
+        let log = MemoryLog::new();
+        log.put(vec![7; 10]);
+        assert_eq!(log.set_confirm_offset(8), 8);
+        assert_eq!(log.set_confirm_offset(3), 8);
+        assert_eq!(log.confirm_offset(), 8);
+        log.truncate_to(5).unwrap();
+        assert_eq!(log.confirm_offset(), 5);
+        log.truncate_to(5).unwrap();
+        assert_eq!(log.set_confirm_offset(2), 5);
+    }
+
+    #[test]
+    fn truncation_cuts_bytes_epochs_and_confirm_offset_together() {
+        let log = MemoryLog::new();
+        log.append_epoch(entry(1, 0)).unwrap();
+        log.put(b"0123".to_vec());
+        log.append_epoch(entry(2, 4)).unwrap();
+        log.put(b"4567".to_vec());
+        log.append_epoch(entry(3, 8)).unwrap();
+        log.set_confirm_offset(8);
+        log.flush().unwrap();
+        log.truncate_to(4).unwrap();
+        assert_eq!(log.contents(), (0, b"0123".to_vec()));
+        assert_eq!(log.epochs(), vec![entry(1, 0)], "epochs starting at or after the cut go");
+        assert_eq!((log.confirm_offset(), log.flushed()), (4, 4));
+        // The log resumes at the cut.
+        assert_eq!(log.put(b"x".to_vec()).offset, 4);
+        assert_eq!(log.append_at(5, b"y"), Ok(6));
+    }
+
+    #[test]
+    fn truncation_outside_the_log_is_refused_and_changes_nothing() {
+        let log = MemoryLog::new();
+        log.append_at(100, b"abc").unwrap();
+        log.append_epoch(entry(1, 100)).unwrap();
+        for offset in [99, 104] {
+            let err = log.truncate_to(offset).unwrap_err();
+            assert_eq!(
+                err,
+                MemoryLogError::TruncateOutOfRange { offset, bounds: LogBounds { min: 100, max: 103 } }
+            );
+        }
+        assert_eq!(log.contents(), (100, b"abc".to_vec()));
+        assert_eq!(log.epochs(), vec![entry(1, 100)]);
+    }
+
+    #[test]
+    fn a_log_cut_to_its_start_resumes_there() {
+        let log = MemoryLog::new();
+        log.append_at(100, b"abc").unwrap();
+        log.truncate_to(100).unwrap();
+        assert_eq!(log.bounds(), LogBounds { min: 100, max: 100 });
+        assert_eq!(log.contents(), (100, Vec::new()));
+        let put = log.put(b"z".to_vec());
+        assert_eq!((put.offset, put.end()), (100, 101));
     }
 }

@@ -8,7 +8,7 @@ use tracing::{debug, info, trace, warn};
 
 use crate::config::{AckOn, CoreConfigError, SlaveConfig};
 use crate::error::{ApiMisuse, CloseReason, PeerError};
-use crate::frame::{PushDecoder, REPORT_LEN, encode_report};
+use crate::frame::PushDecoder;
 use crate::log::Offset;
 use crate::master::IDLE_TIMEOUT;
 
@@ -49,8 +49,9 @@ pub enum SlaveInput {
 pub enum SlaveOutput {
     /// Open a connection to the master; feed `Connected` or `Closed`.
     Connect,
-    /// Write this 8-byte report to the master.
-    Transmit([u8; REPORT_LEN]),
+    /// Report this offset to the master (RocketMQ's 8-byte `maxOffset` report, encoded by
+    /// [`encode_report`](crate::frame::encode_report)): every byte before it is stored.
+    Report(Offset),
     /// Store `data` at `offset` (`LogWrite::append_at`); feed `Appended` or `AppendFailed`.
     Append {
         /// Where the bytes go.
@@ -315,7 +316,7 @@ impl Slave {
         let out = self.do_poll_output();
         match &out {
             SlaveOutput::Append { offset, data } => trace!(offset, len = data.len(), "append"),
-            SlaveOutput::Transmit(r) => trace!(offset = u64::from_be_bytes(*r), "report"),
+            SlaveOutput::Report(offset) => trace!(offset, "report"),
             SlaveOutput::Timeout(_) => {}
             other => debug!(?other, "output"),
         }
@@ -356,7 +357,7 @@ impl Slave {
                 if let Some(offset) = report {
                     s.reported = Some(offset);
                     s.last_report = self.now;
-                    return SlaveOutput::Transmit(encode_report(offset));
+                    return SlaveOutput::Report(offset);
                 }
             }
             _ => {}

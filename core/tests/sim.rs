@@ -312,7 +312,7 @@ mod slave_driver {
         let mut d = SlaveDriver::new(&config, clock.at(0), Arc::clone(&log)).unwrap();
         assert_eq!(poll_all(&mut d, clock.at(0)), vec![SlaveOutput::Connect]);
         d.connected(clock.at(0));
-        assert!(poll_all(&mut d, clock.at(0)).contains(&SlaveOutput::Transmit(0u64.to_be_bytes())));
+        assert!(poll_all(&mut d, clock.at(0)).contains(&SlaveOutput::Report(0)));
         (d, log)
     }
 
@@ -327,11 +327,11 @@ mod slave_driver {
             "{out:?}"
         );
         // Nothing is stored or acknowledged before the caller stores it and answers.
-        assert!(!out.iter().any(|o| matches!(o, SlaveOutput::Transmit(_))), "{out:?}");
+        assert!(!out.iter().any(|o| matches!(o, SlaveOutput::Report(_))), "{out:?}");
         assert_eq!(log.bounds().max, 0);
         let end = log.append_at(0, b"hello");
         d.appended(clock.at(5), end);
-        assert!(poll_all(&mut d, clock.at(5)).contains(&SlaveOutput::Transmit(5u64.to_be_bytes())));
+        assert!(poll_all(&mut d, clock.at(5)).contains(&SlaveOutput::Report(5)));
         assert_eq!(d.status(clock.at(5)).max_offset, 5);
     }
 

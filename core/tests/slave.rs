@@ -165,7 +165,7 @@ fn ack_on_flushed_reports_only_flushed_bytes() {
     assert!(drain_slave(&mut s).0.is_empty(), "one flush at a time");
     s.handle_input(clock.at(3), SlaveInput::Flushed { end: 10 }).unwrap();
     let out = drain_slave(&mut s).0;
-    assert_eq!(out, [SlaveOutput::Flush, SlaveOutput::Transmit(10u64.to_be_bytes())]);
+    assert_eq!(out, [SlaveOutput::Flush, SlaveOutput::Report(10)]);
     s.handle_input(clock.at(4), SlaveInput::Flushed { end: 15 }).unwrap();
     assert_eq!(slave_outputs_reports(&drain_slave(&mut s).0), [15]);
 }

@@ -27,7 +27,8 @@ fn worked_example_of_protocol_notes_2_2_byte_for_byte() {
     master.handle_input(clock.at(0), MasterInput::Accepted { conn }).unwrap();
 
     // slave sends 00 00 00 00 00 00 00 00
-    let SlaveOutput::Transmit(first) = out[0] else { panic!("{out:?}") };
+    let SlaveOutput::Report(first) = out[0] else { panic!("{out:?}") };
+    let first = encode_report(first);
     assert_eq!(first, [0, 0, 0, 0, 0, 0, 0, 0]);
     master
         .handle_input(clock.at(0), MasterInput::Received { conn, data: Bytes::copy_from_slice(&first) })
@@ -54,7 +55,8 @@ fn worked_example_of_protocol_notes_2_2_byte_for_byte() {
     assert_eq!(slave_appends(&out)[0].0, 0x4000_0000);
     slave.handle_input(clock.at(1), SlaveInput::Appended { end: 0x4000_1234 }).unwrap();
     let out = drain_slave(&mut slave).0;
-    assert_eq!(out, [SlaveOutput::Transmit([0, 0, 0, 0, 0x40, 0, 0x12, 0x34])]);
+    assert_eq!(out, [SlaveOutput::Report(0x4000_1234)]);
+    assert_eq!(encode_report(0x4000_1234), [0, 0, 0, 0, 0x40, 0, 0x12, 0x34]);
     master
         .handle_input(
             clock.at(1),

@@ -37,27 +37,15 @@ const EPOCH_FILE_NAME: &str = "epochFileCheckpoint";
 /// bytes each).
 const MAX_FILE_LEN: u64 = 1 << 20;
 
-/// One entry of the epoch file: the leader epoch that started writing at `start_offset`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct EpochEntry {
-    /// The leader epoch (a Java `int`, so at most `i32::MAX`).
-    pub epoch: u32,
-    /// The commit-log offset of the epoch's first byte.
-    pub start_offset: u64,
-}
-
-impl EpochEntry {
-    /// An entry.
-    pub fn new(epoch: u32, start_offset: u64) -> Self {
-        Self { epoch, start_offset }
-    }
-}
+/// One entry of the epoch file: the core's [`EpochEntry`], the leader epoch that started
+/// writing at `start_offset`.
+pub use logship_core::autoswitch::EpochEntry;
 
 /// Why an epoch list cannot be written or a file's contents are refused.
 fn check_entries(entries: &[EpochEntry]) -> Result<(), String> {
     for (i, e) in entries.iter().enumerate() {
-        if e.epoch > i32::MAX as u32 {
-            return Err(format!("entry {i}: epoch {} is above Java's int range", e.epoch));
+        if e.epoch < 0 {
+            return Err(format!("entry {i}: epoch {} is negative", e.epoch));
         }
         if e.start_offset > i64::MAX as u64 {
             return Err(format!("entry {i}: start offset {} is above Java's long range", e.start_offset));
@@ -115,7 +103,9 @@ fn decode(bytes: &[u8]) -> Result<Vec<EpochEntry>, String> {
         if !all_digits(epoch) || !all_digits(start) {
             return Err(bad());
         }
-        let epoch = epoch.parse().map_err(|_| bad())?;
+        let epoch: u64 = epoch.parse().map_err(|_| bad())?;
+        let epoch = i32::try_from(epoch)
+            .map_err(|_| format!("line {}: epoch {epoch} is above Java's int range", i + 3))?;
         let start_offset = start.parse().map_err(|_| bad())?;
         entries.push(EpochEntry { epoch, start_offset });
         entry_text.push_str(line);
@@ -261,8 +251,8 @@ mod tests {
 
     const VECTOR: &str = "2\n773307083\n7-7000\n8-8000\n";
 
-    fn e(epoch: u32, start: u64) -> EpochEntry {
-        EpochEntry::new(epoch, start)
+    fn e(epoch: i32, start: u64) -> EpochEntry {
+        EpochEntry { epoch, start_offset: start }
     }
 
     #[test]
@@ -361,6 +351,19 @@ mod tests {
     }
 
     #[test]
+    fn a_negative_epoch_is_not_written() {
+        // The core's entry holds a Java int; Java's epochs are never negative.
+        let dir = tempfile::tempdir().unwrap();
+        let f = EpochFile::in_root(dir.path());
+        let err = f.write(&[e(-1, 0)]).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::EpochListInvalid { reason, .. } if reason.contains("negative")),
+            "{err}"
+        );
+        assert!(!f.path().exists());
+    }
+
+    #[test]
     fn an_epoch_with_no_data_is_kept() {
         // Java's appendEntry drops an epoch starting where the previous one does; the file keeps it.
         let dir = tempfile::tempdir().unwrap();
@@ -371,9 +374,9 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn any_valid_list_round_trips(steps in proptest::collection::vec((1u32..1000, 0u64..1 << 40), 0..50)) {
+        fn any_valid_list_round_trips(steps in proptest::collection::vec((1i32..1000, 0u64..1 << 40), 0..50)) {
             let mut entries = Vec::new();
-            let (mut epoch, mut start) = (0u32, 0u64);
+            let (mut epoch, mut start) = (0i32, 0u64);
             for (de, ds) in steps {
                 epoch += de;
                 start += ds;

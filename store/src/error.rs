@@ -306,7 +306,7 @@ pub enum StoreError {
     #[error("epoch {epoch} at offset {start_offset} refused: {reason}")]
     EpochRefused {
         /// The epoch.
-        epoch: u32,
+        epoch: i32,
         /// Its start offset.
         start_offset: u64,
         /// Why it does not extend the list.

@@ -156,7 +156,9 @@ pub use env::{Clock, DiskUsage, OsDiskUsage, StoreEnv, SystemClock};
 pub use epoch_file::{EpochEntry, EpochFile};
 pub use error::{StoreConfigError, StoreError};
 pub use flush::{Durable, FlushHold};
-pub use logship_core::{LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
+pub use logship_core::{
+    EpochLog, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus,
+};
 pub use recovery::{RecoveryKind, RecoveryReport};
 pub use retention::RetentionReport;
 pub use scrub::{ScrubFinding, ScrubStatus};

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use logship_core::{
-    FlushSettings, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus,
+    EpochLog, FlushSettings, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus,
 };
 
 use crate::checkpoint::{CheckpointFile, LogshipState};
@@ -1511,6 +1511,43 @@ impl LogRead for CommitLog {
 
     fn segment_size(&self) -> u64 {
         self.shared.config.mapped_file_size_commit_log
+    }
+
+    fn epoch_log(&self) -> Option<&dyn EpochLog<Error = StoreError>> {
+        Some(self)
+    }
+}
+
+/// Controller mode's log capability, over the store's epoch file, crash-safe truncation and
+/// confirm offset (the inherent methods of the same names).
+impl EpochLog for CommitLog {
+    type Error = StoreError;
+
+    fn epochs(&self) -> Vec<EpochEntry> {
+        Self::epochs(self)
+    }
+
+    fn append_epoch(&self, entry: EpochEntry) -> Result<(), StoreError> {
+        Self::append_epoch(self, entry)
+    }
+
+    fn truncate_to(&self, offset: Offset) -> Result<(), StoreError> {
+        Self::truncate_to(self, offset).map(|report| {
+            tracing::info!(
+                from = report.from,
+                to = report.to,
+                dropped_epochs = report.dropped_epochs.len(),
+                "log truncated"
+            );
+        })
+    }
+
+    fn set_confirm_offset(&self, offset: Offset) -> Offset {
+        Self::set_confirm_offset(self, offset)
+    }
+
+    fn confirm_offset(&self) -> Offset {
+        self.shared.confirm.load(Ordering::Acquire)
     }
 }
 

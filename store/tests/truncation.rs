@@ -3,9 +3,9 @@
 
 mod common;
 
-use common::truncation::{build, check_after_crash, cuts, put_all};
+use common::truncation::{build, check_after_crash, cuts, entry, put_all};
 use common::{Env, config, message, record_at};
-use logship_store::{EpochEntry, EpochFile, LogSpan, Message, PutStatus, StoreError, TruncateStep};
+use logship_store::{EpochFile, LogRead, LogSpan, Message, PutStatus, StoreError, TruncateStep};
 
 #[test]
 fn a_truncation_killed_after_any_step_never_brings_the_tail_back() {
@@ -34,7 +34,7 @@ fn a_completed_truncation_survives_a_crash_right_after_it() {
     let old_end = log.max_offset();
     let report = log.truncate_to(cut).unwrap();
     assert_eq!((report.from, report.to), (old_end, cut));
-    assert_eq!(report.dropped_epochs, vec![EpochEntry::new(3, report.dropped_epochs[0].start_offset)]);
+    assert_eq!(report.dropped_epochs, vec![entry(3, report.dropped_epochs[0].start_offset)]);
     assert!(!report.removed_segments.is_empty());
     log.abandon();
     check_after_crash(dir.path(), &env, &puts, cut);
@@ -63,12 +63,42 @@ fn a_running_store_reads_writes_and_replicates_at_the_cut() {
     assert_eq!(log.append_at(cut, &bytes).unwrap(), cut + bytes.len() as u64);
     assert_eq!(log.dispatch_pending().unwrap(), cut + bytes.len() as u64);
     assert_eq!(log.read_message(cut).unwrap().body, message(7).body);
-    log.append_epoch(EpochEntry::new(4, cut)).unwrap();
+    log.append_epoch(entry(4, cut)).unwrap();
     log.shutdown().unwrap();
     drop(log);
     let log = env.open(dir.path(), config()).unwrap();
     assert_eq!(log.max_offset(), cut + bytes.len() as u64);
-    assert_eq!(log.epochs().last(), Some(&EpochEntry::new(4, cut)));
+    assert_eq!(log.epochs().last(), Some(&entry(4, cut)));
+}
+
+#[test]
+fn the_commit_log_is_an_epoch_log_through_log_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let (puts, cut) = build(dir.path(), &env);
+    let log = env.open(dir.path(), config()).unwrap();
+    let epochs = log.epoch_log().expect("the store keeps epochs: controller mode can run over it");
+    assert_eq!(epochs.epochs(), log.epochs());
+    assert_eq!(epochs.epochs().len(), 3);
+    // The confirm offset: raised, never lowered by a set, lowered by a cut.
+    let end = log.max_offset();
+    assert_eq!(epochs.set_confirm_offset(end), end);
+    assert_eq!(epochs.set_confirm_offset(cut - 1), end);
+    assert_eq!(epochs.confirm_offset(), end);
+    epochs.truncate_to(cut).unwrap();
+    assert_eq!(log.max_offset(), cut);
+    assert_eq!(epochs.confirm_offset(), cut);
+    assert_eq!(epochs.epochs(), common::truncation::epochs_of(&puts)[..2].to_vec());
+    // Off a record boundary: refused, typed, nothing cut.
+    assert!(matches!(epochs.truncate_to(cut - 1), Err(StoreError::NotARecordBoundary { .. })));
+    assert_eq!(log.max_offset(), cut);
+    epochs.append_epoch(entry(4, cut)).unwrap();
+    assert!(matches!(epochs.append_epoch(entry(4, cut)), Ok(())), "the same entry again is a no-op");
+    assert!(matches!(epochs.append_epoch(entry(3, cut)), Err(StoreError::EpochRefused { epoch: 3, .. })));
+    log.shutdown().unwrap();
+    drop(log);
+    let log = env.open(dir.path(), config()).unwrap();
+    assert_eq!(log.epoch_log().unwrap().epochs().last(), Some(&entry(4, cut)));
 }
 
 #[test]
@@ -114,22 +144,22 @@ fn epochs_must_increase_and_start_within_the_log() {
     let dir = tempfile::tempdir().unwrap();
     let env = Env::default();
     let log = env.open(dir.path(), config()).unwrap();
-    log.append_epoch(EpochEntry::new(2, 0)).unwrap();
+    log.append_epoch(entry(2, 0)).unwrap();
 
     // The same entry again is a no-op (a slave sees its epoch in every frame).
-    log.append_epoch(EpochEntry::new(2, 0)).unwrap();
+    log.append_epoch(entry(2, 0)).unwrap();
     put_all(&log, 0..3);
     let end = log.max_offset();
-    assert!(matches!(log.append_epoch(EpochEntry::new(1, end)), Err(StoreError::EpochRefused { .. })));
-    assert!(matches!(log.append_epoch(EpochEntry::new(2, end)), Err(StoreError::EpochRefused { .. })));
-    assert!(matches!(log.append_epoch(EpochEntry::new(3, end + 1)), Err(StoreError::EpochRefused { .. })));
+    assert!(matches!(log.append_epoch(entry(1, end)), Err(StoreError::EpochRefused { .. })));
+    assert!(matches!(log.append_epoch(entry(2, end)), Err(StoreError::EpochRefused { .. })));
+    assert!(matches!(log.append_epoch(entry(3, end + 1)), Err(StoreError::EpochRefused { .. })));
     // An epoch with no data (it starts where the last one does) is kept, unlike Java's.
-    log.append_epoch(EpochEntry::new(3, end)).unwrap();
-    log.append_epoch(EpochEntry::new(4, end)).unwrap();
+    log.append_epoch(entry(3, end)).unwrap();
+    log.append_epoch(entry(4, end)).unwrap();
     assert_eq!(log.epochs().len(), 3);
     log.abandon();
     let log = env.open(dir.path(), config()).unwrap();
-    assert_eq!(log.epochs(), vec![EpochEntry::new(2, 0), EpochEntry::new(3, end), EpochEntry::new(4, end)]);
+    assert_eq!(log.epochs(), vec![entry(2, 0), entry(3, end), entry(4, end)]);
 }
 
 #[test]
@@ -137,16 +167,16 @@ fn recovery_drops_epochs_that_start_past_the_recovered_end() {
     let dir = tempfile::tempdir().unwrap();
     let env = Env::default();
     let log = env.open(dir.path(), config()).unwrap();
-    log.append_epoch(EpochEntry::new(1, 0)).unwrap();
+    log.append_epoch(entry(1, 0)).unwrap();
     put_all(&log, 0..3);
     let end = log.max_offset();
     log.shutdown().unwrap();
     drop(log);
     // An epoch file that claims an epoch beyond the log (its bytes were lost in a crash).
-    EpochFile::in_root(dir.path()).write(&[EpochEntry::new(1, 0), EpochEntry::new(2, end + 500)]).unwrap();
+    EpochFile::in_root(dir.path()).write(&[entry(1, 0), entry(2, end + 500)]).unwrap();
     let log = env.open(dir.path(), config()).unwrap();
-    assert_eq!(log.epochs(), vec![EpochEntry::new(1, 0)]);
-    assert_eq!(EpochFile::in_root(dir.path()).read().unwrap(), vec![EpochEntry::new(1, 0)]);
+    assert_eq!(log.epochs(), vec![entry(1, 0)]);
+    assert_eq!(EpochFile::in_root(dir.path()).read().unwrap(), vec![entry(1, 0)]);
 }
 
 #[test]
@@ -154,7 +184,7 @@ fn a_corrupt_epoch_file_and_copy_stop_the_open_with_a_typed_error() {
     let dir = tempfile::tempdir().unwrap();
     let env = Env::default();
     let log = env.open(dir.path(), config()).unwrap();
-    log.append_epoch(EpochEntry::new(1, 0)).unwrap();
+    log.append_epoch(entry(1, 0)).unwrap();
     log.shutdown().unwrap();
     drop(log);
     let file = EpochFile::in_root(dir.path());
@@ -173,16 +203,16 @@ fn a_new_slave_takes_its_first_epoch_before_its_first_bytes() {
     let log = env.open(dir.path(), config()).unwrap();
     // The master starts this empty slave at the start of its last segment, inside epoch 5.
     let start = 2 * common::SEGMENT;
-    log.append_epoch(EpochEntry::new(5, start - 100)).unwrap();
+    log.append_epoch(entry(5, start - 100)).unwrap();
     let bytes = record_at(start, 1);
     log.append_at(start, &bytes).unwrap();
     // Once the log holds bytes, an epoch must start within it.
     let end = start + bytes.len() as u64;
-    assert!(matches!(log.append_epoch(EpochEntry::new(6, end + 1)), Err(StoreError::EpochRefused { .. })));
-    log.append_epoch(EpochEntry::new(6, end)).unwrap();
+    assert!(matches!(log.append_epoch(entry(6, end + 1)), Err(StoreError::EpochRefused { .. })));
+    log.append_epoch(entry(6, end)).unwrap();
     log.abandon();
     let log = env.open(dir.path(), config()).unwrap();
-    assert_eq!(log.epochs(), vec![EpochEntry::new(5, start - 100), EpochEntry::new(6, end)]);
+    assert_eq!(log.epochs(), vec![entry(5, start - 100), entry(6, end)]);
 }
 
 #[test]

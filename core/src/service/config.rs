@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use crate::config::{CoreConfigError, MasterConfig, SlaveConfig};
 use crate::log::MessageLog;
-use crate::service::Admission;
 use crate::service::tls::SlaveTls;
+use crate::service::{Admission, MasterControllerConfig, SlaveControllerConfig};
 use crate::{BrokerRole, FlushDiskType};
 
 /// RocketMQ `slaveTimeout`: how long a SYNC_MASTER put waits for slaves.
@@ -37,6 +37,10 @@ pub struct MasterServiceConfig {
     pub restart_fence: usize,
     /// Which connections are admitted as replicas and which are trusted.
     pub admission: Admission,
+    /// Controller mode (RocketMQ `enableControllerMode=true`): run the AutoSwitch protocol for
+    /// this master epoch instead of the classic one. `None`: the classic protocol. Needs a log
+    /// that keeps epochs ([`LogRead::epoch_log`](crate::LogRead::epoch_log)).
+    pub controller: Option<MasterControllerConfig>,
 }
 
 impl Default for MasterServiceConfig {
@@ -49,6 +53,7 @@ impl Default for MasterServiceConfig {
             sync_flush_timeout: DEFAULT_SYNC_FLUSH_TIMEOUT,
             restart_fence: 0,
             admission: Admission::default(),
+            controller: None,
         }
     }
 }
@@ -58,6 +63,16 @@ impl MasterServiceConfig {
     pub fn validate(&self) -> Result<(), CoreConfigError> {
         self.core.validate()?;
         self.admission.validate()?;
+        if let Some(controller) = &self.controller {
+            controller.validate()?;
+            if self.restart_fence > 0 {
+                return Err(CoreConfigError::Invalid {
+                    field: "restart_fence",
+                    value: self.restart_fence.to_string(),
+                    reason: "has no meaning in controller mode: slaves truncate a divergent tail themselves",
+                });
+            }
+        }
         if self.restart_fence > 0 && !self.admission.can_trust() {
             return Err(CoreConfigError::Invalid {
                 field: "restart_fence",
@@ -122,6 +137,10 @@ pub struct SlaveServiceConfig {
     pub connect_timeout: Duration,
     /// TLS to the master (`haTlsEnable`); `None`: the classic plain link.
     pub tls: Option<SlaveTls>,
+    /// Controller mode (RocketMQ `enableControllerMode=true`): follow the master with the
+    /// AutoSwitch protocol as the controller's `changeToSlave` says. `None`: the classic
+    /// protocol. Needs a log that keeps epochs ([`LogRead::epoch_log`](crate::LogRead::epoch_log)).
+    pub controller: Option<SlaveControllerConfig>,
 }
 
 impl SlaveServiceConfig {
@@ -132,12 +151,17 @@ impl SlaveServiceConfig {
             master_address: master_address.into(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             tls: None,
+            controller: None,
         }
     }
 
     /// Checks every field, naming the first that cannot work.
     pub fn validate(&self) -> Result<(), CoreConfigError> {
         self.core.validate()?;
+        if let Some(controller) = &self.controller {
+            controller.validate()?;
+            controller.core_config(self).validate()?;
+        }
         // RocketMQ ignores addresses shorter than 6 characters (HA_ADDRESS_MIN_LENGTH).
         if self.master_address.len() < 6 || !self.master_address.contains(':') {
             return Err(CoreConfigError::Invalid {
@@ -174,6 +198,32 @@ pub enum StartError {
         service: String,
         /// The log's value.
         log: String,
+    },
+    /// Controller mode over a log that keeps no epochs ([`LogRead::epoch_log`](crate::LogRead::epoch_log) is `None`).
+    #[error("controller mode needs a log that keeps an epoch list and a confirm offset; this log keeps none")]
+    NoEpochLog,
+    /// Controller mode over a log whose epoch list the protocol cannot hold (out of order, or
+    /// a negative epoch).
+    #[error("the log's epoch list is invalid: {reason}")]
+    InvalidEpochList {
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// Controller mode at an epoch below the log's last one: a newer master wrote this log.
+    #[error("cannot become master at epoch {epoch}: the log's last epoch is {last}")]
+    EpochBehind {
+        /// The configured master epoch.
+        epoch: i32,
+        /// The log's last epoch.
+        last: i32,
+    },
+    /// The log could not record the master epoch, or holds an invalid epoch list.
+    #[error("cannot record master epoch {epoch} in the log: {reason}")]
+    EpochLog {
+        /// The configured master epoch.
+        epoch: i32,
+        /// The log's error.
+        reason: String,
     },
     /// The HA listen address could not be bound.
     #[error("cannot listen on {addr}: {source}")]

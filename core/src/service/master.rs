@@ -370,7 +370,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                         if let Some(span) = body {
                             self.bytes_replicated += u64::from(span.len);
                         }
-                        entry.sink.transmit(Transmit { header, body });
+                        entry.sink.transmit(Transmit { header: header.into(), body });
                     }
                 }
                 MasterOutput::Close { conn, reason } => {
@@ -447,6 +447,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             peer_errors: self.peer_errors,
             fence: self.fence.clone(),
             refusals: self.refusals.clone(),
+            autoswitch: None,
         }
     }
 

@@ -37,7 +37,11 @@
 //!   handles on any adapter: [`MasterService`], [`SlaveService`];
 //! - status snapshots: [`MasterStatus`], [`SlaveStatus`], [`Fence`], [`Refusals`];
 //! - admission of replicas by address: [`Admission`], [`IpNet`]; by certificate: [`tls`];
-//! - the drivers: [`MasterDriver`], [`SlaveDriver`].
+//! - the drivers: [`MasterDriver`], [`SlaveDriver`]; in controller mode (the AutoSwitch
+//!   protocol, [`MasterServiceConfig::controller`]) [`AutoSwitchDriver`]; a master task runs
+//!   whichever the configuration asks for ([`AnyMasterDriver`]); a slave's
+//!   [`AutoSwitchSlaveDriver`] ([`SlaveServiceConfig::controller`]), chosen by a slave task
+//!   ([`AnySlaveDriver`]).
 //!
 //! Settings a service shares with its log have one authority, the log: the master takes its
 //! segment size from [`LogRead::segment_size`](crate::LogRead::segment_size), and a service
@@ -45,6 +49,7 @@
 //! ([`MasterServiceConfig::validate_with`]).
 
 mod admission;
+mod autoswitch;
 mod config;
 mod handle;
 mod in_sync;
@@ -65,6 +70,11 @@ mod wire;
 pub use admission::{
     Admission, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_PEER, IpNet, IpNetError, parse_allow_list,
 };
+pub use autoswitch::{
+    AnyMasterDriver, AutoSwitchDriver, AutoSwitchMasterStatus, AutoSwitchSlaveInfo, LocalAuthority,
+    MasterControllerConfig, SyncStateSetAuthority,
+};
+pub use autoswitch::{AnySlaveDriver, AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, SlaveControllerConfig};
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_SLAVE_TIMEOUT, DEFAULT_SYNC_FLUSH_TIMEOUT, MasterServiceConfig,
     SlaveServiceConfig, StartError,
@@ -73,7 +83,7 @@ pub use handle::{MasterService, ServiceFuture, SlaveService};
 pub use in_sync::{InSyncError, InSyncWait, in_sync_slaves};
 pub use master::MasterDriver;
 pub use put::{PendingPut, PutGate, put_status};
-pub use sink::{ConnSink, MasterCommand, Reply, Transmit, WaitSink};
+pub use sink::{ConnSink, FrameHeader, MasterCommand, Reply, Transmit, WaitSink};
 pub use slave::{SlaveAction, SlaveDriver};
 pub use spans::{master_conn_span, master_span, slave_span};
 pub use status::{ConnectedSlave, Fence, MasterStatus, Refusals, SlaveStatus};

@@ -73,12 +73,47 @@ pub enum MasterCommand<C, W, S> {
 }
 
 /// One frame for a connection's writer: write `header`, then the log bytes of `body`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transmit {
-    /// The 12-byte push header.
-    pub header: [u8; PUSH_HEADER_LEN],
+    /// The classic 12-byte push header, or an AutoSwitch header.
+    pub header: FrameHeader,
     /// The log bytes to follow; `None` for a heartbeat.
     pub body: Option<LogSpan>,
+}
+
+/// The bytes a frame starts with: the classic protocol's 12-byte push header (kept inline, no
+/// allocation), or an AutoSwitch header of any length (a handshake reply with its epochs, a
+/// 36-byte transfer header).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameHeader(HeaderBytes);
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum HeaderBytes {
+    Push([u8; PUSH_HEADER_LEN]),
+    Shared(Bytes),
+}
+
+impl From<[u8; PUSH_HEADER_LEN]> for FrameHeader {
+    fn from(header: [u8; PUSH_HEADER_LEN]) -> Self {
+        Self(HeaderBytes::Push(header))
+    }
+}
+
+impl From<Bytes> for FrameHeader {
+    fn from(header: Bytes) -> Self {
+        Self(HeaderBytes::Shared(header))
+    }
+}
+
+impl std::ops::Deref for FrameHeader {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            HeaderBytes::Push(header) => header,
+            HeaderBytes::Shared(header) => header,
+        }
+    }
 }
 
 /// An adapter's handle on one connection's writer.

@@ -10,19 +10,20 @@ use tracing::{error, info, warn};
 use super::*;
 use crate::config::CoreConfigError;
 use crate::error::ApiMisuse;
-use crate::frame::REPORT_LEN;
+use crate::frame::encode_report;
 use crate::log::LogWrite;
 use crate::log::Offset;
 use crate::{Slave, SlaveEvent, SlaveInput, SlaveOutput};
 
 /// What a slave driver must do next that needs the runtime.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum SlaveAction {
     /// Start connecting to the master (with the configured timeout); report the outcome
     /// through [`SlaveDriver::connected`] or [`SlaveDriver::closed`].
     Connect,
-    /// Write this report to the master; on failure call [`SlaveDriver::closed`].
-    Send([u8; REPORT_LEN]),
+    /// Write these bytes to the master in one write (a classic report, or an AutoSwitch
+    /// handshake or ack frame); on failure call [`SlaveDriver::closed`].
+    Send(Bytes),
     /// Run `LogWrite::flush` off the async threads; report through [`SlaveDriver::flushed`].
     Flush,
     /// Drop the connection (do not call `closed` for it).
@@ -47,13 +48,22 @@ pub struct SlaveDriver<L> {
 }
 
 impl<L: LogWrite> SlaveDriver<L> {
-    /// A driver for `log`, replicating from `config.master_address`.
+    /// A driver for `log`, replicating from `config.master_address` with the classic protocol.
+    /// A configuration for controller mode is refused: an
+    /// [`AutoSwitchSlaveDriver`](super::AutoSwitchSlaveDriver) runs it.
     pub fn new(
         config: &SlaveServiceConfig,
         now: Instant,
         log: std::sync::Arc<L>,
     ) -> Result<Self, CoreConfigError> {
         config.validate()?;
+        if config.controller.is_some() {
+            return Err(CoreConfigError::Invalid {
+                field: "controller",
+                value: "Some(..)".into(),
+                reason: "the classic slave driver does not run controller mode (an AutoSwitchSlaveDriver does)",
+            });
+        }
         let core = Slave::new(config.core.clone(), now, log.bounds().max, log.flushed())?;
         Ok(Self {
             core,
@@ -86,7 +96,9 @@ impl<L: LogWrite> SlaveDriver<L> {
             match self.poll_action(now) {
                 SlaveOutput::Timeout(at) => return SlaveAction::SleepUntil(at),
                 SlaveOutput::Connect => return SlaveAction::Connect,
-                SlaveOutput::Transmit(report) => return SlaveAction::Send(report),
+                SlaveOutput::Report(offset) => {
+                    return SlaveAction::Send(Bytes::copy_from_slice(&encode_report(offset)));
+                }
                 SlaveOutput::Flush => return SlaveAction::Flush,
                 SlaveOutput::Close(_) => return SlaveAction::Disconnect,
                 SlaveOutput::Event(_) => {}
@@ -105,15 +117,16 @@ impl<L: LogWrite> SlaveDriver<L> {
     /// appends itself (late, on another thread): the core's next output, after the driver's
     /// bookkeeping (events are logged and peer errors counted already).
     ///
-    /// Perform it as [`SlaveAction`] describes (`Transmit` is `Send`, `Close` is `Disconnect`,
+    /// Perform it as [`SlaveAction`] describes (`Report` is `Send` of the
+    /// [encoded](crate::frame::encode_report) report, `Close` is `Disconnect`,
     /// `Timeout` is `SleepUntil`), and store each [`SlaveOutput::Append`] at its offset
     /// ([`LogWrite::append_at`]), reporting the outcomes through [`appended`](Self::appended)
     /// in the order the appends came, now or late; keep polling meanwhile.
     pub fn poll_action(&mut self, now: Instant) -> SlaveOutput {
         let output = self.core.poll_output();
         match &output {
-            SlaveOutput::Transmit(report) => {
-                if u64::from_be_bytes(*report) >= self.core.master_offset().unwrap_or(0) {
+            SlaveOutput::Report(offset) => {
+                if *offset >= self.core.master_offset().unwrap_or(0) {
                     self.caught_up_at = now;
                 }
             }
@@ -210,6 +223,7 @@ impl<L: LogWrite> SlaveDriver<L> {
             peer_errors: self.peer_errors,
             append_error: self.append_error.clone(),
             append_failures: self.append_failures,
+            autoswitch: None,
         }
     }
 

@@ -141,6 +141,8 @@ pub struct MasterStatus {
     pub fence: Option<Fence>,
     /// Connections and reports refused since start.
     pub refusals: Refusals,
+    /// Controller mode: epoch, confirmOffset, sync-state-set; `None` for the classic protocol.
+    pub autoswitch: Option<super::AutoSwitchMasterStatus>,
 }
 
 /// A slave's status: its side of the master connection.
@@ -173,4 +175,6 @@ pub struct SlaveStatus {
     pub append_error: Option<String>,
     /// Appends that failed since start.
     pub append_failures: u64,
+    /// Controller mode: master epoch, confirmOffset, epochs; `None` for the classic protocol.
+    pub autoswitch: Option<super::AutoSwitchSlaveStatus>,
 }

@@ -13,7 +13,6 @@ use bytes::Bytes;
 use tracing::{info, warn};
 
 use super::*;
-use crate::frame::REPORT_LEN;
 use crate::log::{MessageLog, Offset};
 use crate::service::tls::Link;
 use crate::{BrokerRole, ConnId};
@@ -43,6 +42,14 @@ pub enum TaskCommand<C, W, S, R> {
     /// Stop: stop accepting, let pending replication waits end (each by its deadline), flush
     /// the log, close every connection, then reply.
     Shutdown(R),
+    /// Controller mode: apply this sync-state-set (an operator's or a coordinator's decision;
+    /// the master is always a member). Ignored by a classic master.
+    SetSyncStateSet {
+        /// The members.
+        set: std::collections::BTreeSet<crate::autoswitch::BrokerId>,
+        /// The epoch of the set.
+        epoch: i32,
+    },
 }
 
 impl<C, W, S, R> From<MasterCommand<C, W, S>> for TaskCommand<C, W, S, R> {
@@ -91,7 +98,7 @@ impl<C, W, S, R> TaskCommand<C, W, S, R> {
 /// it returns; when it returns `None`, make the log durable up to
 /// [`flush_target`](Self::flush_target) and [`finish`](Self::finish).
 pub struct MasterTask<L, C, W, S, R> {
-    driver: MasterDriver<C, W>,
+    driver: AnyMasterDriver<L, C, W>,
     /// In-sync waits, answered by [`settle`](Self::settle).
     in_sync: Vec<(InSyncWait, S)>,
     log: Arc<L>,
@@ -109,7 +116,7 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
     /// authority for the settings they share), the driver built, and its first outputs done.
     pub fn start(config: &MasterServiceConfig, now: Instant, log: Arc<L>) -> Result<Self, StartError> {
         config.validate_with(&*log)?;
-        let mut driver = MasterDriver::for_service(config, now, log.clone())?;
+        let mut driver = AnyMasterDriver::for_service(config, now, log.clone())?;
         let gate = Arc::new(PutGate::new(driver.fence().is_some()));
         let deadline = driver.drain();
         let in_sync = Vec::new();
@@ -121,8 +128,8 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
         &self.gate
     }
 
-    /// The driver.
-    pub fn driver(&self) -> &MasterDriver<C, W> {
+    /// The driver: classic, or AutoSwitch in controller mode.
+    pub fn driver(&self) -> &AnyMasterDriver<L, C, W> {
         &self.driver
     }
 
@@ -149,6 +156,11 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
                 }
                 TaskCommand::Driver(c) => self.driver.apply(now, c, &*self.log, self.role),
                 TaskCommand::InSync { wait, reply } => self.in_sync.push((wait, reply)),
+                TaskCommand::SetSyncStateSet { set, epoch } => {
+                    if !self.driver.set_sync_state_set(now, set, epoch) {
+                        warn!("a sync-state-set for a classic master: ignored");
+                    }
+                }
             }
             applied += 1;
             next = if applied < MAX_BATCH { more() } else { None };
@@ -231,9 +243,10 @@ pub enum SlaveIo<'a, S> {
     /// Start connecting to the master ([`SlaveTask::config`]: address, TLS, connect timeout);
     /// hand the outcome to [`SlaveTask::connect_done`].
     Connect,
-    /// Write this report on the connection and flush it, within [`SlaveTask::send_timeout`];
-    /// hand the outcome to [`SlaveTask::send_done`].
-    Send([u8; REPORT_LEN], &'a mut S),
+    /// Write these bytes on the connection in one write and flush it, within
+    /// [`SlaveTask::send_timeout`]; hand the outcome to [`SlaveTask::send_done`]. Any length:
+    /// a classic report is 8 bytes, an AutoSwitch handshake 16 and an ack 12.
+    Send(Bytes, &'a mut S),
     /// Run `LogWrite::flush` off the async threads; hand the outcome to
     /// [`SlaveTask::flush_done`].
     Flush,
@@ -241,22 +254,25 @@ pub enum SlaveIo<'a, S> {
     SleepUntil(Instant),
 }
 
-/// The state a slave service's task owns: the [`SlaveDriver`] and the connection `S` (the
+/// The state a slave service's task owns: the driver (the classic [`SlaveDriver`], or in
+/// controller mode the [`AutoSwitchSlaveDriver`]: [`AnySlaveDriver`]) and the connection `S` (the
 /// adapter's stream, which this never reads or writes). The adapter performs the
 /// [`SlaveIo`]s ([`next_action`](Self::next_action)), reads from [`stream`](Self::stream) while
 /// [`wants_read`](Self::wants_read), and hands every outcome back (`*_done`), which decides
 /// whether the connection stays up.
 pub struct SlaveTask<L, S> {
-    driver: SlaveDriver<L>,
+    driver: AnySlaveDriver<L>,
     config: SlaveServiceConfig,
     log: Arc<L>,
     stream: Option<S>,
 }
 
 impl<L: crate::LogWrite, S> SlaveTask<L, S> {
-    /// The task of a slave service that replicates from `config.master_address` into `log`.
+    /// The task of a slave service that replicates from `config.master_address` into `log`,
+    /// with the AutoSwitch protocol when `config.controller` is set (refused over a log that
+    /// keeps no epochs: [`StartError::NoEpochLog`]).
     pub fn start(config: SlaveServiceConfig, now: Instant, log: Arc<L>) -> Result<Self, StartError> {
-        let driver = SlaveDriver::new(&config, now, log.clone())?;
+        let driver = AnySlaveDriver::for_service(&config, now, log.clone())?;
         Ok(Self { driver, config, log, stream: None })
     }
 
@@ -271,7 +287,7 @@ impl<L: crate::LogWrite, S> SlaveTask<L, S> {
     }
 
     /// The driver.
-    pub fn driver(&self) -> &SlaveDriver<L> {
+    pub fn driver(&self) -> &AnySlaveDriver<L> {
         &self.driver
     }
 

@@ -104,17 +104,17 @@ fn a_transmit_resolves_its_body_from_the_log_and_names_a_span_it_cannot_read() {
     let log = MemoryLog::new();
     assert_eq!(log.put(b"hello".to_vec()).status, PutStatus::PutOk);
     let end = log.bounds().max;
-    let ok = Transmit { header: [1; 12], body: Some(LogSpan { offset: 0, len: end as u32 }) };
+    let ok = Transmit { header: [1; 12].into(), body: Some(LogSpan { offset: 0, len: end as u32 }) };
     let mut out = Vec::new();
     let mut frame = ok.resolve(&log).unwrap();
     assert_eq!(frame.total_len(), 12 + end as usize);
     assert!(poll_frame(&mut frame, &mut out, |_| Poll::Ready(usize::MAX)).is_ready());
     assert_eq!(&out[12..], &log.contents().1[..]);
 
-    let heartbeat = Transmit { header: [2; 12], body: None };
+    let heartbeat = Transmit { header: [2; 12].into(), body: None };
     assert_eq!(heartbeat.resolve(&log).unwrap().total_len(), 12);
 
-    let beyond = Transmit { header: [3; 12], body: Some(LogSpan { offset: end, len: 10 }) };
+    let beyond = Transmit { header: [3; 12].into(), body: Some(LogSpan { offset: end, len: 10 }) };
     let e = beyond.resolve(&log).unwrap_err();
     assert!(e.to_string().contains(&format!("{end}")), "{e}");
 }
@@ -272,7 +272,7 @@ fn a_slave_task_sends_its_first_report_on_the_connection() {
     let now = connect_with(&mut task, origin(), Ok(3));
     match task.next_action(now) {
         SlaveIo::Send(report, stream) => {
-            assert_eq!(report, 0u64.to_be_bytes(), "an empty log reports offset 0");
+            assert_eq!(report[..], 0u64.to_be_bytes(), "an empty log reports offset 0");
             assert_eq!(*stream, 3);
         }
         other => panic!("expected the first report, got {other:?}"),

@@ -6,9 +6,8 @@ use std::task::{Context, Poll};
 
 use bytes::{Bytes, BytesMut};
 
-use crate::frame::PUSH_HEADER_LEN;
 use crate::log::LogRead;
-use crate::service::Transmit;
+use crate::service::{FrameHeader, Transmit};
 
 impl Transmit {
     /// The frame to write: the header, and the body read from `log` without copying where the
@@ -19,29 +18,29 @@ impl Transmit {
             Some(span) => log.read(span).map_err(|e| io::Error::other(format!("reading {span:?}: {e}")))?,
             None => Bytes::new(),
         };
-        Ok(Frame { header: self.header, body, written: 0 })
+        Ok(Frame { header: self.header.clone(), body, written: 0 })
     }
 }
 
-/// One frame on its way out: the push header, then the log bytes, and how much of the two a
+/// One frame on its way out: the header, then the log bytes, and how much of the two a
 /// writer has taken so far. Written with [`poll_write`](Self::poll_write), the one frame
 /// writer of both adapters.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Frame {
-    header: [u8; PUSH_HEADER_LEN],
+    header: FrameHeader,
     body: Bytes,
     written: usize,
 }
 
 impl Frame {
     /// A frame of `header` and `body`, nothing written yet.
-    pub fn new(header: [u8; PUSH_HEADER_LEN], body: Bytes) -> Self {
-        Self { header, body, written: 0 }
+    pub fn new(header: impl Into<FrameHeader>, body: Bytes) -> Self {
+        Self { header: header.into(), body, written: 0 }
     }
 
     /// Header and body length together.
     pub fn total_len(&self) -> usize {
-        PUSH_HEADER_LEN + self.body.len()
+        self.header.len() + self.body.len()
     }
 
     /// Whether all of it is written (never true for a new frame: a header always goes).
@@ -51,8 +50,9 @@ impl Frame {
 
     /// What is left to write, header part first.
     pub fn unwritten(&self) -> [IoSlice<'_>; 2] {
-        let header = &self.header[self.written.min(PUSH_HEADER_LEN)..];
-        let body = &self.body[self.written.saturating_sub(PUSH_HEADER_LEN).min(self.body.len())..];
+        let header_len = self.header.len();
+        let header = &self.header[self.written.min(header_len)..];
+        let body = &self.body[self.written.saturating_sub(header_len).min(self.body.len())..];
         [IoSlice::new(header), IoSlice::new(body)]
     }
 

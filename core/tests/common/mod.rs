@@ -120,7 +120,7 @@ pub fn sent_all(m: &mut Master, at: Instant, out: &[MasterOutput]) {
 pub fn slave_outputs_reports(out: &[SlaveOutput]) -> Vec<Offset> {
     out.iter()
         .filter_map(|o| match o {
-            SlaveOutput::Transmit(r) => Some(u64::from_be_bytes(*r)),
+            SlaveOutput::Report(offset) => Some(*offset),
             _ => None,
         })
         .collect()

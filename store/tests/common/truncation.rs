@@ -7,6 +7,11 @@ use logship_store::{CommitLog, EpochEntry, EpochFile, PutResult, PutStatus};
 
 use super::{Env, SEGMENT, config, message};
 
+/// An epoch entry.
+pub fn entry(epoch: i32, start_offset: u64) -> EpochEntry {
+    EpochEntry { epoch, start_offset }
+}
+
 pub fn put_all(log: &CommitLog, range: std::ops::Range<usize>) -> Vec<PutResult> {
     range
         .map(|i| {
@@ -21,15 +26,15 @@ pub fn put_all(log: &CommitLog, range: std::ops::Range<usize>) -> Vec<PutResult>
 /// Returns the puts and the cut: the start of a message in the second segment.
 pub fn build(dir: &Path, env: &Env) -> (Vec<PutResult>, u64) {
     let log = env.open(dir, config()).unwrap();
-    log.append_epoch(EpochEntry::new(1, 0)).unwrap();
+    log.append_epoch(entry(1, 0)).unwrap();
     let mut puts = put_all(&log, 0..100);
     let second = puts.iter().position(|p| p.offset > SEGMENT + 100).unwrap();
     let cut = puts[second + 2].offset;
-    log.append_epoch(EpochEntry::new(2, puts[second].offset)).unwrap();
+    log.append_epoch(entry(2, puts[second].offset)).unwrap();
     puts.extend(put_all(&log, 100..150));
     let third = log.max_offset();
     assert!(third > cut);
-    log.append_epoch(EpochEntry::new(3, third)).unwrap();
+    log.append_epoch(entry(3, third)).unwrap();
     puts.extend(put_all(&log, 150..300));
     assert!(log.max_offset() > 3 * SEGMENT, "the log spans four segments");
     // The checkpoint records durable offsets beyond the cut: recovery must not call the cut
@@ -98,7 +103,7 @@ pub fn check_after_crash(dir: &Path, env: &Env, puts: &[PutResult], cut: u64) {
 /// The epochs [`build`] appended.
 pub fn epochs_of(puts: &[PutResult]) -> Vec<EpochEntry> {
     let second = puts.iter().position(|p| p.offset > SEGMENT + 100).unwrap();
-    vec![EpochEntry::new(1, 0), EpochEntry::new(2, puts[second].offset), EpochEntry::new(3, puts[149].end())]
+    vec![entry(1, 0), entry(2, puts[second].offset), entry(3, puts[149].end())]
 }
 
 /// Cut points that cover each case: inside the second segment (epoch 3 goes), exactly at a

@@ -165,7 +165,10 @@ impl Simulation {
             let Some(out) = disk::pop(&outbox) else { return Ok(()) };
             match out {
                 Out::Transmit { conn, transmit } => {
-                    self.master_transmit(conn, transmit.header, transmit.body)?
+                    let header = <[u8; 12]>::try_from(&transmit.header[..]).map_err(|_| {
+                        Violation::BadTransmit { conn, offset: 0, len: 0, reason: "not a push header" }
+                    })?;
+                    self.master_transmit(conn, header, transmit.body)?
                 }
                 Out::Close { conn } => {
                     self.rec(Node::Master, "out Close", conn, 0, Detail::None);

@@ -131,7 +131,7 @@ impl Simulation {
                     let inc = self.slaves[i].inc;
                     self.schedule(self.now + rtt, Ev::ConnectDone { slave: i, inc, attempt, fail: false });
                 }
-                SlaveOutput::Transmit(report) => self.slave_report(i, report)?,
+                SlaveOutput::Report(offset) => self.slave_report(i, offset)?,
                 SlaveOutput::Append { offset, data } => self.slave_append(i, offset, data)?,
                 SlaveOutput::Flush => {
                     self.rec(Node::Slave(i), "out Flush", 0, 0, Detail::None);
@@ -170,8 +170,7 @@ impl Simulation {
         Err(Violation::Livelock { node: format!("slave {i}"), what: "poll_output never returned Timeout" })
     }
 
-    pub(super) fn slave_report(&mut self, i: usize, report: [u8; REPORT_LEN]) -> R {
-        let r = u64::from_be_bytes(report);
+    pub(super) fn slave_report(&mut self, i: usize, r: Offset) -> R {
         self.rec(Node::Slave(i), "out Transmit", r, 0, Detail::None);
         let s = &self.slaves[i];
         let (stored, durable) = {
@@ -186,7 +185,7 @@ impl Simulation {
             return Err(Violation::ReportBeyondStored { slave: i, report: r, stored, durable });
         }
         let Some(conn) = s.conn else { return Err(Violation::ReportWithoutConnection { slave: i }) };
-        self.send(conn, Dir::ToMaster, Bytes::copy_from_slice(&report));
+        self.send(conn, Dir::ToMaster, Bytes::copy_from_slice(&crate::frame::encode_report(r)));
         Ok(())
     }
 

@@ -1,0 +1,638 @@
+//! The AutoSwitch master service: an [`AutoSwitchMaster`] run over a log for one master epoch,
+//! with the same admission and TLS as the classic driver.
+//!
+//! Becoming master at epoch `E` (RocketMQ `changeToMaster`) is starting a new master service
+//! with [`MasterControllerConfig::epoch`] `= E` over the log. At start the driver:
+//!
+//! - refuses a log that keeps no epochs ([`LogRead::epoch_log`] is `None`), and an epoch below
+//!   the log's last one (Java refuses it too);
+//! - records `E` in the log's epoch list, starting at the log's end, before the service takes
+//!   its first put. If the log's last epoch already is `E` (the same master restarted in its
+//!   epoch), the entry is kept as it is: its bytes stay labelled `E` (Java would move the
+//!   start of `E` to the end, relabelling them as the previous epoch's);
+//! - keeps the whole local log. Java's `changeToMaster` keeps it too: it cuts only records
+//!   that do not parse (`truncateInvalidMsg`), which logship's store already drops when it
+//!   recovers at open. The tail above the old confirmOffset was written by the previous master
+//!   and replicated here; keeping it loses nothing, and slaves that lack it get it;
+//! - starts from the log's persisted confirmOffset, which the machine raises as the
+//!   sync-state-set acknowledges; every change goes back to the log
+//!   ([`EpochLog::set_confirm_offset`](crate::EpochLog::set_confirm_offset)).
+//!
+//! The sync-state-set is an input: the master proposes changes
+//! ([`MasterEvent::SyncStateSetChange`]) to a [`SyncStateSetAuthority`]. Until a coordinator
+//! exists, [`LocalAuthority`] applies every proposal at once with the next epoch of the set;
+//! [`AutoSwitchDriver::set_sync_state_set`] applies a set from outside (an operator, later a
+//! coordinator's answer).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tracing::{debug, error, info, warn};
+
+use super::master_admission::{Negotiation, decide_link, refuse_at_accept};
+use crate::autoswitch::{
+    AutoSwitchMaster, AutoSwitchMasterConfig, BrokerId, CloseReason, EpochCache, EpochEntry, MasterEvent,
+    MasterInput, MasterOutput, MasterStart, PeerError, SyncPolicy, sync_state,
+};
+use crate::config::CoreConfigError;
+use crate::error::WaitError;
+use crate::log::{LogBounds, LogRead, Offset};
+use crate::service::tls::Link;
+use crate::service::{
+    Admission, ConnSink, ConnectedSlave, Fence, MasterServiceConfig, MasterStatus, Refusals, StartError,
+    Transmit, WaitSink,
+};
+use crate::time::Instant;
+use crate::{BrokerRole, ConnId, WaitId};
+
+/// Controller mode (RocketMQ `enableControllerMode=true`) for a master service: the
+/// AutoSwitch protocol instead of the classic one, for one master epoch. Set
+/// [`MasterServiceConfig::controller`] to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MasterControllerConfig {
+    /// This broker's id (the controller's `brokerId`); always a member of the sync-state-set.
+    pub broker_id: BrokerId,
+    /// The master epoch this service runs in (`changeToMaster`'s `newMasterEpoch`).
+    pub epoch: i32,
+    /// The sync-state-set to start from (the master is added if missing).
+    pub sync_state_set: BTreeSet<BrokerId>,
+    /// The epoch of that set (`syncStateSetEpoch`).
+    pub sync_state_set_epoch: i32,
+    /// How SYNC puts wait: `allAckInSyncStateSet`, `inSyncReplicas`, `minInSyncReplicas`
+    /// (too small a set: `IN_SYNC_REPLICAS_NOT_ENOUGH` at once).
+    pub sync: SyncPolicy,
+    /// Propose removing a member behind for this long (`haMaxTimeSlaveNotCatchup`).
+    pub ha_max_time_slave_not_catchup: Duration,
+}
+
+impl Default for MasterControllerConfig {
+    fn default() -> Self {
+        Self {
+            broker_id: 1,
+            epoch: 1,
+            sync_state_set: BTreeSet::new(),
+            sync_state_set_epoch: 1,
+            sync: SyncPolicy::default(),
+            ha_max_time_slave_not_catchup: sync_state::DEFAULT_HA_MAX_TIME_SLAVE_NOT_CATCHUP,
+        }
+    }
+}
+
+impl MasterControllerConfig {
+    /// Checks every field, naming the first that cannot work.
+    pub fn validate(&self) -> Result<(), CoreConfigError> {
+        let invalid = |field, value: String, reason| Err(CoreConfigError::Invalid { field, value, reason });
+        if self.broker_id < 0 {
+            return invalid("controller.broker_id", self.broker_id.to_string(), "must not be negative");
+        }
+        if self.epoch < 0 {
+            return invalid("controller.epoch", self.epoch.to_string(), "must not be negative");
+        }
+        if let Some(id) = self.sync_state_set.iter().find(|&&id| id < 0) {
+            return invalid("controller.sync_state_set", id.to_string(), "broker ids must not be negative");
+        }
+        if self.ha_max_time_slave_not_catchup.is_zero() {
+            return invalid(
+                "controller.ha_max_time_slave_not_catchup",
+                format!("{:?}", self.ha_max_time_slave_not_catchup),
+                "must be longer than zero",
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The AutoSwitch part of a master's status ([`MasterStatus::autoswitch`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AutoSwitchMasterStatus {
+    /// This broker's id.
+    pub broker_id: BrokerId,
+    /// The master epoch the service runs in.
+    pub epoch: i32,
+    /// The log's epoch list as the master sends it, oldest first.
+    pub epochs: Vec<EpochEntry>,
+    /// The confirmOffset: consumers read only below it.
+    pub confirm_offset: Offset,
+    /// The sync-state-set as applied.
+    pub sync_state_set: BTreeSet<BrokerId>,
+    /// The epoch of that set.
+    pub sync_state_set_epoch: i32,
+    /// A proposed set not yet applied.
+    pub proposed_sync_state_set: Option<BTreeSet<BrokerId>>,
+    /// The broker id each connected slave declared in its handshake, by connection.
+    pub slaves: Vec<AutoSwitchSlaveInfo>,
+}
+
+/// One connected slave as an AutoSwitch master sees it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct AutoSwitchSlaveInfo {
+    /// The connection.
+    pub conn: ConnId,
+    /// The broker id from its handshake; `None` before it.
+    pub broker_id: Option<BrokerId>,
+    /// Whether it declared itself an async learner (never in the set).
+    pub async_learner: bool,
+    /// Whether its acks count for confirmOffset and SYNC waits.
+    pub counted: bool,
+}
+
+/// Who decides the sync-state-set: the master proposes, the authority answers. The seam a
+/// coordinator (RocketMQ's controller, `AlterSyncStateSet`) takes over.
+pub trait SyncStateSetAuthority: Send {
+    /// The master proposes `proposed` while `applied` (with its `epoch`) is in force. Returns
+    /// the set and epoch to apply now, or `None` if the answer comes later (through
+    /// [`AutoSwitchDriver::set_sync_state_set`]).
+    fn propose(
+        &mut self,
+        proposed: &BTreeSet<BrokerId>,
+        applied: &BTreeSet<BrokerId>,
+        epoch: i32,
+    ) -> Option<(BTreeSet<BrokerId>, i32)>;
+}
+
+/// The authority used until a coordinator exists: every proposal is applied at once, with
+/// the next epoch of the set.
+#[derive(Copy, Clone, Debug, Default)]
+pub struct LocalAuthority;
+
+impl SyncStateSetAuthority for LocalAuthority {
+    fn propose(
+        &mut self,
+        proposed: &BTreeSet<BrokerId>,
+        _applied: &BTreeSet<BrokerId>,
+        epoch: i32,
+    ) -> Option<(BTreeSet<BrokerId>, i32)> {
+        Some((proposed.clone(), epoch.saturating_add(1)))
+    }
+}
+
+struct ConnEntry<C> {
+    sink: C,
+    address: SocketAddr,
+    since: Instant,
+    trusted: bool,
+    identity: Option<String>,
+    /// Waiting for `Negotiated` (TLS configured); its bytes are dropped until then.
+    negotiating: bool,
+    /// Refused after accept; closing, its bytes are dropped.
+    refused: bool,
+    bytes_sent: u64,
+    /// Where streaming started, once it did.
+    start: Option<Offset>,
+}
+
+/// An [`AutoSwitchMaster`] over a log, with the bookkeeping every adapter needs: it admits
+/// connections as the classic driver does, routes transmits to connection sinks, completes
+/// wait sinks, answers first-ack checks from the log, keeps the log's confirmOffset, applies
+/// sync-state-set proposals through its [`SyncStateSetAuthority`], and builds status snapshots.
+pub struct AutoSwitchDriver<L, C, W> {
+    master: AutoSwitchMaster,
+    log: Arc<L>,
+    epoch: i32,
+    now: Instant,
+    conns: BTreeMap<ConnId, ConnEntry<C>>,
+    waits: BTreeMap<WaitId, W>,
+    next_wait: u64,
+    bytes_replicated: u64,
+    connections_accepted: u64,
+    peer_errors: u64,
+    admission: Admission,
+    refused: BTreeSet<ConnId>,
+    refusals: Refusals,
+    authority: Box<dyn SyncStateSetAuthority>,
+}
+
+impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
+    /// The driver of a controller-mode master service over `log`, for `config.controller`'s
+    /// epoch, applying sync-state-set proposals locally ([`LocalAuthority`]). Records the
+    /// epoch in the log first (see the module docs).
+    pub fn for_service(config: &MasterServiceConfig, now: Instant, log: Arc<L>) -> Result<Self, StartError> {
+        Self::with_authority(config, now, log, Box::new(LocalAuthority))
+    }
+
+    /// [`for_service`](Self::for_service) with another sync-state-set authority.
+    pub fn with_authority(
+        config: &MasterServiceConfig,
+        now: Instant,
+        log: Arc<L>,
+        authority: Box<dyn SyncStateSetAuthority>,
+    ) -> Result<Self, StartError> {
+        config.validate()?;
+        let Some(controller) = config.controller.as_ref() else {
+            return Err(StartError::Config(CoreConfigError::Invalid {
+                field: "controller",
+                value: "None".into(),
+                reason: "an AutoSwitch driver needs controller mode",
+            }));
+        };
+        let epochs = record_epoch(&*log, controller.epoch)?;
+        let confirm_offset = log.epoch_log().map_or(0, |e| e.confirm_offset());
+        let core = AutoSwitchMasterConfig {
+            broker_id: controller.broker_id,
+            transfer_batch_size: config.core.transfer_batch_size,
+            heartbeat_interval: config.core.heartbeat_interval,
+            housekeeping_interval: config.core.housekeeping_interval,
+            handshake_timeout: config.core.first_report_timeout,
+            // The log is the one authority for its segment size.
+            mapped_file_size_commit_log: log.segment_size(),
+            max_inflight: config.core.max_inflight,
+            ha_max_time_slave_not_catchup: controller.ha_max_time_slave_not_catchup,
+            sync: controller.sync,
+            verify_first_acks: true,
+        };
+        let start = MasterStart {
+            log: log.bounds(),
+            epochs,
+            sync_state_set: controller.sync_state_set.clone(),
+            sync_state_set_epoch: controller.sync_state_set_epoch,
+            confirm_offset,
+        };
+        let master = AutoSwitchMaster::new(core, now, start)?;
+        info!(
+            broker_id = controller.broker_id,
+            epoch = controller.epoch,
+            set = ?master.sync_state_set().applied,
+            confirm_offset = master.confirm_offset(),
+            "AutoSwitch master started"
+        );
+        Ok(Self {
+            master,
+            log,
+            epoch: controller.epoch,
+            now,
+            conns: BTreeMap::new(),
+            waits: BTreeMap::new(),
+            next_wait: 0,
+            bytes_replicated: 0,
+            connections_accepted: 0,
+            peer_errors: 0,
+            admission: config.admission.clone(),
+            refused: BTreeSet::new(),
+            refusals: Refusals::default(),
+            authority,
+        })
+    }
+
+    /// The protocol machine.
+    pub fn master(&self) -> &AutoSwitchMaster {
+        &self.master
+    }
+
+    /// The master epoch this driver runs in.
+    pub fn epoch(&self) -> i32 {
+        self.epoch
+    }
+
+    /// Why puts are refused: never for an AutoSwitch master (a divergent slave truncates
+    /// itself; the controller, not the master, decides who may write).
+    pub fn fence(&self) -> Option<&Fence> {
+        None
+    }
+
+    /// A new connection; closed at once if the admission rules refuse it (as the classic
+    /// driver does). Its teardown must still be reported through [`closed`](Self::closed).
+    pub fn accept(&mut self, now: Instant, conn: ConnId, address: SocketAddr, mut sink: C) {
+        self.now = self.now.max(now);
+        let ip = address.ip().to_canonical();
+        let from_peer = self.conns.values().filter(|e| e.address.ip().to_canonical() == ip).count();
+        if let Some(why) =
+            refuse_at_accept(&self.admission, ip, from_peer, self.conns.len(), &mut self.refusals)
+        {
+            warn!(?conn, peer = %address, why, "HA connection refused");
+            self.refusals.last = Some(format!("{address}: {why}"));
+            self.refused.insert(conn);
+            sink.close();
+            return;
+        }
+        self.feed(now, MasterInput::Accepted { conn });
+        self.connections_accepted += 1;
+        let negotiating = self.admission.tls.is_some();
+        let trusted = !negotiating && self.admission.trusts(ip);
+        let entry = ConnEntry {
+            sink,
+            address,
+            since: now,
+            trusted,
+            identity: None,
+            negotiating,
+            refused: false,
+            bytes_sent: 0,
+            start: None,
+        };
+        self.conns.insert(conn, entry);
+    }
+
+    /// A connection's negotiation ended (TLS configured): admitted or closed as the classic
+    /// driver decides.
+    pub fn negotiated(&mut self, now: Instant, conn: ConnId, link: Link) {
+        self.now = self.now.max(now);
+        let Some(entry) = self.conns.get_mut(&conn) else { return };
+        if !entry.negotiating {
+            return;
+        }
+        let ip = entry.address.ip().to_canonical();
+        let Some(decision) = decide_link(&self.admission, ip, link, &mut self.refusals) else {
+            debug!(?conn, "negotiation reported without TLS configured: ignored");
+            return;
+        };
+        entry.negotiating = false;
+        match decision {
+            Negotiation::Admitted { trusted, identity } => {
+                if let Some(name) = &identity {
+                    info!(?conn, peer = %entry.address, replica = %name, "TLS replica admitted");
+                }
+                entry.trusted = trusted;
+                entry.identity = identity;
+            }
+            Negotiation::Refused(why) => {
+                warn!(?conn, peer = %entry.address, why, "HA connection refused");
+                self.refusals.last = Some(format!("{}: {why}", entry.address));
+                entry.refused = true;
+                entry.sink.close();
+            }
+        }
+    }
+
+    /// Bytes from a connection.
+    pub fn received(&mut self, now: Instant, conn: ConnId, data: bytes::Bytes) {
+        if self.refused.contains(&conn) {
+            return;
+        }
+        if self.conns.get(&conn).is_some_and(|e| e.negotiating || e.refused) {
+            debug!(?conn, len = data.len(), "bytes before admission: dropped");
+            return;
+        }
+        self.feed(now, MasterInput::Received { conn, data });
+    }
+
+    /// A connection's writer finished one transmit.
+    pub fn sent(&mut self, now: Instant, conn: ConnId) {
+        if !self.refused.contains(&conn) {
+            self.feed(now, MasterInput::Sent { conn });
+        }
+    }
+
+    /// A connection's teardown finished (whoever started it).
+    pub fn closed(&mut self, now: Instant, conn: ConnId) {
+        if self.refused.remove(&conn) {
+            return;
+        }
+        self.conns.remove(&conn);
+        self.feed(now, MasterInput::Closed { conn });
+    }
+
+    /// The log's bounds as read from the log now; feeds `Appended` and `Retained` as needed.
+    pub fn log_changed(&mut self, now: Instant, log: LogBounds) {
+        let known = self.master.log_bounds();
+        if log.max > known.max {
+            self.feed(now, MasterInput::Appended { end: log.max });
+        }
+        let end = log.max.max(known.max);
+        if log.min > known.min && log.min <= end {
+            self.feed(now, MasterInput::Retained { min: log.min });
+        }
+    }
+
+    /// Waits until the sync-state-set holds every byte before `offset` as the policy says, or
+    /// `deadline`; `sink` gets the outcome (`InSyncReplicasNotEnough` at once when the set is
+    /// smaller than `minInSyncReplicas`). Call [`log_changed`](Self::log_changed) first.
+    pub fn await_replication(&mut self, now: Instant, offset: Offset, deadline: Instant, sink: W) {
+        let id = WaitId(self.next_wait);
+        self.next_wait += 1;
+        self.waits.insert(id, sink);
+        self.now = self.now.max(now);
+        if let Err(e) = self.master.handle_input(now, MasterInput::AwaitReplication { id, offset, deadline })
+        {
+            error!(%e, offset, "replication wait refused");
+            if let Some(sink) = self.waits.remove(&id) {
+                sink.complete(Err(WaitError::Cancelled));
+            }
+        }
+    }
+
+    /// Applies a sync-state-set decided outside (an operator, a coordinator's answer to a
+    /// proposal). The master is always a member.
+    pub fn set_sync_state_set(&mut self, now: Instant, set: BTreeSet<BrokerId>, epoch: i32) {
+        self.feed(now, MasterInput::SyncStateSetApplied { set, epoch });
+    }
+
+    /// The instant of the last `Timeout` output has come (early calls are harmless).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+        self.master.handle_timeout(now);
+    }
+
+    /// Performs every pending output and returns when to call
+    /// [`handle_timeout`](Self::handle_timeout) next.
+    pub fn drain(&mut self) -> Instant {
+        loop {
+            match self.master.poll_output() {
+                MasterOutput::Timeout(at) => return at,
+                MasterOutput::Transmit { conn, header, body } => {
+                    if let Some(entry) = self.conns.get_mut(&conn) {
+                        if let Some(span) = body {
+                            self.bytes_replicated += u64::from(span.len);
+                            entry.bytes_sent += u64::from(span.len);
+                        }
+                        entry.sink.transmit(Transmit { header: header.into(), body });
+                    }
+                }
+                MasterOutput::Close { conn, reason } => {
+                    if reason == CloseReason::HandshakeTimeout {
+                        self.refusals.first_report_timeouts += 1;
+                    }
+                    if let Some(entry) = self.conns.get_mut(&conn) {
+                        info!(?conn, peer = %entry.address, %reason, "closing slave connection");
+                        if matches!(
+                            reason,
+                            CloseReason::HandshakeTimeout | CloseReason::DuplicateBrokerId { .. }
+                        ) {
+                            self.refusals.last = Some(format!("{}: {reason}", entry.address));
+                        }
+                        entry.sink.close();
+                    }
+                }
+                MasterOutput::ConfirmOffset(offset) => self.confirm(offset),
+                MasterOutput::Event(event) => self.on_event(event),
+            }
+        }
+    }
+
+    /// Closes every connection and cancels every wait (service shutdown).
+    pub fn shutdown(&mut self) {
+        for entry in self.conns.values_mut() {
+            entry.sink.close();
+        }
+        let ids: Vec<WaitId> = self.waits.keys().copied().collect();
+        for id in ids {
+            let _ = self.master.handle_input(self.now, MasterInput::CancelWait { id });
+        }
+        let _ = self.drain();
+    }
+
+    /// Replication waits pending.
+    pub fn pending_waits(&self) -> usize {
+        self.waits.len()
+    }
+
+    /// A status snapshot, with the AutoSwitch part filled in. A slave counts as in sync when
+    /// it is a member of the applied sync-state-set.
+    pub fn status(&self, now: Instant, role: BrokerRole, flushed_offset: Offset) -> MasterStatus {
+        let log = self.master.log_bounds();
+        let set = self.master.sync_state_set();
+        let mut slaves = Vec::new();
+        let mut infos = Vec::new();
+        let mut acks = Vec::new();
+        for progress in self.master.slaves() {
+            let Some(entry) = self.conns.get(&progress.conn).filter(|e| !e.refused && !e.negotiating) else {
+                continue;
+            };
+            let broker_id = progress.handshake.map(|h| h.broker_id);
+            if let (Some(id), Some(ack), true) = (broker_id, progress.ack, progress.counted) {
+                acks.push((id, ack));
+            }
+            infos.push(AutoSwitchSlaveInfo {
+                conn: progress.conn,
+                broker_id,
+                async_learner: progress.handshake.is_some_and(|h| h.async_learner),
+                counted: progress.counted,
+            });
+            slaves.push(ConnectedSlave {
+                conn: progress.conn,
+                address: entry.address,
+                start: entry.start,
+                ack: progress.ack,
+                lag_bytes: progress.lag_bytes,
+                lag: progress.lag,
+                in_sync: broker_id.is_some_and(|id| set.applied.contains(&id)),
+                connected_for: now.saturating_duration_since(entry.since),
+                bytes_sent: entry.bytes_sent,
+                trusted: entry.trusted,
+                identity: entry.identity.clone(),
+            });
+        }
+        let replicated = sync_state::frontier(self.master.config().sync, set, &acks, log.max);
+        let autoswitch = AutoSwitchMasterStatus {
+            broker_id: set.local,
+            epoch: self.epoch,
+            epochs: self.master.epochs().entries().collect(),
+            confirm_offset: self.master.confirm_offset(),
+            sync_state_set: set.applied.clone(),
+            sync_state_set_epoch: set.epoch,
+            proposed_sync_state_set: set.pending.clone(),
+            slaves: infos,
+        };
+        MasterStatus {
+            role,
+            min_offset: log.min,
+            max_offset: log.max,
+            flushed_offset,
+            replicated_offset: Some(replicated),
+            pending_waits: self.waits.len(),
+            slaves,
+            bytes_replicated: self.bytes_replicated,
+            connections_accepted: self.connections_accepted,
+            peer_errors: self.peer_errors,
+            fence: None,
+            refusals: self.refusals.clone(),
+            autoswitch: Some(autoswitch),
+        }
+    }
+
+    fn feed(&mut self, now: Instant, input: MasterInput) {
+        self.now = self.now.max(now);
+        if let Err(e) = self.master.handle_input(now, input) {
+            // The driver forwards only what its connections and log report: a bug in the
+            // adapter. Refusing the input leaves the machine consistent.
+            error!(%e, "AutoSwitch driver fed an invalid input");
+            debug_assert!(matches!(e, crate::ApiMisuse::TimeWentBackwards), "driver misuse: {e}");
+        }
+    }
+
+    fn confirm(&mut self, offset: Offset) {
+        match self.log.epoch_log() {
+            Some(epochs) => {
+                let in_force = epochs.set_confirm_offset(offset);
+                debug!(offset, in_force, "confirmOffset");
+            }
+            None => error!(offset, "the log no longer keeps epochs: confirmOffset not recorded"),
+        }
+    }
+
+    fn on_event(&mut self, event: MasterEvent) {
+        let now = self.now;
+        match event {
+            MasterEvent::WaitDone { id, result } => {
+                if let Some(sink) = self.waits.remove(&id) {
+                    sink.complete(result);
+                }
+            }
+            MasterEvent::PeerError { conn, error } => {
+                self.peer_errors += 1;
+                let peer = self.conns.get(&conn).map(|e| e.address);
+                warn!(?conn, ?peer, %error, "slave broke the protocol");
+                let shown = peer.map_or_else(|| format!("{conn:?}"), |p| p.to_string());
+                if matches!(error, PeerError::SlaveDiverged { .. }) {
+                    self.refusals.diverged += 1;
+                }
+                self.refusals.last = Some(format!("{shown}: {error}"));
+            }
+            MasterEvent::VerifyAck { conn, offset } => match self.log.is_record_boundary(offset) {
+                Ok(boundary) => self.feed(now, MasterInput::AckVerified { conn, boundary }),
+                Err(e) => {
+                    warn!(?conn, offset, %e, "cannot check the first ack against the log: closing");
+                    self.refusals.last = Some(format!("{conn:?}: cannot check its first ack {offset}: {e}"));
+                    self.feed(now, MasterInput::Evict { conn });
+                }
+            },
+            MasterEvent::SyncStateSetChange { proposed } => {
+                let set = self.master.sync_state_set();
+                let (applied, epoch) = (set.applied.clone(), set.epoch);
+                info!(?proposed, ?applied, epoch, "sync-state-set change proposed");
+                if let Some((set, epoch)) = self.authority.propose(&proposed, &applied, epoch) {
+                    self.feed(now, MasterInput::SyncStateSetApplied { set, epoch });
+                }
+            }
+            MasterEvent::SlaveHandshake { conn, request } => {
+                debug!(
+                    ?conn,
+                    broker_id = request.broker_id,
+                    learner = request.async_learner,
+                    "slave handshake"
+                );
+            }
+            MasterEvent::SlaveStarted { conn, requested, start } => {
+                info!(?conn, requested, start, "slave streaming");
+                if let Some(entry) = self.conns.get_mut(&conn) {
+                    entry.start = Some(start);
+                }
+            }
+            MasterEvent::SlaveAcked { .. } => {}
+            MasterEvent::SlaveDisconnected { conn } => debug!(?conn, "slave disconnected"),
+        }
+    }
+}
+
+/// Records `epoch` in the log's epoch list at the log's end (see the module docs) and returns
+/// the list the master starts from.
+fn record_epoch<L: LogRead>(log: &L, epoch: i32) -> Result<EpochCache, StartError> {
+    let Some(epochs) = log.epoch_log() else { return Err(StartError::NoEpochLog) };
+    let last = epochs.epochs().last().copied();
+    match last {
+        Some(last) if last.epoch > epoch => {
+            return Err(StartError::EpochBehind { epoch, last: last.epoch });
+        }
+        Some(last) if last.epoch == epoch => {
+            info!(epoch, start = last.start_offset, "resuming the log's last epoch");
+        }
+        _ => {
+            let entry = EpochEntry { epoch, start_offset: log.bounds().max };
+            epochs.append_epoch(entry).map_err(|e| StartError::EpochLog { epoch, reason: e.to_string() })?;
+            info!(epoch, start = entry.start_offset, "new master epoch recorded");
+        }
+    }
+    EpochCache::from_entries(epochs.epochs())
+        .map_err(|e| StartError::EpochLog { epoch, reason: format!("the log's epoch list is invalid: {e}") })
+}

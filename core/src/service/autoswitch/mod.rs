@@ -1,0 +1,21 @@
+//! The AutoSwitch (controller mode) service layer: the drivers that run the
+//! [`crate::autoswitch`] machines over a log, chosen by configuration inside the service
+//! layer so that adapters run either protocol unchanged.
+
+mod master;
+mod master_admission;
+mod master_task;
+#[cfg(test)]
+mod master_tests;
+mod slave;
+mod slave_task;
+#[cfg(test)]
+mod slave_tests;
+
+pub use master::{
+    AutoSwitchDriver, AutoSwitchMasterStatus, AutoSwitchSlaveInfo, LocalAuthority, MasterControllerConfig,
+    SyncStateSetAuthority,
+};
+pub use master_task::AnyMasterDriver;
+pub use slave::{AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, SlaveControllerConfig};
+pub use slave_task::AnySlaveDriver;

@@ -1,0 +1,476 @@
+//! The AutoSwitch slave driver: an [`AutoSwitchSlave`] whose outputs are performed against a
+//! log that keeps epochs ([`EpochLog`], reached through [`LogRead::epoch_log`]).
+//!
+//! Following master `M` at epoch `E` (RocketMQ's `changeToSlave`) is a new slave service with
+//! [`SlaveServiceConfig::controller`] set; there is no role switch inside one service. The
+//! driver:
+//!
+//! - refuses a log that keeps no epochs ([`StartError::NoEpochLog`]) and a log whose epoch list
+//!   the core cannot hold ([`StartError::InvalidEpochList`]);
+//! - writes every frame (handshake, ack) as one `Send`, so a Java master reads the 16-byte
+//!   handshake whole;
+//! - performs `Truncate` through [`EpochLog::truncate_to`](crate::EpochLog::truncate_to) (bytes, epochs at or after the point
+//!   and a confirmOffset above it go, crash-safely), checks that the log's epochs are the ones
+//!   the core keeps, then feeds `Truncated`; a failure feeds `StoreFailed`;
+//! - persists `StoreEpochs` through [`EpochLog::append_epoch`](crate::EpochLog::append_epoch) before it performs the `Append`
+//!   that follows (the core queues them in that order and the driver performs them in order).
+//!   An epoch that starts past the log's end (a Java master tags the last chunk of an epoch
+//!   with the next one) is recorded right after the append that reaches its start: a log
+//!   refuses an epoch beyond its end, and no byte before the start belongs to it;
+//! - sets the log's confirmOffset on every `ConfirmOffset`, so the slave's consume queues never
+//!   index past it;
+//! - stores appends inline through [`LogWrite::append_at`](crate::LogWrite::append_at); flushes (with `AckOn::Flushed`),
+//!   reconnects, heartbeats and housekeeping as the machine asks.
+//!
+//! The configured master epoch and broker id are what the controller said; the handshake tells
+//! what the master really holds. A master whose last epoch differs is logged and shown in the
+//! status, not refused: a Java master drops an epoch that wrote nothing, so its last epoch may
+//! be below the one it was elected in.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use tracing::{error, info, warn};
+
+use crate::ApiMisuse;
+use crate::SlaveState;
+use crate::autoswitch::frame::SlaveFrame;
+use crate::autoswitch::{
+    AutoSwitchSlave, AutoSwitchSlaveConfig, BrokerId, EpochCache, EpochEntry, EpochError, SlaveEvent,
+    SlaveInput, SlaveOutput, SlaveState as AutoSwitchState,
+};
+use crate::config::CoreConfigError;
+use crate::log::{LogWrite, Offset};
+use crate::service::{SlaveAction, SlaveServiceConfig, SlaveStatus, StartError};
+use crate::time::Instant;
+
+/// Controller mode for a slave service ([`SlaveServiceConfig::controller`]): what the
+/// controller's `changeToSlave` says, plus this broker's AutoSwitch settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlaveControllerConfig {
+    /// This broker's id, sent in the handshake (the controller's `brokerId`).
+    pub broker_id: BrokerId,
+    /// The broker id of the master to follow (`changeToSlave`'s `masterBrokerId`).
+    pub master_broker_id: BrokerId,
+    /// The epoch the master was elected in (`changeToSlave`'s `newMasterEpoch`).
+    pub master_epoch: i32,
+    /// `isAsyncLearner`: replicate without ever joining the sync-state-set.
+    pub async_learner: bool,
+    /// `isSyncFromLastFile`: an empty slave asks only for the master's last segment.
+    pub sync_from_last_file: bool,
+}
+
+impl Default for SlaveControllerConfig {
+    fn default() -> Self {
+        Self {
+            broker_id: 2,
+            master_broker_id: 1,
+            master_epoch: 1,
+            async_learner: false,
+            sync_from_last_file: false,
+        }
+    }
+}
+
+impl SlaveControllerConfig {
+    /// Checks every field, naming the first that cannot work.
+    pub fn validate(&self) -> Result<(), CoreConfigError> {
+        let invalid = |field, value: String, reason| Err(CoreConfigError::Invalid { field, value, reason });
+        if self.broker_id < 0 {
+            return invalid("controller.broker_id", self.broker_id.to_string(), "must not be negative");
+        }
+        if self.master_broker_id < 0 {
+            return invalid(
+                "controller.master_broker_id",
+                self.master_broker_id.to_string(),
+                "must not be negative",
+            );
+        }
+        if self.master_broker_id == self.broker_id {
+            return invalid(
+                "controller.master_broker_id",
+                self.master_broker_id.to_string(),
+                "is this broker's own id: a broker cannot follow itself",
+            );
+        }
+        if self.master_epoch < 0 {
+            return invalid("controller.master_epoch", self.master_epoch.to_string(), "must not be negative");
+        }
+        Ok(())
+    }
+
+    /// The machine's configuration: this and the service's core settings.
+    pub fn core_config(&self, service: &SlaveServiceConfig) -> AutoSwitchSlaveConfig {
+        let core = &service.core;
+        AutoSwitchSlaveConfig {
+            broker_id: self.broker_id,
+            async_learner: self.async_learner,
+            sync_from_last_file: self.sync_from_last_file,
+            heartbeat_interval: core.heartbeat_interval,
+            housekeeping_interval: core.housekeeping_interval,
+            reconnect_interval: core.reconnect_interval,
+            max_frame_body: core.max_frame_body,
+            max_unstored: core.max_unstored,
+            max_first_offset: core.max_first_offset,
+            ack_on: core.ack_on,
+        }
+    }
+}
+
+/// The AutoSwitch part of a slave's status ([`SlaveStatus::autoswitch`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AutoSwitchSlaveStatus {
+    /// This broker's id.
+    pub broker_id: BrokerId,
+    /// The master's broker id, as configured.
+    pub master_broker_id: BrokerId,
+    /// The master epoch, as configured.
+    pub master_epoch: i32,
+    /// The master's last epoch, from its latest handshake reply; `None` before one.
+    pub master_last_epoch: Option<i32>,
+    /// Where the connection cycle is (handshake, truncating, transfer).
+    pub phase: AutoSwitchState,
+    /// The confirmOffset in force in the log: consumers read only below it.
+    pub confirm_offset: Offset,
+    /// The log's epoch list, oldest first.
+    pub epochs: Vec<EpochEntry>,
+    /// The consistent point of the latest handshake (`None`: not checked, the log had no epoch).
+    pub consistent_point: Option<Offset>,
+    /// Truncations of a divergent tail performed since start.
+    pub truncations: u64,
+    /// Bytes cut by those truncations.
+    pub truncated_bytes: u64,
+}
+
+/// An [`AutoSwitchSlave`] with the bookkeeping every adapter needs: it performs the log's part
+/// of every output (appends, truncation, epochs, confirmOffset), counts connections and peer
+/// errors, and builds status snapshots. The adapter performs the [`SlaveAction`]s.
+pub struct AutoSwitchSlaveDriver<L> {
+    core: AutoSwitchSlave,
+    log: Arc<L>,
+    controller: SlaveControllerConfig,
+    master_address: String,
+    connections: u64,
+    peer_errors: u64,
+    /// The latest ack sent on the current connection.
+    acked: Option<Offset>,
+    /// The furthest offset the master has shown: its end in the handshake, or a frame's end.
+    master_offset: Option<Offset>,
+    master_last_epoch: Option<i32>,
+    consistent_point: Option<Offset>,
+    /// When bytes last arrived on the current connection.
+    last_read: Option<Instant>,
+    caught_up_at: Instant,
+    store_error: Option<String>,
+    store_failures: u64,
+    truncations: u64,
+    truncated_bytes: u64,
+    /// Epochs to record once the log reaches their start, oldest first.
+    pending_epochs: Vec<EpochEntry>,
+}
+
+impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
+    /// A driver for `log`, following `config.master_address` as `config.controller` says.
+    ///
+    /// # Errors
+    /// [`StartError::Config`] for a configuration that cannot work (or none in controller
+    /// mode), [`StartError::NoEpochLog`] for a log that keeps no epochs,
+    /// [`StartError::InvalidEpochList`] for an epoch list the protocol cannot hold.
+    pub fn new(config: &SlaveServiceConfig, now: Instant, log: Arc<L>) -> Result<Self, StartError> {
+        config.validate()?;
+        let Some(controller) = config.controller.clone() else {
+            return Err(StartError::Config(CoreConfigError::Invalid {
+                field: "controller",
+                value: "None".into(),
+                reason: "an AutoSwitch slave driver runs controller mode only",
+            }));
+        };
+        let Some(epoch_log) = log.epoch_log() else { return Err(StartError::NoEpochLog) };
+        let epochs = EpochCache::from_entries(epoch_log.epochs())
+            .map_err(|e: EpochError| StartError::InvalidEpochList { reason: e.to_string() })?;
+        let bounds = log.bounds();
+        let core =
+            AutoSwitchSlave::new(controller.core_config(config), now, bounds.max, log.flushed(), epochs)?;
+        info!(
+            broker_id = controller.broker_id,
+            master = %config.master_address,
+            master_broker_id = controller.master_broker_id,
+            master_epoch = controller.master_epoch,
+            end = bounds.max,
+            "AutoSwitch slave starting"
+        );
+        Ok(Self {
+            core,
+            log,
+            controller,
+            master_address: config.master_address.clone(),
+            connections: 0,
+            peer_errors: 0,
+            acked: None,
+            master_offset: None,
+            master_last_epoch: None,
+            consistent_point: None,
+            last_read: None,
+            caught_up_at: now,
+            store_error: None,
+            store_failures: 0,
+            truncations: 0,
+            truncated_bytes: 0,
+            pending_epochs: Vec::new(),
+        })
+    }
+
+    /// The protocol core.
+    pub fn slave(&self) -> &AutoSwitchSlave {
+        &self.core
+    }
+
+    /// Whether to read from the connection now.
+    pub fn wants_read(&self) -> bool {
+        self.core.wants_read()
+    }
+
+    /// Performs every output that needs no runtime (the log's work, events) and returns the
+    /// next action.
+    pub fn next_action(&mut self, now: Instant) -> SlaveAction {
+        loop {
+            match self.core.poll_output() {
+                SlaveOutput::Timeout(at) => return SlaveAction::SleepUntil(at),
+                SlaveOutput::Connect => return SlaveAction::Connect,
+                SlaveOutput::Transmit(frame) => {
+                    if let SlaveFrame::Ack(offset) = frame {
+                        self.acked = Some(offset);
+                        if offset >= self.master_offset.unwrap_or(0) {
+                            self.caught_up_at = now;
+                        }
+                    }
+                    return SlaveAction::Send(Bytes::from(frame.encode()));
+                }
+                SlaveOutput::Flush => return SlaveAction::Flush,
+                SlaveOutput::Close(reason) => {
+                    info!(%reason, "closing connection to master");
+                    self.acked = None;
+                    self.last_read = None;
+                    return SlaveAction::Disconnect;
+                }
+                SlaveOutput::Event(event) => self.on_event(event),
+                SlaveOutput::Truncate { offset, epochs } => self.truncate(now, offset, &epochs),
+                SlaveOutput::StoreEpochs(entries) => {
+                    if let Err(reason) = self.store_epochs(&entries) {
+                        self.store_failed(now, reason);
+                    }
+                }
+                SlaveOutput::Append { offset, data } => {
+                    let end = offset + data.len() as u64;
+                    self.master_offset = Some(self.master_offset.map_or(end, |m| m.max(end)));
+                    match self.log.append_at(offset, &data) {
+                        Ok(end) => {
+                            self.store_error = None;
+                            self.feed(now, SlaveInput::Appended { end });
+                            if let Err(reason) = self.record_pending_epochs() {
+                                self.store_failed(now, reason);
+                            }
+                        }
+                        Err(e) => {
+                            error!(%e, offset, len = data.len(), "append failed");
+                            self.store_failed(now, e.to_string());
+                        }
+                    }
+                }
+                SlaveOutput::ConfirmOffset(offset) => match self.log.epoch_log() {
+                    Some(epochs) => {
+                        epochs.set_confirm_offset(offset);
+                    }
+                    None => self.store_failed(now, "the log no longer keeps epochs".into()),
+                },
+            }
+        }
+    }
+
+    fn on_event(&mut self, event: SlaveEvent) {
+        match event {
+            SlaveEvent::Handshake { master_max_offset, master_last_epoch, consistent_point } => {
+                self.master_offset = Some(master_max_offset);
+                self.master_last_epoch = Some(master_last_epoch);
+                self.consistent_point = consistent_point;
+                if master_last_epoch != self.controller.master_epoch {
+                    warn!(
+                        master_last_epoch,
+                        configured = self.controller.master_epoch,
+                        "the master's last epoch is not the one it was elected in"
+                    );
+                }
+            }
+            SlaveEvent::EpochRecorded(entry) => {
+                info!(epoch = entry.epoch, start = entry.start_offset, "epoch recorded")
+            }
+            SlaveEvent::FirstAck { offset } => info!(offset, "replicating from master"),
+            SlaveEvent::Disconnected { reason } => {
+                self.acked = None;
+                self.last_read = None;
+                info!(?reason, "disconnected from master");
+            }
+            SlaveEvent::PeerError(error) => {
+                self.peer_errors += 1;
+                warn!(%error, "master broke the protocol");
+            }
+        }
+    }
+
+    /// Cuts the log to `offset`, then checks that it keeps exactly `epochs`.
+    fn truncate(&mut self, now: Instant, offset: Offset, epochs: &[EpochEntry]) {
+        let Some(epoch_log) = self.log.epoch_log() else {
+            return self.store_failed(now, "the log no longer keeps epochs".into());
+        };
+        let from = self.log.bounds().max;
+        warn!(from, to = offset, "truncating a divergent tail to the consistent point");
+        if let Err(e) = epoch_log.truncate_to(offset) {
+            error!(%e, offset, "truncation failed");
+            return self.store_failed(now, format!("truncation to {offset} failed: {e}"));
+        }
+        let kept = epoch_log.epochs();
+        if kept != epochs {
+            let reason =
+                format!("after truncating to {offset} the log keeps epochs {kept:?}, not {epochs:?}");
+            error!(%reason, "truncation left other epochs");
+            return self.store_failed(now, reason);
+        }
+        self.pending_epochs.retain(|e| e.start_offset < offset);
+        self.truncations += 1;
+        self.truncated_bytes += from.saturating_sub(offset);
+        self.feed(now, SlaveInput::Truncated { end: offset });
+    }
+
+    /// Makes the log's epoch list `entries`: appends what is new (what starts past the log's
+    /// end waits for the append that reaches it); drops empty trailing epochs the core dropped
+    /// (they start at or after the log's end, so no byte goes with them).
+    fn store_epochs(&mut self, entries: &[EpochEntry]) -> Result<(), String> {
+        let epoch_log = self.log.epoch_log().ok_or("the log no longer keeps epochs")?;
+        let have = epoch_log.epochs();
+        let common = have.iter().zip(entries).take_while(|(a, b)| a == b).count();
+        if common < have.len() {
+            let end = self.log.bounds().max;
+            if have[common..].iter().any(|e| e.start_offset < end) {
+                return Err(format!(
+                    "the epochs {:?} hold data and cannot be replaced by {entries:?}",
+                    &have[common..]
+                ));
+            }
+            epoch_log.truncate_to(end).map_err(|e| format!("dropping empty epochs failed: {e}"))?;
+        }
+        self.pending_epochs = entries[common..].to_vec();
+        self.record_pending_epochs()
+    }
+
+    /// Records the pending epochs that start at or before the log's end (any, on an empty log).
+    fn record_pending_epochs(&mut self) -> Result<(), String> {
+        if self.pending_epochs.is_empty() {
+            return Ok(());
+        }
+        let epoch_log = self.log.epoch_log().ok_or("the log no longer keeps epochs")?;
+        let bounds = self.log.bounds();
+        let empty = bounds.max <= bounds.min;
+        let due = self.pending_epochs.iter().take_while(|e| empty || e.start_offset <= bounds.max).count();
+        for entry in self.pending_epochs.drain(..due) {
+            epoch_log.append_epoch(entry).map_err(|e| format!("recording epoch {}: {e}", entry.epoch))?;
+        }
+        Ok(())
+    }
+
+    fn store_failed(&mut self, now: Instant, reason: String) {
+        self.store_error = Some(reason);
+        self.store_failures += 1;
+        let end = self.log.bounds().max;
+        self.feed(now, SlaveInput::StoreFailed { end });
+    }
+
+    /// The connection asked for by `Connect` is up; records its number as the span's `conn`.
+    pub fn connected(&mut self, now: Instant) {
+        self.connections += 1;
+        tracing::Span::current().record("conn", self.connections);
+        self.last_read = Some(now);
+        self.feed(now, SlaveInput::Connected);
+    }
+
+    /// Bytes from the master.
+    pub fn received(&mut self, now: Instant, data: Bytes) {
+        self.last_read = Some(now);
+        self.feed(now, SlaveInput::Received(data));
+    }
+
+    /// The connection (or the attempt) failed or ended.
+    pub fn closed(&mut self, now: Instant) {
+        self.acked = None;
+        self.last_read = None;
+        self.feed(now, SlaveInput::Closed);
+    }
+
+    /// A `Flush` finished.
+    pub fn flushed<E: std::fmt::Display>(&mut self, now: Instant, result: Result<Offset, E>) {
+        match result {
+            Ok(end) => self.feed(now, SlaveInput::Flushed { end }),
+            Err(e) => {
+                warn!(%e, "flush failed");
+                self.store_failed(now, format!("flush failed: {e}"));
+            }
+        }
+    }
+
+    /// The instant of the last `SleepUntil` has come (spurious calls are fine).
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.core.handle_timeout(now);
+    }
+
+    /// A status snapshot.
+    pub fn status(&self, now: Instant) -> SlaveStatus {
+        let phase = self.core.state();
+        let state = match phase {
+            AutoSwitchState::Disconnected { retry_at } => SlaveState::Disconnected { retry_at },
+            AutoSwitchState::Connecting => SlaveState::Connecting,
+            AutoSwitchState::Handshake | AutoSwitchState::Truncating { .. } | AutoSwitchState::Transfer => {
+                SlaveState::Streaming
+            }
+        };
+        let epoch_log = self.log.epoch_log();
+        let lag_bytes = self.master_offset.unwrap_or(0).saturating_sub(self.acked.unwrap_or(self.core.end()));
+        SlaveStatus {
+            state,
+            master_address: self.master_address.clone(),
+            max_offset: self.log.bounds().max,
+            flushed_offset: self.log.flushed(),
+            ack_offset: self.acked,
+            master_offset: self.master_offset,
+            lag_bytes,
+            lag: if lag_bytes == 0 {
+                Duration::ZERO
+            } else {
+                now.saturating_duration_since(self.caught_up_at)
+            },
+            since_last_read: self.last_read.map(|t| now.saturating_duration_since(t)),
+            connections: self.connections,
+            peer_errors: self.peer_errors,
+            append_error: self.store_error.clone(),
+            append_failures: self.store_failures,
+            autoswitch: Some(AutoSwitchSlaveStatus {
+                broker_id: self.controller.broker_id,
+                master_broker_id: self.controller.master_broker_id,
+                master_epoch: self.controller.master_epoch,
+                master_last_epoch: self.master_last_epoch,
+                phase,
+                confirm_offset: epoch_log.map_or(0, |e| e.confirm_offset()),
+                epochs: epoch_log.map_or_else(Vec::new, |e| e.epochs()),
+                consistent_point: self.consistent_point,
+                truncations: self.truncations,
+                truncated_bytes: self.truncated_bytes,
+            }),
+        }
+    }
+
+    fn feed(&mut self, now: Instant, input: SlaveInput) {
+        if let Err(e) = self.core.handle_input(now, input) {
+            error!(%e, "AutoSwitch slave driver fed an invalid input");
+            debug_assert!(matches!(e, ApiMisuse::TimeWentBackwards), "driver misuse: {e}");
+        }
+    }
+}
