@@ -598,6 +598,7 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                 "maxOffset": s.max_offset,
                 "flushedOffset": s.flushed_offset,
                 "replicatedOffset": s.replicated_offset,
+                "pendingWaits": s.pending_waits,
                 "slaves": slaves,
                 "absentReplicas": crate::status_cmd::absent_json(&broker.metrics.absent_replicas(&live)),
                 "replicasExpected": broker.metrics.replicas_expected(),

@@ -355,3 +355,29 @@ fn admin_calls_refuse_bad_epochs_strangers_and_nonsense_with_typed_messages() {
     assert_eq!(code, 403, "no token configured: {body}");
     assert!(body["error"].as_str().unwrap().contains("httpAuthToken"), "{body}");
 }
+
+#[test]
+fn a_role_change_answers_the_put_in_flight_before_the_new_epoch_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    // Broker 2 is in the set but never connects: a SYNC put waits for it (slaveTimeout).
+    let a = std::sync::Arc::new(Node::start(
+        &dir.path().join("a"),
+        1,
+        &["allAckInSyncStateSet=true", "slaveTimeout=5000"],
+    ));
+    assert_eq!(a.promote(1, &[1, 2]).0, 200);
+    let putter = {
+        let a = a.clone();
+        std::thread::spawn(move || a.put("in flight across a role change"))
+    };
+    eventually("the put to wait for broker 2", || a.status()["pendingWaits"] == 1);
+    let (code, body) = a.promote(2, &[1]);
+    assert_eq!(code, 200, "{body}\n{}", a.log());
+    let (_, answer) = putter.join().unwrap();
+    assert_eq!(answer["stored"], true, "the put in flight was answered: {answer}");
+    let end = answer["offset"].as_u64().unwrap();
+    let epochs = a.epochs();
+    let second = epochs[1]["startOffset"].as_u64().unwrap();
+    assert!(second > end, "epoch 2 starts after the message the epoch-1 service took: {epochs}");
+    assert_eq!(a.put("after").0, 200, "the new master takes puts");
+}
