@@ -630,3 +630,259 @@ fn the_4_9_harness_refuses_autoswitch_mode_with_a_clear_error() {
     let why = why.downcast_ref::<String>().cloned().unwrap_or_default();
     assert!(why.contains("--mode autoswitch needs RocketMQ 5.x"), "unclear refusal: {why}");
 }
+
+// ---- a logship master in controller mode, Java 5.5.1 slaves ---------------------------------
+
+/// logship's AutoSwitch master service (controller mode, over the store's `CommitLog`) on each
+/// adapter, serving Java 5.5.1 controller-mode slaves: a fresh slave gets every byte and both
+/// of logship's epochs, and SYNC puts wait for its acks; a Java store that led an epoch of its
+/// own meanwhile truncates its divergent tail against logship's epoch list and follows.
+mod support;
+
+mod logship_master {
+    use std::collections::BTreeSet;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use logship::core::autoswitch::{EpochEntry, SyncPolicy};
+    use logship::core::service::{MasterControllerConfig, MasterServiceConfig};
+    use logship::core::{BrokerRole, EpochLog, MasterConfig, PutStatus};
+    use logship::store::{CommitLog, Message, StoreConfig};
+
+    use super::*;
+
+    use crate::support::{AnyMaster, Side, eventually, run};
+
+    const LOGSHIP_ID: u64 = 1;
+    const JAVA_ID: u64 = 2;
+
+    fn open(dir: &Path) -> Arc<CommitLog> {
+        let mut c = StoreConfig::default();
+        c.mapped_file_size_commit_log = SEG;
+        c.max_message_size = 256 * 1024;
+        c.disk_space_warning_level_ratio = 1.0;
+        Arc::new(CommitLog::open(dir, c).unwrap())
+    }
+
+    /// A SYNC_MASTER in controller mode at `epoch`: puts wait for every member of the
+    /// sync-state-set, which starts as logship alone and takes a slave once it caught up.
+    fn controller(epoch: i32) -> MasterServiceConfig {
+        MasterServiceConfig {
+            core: MasterConfig {
+                mapped_file_size_commit_log: SEG,
+                heartbeat_interval: Duration::from_millis(500),
+                ..MasterConfig::default()
+            },
+            role: BrokerRole::SyncMaster,
+            slave_timeout: Duration::from_secs(10),
+            controller: Some(MasterControllerConfig {
+                broker_id: LOGSHIP_ID as i64,
+                epoch,
+                sync_state_set: BTreeSet::from([LOGSHIP_ID as i64]),
+                sync: SyncPolicy { all_ack_in_sync_state_set: true, ..SyncPolicy::default() },
+                ..MasterControllerConfig::default()
+            }),
+            ..MasterServiceConfig::default()
+        }
+    }
+
+    async fn put_all(master: &AnyMaster<CommitLog>, who: &[u8], from: u64, count: u64, size: usize) -> u64 {
+        let mut end = 0;
+        for i in from..from + count {
+            let r = master.put(Message::new("AutoSwitchTopic", (i % 4) as i32, body(who, i, size))).await;
+            assert_eq!(r.status, PutStatus::PutOk, "put {i}");
+            end = r.end();
+        }
+        end
+    }
+
+    /// Waits until logship's sync-state-set holds the Java slave (it caught up).
+    async fn until_member(master: &AnyMaster<CommitLog>, id: u64) {
+        eventually(Duration::from_secs(30), "the Java slave in the sync-state-set", || async {
+            let s = master.status().await;
+            s.autoswitch.filter(|a| a.sync_state_set.contains(&(id as i64))).map(|_| ())
+        })
+        .await;
+    }
+
+    fn java_epochs(status: &Value) -> Vec<EpochEntry> {
+        epochs(status)
+            .into_iter()
+            .map(|(epoch, start)| EpochEntry { epoch: epoch as i32, start_offset: start })
+            .collect()
+    }
+
+    fn a_fresh_java_slave_gets_both_epochs_byte_identical_and_acks_sync_puts(side: Side, test: &str) {
+        let Some(h) = harness(ROCKETMQ_5, test) else { return };
+        run(async {
+            let (ldir, jdir) = (temp(), temp());
+            let store = open(ldir.path());
+            let first = side.master(controller(1), store.clone()).await;
+            let e1 = put_all(&first, b"logship", 0, 30, 400).await;
+            first.shutdown().await;
+            // Becoming master again at epoch 2 is a new service over the same log.
+            let master = side.master(controller(2), store.clone()).await;
+            let e2 = put_all(&master, b"logship", 30, 20, 700).await;
+            let ours =
+                vec![EpochEntry { epoch: 1, start_offset: 0 }, EpochEntry { epoch: 2, start_offset: e1 }];
+            assert_eq!(store.epochs(), ours, "each service recorded its epoch before its first put");
+
+            let mut java =
+                JavaStore::start_autoswitch(&h, jdir.path(), JAVA_ID, free_port(), &["--heartbeat", "1000"]);
+            let addr = master.addr().to_string();
+            assert_eq!(java.change_to_slave(&addr, 2, LOGSHIP_ID)["ok"], true);
+            java.until("the Java slave caught up", |s| u64_of(s, "maxPhyOffset") == e2);
+            until_member(&master, JAVA_ID).await;
+            // Now every SYNC put waits for the Java slave's ack.
+            let end = put_all(&master, b"logship", 50, 10, 300).await;
+            let js = java.until("the Java slave's confirmOffset reached the end", |s| {
+                u64_of(s, "maxPhyOffset") == end && u64_of(s, "confirmOffset") == end
+            });
+            assert_eq!(java_epochs(&js), ours, "the Java slave's epoch list is logship's");
+            assert_eq!(js["role"], "SLAVE");
+            let status = master.status().await;
+            let a = status.autoswitch.expect("controller mode");
+            assert_eq!((a.epoch, a.confirm_offset), (2, end));
+            assert_eq!(store.confirm_offset(), end, "the master's confirmOffset is in its log");
+            assert_eq!(status.slaves.len(), 1);
+            assert!(status.slaves[0].in_sync);
+            assert_same_segments(ldir.path(), jdir.path(), SEG, 0, end);
+            java.shutdown();
+            master.shutdown().await;
+            assert!(e1 < e2 && e2 < end);
+        });
+    }
+
+    fn a_java_store_that_led_an_epoch_meanwhile_cuts_its_tail_and_takes_logships_bytes(
+        side: Side,
+        test: &str,
+    ) {
+        let Some(h) = harness(ROCKETMQ_5, test) else { return };
+        run(async {
+            let (ldir, jdir) = (temp(), temp());
+            let store = open(ldir.path());
+            // logship leads epoch 1; the Java store follows and catches up.
+            let first = side.master(controller(1), store.clone()).await;
+            let mut java =
+                JavaStore::start_autoswitch(&h, jdir.path(), JAVA_ID, free_port(), &["--heartbeat", "1000"]);
+            assert_eq!(java.change_to_slave(&first.addr().to_string(), 1, LOGSHIP_ID)["ok"], true);
+            let shared = put_all(&first, b"logship", 0, 20, 500).await;
+            java.until("the Java slave caught up", |s| u64_of(s, "maxPhyOffset") == shared);
+            first.shutdown().await;
+
+            // The Java store leads epoch 2 and writes a tail logship never sees.
+            assert_eq!(java.change_to_master(2)["ok"], true);
+            java.set_sync_state_set(&[JAVA_ID]);
+            java.put(10, 300);
+            let diverged = java.max_offset();
+            assert!(diverged > shared);
+
+            // logship is elected at epoch 3 from its shorter log and writes on.
+            let master = side.master(controller(3), store.clone()).await;
+            let end = put_all(&master, b"logship", 20, 15, 700).await;
+            let ours =
+                vec![EpochEntry { epoch: 1, start_offset: 0 }, EpochEntry { epoch: 3, start_offset: shared }];
+            assert_eq!(store.epochs(), ours);
+
+            // The Java store follows logship: it cuts its epoch-2 tail and takes logship's bytes.
+            let relay = Relay::start(master.addr());
+            assert_eq!(java.change_to_slave(&relay.address(), 3, LOGSHIP_ID)["ok"], true);
+            let js = java.until("the Java store truncated and caught up", caught_up_to(end));
+            assert_same_segments(ldir.path(), jdir.path(), SEG, 0, end);
+            assert_eq!(js["role"], "SLAVE");
+            let (reply, first_ack) = first_exchange(&relay);
+            assert_eq!(
+                reply,
+                MasterFrame::Handshake {
+                    max_offset: end as i64,
+                    last_epoch: 3,
+                    epochs: vec![(1, 0), (3, shared as i64)]
+                }
+            );
+            assert_eq!(first_ack, shared, "the Java store's first ack is the consistent point");
+            // Java 5.5.1 keeps its own epoch 2 at the cut: its doTruncate cuts the epoch list only
+            // if the cut lies below the max offset it reads *after* truncating the files, which it
+            // never does; and it then refuses logship's epoch 3, which starts at the same offset.
+            // Its bytes are logship's all the same.
+            let stale =
+                vec![EpochEntry { epoch: 1, start_offset: 0 }, EpochEntry { epoch: 2, start_offset: shared }];
+            assert_eq!(java_epochs(&js), stale);
+            until_member(&master, JAVA_ID).await;
+            assert_eq!(master.status().await.autoswitch.unwrap().confirm_offset, end);
+
+            // So on every reconnect it finds epoch 1 as the last one it shares with logship, cuts to
+            // its end again and takes the rest anew; logship serves it the same bytes again.
+            let again = Relay::start(master.addr());
+            assert_eq!(java.change_to_slave(&again.address(), 3, LOGSHIP_ID)["ok"], true);
+            let (_, first_ack) = first_exchange(&again);
+            assert_eq!(first_ack, shared, "the Java store cut its log to the end of epoch 1 again");
+            let end = put_all(&master, b"logship", 35, 5, 700).await;
+            java.until("the Java store caught up again", caught_up_to(end));
+            assert_same_segments(ldir.path(), jdir.path(), SEG, 0, end);
+            drop((relay, again));
+            java.shutdown();
+            master.shutdown().await;
+            assert_eq!(store.bounds().max, end);
+        });
+    }
+
+    fn caught_up_to(end: u64) -> impl FnMut(&Value) -> bool {
+        move |s| u64_of(s, "maxPhyOffset") == end && u64_of(s, "confirmOffset") == end
+    }
+
+    /// The handshake reply and the slave's first ack on the first connection through `relay`.
+    fn first_exchange(relay: &Relay) -> (MasterFrame, u64) {
+        let recordings = relay.until("a handshake reply and a first ack", |r| {
+            r.first().is_some_and(|r| {
+                let acked = slave_frames(&r.stream(Direction::ToMaster))
+                    .unwrap()
+                    .iter()
+                    .any(|f| matches!(f.1, SlaveFrame::Ack { .. }));
+                acked && !master_frames(&r.stream(Direction::ToSlave)).unwrap().is_empty()
+            })
+        });
+        let r = &recordings[0];
+        let reply = master_frames(&r.stream(Direction::ToSlave)).unwrap().remove(0).1;
+        let ack = slave_frames(&r.stream(Direction::ToMaster))
+            .unwrap()
+            .into_iter()
+            .find_map(|f| match f.1 {
+                SlaveFrame::Ack { max_offset } => Some(max_offset as u64),
+                SlaveFrame::Handshake { .. } => None,
+            })
+            .unwrap();
+        (reply, ack)
+    }
+
+    #[test]
+    fn tokio_a_fresh_java_slave_gets_both_epochs_byte_identical_and_acks_sync_puts() {
+        a_fresh_java_slave_gets_both_epochs_byte_identical_and_acks_sync_puts(
+            Side::tokio(),
+            "tokio_a_fresh_java_slave",
+        );
+    }
+
+    #[test]
+    fn smol_a_fresh_java_slave_gets_both_epochs_byte_identical_and_acks_sync_puts() {
+        a_fresh_java_slave_gets_both_epochs_byte_identical_and_acks_sync_puts(
+            Side::smol(),
+            "smol_a_fresh_java_slave",
+        );
+    }
+
+    #[test]
+    fn tokio_a_java_store_that_led_an_epoch_meanwhile_cuts_its_tail_and_takes_logships_bytes() {
+        a_java_store_that_led_an_epoch_meanwhile_cuts_its_tail_and_takes_logships_bytes(
+            Side::tokio(),
+            "tokio_a_java_store_truncates",
+        );
+    }
+
+    #[test]
+    fn smol_a_java_store_that_led_an_epoch_meanwhile_cuts_its_tail_and_takes_logships_bytes() {
+        a_java_store_that_led_an_epoch_meanwhile_cuts_its_tail_and_takes_logships_bytes(
+            Side::smol(),
+            "smol_a_java_store_truncates",
+        );
+    }
+}

@@ -443,6 +443,9 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
                     if reason == CloseReason::HandshakeTimeout {
                         self.refusals.first_report_timeouts += 1;
                     }
+                    if let CloseReason::DuplicateBrokerId { broker_id } = reason {
+                        self.evict_silent_holder(conn, broker_id);
+                    }
                     if let Some(entry) = self.conns.get_mut(&conn) {
                         info!(?conn, peer = %entry.address, %reason, "closing slave connection");
                         if matches!(
@@ -548,6 +551,32 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             // adapter. Refusing the input leaves the machine consistent.
             error!(%e, "AutoSwitch driver fed an invalid input");
             debug_assert!(matches!(e, crate::ApiMisuse::TimeWentBackwards), "driver misuse: {e}");
+        }
+    }
+
+    /// A slave that restarted reconnects before its dead connection times out, and its new
+    /// handshake (on `claimant`) is refused: its broker id is taken. If the connection holding
+    /// the id is the same replica (the same TLS name, or for plain links the same host) and has
+    /// been silent for two heartbeat intervals (a live slave acks every heartbeat), it is
+    /// evicted, so the slave's next attempt gets in instead of waiting out the housekeeping
+    /// interval. A live holder, or another host claiming its id, evicts nothing.
+    fn evict_silent_holder(&mut self, claimant: ConnId, broker_id: BrokerId) {
+        let Some(new) = self.conns.get(&claimant) else { return };
+        let (ip, identity) = (new.address.ip().to_canonical(), new.identity.clone());
+        let same_replica = |e: &ConnEntry<C>| match &identity {
+            Some(name) => e.identity.as_ref() == Some(name),
+            None => e.identity.is_none() && e.address.ip().to_canonical() == ip,
+        };
+        let stale_after = self.master.config().heartbeat_interval * 2;
+        let holder = self.master.slaves().find(|p| {
+            p.conn != claimant
+                && p.handshake.is_some_and(|h| h.broker_id == broker_id)
+                && p.silent_for >= stale_after
+                && self.conns.get(&p.conn).is_some_and(same_replica)
+        });
+        if let Some(holder) = holder {
+            warn!(conn = ?holder.conn, broker_id, silent_for = ?holder.silent_for, "broker id claimed again by the same replica and its connection is silent: evicting it");
+            self.feed(self.now, MasterInput::Evict { conn: holder.conn });
         }
     }
 

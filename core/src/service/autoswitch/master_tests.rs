@@ -509,3 +509,61 @@ fn shutdown_closes_every_connection_and_cancels_waits() {
     assert!(sinks[&conn].borrow().closed);
     assert_eq!(done.borrow().len(), 1);
 }
+
+#[test]
+fn a_restarted_slave_whose_old_connection_is_silent_gets_back_in_on_its_next_attempt() {
+    let cfg = config(controller(1, &[]));
+    let heartbeat = cfg.core.heartbeat_interval;
+    let mut h = Harness::start(&cfg, log_with(10, &[])).unwrap();
+    let old = h.connect(1, "10.0.0.2:5000");
+    h.handshake(old, 2);
+    h.deliver(old);
+    h.send(old, &encode_ack(10));
+    // The slave's machine restarts: its old connection says nothing more.
+    h.advance(heartbeat * 2);
+    assert!(!h.closed(old), "still within the housekeeping interval");
+    let first_try = h.connect(2, "10.0.0.2:5001");
+    h.handshake(first_try, 2);
+    assert!(h.closed(first_try), "the id is still taken");
+    assert!(h.closed(old), "the silent holder of the id is evicted");
+    h.apply(Command::closed(old));
+    h.apply(Command::closed(first_try));
+    let second_try = h.connect(3, "10.0.0.2:5002");
+    h.handshake(second_try, 2);
+    assert!(!h.closed(second_try));
+    assert!(matches!(h.deliver(second_try)[..], [MasterFrame::Handshake(_)]));
+}
+
+#[test]
+fn a_live_slave_keeps_its_id_against_a_second_claimant() {
+    let cfg = config(controller(1, &[]));
+    let heartbeat = cfg.core.heartbeat_interval;
+    let mut h = Harness::start(&cfg, log_with(10, &[])).unwrap();
+    let live = h.connect(1, "10.0.0.2:5000");
+    h.handshake(live, 2);
+    h.deliver(live);
+    h.send(live, &encode_ack(10));
+    h.advance(heartbeat);
+    h.send(live, &encode_ack(10));
+    h.advance(heartbeat);
+    let claimant = h.connect(2, "10.0.0.3:5000");
+    h.handshake(claimant, 2);
+    assert!(h.closed(claimant));
+    assert!(!h.closed(live), "a slave that acked within two heartbeats keeps its connection");
+}
+
+#[test]
+fn another_host_claiming_a_silent_slaves_id_evicts_nothing() {
+    let cfg = config(controller(1, &[]));
+    let heartbeat = cfg.core.heartbeat_interval;
+    let mut h = Harness::start(&cfg, log_with(10, &[])).unwrap();
+    let old = h.connect(1, "10.0.0.2:5000");
+    h.handshake(old, 2);
+    h.deliver(old);
+    h.send(old, &encode_ack(10));
+    h.advance(heartbeat * 2);
+    let stranger = h.connect(2, "10.0.0.9:5000");
+    h.handshake(stranger, 2);
+    assert!(h.closed(stranger));
+    assert!(!h.closed(old), "only the same replica replaces a silent connection");
+}
