@@ -886,3 +886,171 @@ mod logship_master {
         );
     }
 }
+
+// ---- a logship slave of Java masters --------------------------------------------------------
+
+/// A logship slave (its own store, on tokio and on smol) in controller mode, following RocketMQ
+/// 5.5.1 masters through a failover: it must truncate a tail of epoch 1 the new master never had.
+mod logship_slave {
+
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use super::support::{Side, eventually, run};
+    use logship::store::{CommitLog, StoreConfig};
+    use logship_core::LogRead;
+    use logship_core::service::{SlaveControllerConfig, SlaveServiceConfig, SlaveStatus};
+
+    use super::*;
+
+    /// The Java harness's topic and queue count.
+    const TOPIC: &str = "JavaTopic";
+    const QUEUES: i32 = 4;
+    const SLAVE_ID: i64 = 3;
+
+    fn open(dir: &Path) -> Arc<CommitLog> {
+        let mut c = StoreConfig::default();
+        c.mapped_file_size_commit_log = SEG;
+        c.max_message_size = 256 * 1024;
+        // A slave in controller mode indexes replicated messages only below confirmOffset.
+        c.dispatch_up_to_confirm = true;
+        Arc::new(CommitLog::open(dir, c).unwrap())
+    }
+
+    fn follow(master_ha: u16, master_epoch: i32, master_broker_id: i64) -> SlaveServiceConfig {
+        let mut c = SlaveServiceConfig::new(addr(master_ha));
+        c.core.heartbeat_interval = Duration::from_secs(1);
+        c.core.reconnect_interval = Duration::from_millis(200);
+        c.controller = Some(SlaveControllerConfig {
+            broker_id: SLAVE_ID,
+            master_broker_id,
+            master_epoch,
+            ..SlaveControllerConfig::default()
+        });
+        c
+    }
+
+    fn confirm(s: &SlaveStatus) -> u64 {
+        s.autoswitch.as_ref().expect("controller mode").confirm_offset
+    }
+
+    /// The store's epochs as the harness prints Java's.
+    fn epochs_of(store: &CommitLog) -> Vec<(i64, u64)> {
+        store.epoch_log().unwrap().epochs().iter().map(|e| (i64::from(e.epoch), e.start_offset)).collect()
+    }
+
+    /// Every consume-queue entry of the harness's topic: each ends at or below `confirm`.
+    fn indexed(store: &CommitLog, confirm: u64) -> usize {
+        let mut n = 0;
+        for q in 0..QUEUES {
+            for e in store.read_queue(TOPIC, q, 0, 100_000).unwrap() {
+                assert!(
+                    e.physical_offset + u64::from(e.size) <= confirm,
+                    "queue {q} indexes the message at {} past confirmOffset {confirm}",
+                    e.physical_offset
+                );
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// A (Java, epoch 1) feeds the logship slave S and Java B; B stops; A writes a tail only S
+    /// gets; A goes away and B becomes master at epoch 2 and writes; S, now following B, cuts
+    /// the tail and ends byte-identical to B up to confirmOffset, with B's epoch list, its
+    /// consume queues never past confirmOffset.
+    fn a_logship_slave_truncates_the_old_masters_tail_and_follows_the_new_java_master(side: Side) {
+        let Some(h) = harness(ROCKETMQ_5, "a_logship_slave_truncates_the_old_masters_tail") else { return };
+        let (adir, bdir, sdir) = (temp(), temp(), temp());
+        let (a_ha, b_ha) = (free_port(), free_port());
+        let args = ["--heartbeat", "1000"];
+        let mut a = JavaStore::start_autoswitch(&h, adir.path(), 1, a_ha, &args);
+        let mut b = JavaStore::start_autoswitch(&h, bdir.path(), 2, b_ha, &args);
+        assert_eq!(a.change_to_master(1)["ok"], true);
+        a.set_sync_state_set(&[1]);
+        assert_eq!(b.change_to_slave(&addr(a_ha), 1, 1)["ok"], true);
+        a.put(20, 500);
+        let replicated = a.max_offset();
+        b.until("B caught up with A", |s| u64_of(s, "maxPhyOffset") == replicated);
+
+        let store = open(sdir.path());
+        run(async {
+            let slave = side.slave(follow(a_ha, 1, 1), store.clone()).await;
+            eventually(Duration::from_secs(30), "S to catch up with A", || async {
+                let s = slave.status().await;
+                (s.max_offset == replicated && confirm(&s) == replicated).then_some(())
+            })
+            .await;
+            assert_eq!(epochs_of(&store), vec![(1, 0)], "S learned epoch 1 from A's frames");
+
+            // B goes away; A writes a tail that only S receives.
+            b.shutdown();
+            a.put(10, 300);
+            let diverged = a.max_offset();
+            let s = eventually(Duration::from_secs(30), "S to receive A's tail", || async {
+                let s = slave.status().await;
+                (s.max_offset == diverged && confirm(&s) == diverged).then_some(s)
+            })
+            .await;
+            assert_eq!(s.autoswitch.as_ref().unwrap().master_last_epoch, Some(1));
+            let java_indexed: usize = (0..QUEUES).map(|q| a.queue(q).len()).sum();
+            eventually(Duration::from_secs(10), "S to index what A indexed", || async {
+                (indexed(&store, confirm(&slave.status().await)) == java_indexed).then_some(())
+            })
+            .await;
+            slave.shutdown().await;
+        });
+        a.shutdown();
+
+        // B comes back as master at epoch 2 from the end it had, and writes.
+        let mut b = JavaStore::start_autoswitch(&h, bdir.path(), 2, b_ha, &args);
+        let promoted = b.change_to_master(2);
+        assert_eq!(promoted["ok"], true);
+        assert_eq!(epochs(&promoted), vec![(1, 0), (2, replicated)]);
+        b.set_sync_state_set(&[2]);
+        b.put(15, 700);
+        let end = b.max_offset();
+        b.wait_dispatch();
+        let java_indexed: usize = (0..QUEUES).map(|q| b.queue(q).len()).sum();
+        let diverged = store.max_offset();
+        assert!(diverged > replicated && end != diverged);
+
+        // changeToSlave: a new slave service over the same store follows B at epoch 2.
+        run(async {
+            let slave = side.slave(follow(b_ha, 2, 2), store.clone()).await;
+            let s = eventually(Duration::from_secs(30), "S to follow B", || async {
+                let s = slave.status().await;
+                (s.max_offset == end && confirm(&s) == end).then_some(s)
+            })
+            .await;
+            let auto = s.autoswitch.as_ref().unwrap();
+            assert_eq!((auto.truncations, auto.truncated_bytes), (1, diverged - replicated), "{auto:?}");
+            assert_eq!(auto.consistent_point, Some(replicated));
+            assert_eq!((auto.master_last_epoch, auto.master_epoch, auto.master_broker_id), (Some(2), 2, 2));
+            eventually(Duration::from_secs(10), "S to index what B indexed", || async {
+                (indexed(&store, confirm(&slave.status().await)) == java_indexed).then_some(())
+            })
+            .await;
+            slave.shutdown().await;
+        });
+        let sb = b.status();
+        assert_eq!(epochs_of(&store), epochs(&sb), "S's epochs are B's");
+        let confirmed = u64_of(&sb, "confirmOffset");
+        assert_eq!(confirmed, end);
+        store.flush().unwrap();
+        assert_same_segments(bdir.path(), sdir.path(), SEG, 0, confirmed);
+        let file = std::fs::read_to_string(sdir.path().join("epochFileCheckpoint")).unwrap();
+        assert_eq!(Some(file.as_str()), sb["epochFile"].as_str(), "the epochFileCheckpoint files differ");
+        b.shutdown();
+    }
+
+    #[test]
+    fn tokio_slave_truncates_the_old_masters_tail_and_follows_the_new_java_master() {
+        a_logship_slave_truncates_the_old_masters_tail_and_follows_the_new_java_master(Side::tokio());
+    }
+
+    #[test]
+    fn smol_slave_truncates_the_old_masters_tail_and_follows_the_new_java_master() {
+        a_logship_slave_truncates_the_old_masters_tail_and_follows_the_new_java_master(Side::smol());
+    }
+}

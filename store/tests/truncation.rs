@@ -248,3 +248,25 @@ fn a_truncation_drops_an_incomplete_replicated_record_past_the_end() {
     assert_eq!(log.append_at(end, &second).unwrap(), end + second.len() as u64);
     assert_eq!(log.read_message(end).unwrap().body, message(2).body);
 }
+
+#[test]
+fn a_cut_at_the_end_drops_only_the_epochs_that_hold_no_data() {
+    // What an AutoSwitch slave does with epochs its new master never had and that wrote nothing.
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), config()).unwrap();
+    let epochs = log.epoch_log().unwrap();
+    epochs.append_epoch(entry(1, 0)).unwrap();
+    epochs.truncate_to(0).unwrap();
+    assert_eq!(epochs.epochs(), vec![], "an empty store cut at 0 loses its empty epoch");
+    put_all(&log, 0..5);
+    let end = log.max_offset();
+    epochs.append_epoch(entry(2, 0)).unwrap();
+    epochs.append_epoch(entry(3, end)).unwrap();
+    epochs.truncate_to(end).unwrap();
+    assert_eq!((log.max_offset(), epochs.epochs()), (end, vec![entry(2, 0)]));
+    log.shutdown().unwrap();
+    drop(log);
+    let log = env.open(dir.path(), config()).unwrap();
+    assert_eq!((log.max_offset(), log.epochs()), (end, vec![entry(2, 0)]));
+}

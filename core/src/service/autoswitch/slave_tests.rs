@@ -305,3 +305,38 @@ fn a_store_failure_on_append_closes_and_reconnects_from_the_log_end() {
     assert_eq!(status.append_failures, 1);
     assert!(status.append_error.as_deref().is_some_and(|e| e.contains("append at 100")), "{status:?}");
 }
+
+#[test]
+fn the_slave_heartbeats_closes_a_silent_master_and_reconnects_after_the_back_off() {
+    let log = Arc::new(TestLog::with(100, &[e(1, 0)]));
+    let mut d = connected(&log);
+    d.received(origin(), reply(100, &[e(1, 0)]));
+    assert_eq!(sends(&actions(&mut d, origin())), [ack(100)]);
+    let core = SlaveServiceConfig::new("127.0.0.1:1").core;
+    // A heartbeat ack once the interval has passed, with nothing new stored.
+    let beat = origin() + core.heartbeat_interval;
+    d.handle_timeout(beat);
+    assert_eq!(sends(&actions(&mut d, beat)), [ack(100)]);
+    // A master silent for the housekeeping interval is dropped; the slave connects again later.
+    let silent = origin() + core.housekeeping_interval;
+    d.handle_timeout(silent);
+    assert_eq!(actions(&mut d, silent), [SlaveAction::Disconnect]);
+    assert!(matches!(d.status(silent).autoswitch.unwrap().phase, Phase::Disconnected { .. }));
+    let retry = silent + core.reconnect_interval;
+    d.handle_timeout(retry);
+    assert_eq!(actions(&mut d, retry), [SlaveAction::Connect]);
+}
+
+#[test]
+fn epochs_that_hold_no_data_are_dropped_from_the_log_when_the_master_does_not_know_them() {
+    // This broker became master at epoch 1 and wrote nothing; the new master never had epoch 1.
+    let log = Arc::new(TestLog::with(0, &[e(1, 0)]));
+    let mut d = connected(&log);
+    d.received(origin(), reply(50, &[e(2, 0)]));
+    assert_eq!(sends(&actions(&mut d, origin())), [ack(0)]);
+    assert_eq!(log.epochs(), [], "the empty epoch is gone from the log too");
+    d.received(origin(), transfer(0, 2, 0, 50, &[4; 50]));
+    assert_eq!(sends(&actions(&mut d, origin())), [ack(50)]);
+    assert_eq!(log.epochs(), [e(2, 0)]);
+    assert_eq!(d.status(origin()).append_error, None);
+}
