@@ -156,7 +156,7 @@ const SYNC_ALL: &[&str] = &["allAckInSyncStateSet=true"];
 #[test]
 fn a_controller_mode_broker_waits_for_its_role_and_puts_are_refused_until_then() {
     let dir = tempfile::tempdir().unwrap();
-    let a = Node::start(&dir.path().join("a"), 1, SYNC_ALL);
+    let mut a = Node::start(&dir.path().join("a"), 1, SYNC_ALL);
     let status = a.status();
     assert_eq!(status["role"], "NONE", "{status}");
     assert_eq!(status["controller"]["brokerId"], 1, "{status}");
@@ -170,6 +170,20 @@ fn a_controller_mode_broker_waits_for_its_role_and_puts_are_refused_until_then()
     let metrics = a.metrics();
     assert_eq!(sample(&metrics, "logship_controller_has_role{"), Some(0.0), "{metrics}");
     promtool_passes(&metrics);
+    // Told, it takes puts; SIGTERM stops it cleanly.
+    assert_eq!(a.promote(1, &[]).0, 200);
+    assert_eq!(a.put("now").0, 200);
+    process::signal(a.child.id(), "-TERM");
+    let start = Instant::now();
+    let exit = loop {
+        if let Some(status) = a.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(start.elapsed() < process::EXIT_PATIENCE, "no exit after SIGTERM:\n{}", a.log());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(exit.success(), "{exit:?}\n{}", a.log());
+    assert!(a.log().contains("logship stopped cleanly"), "{}", a.log());
 }
 
 /// `promtool check metrics` accepts `text` (skipped without promtool).
@@ -380,4 +394,28 @@ fn a_role_change_answers_the_put_in_flight_before_the_new_epoch_starts() {
     let second = epochs[1]["startOffset"].as_u64().unwrap();
     assert!(second > end, "epoch 2 starts after the message the epoch-1 service took: {epochs}");
     assert_eq!(a.put("after").0, 200, "the new master takes puts");
+}
+
+#[test]
+fn controller_mode_runs_as_logship_broker_only_and_bad_keys_stop_it_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().display().to_string();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(process::bin()).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (code, err) =
+        run(&["master", "--store", &store, "--set", "enableControllerMode=true", "--set", "brokerId=1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("logship broker"), "{err}");
+    let (code, err) = run(&["broker", "--store", &store, "--set", "enableControllerMode=false"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("enableControllerMode=false"), "{err}");
+    let (code, err) = run(&["broker", "--store", &store]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("brokerId=(unset)"), "{err}");
+    let (code, err) =
+        run(&["broker", "--store", &store, "--set", "brokerId=1", "--master", "127.0.0.1:10912"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("haMasterAddress"), "{err}");
 }
