@@ -8,6 +8,12 @@
 //! | `GET /` | the status page (`status_page`) |
 //! | `GET /status` | role, offsets, replication state |
 //! | `GET /metrics` | Prometheus text |
+//! | `POST /ha/changeToMaster` | controller mode: become master at an epoch (`roles`) |
+//! | `POST /ha/changeToSlave` | controller mode: follow a master at an epoch (`roles`) |
+//!
+//! The two role-changing calls need `httpAuthToken` configured (403 without one: anybody who
+//! reaches the port could otherwise demote a master) and answer 409 for an epoch that cannot
+//! work, 400 for a bad body.
 //!
 //! With `httpAuthToken` set, every route answers 401 unless the request carries
 //! `Authorization: Bearer <token>`. HTTPS and client certificates (`httpTls*`) are set up in

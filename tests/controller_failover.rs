@@ -107,6 +107,13 @@ impl Node {
         self.status()["maxOffset"].as_u64().unwrap()
     }
 
+    /// The bodies its consume queue 0 of the test topic serves.
+    fn bodies(&self) -> Vec<String> {
+        let (code, read) = self.get("/topics/FailoverTopic/queues/0/messages?offset=0&max=100");
+        assert_eq!(code, 200, "{read}");
+        read["messages"].as_array().unwrap().iter().map(|m| m["body"].as_str().unwrap().to_string()).collect()
+    }
+
     fn put(&self, body: &str) -> (u16, Value) {
         self.post("/topics/FailoverTopic/messages", body, Some(TOKEN))
     }
@@ -151,7 +158,7 @@ impl Drop for Node {
 }
 
 /// Controller-mode settings of every broker here: a SYNC put waits for the whole sync-state-set.
-const SYNC_ALL: &[&str] = &["allAckInSyncStateSet=true"];
+const SYNC_ALL: &[&str] = &["allAckInSyncStateSet=true", "slaveReadEnable=true"];
 
 #[test]
 fn a_controller_mode_broker_waits_for_its_role_and_puts_are_refused_until_then() {
@@ -291,6 +298,11 @@ fn failover_through_the_binary_truncates_the_old_masters_tail_and_a_new_broker_g
     assert_eq!(status["controller"]["truncatedBytes"], a_end - confirmed, "{status}");
     assert_eq!(a.epochs(), both_epochs);
     assert!(a.commit_log(b_end) == b.commit_log(b_end), "A and B differ below {b_end}");
+    // Its consume queue lost the cut messages with the bytes and serves B's.
+    eventually("A's consume queue to serve what B's does", || a.bodies() == b.bodies());
+    let served = a.bodies();
+    assert_eq!(served.len(), 8, "{served:?}");
+    assert!(!served.iter().any(|m| m.contains("only A has")), "{served:?}");
     let metrics = a.metrics();
     assert_eq!(sample(&metrics, "logship_truncations_total{"), Some(1.0), "{metrics}");
     assert_eq!(sample(&metrics, "logship_master_epoch{"), Some(2.0), "{metrics}");
