@@ -500,16 +500,29 @@ impl Metrics {
     /// Refreshes the gauges of a controller-mode broker without an HA role: its store's end,
     /// confirmOffset and epochs (`last_epoch`: the log's last).
     pub fn observe_unassigned(&self, store: &logship_store::StoreStatus, last_epoch: Option<i32>) {
+        let log = (store.min_offset, store.max_offset, store.flushed_offset);
+        self.observe_no_role(log, store.confirm_offset, store.disk_used_ratio, last_epoch);
+    }
+
+    /// [`observe_unassigned`](Self::observe_unassigned) from the figures: the log's min, max
+    /// and flushed offsets, its confirmOffset, disk usage and last epoch.
+    fn observe_no_role(
+        &self,
+        log: (u64, u64, u64),
+        confirm: u64,
+        disk: Option<f64>,
+        last_epoch: Option<i32>,
+    ) {
         self.has_role.set(0);
         self.master_epoch.set(i64::from(last_epoch.unwrap_or(0)));
-        self.confirm_offset.set(store.confirm_offset as i64);
+        self.confirm_offset.set(confirm as i64);
         self.slave_lag_bytes.clear();
         self.slave_lag_seconds.clear();
         self.slave_in_sync.clear();
         self.sync_state_set_member.clear();
         self.sync_state_set_size.set(0);
         self.connections.set(0);
-        self.set_log(store.min_offset, store.max_offset, store.flushed_offset, store.disk_used_ratio);
+        self.set_log(log.0, log.1, log.2, disk);
     }
 
     fn set_log(&self, min: u64, max: u64, flushed: u64, disk: Option<f64>) {
@@ -677,6 +690,46 @@ mod tests {
             openmetrics_to_text_0_0_4(om),
             "# HELP x_bytes_total Bytes.\n# TYPE x_bytes_total counter\nx_bytes_total{a=\"b\"} 5\n\
              # HELP g Gauge.\n# TYPE g gauge\ng 1\n"
+        );
+    }
+    #[test]
+    fn controller_mode_gauges_follow_the_autoswitch_status_and_leave_with_the_role() {
+        use logship_core::autoswitch::EpochEntry;
+        use logship_core::service::AutoSwitchMasterStatus;
+        let m = Metrics::for_broker(&BrokerSettings::default());
+        let mut status = master_status(vec![]);
+        status.autoswitch = Some(AutoSwitchMasterStatus {
+            broker_id: 1,
+            epoch: 3,
+            epochs: vec![EpochEntry { epoch: 1, start_offset: 0 }, EpochEntry { epoch: 3, start_offset: 40 }],
+            confirm_offset: 90,
+            sync_state_set: [1, 2].into(),
+            sync_state_set_epoch: 4,
+            proposed_sync_state_set: None,
+            slaves: vec![],
+        });
+        m.observe_master(&status, None);
+        let text = m.render();
+        let value = |series: &str| {
+            text.lines()
+                .find(|l| l.starts_with(series))
+                .and_then(|l| l.rsplit(' ').next())
+                .map(str::to_string)
+        };
+        assert_eq!(value("logship_master_epoch{").as_deref(), Some("3"), "{text}");
+        assert_eq!(value("logship_confirm_offset{").as_deref(), Some("90"), "{text}");
+        assert_eq!(value("logship_epoch_entries{").as_deref(), Some("2"), "{text}");
+        assert_eq!(value("logship_sync_state_set_size{").as_deref(), Some("2"), "{text}");
+        assert_eq!(value("logship_sync_state_set_epoch{").as_deref(), Some("4"), "{text}");
+        assert_eq!(value("logship_controller_has_role{").as_deref(), Some("1"), "{text}");
+        assert!(text.contains("broker_id=\"2\""), "{text}");
+        // The role goes: no member is left behind, and the role gauge says so.
+        m.observe_no_role((0, 100, 100), 90, None, Some(3));
+        let text = m.render();
+        assert!(!text.contains("broker_id=\"2\""), "{text}");
+        assert!(
+            text.lines().any(|l| l.starts_with("logship_controller_has_role{") && l.ends_with(" 0")),
+            "{text}"
         );
     }
 }
