@@ -8,8 +8,10 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use logship_core::autoswitch::{BrokerId, SyncPolicy};
 use logship_core::service::tls::{MasterTls, SlaveTls, TlsMode, TlsPem};
 use logship_core::service::{Admission, IpNet};
+use logship_core::service::{MasterControllerConfig, SlaveControllerConfig};
 use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
 use logship_core::{AckOn, AckPolicy, MasterConfig, NewSlaveStart, SlaveConfig};
 use logship_core::{BrokerRole, FlushDiskType};
@@ -150,6 +152,8 @@ pub struct BrokerSettings {
     pub replica_names: Vec<(String, IpAddr)>,
     /// The store's integrity and disk keys (see [`StoreKeys`]).
     pub store: StoreKeys,
+    /// Controller mode (`enableControllerMode=true` and its keys); `None`: classic HA.
+    pub controller: Option<ControllerKeys>,
     // ---- HA port security (logship keys) ----
     /// logship `haListenAddress`: the HA port's bind address; unset, `brokerIP1` if loopback,
     /// else `0.0.0.0` (with a warning).
@@ -185,6 +189,44 @@ pub struct BrokerSettings {
     pub master_tls: Option<MasterTls>,
     /// The slave's TLS settings (`None` unless `haTlsEnable=true`).
     pub slave_tls: Option<SlaveTls>,
+}
+
+/// The keys of controller mode (RocketMQ 5's `enableControllerMode=true`, the AutoSwitch
+/// protocol): who this broker is in its group and how a master counts the sync-state-set. The
+/// role itself is not a key: it comes from the admin calls (`POST /ha/changeToMaster`,
+/// `POST /ha/changeToSlave`), as it comes from the controller in RocketMQ.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerKeys {
+    /// `brokerId`: this broker's id in its group (0 or more). Required: RocketMQ asks its
+    /// controller for one, and logship has no controller.
+    pub broker_id: BrokerId,
+    /// `allAckInSyncStateSet` (false): a SYNC put waits for every member of the sync-state-set.
+    pub all_ack_in_sync_state_set: bool,
+    /// `inSyncReplicas` (1): otherwise, copies a put waits for, the master counting as one.
+    pub in_sync_replicas: u32,
+    /// `minInSyncReplicas` (1): a put to a smaller set is refused at once
+    /// (`IN_SYNC_REPLICAS_NOT_ENOUGH`).
+    pub min_in_sync_replicas: u32,
+    /// `haMaxTimeSlaveNotCatchup` (15000 ms): a member behind for this long leaves the set.
+    pub ha_max_time_slave_not_catchup: Duration,
+    /// `asyncLearner` (false): as a slave, replicate without ever joining the sync-state-set.
+    pub async_learner: bool,
+    /// `syncFromLastFile` (false): as an empty slave, ask only for the master's last segment.
+    pub sync_from_last_file: bool,
+    /// `readUnCommitted` (false): index replicated messages into the consume queues at once
+    /// instead of only below the confirmOffset.
+    pub read_uncommitted: bool,
+}
+
+impl ControllerKeys {
+    /// The sync policy of a master in controller mode.
+    pub fn sync_policy(&self) -> SyncPolicy {
+        SyncPolicy {
+            all_ack_in_sync_state_set: self.all_ack_in_sync_state_set,
+            in_sync_replicas: self.in_sync_replicas,
+            min_in_sync_replicas: self.min_in_sync_replicas,
+        }
+    }
 }
 
 /// The HTTP port's bind address, authentication, timeouts and limits, and the per-topic queue
@@ -360,6 +402,7 @@ impl Default for BrokerSettings {
             broker_name: host_name(),
             replica_names: Vec::new(),
             store: StoreKeys::default(),
+            controller: None,
             ha_listen_address: None,
             ha_replica_allow_list: Vec::new(),
             ha_max_connections_per_peer: logship_core::service::DEFAULT_MAX_CONNECTIONS_PER_PEER,
@@ -390,7 +433,6 @@ fn host_name() -> String {
 
 /// RocketMQ keys that exist in real `broker.conf` files but mean nothing to logship.
 const IGNORED_ROCKETMQ_KEYS: &[&str] = &[
-    "brokerId",
     "namesrvAddr",
     "autoCreateTopicEnable",
     "autoCreateSubscriptionGroup",
@@ -407,16 +449,31 @@ const IGNORED_ROCKETMQ_KEYS: &[&str] = &[
 
 /// RocketMQ switches for modes logship does not implement: `true` is an error (the broker
 /// would not do what the operator asked), `false` is RocketMQ's default and fine.
-const UNSUPPORTED_ROCKETMQ_MODES: &[(&str, &str)] = &[
-    ("enableDLegerCommitLog", "logship does not implement DLedger (Raft) commit logs; use master/slave HA"),
-    (
-        "enableControllerMode",
-        "logship does not implement controller-mode (AutoSwitch) HA yet; use classic master/slave HA",
-    ),
-];
+const UNSUPPORTED_ROCKETMQ_MODES: &[(&str, &str)] = &[(
+    "enableDLegerCommitLog",
+    "logship does not implement DLedger (Raft) commit logs; use master/slave HA",
+)];
 
 /// Keys read with `boolean`, for the warning on values Java reads as false by accident.
-const BOOLEAN_KEYS: &[&str] = &["slaveReadEnable", "enableDLegerCommitLog", "enableControllerMode"];
+const BOOLEAN_KEYS: &[&str] = &[
+    "slaveReadEnable",
+    "enableDLegerCommitLog",
+    "enableControllerMode",
+    "allAckInSyncStateSet",
+    "asyncLearner",
+    "syncFromLastFile",
+    "readUnCommitted",
+];
+
+/// The keys only controller mode reads: set without `enableControllerMode=true`, a warning.
+const CONTROLLER_KEYS: &[&str] = &[
+    "allAckInSyncStateSet",
+    "minInSyncReplicas",
+    "haMaxTimeSlaveNotCatchup",
+    "asyncLearner",
+    "syncFromLastFile",
+    "readUnCommitted",
+];
 
 /// Where a setting came from, for messages.
 #[derive(Clone, Debug)]
@@ -629,6 +686,18 @@ fn build(
     let mut ha_port_set = false;
     let mut token_file_set = false;
     let mut store_path_commit_log: Option<String> = None;
+    let mut controller_mode = false;
+    let mut broker_id: Option<(String, String)> = None;
+    let mut c = ControllerKeys {
+        broker_id: 0,
+        all_ack_in_sync_state_set: false,
+        in_sync_replicas: 1,
+        min_in_sync_replicas: 1,
+        ha_max_time_slave_not_catchup: Duration::from_millis(15_000),
+        async_learner: false,
+        sync_from_last_file: false,
+        read_uncommitted: false,
+    };
     for (key, Setting { value, origin }) in raw {
         let v = value.trim();
         if BOOLEAN_KEYS.contains(&key.as_str()) {
@@ -759,6 +828,15 @@ fn build(
             "brokerClusterName" => s.broker_cluster_name = label_value(key, v)?,
             "brokerName" => s.broker_name = label_value(key, v)?,
             "replicaNames" => s.replica_names = replica_names(key, v)?,
+            // ---- controller mode ----
+            "enableControllerMode" => controller_mode = boolean(key, v)?,
+            "brokerId" => broker_id = Some((v.to_string(), origin.clone())),
+            "allAckInSyncStateSet" => c.all_ack_in_sync_state_set = boolean(key, v)?,
+            "minInSyncReplicas" => c.min_in_sync_replicas = number(key, v, 1, 64)? as u32,
+            "haMaxTimeSlaveNotCatchup" => c.ha_max_time_slave_not_catchup = millis(key, v)?,
+            "asyncLearner" => c.async_learner = boolean(key, v)?,
+            "syncFromLastFile" => c.sync_from_last_file = boolean(key, v)?,
+            "readUnCommitted" => c.read_uncommitted = boolean(key, v)?,
             k if UNSUPPORTED_ROCKETMQ_MODES.iter().any(|(m, _)| *m == k) => {
                 if boolean(key, v)? {
                     let reason =
@@ -820,6 +898,24 @@ fn build(
     if let Some(commit_log) = store_path_commit_log {
         apply_store_path_commit_log(&mut s, raw.contains_key("storePathRootDir"), &commit_log);
     }
+    if controller_mode {
+        c.in_sync_replicas = s.in_sync_replicas;
+        c.broker_id = controller_broker_id(broker_id)?;
+        check_controller_mode(&s, raw, warnings)?;
+        s.controller = Some(c);
+    } else {
+        for key in CONTROLLER_KEYS.iter().copied().filter(|k| raw.contains_key(*k)) {
+            warnings.push(format!(
+                "{}: {key} is a controller-mode key and has no effect without enableControllerMode=true",
+                raw[key].origin
+            ));
+        }
+        if let Some((_, origin)) = broker_id {
+            warnings.push(format!(
+                "{origin}: RocketMQ key brokerId is not used by logship outside controller mode; ignored"
+            ));
+        }
+    }
     build_tls(&mut s)?;
     if s.broker_role == BrokerRole::Slave && s.ha_tls_mode != TlsMode::Off {
         warnings.push("haTlsMode is a master key; a slave uses haTlsEnable: ignored".to_string());
@@ -838,7 +934,7 @@ fn build(
     if !s.ha_addr().ip().is_loopback()
         && s.ha_replica_allow_list.is_empty()
         && s.master_tls.is_none()
-        && s.broker_role != BrokerRole::Slave
+        && (s.broker_role != BrokerRole::Slave || s.controller.is_some())
     {
         let every = if s.ha_addr().ip().is_unspecified() { " (every interface)" } else { "" };
         warnings.push(format!(
@@ -849,6 +945,92 @@ fn build(
     }
     check_combinations(&s)?;
     Ok(s)
+}
+
+/// `brokerId` in controller mode: required, 0 or more. RocketMQ's `-1` (ask the controller for
+/// an id) has no meaning without a controller.
+fn controller_broker_id(given: Option<(String, String)>) -> Result<BrokerId, BrokerConfigError> {
+    let Some((v, _)) = given else {
+        return Err(BrokerConfigError::Conflict {
+            keys: "enableControllerMode=true brokerId=(unset)".into(),
+            reason: "controller mode needs this broker's id in its group: set brokerId (0 or more); \
+                     logship has no controller to assign one"
+                .into(),
+        });
+    };
+    match v.parse::<i64>() {
+        Ok(id) if id >= 0 => Ok(id),
+        Ok(_) => Err(invalid(
+            "brokerId",
+            &v,
+            "0 or more in controller mode: logship has no controller to assign an id (RocketMQ's -1)",
+        )),
+        Err(_) => Err(invalid("brokerId", &v, "an integer, 0 or more")),
+    }
+}
+
+/// The classic-only keys that cannot work in controller mode are refused, naming them;
+/// `brokerRole` is ignored (the role comes from the admin calls), with a warning.
+fn check_controller_mode(
+    s: &BrokerSettings,
+    raw: &BTreeMap<String, Setting>,
+    warnings: &mut Vec<String>,
+) -> Result<(), BrokerConfigError> {
+    let conflict = |keys: String, reason: &str| BrokerConfigError::Conflict {
+        keys: format!("enableControllerMode=true {keys}"),
+        reason: reason.to_string(),
+    };
+    if let Some(address) = &s.ha_master_address {
+        return Err(conflict(
+            format!("haMasterAddress={address}"),
+            "in controller mode the master to follow comes from POST /ha/changeToSlave, not from the \
+             configuration: remove haMasterAddress (and --master)",
+        ));
+    }
+    if s.total_replicas > 1 {
+        return Err(conflict(
+            format!("totalReplicas={}", s.total_replicas),
+            "the restart fence is the classic protocol's: in controller mode a slave truncates a divergent \
+             tail itself; remove totalReplicas",
+        ));
+    }
+    if let Some(Setting { value, .. }) = raw.get("ackPolicy") {
+        return Err(conflict(
+            format!("ackPolicy={}", value.trim()),
+            "ackPolicy is the classic protocol's; controller mode counts the sync-state-set with \
+             allAckInSyncStateSet, inSyncReplicas and minInSyncReplicas",
+        ));
+    }
+    if let Some(Setting { value, .. }) = raw.get("newSlaveStart") {
+        return Err(conflict(
+            format!("newSlaveStart={}", value.trim()),
+            "newSlaveStart is the classic protocol's; in controller mode an empty slave asks for the last \
+             segment with syncFromLastFile=true",
+        ));
+    }
+    let tls = [("haTlsMode", s.ha_tls_mode != TlsMode::Off), ("haTlsEnable", s.ha_tls_enable)];
+    if let Some((key, _)) = tls.iter().find(|(_, on)| *on) {
+        return Err(conflict(
+            format!("{key}={}", raw.get(*key).map_or("", |v| v.value.trim())),
+            "HA TLS is not supported in controller mode yet: a broker there is master and slave in turn; \
+             use haReplicaAllowList",
+        ));
+    }
+    if let Some(Setting { value, origin }) = raw.get("brokerRole").filter(|v| v.origin != "default") {
+        warnings.push(format!(
+            "{origin}: brokerRole={} is ignored in controller mode: the role comes from POST \
+             /ha/changeToMaster and POST /ha/changeToSlave",
+            value.trim()
+        ));
+    }
+    if s.http.auth_token.is_none() {
+        warnings.push(
+            "controller mode without httpAuthToken: the role-changing admin calls (POST /ha/...) are \
+             refused until a token is set"
+                .to_string(),
+        );
+    }
+    Ok(())
 }
 
 /// `storePathCommitLog`, as RocketMQ reads it: the commit log's directory. Without
@@ -876,7 +1058,7 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), BrokerConfigError> {
             "the HTTP port and the HA port must differ",
         ));
     }
-    if s.broker_role == BrokerRole::Slave && s.ha_master_address.is_none() {
+    if s.broker_role == BrokerRole::Slave && s.ha_master_address.is_none() && s.controller.is_none() {
         return Err(conflict(
             "brokerRole=SLAVE haMasterAddress=(unset)".into(),
             "a slave needs haMasterAddress: set it in broker.conf or pass --master HOST:PORT",
@@ -1195,6 +1377,53 @@ impl BrokerSettings {
         }
     }
 
+    /// The master service configuration of controller mode at `epoch` with this starting
+    /// sync-state-set (this broker is added); `None` outside controller mode.
+    pub fn controller_master_config(
+        &self,
+        epoch: i32,
+        sync_state_set: std::collections::BTreeSet<BrokerId>,
+        sync_state_set_epoch: i32,
+    ) -> Option<MasterServiceConfig> {
+        let keys = self.controller.as_ref()?;
+        let mut config = self.master_service_config();
+        // RocketMQ's changeToMaster makes the broker a SYNC_MASTER; the sync policy decides
+        // what a put waits for (inSyncReplicas=1: nothing).
+        config.role = BrokerRole::SyncMaster;
+        config.controller = Some(MasterControllerConfig {
+            broker_id: keys.broker_id,
+            epoch,
+            sync_state_set,
+            sync_state_set_epoch,
+            sync: keys.sync_policy(),
+            ha_max_time_slave_not_catchup: keys.ha_max_time_slave_not_catchup,
+        });
+        Some(config)
+    }
+
+    /// The slave service configuration of controller mode: follow the master at
+    /// `master_address` (its HA port), broker id `master_broker_id`, elected at `master_epoch`;
+    /// `None` outside controller mode.
+    pub fn controller_slave_config(
+        &self,
+        master_address: &str,
+        master_broker_id: BrokerId,
+        master_epoch: i32,
+    ) -> Option<SlaveServiceConfig> {
+        let keys = self.controller.as_ref()?;
+        let mut config = self.slave_service_config();
+        config.master_address = master_address.to_string();
+        config.tls = None;
+        config.controller = Some(SlaveControllerConfig {
+            broker_id: keys.broker_id,
+            master_broker_id,
+            master_epoch,
+            async_learner: keys.async_learner,
+            sync_from_last_file: keys.sync_from_last_file,
+        });
+        Some(config)
+    }
+
     /// The slave service configuration (for `brokerRole=SLAVE`).
     pub fn slave_service_config(&self) -> SlaveServiceConfig {
         let mut c = SlaveServiceConfig::new(self.ha_master_address.clone().unwrap_or_default());
@@ -1505,13 +1734,12 @@ mod tests {
 
     #[test]
     fn rocketmq_modes_logship_lacks_are_errors() {
-        for key in ["enableDLegerCommitLog", "enableControllerMode"] {
-            let err = load_text(&format!("brokerRole=ASYNC_MASTER\n{key}=true\n")).unwrap_err();
-            assert!(matches!(err, BrokerConfigError::Unsupported { .. }), "{key}: {err}");
-            assert!(err.to_string().contains(key), "{err}");
-            let loaded = load_text(&format!("{key}=false\n")).unwrap();
-            assert!(loaded.warnings.is_empty(), "{key}=false is RocketMQ's default: {:?}", loaded.warnings);
-        }
+        let key = "enableDLegerCommitLog";
+        let err = load_text(&format!("brokerRole=ASYNC_MASTER\n{key}=true\n")).unwrap_err();
+        assert!(matches!(err, BrokerConfigError::Unsupported { .. }), "{key}: {err}");
+        assert!(err.to_string().contains(key), "{err}");
+        let loaded = load_text(&format!("{key}=false\n")).unwrap();
+        assert!(loaded.warnings.is_empty(), "{key}=false is RocketMQ's default: {:?}", loaded.warnings);
     }
 
     #[test]
@@ -1718,5 +1946,118 @@ mod tests {
         assert!(load_text("haTlsMode=on\n").unwrap_err().to_string().contains("haTlsMode"));
         let err = load_text("totalReplicas=2\n").unwrap_err().to_string();
         assert!(err.contains("haReplicaAllowList") && err.contains("haTlsMode"), "{err}");
+    }
+    #[test]
+    fn controller_mode_reads_its_keys_with_javas_defaults() {
+        let s = load_text("enableControllerMode=true\nbrokerId=2\nhttpAuthToken=0123456789abcdef\n")
+            .unwrap()
+            .settings;
+        let c = s.controller.clone().expect("controller mode");
+        assert_eq!(c.broker_id, 2);
+        assert_eq!(
+            c.sync_policy(),
+            SyncPolicy { all_ack_in_sync_state_set: false, in_sync_replicas: 1, min_in_sync_replicas: 1 }
+        );
+        assert_eq!(c.ha_max_time_slave_not_catchup, Duration::from_millis(15_000));
+        assert!(!c.async_learner && !c.sync_from_last_file && !c.read_uncommitted);
+        assert!(crate::server::store_config(&s).dispatch_up_to_confirm, "consumers read below confirmOffset");
+        let text = "enableControllerMode=true\nbrokerId=3\nallAckInSyncStateSet=true\ninSyncReplicas=2\n\
+                    minInSyncReplicas=2\nhaMaxTimeSlaveNotCatchup=4000\nasyncLearner=true\n\
+                    syncFromLastFile=true\nreadUnCommitted=true\nstorePathEpochFile=/ssd/epochs\n";
+        let s = load_text(text).unwrap().settings;
+        let c = s.controller.clone().unwrap();
+        assert_eq!(
+            c.sync_policy(),
+            SyncPolicy { all_ack_in_sync_state_set: true, in_sync_replicas: 2, min_in_sync_replicas: 2 }
+        );
+        assert_eq!(c.ha_max_time_slave_not_catchup, Duration::from_secs(4));
+        assert!(c.async_learner && c.sync_from_last_file && c.read_uncommitted);
+        let store = crate::server::store_config(&s);
+        assert!(!store.dispatch_up_to_confirm);
+        assert_eq!(store.store_path_epoch_file, Some(PathBuf::from("/ssd/epochs")));
+        let m = s.controller_master_config(3, [1].into(), 1).unwrap();
+        let mc = m.controller.clone().unwrap();
+        assert_eq!(
+            (m.role, mc.broker_id, mc.epoch, mc.sync),
+            (BrokerRole::SyncMaster, 3, 3, c.sync_policy())
+        );
+        assert_eq!(mc.ha_max_time_slave_not_catchup, Duration::from_secs(4));
+        assert!(m.validate().is_ok(), "{:?}", m.validate());
+        let sl = s.controller_slave_config("127.0.0.1:10912", 1, 3).unwrap();
+        let sc = sl.controller.clone().unwrap();
+        assert_eq!((sc.broker_id, sc.master_broker_id, sc.master_epoch), (3, 1, 3));
+        assert!(sc.async_learner && sc.sync_from_last_file);
+        assert_eq!(sl.master_address, "127.0.0.1:10912");
+        // Classic mode has none of it.
+        let classic = load_text("").unwrap().settings;
+        assert!(classic.controller.is_none() && classic.controller_master_config(1, [].into(), 1).is_none());
+        assert!(!crate::server::store_config(&classic).dispatch_up_to_confirm);
+    }
+
+    #[test]
+    fn controller_mode_keys_are_range_checked() {
+        for bad in [
+            "minInSyncReplicas=0",
+            "minInSyncReplicas=65",
+            "haMaxTimeSlaveNotCatchup=0",
+            "haMaxTimeSlaveNotCatchup=soon",
+            "brokerId=x",
+            "brokerId=-1",
+        ] {
+            let key = bad.split('=').next().unwrap();
+            let err = load_text(&format!("enableControllerMode=true\nbrokerId=1\n{bad}\n")).unwrap_err();
+            assert!(matches!(err, BrokerConfigError::Invalid { .. }), "{bad}: {err}");
+            assert!(err.to_string().contains(key), "{bad}: {err}");
+        }
+        let err = load_text("enableControllerMode=true\nbrokerId=-1\n").unwrap_err();
+        assert!(err.to_string().contains("no controller"), "RocketMQ's -1 is explained: {err}");
+    }
+
+    #[test]
+    fn controller_mode_needs_a_broker_id() {
+        let err = load_text("enableControllerMode=true\n").unwrap_err();
+        assert!(matches!(err, BrokerConfigError::Conflict { .. }), "{err}");
+        assert!(err.to_string().contains("brokerId=(unset)"), "{err}");
+    }
+
+    #[test]
+    fn controller_mode_refuses_classic_keys_naming_them() {
+        for (line, key) in [
+            ("haMasterAddress=10.0.0.1:10912", "haMasterAddress"),
+            ("totalReplicas=2\nhaReplicaAllowList=10.0.0.1", "totalReplicas"),
+            ("ackPolicy=ANY_SLAVE", "ackPolicy"),
+            ("newSlaveStart=LAST_FILE", "newSlaveStart"),
+            ("haTlsMode=required", "haTlsMode"),
+            ("haTlsEnable=true", "haTlsEnable"),
+        ] {
+            let err = load_text(&format!("enableControllerMode=true\nbrokerId=1\n{line}\n")).unwrap_err();
+            assert!(matches!(err, BrokerConfigError::Conflict { .. }), "{line}: {err}");
+            let shown = err.to_string();
+            assert!(shown.contains("enableControllerMode=true") && shown.contains(key), "{line}: {shown}");
+        }
+    }
+
+    #[test]
+    fn a_stock_rocketmq_controller_conf_loads_and_warns_about_what_it_ignores() {
+        // Shaped like RocketMQ's conf/controller broker files (brokerRole=SLAVE and all).
+        let text = "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=1\nbrokerRole=SLAVE\n\
+                    deleteWhen=04\nfileReservedTime=48\nenableControllerMode=true\nallAckInSyncStateSet=true\n\
+                    listenPort=30911\n";
+        let loaded = load_text(text).unwrap();
+        assert!(loaded.settings.controller.as_ref().is_some_and(|c| c.all_ack_in_sync_state_set));
+        let warnings = loaded.warnings.join("\n");
+        assert!(warnings.contains("brokerRole=SLAVE is ignored in controller mode"), "{warnings}");
+        assert!(warnings.contains("httpAuthToken"), "admin calls need a token: {warnings}");
+    }
+
+    #[test]
+    fn controller_keys_without_controller_mode_are_warnings() {
+        let loaded = load_text("allAckInSyncStateSet=true\nminInSyncReplicas=2\nbrokerId=1\n").unwrap();
+        assert!(loaded.settings.controller.is_none());
+        let warnings = loaded.warnings.join("\n");
+        for key in ["allAckInSyncStateSet", "minInSyncReplicas", "brokerId"] {
+            assert!(warnings.contains(key), "{key}: {warnings}");
+        }
+        assert!(load_text("enableControllerMode=false\n").unwrap().warnings.is_empty());
     }
 }

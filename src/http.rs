@@ -8,6 +8,12 @@
 //! | `GET /` | the status page (`status_page`) |
 //! | `GET /status` | role, offsets, replication state |
 //! | `GET /metrics` | Prometheus text |
+//! | `POST /ha/changeToMaster` | controller mode: become master at an epoch (`roles`) |
+//! | `POST /ha/changeToSlave` | controller mode: follow a master at an epoch (`roles`) |
+//!
+//! The two role-changing calls need `httpAuthToken` configured (403 without one: anybody who
+//! reaches the port could otherwise demote a master) and answer 409 for an epoch that cannot
+//! work, 400 for a bad body.
 //!
 //! With `httpAuthToken` set, every route answers 401 unless the request carries
 //! `Authorization: Bearer <token>`. HTTPS and client certificates (`httpTls*`) are set up in
@@ -54,18 +60,23 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use crate::config::{BrokerSettings, MAX_PULL_COUNT};
 use crate::metrics::Metrics;
 
-/// The replication side of a running broker.
+/// The replication side of a running broker: a handle handlers clone out of the broker.
+#[derive(Clone)]
 pub enum Node {
     /// A master.
     Master(logship_tokio::MasterHandle<CommitLog>),
     /// A slave.
     Slave(logship_tokio::SlaveHandle),
+    /// Controller mode: no HA role yet, or between two roles.
+    Unassigned,
 }
 
 /// What every handler shares.
 pub struct Broker {
-    /// Master or slave.
-    pub node: Node,
+    /// Master, slave or (controller mode) no role; swapped by a role change.
+    pub node: std::sync::Mutex<Node>,
+    /// Controller mode's roles; `None`: the classic protocol, whose role never changes.
+    pub roles: Option<crate::roles::Roles>,
     /// The local store.
     pub store: Arc<CommitLog>,
     /// The settings it runs with.
@@ -78,6 +89,18 @@ pub struct Broker {
     pub total_memory: u64,
     /// `httpMaxInFlightBytes`: one permit per body byte held in memory.
     pub in_flight: InFlight,
+}
+
+impl Broker {
+    /// The replication side now (a clone of its handle).
+    pub fn node(&self) -> Node {
+        self.node.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Installs `node`; returns the one it replaces.
+    pub fn set_node(&self, node: Node) -> Node {
+        std::mem::replace(&mut *self.node.lock().unwrap_or_else(|e| e.into_inner()), node)
+    }
 }
 
 /// The budget of request and response body bytes held at once (`httpMaxInFlightBytes`).
@@ -107,6 +130,8 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/topics/{topic}/queues/{queue_id}/messages", get(get_messages))
         .route("/status", get(status))
         .route("/metrics", get(metrics))
+        .route("/ha/changeToMaster", post(change_to_master))
+        .route("/ha/changeToSlave", post(change_to_slave))
         .layer(axum::middleware::from_fn_with_state(broker.clone(), authenticate))
         // The status page is static and holds no data: it asks `/status`, with the token.
         .route("/", get(crate::status_page::page))
@@ -216,9 +241,9 @@ async fn put_message(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    let Node::Master(master) = &broker.node else {
-        return refused(StatusCode::SERVICE_UNAVAILABLE, "this broker is a SLAVE: put to its master");
-    };
+    if let Some(refusal) = put_refusal(&broker.node()) {
+        return refused(StatusCode::SERVICE_UNAVAILABLE, refusal);
+    }
     let params =
         match request::parse_put(&topic, &query, &headers, broker.settings.http.default_topic_queue_nums) {
             Ok(p) => p,
@@ -233,6 +258,16 @@ async fn put_message(
     let mut message = params.into_message(topic, body);
     message.born_timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
     message.born_host = peer;
+    // In controller mode the put holds off role changes while it runs (see `roles`); the node is
+    // read once the guard is held, so a role change never stops the service under a put.
+    let _guard = match &broker.roles {
+        Some(roles) => Some(roles.put_guard().await),
+        None => None,
+    };
+    let node = broker.node();
+    let Node::Master(master) = &node else {
+        return refused(StatusCode::SERVICE_UNAVAILABLE, put_refusal(&node).unwrap_or_default());
+    };
     let started = Instant::now();
     let result = master.put(message).await;
     broker.metrics.record_put(result.status, started.elapsed().as_secs_f64());
@@ -252,6 +287,18 @@ async fn put_message(
         body["queueOffset"] = json!(result.queue_offset);
     }
     (put_http_status(result.status), Json(body)).into_response()
+}
+
+/// Why a broker in this role refuses puts; `None` for a master.
+fn put_refusal(node: &Node) -> Option<&'static str> {
+    match node {
+        Node::Master(_) => None,
+        Node::Slave(_) => Some("this broker is a SLAVE: put to its master"),
+        Node::Unassigned => Some(
+            "controller mode: this broker has no HA role yet (or is changing roles): promote it with \
+             POST /ha/changeToMaster, or put to its master",
+        ),
+    }
 }
 
 #[derive(Deserialize)]
@@ -341,11 +388,21 @@ async fn get_messages(
     Path((topic, queue_id)): Path<(String, i32)>,
     Query(params): Query<PullParams>,
 ) -> Response {
-    if matches!(broker.node, Node::Slave(_)) && !broker.settings.slave_read_enable {
-        return error(
-            StatusCode::FORBIDDEN,
-            "this broker is a SLAVE and slaveReadEnable is false: read from the master",
-        );
+    match broker.node() {
+        Node::Slave(_) if !broker.settings.slave_read_enable => {
+            return error(
+                StatusCode::FORBIDDEN,
+                "this broker is a SLAVE and slaveReadEnable is false: read from the master",
+            );
+        }
+        Node::Unassigned if !broker.settings.slave_read_enable => {
+            return error(
+                StatusCode::FORBIDDEN,
+                "controller mode: this broker has no HA role yet and slaveReadEnable is false: read from \
+                 the master",
+            );
+        }
+        _ => {}
     }
     let http = &broker.settings.http;
     if let Err(e) = request::check_queue_id(queue_id, http.default_topic_queue_nums) {
@@ -480,7 +537,26 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
     let store = broker.store.status();
     broker.metrics.observe_store(&store);
     let gap = broker.settings.ha_max_gap_not_in_sync;
-    match &broker.node {
+    let role = broker.roles.as_ref().map(|r| r.current().json());
+    match broker.node() {
+        Node::Unassigned => {
+            broker.metrics.observe_unassigned(&store, broker.store.epochs().last().map(|e| e.epoch));
+            Some(json!({
+                "role": "NONE",
+                "minOffset": store.min_offset,
+                "maxOffset": store.max_offset,
+                "flushedOffset": store.flushed_offset,
+                "controller": {
+                    "brokerId": broker.roles.as_ref().map(|r| r.broker_id),
+                    "assigned": role,
+                    "confirmOffset": store.confirm_offset,
+                    "epochs": epochs_json(&broker.store.epochs()),
+                },
+                "diskUsedRatio": store.disk_used_ratio,
+                "writeRefused": store.write_refused,
+                "store": store_json(&store),
+            }))
+        }
         Node::Master(master) => {
             let s = master.status().await?;
             broker.metrics.observe_master(&s, store.disk_used_ratio);
@@ -503,12 +579,32 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                     })
                 })
                 .collect();
+            let controller = s.autoswitch.as_ref().map(|a| {
+                json!({
+                    "brokerId": a.broker_id,
+                    "assigned": role,
+                    "epoch": a.epoch,
+                    "confirmOffset": a.confirm_offset,
+                    "syncStateSet": a.sync_state_set,
+                    "syncStateSetEpoch": a.sync_state_set_epoch,
+                    "proposedSyncStateSet": a.proposed_sync_state_set,
+                    "epochs": epochs_json(&a.epochs),
+                    "slaves": a.slaves.iter().map(|l| json!({
+                        "conn": l.conn.0,
+                        "brokerId": l.broker_id,
+                        "asyncLearner": l.async_learner,
+                        "counted": l.counted,
+                    })).collect::<Vec<_>>(),
+                })
+            });
             Some(json!({
                 "role": s.role.rocketmq_name(),
+                "controller": controller,
                 "minOffset": s.min_offset,
                 "maxOffset": s.max_offset,
                 "flushedOffset": s.flushed_offset,
                 "replicatedOffset": s.replicated_offset,
+                "pendingWaits": s.pending_waits,
                 "slaves": slaves,
                 "absentReplicas": crate::status_cmd::absent_json(&broker.metrics.absent_replicas(&live)),
                 "replicasExpected": broker.metrics.replicas_expected(),
@@ -545,8 +641,24 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                 SlaveState::Connecting => "CONNECTING",
                 SlaveState::Streaming => "STREAMING",
             };
+            let controller = s.autoswitch.as_ref().map(|a| {
+                json!({
+                    "brokerId": a.broker_id,
+                    "assigned": role,
+                    "masterBrokerId": a.master_broker_id,
+                    "masterEpoch": a.master_epoch,
+                    "masterLastEpoch": a.master_last_epoch,
+                    "phase": format!("{:?}", a.phase),
+                    "confirmOffset": a.confirm_offset,
+                    "epochs": epochs_json(&a.epochs),
+                    "consistentPoint": a.consistent_point,
+                    "truncations": a.truncations,
+                    "truncatedBytes": a.truncated_bytes,
+                })
+            });
             Some(json!({
                 "role": BrokerRole::Slave.rocketmq_name(),
+                "controller": controller,
                 "minOffset": store.min_offset,
                 "maxOffset": s.max_offset,
                 "flushedOffset": s.flushed_offset,
@@ -567,6 +679,82 @@ pub async fn status_json(broker: &Broker) -> Option<Value> {
                 "store": store_json(&store),
             }))
         }
+    }
+}
+
+/// An epoch list in `/status`: `[{"epoch", "startOffset"}]`, oldest first.
+fn epochs_json(epochs: &[logship_core::autoswitch::EpochEntry]) -> Value {
+    epochs.iter().map(|e| json!({ "epoch": e.epoch, "startOffset": e.start_offset })).collect()
+}
+
+/// The most bytes an admin call's body may hold.
+const ADMIN_BODY_LIMIT: usize = 4096;
+
+/// Reads an admin call's JSON body as `T`; a typed 400 answer when it is not one.
+async fn admin_request<T: serde::de::DeserializeOwned>(broker: &Broker, body: Body) -> Result<T, Response> {
+    if broker.settings.http.auth_token.is_none() {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            "role-changing calls need httpAuthToken (or httpAuthTokenFile): without one anybody who reaches \
+             the HTTP port could change this broker's role",
+        ));
+    }
+    if broker.roles.is_none() {
+        return Err(error(StatusCode::CONFLICT, crate::roles::RoleError::NotControllerMode.to_string()));
+    }
+    let read =
+        tokio::time::timeout(broker.settings.http.body_timeout, axum::body::to_bytes(body, ADMIN_BODY_LIMIT));
+    let bytes = match read.await {
+        Ok(Ok(bytes)) => bytes,
+        Ok(Err(e)) => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                format!("reading the body (at most {ADMIN_BODY_LIMIT} bytes): {e}"),
+            ));
+        }
+        Err(_) => {
+            return Err(error(
+                StatusCode::REQUEST_TIMEOUT,
+                "the body was not complete within httpBodyTimeout",
+            ));
+        }
+    };
+    serde_json::from_slice(&bytes)
+        .map_err(|e| error(StatusCode::BAD_REQUEST, format!("the body is not the expected JSON: {e}")))
+}
+
+/// The answer to a role change.
+fn role_answer(result: Result<crate::roles::Role, crate::roles::RoleError>) -> Response {
+    use crate::roles::RoleError;
+    match result {
+        Ok(role) => Json(role.json()).into_response(),
+        Err(e) => {
+            let code = match &e {
+                RoleError::NotControllerMode
+                | RoleError::PromoteEpochNotAbove { .. }
+                | RoleError::FollowEpochBehind { .. }
+                | RoleError::EpochTaken { .. } => StatusCode::CONFLICT,
+                RoleError::BadRequest(_) => StatusCode::BAD_REQUEST,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            error(code, e.to_string())
+        }
+    }
+}
+
+/// `POST /ha/changeToMaster` `{"epoch": E, "syncStateSet": [ids], "syncStateSetEpoch": N}`.
+async fn change_to_master(State(broker): State<Arc<Broker>>, body: Body) -> Response {
+    match admin_request(&broker, body).await {
+        Ok(request) => role_answer(crate::roles::promote(&broker, request).await),
+        Err(r) => r,
+    }
+}
+
+/// `POST /ha/changeToSlave` `{"masterAddress": "host:port", "masterBrokerId": M, "epoch": E}`.
+async fn change_to_slave(State(broker): State<Arc<Broker>>, body: Body) -> Response {
+    match admin_request(&broker, body).await {
+        Ok(request) => role_answer(crate::roles::follow(&broker, request).await),
+        Err(r) => r,
     }
 }
 

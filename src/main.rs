@@ -9,6 +9,7 @@ mod config;
 mod demo;
 mod http;
 mod metrics;
+mod roles;
 mod server;
 mod status_cmd;
 mod status_page;
@@ -34,6 +35,9 @@ enum Command {
     Master(ServeArgs),
     /// Run a slave broker replicating from haMasterAddress.
     Slave(ServeArgs),
+    /// Run a controller-mode broker (enableControllerMode=true, the AutoSwitch protocol): store
+    /// and HTTP API up, no HA role until POST /ha/changeToMaster or /ha/changeToSlave gives one.
+    Broker(ServeArgs),
     /// Measure replication against raw baselines in the same run.
     Bench(bench::BenchArgs),
     /// Show a broker's replication state, like `mqadmin haStatus`; the exit code is its health.
@@ -91,8 +95,20 @@ impl ServeArgs {
     }
 }
 
-fn settings_for(args: &ServeArgs, slave: bool) -> anyhow::Result<config::BrokerSettings> {
-    let defaults: &[(&str, &str)] = if slave { &[("brokerRole", "SLAVE")] } else { &[] };
+/// Which subcommand serves: `master`, `slave` or `broker` (controller mode).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Serve {
+    Master,
+    Slave,
+    Controller,
+}
+
+fn settings_for(args: &ServeArgs, serve: Serve) -> anyhow::Result<config::BrokerSettings> {
+    let defaults: &[(&str, &str)] = match serve {
+        Serve::Master => &[],
+        Serve::Slave => &[("brokerRole", "SLAVE")],
+        Serve::Controller => &[("enableControllerMode", "true")],
+    };
     let loaded = config::load(defaults, args.config.as_deref(), &args.overrides()).inspect_err(|e| {
         for warning in &e.warnings {
             tracing::warn!("{warning}");
@@ -101,6 +117,22 @@ fn settings_for(args: &ServeArgs, slave: bool) -> anyhow::Result<config::BrokerS
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }
+    let controller = loaded.settings.controller.is_some();
+    if serve == Serve::Controller && !controller {
+        anyhow::bail!(
+            "enableControllerMode=false but `logship broker` runs controller mode: use `logship master` or `logship slave`"
+        );
+    }
+    if serve == Serve::Controller {
+        return Ok(loaded.settings);
+    }
+    if controller {
+        anyhow::bail!(
+            "enableControllerMode=true: a controller-mode broker takes its role from the admin calls; \
+             run `logship broker`"
+        );
+    }
+    let slave = serve == Serve::Slave;
     let role = loaded.settings.broker_role;
     let is_slave = role == logship_core::BrokerRole::Slave;
     if slave && !is_slave {
@@ -168,8 +200,9 @@ fn main() -> ExitCode {
             runtime().and_then(|rt| rt.block_on(bench::run(args)))
         }
         Command::Status(args) => return status_cmd::main(&args),
-        Command::Master(args) => serve(&args, false),
-        Command::Slave(args) => serve(&args, true),
+        Command::Master(args) => serve(&args, Serve::Master),
+        Command::Slave(args) => serve(&args, Serve::Slave),
+        Command::Broker(args) => serve(&args, Serve::Controller),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -181,9 +214,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(args: &ServeArgs, slave: bool) -> anyhow::Result<bool> {
+fn serve(args: &ServeArgs, kind: Serve) -> anyhow::Result<bool> {
     init_logging("info");
-    let settings = settings_for(args, slave)?;
+    let settings = settings_for(args, kind)?;
     raise_open_file_limit();
     runtime()?.block_on(server::run(settings))?;
     Ok(true)

@@ -39,6 +39,11 @@ struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct MemberLabels {
+    broker_id: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabels {
     status: String,
 }
@@ -88,6 +93,15 @@ pub struct Metrics {
     forced_deleted_bytes: Counter,
     scrub_damaged_records: Gauge,
     append_failures: Counter,
+    master_epoch: Gauge,
+    confirm_offset: Gauge,
+    epoch_entries: Gauge,
+    sync_state_set_size: Gauge,
+    sync_state_set_epoch: Gauge,
+    sync_state_set_member: Family<MemberLabels, Gauge>,
+    has_role: Gauge,
+    truncations: Counter,
+    truncated_bytes: Counter,
     /// The totals last seen in a status, per counter, so each counter grows by the difference.
     totals_seen: Mutex<BTreeMap<String, u64>>,
     names: Vec<(String, IpAddr)>,
@@ -202,8 +216,68 @@ impl Metrics {
             "Replicated bytes the slave refused to store (slave)",
             append_failures.clone(),
         );
+        let (master_epoch, confirm_offset, epoch_entries) =
+            (Gauge::default(), Gauge::default(), Gauge::default());
+        let (sync_state_set_size, sync_state_set_epoch, has_role) =
+            (Gauge::default(), Gauge::default(), Gauge::default());
+        let sync_state_set_member = Family::<MemberLabels, Gauge>::default();
+        let (truncations, truncated_bytes) = (Counter::default(), Counter::default());
+        registry.register(
+            "controller_has_role",
+            "1 while the broker has an HA role, 0 before its first role change and between two (controller mode)",
+            has_role.clone(),
+        );
+        registry.register(
+            "master_epoch",
+            "The master epoch: this broker's as master, its master's as slave (controller mode)",
+            master_epoch.clone(),
+        );
+        registry.register(
+            "confirm_offset",
+            "The confirmOffset: consumers read replicated messages only below it (controller mode)",
+            confirm_offset.clone(),
+        );
+        registry.register(
+            "epoch_entries",
+            "Entries in the log's epoch list (epochFileCheckpoint) (controller mode)",
+            epoch_entries.clone(),
+        );
+        registry.register(
+            "sync_state_set_size",
+            "Members of the sync-state-set, the master included (controller mode, master)",
+            sync_state_set_size.clone(),
+        );
+        registry.register(
+            "sync_state_set_epoch",
+            "The epoch of the sync-state-set (controller mode, master)",
+            sync_state_set_epoch.clone(),
+        );
+        registry.register(
+            "sync_state_set_member",
+            "1 for each broker id in the sync-state-set (controller mode, master)",
+            sync_state_set_member.clone(),
+        );
+        registry.register(
+            "truncations",
+            "Divergent tails this slave cut before following a new master (controller mode, slave)",
+            truncations.clone(),
+        );
+        registry.register(
+            "truncated_bytes",
+            "Bytes cut by those truncations (controller mode, slave)",
+            truncated_bytes.clone(),
+        );
         Self {
             registry,
+            master_epoch,
+            confirm_offset,
+            epoch_entries,
+            sync_state_set_size,
+            sync_state_set_epoch,
+            sync_state_set_member,
+            has_role,
+            truncations,
+            truncated_bytes,
             ha_refusals,
             fenced,
             write_refused,
@@ -375,6 +449,18 @@ impl Metrics {
         self.under_replicated.set(i64::from(in_sync < expected));
         self.set_replicated(status.bytes_replicated);
         self.connections.set(status.slaves.len() as i64);
+        self.sync_state_set_member.clear();
+        if let Some(a) = &status.autoswitch {
+            self.has_role.set(1);
+            self.master_epoch.set(i64::from(a.epoch));
+            self.confirm_offset.set(a.confirm_offset as i64);
+            self.epoch_entries.set(a.epochs.len() as i64);
+            self.sync_state_set_size.set(a.sync_state_set.len() as i64);
+            self.sync_state_set_epoch.set(i64::from(a.sync_state_set_epoch));
+            for id in &a.sync_state_set {
+                self.sync_state_set_member.get_or_create(&MemberLabels { broker_id: id.to_string() }).set(1);
+            }
+        }
         self.set_log(status.min_offset, status.max_offset, status.flushed_offset, disk_used_ratio);
     }
 
@@ -398,7 +484,45 @@ impl Metrics {
         self.grow_to("append_failures", &self.append_failures, status.append_failures);
         let streaming = status.state == logship_core::SlaveState::Streaming;
         self.connections.set(i64::from(streaming));
+        self.sync_state_set_member.clear();
+        if let Some(a) = &status.autoswitch {
+            self.has_role.set(1);
+            self.master_epoch.set(i64::from(a.master_epoch));
+            self.confirm_offset.set(a.confirm_offset as i64);
+            self.epoch_entries.set(a.epochs.len() as i64);
+            self.sync_state_set_size.set(0);
+            self.grow_to("truncations", &self.truncations, a.truncations);
+            self.grow_to("truncated_bytes", &self.truncated_bytes, a.truncated_bytes);
+        }
         self.set_log(min_offset, status.max_offset, status.flushed_offset, disk);
+    }
+
+    /// Refreshes the gauges of a controller-mode broker without an HA role: its store's end,
+    /// confirmOffset and epochs (`last_epoch`: the log's last).
+    pub fn observe_unassigned(&self, store: &logship_store::StoreStatus, last_epoch: Option<i32>) {
+        let log = (store.min_offset, store.max_offset, store.flushed_offset);
+        self.observe_no_role(log, store.confirm_offset, store.disk_used_ratio, last_epoch);
+    }
+
+    /// [`observe_unassigned`](Self::observe_unassigned) from the figures: the log's min, max
+    /// and flushed offsets, its confirmOffset, disk usage and last epoch.
+    fn observe_no_role(
+        &self,
+        log: (u64, u64, u64),
+        confirm: u64,
+        disk: Option<f64>,
+        last_epoch: Option<i32>,
+    ) {
+        self.has_role.set(0);
+        self.master_epoch.set(i64::from(last_epoch.unwrap_or(0)));
+        self.confirm_offset.set(confirm as i64);
+        self.slave_lag_bytes.clear();
+        self.slave_lag_seconds.clear();
+        self.slave_in_sync.clear();
+        self.sync_state_set_member.clear();
+        self.sync_state_set_size.set(0);
+        self.connections.set(0);
+        self.set_log(log.0, log.1, log.2, disk);
     }
 
     fn set_log(&self, min: u64, max: u64, flushed: u64, disk: Option<f64>) {
@@ -566,6 +690,46 @@ mod tests {
             openmetrics_to_text_0_0_4(om),
             "# HELP x_bytes_total Bytes.\n# TYPE x_bytes_total counter\nx_bytes_total{a=\"b\"} 5\n\
              # HELP g Gauge.\n# TYPE g gauge\ng 1\n"
+        );
+    }
+    #[test]
+    fn controller_mode_gauges_follow_the_autoswitch_status_and_leave_with_the_role() {
+        use logship_core::autoswitch::EpochEntry;
+        use logship_core::service::AutoSwitchMasterStatus;
+        let m = Metrics::for_broker(&BrokerSettings::default());
+        let mut status = master_status(vec![]);
+        status.autoswitch = Some(AutoSwitchMasterStatus {
+            broker_id: 1,
+            epoch: 3,
+            epochs: vec![EpochEntry { epoch: 1, start_offset: 0 }, EpochEntry { epoch: 3, start_offset: 40 }],
+            confirm_offset: 90,
+            sync_state_set: [1, 2].into(),
+            sync_state_set_epoch: 4,
+            proposed_sync_state_set: None,
+            slaves: vec![],
+        });
+        m.observe_master(&status, None);
+        let text = m.render();
+        let value = |series: &str| {
+            text.lines()
+                .find(|l| l.starts_with(series))
+                .and_then(|l| l.rsplit(' ').next())
+                .map(str::to_string)
+        };
+        assert_eq!(value("logship_master_epoch{").as_deref(), Some("3"), "{text}");
+        assert_eq!(value("logship_confirm_offset{").as_deref(), Some("90"), "{text}");
+        assert_eq!(value("logship_epoch_entries{").as_deref(), Some("2"), "{text}");
+        assert_eq!(value("logship_sync_state_set_size{").as_deref(), Some("2"), "{text}");
+        assert_eq!(value("logship_sync_state_set_epoch{").as_deref(), Some("4"), "{text}");
+        assert_eq!(value("logship_controller_has_role{").as_deref(), Some("1"), "{text}");
+        assert!(text.contains("broker_id=\"2\""), "{text}");
+        // The role goes: no member is left behind, and the role gauge says so.
+        m.observe_no_role((0, 100, 100), 90, None, Some(3));
+        let text = m.render();
+        assert!(!text.contains("broker_id=\"2\""), "{text}");
+        assert!(
+            text.lines().any(|l| l.starts_with("logship_controller_has_role{") && l.ends_with(" 0")),
+            "{text}"
         );
     }
 }

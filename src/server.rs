@@ -39,6 +39,9 @@ pub fn store_config(s: &BrokerSettings) -> StoreConfig {
     c.store_host = SocketAddr::new(s.broker_ip1, s.listen_port);
     c.store_path_commit_log = s.store_path_commit_log.clone();
     c.store_path_epoch_file = s.store_path_epoch_file.clone();
+    // Controller mode: consumers read replicated messages only below the confirmOffset, unless
+    // readUnCommitted=true (RocketMQ's default is false).
+    c.dispatch_up_to_confirm = s.controller.as_ref().is_some_and(|k| !k.read_uncommitted);
     s.store.apply(&mut c);
     c
 }
@@ -76,7 +79,10 @@ pub async fn open_store(s: &BrokerSettings) -> anyhow::Result<Arc<CommitLog>> {
 pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
     let store = open_store(&settings).await?;
     let start_offset = store.max_offset();
+    let roles = settings.controller.as_ref().map(|c| crate::roles::Roles::new(c.broker_id));
     let node = match settings.broker_role {
+        // Controller mode: no HA role until an admin call (RocketMQ: the controller) gives one.
+        _ if roles.is_some() => Node::Unassigned,
         BrokerRole::Slave => {
             let slave = logship_tokio::spawn_slave(settings.slave_service_config(), store.clone()).await?;
             Node::Slave(slave)
@@ -106,7 +112,8 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
     })?;
     let http_addr = listener.local_addr().unwrap_or(http_addr);
     let broker = Arc::new(Broker {
-        node,
+        node: std::sync::Mutex::new(node),
+        roles,
         store: store.clone(),
         metrics: Metrics::for_broker(&settings),
         start_offset,
@@ -114,10 +121,15 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         in_flight: InFlight::new(settings.http.max_in_flight_bytes),
         settings,
     });
+    let role = if broker.roles.is_some() {
+        "NONE (controller mode)"
+    } else {
+        broker.settings.broker_role.rocketmq_name()
+    };
     info!(
-        role = broker.settings.broker_role.rocketmq_name(),
+        role,
         http = %http_addr,
-        ha = %match &broker.node { Node::Master(m) => m.local_addr().to_string(), Node::Slave(_) => "-".into() },
+        ha = %match broker.node() { Node::Master(m) => m.local_addr().to_string(), _ => "-".into() },
         store = %broker.settings.store_path_root_dir.display(),
         min_offset = store.min_offset(),
         max_offset = start_offset,
@@ -129,9 +141,15 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
     let tls = tls_acceptor(&broker.settings.http)?;
     serve_http(listener, router(broker.clone()), &broker.settings.http, tls, shutdown_signal()).await;
     info!("HTTP closed; stopping replication");
-    match &broker.node {
+    // A role change in progress finishes first; none starts after.
+    let _frozen = match &broker.roles {
+        Some(roles) => Some(roles.freeze().await),
+        None => None,
+    };
+    match broker.set_node(Node::Unassigned) {
         Node::Master(m) => m.shutdown().await,
         Node::Slave(s) => s.shutdown().await,
+        Node::Unassigned => {}
     }
     let closing = store.clone();
     tokio::task::spawn_blocking(move || closing.shutdown())
@@ -446,7 +464,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
 /// Keeps the store's retention floor at the slowest in-sync slave's ack, so that forced
 /// deletion (`cleanFileForciblyEnable`) never removes what a replica still needs. While no slave
 /// is in sync the last floor stays (a slave that dropped out comes back for those bytes).
-async fn feed_retention_floor(master: logship_tokio::MasterHandle<CommitLog>, store: Arc<CommitLog>) {
+pub async fn feed_retention_floor(master: logship_tokio::MasterHandle<CommitLog>, store: Arc<CommitLog>) {
     let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
     loop {
         tick.tick().await;

@@ -85,6 +85,11 @@ pub fn assess(status: &Value) -> (Health, Vec<String>) {
         why.push(reason);
     };
     let role = status["role"].as_str().unwrap_or("");
+    if role == "NONE" {
+        let why_none = "controller mode: no HA role yet (POST /ha/changeToMaster or /ha/changeToSlave)";
+        worse(Health::Critical, why_none.into(), &mut why);
+        return (health, why);
+    }
     if role == "SLAVE" {
         let m = &status["master"];
         let state = m["state"].as_str().unwrap_or("UNKNOWN");
@@ -121,7 +126,9 @@ pub fn assess(status: &Value) -> (Health, Vec<String>) {
             &mut why,
         );
     }
-    if role == "SYNC_MASTER" && in_sync == 0 {
+    // In controller mode the sync policy (allAckInSyncStateSet, inSyncReplicas) decides what a
+    // put waits for, and a master alone in its sync-state-set is a legal state.
+    if role == "SYNC_MASTER" && in_sync == 0 && status["controller"].is_null() {
         worse(
             Health::Critical,
             "SYNC_MASTER without an in-sync slave: puts cannot be replicated".into(),
@@ -362,6 +369,17 @@ mod tests {
         assert_eq!(assess(&sync_alone).0, Health::Critical);
         let fenced = json!({"role": "ASYNC_MASTER", "fence": "restarted", "slaves": []});
         assert_eq!(assess(&fenced).0, Health::Critical);
+    }
+
+    #[test]
+    fn health_of_controller_mode_documents() {
+        let unassigned = json!({"role": "NONE", "controller": {"brokerId": 1}});
+        let (h, why) = assess(&unassigned);
+        assert_eq!(h, Health::Critical);
+        assert!(why.iter().any(|w| w.contains("no HA role")), "{why:?}");
+        let alone = json!({"role": "SYNC_MASTER", "replicasExpected": 1, "slaves": [],
+            "controller": {"epoch": 2, "syncStateSet": [1]}});
+        assert_eq!(assess(&alone).0, Health::Ok, "a controller-mode master alone in its set");
     }
 
     #[test]

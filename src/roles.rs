@@ -1,0 +1,367 @@
+//! Controller mode's roles: a broker started with `enableControllerMode=true` (`logship
+//! broker`) has its store and HTTP API up and no HA role until told, as a RocketMQ broker waits
+//! for its controller. Two admin calls give it one, the equivalents of RocketMQ's
+//! `changeToMaster` and `changeToSlave`:
+//!
+//! - [`promote`]: become master at epoch `E`, refused unless `E` is above every epoch the local
+//!   log holds and every epoch this broker was given since it started;
+//! - [`follow`]: follow master `M` (its HA address and broker id) at epoch `E`, refused below the
+//!   log's last epoch or the last epoch given, and refused at the epoch this broker is master in
+//!   or already follows another master in (one master per epoch).
+//!
+//! A role change closes the door to new puts, waits for the puts in flight to be answered by the
+//! running service, stops it, and starts the new one over the same store. Until the new service
+//! runs the broker has no role, and puts are refused (503) saying so.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use logship_core::autoswitch::BrokerId;
+use logship_core::service::StartError;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::RwLock;
+use tracing::{info, warn};
+
+use crate::http::{Broker, Node};
+
+/// A role-changing call refused or failed.
+#[derive(thiserror::Error, Debug)]
+#[non_exhaustive]
+pub enum RoleError {
+    /// The broker runs the classic protocol.
+    #[error("this broker is not in controller mode (enableControllerMode=false): its role is brokerRole")]
+    NotControllerMode,
+    /// The epoch is not above what this broker's log or earlier calls hold.
+    #[error(
+        "cannot become master at epoch {epoch}: it must be above every epoch this broker holds (highest {highest})"
+    )]
+    PromoteEpochNotAbove {
+        /// The epoch asked for.
+        epoch: i32,
+        /// The highest epoch held (the log's last, or one given since start).
+        highest: i32,
+    },
+    /// A follow below an epoch this broker holds: a stale command.
+    #[error("cannot follow a master at epoch {epoch}: this broker holds epoch {highest} already")]
+    FollowEpochBehind {
+        /// The epoch asked for.
+        epoch: i32,
+        /// The highest epoch held.
+        highest: i32,
+    },
+    /// One master per epoch: this broker is master, or follows another master, in that epoch.
+    #[error("cannot follow broker {master} at epoch {epoch}: {reason}")]
+    EpochTaken {
+        /// The epoch asked for.
+        epoch: i32,
+        /// The master asked for.
+        master: BrokerId,
+        /// Who holds the epoch.
+        reason: String,
+    },
+    /// A request that cannot work (a bad address, a negative id, following itself).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The new service did not start; the broker has no role now.
+    #[error("the new role's service did not start; this broker has no HA role now: {0}")]
+    Start(String),
+}
+
+/// The role of a controller-mode broker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// No role yet, or between two roles, or after a failed change.
+    None,
+    /// Master at `epoch`.
+    Master {
+        /// The master epoch.
+        epoch: i32,
+    },
+    /// Following `master_broker_id` at `master_address` (its HA port), elected at `epoch`.
+    Slave {
+        /// The master's HA address.
+        master_address: String,
+        /// The master's broker id.
+        master_broker_id: BrokerId,
+        /// The master epoch.
+        epoch: i32,
+    },
+}
+
+impl Role {
+    /// The role as `/status` shows it.
+    pub fn json(&self) -> Value {
+        match self {
+            Self::None => json!({ "role": "NONE" }),
+            Self::Master { epoch } => json!({ "role": "MASTER", "epoch": epoch }),
+            Self::Slave { master_address, master_broker_id, epoch } => json!({
+                "role": "SLAVE",
+                "epoch": epoch,
+                "masterAddress": master_address,
+                "masterBrokerId": master_broker_id,
+            }),
+        }
+    }
+}
+
+/// The role state of a controller-mode broker.
+pub struct Roles {
+    /// This broker's id (`brokerId`).
+    pub broker_id: BrokerId,
+    /// Serializes role changes; holds the highest epoch given since start.
+    change: tokio::sync::Mutex<i32>,
+    /// Held (shared) by every put while it runs; a role change takes it whole, so the puts in
+    /// flight are answered by the service that took them before it stops.
+    puts: RwLock<()>,
+    /// The role now, for status.
+    current: Mutex<Role>,
+}
+
+impl Roles {
+    /// No role yet, for broker `broker_id`.
+    pub fn new(broker_id: BrokerId) -> Self {
+        Self {
+            broker_id,
+            change: tokio::sync::Mutex::new(-1),
+            puts: RwLock::new(()),
+            current: Mutex::new(Role::None),
+        }
+    }
+
+    /// The role now.
+    pub fn current(&self) -> Role {
+        self.current.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set(&self, role: Role) {
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = role;
+    }
+
+    /// Held by a put while it runs (see [`Roles`]).
+    pub async fn put_guard(&self) -> tokio::sync::RwLockReadGuard<'_, ()> {
+        self.puts.read().await
+    }
+
+    /// Waits for any role change in progress, then holds changes off (broker shutdown).
+    pub async fn freeze(&self) -> tokio::sync::MutexGuard<'_, i32> {
+        self.change.lock().await
+    }
+}
+
+/// `POST /ha/changeToMaster`.
+#[derive(Deserialize, Debug)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PromoteRequest {
+    /// The master epoch.
+    pub epoch: i32,
+    /// The sync-state-set to start from (this broker is added); default: this broker alone.
+    #[serde(default)]
+    pub sync_state_set: Option<BTreeSet<BrokerId>>,
+    /// The epoch of that set; default 1.
+    #[serde(default)]
+    pub sync_state_set_epoch: Option<i32>,
+}
+
+/// `POST /ha/changeToSlave`.
+#[derive(Deserialize, Debug)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FollowRequest {
+    /// The master's HA address, `host:port`.
+    pub master_address: String,
+    /// The master's broker id.
+    pub master_broker_id: BrokerId,
+    /// The epoch the master was elected in.
+    pub epoch: i32,
+}
+
+/// Whether promotion at `epoch` may go ahead: above the log's last epoch and above every epoch
+/// given since start (`given`, -1 for none).
+pub fn check_promote(epoch: i32, log_last: Option<i32>, given: i32) -> Result<(), RoleError> {
+    let highest = log_last.unwrap_or(-1).max(given);
+    if epoch <= highest || epoch < 0 {
+        return Err(RoleError::PromoteEpochNotAbove { epoch, highest });
+    }
+    Ok(())
+}
+
+/// Whether following `master` at `epoch` may go ahead, for broker `own` in role `current`.
+pub fn check_follow(
+    own: BrokerId,
+    master: BrokerId,
+    epoch: i32,
+    log_last: Option<i32>,
+    given: i32,
+    current: &Role,
+) -> Result<(), RoleError> {
+    if master < 0 || epoch < 0 {
+        return Err(RoleError::BadRequest(format!(
+            "masterBrokerId ({master}) and epoch ({epoch}) must not be negative"
+        )));
+    }
+    if master == own {
+        return Err(RoleError::BadRequest(format!(
+            "masterBrokerId {master} is this broker's own brokerId: a broker cannot follow itself"
+        )));
+    }
+    let highest = log_last.unwrap_or(-1).max(given);
+    if epoch < highest {
+        return Err(RoleError::FollowEpochBehind { epoch, highest });
+    }
+    match current {
+        Role::Master { epoch: e } if *e == epoch => Err(RoleError::EpochTaken {
+            epoch,
+            master,
+            reason: format!("this broker is the master of epoch {epoch}"),
+        }),
+        Role::Slave { master_broker_id, epoch: e, .. } if *e == epoch && *master_broker_id != master => {
+            Err(RoleError::EpochTaken {
+                epoch,
+                master,
+                reason: format!("this broker follows broker {master_broker_id} in epoch {epoch}"),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The log's last epoch.
+fn log_last_epoch(broker: &Broker) -> Option<i32> {
+    broker.store.epochs().last().map(|e| e.epoch)
+}
+
+/// How long a new master retries binding its HA port while the old listener closes.
+const REBIND_PATIENCE: Duration = Duration::from_secs(5);
+
+/// Becomes master at `request.epoch` (see the module docs).
+pub async fn promote(broker: &Broker, request: PromoteRequest) -> Result<Role, RoleError> {
+    let roles = broker.roles.as_ref().ok_or(RoleError::NotControllerMode)?;
+    let mut given = roles.change.lock().await;
+    check_promote(request.epoch, log_last_epoch(broker), *given)?;
+    let mut set = request.sync_state_set.unwrap_or_default();
+    if let Some(id) = set.iter().find(|id| **id < 0) {
+        return Err(RoleError::BadRequest(format!("syncStateSet: broker id {id} is negative")));
+    }
+    set.insert(roles.broker_id);
+    let set_epoch = request.sync_state_set_epoch.unwrap_or(1);
+    let config = broker
+        .settings
+        .controller_master_config(request.epoch, set.clone(), set_epoch)
+        .ok_or(RoleError::NotControllerMode)?;
+    config.validate().map_err(|e| RoleError::BadRequest(e.to_string()))?;
+    *given = request.epoch;
+    stop_current(broker, roles).await;
+    let ha = broker.settings.ha_addr();
+    let started = tokio::time::Instant::now();
+    let master = loop {
+        match logship_tokio::spawn_master(config.clone(), broker.store.clone(), ha).await {
+            Ok(master) => break master,
+            Err(StartError::Bind { .. }) if started.elapsed() < REBIND_PATIENCE => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => {
+                warn!(%e, epoch = request.epoch, "changeToMaster failed; no HA role");
+                return Err(RoleError::Start(format!("HA service on {ha}: {e}")));
+            }
+        }
+    };
+    tokio::spawn(crate::server::feed_retention_floor(master.clone(), broker.store.clone()));
+    info!(epoch = request.epoch, set = ?set, ha = %master.local_addr(), "changeToMaster: this broker is the master");
+    broker.set_node(Node::Master(master));
+    let role = Role::Master { epoch: request.epoch };
+    roles.set(role.clone());
+    Ok(role)
+}
+
+/// Follows `request.master_broker_id` at `request.master_address` (see the module docs).
+pub async fn follow(broker: &Broker, request: FollowRequest) -> Result<Role, RoleError> {
+    let roles = broker.roles.as_ref().ok_or(RoleError::NotControllerMode)?;
+    let mut given = roles.change.lock().await;
+    check_follow(
+        roles.broker_id,
+        request.master_broker_id,
+        request.epoch,
+        log_last_epoch(broker),
+        *given,
+        &roles.current(),
+    )?;
+    let config = broker
+        .settings
+        .controller_slave_config(&request.master_address, request.master_broker_id, request.epoch)
+        .ok_or(RoleError::NotControllerMode)?;
+    config.validate().map_err(|e| RoleError::BadRequest(format!("masterAddress: {e}")))?;
+    *given = (*given).max(request.epoch);
+    stop_current(broker, roles).await;
+    let slave = logship_tokio::spawn_slave(config, broker.store.clone()).await.map_err(|e| {
+        warn!(%e, epoch = request.epoch, "changeToSlave failed; no HA role");
+        RoleError::Start(e.to_string())
+    })?;
+    info!(
+        epoch = request.epoch,
+        master = %request.master_address,
+        master_broker_id = request.master_broker_id,
+        "changeToSlave: following"
+    );
+    broker.set_node(Node::Slave(slave));
+    let role = Role::Slave {
+        master_address: request.master_address,
+        master_broker_id: request.master_broker_id,
+        epoch: request.epoch,
+    };
+    roles.set(role.clone());
+    Ok(role)
+}
+
+/// Closes the door to new puts, waits for the puts in flight, and stops the running service.
+async fn stop_current(broker: &Broker, roles: &Roles) {
+    let old = broker.set_node(Node::Unassigned);
+    roles.set(Role::None);
+    let drained = roles.puts.write().await;
+    match old {
+        Node::Master(m) => m.shutdown().await,
+        Node::Slave(s) => s.shutdown().await,
+        Node::Unassigned => {}
+    }
+    drop(drained);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn promotion_needs_an_epoch_above_the_log_and_every_epoch_given() {
+        assert!(check_promote(1, None, -1).is_ok(), "an empty log takes any epoch");
+        assert!(check_promote(0, None, -1).is_ok());
+        assert!(check_promote(3, Some(2), -1).is_ok());
+        for (epoch, log, given) in [(2, Some(2), -1), (1, Some(2), -1), (3, Some(1), 3), (-1, None, -1)] {
+            let err = check_promote(epoch, log, given).unwrap_err();
+            assert!(matches!(err, RoleError::PromoteEpochNotAbove { .. }), "{epoch} {log:?} {given}: {err}");
+            assert!(err.to_string().contains(&format!("epoch {epoch}")), "{err}");
+        }
+    }
+
+    #[test]
+    fn following_refuses_stale_epochs_itself_and_a_second_master_in_one_epoch() {
+        let none = Role::None;
+        assert!(check_follow(2, 1, 2, Some(1), -1, &none).is_ok(), "a newer master");
+        assert!(check_follow(2, 1, 2, Some(2), -1, &none).is_ok(), "again in the log's epoch (a restart)");
+        assert!(check_follow(3, 2, 2, None, -1, &none).is_ok(), "an empty log");
+        let err = check_follow(2, 1, 1, Some(2), -1, &none).unwrap_err();
+        assert!(matches!(err, RoleError::FollowEpochBehind { epoch: 1, highest: 2 }), "{err}");
+        let err = check_follow(2, 1, 2, None, 3, &none).unwrap_err();
+        assert!(matches!(err, RoleError::FollowEpochBehind { epoch: 2, highest: 3 }), "{err}");
+        let err = check_follow(2, 2, 3, None, -1, &none).unwrap_err();
+        assert!(matches!(err, RoleError::BadRequest(_)) && err.to_string().contains("itself"), "{err}");
+        assert!(matches!(check_follow(2, -1, 3, None, -1, &none), Err(RoleError::BadRequest(_))));
+        let master = Role::Master { epoch: 3 };
+        let err = check_follow(2, 1, 3, Some(3), 3, &master).unwrap_err();
+        assert!(matches!(err, RoleError::EpochTaken { .. }) && err.to_string().contains("master of epoch 3"));
+        let slave = Role::Slave { master_address: "127.0.0.1:1".into(), master_broker_id: 1, epoch: 3 };
+        assert!(check_follow(2, 1, 3, Some(3), 3, &slave).is_ok(), "the same master again");
+        let err = check_follow(2, 4, 3, Some(3), 3, &slave).unwrap_err();
+        assert!(err.to_string().contains("follows broker 1 in epoch 3"), "{err}");
+        assert!(check_follow(2, 4, 4, Some(3), 3, &slave).is_ok(), "a newer epoch");
+    }
+}

@@ -1,0 +1,458 @@
+//! Controller mode through the binary: `logship broker` processes told their roles over HTTP
+//! (`POST /ha/changeToMaster`, `POST /ha/changeToSlave`), as RocketMQ's controller tells them,
+//! through a failover with a divergent tail, a rejoin that truncates it, and an empty third
+//! broker; and the admin calls' refusals.
+
+mod process;
+
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use process::{Log, agent, eventually, free_port_pair, json_reply, ready_addresses, sample, spawn_logship};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "controller-test-token-0123";
+
+/// One `logship broker` process, every request with the bearer token; killed on drop.
+struct Node {
+    child: Child,
+    stderr: Log,
+    args: Vec<String>,
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Node {
+    /// `logship broker` as broker `id` in `dir`, with `extra` settings.
+    fn start(dir: &Path, id: u32, extra: &[&str]) -> Self {
+        let port = free_port_pair();
+        let mut args: Vec<String> =
+            ["broker", "--store", &dir.display().to_string(), "--listen-port", &port.to_string()]
+                .iter()
+                .map(|s| s.to_string())
+                .collect();
+        let id = format!("brokerId={id}");
+        let token = format!("httpAuthToken={TOKEN}");
+        let mut more = vec!["haHousekeepingInterval=2000", &id, &token];
+        more.extend_from_slice(extra);
+        args.extend(process::test_settings(&more));
+        Self::spawn(args, dir, port)
+    }
+
+    fn spawn(args: Vec<String>, dir: &Path, port: u16) -> Self {
+        let (child, stderr) = spawn_logship(&args, None);
+        let mut node = Self { child, stderr, args, dir: dir.to_path_buf(), port };
+        let start = Instant::now();
+        loop {
+            let log = node.log();
+            if ready_addresses(&log).is_some() && node.get("/status").0 == 200 {
+                return node;
+            }
+            if let Ok(Some(status)) = node.child.try_wait() {
+                panic!("broker exited with {status}:\n{log}");
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "broker did not start:\n{log}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn log(&self) -> String {
+        self.stderr.lock().unwrap().clone()
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    /// Its HA port: listenPort + 1.
+    fn ha_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port + 1)
+    }
+
+    fn get(&self, path: &str) -> (u16, Value) {
+        let auth = format!("Bearer {TOKEN}");
+        match agent().get(self.url(path)).header("Authorization", &auth).call() {
+            Ok(r) => json_reply(r),
+            Err(_) => (0, Value::Null),
+        }
+    }
+
+    fn post(&self, path: &str, body: &str, token: Option<&str>) -> (u16, Value) {
+        let mut request = agent().post(self.url(path));
+        if let Some(t) = token {
+            request = request.header("Authorization", &format!("Bearer {t}"));
+        }
+        match request.send(body) {
+            Ok(r) => json_reply(r),
+            Err(e) => panic!("POST {path} failed: {e}\n{}", self.log()),
+        }
+    }
+
+    /// `GET /metrics` in the classic text format.
+    fn metrics(&self) -> String {
+        let auth = format!("Bearer {TOKEN}");
+        let mut r = agent().get(self.url("/metrics")).header("Authorization", &auth).call().unwrap();
+        assert_eq!(r.status(), 200);
+        r.body_mut().read_to_string().unwrap()
+    }
+
+    fn status(&self) -> Value {
+        let (code, status) = self.get("/status");
+        assert_eq!(code, 200, "GET /status: {status}\n{}", self.log());
+        status
+    }
+
+    fn max_offset(&self) -> u64 {
+        self.status()["maxOffset"].as_u64().unwrap()
+    }
+
+    /// The bodies its consume queue 0 of the test topic serves.
+    fn bodies(&self) -> Vec<String> {
+        let (code, read) = self.get("/topics/FailoverTopic/queues/0/messages?offset=0&max=100");
+        assert_eq!(code, 200, "{read}");
+        read["messages"].as_array().unwrap().iter().map(|m| m["body"].as_str().unwrap().to_string()).collect()
+    }
+
+    fn put(&self, body: &str) -> (u16, Value) {
+        self.post("/topics/FailoverTopic/messages", body, Some(TOKEN))
+    }
+
+    fn promote(&self, epoch: i32, set: &[i64]) -> (u16, Value) {
+        let body = json!({ "epoch": epoch, "syncStateSet": set }).to_string();
+        self.post("/ha/changeToMaster", &body, Some(TOKEN))
+    }
+
+    fn follow(&self, master: &Self, master_id: i64, epoch: i32) -> (u16, Value) {
+        let body = json!({ "masterAddress": master.ha_addr(), "masterBrokerId": master_id, "epoch": epoch });
+        self.post("/ha/changeToSlave", &body.to_string(), Some(TOKEN))
+    }
+
+    /// The epoch list its status shows.
+    fn epochs(&self) -> Value {
+        self.status()["controller"]["epochs"].clone()
+    }
+
+    fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Kills it and starts it again over the same store, with no role.
+    fn restart(&mut self) {
+        self.kill9();
+        *self = Self::spawn(self.args.clone(), &self.dir.clone(), self.port);
+    }
+
+    /// The commit log's bytes below `end` (every test message fits the first 1 MiB segment).
+    fn commit_log(&self, end: u64) -> Vec<u8> {
+        let bytes = std::fs::read(self.dir.join("commitlog").join(format!("{:020}", 0))).unwrap();
+        bytes[..end as usize].to_vec()
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Controller-mode settings of every broker here: a SYNC put waits for the whole sync-state-set.
+const SYNC_ALL: &[&str] = &["allAckInSyncStateSet=true", "slaveReadEnable=true"];
+
+#[test]
+fn a_controller_mode_broker_waits_for_its_role_and_puts_are_refused_until_then() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = Node::start(&dir.path().join("a"), 1, SYNC_ALL);
+    let status = a.status();
+    assert_eq!(status["role"], "NONE", "{status}");
+    assert_eq!(status["controller"]["brokerId"], 1, "{status}");
+    let (code, body) = a.put("too early");
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(
+        (body["status"].as_str(), body["stored"].as_bool()),
+        (Some("SERVICE_NOT_AVAILABLE"), Some(false))
+    );
+    assert!(body["error"].as_str().unwrap().contains("no HA role"), "{body}");
+    let metrics = a.metrics();
+    assert_eq!(sample(&metrics, "logship_controller_has_role{"), Some(0.0), "{metrics}");
+    promtool_passes(&metrics);
+    // Told, it takes puts; SIGTERM stops it cleanly.
+    assert_eq!(a.promote(1, &[]).0, 200);
+    assert_eq!(a.put("now").0, 200);
+    process::signal(a.child.id(), "-TERM");
+    let start = Instant::now();
+    let exit = loop {
+        if let Some(status) = a.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(start.elapsed() < process::EXIT_PATIENCE, "no exit after SIGTERM:\n{}", a.log());
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(exit.success(), "{exit:?}\n{}", a.log());
+    // The log is read by a background thread: it may lag the exit.
+    eventually("the clean-stop line", || a.log().contains("logship stopped cleanly"));
+}
+
+/// `promtool check metrics` accepts `text` (skipped without promtool).
+fn promtool_passes(text: &str) {
+    use std::io::Write;
+    if !process::have("promtool", "promtool_passes") {
+        return;
+    }
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "promtool check metrics failed:\n{said}\n--- metrics:\n{text}");
+}
+
+#[test]
+fn failover_through_the_binary_truncates_the_old_masters_tail_and_a_new_broker_gets_both_epochs() {
+    divergent_failover(false);
+}
+
+#[test]
+fn an_old_master_killed_while_it_rejoins_ends_byte_identical_after_it_follows_again() {
+    divergent_failover(true);
+}
+
+/// A leads epoch 1 with B in its set; B dies, A writes a tail B never gets and dies; B leads
+/// epoch 2; A rejoins (with `kill_while_rejoining`, is killed -9 right after it is told, wherever
+/// its truncation is, and told again), cuts its tail and ends byte-identical; C joins empty.
+fn divergent_failover(kill_while_rejoining: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = Node::start(&dir.path().join("a"), 1, SYNC_ALL);
+    let mut b = Node::start(&dir.path().join("b"), 2, SYNC_ALL);
+
+    // Epoch 1: A is master with {1, 2}; B follows and acknowledges every SYNC put.
+    let (code, body) = a.promote(1, &[1, 2]);
+    assert_eq!(code, 200, "{body}\n{}", a.log());
+    assert_eq!(body["role"], "MASTER");
+    let (code, body) = b.follow(&a, 1, 1);
+    assert_eq!(code, 200, "{body}\n{}", b.log());
+    eventually("B to stream from A", || {
+        let s = a.status();
+        s["controller"]["slaves"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|x| x["brokerId"] == 2 && x["counted"] == true))
+    });
+    for i in 0..5 {
+        let (code, body) = a.put(&format!("epoch-1 message {i}"));
+        assert_eq!(code, 200, "a SYNC put B acknowledges: {body}\n{}", a.log());
+    }
+    let confirmed = a.max_offset();
+    eventually("B to hold every acknowledged byte", || b.max_offset() == confirmed);
+    let status = a.status();
+    assert_eq!(status["role"], "SYNC_MASTER", "{status}");
+    assert_eq!(status["controller"]["epoch"], 1, "{status}");
+    assert_eq!(status["controller"]["confirmOffset"], confirmed, "{status}");
+    assert_eq!(status["controller"]["syncStateSet"], json!([1, 2]), "{status}");
+    assert_eq!(b.epochs(), json!([{ "epoch": 1, "startOffset": 0 }]));
+    assert_eq!(b.status()["controller"]["masterEpoch"], 1);
+    let metrics = a.metrics();
+    for (series, value) in [
+        ("logship_master_epoch{", 1.0),
+        ("logship_confirm_offset{", confirmed as f64),
+        ("logship_sync_state_set_size{", 2.0),
+        ("logship_controller_has_role{", 1.0),
+    ] {
+        assert_eq!(sample(&metrics, series), Some(value), "{series}\n{metrics}");
+    }
+    assert!(
+        metrics.contains("logship_sync_state_set_member{") && metrics.contains("broker_id=\"2\""),
+        "{metrics}"
+    );
+    promtool_passes(&metrics);
+    let metrics = b.metrics();
+    assert_eq!(sample(&metrics, "logship_master_epoch{"), Some(1.0), "{metrics}");
+    promtool_passes(&metrics);
+
+    // B dies; A takes two more puts B never gets (stored, though the set cannot acknowledge
+    // them in time), then A dies too.
+    b.kill9();
+    for i in 0..2 {
+        let (_, body) = a.put(&format!("epoch-1 tail {i} only A has"));
+        assert_eq!(body["stored"], true, "{body}");
+    }
+    let a_end = a.max_offset();
+    assert!(a_end > confirmed);
+    a.kill9();
+
+    // Epoch 2: B comes back with no role, is promoted, and takes puts alone.
+    b.restart();
+    assert_eq!(b.status()["role"], "NONE");
+    assert_eq!(b.max_offset(), confirmed, "B recovered what it had acknowledged");
+    let (code, body) = b.promote(2, &[2]);
+    assert_eq!(code, 200, "{body}\n{}", b.log());
+    for i in 0..3 {
+        let (code, body) = b.put(&format!("epoch-2 message {i}"));
+        assert_eq!(code, 200, "{body}\n{}", b.log());
+    }
+    let b_end = b.max_offset();
+    let both_epochs = json!([{ "epoch": 1, "startOffset": 0 }, { "epoch": 2, "startOffset": confirmed }]);
+    assert_eq!(b.epochs(), both_epochs);
+
+    // A comes back, is told to follow B at epoch 2, cuts the tail B never had, and ends
+    // byte-identical with B.
+    a.restart();
+    assert_eq!(a.max_offset(), a_end, "A still holds its tail before it follows");
+    let (code, body) = a.follow(&b, 2, 2);
+    assert_eq!(code, 200, "{body}\n{}", a.log());
+    if kill_while_rejoining {
+        a.restart();
+        let (code, body) = a.follow(&b, 2, 2);
+        assert_eq!(code, 200, "{body}\n{}", a.log());
+    }
+    eventually("A to catch up with B", || a.max_offset() == b_end);
+    let status = a.status();
+    if !kill_while_rejoining {
+        assert_eq!(status["controller"]["truncations"], 1, "{status}");
+        assert_eq!(status["controller"]["truncatedBytes"], a_end - confirmed, "{status}");
+    }
+    assert_eq!(a.epochs(), both_epochs);
+    assert!(a.commit_log(b_end) == b.commit_log(b_end), "A and B differ below {b_end}");
+    // Its consume queue lost the cut messages with the bytes and serves B's.
+    eventually("A's consume queue to serve what B's does", || a.bodies() == b.bodies());
+    let served = a.bodies();
+    assert_eq!(served.len(), 8, "{served:?}");
+    assert!(!served.iter().any(|m| m.contains("only A has")), "{served:?}");
+    let metrics = a.metrics();
+    if !kill_while_rejoining {
+        assert_eq!(sample(&metrics, "logship_truncations_total{"), Some(1.0), "{metrics}");
+    }
+    assert_eq!(sample(&metrics, "logship_master_epoch{"), Some(2.0), "{metrics}");
+    promtool_passes(&metrics);
+
+    // C joins empty and gets the whole log with both epochs.
+    let c = Node::start(&dir.path().join("c"), 3, SYNC_ALL);
+    let (code, body) = c.follow(&b, 2, 2);
+    assert_eq!(code, 200, "{body}\n{}", c.log());
+    eventually("C to catch up with B", || c.max_offset() == b_end);
+    assert_eq!(c.epochs(), both_epochs);
+    assert!(c.commit_log(b_end) == b.commit_log(b_end), "C and B differ below {b_end}");
+    // Both followers caught up: the master's own authority takes them into the set.
+    eventually("A and C to join B's sync-state-set", || {
+        b.status()["controller"]["syncStateSet"] == json!([1, 2, 3])
+    });
+    let (code, body) = b.put("acknowledged by all three");
+    assert_eq!(code, 200, "{body}");
+    let end = b.max_offset();
+    eventually("A and C to hold it", || a.max_offset() == end && c.max_offset() == end);
+}
+
+#[test]
+fn admin_calls_refuse_bad_epochs_strangers_and_nonsense_with_typed_messages() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Node::start(&dir.path().join("a"), 1, SYNC_ALL);
+    let b = Node::start(&dir.path().join("b"), 2, SYNC_ALL);
+    // Without the token, or with a wrong one: 401, and nothing changes.
+    for token in [None, Some("not-the-token-0123456789")] {
+        let (code, body) = a.post("/ha/changeToMaster", r#"{"epoch":1}"#, token);
+        assert_eq!(code, 401, "{token:?}: {body}");
+    }
+    assert_eq!(a.status()["role"], "NONE");
+    // Nonsense bodies: 400 naming what is wrong.
+    for bad in
+        ["", "{", r#"{"epoch":"one"}"#, r#"{"epoch":1,"sneaky":true}"#, r#"{"epoch":1,"syncStateSet":[-3]}"#]
+    {
+        let (code, body) = a.post("/ha/changeToMaster", bad, Some(TOKEN));
+        assert_eq!(code, 400, "{bad:?}: {body}");
+        assert!(body["error"].is_string(), "{body}");
+    }
+    let (code, body) = a.post(
+        "/ha/changeToSlave",
+        &json!({ "masterAddress": "127.0.0.1:1", "masterBrokerId": 1, "epoch": 1 }).to_string(),
+        Some(TOKEN),
+    );
+    assert_eq!(code, 400, "following itself: {body}");
+    assert!(body["error"].as_str().unwrap().contains("itself"), "{body}");
+    let (code, body) = b.post(
+        "/ha/changeToSlave",
+        &json!({ "masterAddress": "nohost", "masterBrokerId": 1, "epoch": 1 }).to_string(),
+        Some(TOKEN),
+    );
+    assert_eq!(code, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("masterAddress"), "{body}");
+
+    // Epochs: a promotion at or below what the broker holds is refused (409).
+    assert_eq!(a.promote(3, &[]).0, 200);
+    assert_eq!(a.put("epoch 3").0, 200);
+    for epoch in [3, 2] {
+        let (code, body) = a.promote(epoch, &[]);
+        assert_eq!(code, 409, "epoch {epoch}: {body}");
+        assert!(body["error"].as_str().unwrap().contains("must be above"), "{body}");
+    }
+    let (code, body) = a.follow(&b, 2, 3);
+    assert_eq!(code, 409, "the master of epoch 3 cannot follow another in epoch 3: {body}");
+    let (code, body) = b.follow(&a, 1, 3);
+    assert_eq!(code, 200, "{body}");
+    eventually("B to get epoch 3", || b.epochs().as_array().is_some_and(|e| !e.is_empty()));
+    let (code, body) = b.follow(&a, 1, 2);
+    assert_eq!(code, 409, "a stale follow: {body}");
+    assert!(body["error"].as_str().unwrap().contains("holds epoch 3"), "{body}");
+    let (code, body) = b.promote(3, &[]);
+    assert_eq!(code, 409, "B follows in epoch 3: {body}");
+    assert_eq!(b.status()["role"], "SLAVE", "refusals change nothing");
+    // A classic broker has no such calls.
+    let classic = process::Broker::start("master", &dir.path().join("classic"), free_port_pair(), &[]);
+    let (code, body) = classic.post("/ha/changeToMaster", br#"{"epoch":1}"#);
+    assert_eq!(code, 403, "no token configured: {body}");
+    assert!(body["error"].as_str().unwrap().contains("httpAuthToken"), "{body}");
+}
+
+#[test]
+fn a_role_change_answers_the_put_in_flight_before_the_new_epoch_starts() {
+    let dir = tempfile::tempdir().unwrap();
+    // Broker 2 is in the set but never connects: a SYNC put waits for it (slaveTimeout).
+    let a = std::sync::Arc::new(Node::start(
+        &dir.path().join("a"),
+        1,
+        &["allAckInSyncStateSet=true", "slaveTimeout=5000"],
+    ));
+    assert_eq!(a.promote(1, &[1, 2]).0, 200);
+    let putter = {
+        let a = a.clone();
+        std::thread::spawn(move || a.put("in flight across a role change"))
+    };
+    eventually("the put to wait for broker 2", || a.status()["pendingWaits"] == 1);
+    let (code, body) = a.promote(2, &[1]);
+    assert_eq!(code, 200, "{body}\n{}", a.log());
+    let (_, answer) = putter.join().unwrap();
+    assert_eq!(answer["stored"], true, "the put in flight was answered: {answer}");
+    let end = answer["offset"].as_u64().unwrap();
+    let epochs = a.epochs();
+    let second = epochs[1]["startOffset"].as_u64().unwrap();
+    assert!(second > end, "epoch 2 starts after the message the epoch-1 service took: {epochs}");
+    assert_eq!(a.put("after").0, 200, "the new master takes puts");
+}
+
+#[test]
+fn controller_mode_runs_as_logship_broker_only_and_bad_keys_stop_it_naming_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().display().to_string();
+    let run = |args: &[&str]| {
+        let out = std::process::Command::new(process::bin()).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).to_string())
+    };
+    let (code, err) =
+        run(&["master", "--store", &store, "--set", "enableControllerMode=true", "--set", "brokerId=1"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("logship broker"), "{err}");
+    let (code, err) = run(&["broker", "--store", &store, "--set", "enableControllerMode=false"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("enableControllerMode=false"), "{err}");
+    let (code, err) = run(&["broker", "--store", &store]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("brokerId=(unset)"), "{err}");
+    let (code, err) =
+        run(&["broker", "--store", &store, "--set", "brokerId=1", "--master", "127.0.0.1:10912"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("haMasterAddress"), "{err}");
+}
