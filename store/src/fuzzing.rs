@@ -7,10 +7,10 @@ use crate::{EpochEntry, EpochFile};
 const MAX_ENTRIES: usize = 64;
 
 /// Whether `entries` is a list the epoch file may hold, checked here independently of the
-/// decoder: epochs strictly increasing and within Java's `int`, start offsets non-decreasing
-/// and within Java's `long`.
+/// decoder: epochs strictly increasing and not negative, start offsets non-decreasing and
+/// within Java's `long`.
 fn holdable(entries: &[EpochEntry]) -> bool {
-    entries.iter().all(|e| e.epoch <= i32::MAX as u32 && e.start_offset <= i64::MAX as u64)
+    entries.iter().all(|e| e.epoch >= 0 && e.start_offset <= i64::MAX as u64)
         && entries.windows(2).all(|w| w[0].epoch < w[1].epoch && w[0].start_offset <= w[1].start_offset)
 }
 
@@ -25,7 +25,9 @@ fn entries_from(data: &[u8]) -> (Vec<EpochEntry>, &[u8]) {
     for c in chunks.by_ref().take(MAX_ENTRIES) {
         epoch += u64::from(c[0]);
         start += u64::from(u16::from_be_bytes([c[1], c[2]]));
-        entries.push(EpochEntry::new(u32::try_from(epoch).unwrap_or(u32::MAX), start));
+        // An epoch past Java's `int` becomes a negative one: unholdable either way.
+        let epoch = i32::try_from(epoch).unwrap_or(-1);
+        entries.push(EpochEntry { epoch, start_offset: start });
     }
     let used = 1 + 3 * entries.len();
     (entries, &data[used.min(data.len())..])
@@ -87,7 +89,10 @@ mod tests {
         for input in fixed {
             epoch_file(input);
         }
-        assert_eq!(EpochFile::decode(java).unwrap(), [EpochEntry::new(7, 7000), EpochEntry::new(8, 8000)]);
+        assert_eq!(
+            EpochFile::decode(java).unwrap(),
+            [EpochEntry { epoch: 7, start_offset: 7000 }, EpochEntry { epoch: 8, start_offset: 8000 }]
+        );
     }
 
     #[test]
@@ -106,8 +111,11 @@ mod tests {
 
     #[test]
     fn no_single_flipped_bit_of_an_epoch_file_decodes() {
-        let entries =
-            [EpochEntry::new(1, 0), EpochEntry::new(7, 7000), EpochEntry::new(2_000_000_000, 1 << 40)];
+        let entries = [
+            EpochEntry { epoch: 1, start_offset: 0 },
+            EpochEntry { epoch: 7, start_offset: 7000 },
+            EpochEntry { epoch: 2_000_000_000, start_offset: 1 << 40 },
+        ];
         let text = EpochFile::encode(&entries).unwrap();
         for at in 0..text.len() {
             for bit in 0..8 {
