@@ -6,5 +6,6 @@ pub use logship_smol as smol;
 pub use logship_store as store;
 pub use logship_tokio as tokio;
 
+#[cfg(feature = "etcd")]
 pub mod coordinator;
 pub mod request;
