@@ -258,12 +258,8 @@ async fn put_message(
     let mut message = params.into_message(topic, body);
     message.born_timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
     message.born_host = peer;
-    // In controller mode the put holds off role changes while it runs (see `roles`); the node is
-    // read once the guard is held, so a role change never stops the service under a put.
-    let _guard = match &broker.roles {
-        Some(roles) => Some(roles.put_guard().await),
-        None => None,
-    };
+    // A role change may stop this service under the put: its shutdown answers the put (the
+    // replication wait ends by its deadline, a put past the closed gate is refused).
     let node = broker.node();
     let Node::Master(master) = &node else {
         return refused(StatusCode::SERVICE_UNAVAILABLE, put_refusal(&node).unwrap_or_default());

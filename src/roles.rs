@@ -9,8 +9,10 @@
 //!   log's last epoch or the last epoch given, and refused at the epoch this broker is master in
 //!   or already follows another master in (one master per epoch).
 //!
-//! A role change closes the door to new puts, waits for the puts in flight to be answered by the
-//! running service, stops it, and starts the new one over the same store. Until the new service
+//! A role change takes the node away (new puts are refused), stops the running service, which
+//! answers the puts in flight itself (a master service's shutdown closes its put gate and lets
+//! every pending replication wait end by its deadline), and starts the new one over the same
+//! store. Until the new service
 //! runs the broker has no role, and puts are refused (503) saying so.
 
 use std::collections::BTreeSet;
@@ -21,7 +23,6 @@ use logship_core::autoswitch::BrokerId;
 use logship_core::service::StartError;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use tokio::sync::RwLock;
 use tracing::{info, warn};
 
 use crate::http::{Broker, Node};
@@ -112,9 +113,6 @@ pub struct Roles {
     pub broker_id: BrokerId,
     /// Serializes role changes; holds the highest epoch given since start.
     change: tokio::sync::Mutex<i32>,
-    /// Held (shared) by every put while it runs; a role change takes it whole, so the puts in
-    /// flight are answered by the service that took them before it stops.
-    puts: RwLock<()>,
     /// The role now, for status.
     current: Mutex<Role>,
 }
@@ -122,12 +120,7 @@ pub struct Roles {
 impl Roles {
     /// No role yet, for broker `broker_id`.
     pub fn new(broker_id: BrokerId) -> Self {
-        Self {
-            broker_id,
-            change: tokio::sync::Mutex::new(-1),
-            puts: RwLock::new(()),
-            current: Mutex::new(Role::None),
-        }
+        Self { broker_id, change: tokio::sync::Mutex::new(-1), current: Mutex::new(Role::None) }
     }
 
     /// The role now.
@@ -137,11 +130,6 @@ impl Roles {
 
     fn set(&self, role: Role) {
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = role;
-    }
-
-    /// Held by a put while it runs (see [`Roles`]).
-    pub async fn put_guard(&self) -> tokio::sync::RwLockReadGuard<'_, ()> {
-        self.puts.read().await
     }
 
     /// Waits for any role change in progress, then holds changes off (broker shutdown).
@@ -313,17 +301,16 @@ pub async fn follow(broker: &Broker, request: FollowRequest) -> Result<Role, Rol
     Ok(role)
 }
 
-/// Closes the door to new puts, waits for the puts in flight, and stops the running service.
+/// Takes the node away (new puts are refused) and stops the running service, which answers the
+/// puts in flight.
 async fn stop_current(broker: &Broker, roles: &Roles) {
     let old = broker.set_node(Node::Unassigned);
     roles.set(Role::None);
-    let drained = roles.puts.write().await;
     match old {
         Node::Master(m) => m.shutdown().await,
         Node::Slave(s) => s.shutdown().await,
         Node::Unassigned => {}
     }
-    drop(drained);
 }
 
 #[cfg(test)]
