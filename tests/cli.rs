@@ -195,7 +195,7 @@ fn sigterm_shuts_down_cleanly() {
     let status = master.terminate().expect("an exit after SIGTERM");
     assert!(status.success(), "{status:?}");
     assert!(!master.dir.join("abort").exists(), "a clean shutdown removes the abort marker");
-    assert!(master.stderr.lock().unwrap().contains("logship stopped cleanly"));
+    master.log_until("logship stopped cleanly");
 }
 
 #[test]
@@ -276,7 +276,7 @@ fn unknown_config_key_is_a_warning_naming_it() {
     .unwrap();
     let broker =
         Broker::spawn(vec!["master".into(), "--config".into(), conf.display().to_string()], dir.path());
-    assert!(broker.stderr.lock().unwrap().contains("unknown key haTransferBatchSzie"));
+    broker.log_until("unknown key haTransferBatchSzie");
 }
 
 #[test]

@@ -238,6 +238,8 @@ impl Broker {
     }
 
     /// Waits until its log holds `text` and returns the log; panics with the log after 20 s.
+    /// The log lags the process (a thread reads the pipe), so a line logged just before an
+    /// exit or an answer is read with this, never with [`Broker::log`].
     pub fn log_until(&self, text: &str) -> String {
         let start = Instant::now();
         loop {
