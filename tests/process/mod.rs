@@ -241,15 +241,7 @@ impl Broker {
     /// The log lags the process (a thread reads the pipe), so a line logged just before an
     /// exit or an answer is read with this, never with [`Broker::log`].
     pub fn log_until(&self, text: &str) -> String {
-        let start = Instant::now();
-        loop {
-            let log = self.log();
-            if log.contains(text) {
-                return log;
-            }
-            assert!(start.elapsed() < Duration::from_secs(20), "logship never logged {text:?}:\n{log}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        log_until(&self.stderr, text)
     }
 
     /// `http://127.0.0.1:PORT{path}`.
@@ -332,10 +324,22 @@ impl Broker {
     }
 }
 
-/// Sends SIGTERM to `child` and waits for the exit: at most [`EXIT_PATIENCE`], a hang detector,
-/// not a measurement. `None` if it is still running then.
-pub fn terminate(child: &mut Child) -> Option<ExitStatus> {
-    signal(child.id(), "-TERM");
+/// Waits until `log` holds `text` and returns it; panics with the log after 20 s.
+pub fn log_until(log: &Log, text: &str) -> String {
+    let start = Instant::now();
+    loop {
+        let now = log.lock().unwrap().clone();
+        if now.contains(text) {
+            return now;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "logship never logged {text:?}:\n{now}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits for `child` to exit by itself: at most [`EXIT_PATIENCE`], a hang detector, not a
+/// measurement. `None` if it is still running then.
+pub fn wait_exit(child: &mut Child) -> Option<ExitStatus> {
     let start = Instant::now();
     while start.elapsed() < EXIT_PATIENCE {
         if let Some(status) = child.try_wait().unwrap() {
@@ -344,6 +348,13 @@ pub fn terminate(child: &mut Child) -> Option<ExitStatus> {
         std::thread::sleep(Duration::from_millis(20));
     }
     None
+}
+
+/// Sends SIGTERM to `child` and waits for the exit: at most [`EXIT_PATIENCE`], a hang detector,
+/// not a measurement. `None` if it is still running then.
+pub fn terminate(child: &mut Child) -> Option<ExitStatus> {
+    signal(child.id(), "-TERM");
+    wait_exit(child)
 }
 
 impl Drop for Broker {
