@@ -152,6 +152,74 @@ pub trait SyncStateSetAuthority: Send {
     ) -> Option<(BTreeSet<BrokerId>, i32)>;
 }
 
+/// Why a sync-state-set given from outside ([`AutoSwitchDriver::set_sync_state_set`], an
+/// operator's `setSyncStateSet`, a coordinator's answer) was not applied.
+#[derive(thiserror::Error, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SyncStateSetError {
+    /// The master is classic (not in controller mode): it has no sync-state-set.
+    #[error("this master is not in controller mode: it has no sync-state-set")]
+    NotControllerMode,
+    /// The set leaves out the master itself (RocketMQ's controller refuses that too).
+    #[error("the sync-state-set {set:?} must hold the master, broker {master}")]
+    MasterNotMember {
+        /// The master's broker id.
+        master: BrokerId,
+        /// The set given.
+        set: BTreeSet<BrokerId>,
+    },
+    /// A broker id below zero.
+    #[error("broker id {id} in the sync-state-set is negative")]
+    NegativeBrokerId {
+        /// The id.
+        id: BrokerId,
+    },
+    /// An epoch below zero.
+    #[error("sync-state-set epoch {epoch} is negative")]
+    NegativeEpoch {
+        /// The epoch.
+        epoch: i32,
+    },
+    /// An epoch below the set in force: a late or replayed decision.
+    #[error("sync-state-set epoch {epoch} is stale: the set in force has epoch {current}")]
+    StaleEpoch {
+        /// The epoch given.
+        epoch: i32,
+        /// The epoch of the set in force.
+        current: i32,
+    },
+    /// The epoch of the set in force with other members: each epoch names one set.
+    #[error("sync-state-set epoch {epoch} is already in force with members {current:?}; use a higher epoch")]
+    EpochInUse {
+        /// The epoch given.
+        epoch: i32,
+        /// The members in force at that epoch.
+        current: BTreeSet<BrokerId>,
+    },
+    /// The master service stopped before it answered.
+    #[error("the master service stopped")]
+    Stopped,
+}
+
+/// The checks on a sync-state-set given from outside that need no state: ids and epoch not
+/// negative, and `master` a member.
+pub fn check_sync_state_set(
+    master: BrokerId,
+    set: &BTreeSet<BrokerId>,
+    epoch: i32,
+) -> Result<(), SyncStateSetError> {
+    if let Some(&id) = set.iter().find(|&&id| id < 0) {
+        return Err(SyncStateSetError::NegativeBrokerId { id });
+    }
+    if epoch < 0 {
+        return Err(SyncStateSetError::NegativeEpoch { epoch });
+    }
+    if !set.contains(&master) {
+        return Err(SyncStateSetError::MasterNotMember { master, set: set.clone() });
+    }
+    Ok(())
+}
+
 /// The authority used until a coordinator exists: every proposal is applied at once, with
 /// the next epoch of the set.
 #[derive(Copy, Clone, Debug, Default)]
@@ -415,9 +483,31 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
     }
 
     /// Applies a sync-state-set decided outside (an operator, a coordinator's answer to a
-    /// proposal). The master is always a member.
-    pub fn set_sync_state_set(&mut self, now: Instant, set: BTreeSet<BrokerId>, epoch: i32) {
+    /// proposal), after [`check_sync_state_set`]. Refused, and nothing changes, for an epoch
+    /// below the set in force, or the epoch in force with other members (a late or replayed
+    /// decision must not undo a newer one); the set in force given again is accepted as it is.
+    pub fn set_sync_state_set(
+        &mut self,
+        now: Instant,
+        set: BTreeSet<BrokerId>,
+        epoch: i32,
+    ) -> Result<(), SyncStateSetError> {
+        let current = self.master.sync_state_set();
+        check_sync_state_set(current.local, &set, epoch)?;
+        if epoch < current.epoch {
+            return Err(SyncStateSetError::StaleEpoch { epoch, current: current.epoch });
+        }
+        if epoch == current.epoch {
+            if set != current.applied {
+                return Err(SyncStateSetError::EpochInUse { epoch, current: current.applied.clone() });
+            }
+            if current.pending.is_none() {
+                return Ok(());
+            }
+        }
+        info!(?set, epoch, "sync-state-set applied from outside");
         self.feed(now, MasterInput::SyncStateSetApplied { set, epoch });
+        Ok(())
     }
 
     /// The instant of the last `Timeout` output has come (early calls are harmless).

@@ -424,6 +424,63 @@ fn a_set_command_applies_a_sync_state_set_from_outside() {
     assert_eq!(status.confirm_offset, 8, "member 4 is away: confirmOffset stays where it was");
 }
 
+impl Harness {
+    /// Sets a sync-state-set as the operator's call does; the AutoSwitch status right after.
+    fn set_and_report(&mut self, set: &[BrokerId], epoch: i32) -> AutoSwitchMasterStatus {
+        let got = Rc::new(RefCell::new(Vec::new()));
+        let set = set.iter().copied().collect();
+        self.apply(TaskCommand::SetSyncStateSetAndReport { set, epoch, reply: Got(got.clone()) });
+        let status = got.borrow_mut().pop().expect("answered");
+        status.autoswitch.expect("controller mode")
+    }
+}
+
+#[test]
+fn a_stale_or_reused_sync_state_set_epoch_is_refused_and_changes_nothing() {
+    let mut h = Harness::start(&config(controller(1, &[])), log_with(8, &[])).unwrap();
+    let applied = h.set_and_report(&[1, 2], 3);
+    assert_eq!((applied.sync_state_set, applied.sync_state_set_epoch), (BTreeSet::from([1, 2]), 3));
+    let unchanged = |s: AutoSwitchMasterStatus| (s.sync_state_set, s.sync_state_set_epoch);
+    let want = (BTreeSet::from([1, 2]), 3);
+    assert_eq!(unchanged(h.set_and_report(&[1], 2)), want, "a stale epoch changes nothing");
+    assert_eq!(unchanged(h.set_and_report(&[1, 4], 3)), want, "epoch 3 names {{1, 2}} already");
+    assert_eq!(unchanged(h.set_and_report(&[1, 2], 3)), want, "the set in force again: accepted");
+    assert_eq!(unchanged(h.set_and_report(&[2], 4)), want, "a set without the master is refused");
+    let after = h.set_and_report(&[1], 4);
+    assert_eq!((after.sync_state_set, after.sync_state_set_epoch), (BTreeSet::from([1]), 4));
+    assert_eq!(after.confirm_offset, 8, "the master alone confirms its whole log");
+}
+
+#[test]
+fn the_driver_names_why_a_sync_state_set_is_refused() {
+    let log = Arc::new(log_with(8, &[]));
+    let cfg = config(controller(1, &[2]));
+    let mut d: AutoSwitchDriver<TestLog, Rec, WaitReply> =
+        AutoSwitchDriver::for_service(&cfg, Instant::ZERO, log).unwrap();
+    let set = |ids: &[BrokerId]| ids.iter().copied().collect::<BTreeSet<_>>();
+    let now = Instant::ZERO;
+    assert_eq!(
+        d.set_sync_state_set(now, set(&[2, 3]), 5),
+        Err(SyncStateSetError::MasterNotMember { master: 1, set: set(&[2, 3]) })
+    );
+    assert_eq!(
+        d.set_sync_state_set(now, set(&[1, -3]), 5),
+        Err(SyncStateSetError::NegativeBrokerId { id: -3 })
+    );
+    assert_eq!(d.set_sync_state_set(now, set(&[1]), -1), Err(SyncStateSetError::NegativeEpoch { epoch: -1 }));
+    assert_eq!(
+        d.set_sync_state_set(now, set(&[1]), 0),
+        Err(SyncStateSetError::StaleEpoch { epoch: 0, current: 1 })
+    );
+    assert_eq!(
+        d.set_sync_state_set(now, set(&[1]), 1),
+        Err(SyncStateSetError::EpochInUse { epoch: 1, current: set(&[1, 2]) })
+    );
+    assert_eq!(d.set_sync_state_set(now, set(&[1, 2]), 1), Ok(()));
+    assert_eq!(d.set_sync_state_set(now, set(&[1]), 2), Ok(()));
+    assert_eq!(d.master().sync_state_set().applied, set(&[1]));
+}
+
 #[test]
 fn a_first_ack_off_a_record_boundary_closes_the_slave() {
     let log = TestLog { not_boundaries: vec![5], ..log_with(10, &[]) };
