@@ -10,8 +10,9 @@
 //! | `GET /metrics` | Prometheus text |
 //! | `POST /ha/changeToMaster` | controller mode: become master at an epoch (`roles`) |
 //! | `POST /ha/changeToSlave` | controller mode: follow a master at an epoch (`roles`) |
+//! | `POST /ha/setSyncStateSet` | controller mode, on a master: apply a sync-state-set at an epoch |
 //!
-//! The two role-changing calls need `httpAuthToken` configured (403 without one: anybody who
+//! The admin calls (`/ha/*`) need `httpAuthToken` configured (403 without one: anybody who
 //! reaches the port could otherwise demote a master) and answer 409 for an epoch that cannot
 //! work, 400 for a bad body.
 //!
@@ -132,6 +133,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/metrics", get(metrics))
         .route("/ha/changeToMaster", post(change_to_master))
         .route("/ha/changeToSlave", post(change_to_slave))
+        .route("/ha/setSyncStateSet", post(set_sync_state_set))
         .layer(axum::middleware::from_fn_with_state(broker.clone(), authenticate))
         // The status page is static and holds no data: it asks `/status`, with the token.
         .route("/", get(crate::status_page::page))
@@ -751,6 +753,53 @@ async fn change_to_slave(State(broker): State<Arc<Broker>>, body: Body) -> Respo
     match admin_request(&broker, body).await {
         Ok(request) => role_answer(crate::roles::follow(&broker, request).await),
         Err(r) => r,
+    }
+}
+
+/// `POST /ha/setSyncStateSet`.
+#[derive(Deserialize, Debug)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SetSyncStateSetRequest {
+    /// The members; the master must be one.
+    sync_state_set: std::collections::BTreeSet<logship_core::autoswitch::BrokerId>,
+    /// The epoch of the set: above the one in force.
+    sync_state_set_epoch: i32,
+}
+
+/// `POST /ha/setSyncStateSet` `{"syncStateSet": [ids], "syncStateSetEpoch": N}`: a master
+/// applies a sync-state-set decided outside, as RocketMQ's controller (or its test harness's
+/// `setSyncStateSet`) tells it. 400 for a set without this master or a negative id or epoch,
+/// 409 for a stale epoch or a broker that is not a controller-mode master.
+async fn set_sync_state_set(State(broker): State<Arc<Broker>>, body: Body) -> Response {
+    use logship_core::service::SyncStateSetError as E;
+    let request: SetSyncStateSetRequest = match admin_request(&broker, body).await {
+        Ok(request) => request,
+        Err(r) => return r,
+    };
+    let Node::Master(master) = broker.node() else {
+        return error(
+            StatusCode::CONFLICT,
+            "this broker is not a master: only a master has a sync-state-set",
+        );
+    };
+    match master.set_sync_state_set(request.sync_state_set, request.sync_state_set_epoch).await {
+        Ok(s) => Json(json!({
+            "syncStateSet": s.sync_state_set,
+            "syncStateSetEpoch": s.sync_state_set_epoch,
+            "confirmOffset": s.confirm_offset,
+        }))
+        .into_response(),
+        Err(e) => {
+            let code = match &e {
+                E::MasterNotMember { .. } | E::NegativeBrokerId { .. } | E::NegativeEpoch { .. } => {
+                    StatusCode::BAD_REQUEST
+                }
+                E::StaleEpoch { .. } | E::EpochInUse { .. } | E::NotControllerMode => StatusCode::CONFLICT,
+                E::Stopped => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            error(code, e.to_string())
+        }
     }
 }
 

@@ -5,9 +5,9 @@
 //! new master; a third, empty broker joins and gets the whole log with both epochs.
 //!
 //! The masters apply their own sync-state-set proposals (the local authority, until a
-//! coordinator exists): a slave that disconnects leaves the set at once, so the old master's
-//! tail is confirmed by the master alone, and the test plays the controller that elects the
-//! slave anyway.
+//! coordinator exists): a slave that disconnects leaves the set once it has not caught up for
+//! `haMaxTimeSlaveNotCatchup` (one second here), so the old master's tail is confirmed by the
+//! master alone, and the test plays the controller that elects the slave anyway.
 
 mod support;
 
@@ -40,6 +40,8 @@ fn master_config(broker_id: i64, epoch: i32) -> MasterServiceConfig {
             epoch,
             sync_state_set: BTreeSet::from([broker_id]),
             sync: SyncPolicy { all_ack_in_sync_state_set: true, ..SyncPolicy::default() },
+            // A slave that goes away leaves the set after this long.
+            ha_max_time_slave_not_catchup: Duration::from_secs(1),
             ..MasterControllerConfig::default()
         }),
         ..MasterServiceConfig::default()
@@ -219,6 +221,82 @@ fn a_cut_old_master_reopens_with_the_new_masters_epochs_and_bytes() {
         assert_eq!(a.bounds().max, end);
         assert_same_bytes(&a, &b, end);
     });
+}
+
+/// The TLS name every broker of the group carries beside its own, and that every slave asks
+/// the master for: it does not change when the master does.
+const GROUP_NAME: &str = "ha.group-a.logship.test";
+
+/// Broker `id`'s certificate names its own replica name and the group's.
+fn broker_name(id: i64) -> String {
+    format!("broker-{id}.logship.test")
+}
+
+/// Controller mode over mutual TLS through a failover: each broker's certificate carries its
+/// own replica name and the group's name, every slave verifies the group's name, and every
+/// master admits only the other broker's replica name. Old master A and new master B swap
+/// roles without any TLS setting changing.
+fn controller_mode_fails_over_over_tls_with_a_group_name(side: Side) {
+    use logship_core::service::Admission;
+    use logship_core::service::tls::{MasterTls, SlaveTls, TlsMode};
+    use support::pki::Ca;
+    run(async {
+        let ca = Ca::new("logship group CA");
+        let ids = [1, 2].map(|id| ca.issue(&[&broker_name(id), GROUP_NAME]));
+        let master_tls = |id: i64| {
+            let other = broker_name(3 - id);
+            MasterTls::new(TlsMode::Required, ids[id as usize - 1].pem(&ca.pem()), &[other]).unwrap()
+        };
+        let slave_tls = |id: i64| SlaveTls::new(ids[id as usize - 1].pem(&ca.pem()), GROUP_NAME).unwrap();
+        let tls_master = |id: i64, epoch: i32| MasterServiceConfig {
+            admission: Admission { tls: Some(master_tls(id)), ..Admission::default() },
+            ..master_config(id, epoch)
+        };
+        let tls_slave = |master: &AnyMaster<CommitLog>, id: i64, master_id: i64, epoch: i32| {
+            let mut c = slave_config(master, id, master_id, epoch);
+            c.tls = Some(slave_tls(id));
+            c
+        };
+        let (adir, bdir) = (temp(), temp());
+        let (a, b) = (open_store(adir.path()), open_store(bdir.path()));
+
+        let a_master = side.master(tls_master(1, 1), a.clone()).await;
+        let b_slave = side.slave(tls_slave(&a_master, 2, 1, 1), b.clone()).await;
+        put_all(&a_master, 0, 20, 600, PutStatus::PutOk).await;
+        until_member(&a_master, 2).await;
+        let shared = put_all(&a_master, 20, 10, 600, PutStatus::PutOk).await;
+        until_caught_up(&b_slave, &b, shared).await;
+        let status = a_master.status().await;
+        assert_eq!(status.slaves[0].identity, Some(broker_name(2)), "B came in over TLS as itself");
+        b_slave.shutdown().await;
+        until_alone(&a_master, 1).await;
+        put_all(&a_master, 30, 5, 600, PutStatus::PutOk).await;
+        a_master.shutdown().await;
+
+        let b_master = side.master(tls_master(2, 2), b.clone()).await;
+        let end = put_all(&b_master, 40, 10, 700, PutStatus::PutOk).await;
+        let a_slave = side.slave(tls_slave(&b_master, 1, 2, 2), a.clone()).await;
+        until_caught_up(&a_slave, &a, end).await;
+        assert_eq!(a.epochs(), entries(&[(1, 0), (2, shared)]));
+        assert_same_bytes(&a, &b, end);
+        until_member(&b_master, 1).await;
+        let status = b_master.status().await;
+        assert_eq!(status.slaves.len(), 1);
+        assert!(status.slaves[0].trusted);
+        assert_eq!(status.slaves[0].identity, Some(broker_name(1)), "A came in over TLS as itself");
+        a_slave.shutdown().await;
+        b_master.shutdown().await;
+    });
+}
+
+#[test]
+fn tokio_controller_mode_fails_over_over_tls_with_a_group_name() {
+    controller_mode_fails_over_over_tls_with_a_group_name(Side::tokio());
+}
+
+#[test]
+fn smol_controller_mode_fails_over_over_tls_with_a_group_name() {
+    controller_mode_fails_over_over_tls_with_a_group_name(Side::smol());
 }
 
 /// Controller mode over `MemoryLog`s, across adapters: the slave ends with the master's bytes

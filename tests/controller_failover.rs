@@ -408,6 +408,62 @@ fn admin_calls_refuse_bad_epochs_strangers_and_nonsense_with_typed_messages() {
 }
 
 #[test]
+fn set_sync_state_set_applies_a_set_refuses_bad_ones_and_an_away_member_freezes_confirm_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    // A member that never connects stays in the set for the whole test: only the call removes it.
+    let settings = [SYNC_ALL, &["slaveTimeout=500", "haMaxTimeSlaveNotCatchup=600000"]].concat();
+    let a = Node::start(&dir.path().join("a"), 1, &settings);
+    let set = |body: Value| a.post("/ha/setSyncStateSet", &body.to_string(), Some(TOKEN));
+    let (code, body) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 2 }));
+    assert_eq!(code, 409, "no role yet, so no sync-state-set: {body}");
+    assert!(body["error"].as_str().unwrap().contains("not a master"), "{body}");
+
+    assert_eq!(a.promote(1, &[]).0, 200);
+    assert_eq!(a.put("alone").0, 200);
+    let confirmed = a.max_offset();
+    let (code, body) = a.post("/ha/setSyncStateSet", r#"{"syncStateSet":[1],"syncStateSetEpoch":2}"#, None);
+    assert_eq!(code, 401, "{body}");
+    for (bad, names) in [
+        ("{", "JSON"),
+        (r#"{"syncStateSet":[1]}"#, "syncStateSetEpoch"),
+        (r#"{"syncStateSet":[1],"syncStateSetEpoch":2,"sneaky":1}"#, "sneaky"),
+        (r#"{"syncStateSet":[2,3],"syncStateSetEpoch":2}"#, "must hold the master"),
+        (r#"{"syncStateSet":[1,-2],"syncStateSetEpoch":2}"#, "negative"),
+        (r#"{"syncStateSet":[1],"syncStateSetEpoch":-1}"#, "negative"),
+    ] {
+        let (code, body) = a.post("/ha/setSyncStateSet", bad, Some(TOKEN));
+        assert_eq!(code, 400, "{bad}: {body}");
+        assert!(body["error"].as_str().unwrap().contains(names), "{bad}: {body}");
+    }
+
+    // Applied: member 2 joins the set at epoch 2 without ever connecting.
+    let (code, body) = set(json!({ "syncStateSet": [1, 2], "syncStateSetEpoch": 2 }));
+    assert_eq!(code, 200, "{body}");
+    assert_eq!((&body["syncStateSet"], &body["syncStateSetEpoch"]), (&json!([1, 2]), &json!(2)), "{body}");
+    let (code, body) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 1 }));
+    assert_eq!(code, 409, "a stale epoch: {body}");
+    assert!(body["error"].as_str().unwrap().contains("stale"), "{body}");
+    let (code, body) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 2 }));
+    assert_eq!(code, 409, "epoch 2 names another set: {body}");
+    assert!(body["error"].as_str().unwrap().contains("already in force"), "{body}");
+    assert_eq!(set(json!({ "syncStateSet": [1, 2], "syncStateSetEpoch": 2 })).0, 200, "the same set again");
+
+    // Member 2 is away: a SYNC put is stored but times out, and confirmOffset stays frozen.
+    let (code, body) = a.put("member 2 is away");
+    assert_eq!((code, body["status"].as_str()), (504, Some("FLUSH_SLAVE_TIMEOUT")), "{body}");
+    let controller = a.status()["controller"].clone();
+    assert_eq!(controller["syncStateSet"], json!([1, 2]), "{controller}");
+    assert_eq!(controller["confirmOffset"], json!(confirmed), "frozen while member 2 is away: {controller}");
+
+    // The shrink, applied from outside, lets confirmOffset move on, and puts complete again.
+    let end = a.max_offset();
+    let (code, body) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 3 }));
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["confirmOffset"], json!(end), "{body}");
+    assert_eq!(a.put("alone again").0, 200);
+}
+
+#[test]
 fn a_role_change_answers_the_put_in_flight_before_the_new_epoch_starts() {
     let dir = tempfile::tempdir().unwrap();
     // Broker 2 is in the set but never connects: a SYNC put waits for it (slaveTimeout).

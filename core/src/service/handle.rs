@@ -12,12 +12,13 @@ use std::time::Duration;
 
 use tracing::info;
 
+use crate::autoswitch::BrokerId;
 use crate::error::WaitError;
 use crate::log::{MessageLog, PutResult};
 use crate::service::runtime::{MasterCommandOn, MasterTaskOn, SlaveCommandOn, join};
 use crate::service::{
-    InSyncError, InSyncWait, MasterCommand, MasterServiceConfig, MasterStatus, PutGate, Runtime,
-    SlaveCommand, SlaveStatus, TaskCommand,
+    AutoSwitchMasterStatus, InSyncError, InSyncWait, MasterCommand, MasterServiceConfig, MasterStatus,
+    PutGate, Runtime, SlaveCommand, SlaveStatus, SyncStateSetError, TaskCommand, check_sync_state_set,
 };
 
 /// A boxed future a service handle returns through its trait.
@@ -139,6 +140,38 @@ impl<L: MessageLog, R: Runtime> MasterHandle<L, R> {
         let wait = InSyncWait::new(self.shared.runtime.now(), slaves, timeout);
         let status = R::ask(&self.shared.commands, |reply| TaskCommand::InSync { wait, reply }).await;
         wait.outcome(status.ok_or(InSyncError::Stopped)?)
+    }
+
+    /// Controller mode: applies the sync-state-set `set` at `epoch`, decided outside (an
+    /// operator standing in for RocketMQ's controller, whose `setSyncStateSet` this is). Refused
+    /// unless the master is a member, no id or epoch is negative, and the epoch is above the set
+    /// in force (or is that set, given again). Returns the AutoSwitch status right after.
+    pub async fn set_sync_state_set(
+        &self,
+        set: std::collections::BTreeSet<BrokerId>,
+        epoch: i32,
+    ) -> Result<AutoSwitchMasterStatus, SyncStateSetError> {
+        let Some(controller) = &self.shared.config.controller else {
+            return Err(SyncStateSetError::NotControllerMode);
+        };
+        check_sync_state_set(controller.broker_id, &set, epoch)?;
+        let asked = set.clone();
+        let status = R::ask(&self.shared.commands, |reply| TaskCommand::SetSyncStateSetAndReport {
+            set: asked,
+            epoch,
+            reply,
+        })
+        .await
+        .ok_or(SyncStateSetError::Stopped)?;
+        let now = status.autoswitch.ok_or(SyncStateSetError::NotControllerMode)?;
+        // The status is taken right after the command: it shows the set iff it was applied.
+        if now.sync_state_set == set && now.sync_state_set_epoch == epoch {
+            Ok(now)
+        } else if now.sync_state_set_epoch == epoch {
+            Err(SyncStateSetError::EpochInUse { epoch, current: now.sync_state_set })
+        } else {
+            Err(SyncStateSetError::StaleEpoch { epoch, current: now.sync_state_set_epoch })
+        }
     }
 }
 

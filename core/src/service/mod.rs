@@ -88,6 +88,7 @@ pub use autoswitch::{
     MasterControllerConfig, SyncStateSetAuthority,
 };
 pub use autoswitch::{AnySlaveDriver, AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, SlaveControllerConfig};
+pub use autoswitch::{SyncStateSetError, check_sync_state_set};
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_SLAVE_TIMEOUT, DEFAULT_SYNC_FLUSH_TIMEOUT, MasterServiceConfig,
     SlaveServiceConfig, StartError,

@@ -50,6 +50,16 @@ pub enum TaskCommand<C, W, S, R> {
         /// The epoch of the set.
         epoch: i32,
     },
+    /// [`SetSyncStateSet`](Self::SetSyncStateSet), then reply with the status as it is right
+    /// after (which shows whether the set was applied).
+    SetSyncStateSetAndReport {
+        /// The members.
+        set: std::collections::BTreeSet<crate::autoswitch::BrokerId>,
+        /// The epoch of the set.
+        epoch: i32,
+        /// Where the status goes.
+        reply: S,
+    },
 }
 
 impl<C, W, S, R> From<MasterCommand<C, W, S>> for TaskCommand<C, W, S, R> {
@@ -162,9 +172,16 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
                 TaskCommand::Driver(c) => self.driver.apply(now, c, &*self.log, self.role),
                 TaskCommand::InSync { wait, reply } => self.in_sync.push((wait, reply)),
                 TaskCommand::SetSyncStateSet { set, epoch } => {
-                    if !self.driver.set_sync_state_set(now, set, epoch) {
-                        warn!("a sync-state-set for a classic master: ignored");
+                    if let Err(e) = self.driver.set_sync_state_set(now, set, epoch) {
+                        warn!(%e, "sync-state-set refused");
                     }
+                }
+                TaskCommand::SetSyncStateSetAndReport { set, epoch, reply } => {
+                    if let Err(e) = self.driver.set_sync_state_set(now, set, epoch) {
+                        warn!(%e, "sync-state-set refused");
+                    }
+                    self.driver.log_changed(now, self.log.bounds());
+                    reply.send(self.driver.status(now, self.role, self.log.flushed()));
                 }
             }
             applied += 1;

@@ -11,7 +11,7 @@ use crate::autoswitch::BrokerId;
 use crate::log::{LogBounds, MessageLog, Offset};
 use crate::service::{
     AutoSwitchDriver, ConnSink, Fence, MasterCommand, MasterDriver, MasterServiceConfig, MasterStatus, Reply,
-    StartError, WaitSink,
+    StartError, SyncStateSetError, WaitSink,
 };
 use crate::time::Instant;
 
@@ -117,14 +117,17 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink> AnyMasterDriver<L, C, W> {
         }
     }
 
-    /// Applies a sync-state-set (controller mode); `false` for a classic driver, which has none.
-    pub fn set_sync_state_set(&mut self, now: Instant, set: BTreeSet<BrokerId>, epoch: i32) -> bool {
+    /// Applies a sync-state-set (controller mode; see [`AutoSwitchDriver::set_sync_state_set`]);
+    /// a classic driver has none.
+    pub fn set_sync_state_set(
+        &mut self,
+        now: Instant,
+        set: BTreeSet<BrokerId>,
+        epoch: i32,
+    ) -> Result<(), SyncStateSetError> {
         match self {
-            Self::Classic(_) => false,
-            Self::AutoSwitch(d) => {
-                d.set_sync_state_set(now, set, epoch);
-                true
-            }
+            Self::Classic(_) => Err(SyncStateSetError::NotControllerMode),
+            Self::AutoSwitch(d) => d.set_sync_state_set(now, set, epoch),
         }
     }
 }

@@ -415,6 +415,70 @@ fn a_member_gone_too_long_is_removed_from_the_set_and_confirm_offset_moves_on() 
     assert_eq!((status.confirm_offset, h.log.inner.confirm_offset()), (8, 8));
 }
 
+/// Member 2 streams from a 10-byte log and acks all of it; then the master appends 5 more
+/// bytes it never gets.
+fn member_2_caught_up_then_behind(h: &mut Harness) -> ConnId {
+    let conn = h.connect(1, "127.0.0.1:5000");
+    h.handshake(conn, 2);
+    h.deliver(conn);
+    h.send(conn, &encode_ack(0));
+    h.deliver(conn);
+    h.send(conn, &encode_ack(10));
+    assert_eq!(h.autoswitch().confirm_offset, 10);
+    h.log.inner.put(vec![8; 5]);
+    h.task.appended(h.now);
+    h.task.settle(h.now);
+    conn
+}
+
+#[test]
+fn a_member_that_disconnects_freezes_confirm_offset_until_the_local_authority_applies_its_removal() {
+    let sync = SyncPolicy { all_ack_in_sync_state_set: true, ..SyncPolicy::default() };
+    let cfg = config(MasterControllerConfig { sync, ..controller(1, &[2]) });
+    let limit = MasterControllerConfig::default().ha_max_time_slave_not_catchup;
+    let mut h = Harness::start(&cfg, log_with(10, &[])).unwrap();
+    let conn = member_2_caught_up_then_behind(&mut h);
+    h.apply(Command::closed(conn));
+    let away = h.autoswitch();
+    assert_eq!(away.sync_state_set, BTreeSet::from([MASTER_ID, 2]), "member 2 is still in the set");
+    assert_eq!(away.proposed_sync_state_set, Some(BTreeSet::from([MASTER_ID])), "its removal is proposed");
+    assert_eq!(away.confirm_offset, 10, "frozen while member 2 is away");
+    let (pending, waits) = h.put(&cfg, b"more");
+    h.task.appended(h.now);
+    h.task.settle(h.now);
+    h.advance(cfg.slave_timeout);
+    let result = waits.borrow_mut().pop().expect("answered at the deadline");
+    assert_eq!(pending.finish(None, Some(result)).status, PutStatus::FlushSlaveTimeout);
+    assert_eq!(h.autoswitch().confirm_offset, 10, "still frozen");
+    // Member 2 last caught up at zero: its removal is applied when that is `limit` ago.
+    h.advance(limit - cfg.slave_timeout - Duration::from_millis(1));
+    assert_eq!(h.autoswitch().sync_state_set, BTreeSet::from([MASTER_ID, 2]));
+    h.advance(Duration::from_millis(1));
+    let gone = h.autoswitch();
+    assert_eq!((gone.sync_state_set, gone.proposed_sync_state_set), (BTreeSet::from([MASTER_ID]), None));
+    assert_eq!(gone.sync_state_set_epoch, 2);
+    assert_eq!((gone.confirm_offset, h.log.inner.confirm_offset()), (19, 19), "the master alone confirms");
+}
+
+#[test]
+fn a_member_back_before_its_removal_is_applied_stays_in_the_set_at_the_same_epoch() {
+    let cfg = config(controller(1, &[2]));
+    let mut h = Harness::start(&cfg, log_with(10, &[])).unwrap();
+    let conn = member_2_caught_up_then_behind(&mut h);
+    h.apply(Command::closed(conn));
+    h.advance(Duration::from_secs(2));
+    let again = h.connect(2, "127.0.0.1:5001");
+    h.handshake(again, 2);
+    h.deliver(again);
+    h.send(again, &encode_ack(10));
+    h.deliver(again);
+    h.send(again, &encode_ack(15));
+    let back = h.autoswitch();
+    assert_eq!(back.sync_state_set, BTreeSet::from([MASTER_ID, 2]));
+    assert_eq!((back.proposed_sync_state_set, back.sync_state_set_epoch), (None, 1), "nothing changed");
+    assert_eq!(back.confirm_offset, 15);
+}
+
 #[test]
 fn a_set_command_applies_a_sync_state_set_from_outside() {
     let mut h = Harness::start(&config(controller(1, &[])), log_with(8, &[])).unwrap();
@@ -422,6 +486,63 @@ fn a_set_command_applies_a_sync_state_set_from_outside() {
     let status = h.autoswitch();
     assert_eq!((status.sync_state_set, status.sync_state_set_epoch), (BTreeSet::from([1, 4]), 9));
     assert_eq!(status.confirm_offset, 8, "member 4 is away: confirmOffset stays where it was");
+}
+
+impl Harness {
+    /// Sets a sync-state-set as the operator's call does; the AutoSwitch status right after.
+    fn set_and_report(&mut self, set: &[BrokerId], epoch: i32) -> AutoSwitchMasterStatus {
+        let got = Rc::new(RefCell::new(Vec::new()));
+        let set = set.iter().copied().collect();
+        self.apply(TaskCommand::SetSyncStateSetAndReport { set, epoch, reply: Got(got.clone()) });
+        let status = got.borrow_mut().pop().expect("answered");
+        status.autoswitch.expect("controller mode")
+    }
+}
+
+#[test]
+fn a_stale_or_reused_sync_state_set_epoch_is_refused_and_changes_nothing() {
+    let mut h = Harness::start(&config(controller(1, &[])), log_with(8, &[])).unwrap();
+    let applied = h.set_and_report(&[1, 2], 3);
+    assert_eq!((applied.sync_state_set, applied.sync_state_set_epoch), (BTreeSet::from([1, 2]), 3));
+    let unchanged = |s: AutoSwitchMasterStatus| (s.sync_state_set, s.sync_state_set_epoch);
+    let want = (BTreeSet::from([1, 2]), 3);
+    assert_eq!(unchanged(h.set_and_report(&[1], 2)), want, "a stale epoch changes nothing");
+    assert_eq!(unchanged(h.set_and_report(&[1, 4], 3)), want, "epoch 3 names {{1, 2}} already");
+    assert_eq!(unchanged(h.set_and_report(&[1, 2], 3)), want, "the set in force again: accepted");
+    assert_eq!(unchanged(h.set_and_report(&[2], 4)), want, "a set without the master is refused");
+    let after = h.set_and_report(&[1], 4);
+    assert_eq!((after.sync_state_set, after.sync_state_set_epoch), (BTreeSet::from([1]), 4));
+    assert_eq!(after.confirm_offset, 8, "the master alone confirms its whole log");
+}
+
+#[test]
+fn the_driver_names_why_a_sync_state_set_is_refused() {
+    let log = Arc::new(log_with(8, &[]));
+    let cfg = config(controller(1, &[2]));
+    let mut d: AutoSwitchDriver<TestLog, Rec, WaitReply> =
+        AutoSwitchDriver::for_service(&cfg, Instant::ZERO, log).unwrap();
+    let set = |ids: &[BrokerId]| ids.iter().copied().collect::<BTreeSet<_>>();
+    let now = Instant::ZERO;
+    assert_eq!(
+        d.set_sync_state_set(now, set(&[2, 3]), 5),
+        Err(SyncStateSetError::MasterNotMember { master: 1, set: set(&[2, 3]) })
+    );
+    assert_eq!(
+        d.set_sync_state_set(now, set(&[1, -3]), 5),
+        Err(SyncStateSetError::NegativeBrokerId { id: -3 })
+    );
+    assert_eq!(d.set_sync_state_set(now, set(&[1]), -1), Err(SyncStateSetError::NegativeEpoch { epoch: -1 }));
+    assert_eq!(
+        d.set_sync_state_set(now, set(&[1]), 0),
+        Err(SyncStateSetError::StaleEpoch { epoch: 0, current: 1 })
+    );
+    assert_eq!(
+        d.set_sync_state_set(now, set(&[1]), 1),
+        Err(SyncStateSetError::EpochInUse { epoch: 1, current: set(&[1, 2]) })
+    );
+    assert_eq!(d.set_sync_state_set(now, set(&[1, 2]), 1), Ok(()));
+    assert_eq!(d.set_sync_state_set(now, set(&[1]), 2), Ok(()));
+    assert_eq!(d.master().sync_state_set().applied, set(&[1]));
 }
 
 #[test]

@@ -14,7 +14,7 @@ mod slave_tests;
 
 pub use master::{
     AutoSwitchDriver, AutoSwitchMasterStatus, AutoSwitchSlaveInfo, LocalAuthority, MasterControllerConfig,
-    SyncStateSetAuthority,
+    SyncStateSetAuthority, SyncStateSetError, check_sync_state_set,
 };
 pub use master_task::AnyMasterDriver;
 pub use slave::{AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, SlaveControllerConfig};
