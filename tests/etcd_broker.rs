@@ -356,3 +356,51 @@ fn a_master_stopped_past_its_lease_never_acknowledges_after_the_new_election_and
     assert_eq!((code, reply["status"].as_str()), (503, Some("NOT_MASTER")), "{reply}");
     assert_eq!(reply["master"]["brokerId"].as_i64(), Some(nodes[n].id), "{reply}");
 }
+
+/// Benchmark, not a test (`cargo test --features etcd --test etcd_broker -- --ignored --nocapture`):
+/// rounds of kill -9 of the master, timing fault to the first `PUT_OK` on the new master, with
+/// the default 3 s lease. The killed broker rejoins before the next round.
+#[test]
+#[ignore = "benchmark: prints failover times"]
+fn bench_failover_after_kill_9() {
+    if !etcd_available("bench_failover_after_kill_9") {
+        return;
+    }
+    let rounds: usize =
+        std::env::var("LOGSHIP_FAILOVER_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(5);
+    let etcd = EtcdCluster::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let mut nodes = group(dir.path(), &etcd, &[]);
+    let mut times = Vec::new();
+    for round in 0..rounds {
+        let refs: Vec<&Node> = nodes.iter().collect();
+        let mut m = None;
+        eventually("a master with all three in its set", &refs, || {
+            m = master_of(&refs);
+            m.is_some_and(|m| nodes[m].status()["group"]["syncStateSet"] == serde_json::json!([1, 2, 3]))
+        });
+        let m = m.unwrap();
+        put_ok(&nodes[m], &format!("round-{round}"));
+        nodes[m].kill9();
+        let killed = Instant::now();
+        let others: Vec<usize> = (0..3).filter(|&i| i != m).collect();
+        let elapsed = loop {
+            if others.iter().any(|&i| nodes[i].put("probe").0 == 200) {
+                break killed.elapsed();
+            }
+            assert!(killed.elapsed() < Duration::from_secs(60), "no new master");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        println!("round {round}: kill -9 of broker {} -> first PUT_OK after {elapsed:?}", nodes[m].id);
+        times.push(elapsed);
+        nodes[m].restart();
+    }
+    times.sort();
+    println!(
+        "failover over {} rounds: min {:?} p50 {:?} max {:?}",
+        times.len(),
+        times[0],
+        times[times.len() / 2],
+        times[times.len() - 1]
+    );
+}
