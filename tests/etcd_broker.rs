@@ -103,6 +103,14 @@ impl Node {
         }
     }
 
+    /// `GET /metrics` in the classic text format.
+    fn metrics(&self) -> String {
+        let auth = format!("Bearer {TOKEN}");
+        let mut r = agent().get(self.url("/metrics")).header("Authorization", &auth).call().unwrap();
+        assert_eq!(r.status(), 200);
+        r.body_mut().read_to_string().unwrap()
+    }
+
     fn is_master(&self) -> bool {
         let s = self.status();
         s["role"] == "SYNC_MASTER" && s["group"]["masterId"] == self.id && s["group"]["leaseOpen"] == true
@@ -170,6 +178,25 @@ fn eventually(what: &str, logs: &[&Node], mut check: impl FnMut() -> bool) {
     }
 }
 
+/// `promtool check metrics` accepts `text` (skipped without promtool).
+fn promtool_passes(text: &str) {
+    use std::io::Write;
+    if !process::have("promtool", "promtool_passes") {
+        return;
+    }
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "promtool check metrics failed:\n{said}\n--- metrics:\n{text}");
+}
+
 /// The index of the one node that is master (and that the others see as master).
 fn master_of(nodes: &[&Node]) -> Option<usize> {
     let masters: Vec<usize> = (0..nodes.len()).filter(|&i| nodes[i].is_master()).collect();
@@ -212,6 +239,12 @@ fn three_brokers_elect_a_master_and_fail_over_after_kill_9_with_the_old_master_r
         let reply = put_ok(&nodes[m], &format!("first-{i}"));
         assert_eq!((reply["epoch"].as_i64(), reply["brokerId"].as_i64()), (Some(epoch), Some(nodes[m].id)));
     }
+    // The group's metrics, as Prometheus reads them.
+    let metrics = nodes[m].metrics();
+    assert_eq!(process::sample(&metrics, "logship_group_master_epoch{"), Some(epoch as f64), "{metrics}");
+    assert_eq!(process::sample(&metrics, "logship_group_lease_open{"), Some(1.0), "{metrics}");
+    assert_eq!(process::sample(&metrics, "logship_group_live_members{"), Some(3.0), "{metrics}");
+    promtool_passes(&metrics);
     // A put to a slave names the master.
     let slave = (m + 1) % 3;
     let (code, reply) = nodes[slave].put("to a slave");
