@@ -390,6 +390,33 @@ fn a_master_stopped_past_its_lease_never_acknowledges_after_the_new_election_and
     assert_eq!(reply["master"]["brokerId"].as_i64(), Some(nodes[n].id), "{reply}");
 }
 
+#[test]
+fn a_master_stopped_with_sigterm_resigns_and_the_group_elects_another() {
+    if !etcd_available("a_master_stopped_with_sigterm_resigns_and_the_group_elects_another") {
+        return;
+    }
+    let etcd = EtcdCluster::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let mut nodes = group(dir.path(), &etcd, &[]);
+    let m = master_of(&nodes.iter().collect::<Vec<_>>()).unwrap();
+    put_ok(&nodes[m], "before");
+    process::signal(nodes[m].child.id(), "-TERM");
+    let exit = nodes[m].child.wait().unwrap();
+    assert!(exit.success(), "{exit:?}\n{}", nodes[m].log());
+    process::eventually("the clean-stop line", || nodes[m].log().contains("logship stopped cleanly"));
+    let log = nodes[m].log();
+    assert!(log.contains("etcd lease revoked"), "{log}");
+    let others: Vec<usize> = (0..3).filter(|&i| i != m).collect();
+    let mut new = None;
+    eventually("a new master after the old one resigned", &[&nodes[others[0]], &nodes[others[1]]], || {
+        new = others.iter().copied().find(|&i| nodes[i].is_master());
+        new.is_some_and(|n| nodes[n].put("after").0 == 200)
+    });
+    let n = new.unwrap();
+    let members = nodes[n].status()["group"]["members"].as_array().unwrap().len();
+    assert_eq!(members, 2, "{}", nodes[n].status());
+}
+
 /// Benchmark, not a test (`cargo test --features etcd --test etcd_broker -- --ignored --nocapture`):
 /// rounds of kill -9 of the master, timing fault to the first `PUT_OK` on the new master, with
 /// the default 3 s lease. The killed broker rejoins before the next round.
