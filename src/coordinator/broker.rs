@@ -138,6 +138,7 @@ pub async fn run(
             retry: None,
             failed: None,
             warned: None,
+            again: false,
         };
         let stopped = s.run(&mut stop).await;
         roles::step_down(&broker).await;
@@ -176,6 +177,8 @@ struct SessionLoop<'a> {
     failed: Option<(Action, Instant)>,
     /// When a failed request was last logged.
     warned: Option<Instant>,
+    /// Run the next round at once (this broker just won an election).
+    again: bool,
 }
 
 impl SessionLoop<'_> {
@@ -234,6 +237,9 @@ impl SessionLoop<'_> {
                         self.warned = Some(now);
                     }
                 }
+            }
+            if std::mem::take(&mut self.again) {
+                continue;
             }
             let proposals = self.proposals.as_mut();
             tokio::select! {
@@ -341,6 +347,7 @@ impl SessionLoop<'_> {
                 elected.record = Some(record);
                 elected.master_live = true;
                 self.coordination.set_view(elected);
+                self.again = true;
             }
             CampaignOutcome::MasterAlive(_)
             | CampaignOutcome::Outranked(_)
