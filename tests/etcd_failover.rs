@@ -351,3 +351,71 @@ fn the_fencing_check_finds_an_ack_sent_after_the_master_lost_its_place() {
     let first = first_ack_after(&acks, Duration::from_millis(500), |a| a.epoch > 1).unwrap();
     assert_eq!(first, acks[2]);
 }
+
+// ---- the partition machinery ----------------------------------------------------------------
+
+/// Whether a TCP connection from namespace `ns` (`None`: the test's own) to `addr` opens
+/// within 2 s.
+fn connects(ns: Option<&str>, addr: std::net::SocketAddr) -> bool {
+    let probe = format!("exec 3<>/dev/tcp/{}/{}", addr.ip(), addr.port());
+    let mut command = match ns {
+        Some(ns) => {
+            let mut c = std::process::Command::new("ip");
+            c.args(["netns", "exec", ns, "timeout"]);
+            c
+        }
+        None => std::process::Command::new("timeout"),
+    };
+    command.args(["2", "bash", "-c", &probe]);
+    command.stderr(std::process::Stdio::null()).status().is_ok_and(|s| s.success())
+}
+
+#[test]
+fn a_partition_cuts_the_master_off_from_the_slaves_etcd_and_clients_as_told_and_the_heal_undoes_it() {
+    use failover_support::net::Net;
+    if let Err(why) = Net::available() {
+        assert!(!required(), "LOGSHIP_REQUIRE_ETCD=1 but network namespaces cannot be made: {why}");
+        eprintln!("skipping: network namespaces cannot be made: {why}");
+        return;
+    }
+    let net = Net::create(2).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    // A listener inside namespace 0 (a broker), and one on etcd's address in the test's own.
+    let mut args: Vec<String> = ["netns", "exec", net.namespace(0), process::BIN, "master", "--store"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend([dir.path().display().to_string(), "--listen-port".into(), "10911".into()]);
+    args.extend(process::test_settings(&[&format!("brokerIP1={}", net.broker_ip(0))]));
+    let mut child = std::process::Command::new("ip")
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let broker = std::net::SocketAddr::new(net.broker_ip(0), 10911);
+    let etcd_listener = std::net::TcpListener::bind((net.etcd_ip(), 0)).unwrap();
+    let etcd = etcd_listener.local_addr().unwrap();
+    process::eventually("the broker in its namespace", || connects(None, broker));
+    let reach = || {
+        (
+            connects(Some(net.namespace(1)), broker),
+            connects(Some(net.namespace(0)), etcd),
+            connects(None, broker),
+        )
+    };
+    assert_eq!(reach(), (true, true, true), "slave, etcd, client before any cut");
+    net.isolate(0, false, false).unwrap();
+    assert_eq!(reach(), (false, true, true), "cut from the slaves only");
+    net.heal();
+    assert_eq!(reach(), (true, true, true), "healed");
+    net.isolate(0, true, false).unwrap();
+    assert_eq!(reach(), (false, false, true), "cut from the slaves and etcd");
+    net.heal();
+    net.isolate(0, true, true).unwrap();
+    assert_eq!(reach(), (false, false, false), "cut from everyone");
+    net.heal();
+    assert_eq!(reach(), (true, true, true), "healed again");
+    let _ = child.kill();
+    let _ = child.wait();
+}
