@@ -166,6 +166,17 @@ impl View {
         self.statuses.iter().filter(|(id, s)| is_open_master(*id, s)).map(|(id, _)| *id).collect()
     }
 
+    /// One line per broker: role, offsets and the group it sees.
+    pub fn summary(&self) -> String {
+        self.statuses
+            .iter()
+            .map(|(id, s)| {
+                format!("broker {id}: role={} maxOffset={} group={}", s["role"], s["maxOffset"], s["group"])
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     fn of(&self, id: i64) -> Option<&Value> {
         self.statuses.iter().find(|(i, _)| *i == id).map(|(_, s)| s)
     }
@@ -318,14 +329,9 @@ impl Group {
                 None => stable = 0,
             }
             if start.elapsed() > patience {
-                let summary: Vec<String> = view
-                    .statuses
-                    .iter()
-                    .map(|(id, s)| format!("broker {id}: maxOffset={} group={}", s["maxOffset"], s["group"]))
-                    .collect();
                 return Err(format!(
                     "the group did not converge within {patience:?}:\n{}\n{}",
-                    summary.join("\n"),
+                    view.summary(),
                     self.logs()
                 ));
             }
