@@ -56,7 +56,7 @@ fn run_fault(test: &str, fault: Fault, seeds: &[u64], rounds: usize) {
 
 fn summary(r: &Report) -> String {
     format!(
-        "{} seed {}: rounds {} acks {} failed {} lost {} window p50 {:?} max {:?} (namespaces: {})",
+        "{} seed {}: rounds {} acks {} failed {} lost {} window p50 {:?} max {:?} (namespaces: {}; failures: {:?})",
         r.fault.name(),
         r.seed,
         r.rounds,
@@ -65,7 +65,8 @@ fn summary(r: &Report) -> String {
         r.lost,
         quantile(&r.windows, 0.5),
         quantile(&r.windows, 1.0),
-        r.namespaces
+        r.namespaces,
+        r.failure_kinds
     )
 }
 

@@ -163,7 +163,10 @@ pub fn check(acks: &[Ack], replicas: &[Replica], master: i64, set: &[i64]) -> Ve
             problems.push(format!("SPLIT BRAIN: brokers {brokers:?} all acknowledged puts in epoch {epoch}"));
         }
     }
-    if !m.epochs.is_empty() {
+    if m.epochs.is_empty() && !acks.is_empty() {
+        problems
+            .push(format!("NO EPOCHS: the master {master} acknowledged puts but its epoch file is empty"));
+    } else {
         for ack in acks {
             let epoch =
                 m.epochs.iter().rev().find(|(_, start)| *start <= ack.offset).map(|(e, _)| i64::from(*e));

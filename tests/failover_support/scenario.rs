@@ -95,6 +95,8 @@ pub struct Report {
     pub problems: Vec<String>,
     /// Whether the brokers ran in network namespaces.
     pub namespaces: bool,
+    /// How the puts that were not acknowledged were answered: `(answer, count)`.
+    pub failure_kinds: Vec<(String, usize)>,
 }
 
 /// Runs `rounds` faults of kind `fault` on a three-broker group with `seed`. `Err` when the run
@@ -124,6 +126,7 @@ pub fn run(fault: Fault, seed: u64, rounds: usize) -> Result<Report, String> {
         windows: Vec::new(),
         problems: Vec::new(),
         namespaces,
+        failure_kinds: Vec::new(),
     };
     let result = (|| -> Result<(), String> {
         for round in 0..rounds {
@@ -150,6 +153,13 @@ pub fn run(fault: Fault, seed: u64, rounds: usize) -> Result<Report, String> {
     let Outcome { acks, failures } = workload.stop();
     report.acks = acks.len();
     report.failures = failures.len();
+    let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+    for f in &failures {
+        // "503 \"NOT_MASTER\"", or a transport error without its address.
+        let kind = f.what.split(" for url").next().unwrap_or(&f.what).to_string();
+        *kinds.entry(kind).or_default() += 1;
+    }
+    report.failure_kinds = kinds.into_iter().collect();
     group.stop_brokers();
     let log_dir = std::env::var_os("LOGSHIP_FAULT_LOG_DIR")
         .map(|d| std::path::PathBuf::from(d).join(format!("{}-s{seed}", fault.name())));
@@ -204,6 +214,7 @@ fn inject(
             let ack =
                 workload.wait_for_ack(PATIENCE, new_master).ok_or_else(|| gone(group, "on a new master"))?;
             group.broker(master).restart()?;
+            rejoined_as_slave(group, workload, master, problems)?;
             ack.answered - at
         }
         Fault::PauseMaster => {
@@ -247,6 +258,7 @@ fn inject(
                 .ok_or_else(|| gone(group, "on the last broker"))?;
             group.broker(master).restart()?;
             group.broker(slave).restart()?;
+            rejoined_as_slave(group, workload, master, problems)?;
             ack.answered - at
         }
         Fault::KillEtcdNode => {
