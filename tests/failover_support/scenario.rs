@@ -222,6 +222,7 @@ fn inject(
             let at = workload.now();
             let ack = workload.wait_for_ack(PATIENCE, new_master);
             std::thread::sleep(Duration::from_millis(rng.range(100, 1000)));
+            let resumed = workload.now();
             group.broker(master).resume();
             let ack = ack.ok_or_else(|| gone(group, "on a new master while the old one is stopped"))?;
             // Let the puts that waited in its sockets be answered, then look at them.
@@ -233,6 +234,21 @@ fn inject(
                     "FENCING: the stopped master {master} (epoch {epoch}) acknowledged {} puts sent after SIGSTOP, first {:?}",
                     stale.len(),
                     stale[0]
+                ));
+            }
+            // Nor may it answer PUT_OK at all once it runs again: by then a new master was
+            // elected (it answered), so its lease is gone, whenever the put reached it.
+            let late: Vec<Ack> = workload
+                .acks()
+                .into_iter()
+                .filter(|a| a.broker == master && a.epoch <= epoch && a.answered > resumed)
+                .collect();
+            if !late.is_empty() {
+                problems.push(format!(
+                    "FENCING: the old master {master} (epoch {epoch}) answered {} PUT_OK after SIGCONT, after broker {} was elected; first {:?}",
+                    late.len(),
+                    ack.broker,
+                    late[0]
                 ));
             }
             ack.answered - at

@@ -66,6 +66,11 @@ pub struct Outcome {
     pub failures: Vec<Failure>,
 }
 
+/// How long a put may take before the worker gives up on it (a failure) and tries the next
+/// broker: short, so that a worker stuck on a stopped master does not stretch the measured
+/// unavailability window much past the election.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Most puts one worker sends (a bound on the loop besides the stop flag).
 const MAX_PUTS_PER_WORKER: u64 = 200_000;
 
@@ -92,7 +97,7 @@ impl Workload {
                 );
                 let tag = tag.to_string();
                 std::thread::spawn(move || {
-                    let agent = process::agent_with(Duration::from_secs(5), None);
+                    let agent = process::agent_with(REQUEST_TIMEOUT, None);
                     let mut seq = 0u64;
                     while !stop.load(Ordering::SeqCst) && seq < MAX_PUTS_PER_WORKER {
                         in_flight.fetch_add(1, Ordering::SeqCst);
@@ -155,7 +160,7 @@ impl Workload {
     }
 
     /// Holds every worker after its put in flight (`true`), or lets them go on; holding waits
-    /// until no put is in flight (bounded by the 5 s request timeout).
+    /// until no put is in flight (bounded by [`REQUEST_TIMEOUT`]).
     pub fn hold(&self, hold: bool) {
         self.held.store(hold, Ordering::SeqCst);
         while hold && self.in_flight.load(Ordering::SeqCst) > 0 {
