@@ -24,8 +24,8 @@ pub enum Fault {
     KillMasterAndSlave,
     /// kill -9 one etcd member of three (then restart it).
     KillEtcdNode,
-    /// Every etcd member away (kill -9) for two to three leases: no put sent after a lease
-    /// acknowledged; nothing lost when they return.
+    /// Every etcd member away (kill -9, or SIGSTOP) for two to three leases: no put sent after a
+    /// lease acknowledged; nothing lost when they return.
     EtcdAway,
     /// The master cut off from the slaves and from etcd (the workload still reaches it): it must
     /// stop acknowledging within its lease; the slaves elect; after the heal it rejoins as a slave.
@@ -290,8 +290,15 @@ fn inject(
             ack.answered - at
         }
         Fault::EtcdAway => {
+            // Away as a crash (kill -9: connections refused) or as a hang (SIGSTOP: requests
+            // time out), as the seed says.
+            let hang = rng.range(0, 1) == 1;
             for i in 0..group.etcd.len() {
-                group.etcd.kill(i);
+                if hang {
+                    group.etcd.pause(i, true);
+                } else {
+                    group.etcd.kill(i);
+                }
             }
             let at = workload.now();
             let away = LEASE_TTL * 2 + Duration::from_millis(rng.range(0, LEASE_TTL.as_millis() as u64));
@@ -307,7 +314,11 @@ fn inject(
                 ));
             }
             for i in 0..group.etcd.len() {
-                group.etcd.restart(i);
+                if hang {
+                    group.etcd.pause(i, false);
+                } else {
+                    group.etcd.restart(i);
+                }
             }
             group.etcd.wait_healthy();
             let ack = workload
