@@ -216,6 +216,43 @@ pub struct ControllerKeys {
     /// `readUnCommitted` (false): index replicated messages into the consume queues at once
     /// instead of only below the confirmOffset.
     pub read_uncommitted: bool,
+    /// Automatic failover on etcd (`etcdEndpoints` set); `None`: roles come from the admin calls.
+    pub etcd: Option<EtcdKeys>,
+}
+
+/// The keys of automatic failover on etcd (controller mode with `etcdEndpoints`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EtcdKeys {
+    /// `etcdEndpoints`: comma-separated etcd client URLs (`http://host:port`).
+    pub endpoints: Vec<String>,
+    /// `etcdKeyPrefix` (`/logship`): where the group's keys live.
+    pub key_prefix: String,
+    /// `etcdLeaseTtlMs` (3000, whole seconds): this broker's lease.
+    pub lease_ttl: Duration,
+    /// `etcdLeaseMarginMs` (500): a master stops acknowledging this long before its lease could
+    /// expire.
+    pub lease_margin: Duration,
+    /// `etcdLeaseRenewIntervalMs` (1000): how often the lease is renewed.
+    pub lease_renew_interval: Duration,
+    /// `etcdRequestTimeoutMs` (1000): one etcd request's limit.
+    pub request_timeout: Duration,
+    /// `enableElectUncleanMaster` (false, RocketMQ's name): elect a broker outside the
+    /// sync-state-set when no member is live, losing what it lacks.
+    pub elect_unclean_master: bool,
+}
+
+impl Default for EtcdKeys {
+    fn default() -> Self {
+        Self {
+            endpoints: Vec::new(),
+            key_prefix: "/logship".into(),
+            lease_ttl: Duration::from_millis(3000),
+            lease_margin: Duration::from_millis(500),
+            lease_renew_interval: Duration::from_millis(1000),
+            request_timeout: Duration::from_millis(1000),
+            elect_unclean_master: false,
+        }
+    }
 }
 
 impl ControllerKeys {
@@ -454,8 +491,71 @@ const UNSUPPORTED_ROCKETMQ_MODES: &[(&str, &str)] = &[(
     "logship does not implement DLedger (Raft) commit logs; use master/slave HA",
 )];
 
+/// The failover keys other than `etcdEndpoints`: set without it, a warning.
+const ETCD_KEYS: &[&str] = &[
+    "etcdKeyPrefix",
+    "etcdLeaseTtlMs",
+    "etcdLeaseMarginMs",
+    "etcdLeaseRenewIntervalMs",
+    "etcdRequestTimeoutMs",
+    "enableElectUncleanMaster",
+];
+
+/// `etcdEndpoints`: comma-separated `http://host:port` URLs.
+fn etcd_endpoints(key: &str, v: &str) -> Result<Vec<String>, BrokerConfigError> {
+    let endpoints: Vec<String> =
+        v.split(',').map(str::trim).filter(|e| !e.is_empty()).map(String::from).collect();
+    for e in &endpoints {
+        let rest = e.strip_prefix("http://").or_else(|| e.strip_prefix("https://"));
+        if rest.is_none_or(|r| r.is_empty() || r.contains('/')) {
+            return Err(invalid(key, v, "comma-separated etcd client URLs such as http://127.0.0.1:2379"));
+        }
+    }
+    Ok(endpoints)
+}
+
+/// The failover keys against each other and the build: etcd support is the crate feature
+/// `etcd`, and the lease settings must be able to fence.
+fn check_etcd(etcd: &EtcdKeys) -> Result<(), BrokerConfigError> {
+    if !cfg!(feature = "etcd") {
+        return Err(BrokerConfigError::Unsupported {
+            origin: "config".into(),
+            key: "etcdEndpoints".into(),
+            value: etcd.endpoints.join(","),
+            reason: "this logship was built without the `etcd` feature: rebuild with \
+                     `cargo build --release --features etcd` (needs protoc) for automatic failover"
+                .into(),
+        });
+    }
+    let prefix_ok = etcd.key_prefix.strip_prefix('/').is_some_and(|p| {
+        p.split('/').all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_graphic()))
+    });
+    if !prefix_ok {
+        return Err(invalid(
+            "etcdKeyPrefix",
+            &etcd.key_prefix,
+            "a key path such as /logship: starts with `/`, printable ASCII, no empty part",
+        ));
+    }
+    let lease = logship_core::service::coordinator::LeaseConfig {
+        ttl: etcd.lease_ttl,
+        margin: etcd.lease_margin,
+        renew_interval: etcd.lease_renew_interval,
+    };
+    lease.validate().map_err(|e| BrokerConfigError::Conflict {
+        keys: format!(
+            "etcdLeaseTtlMs={} etcdLeaseMarginMs={} etcdLeaseRenewIntervalMs={}",
+            etcd.lease_ttl.as_millis(),
+            etcd.lease_margin.as_millis(),
+            etcd.lease_renew_interval.as_millis()
+        ),
+        reason: e.to_string(),
+    })
+}
+
 /// Keys read with `boolean`, for the warning on values Java reads as false by accident.
 const BOOLEAN_KEYS: &[&str] = &[
+    "enableElectUncleanMaster",
     "slaveReadEnable",
     "enableDLegerCommitLog",
     "enableControllerMode",
@@ -467,6 +567,13 @@ const BOOLEAN_KEYS: &[&str] = &[
 
 /// The keys only controller mode reads: set without `enableControllerMode=true`, a warning.
 const CONTROLLER_KEYS: &[&str] = &[
+    "etcdEndpoints",
+    "etcdKeyPrefix",
+    "etcdLeaseTtlMs",
+    "etcdLeaseMarginMs",
+    "etcdLeaseRenewIntervalMs",
+    "etcdRequestTimeoutMs",
+    "enableElectUncleanMaster",
     "allAckInSyncStateSet",
     "minInSyncReplicas",
     "haMaxTimeSlaveNotCatchup",
@@ -697,7 +804,9 @@ fn build(
         async_learner: false,
         sync_from_last_file: false,
         read_uncommitted: false,
+        etcd: None,
     };
+    let mut etcd = EtcdKeys::default();
     for (key, Setting { value, origin }) in raw {
         let v = value.trim();
         if BOOLEAN_KEYS.contains(&key.as_str()) {
@@ -837,6 +946,13 @@ fn build(
             "asyncLearner" => c.async_learner = boolean(key, v)?,
             "syncFromLastFile" => c.sync_from_last_file = boolean(key, v)?,
             "readUnCommitted" => c.read_uncommitted = boolean(key, v)?,
+            "etcdEndpoints" => etcd.endpoints = etcd_endpoints(key, v)?,
+            "etcdKeyPrefix" => etcd.key_prefix = v.to_string(),
+            "etcdLeaseTtlMs" => etcd.lease_ttl = millis(key, v)?,
+            "etcdLeaseMarginMs" => etcd.lease_margin = millis(key, v)?,
+            "etcdLeaseRenewIntervalMs" => etcd.lease_renew_interval = millis(key, v)?,
+            "etcdRequestTimeoutMs" => etcd.request_timeout = millis(key, v)?,
+            "enableElectUncleanMaster" => etcd.elect_unclean_master = boolean(key, v)?,
             k if UNSUPPORTED_ROCKETMQ_MODES.iter().any(|(m, _)| *m == k) => {
                 if boolean(key, v)? {
                     let reason =
@@ -902,6 +1018,19 @@ fn build(
         c.in_sync_replicas = s.in_sync_replicas;
         c.broker_id = controller_broker_id(broker_id)?;
         check_controller_mode(&s, raw, warnings)?;
+        if !etcd.endpoints.is_empty() {
+            check_etcd(&etcd)?;
+            if etcd.elect_unclean_master {
+                warnings.push(
+                    "enableElectUncleanMaster=true: when no member of the sync-state-set is live, a broker \
+                     outside it may become master, and acknowledged messages it lacks are LOST"
+                        .to_string(),
+                );
+            }
+            c.etcd = Some(etcd);
+        } else if let Some(key) = ETCD_KEYS.iter().copied().find(|k| raw.contains_key(*k)) {
+            warnings.push(format!("{}: {key} has no effect without etcdEndpoints", raw[key].origin));
+        }
         s.controller = Some(c);
     } else {
         for key in CONTROLLER_KEYS.iter().copied().filter(|k| raw.contains_key(*k)) {
@@ -1397,6 +1526,7 @@ impl BrokerSettings {
             sync_state_set_epoch,
             sync: keys.sync_policy(),
             ha_max_time_slave_not_catchup: keys.ha_max_time_slave_not_catchup,
+            authority: None,
         });
         Some(config)
     }

@@ -89,6 +89,9 @@ pub struct Broker {
     pub total_memory: u64,
     /// `httpMaxInFlightBytes`: one permit per body byte held in memory.
     pub in_flight: InFlight,
+    /// Automatic failover on etcd (`etcdEndpoints`): the lease every `PUT_OK` is checked
+    /// against, and the group as last read; `None`: roles come from the admin calls.
+    pub coordination: Option<Arc<crate::roles::Coordination>>,
 }
 
 impl Broker {
@@ -241,6 +244,11 @@ async fn put_message(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    if let Some(c) = &broker.coordination {
+        if let Some(r) = failover_refusal(&broker, c, &broker.node()) {
+            return r;
+        }
+    }
     if let Some(refusal) = put_refusal(&broker.node()) {
         return refused(StatusCode::SERVICE_UNAVAILABLE, refusal);
     }
@@ -259,13 +267,28 @@ async fn put_message(
     message.born_timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
     message.born_host = peer;
     // A role change may stop this service under the put: its shutdown answers the put (the
-    // replication wait ends by its deadline, a put past the closed gate is refused).
+    // replication wait ends by its deadline, a put past the closed gate is refused). The role
+    // is read before the node: a PUT_OK names the epoch only if the role is the same after.
+    let role_before = broker.roles.as_ref().map(|r| r.current());
     let node = broker.node();
     let Node::Master(master) = &node else {
         return refused(StatusCode::SERVICE_UNAVAILABLE, put_refusal(&node).unwrap_or_default());
     };
     let started = Instant::now();
     let result = master.put(message).await;
+    if result.status == PutStatus::PutOk {
+        // Fencing: checked right before PUT_OK is answered.
+        let role_after = broker.roles.as_ref().map(|r| r.current());
+        if let Some(c) = &broker.coordination {
+            if !c.lease_open() || role_after != role_before {
+                broker.metrics.record_put(result.status, started.elapsed().as_secs_f64());
+                return lease_lost(
+                    true,
+                    "stored locally but not acknowledged: this broker's lease guard closed",
+                );
+            }
+        }
+    }
     broker.metrics.record_put(result.status, started.elapsed().as_secs_f64());
     let mut body = json!({
         "status": result.status.rocketmq_name(),
@@ -277,12 +300,54 @@ async fn put_message(
             body["error"] = json!(e.to_string());
         }
     }
+    if let Some(crate::roles::Role::Master { epoch }) = role_before {
+        body["epoch"] = json!(epoch);
+        body["brokerId"] = json!(broker.roles.as_ref().map(|r| r.broker_id));
+    }
     if result.status.is_stored() {
         body["msgId"] = json!(result.msg_id);
         body["offset"] = json!(result.offset);
         body["queueOffset"] = json!(result.queue_offset);
     }
     (put_http_status(result.status), Json(body)).into_response()
+}
+
+/// A master whose lease guard is closed: 503 `LEASE_LOST`, never `PUT_OK`.
+fn lease_lost(stored: bool, why: &str) -> Response {
+    let body = json!({ "status": "LEASE_LOST", "stored": stored, "error": why });
+    (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
+}
+
+/// Automatic failover: a put to a broker that is not master answers 503 `NOT_MASTER` naming
+/// the live master (or `null`); a master with a closed guard answers 503 `LEASE_LOST`.
+fn failover_refusal(broker: &Broker, c: &crate::roles::Coordination, node: &Node) -> Option<Response> {
+    if matches!(node, Node::Master(_)) {
+        if c.lease_open() {
+            return None;
+        }
+        return Some(lease_lost(false, "this broker's etcd lease guard is closed: it cannot acknowledge"));
+    }
+    let view = c.view();
+    let master = view.as_ref().and_then(|v| {
+        let r = v.record.as_ref()?;
+        (v.master_live && r.value.master_id != broker.roles.as_ref().map_or(-1, |r| r.broker_id)).then(|| {
+            json!({
+                "brokerId": r.value.master_id,
+                "httpAddress": r.value.master_http_addr.to_string(),
+                "epoch": r.value.master_epoch,
+            })
+        })
+    });
+    let error = match &master {
+        Some(m) => {
+            format!("this broker is not the master: put to broker {} at {}", m["brokerId"], m["httpAddress"])
+        }
+        None => {
+            "this broker is not the master, and the group has no live master now (election pending)".into()
+        }
+    };
+    let body = json!({ "status": "NOT_MASTER", "stored": false, "master": master, "error": error });
+    Some((StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response())
 }
 
 /// Why a broker in this role refuses puts; `None` for a master.
@@ -528,8 +593,55 @@ async fn status(State(broker): State<Arc<Broker>>) -> Response {
     }
 }
 
-/// The `/status` document.
+/// The `/status` document; with automatic failover, `group` too.
 pub async fn status_json(broker: &Broker) -> Option<Value> {
+    let mut v = node_status_json(broker).await?;
+    if let Some(c) = &broker.coordination {
+        v["group"] = group_json(c);
+    }
+    Some(v)
+}
+
+/// `/status`'s `group`: the record, the live members with their lag behind the master's
+/// published end, and this broker's lease guard.
+pub fn group_json(c: &crate::roles::Coordination) -> Value {
+    let view = c.view();
+    let record = view.as_ref().and_then(|v| v.record.as_ref()).map(|r| &r.value);
+    let master_end =
+        view.as_ref().and_then(|v| v.live.iter().find(|m| Some(m.broker_id) == record.map(|r| r.master_id)));
+    let members: Vec<Value> = view
+        .as_ref()
+        .map(|v| {
+            v.live
+                .iter()
+                .map(|m| {
+                    json!({
+                        "brokerId": m.broker_id,
+                        "maxOffset": m.max_offset,
+                        "epoch": m.epoch,
+                        "lag": master_end.map(|e| e.max_offset.saturating_sub(m.max_offset)),
+                        "haAddress": m.ha_addr.to_string(),
+                        "httpAddress": m.http_addr.to_string(),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let lease = c.lease();
+    json!({
+        "masterEpoch": record.map(|r| r.master_epoch),
+        "masterId": record.map(|r| r.master_id),
+        "masterLive": view.as_ref().is_some_and(|v| v.master_live),
+        "masterHttpAddress": record.map(|r| r.master_http_addr.to_string()),
+        "syncStateSet": record.map(|r| &r.sync_state_set),
+        "syncStateSetEpoch": record.map(|r| r.sync_state_set_epoch),
+        "members": members,
+        "leaseOpen": c.lease_open(),
+        "leaseLost": lease.is_none_or(|l| l.lost),
+    })
+}
+
+async fn node_status_json(broker: &Broker) -> Option<Value> {
     let store = broker.store.status();
     broker.metrics.observe_store(&store);
     let gap = broker.settings.ha_max_gap_not_in_sync;
@@ -697,6 +809,12 @@ async fn admin_request<T: serde::de::DeserializeOwned>(broker: &Broker, body: Bo
     }
     if broker.roles.is_none() {
         return Err(error(StatusCode::CONFLICT, crate::roles::RoleError::NotControllerMode.to_string()));
+    }
+    if broker.coordination.is_some() {
+        return Err(error(
+            StatusCode::CONFLICT,
+            "automatic failover is on (etcdEndpoints): the etcd coordinator decides this broker's role",
+        ));
     }
     let read =
         tokio::time::timeout(broker.settings.http.body_timeout, axum::body::to_bytes(body, ADMIN_BODY_LIMIT));

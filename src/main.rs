@@ -7,6 +7,9 @@
 mod bench;
 mod config;
 mod demo;
+#[cfg(feature = "etcd")]
+#[path = "coordinator/broker.rs"]
+mod failover;
 mod http;
 mod metrics;
 mod roles;

@@ -16,11 +16,13 @@
 //! runs the broker has no role, and puts are refused (503) saying so.
 
 use std::collections::BTreeSet;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use logship_core::autoswitch::BrokerId;
-use logship_core::service::StartError;
+use logship_core::service::coordinator::{Coordinator, GroupView, LeaseSnapshot};
+use logship_core::service::{AuthorityFactory, StartError};
+use logship_core::time::Instant;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tracing::{info, warn};
@@ -224,6 +226,16 @@ const REBIND_PATIENCE: Duration = Duration::from_secs(5);
 
 /// Becomes master at `request.epoch` (see the module docs).
 pub async fn promote(broker: &Broker, request: PromoteRequest) -> Result<Role, RoleError> {
+    promote_with(broker, request, None).await
+}
+
+/// [`promote`], the master service proposing its sync-state-set changes to `authority`
+/// (`None`: applied at once).
+pub async fn promote_with(
+    broker: &Broker,
+    request: PromoteRequest,
+    authority: Option<AuthorityFactory>,
+) -> Result<Role, RoleError> {
     let roles = broker.roles.as_ref().ok_or(RoleError::NotControllerMode)?;
     let mut given = roles.change.lock().await;
     check_promote(request.epoch, log_last_epoch(broker), *given)?;
@@ -233,10 +245,13 @@ pub async fn promote(broker: &Broker, request: PromoteRequest) -> Result<Role, R
     }
     set.insert(roles.broker_id);
     let set_epoch = request.sync_state_set_epoch.unwrap_or(1);
-    let config = broker
+    let mut config = broker
         .settings
         .controller_master_config(request.epoch, set.clone(), set_epoch)
         .ok_or(RoleError::NotControllerMode)?;
+    if let Some(controller) = config.controller.as_mut() {
+        controller.authority = authority;
+    }
     config.validate().map_err(|e| RoleError::BadRequest(e.to_string()))?;
     *given = request.epoch;
     stop_current(broker, roles).await;
@@ -299,6 +314,60 @@ pub async fn follow(broker: &Broker, request: FollowRequest) -> Result<Role, Rol
     };
     roles.set(role.clone());
     Ok(role)
+}
+
+/// Drops the role (a master that lost its place, automatic failover): new puts are refused at
+/// once, the running service stops.
+#[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+pub async fn step_down(broker: &Broker) {
+    let Some(roles) = broker.roles.as_ref() else { return };
+    let _given = roles.change.lock().await;
+    if roles.current() != Role::None {
+        info!(role = ?roles.current(), "stepping down: this broker has no HA role now");
+    }
+    stop_current(broker, roles).await;
+}
+
+/// Automatic failover's state shared with the HTTP handlers: the current lease session (whose
+/// guard every `PUT_OK` is checked against) and the group as last read.
+pub struct Coordination {
+    /// The clock the lease guard is stamped with.
+    pub clock: Arc<dyn Fn() -> Instant + Send + Sync>,
+    session: Mutex<Option<Arc<dyn Coordinator>>>,
+    view: Mutex<Option<GroupView>>,
+}
+
+#[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+impl Coordination {
+    /// No session yet: the guard is closed.
+    pub fn new(clock: Arc<dyn Fn() -> Instant + Send + Sync>) -> Self {
+        Self { clock, session: Mutex::new(None), view: Mutex::new(None) }
+    }
+
+    /// Installs (or, `None`, removes) the lease session.
+    pub fn set_session(&self, session: Option<Arc<dyn Coordinator>>) {
+        *self.session.lock().unwrap_or_else(|e| e.into_inner()) = session;
+    }
+
+    /// The lease guard's state now (`None`: no session).
+    pub fn lease(&self) -> Option<LeaseSnapshot> {
+        self.session.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|c| c.lease())
+    }
+
+    /// Whether acknowledging is allowed now: a session whose guard is open.
+    pub fn lease_open(&self) -> bool {
+        self.lease().is_some_and(|l| l.is_open((self.clock)()))
+    }
+
+    /// Records the group as read.
+    pub fn set_view(&self, view: GroupView) {
+        *self.view.lock().unwrap_or_else(|e| e.into_inner()) = Some(view);
+    }
+
+    /// The group as last read.
+    pub fn view(&self) -> Option<GroupView> {
+        self.view.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 /// Takes the node away (new puts are refused) and stops the running service, which answers the

@@ -111,6 +111,7 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         format!("cannot listen on {http_addr} (listenAddress, default brokerIP1, and listenPort)")
     })?;
     let http_addr = listener.local_addr().unwrap_or(http_addr);
+    let coordination = failover_coordination(&settings);
     let broker = Arc::new(Broker {
         node: std::sync::Mutex::new(node),
         roles,
@@ -119,6 +120,7 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         start_offset,
         total_memory: total_memory(),
         in_flight: InFlight::new(settings.http.max_in_flight_bytes),
+        coordination,
         settings,
     });
     let role = if broker.roles.is_some() {
@@ -139,7 +141,15 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         "logship ready"
     );
     let tls = tls_acceptor(&broker.settings.http)?;
+    let failover = start_failover(&broker, http_addr);
     serve_http(listener, router(broker.clone()), &broker.settings.http, tls, shutdown_signal()).await;
+    if let Some((stop, task)) = failover {
+        // Steps down and revokes the lease, so the group elects at once.
+        let _ = stop.send(true);
+        if tokio::time::timeout(Duration::from_secs(5), task).await.is_err() {
+            warn!("the etcd coordinator did not stop within 5 s");
+        }
+    }
     info!("HTTP closed; stopping replication");
     // A role change in progress finishes first; none starts after.
     let _frozen = match &broker.roles {
@@ -157,6 +167,36 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         .context("flushing the store at shutdown")?;
     info!(max_offset = store.max_offset(), "logship stopped cleanly");
     Ok(())
+}
+
+/// The failover state of a broker with `etcdEndpoints` (checked at load: only with the `etcd`
+/// feature).
+#[cfg(feature = "etcd")]
+fn failover_coordination(settings: &BrokerSettings) -> Option<Arc<crate::roles::Coordination>> {
+    settings.controller.as_ref()?.etcd.as_ref()?;
+    Some(Arc::new(crate::roles::Coordination::new(logship::coordinator::tokio_clock())))
+}
+
+#[cfg(not(feature = "etcd"))]
+fn failover_coordination(_: &BrokerSettings) -> Option<Arc<crate::roles::Coordination>> {
+    None
+}
+
+type FailoverTask = (watch::Sender<bool>, tokio::task::JoinHandle<()>);
+
+/// Starts the coordinator loop of automatic failover, if configured.
+#[cfg(feature = "etcd")]
+fn start_failover(broker: &Arc<Broker>, http_addr: SocketAddr) -> Option<FailoverTask> {
+    let coordination = broker.coordination.clone()?;
+    let (stop, stopped) = watch::channel(false);
+    let task = tokio::spawn(crate::failover::run(broker.clone(), coordination, http_addr, stopped));
+    info!("automatic failover on etcd: the coordinator decides this broker's role");
+    Some((stop, task))
+}
+
+#[cfg(not(feature = "etcd"))]
+fn start_failover(_: &Arc<Broker>, _: SocketAddr) -> Option<FailoverTask> {
+    None
 }
 
 /// The answer to a connection beyond `httpMaxConnections`, written once before closing it.

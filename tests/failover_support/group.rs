@@ -182,10 +182,13 @@ impl View {
     }
 }
 
-/// Whether broker `id`'s status says it is master with its lease guard open.
+/// Whether broker `id`'s status says it is master with its lease guard open (iface13: role
+/// `SYNC_MASTER`, `group.masterId` its id, `group.leaseOpen`).
 pub fn is_open_master(id: i64, status: &Value) -> bool {
     let group = &status["group"];
-    group["masterId"].as_i64() == Some(id) && group["leaseOpen"].as_bool() == Some(true)
+    status["role"] == "SYNC_MASTER"
+        && group["masterId"].as_i64() == Some(id)
+        && group["leaseOpen"].as_bool() == Some(true)
 }
 
 /// A broker group over its etcd (and namespaces); everything is killed and removed on drop.

@@ -31,6 +31,7 @@
 //! Everything here is pure and takes time as `now`; the [`Coordinator`] trait is what a
 //! broker's services call, and an implementation does the I/O.
 
+mod decide;
 mod election;
 mod lease;
 mod record;
@@ -39,6 +40,7 @@ mod tests;
 
 use std::time::Duration;
 
+pub use decide::{Action, LocalRole, Situation, decide};
 pub use election::{
     CasConflict, Choice, ElectionError, ElectionPolicy, MemoryRecord, Revision, SetChange, SetChangeRefusal,
     apply_set_change, choose_master, elected_record,

@@ -132,6 +132,16 @@ impl<L: MessageLog, R: Runtime> MasterHandle<L, R> {
         R::ask(&self.shared.commands, TaskCommand::Shutdown).await;
     }
 
+    /// Controller mode: applies a sync-state-set decided outside (a coordinator's committed
+    /// answer to the master's proposal). `false` once the service stopped.
+    pub async fn apply_sync_state_set(
+        &self,
+        set: std::collections::BTreeSet<crate::autoswitch::BrokerId>,
+        epoch: i32,
+    ) -> bool {
+        R::send(&self.shared.commands, TaskCommand::SetSyncStateSet { set, epoch }).await
+    }
+
     /// Waits until at least `slaves` slaves are in sync (connected, and within
     /// `ha_max_gap_not_in_sync` of the master's end), and returns the status that showed it.
     /// The core task answers as soon as they are; gives up after `timeout`.

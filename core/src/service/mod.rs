@@ -84,8 +84,8 @@ pub use admission::{
     Admission, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_PEER, IpNet, IpNetError, parse_allow_list,
 };
 pub use autoswitch::{
-    AnyMasterDriver, AutoSwitchDriver, AutoSwitchMasterStatus, AutoSwitchSlaveInfo, LocalAuthority,
-    MasterControllerConfig, SyncStateSetAuthority,
+    AnyMasterDriver, AuthorityFactory, AutoSwitchDriver, AutoSwitchMasterStatus, AutoSwitchSlaveInfo,
+    LocalAuthority, MasterControllerConfig, SyncStateSetAuthority,
 };
 pub use autoswitch::{AnySlaveDriver, AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, SlaveControllerConfig};
 pub use config::{

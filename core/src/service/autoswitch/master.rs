@@ -65,7 +65,41 @@ pub struct MasterControllerConfig {
     pub sync: SyncPolicy,
     /// Propose removing a member behind for this long (`haMaxTimeSlaveNotCatchup`).
     pub ha_max_time_slave_not_catchup: Duration,
+    /// Who decides the sync-state-set of the service started with this config (`None`:
+    /// [`LocalAuthority`], every proposal applied at once).
+    pub authority: Option<AuthorityFactory>,
 }
+
+/// Makes the [`SyncStateSetAuthority`] of each master service started with a config (a
+/// coordinator's, whose answers come later through the handle). Compared by identity.
+#[derive(Clone)]
+pub struct AuthorityFactory(Arc<dyn Fn() -> Box<dyn SyncStateSetAuthority> + Send + Sync>);
+
+impl AuthorityFactory {
+    /// A factory calling `make` once per master service.
+    pub fn new(make: impl Fn() -> Box<dyn SyncStateSetAuthority> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(make))
+    }
+
+    /// A new authority.
+    pub fn make(&self) -> Box<dyn SyncStateSetAuthority> {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for AuthorityFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AuthorityFactory(..)")
+    }
+}
+
+impl PartialEq for AuthorityFactory {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for AuthorityFactory {}
 
 impl Default for MasterControllerConfig {
     fn default() -> Self {
@@ -76,6 +110,7 @@ impl Default for MasterControllerConfig {
             sync_state_set_epoch: 1,
             sync: SyncPolicy::default(),
             ha_max_time_slave_not_catchup: sync_state::DEFAULT_HA_MAX_TIME_SLAVE_NOT_CATCHUP,
+            authority: None,
         }
     }
 }
@@ -206,10 +241,15 @@ pub struct AutoSwitchDriver<L, C, W> {
 
 impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
     /// The driver of a controller-mode master service over `log`, for `config.controller`'s
-    /// epoch, applying sync-state-set proposals locally ([`LocalAuthority`]). Records the
-    /// epoch in the log first (see the module docs).
+    /// epoch, applying sync-state-set proposals through the config's
+    /// [`authority`](MasterControllerConfig::authority) ([`LocalAuthority`] without one).
+    /// Records the epoch in the log first (see the module docs).
     pub fn for_service(config: &MasterServiceConfig, now: Instant, log: Arc<L>) -> Result<Self, StartError> {
-        Self::with_authority(config, now, log, Box::new(LocalAuthority))
+        let authority = config.controller.as_ref().and_then(|c| c.authority.as_ref()).map_or_else(
+            || Box::new(LocalAuthority) as Box<dyn SyncStateSetAuthority>,
+            AuthorityFactory::make,
+        );
+        Self::with_authority(config, now, log, authority)
     }
 
     /// [`for_service`](Self::for_service) with another sync-state-set authority.

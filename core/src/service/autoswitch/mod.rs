@@ -13,8 +13,8 @@ mod slave_task;
 mod slave_tests;
 
 pub use master::{
-    AutoSwitchDriver, AutoSwitchMasterStatus, AutoSwitchSlaveInfo, LocalAuthority, MasterControllerConfig,
-    SyncStateSetAuthority,
+    AuthorityFactory, AutoSwitchDriver, AutoSwitchMasterStatus, AutoSwitchSlaveInfo, LocalAuthority,
+    MasterControllerConfig, SyncStateSetAuthority,
 };
 pub use master_task::AnyMasterDriver;
 pub use slave::{AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, SlaveControllerConfig};

@@ -1,0 +1,418 @@
+//! Automatic failover of a `logship broker` with `etcdEndpoints`: the coordinator loop (part of
+//! the binary; [`decide`] is the rule, tested in core).
+//!
+//! One lease session at a time ([`EtcdCoordinator`]). Every [`POLL`] the loop publishes this
+//! broker's [`MemberState`] when it changed (at most once per renew interval, and always before
+//! campaigning), reads the group, and acts on [`decide`]: campaign, promote in the record's
+//! epoch, follow the record's master, or step down. A lost lease drops a master's role at once
+//! and starts a new session; the broker then follows whoever won.
+//!
+//! A master's sync-state-set proposals come here through an [`EtcdAuthority`]: each is written to
+//! the record by compare-and-swap under the master's epoch and mastership, and only a committed
+//! change is applied to the master service (which counts the union of the old and the new set
+//! while one is pending). A refused one is answered with the record's set; one etcd did not
+//! answer is retried.
+
+use std::collections::BTreeSet;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use logship::coordinator::{EtcdConfig, EtcdCoordinator};
+use logship_core::autoswitch::BrokerId;
+use logship_core::service::coordinator::{
+    Action, CampaignOutcome, Coordinator, CoordinatorError, ElectionPolicy, GroupView, LeaseConfig,
+    LocalRole, MemberState, SetChange, SetChangeOutcome, SetChangeRefusal, Situation, decide,
+};
+use logship_core::service::{AuthorityFactory, SyncStateSetAuthority};
+use logship_core::time::Instant;
+use tokio::sync::{mpsc, watch};
+use tracing::{info, warn};
+
+use crate::config::EtcdKeys;
+use crate::http::{Broker, Node};
+use crate::roles::{self, Coordination, FollowRequest, PromoteRequest, Role};
+
+/// How often the loop reads the group.
+pub const POLL: Duration = Duration::from_millis(100);
+/// How long a failed role change is not tried again.
+const RETRY_PAUSE: Duration = Duration::from_millis(500);
+
+/// A sync-state-set change the master service proposed.
+#[derive(Debug)]
+struct Proposal {
+    proposed: BTreeSet<BrokerId>,
+    set_epoch: i32,
+}
+
+/// The master service's authority: every proposal goes to the loop; the answer comes later.
+struct EtcdAuthority {
+    proposals: mpsc::UnboundedSender<Proposal>,
+}
+
+impl SyncStateSetAuthority for EtcdAuthority {
+    fn propose(
+        &mut self,
+        proposed: &BTreeSet<BrokerId>,
+        _applied: &BTreeSet<BrokerId>,
+        epoch: i32,
+    ) -> Option<(BTreeSet<BrokerId>, i32)> {
+        let _ = self.proposals.send(Proposal { proposed: proposed.clone(), set_epoch: epoch });
+        None
+    }
+}
+
+/// The etcd settings of this broker.
+fn etcd_config(broker: &Broker, keys: &EtcdKeys, broker_id: BrokerId) -> EtcdConfig {
+    let s = &broker.settings;
+    let mut c = EtcdConfig::new(keys.endpoints.clone(), &s.broker_cluster_name, &s.broker_name, broker_id);
+    c.key_prefix = keys.key_prefix.clone();
+    c.lease = LeaseConfig {
+        ttl: keys.lease_ttl,
+        margin: keys.lease_margin,
+        renew_interval: keys.lease_renew_interval,
+    };
+    c.request_timeout = keys.request_timeout;
+    c
+}
+
+fn local_role(role: &Role) -> LocalRole {
+    match role {
+        Role::None => LocalRole::None,
+        Role::Master { epoch } => LocalRole::Master { epoch: *epoch },
+        Role::Slave { master_broker_id, epoch, .. } => {
+            LocalRole::Slave { master: *master_broker_id, epoch: *epoch }
+        }
+    }
+}
+
+/// The loop: runs until `stop` turns true, then resigns the lease (so the group need not wait
+/// for it to expire) after stepping down.
+pub async fn run(
+    broker: Arc<Broker>,
+    coordination: Arc<Coordination>,
+    http_addr: SocketAddr,
+    mut stop: watch::Receiver<bool>,
+) {
+    let (Some(roles), Some(keys)) =
+        (broker.roles.as_ref(), broker.settings.controller.as_ref().and_then(|c| c.etcd.clone()))
+    else {
+        return;
+    };
+    let me = roles.broker_id;
+    let config = etcd_config(&broker, &keys, me);
+    let advertised = broker.settings.broker_ip1;
+    let ha_addr = SocketAddr::new(advertised, broker.settings.ha_addr().port());
+    let http_addr = SocketAddr::new(advertised, http_addr.port());
+    let policy = ElectionPolicy { unclean: keys.elect_unclean_master };
+    loop {
+        if *stop.borrow() {
+            return;
+        }
+        let clock = Arc::clone(&coordination.clock);
+        let session = match EtcdCoordinator::connect(config.clone(), clock).await {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                warn!(%e, "cannot open an etcd lease session; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(RETRY_PAUSE) => {}
+                    _ = stop.changed() => {}
+                }
+                continue;
+            }
+        };
+        coordination.set_session(Some(session.clone() as Arc<dyn Coordinator>));
+        let mut s = SessionLoop {
+            broker: &broker,
+            coordination: &coordination,
+            session: &session,
+            me,
+            ha_addr,
+            http_addr,
+            policy,
+            renew: keys.lease_renew_interval,
+            bootstrap_until: (coordination.clock)() + keys.lease_ttl,
+            elected_epoch: None,
+            published: None,
+            proposals: None,
+            retry: None,
+            failed: None,
+        };
+        let stopped = s.run(&mut stop).await;
+        roles::step_down(&broker).await;
+        coordination.set_session(None);
+        if stopped {
+            if let Err(e) = session.resign().await {
+                warn!(%e, "cannot revoke the etcd lease at shutdown; it expires by itself");
+            }
+            return;
+        }
+        let _ = session.resign().await;
+        info!("etcd lease lost; taking part again under a new lease");
+    }
+}
+
+struct SessionLoop<'a> {
+    broker: &'a Broker,
+    coordination: &'a Coordination,
+    session: &'a Arc<EtcdCoordinator>,
+    me: BrokerId,
+    ha_addr: SocketAddr,
+    http_addr: SocketAddr,
+    policy: ElectionPolicy,
+    renew: Duration,
+    bootstrap_until: Instant,
+    /// The master epoch this session won.
+    elected_epoch: Option<i32>,
+    /// The state last published, and when.
+    published: Option<(MemberState, Instant)>,
+    /// The current master service's proposals.
+    proposals: Option<mpsc::UnboundedReceiver<Proposal>>,
+    /// A proposal etcd did not answer, to send again.
+    retry: Option<Proposal>,
+    /// The last role change that failed, and when.
+    failed: Option<(Action, Instant)>,
+}
+
+impl SessionLoop<'_> {
+    fn now(&self) -> Instant {
+        (self.coordination.clock)()
+    }
+
+    fn member_state(&self) -> MemberState {
+        MemberState {
+            broker_id: self.me,
+            epoch: self.broker.store.epochs().last().map_or(0, |e| e.epoch),
+            max_offset: self.broker.store.max_offset(),
+            ha_addr: self.ha_addr,
+            http_addr: self.http_addr,
+        }
+    }
+
+    /// Publishes the state when it changed (at most once per renew interval).
+    async fn publish(&mut self) -> Result<(), CoordinatorError> {
+        let state = self.member_state();
+        let now = self.now();
+        // An epoch change goes out at once (a new master's slaves wait for it); offsets at
+        // most once per renew interval.
+        let due = match &self.published {
+            None => true,
+            Some((last, at)) => {
+                last.epoch != state.epoch
+                    || (*last != state && now.saturating_duration_since(*at) >= self.renew)
+            }
+        };
+        if due {
+            self.session.publish(state.clone()).await?;
+            self.published = Some((state, now));
+        }
+        Ok(())
+    }
+
+    /// Runs until the lease is lost (`false`) or `stop` turns true (`true`).
+    async fn run(&mut self, stop: &mut watch::Receiver<bool>) -> bool {
+        loop {
+            if *stop.borrow() {
+                return true;
+            }
+            match self.step().await {
+                Ok(true) => {}
+                Ok(false) => return false,
+                Err(CoordinatorError::LeaseLost) => return false,
+                Err(e) => warn!(%e, "etcd coordinator request failed"),
+            }
+            let proposals = self.proposals.as_mut();
+            tokio::select! {
+                () = tokio::time::sleep(POLL) => {}
+                _ = stop.changed() => {}
+                Some(p) = async move {
+                    match proposals {
+                        Some(rx) => rx.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => self.retry = Some(p),
+            }
+        }
+    }
+
+    /// One round; `Ok(false)`: the session is over.
+    async fn step(&mut self) -> Result<bool, CoordinatorError> {
+        if let Some(p) = self.retry.take() {
+            self.change_set(p).await?;
+        }
+        if self.session.lease().lost {
+            return Ok(false);
+        }
+        self.publish().await?;
+        let view = self.session.group().await?;
+        self.coordination.set_view(view.clone());
+        let roles = self.broker.roles.as_ref().expect("controller mode");
+        let role = local_role(&roles.current());
+        let now = self.now();
+        let lease = self.session.lease();
+        let situation = Situation {
+            me: self.me,
+            role,
+            record: view.record.as_ref().map(|r| &r.value),
+            master_live: view.master_live,
+            elected_epoch: self.elected_epoch,
+            lease_open: lease.is_open(now),
+            lease_lost: lease.lost,
+            bootstrap_done: now >= self.bootstrap_until,
+            master_ready: view.record.as_ref().is_some_and(|r| {
+                view.live.iter().any(|m| m.broker_id == r.value.master_id && m.epoch == r.value.master_epoch)
+            }),
+        };
+        let action = decide(&situation);
+        if let Some((failed, at)) = &self.failed {
+            if *failed == action && now.saturating_duration_since(*at) < RETRY_PAUSE {
+                return Ok(true);
+            }
+        }
+        match action {
+            Action::Stay => {}
+            Action::NewSession => return Ok(false),
+            Action::StepDown => {
+                self.proposals = None;
+                roles::step_down(self.broker).await;
+            }
+            Action::Campaign => self.campaign(&view).await?,
+            Action::Promote { epoch, ref sync_state_set, sync_state_set_epoch } => {
+                let (tx, rx) = mpsc::unbounded_channel();
+                let factory =
+                    AuthorityFactory::new(move || Box::new(EtcdAuthority { proposals: tx.clone() }));
+                let request = PromoteRequest {
+                    epoch,
+                    sync_state_set: Some(sync_state_set.clone()),
+                    sync_state_set_epoch: Some(sync_state_set_epoch),
+                };
+                match roles::promote_with(self.broker, request, Some(factory)).await {
+                    Ok(_) => {
+                        self.proposals = Some(rx);
+                        self.failed = None;
+                    }
+                    Err(e) => {
+                        // Give the mastership back (the lease goes with it) so the group elects
+                        // again at once, in a new epoch.
+                        warn!(%e, epoch, "cannot become master in the epoch this broker won; resigning");
+                        return Ok(false);
+                    }
+                }
+            }
+            Action::Follow { master, ha_addr, epoch } => {
+                self.proposals = None;
+                let request =
+                    FollowRequest { master_address: ha_addr.to_string(), master_broker_id: master, epoch };
+                match roles::follow(self.broker, request).await {
+                    Ok(_) => self.failed = None,
+                    Err(e) => {
+                        warn!(%e, master, epoch, "cannot follow the group's master");
+                        self.failed = Some((action.clone(), now));
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    async fn campaign(&mut self, view: &GroupView) -> Result<(), CoordinatorError> {
+        let me = self.member_state();
+        match self.session.campaign(me.clone(), self.policy).await? {
+            CampaignOutcome::Elected(record) => {
+                info!(epoch = record.value.master_epoch, "won the election");
+                self.elected_epoch = Some(record.value.master_epoch);
+                self.published = Some((me, self.now()));
+                // Promote at once rather than one poll later.
+                let mut elected = view.clone();
+                elected.record = Some(record);
+                elected.master_live = true;
+                self.coordination.set_view(elected);
+            }
+            CampaignOutcome::MasterAlive(_)
+            | CampaignOutcome::Outranked(_)
+            | CampaignOutcome::NoCandidate
+            | CampaignOutcome::LostRace => {}
+        }
+        Ok(())
+    }
+
+    /// The newest proposal the master service has made since `p` (its proposals are
+    /// cumulative: each is the whole set it wants).
+    fn newest(&mut self, mut p: Proposal) -> Proposal {
+        if let Some(rx) = self.proposals.as_mut() {
+            while let Ok(newer) = rx.try_recv() {
+                p = newer;
+            }
+        }
+        p
+    }
+
+    /// Writes the master's newest proposed set to the record, and applies a set to the master
+    /// service only once it is committed and no newer proposal is outstanding: applying ends
+    /// the service's counting of the pending proposal, so a committed intermediate set is not
+    /// applied while a newer one waits; the newer one is written on top of it instead.
+    async fn change_set(&mut self, p: Proposal) -> Result<(), CoordinatorError> {
+        let roles = self.broker.roles.as_ref().expect("controller mode");
+        let (Role::Master { epoch }, Node::Master(master)) = (roles.current(), self.broker.node()) else {
+            return Ok(());
+        };
+        let mut p = self.newest(p);
+        for _ in 0..8 {
+            let change = SetChange {
+                proposer: self.me,
+                master_epoch: epoch,
+                sync_state_set_epoch: p.set_epoch,
+                new_set: p.proposed.clone(),
+            };
+            let committed = match self.session.change_sync_state_set(change).await {
+                Ok(SetChangeOutcome::Applied(record)) => {
+                    info!(
+                        set = ?record.value.sync_state_set,
+                        set_epoch = record.value.sync_state_set_epoch,
+                        "sync-state-set change committed"
+                    );
+                    record
+                }
+                Ok(SetChangeOutcome::Refused(refusal)) => {
+                    let view = self.session.group().await?;
+                    let Some(record) =
+                        view.record.filter(|r| r.value.master_id == self.me && r.value.master_epoch == epoch)
+                    else {
+                        warn!(%refusal, "sync-state-set change refused: no longer this epoch's master");
+                        return Ok(());
+                    };
+                    if record.value.sync_state_set != p.proposed
+                        && matches!(refusal, SetChangeRefusal::StaleSetEpoch { .. })
+                    {
+                        // Written against an older set epoch: write it on top of the current.
+                        p.set_epoch = record.value.sync_state_set_epoch;
+                        p = self.newest(p);
+                        continue;
+                    }
+                    if record.value.sync_state_set != p.proposed {
+                        warn!(%refusal, proposed = ?p.proposed, "sync-state-set change refused");
+                    }
+                    record
+                }
+                Err(CoordinatorError::LeaseLost) => return Err(CoordinatorError::LeaseLost),
+                Err(e) => {
+                    warn!(%e, "sync-state-set change not answered by etcd; trying again");
+                    self.retry = Some(p);
+                    return Ok(());
+                }
+            };
+            let newer = self.newest(Proposal { proposed: p.proposed.clone(), set_epoch: -1 });
+            if newer.set_epoch != -1 {
+                p = Proposal { set_epoch: committed.value.sync_state_set_epoch, ..newer };
+                continue;
+            }
+            master
+                .apply_sync_state_set(committed.value.sync_state_set, committed.value.sync_state_set_epoch)
+                .await;
+            return Ok(());
+        }
+        // The record kept moving: try again next round from the newest state.
+        self.retry = Some(p);
+        Ok(())
+    }
+}
