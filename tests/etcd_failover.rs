@@ -374,6 +374,7 @@ fn connects(ns: Option<&str>, addr: std::net::SocketAddr) -> bool {
 #[test]
 fn a_partition_cuts_the_master_off_from_the_slaves_etcd_and_clients_as_told_and_the_heal_undoes_it() {
     use failover_support::net::Net;
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     if let Err(why) = Net::available() {
         assert!(!required(), "LOGSHIP_REQUIRE_ETCD=1 but network namespaces cannot be made: {why}");
         eprintln!("skipping: network namespaces cannot be made: {why}");

@@ -47,7 +47,7 @@ impl Net {
         if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
             return Err("not root: `ip netns add` needs CAP_SYS_ADMIN".into());
         }
-        let probe = format!("lsprobe{}", std::process::id());
+        let probe = format!("lsp{}x{}", std::process::id(), NEXT.fetch_add(1, Ordering::SeqCst));
         ip(&["netns", "add", &probe])?;
         ip(&["netns", "del", &probe])
     }
