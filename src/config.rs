@@ -2077,6 +2077,74 @@ mod tests {
         let err = load_text("totalReplicas=2\n").unwrap_err().to_string();
         assert!(err.contains("haReplicaAllowList") && err.contains("haTlsMode"), "{err}");
     }
+    const ETCD_BASE: &str = "enableControllerMode=true\nbrokerId=2\nhttpAuthToken=0123456789abcdef\n";
+
+    #[cfg(feature = "etcd")]
+    #[test]
+    fn failover_keys_read_with_their_defaults_and_the_unclean_election_warns() {
+        let loaded =
+            load_text(&format!("{ETCD_BASE}etcdEndpoints=http://127.0.0.1:2379, http://127.0.0.1:2479\n"))
+                .unwrap();
+        let etcd = loaded.settings.controller.unwrap().etcd.expect("failover on");
+        assert_eq!(etcd.endpoints, ["http://127.0.0.1:2379", "http://127.0.0.1:2479"]);
+        assert_eq!(
+            etcd,
+            EtcdKeys { endpoints: etcd.endpoints.clone(), ..EtcdKeys::default() },
+            "prefix /logship, 3 s lease, 500 ms margin, 1 s renewals, 1 s requests, no unclean election"
+        );
+        let text = format!(
+            "{ETCD_BASE}etcdEndpoints=http://e:2379\netcdKeyPrefix=/a/b\netcdLeaseTtlMs=5000\n\
+             etcdLeaseMarginMs=1000\netcdLeaseRenewIntervalMs=1500\netcdRequestTimeoutMs=700\n\
+             enableElectUncleanMaster=true\n"
+        );
+        let loaded = load_text(&text).unwrap();
+        let etcd = loaded.settings.controller.unwrap().etcd.unwrap();
+        assert_eq!(
+            (etcd.key_prefix.as_str(), etcd.lease_ttl, etcd.lease_margin, etcd.lease_renew_interval),
+            ("/a/b", Duration::from_secs(5), Duration::from_secs(1), Duration::from_millis(1500))
+        );
+        assert_eq!((etcd.request_timeout, etcd.elect_unclean_master), (Duration::from_millis(700), true));
+        assert!(loaded.warnings.iter().any(|w| w.contains("LOST")), "{:?}", loaded.warnings);
+    }
+
+    #[cfg(feature = "etcd")]
+    #[test]
+    fn failover_keys_that_cannot_fence_or_address_etcd_are_refused_naming_them() {
+        let err =
+            |more: &str| load_text(&format!("{ETCD_BASE}etcdEndpoints=http://e:2379\n{more}")).unwrap_err();
+        for (more, names) in [
+            ("etcdLeaseTtlMs=2500\n", "etcdLeaseTtlMs=2500"),
+            ("etcdLeaseMarginMs=3000\n", "etcdLeaseMarginMs=3000"),
+            ("etcdLeaseRenewIntervalMs=2500\n", "etcdLeaseRenewIntervalMs=2500"),
+            ("etcdKeyPrefix=logship\n", "etcdKeyPrefix"),
+            ("etcdKeyPrefix=/a//b\n", "etcdKeyPrefix"),
+        ] {
+            let e = err(more);
+            assert!(e.to_string().contains(names), "{more}: {e}");
+        }
+        let e = load_text(&format!("{ETCD_BASE}etcdEndpoints=127.0.0.1:2379\n")).unwrap_err();
+        assert!(matches!(&e, BrokerConfigError::Invalid { key, .. } if key == "etcdEndpoints"), "{e}");
+    }
+
+    #[cfg(not(feature = "etcd"))]
+    #[test]
+    fn failover_without_the_etcd_feature_is_a_config_error_naming_the_feature() {
+        let e = load_text(&format!("{ETCD_BASE}etcdEndpoints=http://127.0.0.1:2379\n")).unwrap_err();
+        assert!(matches!(&e, BrokerConfigError::Unsupported { key, .. } if key == "etcdEndpoints"), "{e}");
+        assert!(e.to_string().contains("--features etcd"), "{e}");
+    }
+
+    #[test]
+    fn failover_keys_without_their_mode_warn() {
+        let loaded = load_text("etcdEndpoints=http://127.0.0.1:2379\n").unwrap();
+        assert!(loaded.warnings.iter().any(|w| w.contains("etcdEndpoints") && w.contains("controller-mode")));
+        let loaded = load_text(&format!("{ETCD_BASE}etcdLeaseTtlMs=5000\n")).unwrap();
+        assert!(loaded.settings.controller.unwrap().etcd.is_none());
+        assert!(
+            loaded.warnings.iter().any(|w| w.contains("etcdLeaseTtlMs has no effect without etcdEndpoints"))
+        );
+    }
+
     #[test]
     fn controller_mode_reads_its_keys_with_javas_defaults() {
         let s = load_text("enableControllerMode=true\nbrokerId=2\nhttpAuthToken=0123456789abcdef\n")

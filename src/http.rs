@@ -325,6 +325,7 @@ fn failover_refusal(broker: &Broker, c: &crate::roles::Coordination, node: &Node
         if c.lease_open() {
             return None;
         }
+        broker.metrics.record_lease_refusal();
         return Some(lease_lost(false, "this broker's etcd lease guard is closed: it cannot acknowledge"));
     }
     let view = c.view();
@@ -597,6 +598,7 @@ async fn status(State(broker): State<Arc<Broker>>) -> Response {
 pub async fn status_json(broker: &Broker) -> Option<Value> {
     let mut v = node_status_json(broker).await?;
     if let Some(c) = &broker.coordination {
+        broker.metrics.observe_group(c);
         v["group"] = group_json(c);
     }
     Some(v)

@@ -43,6 +43,64 @@ struct MemberLabels {
     broker_id: String,
 }
 
+/// The gauges of automatic failover on etcd (registered only with `etcdEndpoints`).
+#[derive(Default)]
+struct GroupMetrics {
+    lease_open: Gauge,
+    master_epoch: Gauge,
+    master_id: Gauge,
+    master_live: Gauge,
+    sync_state_set_size: Gauge,
+    live_members: Gauge,
+    member_lag_bytes: Family<MemberLabels, Gauge>,
+    lease_refused_puts: Counter,
+}
+
+impl GroupMetrics {
+    fn register(&self, registry: &mut Registry) {
+        registry.register(
+            "group_lease_open",
+            "1 while this broker's etcd lease guard is open: as master it may acknowledge puts (automatic failover)",
+            self.lease_open.clone(),
+        );
+        registry.register(
+            "group_master_epoch",
+            "The master epoch in the group record (automatic failover)",
+            self.master_epoch.clone(),
+        );
+        registry.register(
+            "group_master_id",
+            "The broker id of the group record's master, -1 before the first election (automatic failover)",
+            self.master_id.clone(),
+        );
+        registry.register(
+            "group_master_live",
+            "1 while the group record's master holds its mastership (automatic failover)",
+            self.master_live.clone(),
+        );
+        registry.register(
+            "group_sync_state_set_size",
+            "Members of the sync-state-set in the group record (automatic failover)",
+            self.sync_state_set_size.clone(),
+        );
+        registry.register(
+            "group_live_members",
+            "Brokers of the group holding a live etcd lease (automatic failover)",
+            self.live_members.clone(),
+        );
+        registry.register(
+            "group_member_lag_bytes",
+            "Bytes each live member's published end is behind the master's (automatic failover)",
+            self.member_lag_bytes.clone(),
+        );
+        registry.register(
+            "group_lease_refused_puts",
+            "Puts answered 503 LEASE_LOST because the lease guard was closed (automatic failover)",
+            self.lease_refused_puts.clone(),
+        );
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabels {
     status: String,
@@ -102,6 +160,7 @@ pub struct Metrics {
     has_role: Gauge,
     truncations: Counter,
     truncated_bytes: Counter,
+    group: GroupMetrics,
     /// The totals last seen in a status, per counter, so each counter grows by the difference.
     totals_seen: Mutex<BTreeMap<String, u64>>,
     names: Vec<(String, IpAddr)>,
@@ -267,8 +326,13 @@ impl Metrics {
             "Bytes cut by those truncations (controller mode, slave)",
             truncated_bytes.clone(),
         );
+        let group = GroupMetrics::default();
+        if settings.controller.as_ref().is_some_and(|c| c.etcd.is_some()) {
+            group.register(&mut registry);
+        }
         Self {
             registry,
+            group,
             master_epoch,
             confirm_offset,
             epoch_entries,
@@ -532,6 +596,34 @@ impl Metrics {
         if let Some(r) = disk {
             self.disk_used_ratio.set(r);
         }
+    }
+
+    /// Refreshes the group gauges of automatic failover from the group as last read.
+    pub fn observe_group(&self, c: &crate::roles::Coordination) {
+        let g = &self.group;
+        g.lease_open.set(i64::from(c.lease_open()));
+        let view = c.view();
+        let record = view.as_ref().and_then(|v| v.record.as_ref()).map(|r| &r.value);
+        g.master_epoch.set(record.map_or(0, |r| i64::from(r.master_epoch)));
+        g.master_id.set(record.map_or(-1, |r| r.master_id));
+        g.master_live.set(i64::from(view.as_ref().is_some_and(|v| v.master_live)));
+        g.sync_state_set_size.set(record.map_or(0, |r| r.sync_state_set.len() as i64));
+        let live = view.as_ref().map_or(&[][..], |v| &v.live[..]);
+        g.live_members.set(live.len() as i64);
+        let master_end =
+            live.iter().find(|m| Some(m.broker_id) == record.map(|r| r.master_id)).map(|m| m.max_offset);
+        g.member_lag_bytes.clear();
+        if let Some(end) = master_end {
+            for m in live {
+                let labels = MemberLabels { broker_id: m.broker_id.to_string() };
+                g.member_lag_bytes.get_or_create(&labels).set(end.saturating_sub(m.max_offset) as i64);
+            }
+        }
+    }
+
+    /// A put answered 503 `LEASE_LOST` (automatic failover).
+    pub fn record_lease_refusal(&self) {
+        self.group.lease_refused_puts.inc();
     }
 
     /// The OpenMetrics text exposition.

@@ -103,6 +103,14 @@ impl Node {
         }
     }
 
+    /// `GET /metrics` in the classic text format.
+    fn metrics(&self) -> String {
+        let auth = format!("Bearer {TOKEN}");
+        let mut r = agent().get(self.url("/metrics")).header("Authorization", &auth).call().unwrap();
+        assert_eq!(r.status(), 200);
+        r.body_mut().read_to_string().unwrap()
+    }
+
     fn is_master(&self) -> bool {
         let s = self.status();
         s["role"] == "SYNC_MASTER" && s["group"]["masterId"] == self.id && s["group"]["leaseOpen"] == true
@@ -170,6 +178,25 @@ fn eventually(what: &str, logs: &[&Node], mut check: impl FnMut() -> bool) {
     }
 }
 
+/// `promtool check metrics` accepts `text` (skipped without promtool).
+fn promtool_passes(text: &str) {
+    use std::io::Write;
+    if !process::have("promtool", "promtool_passes") {
+        return;
+    }
+    let mut child = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "promtool check metrics failed:\n{said}\n--- metrics:\n{text}");
+}
+
 /// The index of the one node that is master (and that the others see as master).
 fn master_of(nodes: &[&Node]) -> Option<usize> {
     let masters: Vec<usize> = (0..nodes.len()).filter(|&i| nodes[i].is_master()).collect();
@@ -212,6 +239,12 @@ fn three_brokers_elect_a_master_and_fail_over_after_kill_9_with_the_old_master_r
         let reply = put_ok(&nodes[m], &format!("first-{i}"));
         assert_eq!((reply["epoch"].as_i64(), reply["brokerId"].as_i64()), (Some(epoch), Some(nodes[m].id)));
     }
+    // The group's metrics, as Prometheus reads them.
+    let metrics = nodes[m].metrics();
+    assert_eq!(process::sample(&metrics, "logship_group_master_epoch{"), Some(epoch as f64), "{metrics}");
+    assert_eq!(process::sample(&metrics, "logship_group_lease_open{"), Some(1.0), "{metrics}");
+    assert_eq!(process::sample(&metrics, "logship_group_live_members{"), Some(3.0), "{metrics}");
+    promtool_passes(&metrics);
     // A put to a slave names the master.
     let slave = (m + 1) % 3;
     let (code, reply) = nodes[slave].put("to a slave");
@@ -355,6 +388,33 @@ fn a_master_stopped_past_its_lease_never_acknowledges_after_the_new_election_and
     let (code, reply) = nodes[m].put("to the old master");
     assert_eq!((code, reply["status"].as_str()), (503, Some("NOT_MASTER")), "{reply}");
     assert_eq!(reply["master"]["brokerId"].as_i64(), Some(nodes[n].id), "{reply}");
+}
+
+#[test]
+fn a_master_stopped_with_sigterm_resigns_and_the_group_elects_another() {
+    if !etcd_available("a_master_stopped_with_sigterm_resigns_and_the_group_elects_another") {
+        return;
+    }
+    let etcd = EtcdCluster::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let mut nodes = group(dir.path(), &etcd, &[]);
+    let m = master_of(&nodes.iter().collect::<Vec<_>>()).unwrap();
+    put_ok(&nodes[m], "before");
+    process::signal(nodes[m].child.id(), "-TERM");
+    let exit = nodes[m].child.wait().unwrap();
+    assert!(exit.success(), "{exit:?}\n{}", nodes[m].log());
+    process::eventually("the clean-stop line", || nodes[m].log().contains("logship stopped cleanly"));
+    let log = nodes[m].log();
+    assert!(log.contains("etcd lease revoked"), "{log}");
+    let others: Vec<usize> = (0..3).filter(|&i| i != m).collect();
+    let mut new = None;
+    eventually("a new master after the old one resigned", &[&nodes[others[0]], &nodes[others[1]]], || {
+        new = others.iter().copied().find(|&i| nodes[i].is_master());
+        new.is_some_and(|n| nodes[n].put("after").0 == 200)
+    });
+    let n = new.unwrap();
+    let members = nodes[n].status()["group"]["members"].as_array().unwrap().len();
+    assert_eq!(members, 2, "{}", nodes[n].status());
 }
 
 /// Benchmark, not a test (`cargo test --features etcd --test etcd_broker -- --ignored --nocapture`):

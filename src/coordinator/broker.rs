@@ -137,13 +137,16 @@ pub async fn run(
             proposals: None,
             retry: None,
             failed: None,
+            warned: None,
+            again: false,
         };
         let stopped = s.run(&mut stop).await;
         roles::step_down(&broker).await;
         coordination.set_session(None);
         if stopped {
-            if let Err(e) = session.resign().await {
-                warn!(%e, "cannot revoke the etcd lease at shutdown; it expires by itself");
+            match session.resign().await {
+                Ok(()) => info!("etcd lease revoked: the group elects without waiting for it to expire"),
+                Err(e) => warn!(%e, "cannot revoke the etcd lease at shutdown; it expires by itself"),
             }
             return;
         }
@@ -172,6 +175,10 @@ struct SessionLoop<'a> {
     retry: Option<Proposal>,
     /// The last role change that failed, and when.
     failed: Option<(Action, Instant)>,
+    /// When a failed request was last logged.
+    warned: Option<Instant>,
+    /// Run the next round at once (this broker just won an election).
+    again: bool,
 }
 
 impl SessionLoop<'_> {
@@ -219,7 +226,20 @@ impl SessionLoop<'_> {
                 Ok(true) => {}
                 Ok(false) => return false,
                 Err(CoordinatorError::LeaseLost) => return false,
-                Err(e) => warn!(%e, "etcd coordinator request failed"),
+                Err(e) => {
+                    // At most one line a second while etcd is away.
+                    let now = self.now();
+                    if self
+                        .warned
+                        .is_none_or(|at| now.saturating_duration_since(at) >= Duration::from_secs(1))
+                    {
+                        warn!(%e, "etcd coordinator request failed");
+                        self.warned = Some(now);
+                    }
+                }
+            }
+            if std::mem::take(&mut self.again) {
+                continue;
             }
             let proposals = self.proposals.as_mut();
             tokio::select! {
@@ -327,6 +347,7 @@ impl SessionLoop<'_> {
                 elected.record = Some(record);
                 elected.master_live = true;
                 self.coordination.set_view(elected);
+                self.again = true;
             }
             CampaignOutcome::MasterAlive(_)
             | CampaignOutcome::Outranked(_)
