@@ -4,7 +4,7 @@
 //! Tests skip (with a message) when `etcd` is not installed, unless `LOGSHIP_REQUIRE_ETCD=1`.
 #![allow(dead_code, unreachable_pub)]
 
-use std::net::{SocketAddr, TcpListener};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -29,11 +29,16 @@ pub fn etcd_available(test: &str) -> bool {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    free_port_on(IpAddr::V4(Ipv4Addr::LOCALHOST))
+}
+
+fn free_port_on(ip: IpAddr) -> u16 {
+    TcpListener::bind((ip, 0)).unwrap().local_addr().unwrap().port()
 }
 
 struct Node {
     name: String,
+    host: IpAddr,
     client_port: u16,
     peer_port: u16,
     data_dir: PathBuf,
@@ -52,12 +57,19 @@ pub struct EtcdCluster {
 impl EtcdCluster {
     /// Starts `n` members and waits until every one reports healthy.
     pub fn start(n: usize) -> Self {
+        Self::start_on(n, IpAddr::V4(Ipv4Addr::LOCALHOST))
+    }
+
+    /// Starts `n` members listening on `host` (a local address: loopback, or the host side of
+    /// a test's own network namespaces) and waits until every one reports healthy.
+    pub fn start_on(n: usize, host: IpAddr) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let nodes: Vec<Node> = (0..n)
             .map(|i| Node {
                 name: format!("n{i}"),
-                client_port: free_port(),
-                peer_port: free_port(),
+                host,
+                client_port: free_port_on(host),
+                peer_port: free_port_on(host),
                 data_dir: dir.path().join(format!("n{i}.etcd")),
                 log: dir.path().join(format!("n{i}.log")),
                 child: None,
@@ -65,7 +77,7 @@ impl EtcdCluster {
             .collect();
         let initial_cluster = nodes
             .iter()
-            .map(|n| format!("{}=http://127.0.0.1:{}", n.name, n.peer_port))
+            .map(|n| format!("{}=http://{}:{}", n.name, n.host, n.peer_port))
             .collect::<Vec<_>>()
             .join(",");
         let token = format!("logship-test-{}-{}", std::process::id(), nodes[0].client_port);
@@ -79,8 +91,8 @@ impl EtcdCluster {
 
     fn spawn(&mut self, i: usize) {
         let node = &self.nodes[i];
-        let client = format!("http://127.0.0.1:{}", node.client_port);
-        let peer = format!("http://127.0.0.1:{}", node.peer_port);
+        let client = format!("http://{}:{}", node.host, node.client_port);
+        let peer = format!("http://{}:{}", node.host, node.peer_port);
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&node.log).unwrap();
         let child = Command::new("etcd")
             .args(["--name", &node.name, "--data-dir"])
@@ -100,12 +112,12 @@ impl EtcdCluster {
 
     /// Every member's client URL.
     pub fn endpoints(&self) -> Vec<String> {
-        self.nodes.iter().map(|n| format!("http://127.0.0.1:{}", n.client_port)).collect()
+        self.nodes.iter().map(|n| format!("http://{}:{}", n.host, n.client_port)).collect()
     }
 
     /// Member `i`'s client address.
     pub fn client_addr(&self, i: usize) -> SocketAddr {
-        SocketAddr::from(([127, 0, 0, 1], self.nodes[i].client_port))
+        SocketAddr::new(self.nodes[i].host, self.nodes[i].client_port)
     }
 
     /// kill -9 member `i`.
@@ -122,6 +134,32 @@ impl EtcdCluster {
         self.spawn(i);
     }
 
+    /// How many members the cluster has.
+    pub fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    /// Whether member `i` runs (it was not killed, or was restarted since).
+    pub fn is_running(&self, i: usize) -> bool {
+        self.nodes[i].child.is_some()
+    }
+
+    /// Sends `SIGSTOP` (`stop`) or `SIGCONT` to member `i`: it is away, its connections open.
+    pub fn pause(&mut self, i: usize, stop: bool) {
+        if let Some(child) = &self.nodes[i].child {
+            let sig = if stop { "-STOP" } else { "-CONT" };
+            let _ = Command::new("kill").args([sig, &child.id().to_string()]).status();
+        }
+    }
+
+    /// Every member's log so far, for a failure message.
+    pub fn logs(&self) -> String {
+        self.nodes
+            .iter()
+            .map(|n| format!("--- etcd {}:\n{}", n.name, std::fs::read_to_string(&n.log).unwrap_or_default()))
+            .collect()
+    }
+
     /// Waits (bounded) until every running member answers `/health` with a leader.
     pub fn wait_healthy(&mut self) {
         for _ in 0..600 {
@@ -130,7 +168,7 @@ impl EtcdCluster {
                     let log = std::fs::read_to_string(&n.log).unwrap_or_default();
                     panic!("etcd {} exited with {status}:\n{log}", n.name);
                 }
-                let url = format!("http://127.0.0.1:{}/health", n.client_port);
+                let url = format!("http://{}:{}/health", n.host, n.client_port);
                 ureq::get(&url)
                     .config()
                     .timeout_global(Some(Duration::from_millis(500)))
