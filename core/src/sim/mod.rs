@@ -168,6 +168,7 @@
 //! `MADSIM_TEST_NUM`; [`check_determinism`] runs a seed twice and compares the hash of the
 //! whole event trace.
 
+mod autoswitch;
 mod config;
 mod draw;
 pub(crate) use crate::memlog;
@@ -178,7 +179,7 @@ mod world;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-pub use config::{FaultRates, SimConfig};
+pub use config::{FaultRates, Protocol, SimConfig};
 pub use rng::SimRng;
 pub use stats::Stats;
 pub use violation::{Failure, Outcome, Violation};
@@ -186,6 +187,9 @@ pub use world::Simulation;
 
 /// Runs one seed, turning a panic inside a core into a [`Failure`] that names the seed.
 pub fn run_seed(seed: u64, config: &SimConfig) -> Result<Outcome, Box<Failure>> {
+    if config.protocol == Protocol::AutoSwitch {
+        return run_autoswitch_seed(seed, config);
+    }
     let sim = match Simulation::new(seed, config.clone()) {
         Ok(sim) => sim,
         Err(e) => {
@@ -220,6 +224,36 @@ pub fn run_seed(seed: u64, config: &SimConfig) -> Result<Outcome, Box<Failure>> 
                 recent: Vec::new(),
                 stats: Stats::default(),
             }))
+        }
+    }
+}
+
+fn invalid(seed: u64, config: &SimConfig, message: String, summary: String) -> Box<Failure> {
+    Box::new(Failure {
+        seed,
+        at: std::time::Duration::ZERO,
+        step: 0,
+        violation: Violation::Panic { message },
+        summary,
+        replay: config.replay_command.replace("{seed}", &format!("{seed:#x}")),
+        recent: Vec::new(),
+        stats: Stats::default(),
+    })
+}
+
+fn run_autoswitch_seed(seed: u64, config: &SimConfig) -> Result<Outcome, Box<Failure>> {
+    let sim = autoswitch::AutoSwitchSim::new(seed, config.clone())
+        .map_err(|e| invalid(seed, config, format!("invalid configuration: {e}"), String::new()))?;
+    let summary = sim.summary().to_string();
+    match catch_unwind(AssertUnwindSafe(move || sim.run())) {
+        Ok(result) => result,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic".into());
+            Err(invalid(seed, config, message, summary))
         }
     }
 }
