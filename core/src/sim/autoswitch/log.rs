@@ -68,13 +68,6 @@ impl EpochDisk {
         s.confirm = s.confirm.min(end);
         lost
     }
-
-    /// The bytes `[0, end)` (every simulated log starts at 0).
-    pub(crate) fn bytes(&self) -> Vec<u8> {
-        let s = self.lock();
-        let end = s.log.end();
-        if end == 0 { Vec::new() } else { s.log.slice(0, end).to_vec() }
-    }
 }
 
 impl LogRead for EpochDisk {
