@@ -511,9 +511,17 @@ impl AutoSwitchMaster {
             MasterInput::AckVerified { conn, boundary } => self.on_verified(conn, boundary),
             MasterInput::SyncStateSetApplied { set, epoch } => {
                 info!(?set, epoch, "sync-state-set applied");
-                self.sync = SyncStateSet::new(self.config.broker_id, set, epoch);
+                let previous =
+                    std::mem::replace(&mut self.sync, SyncStateSet::new(self.config.broker_id, set, epoch));
                 for &id in &self.sync.applied {
-                    self.caught_up.entry(id).or_insert(now);
+                    if previous.applied.contains(&id) {
+                        self.caught_up.entry(id).or_insert(now);
+                    } else {
+                        // A member just added gets the full grace from now: its caught-up time
+                        // may be from before it was proposed out, and it would be proposed out
+                        // again at once (a set flapping with every ack).
+                        self.caught_up.insert(id, now);
+                    }
                 }
                 self.update_confirm();
                 self.complete_waits();
