@@ -346,6 +346,8 @@ pub struct AutoSwitchMaster {
     confirm: Offset,
     /// When each slave id's ack last covered the master's end.
     caught_up: BTreeMap<BrokerId, Instant>,
+    /// Members whose counted connection closed and that have not caught up since: no grace.
+    gone: BTreeSet<BrokerId>,
     conns: BTreeMap<ConnId, Conn>,
     closing: BTreeSet<ConnId>,
     waiters: Waiters,
@@ -370,6 +372,7 @@ impl AutoSwitchMaster {
             sync,
             confirm: start.confirm_offset.min(start.log.max),
             caught_up,
+            gone: BTreeSet::new(),
             conns: BTreeMap::new(),
             closing: BTreeSet::new(),
             waiters: Waiters::default(),
@@ -513,14 +516,16 @@ impl AutoSwitchMaster {
                 info!(?set, epoch, "sync-state-set applied");
                 let previous =
                     std::mem::replace(&mut self.sync, SyncStateSet::new(self.config.broker_id, set, epoch));
+                let connected: BTreeSet<BrokerId> =
+                    self.member_acks().into_iter().map(|(id, _)| id).collect();
                 for &id in &self.sync.applied {
-                    if previous.applied.contains(&id) {
-                        self.caught_up.entry(id).or_insert(now);
-                    } else {
-                        // A member just added gets the full grace from now: its caught-up time
-                        // may be from before it was proposed out, and it would be proposed out
-                        // again at once (a set flapping with every ack).
+                    if !previous.applied.contains(&id) && connected.contains(&id) {
+                        // A connected member just added gets the full grace from now: its
+                        // caught-up time may be from before it was proposed out, and it would
+                        // be proposed out again at once (a set flapping with every ack).
                         self.caught_up.insert(id, now);
+                    } else if !self.gone.contains(&id) {
+                        self.caught_up.entry(id).or_insert(now);
                     }
                 }
                 self.update_confirm();
@@ -787,6 +792,7 @@ impl AutoSwitchMaster {
 
     fn mark_caught_up(&mut self, conn: ConnId) {
         if let Some((id, _)) = self.conns.get(&conn).and_then(Conn::member_ack) {
+            self.gone.remove(&id);
             self.caught_up.insert(id, self.now);
         }
     }
@@ -827,10 +833,13 @@ impl AutoSwitchMaster {
         }
     }
 
+    /// Proposes `proposed`, unless a proposal is outstanding: one at a time, because the
+    /// coordinator may commit the outstanding one still, and acks must count over it until it
+    /// answers (replacing it would stop counting its members: a put acknowledged without a
+    /// member the record had just added). The answer re-runs the shrink check; the next ack
+    /// re-runs the expand check.
     fn propose(&mut self, proposed: BTreeSet<BrokerId>) {
-        if self.sync.pending.as_ref() == Some(&proposed)
-            || (self.sync.pending.is_none() && self.sync.applied == proposed)
-        {
+        if self.sync.pending.is_some() || self.sync.applied == proposed {
             return;
         }
         info!(?proposed, "sync-state-set change proposed");
@@ -856,6 +865,10 @@ impl AutoSwitchMaster {
 
     fn after_conn_gone(&mut self, c: &Conn) {
         if let Some((id, _)) = c.member_ack() {
+            // Until it reconnects and catches up, it is proposed out at every chance, also
+            // once an outstanding proposal is answered.
+            self.caught_up.remove(&id);
+            self.gone.insert(id);
             self.maybe_shrink(Some(id));
         }
         self.update_confirm();
