@@ -253,7 +253,9 @@ pub enum MasterEvent {
         conn: ConnId,
     },
     /// Send this sync-state-set to the coordinator (Java `AlterSyncStateSet`); apply it only
-    /// when accepted, with [`MasterInput::SyncStateSetApplied`].
+    /// when accepted, with [`MasterInput::SyncStateSetApplied`]. One proposal is outstanding
+    /// at a time: the master proposes nothing else until an answer is applied, so the
+    /// coordinator must answer every proposal, a refused one with the set in force.
     SyncStateSetChange {
         /// The proposed members, the master included.
         proposed: BTreeSet<BrokerId>,
