@@ -493,3 +493,97 @@ fn first_ack_inside_the_log_waits_for_verification_and_a_non_boundary_is_refused
     let out = join(&mut m, clock.at(4), 3, 4, 100);
     assert!(!out.iter().any(|o| matches!(o, MasterOutput::Event(MasterEvent::VerifyAck { .. }))));
 }
+
+/// Feeds `Appended { end }` and marks every transmit sent; returns the outputs.
+fn append_and_send(m: &mut AutoSwitchMaster, at: Instant, end: u64) -> Vec<MasterOutput> {
+    m.handle_input(at, MasterInput::Appended { end }).unwrap();
+    let out = drain(m).0;
+    sent_all(m, at, &out);
+    out
+}
+
+/// Feeds an ack on `conn` and marks every transmit sent; returns the outputs.
+fn ack_and_send(m: &mut AutoSwitchMaster, at: Instant, conn: u64, offset: u64) -> Vec<MasterOutput> {
+    m.handle_input(at, MasterInput::Received { conn: ConnId(conn), data: ack(offset) }).unwrap();
+    let out = drain(m).0;
+    sent_all(m, at, &out);
+    out
+}
+
+/// Found by the AutoSwitch simulator (a set flapping between two sizes every few milliseconds,
+/// one coordinator write each): a slave proposed out for lagging was proposed back as soon as
+/// its ack reached confirmOffset (held low by another member), and proposed out again the
+/// moment the coordinator applied it, because its caught-up time was the old one. A member the
+/// coordinator adds gets the same grace as any member: `haMaxTimeSlaveNotCatchup` from then.
+#[test]
+fn a_member_added_back_is_not_proposed_out_at_once() {
+    let clock = Clock::new();
+    let mut m = master_with(config(), &clock, 100, &[(1, 0)], &[1, 2, 3]);
+    let out = join(&mut m, clock.at(0), 1, 2, 100);
+    sent_all(&mut m, clock.at(0), &out);
+    let out = join(&mut m, clock.at(0), 2, 3, 100);
+    sent_all(&mut m, clock.at(0), &out);
+    append_and_send(&mut m, clock.at(10), 200);
+    ack_and_send(&mut m, clock.at(20), 1, 200);
+    ack_and_send(&mut m, clock.at(20), 2, 150);
+    // Broker 2 keeps up; broker 3 stays behind and is proposed out after 15 s.
+    append_and_send(&mut m, clock.at(14_000), 300);
+    ack_and_send(&mut m, clock.at(14_010), 1, 300);
+    m.handle_timeout(clock.at(15_020));
+    assert_eq!(proposals(&drain(&mut m).0), [set(&[1, 2])]);
+    m.handle_input(clock.at(15_030), MasterInput::SyncStateSetApplied { set: set(&[1, 2]), epoch: 2 })
+        .unwrap();
+    let _ = drain(&mut m);
+    // Broker 2 is caught up at 300 when 400 is appended; its ack then holds confirmOffset at
+    // 300, which broker 3 reaches: it is proposed back.
+    append_and_send(&mut m, clock.at(15_100), 400);
+    let out = ack_and_send(&mut m, clock.at(15_200), 2, 300);
+    assert_eq!(proposals(&out), [set(&[1, 2, 3])]);
+    m.handle_input(clock.at(15_300), MasterInput::SyncStateSetApplied { set: set(&[1, 2, 3]), epoch: 3 })
+        .unwrap();
+    let (out, _) = drain(&mut m);
+    assert!(proposals(&out).is_empty(), "broker 3 was proposed out the moment it was added: {out:?}");
+    // It gets the full grace: still a member 14 s later, proposed out once that has run out.
+    ack_and_send(&mut m, clock.at(16_000), 1, 400);
+    m.handle_timeout(clock.at(29_000));
+    assert!(proposals(&drain(&mut m).0).is_empty());
+    m.handle_timeout(clock.at(30_300));
+    assert_eq!(proposals(&drain(&mut m).0), [set(&[1, 2])]);
+}
+
+/// Found by the AutoSwitch simulator (seed 0x92f of the soak): an expansion to {1, 2} was
+/// pending (the coordinator had committed it, its answer was on the way) when broker 2's
+/// connection reset. The master proposed {1} instead, which replaced the pending {1, 2}: acks
+/// no longer counted broker 2, and a put was acknowledged by the master alone while the
+/// record's set already named broker 2 (elected next, it would lack that put). One proposal is
+/// outstanding at a time; acks count over it until the coordinator answers.
+#[test]
+fn a_pending_expansion_keeps_counting_until_answered_when_the_member_leaves() {
+    let clock = Clock::new();
+    let all_ack = SyncPolicy { all_ack_in_sync_state_set: true, ..SyncPolicy::default() };
+    let mut m =
+        master_with(AutoSwitchMasterConfig { sync: all_ack, ..config() }, &clock, 100, &[(1, 0)], &[1]);
+    let out = join(&mut m, clock.at(0), 1, 2, 100);
+    assert_eq!(proposals(&out), [set(&[1, 2])]);
+    sent_all(&mut m, clock.at(0), &out);
+    m.handle_input(clock.at(1), MasterInput::Closed { conn: ConnId(1) }).unwrap();
+    let out = drain(&mut m).0;
+    assert!(proposals(&out).is_empty(), "a second proposal replaced the outstanding one: {out:?}");
+    assert_eq!(m.sync_state_set().counted(), set(&[1, 2]));
+    // A put now waits for broker 2: the coordinator may have committed {1, 2}.
+    append_and_send(&mut m, clock.at(2), 200);
+    m.handle_input(
+        clock.at(2),
+        MasterInput::AwaitReplication { id: WaitId(7), offset: 200, deadline: clock.at(60_000) },
+    )
+    .unwrap();
+    assert!(waits(&drain(&mut m).0).is_empty());
+    assert_eq!(m.confirm_offset(), 100);
+    // The answer comes: {1, 2}. Broker 2 is gone, so it is proposed out at once.
+    m.handle_input(clock.at(3), MasterInput::SyncStateSetApplied { set: set(&[1, 2]), epoch: 2 }).unwrap();
+    let out = drain(&mut m).0;
+    assert_eq!(proposals(&out), [set(&[1])]);
+    assert!(waits(&out).is_empty());
+    m.handle_input(clock.at(4), MasterInput::SyncStateSetApplied { set: set(&[1]), epoch: 3 }).unwrap();
+    assert_eq!(waits(&drain(&mut m).0), [(WaitId(7), Ok(200))]);
+}

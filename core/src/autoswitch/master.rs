@@ -253,7 +253,9 @@ pub enum MasterEvent {
         conn: ConnId,
     },
     /// Send this sync-state-set to the coordinator (Java `AlterSyncStateSet`); apply it only
-    /// when accepted, with [`MasterInput::SyncStateSetApplied`].
+    /// when accepted, with [`MasterInput::SyncStateSetApplied`]. One proposal is outstanding
+    /// at a time: the master proposes nothing else until an answer is applied, so the
+    /// coordinator must answer every proposal, a refused one with the set in force.
     SyncStateSetChange {
         /// The proposed members, the master included.
         proposed: BTreeSet<BrokerId>,
@@ -346,6 +348,8 @@ pub struct AutoSwitchMaster {
     confirm: Offset,
     /// When each slave id's ack last covered the master's end.
     caught_up: BTreeMap<BrokerId, Instant>,
+    /// Members whose counted connection closed and that have not caught up since: no grace.
+    gone: BTreeSet<BrokerId>,
     conns: BTreeMap<ConnId, Conn>,
     closing: BTreeSet<ConnId>,
     waiters: Waiters,
@@ -370,6 +374,7 @@ impl AutoSwitchMaster {
             sync,
             confirm: start.confirm_offset.min(start.log.max),
             caught_up,
+            gone: BTreeSet::new(),
             conns: BTreeMap::new(),
             closing: BTreeSet::new(),
             waiters: Waiters::default(),
@@ -518,9 +523,19 @@ impl AutoSwitchMaster {
             MasterInput::AckVerified { conn, boundary } => self.on_verified(conn, boundary),
             MasterInput::SyncStateSetApplied { set, epoch } => {
                 info!(?set, epoch, "sync-state-set applied");
-                self.sync = SyncStateSet::new(self.config.broker_id, set, epoch);
+                let previous =
+                    std::mem::replace(&mut self.sync, SyncStateSet::new(self.config.broker_id, set, epoch));
+                let connected: BTreeSet<BrokerId> =
+                    self.member_acks().into_iter().map(|(id, _)| id).collect();
                 for &id in &self.sync.applied {
-                    self.caught_up.entry(id).or_insert(now);
+                    if !previous.applied.contains(&id) && connected.contains(&id) {
+                        // A connected member just added gets the full grace from now: its
+                        // caught-up time may be from before it was proposed out, and it would
+                        // be proposed out again at once (a set flapping with every ack).
+                        self.caught_up.insert(id, now);
+                    } else if !self.gone.contains(&id) {
+                        self.caught_up.entry(id).or_insert(now);
+                    }
                 }
                 self.update_confirm();
                 self.complete_waits();
@@ -786,6 +801,7 @@ impl AutoSwitchMaster {
 
     fn mark_caught_up(&mut self, conn: ConnId) {
         if let Some((id, _)) = self.conns.get(&conn).and_then(Conn::member_ack) {
+            self.gone.remove(&id);
             self.caught_up.insert(id, self.now);
         }
     }
@@ -826,10 +842,13 @@ impl AutoSwitchMaster {
         }
     }
 
+    /// Proposes `proposed`, unless a proposal is outstanding: one at a time, because the
+    /// coordinator may commit the outstanding one still, and acks must count over it until it
+    /// answers (replacing it would stop counting its members: a put acknowledged without a
+    /// member the record had just added). The answer re-runs the shrink check; the next ack
+    /// re-runs the expand check.
     fn propose(&mut self, proposed: BTreeSet<BrokerId>) {
-        if self.sync.pending.as_ref() == Some(&proposed)
-            || (self.sync.pending.is_none() && self.sync.applied == proposed)
-        {
+        if self.sync.pending.is_some() || self.sync.applied == proposed {
             return;
         }
         info!(?proposed, "sync-state-set change proposed");
@@ -855,6 +874,10 @@ impl AutoSwitchMaster {
 
     fn after_conn_gone(&mut self, c: &Conn) {
         if let Some((id, _)) = c.member_ack() {
+            // Until it reconnects and catches up, it is proposed out at every chance, also
+            // once an outstanding proposal is answered.
+            self.caught_up.remove(&id);
+            self.gone.insert(id);
             self.maybe_shrink(Some(id));
         }
         self.update_confirm();

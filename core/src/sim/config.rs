@@ -59,6 +59,27 @@ pub struct SimConfig {
     pub replay_command: String,
     /// Print every simulation event to stderr as it happens (for debugging one seed).
     pub print_trace: bool,
+    /// Which HA protocol the cluster runs: the classic one (one master, fixed), or AutoSwitch
+    /// (controller mode: a group of brokers whose master a fake coordinator elects, in epochs).
+    pub protocol: Protocol,
+}
+
+/// The HA protocol a simulation runs.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// The classic protocol: one master and its slaves (the simulator's original mode).
+    #[default]
+    Classic,
+    /// RocketMQ 5's AutoSwitch protocol: a group of `slaves + 1` brokers (2 to 5; `slaves: None`
+    /// draws 1..=4), each running the production AutoSwitch master or slave driver as the fake
+    /// coordinator's group record says, with leases, elections, epochs, sync-state-set changes
+    /// committed through the record, and divergent tails. Of [`SimConfig::faults`] it uses the
+    /// network shape (`latency`, `jitter`, `max_read_chunk`) and, as rates per second,
+    /// `master_crash` + `slave_crash` (broker crashes), `silent_crash` (the share that are
+    /// machine crashes), `partition_both_ways` (a broker cut from everything),
+    /// `partition_one_way` (cut from the coordinator only), `stall` (cut from its peers only)
+    /// and `reset`; `master` and `slave` give the core timers.
+    AutoSwitch,
 }
 
 impl Default for SimConfig {
@@ -78,6 +99,7 @@ impl Default for SimConfig {
             replay_command: "SIM_SEED={seed} SIM_RUNS=1 cargo test -p logship-core --test sim -- --nocapture"
                 .into(),
             print_trace: false,
+            protocol: Protocol::Classic,
         }
     }
 }

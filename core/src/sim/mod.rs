@@ -1,5 +1,6 @@
-//! A deterministic simulator of a whole cluster: one master and up to four slaves, in virtual
-//! time, with seeded faults, checking the protocol's invariants after every step.
+//! A deterministic simulator of a whole cluster: one master and up to four slaves, or (in
+//! AutoSwitch mode) a group of up to five brokers whose master a fake coordinator elects, in
+//! virtual time, with seeded faults, checking the protocol's invariants after every step.
 //!
 //! Because the core is sans-IO, the simulator is only a loop (quinn's `Pair::step`, str0m's
 //! `progress`, extended to N nodes): it plays the runtime adapters, the network, the disks, the
@@ -26,6 +27,9 @@
 //! ```
 //!
 //! # What is simulated
+//!
+//! This section and the next describe the classic mode; [AutoSwitch mode](#autoswitch-mode)
+//! follows them.
 //!
 //! - **Cluster.** A master service and 1–4 slave services, each with an in-memory log (behind
 //!   the crate's [`LogRead`](crate::LogRead) / [`LogWrite`](crate::LogWrite)) that records which
@@ -107,6 +111,64 @@
 //! master's very end, hold nothing yet), and no wait may be left. A slave ahead of the master
 //! or behind retention must instead have ended with the typed error.
 //!
+//! # AutoSwitch mode
+//!
+//! With [`SimConfig::protocol`] set to [`Protocol::AutoSwitch`] the simulator runs RocketMQ 5's
+//! controller mode instead: a group of 2–5 brokers (`slaves + 1`), each with an in-memory log
+//! that keeps epochs and a confirm offset (behind [`EpochLog`](crate::EpochLog)), each running
+//! the production [`AutoSwitchDriver`](crate::service::AutoSwitchDriver) or
+//! [`AutoSwitchSlaveDriver`](crate::service::AutoSwitchSlaveDriver) as the group record says,
+//! over the same kind of simulated links (latency, jitter, reads split anywhere, resets).
+//!
+//! - **The fake coordinator** is the production pure logic, run synchronously:
+//!   [`MemoryRecord`](crate::service::coordinator::MemoryRecord) holds the group record,
+//!   [`choose_master`](crate::service::coordinator::choose_master) elects among the live
+//!   members of the sync-state-set by the highest (epoch, max offset), and
+//!   [`elected_record`](crate::service::coordinator::elected_record) makes the winner master
+//!   at epoch + 1 with the set {winner}. Leases live in virtual time: a broker renews its lease
+//!   every few hundred milliseconds; the coordinator lets a lease expire a TTL after its last
+//!   renewal arrived, and elects only once the master's lease is gone. Each broker keeps a
+//!   production [`LeaseGuard`](crate::service::coordinator::LeaseGuard) fed by its renewals'
+//!   answers: a master takes puts and answers PUT_OK only while the guard of the lease it was
+//!   elected under is open. Brokers learn the record by a watch (when the coordinator reaches
+//!   them) and on every renewal: the elected one starts a master service at the record's epoch
+//!   and set, the others follow it (a slave service truncates a divergent tail itself).
+//! - **Sync-state-set changes** go through the record: the master driver's
+//!   [`SyncStateSetAuthority`](crate::service::SyncStateSetAuthority) sends each proposal to
+//!   the coordinator and answers `None`, so the change stays pending (acks count over the
+//!   union) until the coordinator's answer arrives through `set_sync_state_set`. The
+//!   coordinator checks it with [`apply_set_change`](crate::service::coordinator::apply_set_change)
+//!   (only the master of the record's epoch, under the lease it was elected with, from the set
+//!   epoch it read); a refused proposal is answered with the set in force, which the simulated
+//!   broker applies only while the refused proposal is still the pending one (else a newer
+//!   pending change would end before the coordinator decides it: seed 0x72).
+//! - **Workload.** Puts of random sizes go to any broker running as master (so an old master
+//!   whose guard is still open takes them too), flushed at once (SYNC_FLUSH), each with a SYNC
+//!   wait (`allAckInSyncStateSet`) and a random deadline.
+//! - **Faults.** Broker crashes (half of all faults hit the record's master, so that a tail
+//!   written past confirmOffset diverges): process crashes (the page cache survives), or, for
+//!   brokers whose slaves ack only flushed bytes, machine crashes (unflushed bytes lost but for
+//!   a torn part); restarts later. A broker cut from everything (its lease expires and a new
+//!   master is elected while it may still believe it is master), from the coordinator only, or
+//!   from its peers only, for up to 6 s; connection resets.
+//!
+//! After every step the oracle checks:
+//!
+//! - every put answered PUT_OK is, byte for byte, in the log of the record's master once it
+//!   runs as master (after any failover), and no truncation ever cuts it;
+//! - every byte below any broker's confirmOffset equals the byte first confirmed at that
+//!   offset anywhere (replicas agree up to confirmOffset), and the acknowledged bytes are
+//!   among them;
+//! - no broker's confirmOffset (up to which it dispatches to consumers) passes its own log's
+//!   end, nor the end of any member of the record's sync-state-set;
+//! - no two brokers acknowledge puts in the same master epoch, acknowledgements never come
+//!   from an epoch below an earlier one, and every election raises the record's epoch.
+//!
+//! Liveness: once faults stop, every broker is restarted and healed, and within
+//! [`SimConfig::liveness_timeout`] the record's master must run as master in the record's
+//! epoch with no wait pending and its confirmOffset at its end, and every other broker must
+//! follow it with the same end and confirmOffset.
+//!
 //! # The classic protocol's limits, and what the service layer does about them
 //!
 //! The classic protocol carries no epoch, no slave identity and no authentication. Three
@@ -168,6 +230,7 @@
 //! `MADSIM_TEST_NUM`; [`check_determinism`] runs a seed twice and compares the hash of the
 //! whole event trace.
 
+mod autoswitch;
 mod config;
 mod draw;
 pub(crate) use crate::memlog;
@@ -178,7 +241,7 @@ mod world;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
-pub use config::{FaultRates, SimConfig};
+pub use config::{FaultRates, Protocol, SimConfig};
 pub use rng::SimRng;
 pub use stats::Stats;
 pub use violation::{Failure, Outcome, Violation};
@@ -186,6 +249,9 @@ pub use world::Simulation;
 
 /// Runs one seed, turning a panic inside a core into a [`Failure`] that names the seed.
 pub fn run_seed(seed: u64, config: &SimConfig) -> Result<Outcome, Box<Failure>> {
+    if config.protocol == Protocol::AutoSwitch {
+        return run_autoswitch_seed(seed, config);
+    }
     let sim = match Simulation::new(seed, config.clone()) {
         Ok(sim) => sim,
         Err(e) => {
@@ -220,6 +286,36 @@ pub fn run_seed(seed: u64, config: &SimConfig) -> Result<Outcome, Box<Failure>> 
                 recent: Vec::new(),
                 stats: Stats::default(),
             }))
+        }
+    }
+}
+
+fn invalid(seed: u64, config: &SimConfig, message: String, summary: String) -> Box<Failure> {
+    Box::new(Failure {
+        seed,
+        at: std::time::Duration::ZERO,
+        step: 0,
+        violation: Violation::Panic { message },
+        summary,
+        replay: config.replay_command.replace("{seed}", &format!("{seed:#x}")),
+        recent: Vec::new(),
+        stats: Stats::default(),
+    })
+}
+
+fn run_autoswitch_seed(seed: u64, config: &SimConfig) -> Result<Outcome, Box<Failure>> {
+    let sim = autoswitch::AutoSwitchSim::new(seed, config.clone())
+        .map_err(|e| invalid(seed, config, format!("invalid configuration: {e}"), String::new()))?;
+    let summary = sim.summary().to_string();
+    match catch_unwind(AssertUnwindSafe(move || sim.run())) {
+        Ok(result) => result,
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic".into());
+            Err(invalid(seed, config, message, summary))
         }
     }
 }

@@ -164,6 +164,48 @@ stats! {
         /// Slaves that converged to the master's end after the faults stopped.
         slaves_converged,
     }
+    "autoswitch" {
+        /// Brokers simulated in AutoSwitch mode (summed over seeds).
+        brokers,
+        /// Elections the fake coordinator committed (the first one included).
+        elections,
+        /// Puts appended by a master.
+        puts,
+        /// Puts answered PUT_OK: the set acknowledged them and the master's lease guard was open.
+        puts_acked,
+        /// Puts whose wait ended `Ok` after the master's lease guard had closed: not acknowledged.
+        puts_unacked_guard_closed,
+        /// Puts refused because the master's lease guard was closed.
+        puts_refused_guard_closed,
+        /// Puts whose wait timed out or was cancelled.
+        puts_not_replicated,
+        /// Divergent tails cut by a slave (its log held bytes the new master does not).
+        truncations,
+        /// Bytes cut by those truncations.
+        truncated_bytes,
+        /// Sync-state-set shrinks committed through the record.
+        set_shrinks,
+        /// Sync-state-set expansions committed through the record.
+        set_expands,
+        /// Set proposals the record refused (stale, unchanged, not the master's).
+        set_proposals_refused,
+        /// Leases the coordinator let expire.
+        lease_expiries,
+        /// Broker process crashes (page cache survives).
+        broker_process_crashes,
+        /// Broker machine crashes (unflushed bytes lost but for a torn part).
+        broker_machine_crashes,
+        /// A broker cut from its peers and the coordinator.
+        full_partitions,
+        /// A broker cut from the coordinator only.
+        coordinator_partitions,
+        /// A broker cut from its peers only.
+        peer_partitions,
+        /// Connection resets between a master and a slave.
+        connection_resets,
+        /// Seeds whose group converged after the faults stopped.
+        groups_converged,
+    }
 }
 
 impl fmt::Display for Stats {

@@ -210,6 +210,81 @@ pub enum Violation {
         /// What was still wrong.
         detail: String,
     },
+    /// AutoSwitch: the current master's log lacks bytes a put was acknowledged (PUT_OK) for.
+    #[error("broker {broker}, master in epoch {epoch}, lacks acknowledged bytes: {detail}")]
+    AckedNotOnMaster {
+        /// The master.
+        broker: i64,
+        /// Its epoch.
+        epoch: i32,
+        /// What differs.
+        detail: String,
+    },
+    /// AutoSwitch: a truncation cut bytes a put was acknowledged for.
+    #[error("broker {broker} truncated to {to}, cutting acknowledged bytes up to {acked_end}")]
+    AckedTruncated {
+        /// The broker.
+        broker: i64,
+        /// Where it cut.
+        to: u64,
+        /// The end of the acknowledged bytes.
+        acked_end: u64,
+    },
+    /// AutoSwitch: two replicas hold different bytes below their confirmOffsets.
+    #[error(
+        "broker {broker} holds other bytes at {offset} than were confirmed there (its confirmOffset {confirm})"
+    )]
+    ConfirmedDiffer {
+        /// The broker.
+        broker: i64,
+        /// The first offset that differs.
+        offset: u64,
+        /// Its confirmOffset.
+        confirm: u64,
+    },
+    /// AutoSwitch: a replica exposes bytes (its confirmOffset) that a holder lacks: its own log,
+    /// or a member of the sync-state-set.
+    #[error("broker {broker} exposes up to {confirm}, but broker {holder} holds only up to {end}")]
+    ExposedBeyondHeld {
+        /// The broker whose confirmOffset is too high.
+        broker: i64,
+        /// Its confirmOffset.
+        confirm: u64,
+        /// The broker lacking the bytes (itself, or a set member).
+        holder: i64,
+        /// That broker's log end.
+        end: u64,
+    },
+    /// AutoSwitch: two brokers acknowledged puts in the same master epoch.
+    #[error("brokers {first} and {second} both acknowledged puts in epoch {epoch}")]
+    TwoMastersInEpoch {
+        /// The epoch.
+        epoch: i32,
+        /// The broker that acknowledged first.
+        first: i64,
+        /// The other.
+        second: i64,
+    },
+    /// AutoSwitch: an acknowledgement or an election in an epoch below one seen before.
+    #[error("{what} in epoch {epoch}, after epoch {previous}")]
+    EpochWentBack {
+        /// What happened.
+        what: &'static str,
+        /// Its epoch.
+        epoch: i32,
+        /// The highest seen before.
+        previous: i32,
+    },
+    /// AutoSwitch: a production driver refused to start as the record told it.
+    #[error("broker {broker} could not start as {role}: {error}")]
+    DriverRefused {
+        /// The broker.
+        broker: i64,
+        /// Master or slave.
+        role: &'static str,
+        /// The driver's error.
+        error: String,
+    },
     /// Two runs of the same seed produced different event traces.
     #[error("nondeterminism: trace hash {first:#018x} then {second:#018x}")]
     Nondeterministic {
