@@ -830,7 +830,15 @@ impl AutoSwitchSim {
                     // newer pending change (seed 0x72): the coordinator may still commit it.
                     let pending = m.driver.master().sync_state_set().pending.as_ref();
                     if m.rid == rid && refused.as_ref().is_none_or(|r| pending == Some(r)) {
-                        m.driver.set_sync_state_set(at, set, epoch);
+                        // The coordinator's answer is the record's set: never stale, so a
+                        // refusal is the driver's bug.
+                        m.driver.set_sync_state_set(at, set, epoch).map_err(|e| {
+                            Violation::DriverRefused {
+                                broker: id_of(b),
+                                role: "master",
+                                error: e.to_string(),
+                            }
+                        })?;
                         return self.master_run(b);
                     }
                 }
@@ -1105,6 +1113,7 @@ impl AutoSwitchSim {
                 min_in_sync_replicas: 1,
             },
             ha_max_time_slave_not_catchup: self.d.not_catchup,
+            authority: None,
         };
         let nets = (0..self.brokers.len()).map(|i| IpNet::new(ip(i), 32).expect("valid prefix")).collect();
         let config = MasterServiceConfig {
