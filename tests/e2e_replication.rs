@@ -176,10 +176,11 @@ fn slave_resumes_after_its_state_is_dropped_mid_stream(master_side: Side, slave_
     run(async {
         let mut config = async_master();
         config.core.transfer_batch_size = 4096;
-        // ~13.6 MB in 4 KiB frames: long enough to stop it half-way.
+        // ~68 MB in 4 KiB frames: long enough to stop it half-way (a slave reading 1 MiB at a
+        // time took all of 13.6 MB before the kill).
         // Keep the first slave's handle: dropping it would stop the slave cleanly.
         let Pair { master, slave: _first, mstore, sstore, mdir, sdir } =
-            Pair::start(&master_side, &slave_side, config, (12_000, 1000), |_| {}).await;
+            Pair::start(&master_side, &slave_side, config, (60_000, 1000), |_| {}).await;
         let end = mstore.max_offset();
         let started = Instant::now();
         while sstore.max_offset() == 0 {

@@ -13,8 +13,10 @@ use tracing::Instrument;
 
 use crate::{Stream, Tokio, now, timer_at};
 
-/// Read buffer; refilled when less than a quarter is left.
-const READ_BUFFER: usize = 64 * 1024;
+/// Read buffer; refilled when less than a quarter is left. A catching-up slave reads as much
+/// as the socket holds (up to 1 MiB, 32 frames of 32 KiB): each read is one append, one
+/// report and one wake of the dispatch thread.
+const READ_BUFFER: usize = 1024 * 1024;
 
 type Command = SlaveCommandOn<Tokio>;
 type Connecting = Pin<Box<dyn Future<Output = Option<io::Result<Stream>>> + Send>>;

@@ -537,10 +537,27 @@ pub async fn sync_puts(
     measured
 }
 
-/// A master rolls into its second segment under steady puts from one producer: put latency p99
-/// and max within `window` bytes of the roll, and p99 within `window` bytes of the middle of the
-/// first segment, microseconds.
-pub async fn roll(dir: &Path, segment: u64, window: u64, size: usize) -> anyhow::Result<(f64, f64, f64)> {
+/// Put latencies of the roll scenario, microseconds.
+#[derive(Clone, Copy, Debug)]
+pub struct RollFigures {
+    /// p99 within the window around the roll.
+    pub p99: f64,
+    /// The slowest put within the window around the roll.
+    pub max: f64,
+    /// Where the slowest put around the roll started, bytes from the roll (negative: before it).
+    pub max_at: i64,
+    /// When the slowest put around the roll started (for matching with traces).
+    pub max_when: std::time::SystemTime,
+    /// p99 within the window around the middle of the first segment.
+    pub mid_p99: f64,
+    /// The slowest put within the window around the middle of the first segment.
+    pub mid_max: f64,
+}
+
+/// A master rolls into its second segment under steady puts from one producer: put latency
+/// within `window` bytes either side of the roll, and within `window` bytes either side of the
+/// middle of the first segment.
+pub async fn roll(dir: &Path, segment: u64, window: u64, size: usize) -> anyhow::Result<RollFigures> {
     let master =
         LogshipMaster::start(dir, BrokerRole::AsyncMaster, FlushDiskType::AsyncFlush, segment).await?;
     let measured = roll_puts(&master, segment, window, size).await;
@@ -554,22 +571,26 @@ async fn roll_puts(
     segment: u64,
     window: u64,
     size: usize,
-) -> anyhow::Result<(f64, f64, f64)> {
+) -> anyhow::Result<RollFigures> {
     let mut around_roll = Vec::new();
     let mut mid = Vec::new();
     let (roll_at, middle) = (segment, segment / 2);
+    let (mut max, mut max_at, mut max_when) = (Duration::ZERO, 0i64, std::time::SystemTime::UNIX_EPOCH);
     let mut i = 0u64;
     loop {
         let at = master.store.max_offset();
         if at >= roll_at + window {
             break;
         }
-        let t = Instant::now();
+        let (t, when) = (Instant::now(), std::time::SystemTime::now());
         let r = master.handle.put(message(size, i)).await;
         let took = t.elapsed();
         ensure!(r.status == PutStatus::PutOk, "put {i} ended {}", r.status);
         if at + window >= roll_at {
             around_roll.push(took);
+            if took > max {
+                (max, max_at, max_when) = (took, at as i64 - roll_at as i64, when);
+            }
         } else if at + window >= middle && at < middle + window {
             mid.push(took);
         }
@@ -577,10 +598,12 @@ async fn roll_puts(
     }
     around_roll.sort_unstable();
     mid.sort_unstable();
-    let max = around_roll.last().copied().unwrap_or_default();
-    Ok((
-        super::micros(percentile(&around_roll, 0.99)),
-        super::micros(max),
-        super::micros(percentile(&mid, 0.99)),
-    ))
+    Ok(RollFigures {
+        p99: super::micros(percentile(&around_roll, 0.99)),
+        max: super::micros(max),
+        max_at,
+        max_when,
+        mid_p99: super::micros(percentile(&mid, 0.99)),
+        mid_max: super::micros(mid.last().copied().unwrap_or_default()),
+    })
 }

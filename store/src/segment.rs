@@ -134,11 +134,26 @@ fn create(
     if sync {
         sync_dir(dir)?;
     }
-    let (map, mut writer) = MappedFile::map(file, path.clone(), lock.cloned()).at(&path)?;
+    let (map, mut writer) = map_file(file, path.clone(), lock).at(&path)?;
     if reserve {
         writer.mark_reserved();
     }
     Ok((map, writer))
+}
+
+/// Maps `file`. Commit-log segments (the mappings that take the store's `lock`) are written
+/// through their descriptor ([`MappedFile::map_written_through`]: a write fault into a new page
+/// zero-fills the whole read-ahead window around it); consume-queue files, written 20 bytes at
+/// a time, through the mapping.
+fn map_file(
+    file: File,
+    path: PathBuf,
+    lock: Option<&Arc<File>>,
+) -> std::io::Result<(Arc<MappedFile>, MapWriter)> {
+    match lock {
+        Some(lock) => MappedFile::map_written_through(file, path, Some(Arc::clone(lock))),
+        None => MappedFile::map(file, path, None),
+    }
 }
 
 /// Replaces the file for `start` in `dir` by a copy of its first `keep` bytes, zero-filled to
@@ -179,7 +194,7 @@ pub(crate) fn replace_with_prefix(
     dst.sync_all().at(&tmp)?;
     fs::rename(&tmp, &path).at(&path)?;
     sync_dir(dir)?;
-    let (map, mut writer) = MappedFile::map(dst, path.clone(), lock.cloned()).at(&path)?;
+    let (map, mut writer) = map_file(dst, path.clone(), lock).at(&path)?;
     if reserve {
         writer.mark_reserved();
     }
@@ -216,7 +231,7 @@ pub(crate) fn open_file(
     lock: Option<&Arc<File>>,
 ) -> Result<(Arc<MappedFile>, MapWriter), StoreError> {
     let file = File::options().read(true).write(true).open(path).at(path)?;
-    MappedFile::map(file, path.to_path_buf(), lock.cloned()).at(path)
+    map_file(file, path.to_path_buf(), lock).at(path)
 }
 
 /// The segment being written.

@@ -209,7 +209,9 @@ impl Shared {
                 });
             }
             if remaining >= codec::BLANK_RECORD_LEN {
-                a.writer.write(&codec::blank_record(remaining));
+                a.writer
+                    .append(&codec::blank_record(remaining))
+                    .map_err(|e| StoreError::io(a.writer.file().path(), e))?;
             }
             let size = a.writer.file().len();
             a.writer.seek(size);
@@ -352,8 +354,12 @@ impl Shared {
         let a = w.active.as_mut().expect("make_room leaves an active segment");
         let offset = a.base + a.writer.pos() as u64;
         let store_timestamp = self.env.clock.now_millis();
-        prepared.write(a.writer.reserve(len), queue_offset as i64, offset as i64, store_timestamp);
-        a.writer.advance(len);
+        prepared.write(a.writer.stage(len), queue_offset as i64, offset as i64, store_timestamp);
+        if let Err(e) = a.writer.append_staged(len) {
+            let e = StoreError::io(a.writer.file().path(), e);
+            tracing::error!(error = %e, "cannot write to the commit log; refusing the put");
+            return PutResult::refused(PutStatus::UnknownError);
+        }
         a.writer.publish();
         let new_end = offset + len as u64;
         self.log.end.store(new_end, Ordering::Release);
@@ -431,7 +437,11 @@ impl Shared {
             self.note_write_error(&e);
             return Err(e);
         }
-        a.writer.write(data);
+        if let Err(e) = a.writer.append(data) {
+            let e = StoreError::io(a.writer.file().path(), e);
+            tracing::error!(error = %e, "cannot write replicated bytes to the commit log");
+            return Err(e);
+        }
         let written = offset + data.len() as u64;
         let end = self.log.end.load(Ordering::Relaxed);
         let (good, error) = validate_replicated(
