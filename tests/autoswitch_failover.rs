@@ -5,9 +5,9 @@
 //! new master; a third, empty broker joins and gets the whole log with both epochs.
 //!
 //! The masters apply their own sync-state-set proposals (the local authority, until a
-//! coordinator exists): a slave that disconnects leaves the set once it has not caught up for
-//! `haMaxTimeSlaveNotCatchup` (one second here), so the old master's tail is confirmed by the
-//! master alone, and the test plays the controller that elects the slave anyway.
+//! coordinator exists): a slave that disconnects leaves the set at once, so the old master's
+//! tail is confirmed by the master alone, and the test plays the controller that elects the
+//! slave anyway.
 
 mod support;
 
@@ -40,8 +40,6 @@ fn master_config(broker_id: i64, epoch: i32) -> MasterServiceConfig {
             epoch,
             sync_state_set: BTreeSet::from([broker_id]),
             sync: SyncPolicy { all_ack_in_sync_state_set: true, ..SyncPolicy::default() },
-            // A slave that goes away leaves the set after this long.
-            ha_max_time_slave_not_catchup: Duration::from_secs(1),
             ..MasterControllerConfig::default()
         }),
         ..MasterServiceConfig::default()

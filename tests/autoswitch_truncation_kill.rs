@@ -73,8 +73,6 @@ fn master_config(broker_id: i64, epoch: i32) -> MasterServiceConfig {
             epoch,
             sync_state_set: BTreeSet::from([broker_id]),
             sync: SyncPolicy { all_ack_in_sync_state_set: true, ..SyncPolicy::default() },
-            // A slave that goes away leaves the set after this long.
-            ha_max_time_slave_not_catchup: Duration::from_secs(1),
             ..MasterControllerConfig::default()
         }),
         ..MasterServiceConfig::default()

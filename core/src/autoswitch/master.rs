@@ -401,13 +401,6 @@ impl AutoSwitchMaster {
         &self.sync
     }
 
-    /// When member `id`'s ack last covered the master's end (a member that has not caught up
-    /// since this master started or since it joined the set counts from then); `None` for an
-    /// id never in the set.
-    pub fn caught_up_at(&self, id: BrokerId) -> Option<Instant> {
-        self.caught_up.get(&id).copied()
-    }
-
     /// The master's epochs.
     pub fn epochs(&self) -> &EpochCache {
         &self.epochs

@@ -20,12 +20,9 @@
 //!
 //! The sync-state-set is an input: the master proposes changes
 //! ([`MasterEvent::SyncStateSetChange`]) to a [`SyncStateSetAuthority`]. Until a coordinator
-//! exists, [`LocalAuthority`] applies what it is offered with the next epoch of the set; the
-//! driver offers it an expansion at once and a removal once the members it removes have not
-//! caught up for `haMaxTimeSlaveNotCatchup` (a member that disconnected keeps confirmOffset
-//! frozen until then, as in RocketMQ while its controller has not applied the removal).
-//! [`AutoSwitchDriver::set_sync_state_set`] applies a set from outside (an operator, a
-//! coordinator's answer), refusing a stale one.
+//! exists, [`LocalAuthority`] applies every proposal at once with the next epoch of the set;
+//! [`AutoSwitchDriver::set_sync_state_set`] applies a set from outside (an operator, later a
+//! coordinator's answer).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -188,17 +185,6 @@ pub trait SyncStateSetAuthority: Send {
         applied: &BTreeSet<BrokerId>,
         epoch: i32,
     ) -> Option<(BTreeSet<BrokerId>, i32)>;
-
-    /// Whether this authority applies whatever it is offered, at once, with no view of its
-    /// own on the brokers ([`LocalAuthority`]). For such an authority the driver holds a
-    /// removal back until every member it removes has not caught up for
-    /// `haMaxTimeSlaveNotCatchup`: a member that disconnects keeps confirmOffset frozen until
-    /// then, as an unanswered proposal does in RocketMQ, instead of leaving the set the moment
-    /// its connection drops. `false` (the default): every proposal is offered as the master
-    /// makes it, as RocketMQ's broker reports it to its controller, which decides.
-    fn applies_at_once(&self) -> bool {
-        false
-    }
 }
 
 /// Why a sync-state-set given from outside ([`AutoSwitchDriver::set_sync_state_set`], an
@@ -269,10 +255,8 @@ pub fn check_sync_state_set(
     Ok(())
 }
 
-/// The authority used until a coordinator exists: every proposal it is offered is applied
-/// at once, with the next epoch of the set. It [applies at once](SyncStateSetAuthority::applies_at_once),
-/// so a removal is offered only once the members it removes have not caught up for
-/// `haMaxTimeSlaveNotCatchup` (an expansion at once).
+/// The authority used until a coordinator exists: every proposal is applied at once, with
+/// the next epoch of the set.
 #[derive(Copy, Clone, Debug, Default)]
 pub struct LocalAuthority;
 
@@ -284,10 +268,6 @@ impl SyncStateSetAuthority for LocalAuthority {
         epoch: i32,
     ) -> Option<(BTreeSet<BrokerId>, i32)> {
         Some((proposed.clone(), epoch.saturating_add(1)))
-    }
-
-    fn applies_at_once(&self) -> bool {
-        true
     }
 }
 
@@ -325,9 +305,6 @@ pub struct AutoSwitchDriver<L, C, W> {
     refused: BTreeSet<ConnId>,
     refusals: Refusals,
     authority: Box<dyn SyncStateSetAuthority>,
-    /// A proposed removal held back from an authority that applies at once, until the members
-    /// it removes are overdue (see [`SyncStateSetAuthority::applies_at_once`]).
-    held: Option<BTreeSet<BrokerId>>,
 }
 
 impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
@@ -405,7 +382,6 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             refused: BTreeSet::new(),
             refusals: Refusals::default(),
             authority,
-            held: None,
         })
     }
 
@@ -570,7 +546,6 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             }
         }
         info!(?set, epoch, "sync-state-set applied from outside");
-        self.held = None;
         self.feed(now, MasterInput::SyncStateSetApplied { set, epoch });
         Ok(())
     }
@@ -579,12 +554,6 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = self.now.max(now);
         self.master.handle_timeout(now);
-        if self.held.as_ref().is_some_and(|held| self.removal_due(held).is_none()) {
-            if let Some(proposed) = self.held.take() {
-                info!(?proposed, "held sync-state-set removal now due");
-                self.offer(proposed);
-            }
-        }
     }
 
     /// Performs every pending output and returns when to call
@@ -592,10 +561,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
     pub fn drain(&mut self) -> Instant {
         loop {
             match self.master.poll_output() {
-                MasterOutput::Timeout(at) => {
-                    let held = self.held.as_ref().and_then(|held| self.removal_due(held));
-                    return held.map_or(at, |due| at.min(due));
-                }
+                MasterOutput::Timeout(at) => return at,
                 MasterOutput::Transmit { conn, header, body } => {
                     if let Some(entry) = self.conns.get_mut(&conn) {
                         if let Some(span) = body {
@@ -786,19 +752,8 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
                 let set = self.master.sync_state_set();
                 let (applied, epoch) = (set.applied.clone(), set.epoch);
                 info!(?proposed, ?applied, epoch, "sync-state-set change proposed");
-                if !self.authority.applies_at_once() {
-                    self.held = None;
-                    self.offer(proposed);
-                } else if proposed == applied {
-                    // A held removal withdrawn (the member caught up again): nothing changes.
-                    self.held = None;
-                    self.feed(now, MasterInput::SyncStateSetApplied { set: applied, epoch });
-                } else if let Some(due) = self.removal_due(&proposed) {
-                    info!(?proposed, ?due, "sync-state-set removal held until its members are overdue");
-                    self.held = Some(proposed);
-                } else {
-                    self.held = None;
-                    self.offer(proposed);
+                if let Some((set, epoch)) = self.authority.propose(&proposed, &applied, epoch) {
+                    self.feed(now, MasterInput::SyncStateSetApplied { set, epoch });
                 }
             }
             MasterEvent::SlaveHandshake { conn, request } => {
@@ -818,30 +773,6 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             MasterEvent::SlaveAcked { .. } => {}
             MasterEvent::SlaveDisconnected { conn } => debug!(?conn, "slave disconnected"),
         }
-    }
-}
-
-impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
-    /// Offers a proposal to the authority and applies its answer, if it answers now.
-    fn offer(&mut self, proposed: BTreeSet<BrokerId>) {
-        let set = self.master.sync_state_set();
-        let (applied, epoch) = (set.applied.clone(), set.epoch);
-        if let Some((set, epoch)) = self.authority.propose(&proposed, &applied, epoch) {
-            self.feed(self.now, MasterInput::SyncStateSetApplied { set, epoch });
-        }
-    }
-
-    /// When every member of the applied set that `proposed` leaves out will have not caught up
-    /// for `haMaxTimeSlaveNotCatchup`, if that is still to come; `None` once it has.
-    fn removal_due(&self, proposed: &BTreeSet<BrokerId>) -> Option<Instant> {
-        let limit = self.master.config().ha_max_time_slave_not_catchup;
-        let set = self.master.sync_state_set();
-        set.applied
-            .iter()
-            .filter(|&&id| id != set.local && !proposed.contains(&id))
-            .filter_map(|&id| self.master.caught_up_at(id).map(|t| t + limit))
-            .max()
-            .filter(|&due| due > self.now)
     }
 }
 
