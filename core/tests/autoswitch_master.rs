@@ -587,3 +587,19 @@ fn a_pending_expansion_keeps_counting_until_answered_when_the_member_leaves() {
     m.handle_input(clock.at(4), MasterInput::SyncStateSetApplied { set: set(&[1]), epoch: 3 }).unwrap();
     assert_eq!(waits(&drain(&mut m).0), [(WaitId(7), Ok(200))]);
 }
+
+#[test]
+fn a_member_that_caught_up_while_a_proposal_was_outstanding_is_proposed_once_it_is_answered() {
+    // Seen in the fault suite: an idle group, where a caught-up slave only repeats its ack,
+    // kept a broker out of the set for good after its expansion was skipped as outstanding.
+    let clock = Clock::new();
+    let all_ack = SyncPolicy { all_ack_in_sync_state_set: true, ..SyncPolicy::default() };
+    let mut m =
+        master_with(AutoSwitchMasterConfig { sync: all_ack, ..config() }, &clock, 100, &[(1, 0)], &[1]);
+    let out = join(&mut m, clock.at(0), 1, 2, 100);
+    assert_eq!(proposals(&out), [set(&[1, 2])]);
+    let out = join(&mut m, clock.at(1), 2, 3, 100);
+    assert!(proposals(&out).is_empty(), "one proposal outstanding at a time: {out:?}");
+    m.handle_input(clock.at(2), MasterInput::SyncStateSetApplied { set: set(&[1, 2]), epoch: 2 }).unwrap();
+    assert_eq!(proposals(&drain(&mut m).0), [set(&[1, 2, 3])]);
+}

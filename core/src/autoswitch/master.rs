@@ -533,6 +533,12 @@ impl AutoSwitchMaster {
                 self.update_confirm();
                 self.complete_waits();
                 self.maybe_shrink(None);
+                // Expansions skipped while the proposal was outstanding: a caught-up slave of
+                // an idle group only repeats its ack, which would never propose it again.
+                let conns: Vec<ConnId> = self.conns.keys().copied().collect();
+                for conn in conns {
+                    self.maybe_expand(conn);
+                }
             }
         }
         Ok(())
@@ -751,6 +757,7 @@ impl AutoSwitchMaster {
                     if offset >= log.max {
                         self.mark_caught_up(conn);
                     }
+                    self.maybe_expand(conn);
                     return Ok(());
                 }
                 *ack = offset;
