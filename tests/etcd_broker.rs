@@ -274,14 +274,7 @@ fn three_brokers_elect_a_master_and_fail_over_after_kill_9_with_the_old_master_r
     });
     let reply = put_ok(&nodes[n], "third-0");
     assert_eq!(reply["epoch"].as_i64(), Some(new_epoch));
-    let end = nodes[n].max_offset();
-    eventually("every broker at the master's end", &[&nodes[m], &nodes[n]], || {
-        nodes.iter().all(|node| node.max_offset() == end)
-    });
-    let master_log = nodes[n].commit_log(end);
-    for node in &nodes {
-        assert!(node.commit_log(end) == master_log, "broker {} differs from the master", node.id);
-    }
+    assert_identical_with_master(&nodes, m, n);
 }
 
 #[test]
@@ -331,14 +324,7 @@ fn an_old_master_with_a_tail_nobody_acknowledged_rejoins_and_truncates_it() {
         s["role"] == "SLAVE" && s["controller"]["truncations"].as_u64().unwrap_or(0) >= 1
     });
     put_ok(&nodes[n], "new-1");
-    let end = nodes[n].max_offset();
-    eventually("every broker at the master's end", &[&nodes[m], &nodes[n]], || {
-        nodes.iter().all(|node| node.max_offset() == end)
-    });
-    let master_log = nodes[n].commit_log(end);
-    for node in &nodes {
-        assert!(node.commit_log(end) == master_log, "broker {} differs from the master", node.id);
-    }
+    assert_identical_with_master(&nodes, m, n);
 }
 
 #[test]
@@ -463,4 +449,17 @@ fn bench_failover_after_kill_9() {
         times[times.len() / 2],
         times[times.len() - 1]
     );
+}
+
+/// Waits until every broker is at master `n`'s end (`m`'s log is shown if it never gets there)
+/// and checks that each holds the master's bytes.
+fn assert_identical_with_master(nodes: &[Node], m: usize, n: usize) {
+    let end = nodes[n].max_offset();
+    eventually("every broker at the master's end", &[&nodes[m], &nodes[n]], || {
+        nodes.iter().all(|node| node.max_offset() == end)
+    });
+    let master_log = nodes[n].commit_log(end);
+    for node in nodes {
+        assert!(node.commit_log(end) == master_log, "broker {} differs from the master", node.id);
+    }
 }
