@@ -73,6 +73,8 @@ pub(crate) struct Shared {
     /// polls (every millisecond, like RocketMQ's ReputMessageService), appends do not wake it,
     /// which keeps a thread wake-up off the slave's path from receiving bytes to acking them.
     pub(crate) reput_idle: AtomicBool,
+    /// Times an append or a confirm offset woke the reput thread from its idle sleep.
+    pub(crate) reput_wakeups: AtomicU64,
     /// The exclusive lock on `<root>/lock`; every segment mapping holds it too.
     pub(crate) lock_file: Arc<File>,
     /// The epoch list of controller mode and its file.
@@ -168,6 +170,7 @@ impl Shared {
         std::sync::atomic::fence(Ordering::SeqCst);
         if self.reput_idle.load(Ordering::Relaxed) {
             if let Some(t) = self.reput_thread.get() {
+                self.reput_wakeups.fetch_add(1, Ordering::Relaxed);
                 t.unpark();
             }
         }
@@ -700,6 +703,9 @@ pub struct StoreStatus {
     pub disk_full: bool,
     /// Flushes of the commit log so far (each may serve many waiters).
     pub flush_count: u64,
+    /// Times a write woke the consume-queue dispatch (reput) thread from its idle sleep; while
+    /// bytes keep arriving it polls and writes need not wake it.
+    pub reput_wakeups: u64,
     /// Where consume-queue dispatch stopped on an invalid record, and why.
     pub dispatch_error: Option<(Offset, String)>,
     /// The durable message boundary recorded in the checkpoint.
@@ -804,7 +810,9 @@ impl CommitLog {
             shortage: Mutex::new(None),
             closed: AtomicBool::new(false),
             reput_thread: OnceLock::new(),
-            reput_idle: AtomicBool::new(true),
+            // The reput thread starts polling (it saw no bytes for under a second).
+            reput_idle: AtomicBool::new(false),
+            reput_wakeups: AtomicU64::new(0),
             lock_file: recovered.lock_file,
             epochs: Mutex::new(recovered.epochs),
             confirm: AtomicU64::new(recovered.confirm),
@@ -1200,6 +1208,7 @@ impl CommitLog {
             disk_used_ratio: s.retention.last_ratio(),
             disk_full: s.retention.disk_full.load(Ordering::Acquire),
             flush_count: s.flush.count.load(Ordering::Relaxed),
+            reput_wakeups: s.reput_wakeups.load(Ordering::Relaxed),
             dispatch_error,
             checkpoint_flushed: ckpt.flushed,
             checkpoint_dispatched: ckpt.dispatched,
