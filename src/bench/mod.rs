@@ -200,7 +200,10 @@ impl Cluster {
         let mut cluster =
             Self { segment, warm, master_store, master, slave_stores: Vec::new(), slaves: Vec::new(), dir };
         for _ in 0..slaves {
-            cluster.add_slave().await?;
+            if let Err(e) = cluster.add_slave().await {
+                cluster.stop().await;
+                return Err(e);
+            }
         }
         Ok(cluster)
     }
@@ -281,6 +284,14 @@ impl Cluster {
             }
         }
         Ok(warm_up)
+    }
+
+    /// Runs `measure` on the cluster, then stops it whatever `measure` returned, so that an
+    /// error path closes the stores before their directory goes too.
+    async fn measure<T>(self, measure: impl AsyncFnOnce(&Self) -> anyhow::Result<T>) -> anyhow::Result<T> {
+        let result = measure(&self).await;
+        self.stop().await;
+        result
     }
 
     /// Stops replication, then closes every store, so that none is closed later by whichever
@@ -411,17 +422,20 @@ async fn throughput(
 ) -> anyhow::Result<(f64, f64, Vec<Duration>)> {
     let size = args.size;
     let cluster = Cluster::start(role, 1, 32 * 1024, args.steady_segment(), (0, size), args.warm).await?;
-    cluster.wait_for_slaves().await?;
-    let from = cluster.settle(64, size).await?;
-    let start = Instant::now();
-    let (secs, latencies) = cluster.produce(producers, from, messages, size).await?;
-    let end = cluster.master_store.max_offset();
-    while cluster.slave_stores[0].max_offset() < end {
-        tokio::time::sleep(Duration::from_micros(100)).await;
-    }
-    let replicated = start.elapsed().as_secs_f64();
-    cluster.stop().await;
-    Ok((messages as f64 / secs, messages as f64 / replicated, latencies))
+    cluster
+        .measure(async |cluster: &Cluster| {
+            cluster.wait_for_slaves().await?;
+            let from = cluster.settle(64, size).await?;
+            let start = Instant::now();
+            let (secs, latencies) = cluster.produce(producers, from, messages, size).await?;
+            let end = cluster.master_store.max_offset();
+            while cluster.slave_stores[0].max_offset() < end {
+                tokio::time::sleep(Duration::from_micros(100)).await;
+            }
+            let replicated = start.elapsed().as_secs_f64();
+            Ok((messages as f64 / secs, messages as f64 / replicated, latencies))
+        })
+        .await
 }
 
 /// One SYNC put at a time on an otherwise idle, settled master, `pause` apart; sorted latencies.
@@ -430,25 +444,29 @@ async fn idle_puts(samples: usize, args: &BenchArgs, pause: Duration) -> anyhow:
     let cluster =
         Cluster::start(BrokerRole::SyncMaster, 1, 32 * 1024, args.steady_segment(), (0, size), args.warm)
             .await?;
-    cluster.wait_for_slaves().await?;
-    let from = cluster.settle(64, size).await?;
-    // Put from a runtime task, as a producer (an HTTP handler) does, not from `block_on`'s thread.
-    let master = cluster.master.clone();
-    let mut latencies = tokio::spawn(async move {
-        let mut latencies = Vec::with_capacity(samples);
-        for i in from..from + samples as u64 {
-            tokio::time::sleep(pause).await;
-            let t = Instant::now();
-            let r = master.put(message(size, i)).await;
-            anyhow::ensure!(r.status == PutStatus::PutOk, "put {i} ended {}", r.status);
-            latencies.push(t.elapsed());
-        }
-        Ok(latencies)
-    })
-    .await??;
-    cluster.stop().await;
-    latencies.sort_unstable();
-    Ok(latencies)
+    cluster
+        .measure(async |cluster: &Cluster| {
+            cluster.wait_for_slaves().await?;
+            let from = cluster.settle(64, size).await?;
+            // Put from a runtime task, as a producer (an HTTP handler) does, not from `block_on`'s
+            // thread.
+            let master = cluster.master.clone();
+            let mut latencies = tokio::spawn(async move {
+                let mut latencies = Vec::with_capacity(samples);
+                for i in from..from + samples as u64 {
+                    tokio::time::sleep(pause).await;
+                    let t = Instant::now();
+                    let r = master.put(message(size, i)).await;
+                    anyhow::ensure!(r.status == PutStatus::PutOk, "put {i} ended {}", r.status);
+                    latencies.push(t.elapsed());
+                }
+                Ok(latencies)
+            })
+            .await??;
+            latencies.sort_unstable();
+            Ok(latencies)
+        })
+        .await
 }
 
 impl BenchArgs {
@@ -991,5 +1009,32 @@ mod tests {
         }
         drop(cluster);
         drop(lingering);
+    }
+
+    /// A measurement that fails (a put refused, say) still stops the cluster and closes its
+    /// stores, as a successful one does, before their directory goes.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failed_measurement_still_closes_every_store() {
+        let cluster = Cluster::start(BrokerRole::AsyncMaster, 1, 32 * 1024, 8 << 20, (64 << 10, 1024), false)
+            .await
+            .unwrap();
+        // As a task that has not exited yet would.
+        let lingering: Vec<_> =
+            std::iter::once(&cluster.master_store).chain(&cluster.slave_stores).cloned().collect();
+        let result: anyhow::Result<()> = cluster
+            .measure(async |c: &Cluster| {
+                c.wait_for_slaves().await?;
+                anyhow::bail!("put 3481 ended SERVICE_NOT_AVAILABLE")
+            })
+            .await;
+        assert!(result.is_err());
+        for store in &lingering {
+            let r = store.put(message(16, 0));
+            assert_eq!(
+                r.status,
+                PutStatus::ServiceNotAvailable,
+                "a store is still open after a failed measurement"
+            );
+        }
     }
 }
