@@ -804,7 +804,8 @@ impl CommitLog {
             shortage: Mutex::new(None),
             closed: AtomicBool::new(false),
             reput_thread: OnceLock::new(),
-            reput_idle: AtomicBool::new(true),
+            // The reput thread starts polling; it marks itself idle when it stops.
+            reput_idle: AtomicBool::new(false),
             lock_file: recovered.lock_file,
             epochs: Mutex::new(recovered.epochs),
             confirm: AtomicU64::new(recovered.confirm),
@@ -1589,5 +1590,23 @@ impl MessageLog for CommitLog {
             flush_disk_type: config.flush_disk_type,
             sync_flush_timeout: config.sync_flush_timeout,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reput thread starts out polling (every millisecond, for its first second), so it
+    /// must not count as idle then: an idle reput thread is unparked by every append, which on a
+    /// catching-up slave made one futex wake and one early wake-up of the thread per append.
+    #[test]
+    fn a_reput_thread_that_has_just_started_is_polling_not_idle() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = CommitLog::open(dir.path(), StoreConfig::default()).unwrap();
+        assert!(
+            !log.shared.reput_idle.load(Ordering::SeqCst),
+            "a polling reput thread is marked idle, so every append would unpark it"
+        );
     }
 }
