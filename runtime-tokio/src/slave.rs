@@ -112,6 +112,7 @@ impl<L: LogWrite> Runner<L> {
 /// Reads from the stream, if there is one.
 async fn read(stream: Option<&mut Stream>, buf: &mut ReadBuffer) -> io::Result<Bytes> {
     let Some(stream) = stream else { return pending().await };
-    let n = stream.read(buf.spare()).await?;
+    // Into spare capacity: the room is not zeroed before every refill.
+    let n = stream.read_buf(buf.unfilled()).await?;
     Ok(buf.take(n))
 }

@@ -38,6 +38,13 @@ pub(crate) struct WriterState {
     /// An offset known to start a segment of the master's log, to name the master's segment
     /// size when a BLANK record shows that it differs.
     pub(crate) master_boundary: Option<u64>,
+    /// A copy of the bytes of that incomplete trailing record, `[tail_at, accepted)`, kept so
+    /// that the next append validates it without reading the mapping (whose fresh pages would
+    /// fault). Used only while `tail_at` is the log end and the length matches; otherwise the
+    /// bytes are read from the mapping.
+    pub(crate) tail: Vec<u8>,
+    /// Where [`tail`](Self::tail) starts.
+    pub(crate) tail_at: u64,
 }
 
 /// Why writes are refused for lack of space (see [`StoreError::DiskFull`]).
@@ -268,6 +275,7 @@ impl Shared {
             }
         }
         w.accepted = end;
+        w.tail.clear();
     }
 
     /// Adopts `offset` as the first offset of an empty log.
@@ -422,6 +430,7 @@ impl Shared {
             }
         }
         let master_boundary = w.master_boundary;
+        let (mut tail, tail_at) = (std::mem::take(&mut w.tail), w.tail_at);
         let a = w.active.as_mut().expect("installed above");
         let seg_end = a.base + self.log.segment_size;
         if data.len() > a.writer.remaining() {
@@ -447,15 +456,35 @@ impl Shared {
         }
         let written = offset + data.len() as u64;
         let end = self.log.end.load(Ordering::Relaxed);
-        let (good, error) = validate_replicated(
-            a.writer.peek(),
-            a.base,
-            self.log.segment_size,
+        // Validated from `data` (and the unpublished bytes of a record begun by an earlier
+        // append), not through the mapping: pages just written through the descriptor are not
+        // mapped yet, and reading them there took a page fault per append on the ack path.
+        let pending_len = (offset - end) as usize;
+        let from_tail = tail_at == end && tail.len() == pending_len;
+        if !from_tail {
+            tail.clear();
+            tail.extend_from_slice(&a.writer.peek()[(end - a.base) as usize..(offset - a.base) as usize]);
+        }
+        let (good, error) = validate_appended(
+            &tail,
             end,
-            written,
+            data,
+            SegmentSpan { base: a.base, size: self.log.segment_size },
             master_boundary,
             self.config.max_message_size,
         );
+        // The next incomplete record's bytes: `[good, written)`.
+        if error.is_some() {
+            tail.clear();
+        } else if good >= offset {
+            tail.clear();
+            tail.extend_from_slice(&data[(good - offset) as usize..]);
+        } else {
+            // No record ended in `data` (good is still the log end): all of it is pending.
+            tail.extend_from_slice(data);
+        }
+        w.tail = tail;
+        w.tail_at = good;
         let a = w.active.as_mut().expect("installed above");
         if error.is_some() {
             // Nothing from the bad record on is kept: zero it and write from there next.
@@ -594,25 +623,83 @@ impl Shared {
     }
 }
 
-/// Walks the replicated records of one segment from `from` (a record boundary) to `to`, as
-/// recovery will (magic, sizes, physical offset, topic, body CRC, and a BLANK record ending
-/// exactly at the segment end). `seg` is the whole segment, `base` its first offset. Returns the
-/// end of the last complete valid record and the error of the first invalid one; a trailing
-/// incomplete record is no error (its rest may still arrive).
-pub(crate) fn validate_replicated(
-    seg: &[u8],
-    base: u64,
-    segment_size: u64,
+/// Where a segment of the log lies: its first offset and its size.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SegmentSpan {
+    pub(crate) base: u64,
+    pub(crate) size: u64,
+}
+
+/// [`validate_replicated`] of the bytes `pending ++ data`, which start at a record boundary:
+/// `pending` are the bytes of an incomplete record that earlier appends left (possibly none),
+/// `data` the bytes just appended after them. Only the record that spans both is copied (into
+/// one buffer, to be parsed whole); every other record is read straight from `data`.
+pub(crate) fn validate_appended(
+    pending: &[u8],
     from: u64,
-    to: u64,
+    data: &[u8],
+    seg: SegmentSpan,
     master_boundary: Option<u64>,
     max_message_size: u32,
 ) -> (u64, Option<StoreError>) {
+    let validate = |window: &[u8], window_start: u64, from: u64| {
+        validate_replicated(window, window_start, seg, from, master_boundary, max_message_size)
+    };
+    let data_start = from + pending.len() as u64;
+    if pending.is_empty() {
+        return validate(data, data_start, from);
+    }
+    // The spanning record's size field, if all four bytes are here.
+    let mut size = [0u8; 4];
+    let mut have = 0;
+    for (slot, byte) in size.iter_mut().zip(pending.iter().chain(data)) {
+        *slot = *byte;
+        have += 1;
+    }
+    let total = i32::from_be_bytes(size);
+    let available = pending.len() + data.len();
+    let head_len = if have < 4 || total <= 0 || total as usize <= pending.len() {
+        // No plausible size (too few bytes, padding before the segment end): all of it, as
+        // one window. Rare and short.
+        available
+    } else if total as usize > available {
+        // Still incomplete: its first bytes decide whether it is invalid already.
+        available.min(codec::BLANK_RECORD_LEN)
+    } else {
+        total as usize
+    };
+    let mut head = Vec::with_capacity(head_len);
+    head.extend_from_slice(&pending[..head_len.min(pending.len())]);
+    head.extend_from_slice(&data[..head_len.saturating_sub(pending.len())]);
+    let head_end = from + head_len as u64;
+    let (good, error) = validate(&head, from, from);
+    if error.is_some() || good < head_end || head_len == available {
+        return (good, error);
+    }
+    validate(&data[head_len - pending.len()..], head_end, head_end)
+}
+
+/// Walks the replicated records of one segment from `from` (a record boundary) to the end of
+/// `window`, as recovery will (magic, sizes, physical offset, topic, body CRC, and a BLANK record
+/// ending exactly at the segment end). `window` holds the bytes from offset `window_start` (at
+/// most `from`) on, inside the segment `seg`. Returns the end of the last complete valid record
+/// and the error of the first invalid one; a trailing incomplete record is no error (its rest
+/// may still arrive).
+pub(crate) fn validate_replicated(
+    window: &[u8],
+    window_start: u64,
+    seg: SegmentSpan,
+    from: u64,
+    master_boundary: Option<u64>,
+    max_message_size: u32,
+) -> (u64, Option<StoreError>) {
+    let SegmentSpan { base, size: segment_size } = seg;
     let seg_end = base + segment_size;
+    let to = window_start + window.len() as u64;
     let checks = codec::Checks { crc: true, zero_suffix: false };
     let mut pos = from;
     while pos < to {
-        let rel = (pos - base) as usize;
+        let rel = (pos - window_start) as usize;
         let remaining = (seg_end - pos) as usize;
         if remaining < codec::BLANK_RECORD_LEN {
             // Too small for a record: padding, once all of it is here.
@@ -622,7 +709,7 @@ pub(crate) fn validate_replicated(
             pos = seg_end;
             continue;
         }
-        match codec::parse_record(&seg[rel..(to - base) as usize], remaining, Some(pos), checks) {
+        match codec::parse_record(&window[rel..], remaining, Some(pos), checks) {
             codec::Record::Message(v) => pos += v.total as u64,
             codec::Record::Blank { len } if pos + len as u64 <= to => pos += len as u64,
             codec::Record::Blank { .. } | codec::Record::Incomplete => break,
@@ -791,6 +878,8 @@ impl CommitLog {
             writer: Mutex::new(WriterState {
                 active: recovered.active,
                 accepted: recovered.end,
+                tail: Vec::new(),
+                tail_at: recovered.end,
                 // Segments agreed with the master's so far: the one holding the end starts one.
                 master_boundary: Some(recovered.end - recovered.end % config.mapped_file_size_commit_log),
             }),
@@ -810,7 +899,7 @@ impl CommitLog {
             shortage: Mutex::new(None),
             closed: AtomicBool::new(false),
             reput_thread: OnceLock::new(),
-            // The reput thread starts polling (it saw no bytes for under a second).
+            // The reput thread starts polling; it marks itself idle when it stops.
             reput_idle: AtomicBool::new(false),
             reput_wakeups: AtomicU64::new(0),
             lock_file: recovered.lock_file,
@@ -1598,5 +1687,80 @@ impl MessageLog for CommitLog {
             flush_disk_type: config.flush_disk_type,
             sync_flush_timeout: config.sync_flush_timeout,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A log of messages of assorted sizes (and so records of assorted lengths), as bytes.
+    fn records(n: usize) -> Vec<u8> {
+        static RECORDS: OnceLock<Vec<u8>> = OnceLock::new();
+        RECORDS.get_or_init(|| records_of(n)).clone()
+    }
+
+    fn records_of(n: usize) -> Vec<u8> {
+        let dir = tempfile::tempdir().unwrap();
+        let log = CommitLog::open(dir.path(), StoreConfig::default()).unwrap();
+        for i in 0..n {
+            let body = vec![i as u8; 1 + (i * 37) % 300];
+            assert_eq!(log.put(Message::new("TopicTest", (i % 4) as i32, body)).status, PutStatus::PutOk);
+        }
+        let end = log.max_offset();
+        log.read(LogSpan { offset: 0, len: end as u32 }).unwrap().to_vec()
+    }
+
+    const SEG: SegmentSpan = SegmentSpan { base: 0, size: 1 << 30 };
+
+    fn whole(bytes: &[u8], from: u64, to: u64) -> (u64, Option<String>) {
+        let (good, e) = validate_replicated(&bytes[..to as usize], 0, SEG, from, None, 4 << 20);
+        (good, e.map(|e| e.to_string()))
+    }
+
+    fn split(bytes: &[u8], from: u64, at: u64, to: u64) -> (u64, Option<String>) {
+        let (pending, data) = (&bytes[from as usize..at as usize], &bytes[at as usize..to as usize]);
+        let (good, e) = validate_appended(pending, from, data, SEG, None, 4 << 20);
+        (good, e.map(|e| e.to_string()))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(128))]
+        /// Validating the pending bytes and the new ones apart judges them as one window does,
+        /// wherever the append boundary falls, damaged bytes included.
+        #[test]
+        fn validating_an_append_after_pending_bytes_matches_validating_them_whole(
+            cut in 0.0f64..1.0,
+            len in 0.0f64..1.0,
+            damage in proptest::option::of((0.0f64..1.0, 1u8..=255, proptest::bool::ANY)),
+        ) {
+            let mut bytes = records(40);
+            let total = bytes.len() as u64;
+            // `from`: a record boundary, the start of some record.
+            let mut boundaries = vec![0u64];
+            while let Some(&b) = boundaries.last() {
+                let size = i32::from_be_bytes(bytes[b as usize..b as usize + 4].try_into().unwrap()) as u64;
+                if b + size >= total { break; }
+                boundaries.push(b + size);
+            }
+            let from = boundaries[(cut * boundaries.len() as f64) as usize % boundaries.len()];
+            let to = from + ((total - from).min(3000) as f64 * len) as u64;
+            if let Some((at, xor, in_last_header)) = damage {
+                // Anywhere in the window, or in the first bytes (size, magic) of the record
+                // that `to` cuts, which decide whether an incomplete record is invalid already.
+                let last = boundaries.iter().copied().filter(|&b| b >= from && b < to).max();
+                let i = match last {
+                    Some(b) if in_last_header => b + (at * 8.0) as u64,
+                    _ => from + (at * (to - from) as f64) as u64,
+                };
+                if let Some(byte) = bytes.get_mut(i as usize) {
+                    *byte ^= xor;
+                }
+            }
+            let expected = whole(&bytes, from, to);
+            for at in from..=to {
+                proptest::prop_assert_eq!(split(&bytes, from, at, to), expected.clone(), "append at {}", at);
+            }
+        }
     }
 }

@@ -88,32 +88,125 @@ impl Frame {
     }
 }
 
-/// A connection's read buffer: each read lands in [`spare`](Self::spare) and leaves as one
-/// [`Bytes`] ([`take`](Self::take)) that shares the allocation, so nothing is copied. The room
-/// is refilled to the full size once less than a quarter of it is left.
+/// A connection's read buffer: each read lands in the room after the filled bytes and leaves
+/// as one [`Bytes`] ([`take`](Self::take)) that shares the allocation, so nothing is copied.
+/// The room is refilled to the full size once less than a quarter of it is left.
+///
+/// Two allocations take turns: a refill reuses the other one once every `Bytes` taken from it
+/// is dropped (the receiver usually still holds the last read's tail, a frame not yet whole,
+/// so the current one is still shared), and allocates only when both are in use.
 #[derive(Debug)]
 pub struct ReadBuffer {
     buf: BytesMut,
+    /// The allocation of the turn before, kept for reuse.
+    other: BytesMut,
     size: usize,
+    allocations: u64,
 }
 
 impl ReadBuffer {
     /// A buffer that reads up to `size` bytes at a time (at least 1).
     pub fn new(size: usize) -> Self {
-        Self { buf: BytesMut::new(), size: size.max(1) }
+        Self { buf: BytesMut::new(), other: BytesMut::new(), size: size.max(1), allocations: 0 }
     }
 
-    /// Room for the next read.
+    /// Room for the next read, zeroed, for a reader that fills a `&mut [u8]`. The bytes it
+    /// read are at the start: [`take`](Self::take) them.
     pub fn spare(&mut self) -> &mut [u8] {
         if self.buf.len() < self.size.div_ceil(4) {
+            self.buf.clear();
+            self.refill();
             self.buf.resize(self.size, 0);
         }
         &mut self.buf
     }
 
-    /// The `n` bytes the last read put at the start of [`spare`](Self::spare) (fewer if `n`
-    /// is more than the room).
+    /// The buffer, empty and with room for the next read in its spare capacity, for a reader
+    /// that appends into spare capacity without zeroing it first (tokio's `read_buf`). The
+    /// bytes it appended are at the start: [`take`](Self::take) them.
+    pub fn unfilled(&mut self) -> &mut BytesMut {
+        // Room [`spare`](Self::spare) zeroed is not data: only `take` hands bytes out.
+        self.buf.clear();
+        if self.buf.capacity() < self.size.div_ceil(4) {
+            self.refill();
+        }
+        &mut self.buf
+    }
+
+    /// The `n` bytes the last read put at the start of the room (fewer if `n` is more than the
+    /// room).
     pub fn take(&mut self, n: usize) -> Bytes {
         self.buf.split_to(n.min(self.buf.len())).freeze()
+    }
+
+    /// How many times a refill had to allocate: the receiver held on to bytes of both
+    /// allocations (or it was the first read).
+    pub fn allocations(&self) -> u64 {
+        self.allocations
+    }
+
+    /// Makes the empty `buf` a buffer with room for `size` bytes: the other allocation if
+    /// nothing taken from it is alive, else a new one.
+    fn refill(&mut self) {
+        std::mem::swap(&mut self.buf, &mut self.other);
+        if !self.buf.try_reclaim(self.size) {
+            self.buf = BytesMut::with_capacity(self.size);
+            self.allocations += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A read of `n` bytes of `fill` through [`ReadBuffer::unfilled`], as tokio's `read_buf` does.
+    fn read(buf: &mut ReadBuffer, n: usize, fill: u8) -> Bytes {
+        let room = buf.unfilled();
+        assert!(room.capacity() - room.len() >= n, "room for {n} bytes");
+        room.extend(std::iter::repeat_n(fill, n));
+        buf.take(n)
+    }
+
+    #[test]
+    fn a_refill_reuses_the_allocation_whose_bytes_were_dropped() {
+        let mut buf = ReadBuffer::new(1024);
+        // Each read is mostly consumed; the receiver keeps the last bytes (a frame not yet
+        // whole) until the next read completes it.
+        let mut held = read(&mut buf, 900, 1).slice(800..);
+        for round in 0..100u8 {
+            let next = read(&mut buf, 900, round);
+            assert_eq!(next.len(), 900);
+            assert!(next.iter().all(|&b| b == round));
+            held = next.slice(800..);
+        }
+        assert_eq!(held.len(), 100);
+        assert_eq!(buf.allocations(), 2, "one allocation per turn, then reuse");
+    }
+
+    #[test]
+    fn zeroed_room_refills_reuse_too() {
+        let mut buf = ReadBuffer::new(1024);
+        let mut held = Bytes::new();
+        for round in 0..100u8 {
+            let room = buf.spare();
+            assert_eq!(room.len(), 1024);
+            room[..900].fill(round);
+            let got = buf.take(900);
+            assert!(got.iter().all(|&b| b == round));
+            drop(held);
+            held = got.slice(800..);
+        }
+        assert_eq!(buf.allocations(), 2);
+    }
+
+    #[test]
+    fn many_small_reads_share_one_allocation() {
+        let mut buf = ReadBuffer::new(1024);
+        let taken: Vec<Bytes> = (0..7).map(|i| read(&mut buf, 100, i)).collect();
+        for (i, b) in taken.iter().enumerate() {
+            assert!(b.iter().all(|&x| x == i as u8));
+        }
+        assert_eq!(buf.allocations(), 1);
     }
 }
