@@ -67,6 +67,10 @@ fn start_peer(kind: Impl, spec: &PeerSpec) -> anyhow::Result<PeerProcess> {
 /// How long a catch-up or a put run may take before the bench gives up.
 const PATIENCE: Duration = Duration::from_secs(600);
 
+/// How long a peer may take to answer one `bench` command (at most 50,000 puts; a failed put
+/// waits at most its store's SYNC timeout) before the pairing is given up as hung.
+const BENCH_PATIENCE: Duration = Duration::from_secs(90);
+
 /// Put figures of one run: puts/s and sorted per-put latencies summarized. A put that did not
 /// end `PUT_OK` is counted in `failed` and is in neither the rate nor the percentiles.
 #[derive(Clone, Debug, Default)]
@@ -336,7 +340,7 @@ impl Master {
         match self {
             Self::Logship(m) => Ok(m.produce(producers, count, size).await?.figures()),
             Self::Peer(p) => {
-                let v = p.command(&format!("bench {producers} {count} {size}"), PATIENCE)?;
+                let v = p.command(&format!("bench {producers} {count} {size}"), BENCH_PATIENCE)?;
                 peer_bench_figures(&v, count)
             }
         }
