@@ -254,7 +254,7 @@ impl PeerProcess {
         let mut p = Self { kind, child, stdin, lines, stderr, ha_port, shutdown_grace: SHUTDOWN_GRACE };
         let started = p.next(Duration::from_secs(120))?;
         if started["event"] != "started" || started["load"] == false {
-            bail!("the {} peer did not start: {started}\n{}", kind.name(), p.stderr_tail());
+            bail!("the {} peer did not start: {started}{}", kind.name(), p.stderr_tail());
         }
         if spec.role != "SLAVE" {
             p.ha_port = started["haPort"].as_u64().and_then(|v| u16::try_from(v).ok()).unwrap_or(ha_port);
@@ -262,18 +262,20 @@ impl PeerProcess {
         Ok(p)
     }
 
+    /// Its last lines on stderr, after a newline; nothing if it wrote none.
     fn stderr_tail(&self) -> String {
-        self.stderr.lock().unwrap_or_else(|e| e.into_inner()).join("\n")
+        let lines = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.is_empty() { String::new() } else { format!("\n{}", lines.join("\n")) }
     }
 
     fn next(&mut self, timeout: Duration) -> anyhow::Result<Value> {
         match self.lines.recv_timeout(timeout) {
             Ok(v) => Ok(v),
             Err(RecvTimeoutError::Timeout) => {
-                bail!("the {} peer did not answer in {timeout:?}\n{}", self.kind.name(), self.stderr_tail())
+                bail!("the {} peer did not answer in {timeout:?}{}", self.kind.name(), self.stderr_tail())
             }
             Err(RecvTimeoutError::Disconnected) => {
-                bail!("the {} peer exited\n{}", self.kind.name(), self.stderr_tail())
+                bail!("the {} peer exited{}", self.kind.name(), self.stderr_tail())
             }
         }
     }
@@ -328,7 +330,7 @@ impl PeerProcess {
             if let Some(status) = self.child.try_wait()? {
                 if !status.success() {
                     bail!(
-                        "the {} peer exited with {status} after shutdown\n{}",
+                        "the {} peer exited with {status} after shutdown{}",
                         self.kind.name(),
                         self.stderr_tail()
                     );

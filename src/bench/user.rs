@@ -622,9 +622,18 @@ pub async fn sync_puts(
         Err(e) => notes.push((master_kind, format!("closing the {} master: {e:#}", master_kind.name()))),
     }
     let _ = std::fs::remove_dir_all(dir);
-    let mut run = measured?;
-    run.notes = notes;
-    Ok(run)
+    match measured {
+        Ok(mut run) => {
+            run.notes = notes;
+            Ok(run)
+        }
+        // What stopping the processes took is part of what went wrong.
+        Err(e) if !notes.is_empty() => {
+            let said: Vec<String> = notes.into_iter().map(|(_, n)| n).collect();
+            Err(anyhow::anyhow!("{e:#}; then {}", said.join("; ")))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Put latencies of the roll scenario, microseconds.
