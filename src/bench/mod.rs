@@ -74,6 +74,10 @@ pub struct BenchArgs {
     /// Print each `logship slave` thread's CPU time and page faults when it has caught up.
     #[arg(long)]
     pub slave_threads: bool,
+    /// Seconds a Java or rocketmq-rust peer may take to exit after its shutdown before the
+    /// bench kills it (and says so; figures already read are kept).
+    #[arg(long, default_value_t = 20.0, value_name = "SECS")]
+    pub peer_grace: f64,
     /// Run every scenario this many times and report the medians.
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
@@ -96,6 +100,50 @@ pub struct Row {
     pub ratio: f64,
     /// The goal for the ratio, as text.
     pub target: &'static str,
+    /// SYNC put rows: the puts that failed behind `value` and behind `baseline` (in neither
+    /// figure: failed puts are out of the rates and the percentiles).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failed_puts: Option<RowFailures>,
+}
+
+/// Puts that failed behind one figure, summed over the rounds (warm-up puts included).
+#[derive(Serialize, Debug, Clone, Default, PartialEq, Eq)]
+pub struct FailedPuts {
+    /// Puts that did not end `PUT_OK`.
+    pub failed: u64,
+    /// Every put made.
+    pub of: u64,
+    /// The status the first failed put ended with.
+    pub first: Option<String>,
+}
+
+impl FailedPuts {
+    fn add(&mut self, f: &user::PutFigures) {
+        self.failed += f.failed;
+        self.of += f.ok + f.failed;
+        if self.first.is_none() {
+            self.first.clone_from(&f.first_failure);
+        }
+    }
+}
+
+impl std::fmt::Display for FailedPuts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} of {}", self.failed, self.of)?;
+        match &self.first {
+            Some(first) if self.failed > 0 => write!(f, " (first: {first})"),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The failed puts behind a row's two figures.
+#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+pub struct RowFailures {
+    /// Behind `value`.
+    pub value: FailedPuts,
+    /// Behind `baseline`, when the baseline is made of puts.
+    pub baseline: Option<FailedPuts>,
 }
 
 impl Row {
@@ -108,7 +156,21 @@ impl Row {
         target: &'static str,
     ) -> Self {
         let ratio = if baseline > 0.0 { value / baseline } else { f64::NAN };
-        Self { scenario, value, unit, baseline_name: baseline_name.to_string(), baseline, ratio, target }
+        Self {
+            scenario,
+            value,
+            unit,
+            baseline_name: baseline_name.to_string(),
+            baseline,
+            ratio,
+            target,
+            failed_puts: None,
+        }
+    }
+
+    fn with_failures(mut self, value: &FailedPuts, baseline: Option<&FailedPuts>) -> Self {
+        self.failed_puts = Some(RowFailures { value: value.clone(), baseline: baseline.cloned() });
+        self
     }
 }
 
@@ -479,7 +541,8 @@ fn wanted(args: &BenchArgs, name: &str) -> bool {
     args.only.as_deref().is_none_or(|o| name.contains(o))
 }
 
-/// Runs every scenario and prints the table (or JSON). Always `Ok(true)` once measured.
+/// Runs every scenario and prints the table (or JSON). `Ok(false)` once measured if a put on
+/// a logship master failed or a logship slave did not stop cleanly (a peer's are only noted).
 pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
     if args.quick {
         args.messages = args.messages.min(5_000);
@@ -487,6 +550,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
         args.repeat = 1;
     }
     let mut rows = Vec::new();
+    let mut notes = Vec::new();
     let say = |s: &str| say(&args, s);
 
     user::set_options(user::LogshipOptions {
@@ -497,6 +561,8 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
             .map(|w| w.split_whitespace().map(String::from).collect())
             .unwrap_or_default(),
         slave_threads: args.slave_threads,
+        peer_grace: Duration::try_from_secs_f64(args.peer_grace)
+            .context("--peer-grace: a number of seconds, 0 or more")?,
     });
     let repeat = args.repeat.max(1);
     let peers = args.peer.iter().map(|p| peer::Impl::parse_peer(p)).collect::<anyhow::Result<Vec<_>>>()?;
@@ -548,7 +614,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
     }
     let (rtt50, rtt99) = (median(rtt50), median(rtt99));
     if wanted(&args, "sync") {
-        sync_scenarios(&args, &peers, scratch.path(), segment, (rtt50, rtt99), &mut rows).await?;
+        sync_scenarios(&args, &peers, scratch.path(), segment, (rtt50, rtt99), &mut rows, &mut notes).await?;
     }
     if wanted(&args, "idle") {
         let (mut p50, mut idle_rtt, mut worst) = (Vec::new(), Vec::new(), (0.0, 0.0));
@@ -637,12 +703,31 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
                 "{:<58} {:>9.1} {:<4}  {:<62} {:>9.1} {:<4} {:>7.2}x  {}",
                 r.scenario, r.value, r.unit, r.baseline_name, r.baseline, r.unit, r.ratio, r.target
             );
+            if let Some(f) = r.failed_puts.as_ref().filter(|f| has_failures(f)) {
+                let baseline = f.baseline.as_ref().map(|b| format!("; baseline: {b}")).unwrap_or_default();
+                println!("    failed puts (in no figure): {}{baseline}", f.value);
+            }
+        }
+        if !notes.is_empty() {
+            println!("\nNotes:");
+            for (_, note) in &notes {
+                println!("  {note}");
+            }
         }
         println!(
             "\nRatios compare figures measured in this run on this machine; absolute figures vary between machines."
         );
     }
-    Ok(true)
+    // A peer's failed put or stuck process is a finding about the peer; logship's own is a bug.
+    let own: Vec<&String> = notes.iter().filter(|(k, _)| *k == peer::Impl::Logship).map(|(_, n)| n).collect();
+    for n in &own {
+        eprintln!("logship bench: logship failed: {n}");
+    }
+    Ok(own.is_empty())
+}
+
+fn has_failures(f: &RowFailures) -> bool {
+    f.value.failed > 0 || f.baseline.as_ref().is_some_and(|b| b.failed > 0)
 }
 
 fn say(args: &BenchArgs, s: &str) {
@@ -777,6 +862,8 @@ async fn join_scenarios(
 
 /// SYNC_MASTER puts with a new slave process: 1 producer (latency) and 64 producers (puts/s),
 /// ASYNC_FLUSH, and with peers SYNC_FLUSH too, for every pairing of logship and each peer.
+/// A failed put is counted beside the figures, not a reason to stop; what the bench noted
+/// about the processes goes into `notes`, each with the implementation it is about.
 async fn sync_scenarios(
     args: &BenchArgs,
     peers: &[peer::Impl],
@@ -784,6 +871,7 @@ async fn sync_scenarios(
     segment: u64,
     rtt: (f64, f64),
     rows: &mut Vec<Row>,
+    notes: &mut Vec<(peer::Impl, String)>,
 ) -> anyhow::Result<()> {
     use peer::Impl;
     let repeat = args.repeat.max(1);
@@ -799,40 +887,63 @@ async fn sync_scenarios(
         for &p in peers {
             pairs.extend([(p, p), (Impl::Logship, p), (p, Impl::Logship)]);
         }
-        let mut figures: std::collections::BTreeMap<usize, Vec<(user::PutFigures, user::PutFigures)>> =
-            Default::default();
+        let mut runs: std::collections::BTreeMap<usize, Vec<user::SyncRun>> = Default::default();
+        let mut lost = std::collections::BTreeSet::new();
         for round in 1..=repeat {
             for (i, (m, s)) in pairs.iter().enumerate() {
-                say(
-                    args,
-                    &format!(
-                        "SYNC puts, {flush_name}, {} master, {} slave ({round}/{repeat})",
+                if lost.contains(&i) {
+                    continue;
+                }
+                let what = format!("SYNC puts, {flush_name}, {} master, {} slave", m.name(), s.name());
+                say(args, &format!("{what} ({round}/{repeat})"));
+                // A peer is the pairing's suspect: logship's own pairing is the only one whose
+                // failures are logship's.
+                let suspect = if *m == Impl::Logship { *s } else { *m };
+                let run = match user::sync_puts(*m, *s, &dir.join("sync"), flush, segment, counts, args.size)
+                    .await
+                {
+                    Ok(run) => run,
+                    Err(e) => {
+                        // One pairing that hangs or fails costs its own figures, not the run's.
+                        let note = format!("{what}, round {round}: no figures, later rounds skipped: {e:#}");
+                        eprintln!("  note: {note}");
+                        notes.push((suspect, note));
+                        lost.insert(i);
+                        continue;
+                    }
+                };
+                for (about, note) in &run.notes {
+                    eprintln!("  note: {what}: {note}");
+                    notes.push((*about, format!("{what}, round {round}: {note}")));
+                }
+                let failed = run.warm_up.failed + run.one.failed + run.many.failed;
+                if failed > 0 {
+                    let first = [&run.warm_up, &run.one, &run.many]
+                        .into_iter()
+                        .find_map(|f| f.first_failure.clone())
+                        .unwrap_or_default();
+                    let note = format!(
+                        "{failed} put(s) failed on the {} master (warm-up {}, 1 producer {}, 64 producers {}), the first with {first}",
                         m.name(),
-                        s.name()
-                    ),
-                );
-                let f = user::sync_puts(*m, *s, &dir.join("sync"), flush, segment, counts, args.size).await?;
-                figures.entry(i).or_default().push(f);
+                        run.warm_up.failed,
+                        run.one.failed,
+                        run.many.failed
+                    );
+                    eprintln!("  note: {what}: {note}");
+                    notes.push((suspect, format!("{what}, round {round}: {note}")));
+                }
+                runs.entry(i).or_default().push(run);
             }
         }
-        let pick = |i: usize, f: &dyn Fn(&(user::PutFigures, user::PutFigures)) -> f64| {
-            median(figures.get(&i).map(|v| v.iter().map(f).collect()).unwrap_or_else(|| vec![f64::NAN]))
-        };
-        let medians: Vec<PairFigures> = (0..pairs.len())
-            .map(|i| PairFigures {
-                p50: pick(i, &|f| f.0.p50),
-                p99: pick(i, &|f| f.0.p99),
-                rate_one: pick(i, &|f| f.0.rate),
-                rate: pick(i, &|f| f.1.rate),
-            })
-            .collect();
+        let medians: Vec<PairFigures> =
+            (0..pairs.len()).map(|i| PairFigures::of(runs.get(&i).map_or(&[][..], Vec::as_slice))).collect();
         rows.extend(sync_rows(flush, &pairs, &medians, rtt));
     }
     Ok(())
 }
 
 /// Medians of one (master, slave) pairing of the SYNC put scenarios.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct PairFigures {
     /// 1 producer, latency p50, microseconds.
     p50: f64,
@@ -842,6 +953,30 @@ struct PairFigures {
     rate_one: f64,
     /// 64 producers, puts/s.
     rate: f64,
+    /// Every round's failed puts (warm-up, 1 and 64 producers).
+    failed: FailedPuts,
+}
+
+impl PairFigures {
+    /// The medians of `runs` (NaN without runs) and their failed puts.
+    fn of(runs: &[user::SyncRun]) -> Self {
+        let pick = |f: &dyn Fn(&user::SyncRun) -> f64| {
+            if runs.is_empty() { f64::NAN } else { median(runs.iter().map(f).collect()) }
+        };
+        let mut failed = FailedPuts::default();
+        for r in runs {
+            for f in [&r.warm_up, &r.one, &r.many] {
+                failed.add(f);
+            }
+        }
+        Self {
+            p50: pick(&|r| r.one.p50),
+            p99: pick(&|r| r.one.p99),
+            rate_one: pick(&|r| r.one.rate),
+            rate: pick(&|r| r.many.rate),
+            failed,
+        }
+    }
 }
 
 /// The rows of the SYNC put scenarios: `pairs[0]` is logship -> logship, `figures[i]` the
@@ -857,31 +992,41 @@ fn sync_rows(
     let flush_name = if flush == FlushDiskType::SyncFlush { "SYNC_FLUSH" } else { "ASYNC_FLUSH" };
     let name = |i: usize| format!("{} -> {}", pairs[i].0.name(), pairs[i].1.name());
     let (p50, p99, rate) = (|i: usize| figures[i].p50, |i: usize| figures[i].p99, |i: usize| figures[i].rate);
+    let failed = |i: usize| &figures[i].failed;
     if flush == FlushDiskType::AsyncFlush {
-        rows.push(Row::new(
-            "SYNC put p50, 1 producer, new slave process".into(),
-            p50(0),
-            "us",
-            "raw 8-byte TCP ping-pong p50",
-            rtt.0,
-            "-",
-        ));
-        rows.push(Row::new(
-            "SYNC put p99, 1 producer, new slave process".into(),
-            p99(0),
-            "us",
-            "raw 8-byte TCP ping-pong p99",
-            rtt.1,
-            "<= 3",
-        ));
-        rows.push(Row::new(
-            "SYNC puts/s, 64 producers, new slave process".into(),
-            rate(0),
-            "puts/s",
-            "SYNC puts/s, 1 producer, same run",
-            figures[0].rate_one,
-            "-",
-        ));
+        rows.push(
+            Row::new(
+                "SYNC put p50, 1 producer, new slave process".into(),
+                p50(0),
+                "us",
+                "raw 8-byte TCP ping-pong p50",
+                rtt.0,
+                "-",
+            )
+            .with_failures(failed(0), None),
+        );
+        rows.push(
+            Row::new(
+                "SYNC put p99, 1 producer, new slave process".into(),
+                p99(0),
+                "us",
+                "raw 8-byte TCP ping-pong p99",
+                rtt.1,
+                "<= 3",
+            )
+            .with_failures(failed(0), None),
+        );
+        rows.push(
+            Row::new(
+                "SYNC puts/s, 64 producers, new slave process".into(),
+                rate(0),
+                "puts/s",
+                "SYNC puts/s, 1 producer, same run",
+                figures[0].rate_one,
+                "-",
+            )
+            .with_failures(failed(0), None),
+        );
     }
     for (i, (m, s)) in pairs.iter().enumerate().skip(1) {
         // Compare each pairing with the peer's own pairing.
@@ -890,47 +1035,62 @@ fn sync_rows(
         let Some(b) = base else { continue };
         if b == i {
             let java = matches!(m, Impl::Java4 | Impl::Java5);
-            rows.push(Row::new(
-                format!("SYNC put p50, 1 producer, {flush_name}, {}", name(0)),
-                p50(0),
-                "us",
-                &name(b),
-                p50(b),
-                if java { "<= 0.5" } else { "-" },
-            ));
-            rows.push(Row::new(
-                format!("SYNC put p99, 1 producer, {flush_name}, {}", name(0)),
-                p99(0),
-                "us",
-                &name(b),
-                p99(b),
-                "-",
-            ));
-            rows.push(Row::new(
-                format!("SYNC puts/s, 64 producers, {flush_name}, {}", name(0)),
-                rate(0),
-                "puts/s",
-                &name(b),
-                rate(b),
-                if java { ">= 2" } else { "-" },
-            ));
+            rows.push(
+                Row::new(
+                    format!("SYNC put p50, 1 producer, {flush_name}, {}", name(0)),
+                    p50(0),
+                    "us",
+                    &name(b),
+                    p50(b),
+                    if java { "<= 0.5" } else { "-" },
+                )
+                .with_failures(failed(0), Some(failed(b))),
+            );
+            rows.push(
+                Row::new(
+                    format!("SYNC put p99, 1 producer, {flush_name}, {}", name(0)),
+                    p99(0),
+                    "us",
+                    &name(b),
+                    p99(b),
+                    "-",
+                )
+                .with_failures(failed(0), Some(failed(b))),
+            );
+            rows.push(
+                Row::new(
+                    format!("SYNC puts/s, 64 producers, {flush_name}, {}", name(0)),
+                    rate(0),
+                    "puts/s",
+                    &name(b),
+                    rate(b),
+                    if java { ">= 2" } else { "-" },
+                )
+                .with_failures(failed(0), Some(failed(b))),
+            );
         } else {
-            rows.push(Row::new(
-                format!("SYNC put p50, 1 producer, {flush_name}, {}", name(i)),
-                p50(i),
-                "us",
-                &name(b),
-                p50(b),
-                "-",
-            ));
-            rows.push(Row::new(
-                format!("SYNC puts/s, 64 producers, {flush_name}, {}", name(i)),
-                rate(i),
-                "puts/s",
-                &name(b),
-                rate(b),
-                "-",
-            ));
+            rows.push(
+                Row::new(
+                    format!("SYNC put p50, 1 producer, {flush_name}, {}", name(i)),
+                    p50(i),
+                    "us",
+                    &name(b),
+                    p50(b),
+                    "-",
+                )
+                .with_failures(failed(i), Some(failed(b))),
+            );
+            rows.push(
+                Row::new(
+                    format!("SYNC puts/s, 64 producers, {flush_name}, {}", name(i)),
+                    rate(i),
+                    "puts/s",
+                    &name(b),
+                    rate(b),
+                    "-",
+                )
+                .with_failures(failed(i), Some(failed(b))),
+            );
         }
     }
     rows
@@ -981,13 +1141,63 @@ mod tests {
     #[test]
     fn every_sync_row_without_peers_has_a_measured_baseline() {
         let pairs = [(peer::Impl::Logship, peer::Impl::Logship)];
-        let figures = [PairFigures { p50: 200.0, p99: 300.0, rate_one: 4_000.0, rate: 60_000.0 }];
+        let figures = [PairFigures {
+            p50: 200.0,
+            p99: 300.0,
+            rate_one: 4_000.0,
+            rate: 60_000.0,
+            failed: FailedPuts::default(),
+        }];
         let rows = sync_rows(FlushDiskType::AsyncFlush, &pairs, &figures, (60.0, 100.0));
         assert!(rows.iter().any(|r| r.scenario.contains("64 producers")), "{rows:?}");
         for r in &rows {
             assert!(r.baseline.is_finite() && r.baseline > 0.0, "{r:?}");
             assert!(r.ratio.is_finite(), "{r:?}");
         }
+    }
+
+    fn figures(ok: u64, failed: u64, rate: f64, p50: f64) -> user::PutFigures {
+        user::PutFigures {
+            rate,
+            p50,
+            p99: p50 * 2.0,
+            ok,
+            failed,
+            first_failure: (failed > 0).then(|| "FLUSH_SLAVE_TIMEOUT".into()),
+        }
+    }
+
+    /// One peer put that failed in one round does not cost the pairing its rows: the medians
+    /// come from every round, and the rows say how many puts failed on which side.
+    #[test]
+    fn a_pairing_with_a_failed_peer_put_still_gives_its_rows_with_the_count() {
+        use peer::Impl::{Java4, Logship};
+        let round = |failed: u64| user::SyncRun {
+            warm_up: figures(1_000, 0, 900.0, 1_000.0),
+            one: figures(1_000 - failed, failed, 1_000.0, 900.0),
+            many: figures(10_000, 0, 20_000.0, 3_000.0),
+            notes: Vec::new(),
+        };
+        let java = PairFigures::of(&[round(0), round(1), round(0)]);
+        assert_eq!(
+            java.failed,
+            FailedPuts { failed: 1, of: 36_000, first: Some("FLUSH_SLAVE_TIMEOUT".into()) }
+        );
+        assert_eq!((java.p50, java.rate), (900.0, 20_000.0));
+        let ours = PairFigures::of(&[round(0), round(0), round(0)]);
+        let pairs = [(Logship, Logship), (Java4, Java4), (Logship, Java4), (Java4, Logship)];
+        let figures = [ours.clone(), java.clone(), ours, java];
+        let rows = sync_rows(FlushDiskType::AsyncFlush, &pairs, &figures, (60.0, 100.0));
+        let vs_java: Vec<&Row> =
+            rows.iter().filter(|r| r.baseline_name == "RocketMQ 4.9.8 -> RocketMQ 4.9.8").collect();
+        assert!(vs_java.iter().any(|r| r.target == ">= 2"), "{rows:?}");
+        for r in vs_java {
+            let f = r.failed_puts.as_ref().expect("a SYNC put row carries its failed puts");
+            assert_eq!(f.baseline.as_ref().map(|b| b.failed), Some(1), "{r:?}");
+            assert!(r.ratio.is_finite(), "{r:?}");
+        }
+        let json = serde_json::to_value(&rows).unwrap();
+        assert_eq!(json[3]["failed_puts"]["baseline"]["failed"], 1, "{json}");
     }
 
     /// A slave task may still hold its store for a moment after its shutdown returned; the

@@ -9,7 +9,11 @@
 //! stdin command: `fill BYTES SIZE`, `bench PRODUCERS COUNT SIZE`, `status`, `wait-idle
 //! TIMEOUT_MS` (no slave connected), `watch-connect TIMEOUT_MS` (answers when a slave connects),
 //! `watch-slave END TIMEOUT_MS`, `wait-offset END TIMEOUT_MS` (answers when the log holds END),
-//! `shutdown`.
+//! `shutdown` (answers `{"event":"shutdown"}` once the store is closed, then exits). `bench`
+//! answers `secs`, `puts` (those that ended `PUT_OK`, the only ones in `p50us` and `p99us`),
+//! `failed` (the others) and `firstFailure`.
+//!
+//! A peer is rebuilt when its sources are newer than its build.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -64,6 +68,36 @@ fn interop_dir() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop"))
 }
 
+/// The newest modification time of any file under `paths` (recursively).
+fn newest(paths: &[PathBuf]) -> Option<std::time::SystemTime> {
+    let mut newest = None;
+    let mut todo: Vec<PathBuf> = paths.to_vec();
+    while let Some(p) = todo.pop() {
+        let Ok(meta) = std::fs::metadata(&p) else { continue };
+        if meta.is_dir() {
+            todo.extend(std::fs::read_dir(&p).into_iter().flatten().flatten().map(|e| e.path()));
+        } else if let Ok(m) = meta.modified() {
+            newest = newest.max(Some(m));
+        }
+    }
+    newest
+}
+
+/// Whether `built` is missing or older than any of `sources`.
+fn stale(built: &Path, sources: &[PathBuf]) -> bool {
+    let Ok(at) = std::fs::metadata(built).and_then(|m| m.modified()) else { return true };
+    newest(sources).is_some_and(|n| n > at)
+}
+
+/// Marks `built` as just built (a build that found nothing to do leaves its time alone).
+fn touch(built: &Path) -> anyhow::Result<()> {
+    let f = std::fs::File::options()
+        .append(true)
+        .open(built)
+        .with_context(|| format!("opening {}", built.display()))?;
+    Ok(f.set_modified(std::time::SystemTime::now())?)
+}
+
 fn run_quietly(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
     let out = cmd.output().with_context(|| format!("cannot run {what}"))?;
     if !out.status.success() {
@@ -92,7 +126,7 @@ pub fn peer_command(kind: Impl) -> anyhow::Result<Command> {
             let built = |cp: &Path| {
                 std::fs::read_to_string(cp).is_ok_and(|c| c.trim().split(':').all(|e| Path::new(e).is_file()))
             };
-            if !jar.is_file() || !built(&deps) {
+            if !built(&deps) || stale(&jar, &[project.join("src"), project.join("pom.xml")]) {
                 eprintln!(
                     "  building the Java harness for RocketMQ {version} (mvn package -P {profile}) ..."
                 );
@@ -100,6 +134,7 @@ pub fn peer_command(kind: Impl) -> anyhow::Result<Command> {
                     Command::new("mvn").current_dir(&project).args(["-q", "-B", "package", "-P", profile]),
                     "mvn package",
                 )?;
+                touch(&jar)?;
             }
             let deps =
                 std::fs::read_to_string(&deps).with_context(|| format!("reading {}", deps.display()))?;
@@ -123,7 +158,7 @@ pub fn peer_command(kind: Impl) -> anyhow::Result<Command> {
         Impl::RocketmqRust => {
             let project = dir.join("rocketmq-rust");
             let bin = project.join("target/release/rocketmq-rust-peer");
-            if !bin.is_file() {
+            if stale(&bin, &[project.join("src"), project.join("Cargo.toml"), project.join("Cargo.lock")]) {
                 eprintln!(
                     "  building {} (cargo build --release; a cold build takes minutes) ...",
                     project.display()
@@ -132,11 +167,15 @@ pub fn peer_command(kind: Impl) -> anyhow::Result<Command> {
                     Command::new("cargo").current_dir(&project).args(["build", "--release", "--quiet"]),
                     "cargo build of the rocketmq-rust peer",
                 )?;
+                touch(&bin)?;
             }
             Ok(Command::new(bin))
         }
     }
 }
+
+/// How long a peer may take to exit after `shutdown` before the bench kills it.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
 /// A running peer process speaking the protocol above.
 pub struct PeerProcess {
@@ -148,6 +187,7 @@ pub struct PeerProcess {
     stderr: Arc<Mutex<Vec<String>>>,
     /// The HA port it listens on (masters).
     pub ha_port: u16,
+    shutdown_grace: Duration,
 }
 
 /// How a peer is started.
@@ -169,8 +209,12 @@ impl PeerProcess {
     /// Starts a Java or rocketmq-rust peer and waits for its `started` line.
     pub fn start(kind: Impl, spec: &PeerSpec) -> anyhow::Result<Self> {
         assert_ne!(kind, Impl::Logship, "logship slaves are `logship slave` processes");
+        Self::start_with(kind, peer_command(kind)?, spec)
+    }
+
+    /// Starts `cmd` (a program speaking the peer protocol) as a `kind` peer.
+    pub fn start_with(kind: Impl, mut cmd: Command, spec: &PeerSpec) -> anyhow::Result<Self> {
         let ha_port = if spec.role == "SLAVE" { 0 } else { free_port()? };
-        let mut cmd = peer_command(kind)?;
         cmd.args(["--role", spec.role, "--store"])
             .arg(&spec.dir)
             .args(["--segment", &spec.segment.to_string(), "--flush", spec.flush])
@@ -207,10 +251,10 @@ impl PeerProcess {
             }
         });
         let stdin = child.stdin.take();
-        let mut p = Self { kind, child, stdin, lines, stderr, ha_port };
+        let mut p = Self { kind, child, stdin, lines, stderr, ha_port, shutdown_grace: SHUTDOWN_GRACE };
         let started = p.next(Duration::from_secs(120))?;
         if started["event"] != "started" || started["load"] == false {
-            bail!("the {} peer did not start: {started}\n{}", kind.name(), p.stderr_tail());
+            bail!("the {} peer did not start: {started}{}", kind.name(), p.stderr_tail());
         }
         if spec.role != "SLAVE" {
             p.ha_port = started["haPort"].as_u64().and_then(|v| u16::try_from(v).ok()).unwrap_or(ha_port);
@@ -218,18 +262,20 @@ impl PeerProcess {
         Ok(p)
     }
 
+    /// Its last lines on stderr, after a newline; nothing if it wrote none.
     fn stderr_tail(&self) -> String {
-        self.stderr.lock().unwrap_or_else(|e| e.into_inner()).join("\n")
+        let lines = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.is_empty() { String::new() } else { format!("\n{}", lines.join("\n")) }
     }
 
     fn next(&mut self, timeout: Duration) -> anyhow::Result<Value> {
         match self.lines.recv_timeout(timeout) {
             Ok(v) => Ok(v),
             Err(RecvTimeoutError::Timeout) => {
-                bail!("the {} peer did not answer in {timeout:?}\n{}", self.kind.name(), self.stderr_tail())
+                bail!("the {} peer did not answer in {timeout:?}{}", self.kind.name(), self.stderr_tail())
             }
             Err(RecvTimeoutError::Disconnected) => {
-                bail!("the {} peer exited\n{}", self.kind.name(), self.stderr_tail())
+                bail!("the {} peer exited{}", self.kind.name(), self.stderr_tail())
             }
         }
     }
@@ -262,22 +308,70 @@ impl PeerProcess {
         Ok(v)
     }
 
-    /// Shuts the store down cleanly and waits for the process to exit.
-    pub fn shutdown(mut self) -> anyhow::Result<()> {
+    /// Sets how long [`Self::shutdown`] waits for the process to exit before it kills it.
+    pub fn set_shutdown_grace(&mut self, grace: Duration) {
+        self.shutdown_grace = grace;
+    }
+
+    /// Asks the peer to close its store and exit, and waits up to the shutdown grace for that;
+    /// then it kills the process. Which of the two happened is the answer: a peer that will not
+    /// exit is a finding about the peer, not a reason to lose figures already read.
+    pub fn shutdown(mut self) -> anyhow::Result<Ended> {
         if let Some(mut stdin) = self.stdin.take() {
             let _ = writeln!(stdin, "shutdown");
         }
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let deadline = std::time::Instant::now() + self.shutdown_grace;
+        let mut closed = false;
         loop {
-            if self.child.try_wait()?.is_some() {
-                return Ok(());
+            // The peer's last line says its store is closed.
+            while let Ok(v) = self.lines.try_recv() {
+                closed |= v["event"] == "shutdown";
+            }
+            if let Some(status) = self.child.try_wait()? {
+                if !status.success() {
+                    bail!(
+                        "the {} peer exited with {status} after shutdown{}",
+                        self.kind.name(),
+                        self.stderr_tail()
+                    );
+                }
+                return Ok(Ended::Exited);
             }
             if std::time::Instant::now() > deadline {
                 let _ = self.child.kill();
                 let _ = self.child.wait();
-                bail!("the {} peer did not exit after shutdown", self.kind.name());
+                return Ok(Ended::Killed { grace: self.shutdown_grace, store_closed: closed });
             }
             std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// How a peer process ended after [`PeerProcess::shutdown`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// It closed its store and exited with status 0.
+    Exited,
+    /// It had not exited `grace` after the shutdown command and was killed; `store_closed`:
+    /// it had said its store was closed.
+    Killed {
+        /// How long it was given.
+        grace: Duration,
+        /// Whether it had answered that its store was closed.
+        store_closed: bool,
+    },
+}
+
+impl Ended {
+    /// What to report about this end, if anything.
+    pub fn note(self) -> Option<String> {
+        match self {
+            Self::Exited => None,
+            Self::Killed { grace, store_closed } => Some(format!(
+                "did not exit {} s after shutdown ({}); killed after its figures were read",
+                grace.as_secs_f64(),
+                if store_closed { "its store had closed" } else { "its store had not answered closed" }
+            )),
         }
     }
 }
@@ -411,5 +505,63 @@ impl Drop for LogshipSlave {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// A peer program in bash: it answers `status` with one slave connected and every `bench
+    /// P COUNT S` with one failed put; on `shutdown` it says its store is closed and then, if
+    /// `exits` is false, never exits (as the rocketmq-rust peer did).
+    pub(crate) fn fake_peer(exits: bool) -> Command {
+        let after = if exits { "exit 0" } else { "exec sleep 600" };
+        let script = format!(
+            r#"echo '{{"event":"started","load":true,"haPort":1,"maxPhyOffset":0}}'
+while read -r cmd a b c; do
+  case "$cmd" in
+    status) echo '{{"event":"status","maxPhyOffset":0,"connections":1,"slaveAck":0}}';;
+    bench) echo "{{\"event\":\"bench\",\"secs\":0.5,\"puts\":$((b - 1)),\"failed\":1,\"firstFailure\":\"FLUSH_SLAVE_TIMEOUT\",\"p50us\":100.0,\"p99us\":200.0}}";;
+    shutdown) echo '{{"event":"shutdown"}}'; {after};;
+  esac
+done"#
+        );
+        let mut c = Command::new("bash");
+        c.arg("-c").arg(script).arg("fake-peer");
+        c
+    }
+
+    pub(crate) fn spec(role: &'static str) -> PeerSpec {
+        PeerSpec {
+            role,
+            dir: std::env::temp_dir(),
+            segment: 1 << 20,
+            flush: "ASYNC_FLUSH",
+            master: (role == "SLAVE").then(|| "127.0.0.1:1".into()),
+        }
+    }
+
+    /// A peer that will not exit after `shutdown` is killed after the grace period, and the
+    /// answer says so (instead of an error that loses the pairing's figures).
+    #[test]
+    fn a_peer_that_does_not_exit_after_shutdown_is_killed_and_reported() {
+        let mut p = PeerProcess::start_with(Impl::RocketmqRust, fake_peer(false), &spec("SLAVE")).unwrap();
+        p.set_shutdown_grace(Duration::from_millis(300));
+        let pid = p.child.id();
+        let ended = p.shutdown().unwrap();
+        assert_eq!(ended, Ended::Killed { grace: Duration::from_millis(300), store_closed: true });
+        assert!(ended.note().unwrap().contains("killed after its figures were read"), "{ended:?}");
+        // Reaped: no such process any more (a zombie would still have a /proc entry).
+        assert!(!Path::new(&format!("/proc/{pid}")).exists(), "the peer {pid} is still there");
+    }
+
+    /// A peer that exits after `shutdown` ends with nothing to report.
+    #[test]
+    fn a_peer_that_exits_after_shutdown_ends_with_nothing_to_note() {
+        let p = PeerProcess::start_with(Impl::RocketmqRust, fake_peer(true), &spec("SYNC_MASTER")).unwrap();
+        let ended = p.shutdown().unwrap();
+        assert_eq!(ended, Ended::Exited);
+        assert_eq!(ended.note(), None);
     }
 }

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail, ensure};
+use anyhow::{Context, ensure};
 use logship_core::PutStatus;
 use logship_core::{BrokerRole, FlushDiskType};
 use logship_store::CommitLog;
@@ -22,7 +22,7 @@ use crate::config::BrokerSettings;
 pub const DEFAULT_SEGMENT: u64 = 1 << 30;
 
 /// Options for every logship broker the bench starts.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct LogshipOptions {
     /// broker.conf settings (`KEY=VALUE`) for every logship master and slave.
     pub sets: Vec<String>,
@@ -31,6 +31,8 @@ pub struct LogshipOptions {
     pub slave_wrap: Vec<String>,
     /// Print each slave thread's CPU time and page faults before it stops.
     pub slave_threads: bool,
+    /// How long a peer process may take to exit after its shutdown before it is killed.
+    pub peer_grace: Duration,
 }
 
 static OPTIONS: std::sync::OnceLock<LogshipOptions> = std::sync::OnceLock::new();
@@ -40,22 +42,79 @@ pub fn set_options(o: LogshipOptions) {
     let _ = OPTIONS.set(o);
 }
 
+impl Default for LogshipOptions {
+    fn default() -> Self {
+        Self {
+            sets: Vec::new(),
+            slave_wrap: Vec::new(),
+            slave_threads: false,
+            peer_grace: super::peer::SHUTDOWN_GRACE,
+        }
+    }
+}
+
 fn options() -> &'static LogshipOptions {
     OPTIONS.get_or_init(LogshipOptions::default)
+}
+
+/// Starts a peer process with the run's shutdown grace.
+fn start_peer(kind: Impl, spec: &PeerSpec) -> anyhow::Result<PeerProcess> {
+    let mut p = PeerProcess::start(kind, spec)?;
+    p.set_shutdown_grace(options().peer_grace);
+    Ok(p)
 }
 
 /// How long a catch-up or a put run may take before the bench gives up.
 const PATIENCE: Duration = Duration::from_secs(600);
 
-/// Put figures of one run: puts/s and sorted per-put latencies summarized.
-#[derive(Clone, Copy, Debug)]
+/// How long a peer may take to answer one `bench` command (at most 50,000 puts; a failed put
+/// waits at most its store's SYNC timeout) before the pairing is given up as hung.
+const BENCH_PATIENCE: Duration = Duration::from_secs(90);
+
+/// Put figures of one run: puts/s and sorted per-put latencies summarized. A put that did not
+/// end `PUT_OK` is counted in `failed` and is in neither the rate nor the percentiles.
+#[derive(Clone, Debug, Default)]
 pub struct PutFigures {
-    /// Puts per second.
+    /// Successful puts per second.
     pub rate: f64,
-    /// Latency p50, microseconds.
+    /// Latency p50 of the successful puts, microseconds.
     pub p50: f64,
-    /// Latency p99, microseconds.
+    /// Latency p99 of the successful puts, microseconds.
     pub p99: f64,
+    /// Puts that ended `PUT_OK`.
+    pub ok: u64,
+    /// Puts that ended otherwise.
+    pub failed: u64,
+    /// The status the first failed put ended with.
+    pub first_failure: Option<String>,
+}
+
+/// What `count` puts of one run gave: the successful ones' latencies, sorted, and the failures.
+#[derive(Debug, Default)]
+pub struct Produced {
+    /// Seconds from the first put to the last answer.
+    pub secs: f64,
+    /// Latencies of the puts that ended `PUT_OK`, sorted.
+    pub latencies: Vec<Duration>,
+    /// Puts that ended otherwise.
+    pub failed: u64,
+    /// The status the first failed put ended with.
+    pub first_failure: Option<String>,
+}
+
+impl Produced {
+    /// The figures of this run.
+    pub fn figures(&self) -> PutFigures {
+        let ok = self.latencies.len() as u64;
+        PutFigures {
+            rate: if self.secs > 0.0 { ok as f64 / self.secs } else { 0.0 },
+            p50: super::micros(percentile(&self.latencies, 0.5)),
+            p99: super::micros(percentile(&self.latencies, 0.99)),
+            ok,
+            failed: self.failed,
+            first_failure: self.first_failure.clone(),
+        }
+    }
 }
 
 /// A logship master in this process, configured as `logship master` with default settings.
@@ -113,39 +172,41 @@ impl LogshipMaster {
         Ok(self.store.max_offset())
     }
 
-    /// `count` puts from `producers` tasks; the put latencies, sorted, and the elapsed time.
-    pub async fn produce(
-        &self,
-        producers: usize,
-        count: u64,
-        size: usize,
-    ) -> anyhow::Result<(f64, Vec<Duration>)> {
+    /// `count` puts from `producers` tasks: every put is made, a failed one is counted.
+    pub async fn produce(&self, producers: usize, count: u64, size: usize) -> anyhow::Result<Produced> {
         let end = self.next.load(Ordering::Relaxed) + count;
         let start = Instant::now();
         let mut tasks = Vec::new();
         for _ in 0..producers {
             let (master, next) = (self.handle.clone(), self.next.clone());
             tasks.push(tokio::spawn(async move {
-                let mut latencies = Vec::new();
+                let mut run = Produced::default();
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= end {
-                        return Ok::<_, anyhow::Error>(latencies);
+                        return run;
                     }
                     let t = Instant::now();
                     let r = master.put(message(size, i)).await;
-                    ensure!(r.status == PutStatus::PutOk, "put {i} ended {}", r.status);
-                    latencies.push(t.elapsed());
+                    if r.status == PutStatus::PutOk {
+                        run.latencies.push(t.elapsed());
+                    } else {
+                        run.failed += 1;
+                        run.first_failure.get_or_insert_with(|| r.status.to_string());
+                    }
                 }
             }));
         }
-        let mut latencies = Vec::with_capacity(count as usize);
+        let mut all = Produced { latencies: Vec::with_capacity(count as usize), ..Produced::default() };
         for t in tasks {
-            latencies.extend(t.await??);
+            let run = t.await?;
+            all.latencies.extend(run.latencies);
+            all.failed += run.failed;
+            all.first_failure = all.first_failure.or(run.first_failure);
         }
-        let secs = start.elapsed().as_secs_f64();
-        latencies.sort_unstable();
-        Ok((secs, latencies))
+        all.secs = start.elapsed().as_secs_f64();
+        all.latencies.sort_unstable();
+        Ok(all)
     }
 
     /// Waits until no slave connection is left (a stopped slave's may linger a moment).
@@ -214,6 +275,22 @@ fn num(v: &serde_json::Value, key: &str) -> anyhow::Result<f64> {
     v[key].as_f64().with_context(|| format!("no {key} in {v}"))
 }
 
+/// A peer's answer to `bench PRODUCERS COUNT SIZE`: `puts` successful ones (the only ones in
+/// `p50us`/`p99us`), `failed` others, the first of them with `firstFailure`.
+fn peer_bench_figures(v: &serde_json::Value, count: u64) -> anyhow::Result<PutFigures> {
+    let (ok, failed) = (num(v, "puts")? as u64, num(v, "failed")? as u64);
+    ensure!(ok + failed == count, "the peer answered {ok} good and {failed} failed puts of {count}: {v}");
+    let secs = num(v, "secs")?;
+    Ok(PutFigures {
+        rate: if secs > 0.0 { ok as f64 / secs } else { 0.0 },
+        p50: num(v, "p50us")?,
+        p99: num(v, "p99us")?,
+        ok,
+        failed,
+        first_failure: v["firstFailure"].as_str().filter(|f| !f.is_empty()).map(String::from),
+    })
+}
+
 impl Master {
     /// Starts a master of `kind` with a new store at `dir`.
     pub async fn start(
@@ -234,7 +311,7 @@ impl Master {
                     flush: flush_name(flush),
                     master: None,
                 };
-                Self::Peer(blocking(move || PeerProcess::start(kind, &spec)).await?)
+                Self::Peer(blocking(move || start_peer(kind, &spec)).await?)
             }
         })
     }
@@ -261,29 +338,10 @@ impl Master {
     /// `count` puts of `size` bytes from `producers` concurrent producers in the master's process.
     pub async fn bench(&mut self, producers: usize, count: u64, size: usize) -> anyhow::Result<PutFigures> {
         match self {
-            Self::Logship(m) => {
-                let (secs, lat) = m.produce(producers, count, size).await?;
-                Ok(PutFigures {
-                    rate: count as f64 / secs,
-                    p50: super::micros(percentile(&lat, 0.5)),
-                    p99: super::micros(percentile(&lat, 0.99)),
-                })
-            }
+            Self::Logship(m) => Ok(m.produce(producers, count, size).await?.figures()),
             Self::Peer(p) => {
-                let v = p.command(&format!("bench {producers} {count} {size}"), PATIENCE)?;
-                if num(&v, "failed")? > 0.0 {
-                    bail!(
-                        "{} of {count} {} puts failed, the first with {}",
-                        v["failed"],
-                        p.kind.name(),
-                        v["firstFailure"]
-                    );
-                }
-                Ok(PutFigures {
-                    rate: count as f64 / num(&v, "secs")?,
-                    p50: num(&v, "p50us")?,
-                    p99: num(&v, "p99us")?,
-                })
+                let v = p.command(&format!("bench {producers} {count} {size}"), BENCH_PATIENCE)?;
+                peer_bench_figures(&v, count)
             }
         }
     }
@@ -308,11 +366,11 @@ impl Master {
         }
     }
 
-    /// Stops the master and closes its store.
-    pub async fn close(self) -> anyhow::Result<()> {
+    /// Stops the master and closes its store; a note if the process had to be killed.
+    pub async fn close(self) -> anyhow::Result<Option<String>> {
         match self {
-            Self::Logship(m) => m.close().await,
-            Self::Peer(p) => blocking(move || p.shutdown()).await,
+            Self::Logship(m) => m.close().await.map(|()| None),
+            Self::Peer(p) => blocking(move || p.shutdown()).await.map(|e| e.note()),
         }
     }
 }
@@ -346,7 +404,7 @@ impl Slave {
             _ => {
                 let spec =
                     PeerSpec { role: "SLAVE", dir, segment, flush: flush_name(flush), master: Some(master) };
-                Self::Peer(blocking(move || PeerProcess::start(kind, &spec)).await?)
+                Self::Peer(blocking(move || start_peer(kind, &spec)).await?)
             }
         })
     }
@@ -374,7 +432,7 @@ impl Slave {
                     flush: flush_name(flush),
                     master: Some(master),
                 };
-                Self::Peer(PeerProcess::start(kind, &spec)?)
+                Self::Peer(start_peer(kind, &spec)?)
             }
         })
     }
@@ -409,24 +467,22 @@ impl Slave {
         }
     }
 
-    fn stop_sync(self) -> anyhow::Result<()> {
+    /// Stops the slave cleanly; a note if the process had to be killed.
+    fn stop_sync(self) -> anyhow::Result<Option<String>> {
         match self {
             Self::Logship(s) => {
                 if options().slave_threads {
                     eprintln!("{}", s.thread_report());
                 }
-                s.stop()
+                s.stop().map(|()| None)
             }
-            Self::Peer(p) => p.shutdown(),
+            Self::Peer(p) => p.shutdown().map(|e| e.note()),
         }
     }
 
-    /// Stops the slave cleanly.
-    pub async fn stop(self) -> anyhow::Result<()> {
-        match self {
-            Self::Logship(s) => blocking(move || s.stop()).await,
-            Self::Peer(p) => blocking(move || p.shutdown()).await,
-        }
+    /// Stops the slave cleanly; a note if the process had to be killed.
+    pub async fn stop(self) -> anyhow::Result<Option<String>> {
+        blocking(move || self.stop_sync()).await
     }
 }
 
@@ -463,7 +519,7 @@ pub async fn join(
             m.wait_no_slaves().await?;
             let s = Slave::start(slave, dir, addr, FlushDiskType::AsyncFlush, segment).await?;
             let secs = m.catch_up_seconds(end).await;
-            blocking(move || s.stop_sync()).await?;
+            warn_note(slave, blocking(move || s.stop_sync()).await?);
             secs
         }
         Master::Peer(p) => tokio::task::block_in_place(|| {
@@ -478,7 +534,7 @@ pub async fn join(
                 let held = (|| {
                     let mut s = Slave::start_sync(slave, dir, addr, FlushDiskType::AsyncFlush, segment)?;
                     let held = s.held_sync(end);
-                    s.stop_sync()?;
+                    warn_note(slave, s.stop_sync()?);
                     held
                 })();
                 let connected = connected.join().map_err(|_| anyhow::anyhow!("watcher panicked"))??;
@@ -488,6 +544,13 @@ pub async fn join(
     };
     let _ = std::fs::remove_dir_all(dir);
     secs
+}
+
+/// Says on stderr what stopping a `kind` slave had to do (a kill after its grace period).
+fn warn_note(kind: Impl, note: Option<String>) {
+    if let Some(note) = note {
+        eprintln!("  note: the {} slave {note}", kind.name());
+    }
 }
 
 /// `GET /status` of a local broker, by hand (one request, `Connection: close`).
@@ -503,7 +566,23 @@ fn http_status(port: u16) -> anyhow::Result<serde_json::Value> {
     Ok(serde_json::from_str(body)?)
 }
 
-/// SYNC_MASTER put figures with one slave: (1 producer, 64 producers).
+/// One SYNC put run of a (master, slave) pairing: the warm-up, 1 producer and 64 producers,
+/// and anything the bench had to note about the processes (a peer killed after its shutdown
+/// grace, a slave that did not stop cleanly). A note never discards the figures.
+#[derive(Clone, Debug, Default)]
+pub struct SyncRun {
+    /// The warm-up puts (only their failures are reported).
+    pub warm_up: PutFigures,
+    /// 1 producer.
+    pub one: PutFigures,
+    /// 64 producers.
+    pub many: PutFigures,
+    /// What went wrong around the measurement, one line each, with the implementation it is
+    /// about.
+    pub notes: Vec<(Impl, String)>,
+}
+
+/// SYNC_MASTER put figures with one slave: warm-up, 1 producer, 64 producers.
 pub async fn sync_puts(
     master_kind: Impl,
     slave_kind: Impl,
@@ -512,29 +591,49 @@ pub async fn sync_puts(
     segment: u64,
     counts: (u64, u64),
     size: usize,
-) -> anyhow::Result<(PutFigures, PutFigures)> {
+) -> anyhow::Result<SyncRun> {
     let mut master =
         Master::start(master_kind, &dir.join("master"), BrokerRole::SyncMaster, flush, segment).await?;
     let slave = Slave::start(slave_kind, &dir.join("slave"), master.ha_addr(), flush, segment).await;
+    let mut notes = Vec::new();
     let measured = async {
         let slave = slave?;
         let measured = async {
             master.wait_connected().await?;
             // Warm-up puts (the JVM compiles its hot paths), not measured.
-            master.bench(1, counts.0.min(2_000), size).await?;
+            let warm_up = master.bench(1, counts.0.min(2_000), size).await?;
             let one = master.bench(1, counts.0, size).await?;
             let many = master.bench(64, counts.1, size).await?;
-            anyhow::Ok((one, many))
+            anyhow::Ok(SyncRun { warm_up, one, many, notes: Vec::new() })
         }
         .await;
-        slave.stop().await?;
+        match slave.stop().await {
+            Ok(Some(note)) => notes.push((slave_kind, format!("the {} slave {note}", slave_kind.name()))),
+            Ok(None) => {}
+            Err(e) => notes.push((slave_kind, format!("stopping the {} slave: {e:#}", slave_kind.name()))),
+        }
         measured
     }
     .await;
     // Close the master's store, whatever happened, before its directory goes.
-    master.close().await?;
+    match master.close().await {
+        Ok(Some(note)) => notes.push((master_kind, format!("the {} master {note}", master_kind.name()))),
+        Ok(None) => {}
+        Err(e) => notes.push((master_kind, format!("closing the {} master: {e:#}", master_kind.name()))),
+    }
     let _ = std::fs::remove_dir_all(dir);
-    measured
+    match measured {
+        Ok(mut run) => {
+            run.notes = notes;
+            Ok(run)
+        }
+        // What stopping the processes took is part of what went wrong.
+        Err(e) if !notes.is_empty() => {
+            let said: Vec<String> = notes.into_iter().map(|(_, n)| n).collect();
+            Err(anyhow::anyhow!("{e:#}; then {}", said.join("; ")))
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// Put latencies of the roll scenario, microseconds.
@@ -606,4 +705,37 @@ async fn roll_puts(
         mid_p99: super::micros(percentile(&mid, 0.99)),
         mid_max: super::micros(mid.last().copied().unwrap_or_default()),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::peer::tests::{fake_peer, spec};
+
+    /// A peer's failed put (RocketMQ 4.9.8's FLUSH_SLAVE_TIMEOUT) is counted and kept out of
+    /// the rate and the percentiles; the run goes on instead of giving up the scenario.
+    #[tokio::test]
+    async fn a_failed_peer_put_is_counted_and_kept_out_of_the_figures() {
+        let p = PeerProcess::start_with(Impl::Java4, fake_peer(true), &spec("SYNC_MASTER")).unwrap();
+        let mut master = Master::Peer(p);
+        let f = master.bench(1, 100, 1024).await.unwrap();
+        assert_eq!((f.ok, f.failed), (99, 1));
+        assert_eq!(f.first_failure.as_deref(), Some("FLUSH_SLAVE_TIMEOUT"));
+        assert_eq!(f.rate, 99.0 / 0.5, "the rate counts only the puts that succeeded");
+        assert_eq!((f.p50, f.p99), (100.0, 200.0));
+        assert_eq!(master.close().await.unwrap(), None);
+    }
+
+    /// The figures of logship's own puts leave failed puts out the same way.
+    #[test]
+    fn failed_logship_puts_are_out_of_the_rate_and_the_percentiles() {
+        let run = Produced {
+            secs: 2.0,
+            latencies: vec![Duration::from_micros(100); 10],
+            failed: 3,
+            first_failure: Some("FLUSH_SLAVE_TIMEOUT".into()),
+        };
+        let f = run.figures();
+        assert_eq!((f.ok, f.failed, f.rate, f.p99), (10, 3, 5.0, 100.0));
+    }
 }

@@ -7,6 +7,8 @@
 //!
 //! Commands: `fill BYTES SIZE` | `bench PRODUCERS COUNT SIZE` | `status` | `wait-idle TIMEOUT_MS` |
 //! `watch-connect TIMEOUT_MS` | `watch-slave END TIMEOUT_MS` | `wait-offset END TIMEOUT_MS` | `shutdown`.
+//! `bench` answers `puts` (those that ended `PutOk`, the only ones in the percentiles), `failed`
+//! (the others) and `firstFailure`.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -173,8 +175,11 @@ fn main() {
                                 }
                                 let t = Instant::now();
                                 let r = ports.put_message_shared(message(size, i)).await;
-                                lat.push(t.elapsed());
-                                if r.put_message_status() != PutMessageStatus::PutOk {
+                                let took = t.elapsed();
+                                if r.put_message_status() == PutMessageStatus::PutOk {
+                                    lat.push(took);
+                                } else {
+                                    // Counted, and kept out of the latencies.
                                     failed.fetch_add(1, Ordering::Relaxed);
                                     first_failure.get_or_insert(format!("{:?}", r.put_message_status()));
                                 }

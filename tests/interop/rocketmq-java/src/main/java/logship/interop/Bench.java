@@ -32,6 +32,9 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  * <p>Arguments: --role ASYNC_MASTER|SYNC_MASTER|SLAVE --store DIR --segment BYTES
  * --flush ASYNC_FLUSH|SYNC_FLUSH [--ha-port N] [--master HOST:PORT].
  *
+ * <p>{@code bench} answers {@code puts} (those that ended PUT_OK, the only ones in the
+ * percentiles), {@code failed} (the others) and {@code firstFailure}.
+ *
  * <p>Commands: fill BYTES SIZE | bench PRODUCERS COUNT SIZE | status | wait-idle TIMEOUT_MS |
  * watch-connect TIMEOUT_MS | watch-slave END TIMEOUT_MS | wait-offset END TIMEOUT_MS | shutdown.
  */
@@ -145,14 +148,17 @@ public final class Bench {
                             long t0 = System.nanoTime();
                             PutMessageResult r = Compat.put(store, m);
                             long d = System.nanoTime() - t0;
+                            if (r.getPutMessageStatus() != PutMessageStatus.PUT_OK) {
+                                // Counted, and kept out of the latencies (a timed-out put waited
+                                // syncFlushTimeout).
+                                failed.incrementAndGet();
+                                firstFailure.compareAndSet("", r.getPutMessageStatus().name());
+                                continue;
+                            }
                             if (n == lat.length) {
                                 lat = java.util.Arrays.copyOf(lat, n * 2);
                             }
                             lat[n++] = d;
-                            if (r.getPutMessageStatus() != PutMessageStatus.PUT_OK) {
-                                failed.incrementAndGet();
-                                firstFailure.compareAndSet("", r.getPutMessageStatus().name());
-                            }
                         }
                         all.add(java.util.Arrays.copyOf(lat, n));
                     });
