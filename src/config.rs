@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use logship_core::autoswitch::{BrokerId, SyncPolicy};
-use logship_core::service::tls::{MasterTls, SlaveTls, TlsMode, TlsPem};
+use logship_core::service::tls::{MasterTls, SlaveTls, TlsError, TlsMode, TlsPem};
 use logship_core::service::{Admission, IpNet};
 use logship_core::service::{MasterControllerConfig, SlaveControllerConfig};
 use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
@@ -183,11 +183,13 @@ pub struct BrokerSettings {
     /// logship `haTlsReplicaNames` (master): the replica names a client certificate must carry.
     pub ha_tls_replica_names: Vec<String>,
     /// logship `haTlsServerName` (slave): the name the master's certificate must carry; unset,
-    /// the host of `haMasterAddress`.
+    /// the host of `haMasterAddress` (in controller mode: of each master followed).
     pub ha_tls_server_name: Option<String>,
     /// The master's TLS settings, built from the keys above (`None` with `haTlsMode=off`).
     pub master_tls: Option<MasterTls>,
-    /// The slave's TLS settings (`None` unless `haTlsEnable=true`).
+    /// The slave's TLS settings (`None` unless `haTlsEnable=true`). In controller mode without
+    /// `haTlsServerName`, [`controller_slave_config`](Self::controller_slave_config) replaces
+    /// its server name with the host of the master followed.
     pub slave_tls: Option<SlaveTls>,
 }
 
@@ -1046,10 +1048,11 @@ fn build(
         }
     }
     build_tls(&mut s)?;
-    if s.broker_role == BrokerRole::Slave && s.ha_tls_mode != TlsMode::Off {
+    let classic = s.controller.is_none();
+    if classic && s.broker_role == BrokerRole::Slave && s.ha_tls_mode != TlsMode::Off {
         warnings.push("haTlsMode is a master key; a slave uses haTlsEnable: ignored".to_string());
     }
-    if s.broker_role != BrokerRole::Slave && s.ha_tls_enable {
+    if classic && s.broker_role != BrokerRole::Slave && s.ha_tls_enable {
         warnings.push("haTlsEnable is a slave key; a master uses haTlsMode: ignored".to_string());
     }
     if s.master_tls.is_some() && s.ha_tls_mode == TlsMode::Optional && s.ha_replica_allow_list.is_empty() {
@@ -1137,13 +1140,22 @@ fn check_controller_mode(
              segment with syncFromLastFile=true",
         ));
     }
-    let tls = [("haTlsMode", s.ha_tls_mode != TlsMode::Off), ("haTlsEnable", s.ha_tls_enable)];
-    if let Some((key, _)) = tls.iter().find(|(_, on)| *on) {
+    // A broker here is master and slave in turn: haTlsMode is its HA port's while master,
+    // haTlsEnable its link's while slave.
+    if s.ha_tls_mode == TlsMode::Required && !s.ha_tls_enable {
         return Err(conflict(
-            format!("{key}={}", raw.get(*key).map_or("", |v| v.value.trim())),
-            "HA TLS is not supported in controller mode yet: a broker there is master and slave in turn; \
-             use haReplicaAllowList",
+            "haTlsMode=required haTlsEnable=false".into(),
+            "a broker in controller mode is master and slave in turn: one that requires TLS of its slaves \
+             would follow its masters in plain, which they refuse if they are configured like it; set \
+             haTlsEnable=true",
         ));
+    }
+    if s.ha_tls_enable && s.ha_tls_mode == TlsMode::Off {
+        warnings.push(
+            "controller mode: haTlsEnable=true with haTlsMode=off: while master this broker serves its HA \
+             port in plain, and slaves with haTlsEnable=true cannot follow it; set haTlsMode"
+                .to_string(),
+        );
     }
     if let Some(Setting { value, origin }) = raw.get("brokerRole").filter(|v| v.origin != "default") {
         warnings.push(format!(
@@ -1319,15 +1331,24 @@ fn path_or_none(v: &str) -> Option<PathBuf> {
     (!v.is_empty()).then(|| PathBuf::from(v))
 }
 
+/// The host of a `host:port` address, without an IPv6 address's brackets.
+fn address_host(address: &str) -> &str {
+    let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
 /// Reads the TLS files and builds the side's TLS settings: the master's with `haTlsMode` other
-/// than `off`, the slave's with `haTlsEnable=true`.
+/// than `off`, the slave's with `haTlsEnable=true`. A classic broker has the side of its
+/// `brokerRole`; a controller-mode broker, master and slave in turn, both.
 fn build_tls(s: &mut BrokerSettings) -> Result<(), BrokerConfigError> {
-    let wants = if s.broker_role == BrokerRole::Slave {
-        s.ha_tls_enable.then_some("haTlsEnable=true")
-    } else {
-        (s.ha_tls_mode != TlsMode::Off).then_some("haTlsMode")
+    let controller = s.controller.is_some();
+    let slave = s.ha_tls_enable && (controller || s.broker_role == BrokerRole::Slave);
+    let master = s.ha_tls_mode != TlsMode::Off && (controller || s.broker_role != BrokerRole::Slave);
+    let why = match (master, slave) {
+        (false, false) => return Ok(()),
+        (true, _) => "haTlsMode",
+        (false, true) => "haTlsEnable=true",
     };
-    let Some(why) = wants else { return Ok(()) };
     for (key, path) in [
         ("haTlsCertPath", &s.ha_tls_cert_path),
         ("haTlsKeyPath", &s.ha_tls_key_path),
@@ -1340,29 +1361,32 @@ fn build_tls(s: &mut BrokerSettings) -> Result<(), BrokerConfigError> {
             });
         }
     }
-    let read = |path: &Option<PathBuf>| -> Result<Vec<u8>, BrokerConfigError> {
+    let read = |key: &str, path: &Option<PathBuf>| -> Result<Vec<u8>, BrokerConfigError> {
         let path = path.clone().unwrap_or_default();
-        std::fs::read(&path).map_err(|e| BrokerConfigError::Read { path, reason: e.to_string() })
+        std::fs::read(&path).map_err(|e| BrokerConfigError::Invalid {
+            key: key.to_string(),
+            value: path.display().to_string(),
+            reason: format!("cannot read the file: {e}"),
+        })
     };
-    let cert = read(&s.ha_tls_cert_path)?;
-    let key = read(&s.ha_tls_key_path)?;
-    let ca = read(&s.ha_tls_ca_path)?;
+    let cert = read("haTlsCertPath", &s.ha_tls_cert_path)?;
+    let key = read("haTlsKeyPath", &s.ha_tls_key_path)?;
+    let ca = read("haTlsCaPath", &s.ha_tls_ca_path)?;
     let pem = TlsPem { cert_chain: &cert, key: &key, ca: &ca };
     let failed = |e: logship_core::service::tls::TlsError| BrokerConfigError::Conflict {
         keys: "haTlsCertPath haTlsKeyPath haTlsCaPath haTlsReplicaNames haTlsServerName".into(),
         reason: e.to_string(),
     };
-    if s.broker_role == BrokerRole::Slave {
-        let server_name = match &s.ha_tls_server_name {
-            Some(name) => name.clone(),
-            None => {
-                let address = s.ha_master_address.clone().unwrap_or_default();
-                let host = address.rsplit_once(':').map_or(address.as_str(), |(h, _)| h);
-                host.trim_start_matches('[').trim_end_matches(']').to_string()
-            }
+    if slave {
+        let server_name = match (&s.ha_tls_server_name, controller) {
+            (Some(name), _) => name.clone(),
+            // Replaced by the host of each master followed (`controller_slave_config`).
+            (None, true) => "localhost".to_string(),
+            (None, false) => address_host(s.ha_master_address.as_deref().unwrap_or_default()).to_string(),
         };
         s.slave_tls = Some(SlaveTls::new(pem, &server_name).map_err(failed)?);
-    } else {
+    }
+    if master {
         if s.ha_tls_replica_names.is_empty() {
             return Err(BrokerConfigError::Conflict {
                 keys: format!("haTlsMode={} haTlsReplicaNames=(unset)", s.ha_tls_mode),
@@ -1533,17 +1557,25 @@ impl BrokerSettings {
 
     /// The slave service configuration of controller mode: follow the master at
     /// `master_address` (its HA port), broker id `master_broker_id`, elected at `master_epoch`;
-    /// `None` outside controller mode.
+    /// `None` outside controller mode. With `haTlsEnable=true` the master's certificate must
+    /// carry `haTlsServerName`, or unset, the host of `master_address`; an error when that host
+    /// is no DNS name or IP address.
     pub fn controller_slave_config(
         &self,
         master_address: &str,
         master_broker_id: BrokerId,
         master_epoch: i32,
-    ) -> Option<SlaveServiceConfig> {
+    ) -> Option<Result<SlaveServiceConfig, TlsError>> {
         let keys = self.controller.as_ref()?;
         let mut config = self.slave_service_config();
         config.master_address = master_address.to_string();
-        config.tls = None;
+        config.tls = match (&self.slave_tls, &self.ha_tls_server_name) {
+            (Some(tls), None) => match tls.with_server_name(address_host(master_address)) {
+                Ok(tls) => Some(tls),
+                Err(e) => return Some(Err(e)),
+            },
+            (tls, _) => tls.clone(),
+        };
         config.controller = Some(SlaveControllerConfig {
             broker_id: keys.broker_id,
             master_broker_id,
@@ -1551,7 +1583,7 @@ impl BrokerSettings {
             async_learner: keys.async_learner,
             sync_from_last_file: keys.sync_from_last_file,
         });
-        Some(config)
+        Some(Ok(config))
     }
 
     /// The slave service configuration (for `brokerRole=SLAVE`).
@@ -2069,7 +2101,9 @@ mod tests {
         assert!(load_text(no_key).unwrap_err().to_string().contains("haTlsKeyPath"));
         let missing =
             format!("haTlsMode=optional\nhaTlsReplicaNames=a\n{files}haTlsCaPath=/nonexistent/ca.pem\n");
-        assert!(matches!(load_text(&missing).unwrap_err(), BrokerConfigError::Read { .. }));
+        let err = load_text(&missing).unwrap_err();
+        assert!(matches!(err, BrokerConfigError::Invalid { ref key, .. } if key == "haTlsCaPath"), "{err}");
+        assert!(err.to_string().contains("/nonexistent/ca.pem"), "{err}");
         let swapped = text.replace("cert.pem", "ca.pem.tmp").replace("key.pem", "cert.pem");
         std::fs::copy(dir.path().join("ca.pem"), dir.path().join("ca.pem.tmp")).unwrap();
         assert!(load_text(&swapped).unwrap_err().to_string().contains("key"), "a certificate is no key");
@@ -2181,7 +2215,7 @@ mod tests {
         );
         assert_eq!(mc.ha_max_time_slave_not_catchup, Duration::from_secs(4));
         assert!(m.validate().is_ok(), "{:?}", m.validate());
-        let sl = s.controller_slave_config("127.0.0.1:10912", 1, 3).unwrap();
+        let sl = s.controller_slave_config("127.0.0.1:10912", 1, 3).unwrap().unwrap();
         let sc = sl.controller.clone().unwrap();
         assert_eq!((sc.broker_id, sc.master_broker_id, sc.master_epoch), (3, 1, 3));
         assert!(sc.async_learner && sc.sync_from_last_file);
@@ -2225,14 +2259,84 @@ mod tests {
             ("totalReplicas=2\nhaReplicaAllowList=10.0.0.1", "totalReplicas"),
             ("ackPolicy=ANY_SLAVE", "ackPolicy"),
             ("newSlaveStart=LAST_FILE", "newSlaveStart"),
-            ("haTlsMode=required", "haTlsMode"),
-            ("haTlsEnable=true", "haTlsEnable"),
         ] {
             let err = load_text(&format!("enableControllerMode=true\nbrokerId=1\n{line}\n")).unwrap_err();
             assert!(matches!(err, BrokerConfigError::Conflict { .. }), "{line}: {err}");
             let shown = err.to_string();
             assert!(shown.contains("enableControllerMode=true") && shown.contains(key), "{line}: {shown}");
         }
+    }
+
+    /// A controller-mode broker is master and slave in turn: one set of `haTls*` keys gives
+    /// it both sides, whatever `brokerRole` says.
+    #[test]
+    fn controller_mode_takes_tls_keys_for_both_roles() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = tls_files(dir.path());
+        let base = "enableControllerMode=true\nbrokerId=1\nbrokerRole=SLAVE\nhaTlsReplicaNames=replica-a, replica-b\n";
+        let text = format!("{base}haTlsMode=required\nhaTlsEnable=true\n{files}");
+        let loaded = load_text(&text).unwrap();
+        let tls_warnings: Vec<_> = loaded.warnings.iter().filter(|w| w.contains("haTls")).collect();
+        assert!(tls_warnings.is_empty(), "{tls_warnings:?}");
+        let s = loaded.settings;
+        let m = s.controller_master_config(2, [1].into(), 1).unwrap();
+        let tls = m.admission.tls.as_ref().expect("master TLS in controller mode");
+        assert_eq!(
+            (tls.mode(), tls.replica_names()),
+            (TlsMode::Required, vec!["replica-a".into(), "replica-b".into()])
+        );
+        // Without haTlsServerName the master's certificate must carry the host it is followed at.
+        for (address, host) in
+            [("10.0.0.5:10912", "10.0.0.5"), ("[::1]:10912", "::1"), ("b.example:10912", "b.example")]
+        {
+            let sl = s.controller_slave_config(address, 2, 2).unwrap().unwrap();
+            assert_eq!(
+                sl.tls.expect("slave TLS in controller mode").server_name().to_str(),
+                host,
+                "{address}"
+            );
+        }
+        // With it, every master followed must carry that one name (the group's).
+        let named = load_text(&format!("{text}haTlsServerName=ha.group-a.test\n")).unwrap().settings;
+        for address in ["10.0.0.5:10912", "b.example:10912"] {
+            let sl = named.controller_slave_config(address, 2, 2).unwrap().unwrap();
+            assert_eq!(sl.tls.unwrap().server_name().to_str(), "ha.group-a.test", "{address}");
+        }
+        // Missing or unreadable files are refused at start, naming the key.
+        let no_cert: String =
+            files.lines().filter(|l| !l.starts_with("haTlsCertPath")).map(|l| format!("{l}\n")).collect();
+        for missing in [
+            format!("{base}haTlsMode=required\nhaTlsEnable=true\n{no_cert}"),
+            format!("{base}haTlsMode=optional\n{no_cert}"),
+            format!("{base}haTlsMode=off\nhaTlsEnable=true\n{no_cert}"),
+            format!(
+                "{base}haTlsMode=required\nhaTlsEnable=true\n{no_cert}haTlsCertPath=/nonexistent/cert.pem\n"
+            ),
+        ] {
+            let err = load_text(&missing).unwrap_err().to_string();
+            assert!(err.contains("haTlsCertPath"), "{missing}: {err}");
+        }
+        // A master that requires TLS and a slave that would connect in plain cannot be one broker.
+        let err = load_text(&format!("{base}haTlsMode=required\n{files}")).unwrap_err().to_string();
+        assert!(err.contains("haTlsMode=required") && err.contains("haTlsEnable"), "{err}");
+        let half = load_text(&format!("{base}haTlsEnable=true\n{files}")).unwrap();
+        assert!(half.settings.controller_master_config(2, [1].into(), 1).unwrap().admission.tls.is_none());
+        assert!(
+            half.warnings.iter().any(|w| w.contains("haTlsEnable=true with haTlsMode=off")),
+            "{:?}",
+            half.warnings
+        );
+        let migrating =
+            load_text(&format!("{base}haTlsMode=optional\nhaReplicaAllowList=10.0.0.7\n{files}")).unwrap();
+        assert!(
+            migrating
+                .settings
+                .controller_slave_config("10.0.0.5:10912", 2, 2)
+                .unwrap()
+                .unwrap()
+                .tls
+                .is_none()
+        );
     }
 
     #[test]

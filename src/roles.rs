@@ -292,7 +292,8 @@ pub async fn follow(broker: &Broker, request: FollowRequest) -> Result<Role, Rol
     let config = broker
         .settings
         .controller_slave_config(&request.master_address, request.master_broker_id, request.epoch)
-        .ok_or(RoleError::NotControllerMode)?;
+        .ok_or(RoleError::NotControllerMode)?
+        .map_err(|e| RoleError::BadRequest(format!("masterAddress: its host is no TLS server name: {e}")))?;
     config.validate().map_err(|e| RoleError::BadRequest(format!("masterAddress: {e}")))?;
     *given = (*given).max(request.epoch);
     stop_current(broker, roles).await;

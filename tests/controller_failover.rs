@@ -1,8 +1,11 @@
 //! Controller mode through the binary: `logship broker` processes told their roles over HTTP
 //! (`POST /ha/changeToMaster`, `POST /ha/changeToSlave`), as RocketMQ's controller tells them,
 //! through a failover with a divergent tail, a rejoin that truncates it, and an empty third
-//! broker; and the admin calls' refusals.
+//! broker; and the admin calls' refusals. And the same over mutual TLS, one set of `haTls*`
+//! keys serving a broker as master and as slave.
 
+#[path = "support/pki.rs"]
+mod pki;
 mod process;
 
 use std::path::{Path, PathBuf};
@@ -511,4 +514,159 @@ fn controller_mode_runs_as_logship_broker_only_and_bad_keys_stop_it_naming_them(
         run(&["broker", "--store", &store, "--set", "brokerId=1", "--master", "127.0.0.1:10912"]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("haMasterAddress"), "{err}");
+}
+
+/// The TLS name every broker's certificate carries beside its own, and that a broker with
+/// `haTlsServerName` set to it expects of every master it follows.
+const GROUP_NAME: &str = "ha.group-a.logship.test";
+
+/// Every broker's replica name, as `haTlsReplicaNames` lists them.
+const REPLICA_NAMES: &str = "broker-1.logship.test,broker-2.logship.test,broker-3.logship.test";
+
+/// Controller-mode TLS settings of broker `id`: its certificate (its replica name, the group's
+/// name and 127.0.0.1, the host it is followed at) from `ca`, written into `dir`.
+fn tls_settings(dir: &Path, ca: &pki::Ca, id: u32) -> Vec<String> {
+    std::fs::create_dir_all(dir).unwrap();
+    let name = format!("broker-{id}.logship.test");
+    let identity = ca.issue(&[&name, GROUP_NAME, "127.0.0.1"]);
+    let mut settings: Vec<String> = ["haTlsMode=required", "haTlsEnable=true"].map(String::from).to_vec();
+    settings.push(format!("haTlsReplicaNames={REPLICA_NAMES}"));
+    for (key, file, pem) in [
+        ("haTlsCertPath", format!("{name}.pem"), identity.cert.clone()),
+        ("haTlsKeyPath", format!("{name}.key"), identity.key.clone()),
+        ("haTlsCaPath", "ca.pem".to_string(), ca.pem()),
+    ] {
+        let path = dir.join(file);
+        std::fs::write(&path, pem).unwrap();
+        settings.push(format!("{key}={}", path.display()));
+    }
+    settings
+}
+
+/// Connects to `ha` in plain, sends a classic slave's first report (offset 0) and counts the
+/// bytes that come back before the master closes the connection.
+fn plain_bytes_read_from(ha: &str) -> usize {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(ha).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let _ = stream.write_all(&0u64.to_be_bytes());
+    let (mut total, mut buf) = (0, [0u8; 4096]);
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return total,
+            Ok(n) => total += n,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                panic!("the master kept a plain connection open")
+            }
+            Err(_) => return total,
+        }
+    }
+}
+
+/// Every `/status` slave link of `master` came in over TLS with a listed replica name.
+fn slave_replicas(master: &Node) -> Vec<String> {
+    let status = master.status();
+    let links = status["slaves"].as_array().cloned().unwrap_or_default();
+    assert!(links.iter().all(|l| l["trusted"] == true), "{status}");
+    let mut names: Vec<String> =
+        links.iter().filter_map(|l| l["replica"].as_str().map(String::from)).collect();
+    names.sort();
+    names
+}
+
+/// Three controller-mode brokers with `haTlsMode=required` and `haTlsEnable=true`: A leads
+/// epoch 1, B and C follow over mutual TLS (B expecting the group's name, C the host it is
+/// told to follow, its default) and end byte-identical; a plain connection to A's HA port
+/// reads nothing. B leads epoch 2, the old master A and C follow it over TLS with the same
+/// settings, and all three end byte-identical again.
+#[test]
+fn controller_mode_replicates_and_fails_over_over_mutual_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = pki::Ca::new("logship group CA");
+    let certs = dir.path().join("certs");
+    let start = |id: u32, name: &str, server_name: Option<&str>| {
+        let mut settings = tls_settings(&certs, &ca, id);
+        settings.extend(SYNC_ALL.iter().map(|s| s.to_string()));
+        settings.extend(server_name.map(|n| format!("haTlsServerName={n}")));
+        let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+        Node::start(&dir.path().join(name), id, &settings)
+    };
+    let a = start(1, "a", Some(GROUP_NAME));
+    let b = start(2, "b", Some(GROUP_NAME));
+    let c = start(3, "c", None);
+    let all_hold = |end: u64| a.max_offset() == end && b.max_offset() == end && c.max_offset() == end;
+
+    // Epoch 1: A is master; B and C follow over TLS and join its sync-state-set.
+    let (code, body) = a.promote(1, &[1]);
+    assert_eq!(code, 200, "{body}\n{}", a.log());
+    for (node, name) in [(&b, "B"), (&c, "C")] {
+        let (code, body) = node.follow(&a, 1, 1);
+        assert_eq!(code, 200, "{name}: {body}\n{}", node.log());
+    }
+    eventually("B and C to join A's sync-state-set over TLS", || {
+        a.status()["controller"]["syncStateSet"] == json!([1, 2, 3])
+    });
+    for i in 0..5 {
+        let (code, body) = a.put(&format!("epoch-1 secret {i}"));
+        assert_eq!(code, 200, "a SYNC put the whole set acknowledges: {body}\n{}", a.log());
+    }
+    let epoch_1_end = a.max_offset();
+    eventually("B and C to hold every byte", || all_hold(epoch_1_end));
+    let a_log = a.commit_log(epoch_1_end);
+    assert!(b.commit_log(epoch_1_end) == a_log && c.commit_log(epoch_1_end) == a_log, "A, B and C differ");
+    assert_eq!(slave_replicas(&a), ["broker-2.logship.test", "broker-3.logship.test"]);
+
+    // A plain connection to the master's HA port is closed unread and counted.
+    assert_eq!(plain_bytes_read_from(&a.ha_addr()), 0, "a plain peer read the log");
+    eventually("A to count the plain connection", || {
+        a.status()["haRefusals"]["plainRefused"].as_u64().is_some_and(|n| n >= 1)
+    });
+    assert_eq!(a.status()["slaves"].as_array().map(Vec::len), Some(2));
+
+    // Epoch 2: B is master; the old master A and C follow it with the same TLS settings.
+    let (code, body) = b.promote(2, &[2]);
+    assert_eq!(code, 200, "{body}\n{}", b.log());
+    for (node, name) in [(&a, "A"), (&c, "C")] {
+        let (code, body) = node.follow(&b, 2, 2);
+        assert_eq!(code, 200, "{name}: {body}\n{}", node.log());
+    }
+    eventually("A and C to join B's sync-state-set over TLS", || {
+        b.status()["controller"]["syncStateSet"] == json!([1, 2, 3])
+    });
+    for i in 0..5 {
+        let (code, body) = b.put(&format!("epoch-2 secret {i}"));
+        assert_eq!(code, 200, "{body}\n{}", b.log());
+    }
+    let end = b.max_offset();
+    eventually("A and C to hold every byte of epoch 2", || all_hold(end));
+    let b_log = b.commit_log(end);
+    assert!(a.commit_log(end) == b_log && c.commit_log(end) == b_log, "A, B and C differ");
+    let both_epochs = json!([{ "epoch": 1, "startOffset": 0 }, { "epoch": 2, "startOffset": epoch_1_end }]);
+    for node in [&a, &b, &c] {
+        assert_eq!(node.epochs(), both_epochs);
+    }
+    assert_eq!(slave_replicas(&b), ["broker-1.logship.test", "broker-3.logship.test"]);
+    assert_eq!(plain_bytes_read_from(&b.ha_addr()), 0, "a plain peer read the new master's log");
+    eventually("B to count the plain connection", || {
+        b.status()["haRefusals"]["plainRefused"].as_u64().is_some_and(|n| n >= 1)
+    });
+    eventually("A and C to serve what B does", || a.bodies() == b.bodies() && c.bodies() == b.bodies());
+    assert_eq!(b.bodies().len(), 10);
+
+    // A broker expecting a name B's certificate lacks refuses the handshake itself, and does
+    // not fall back to plain: it reads nothing. It carries a listed replica name (broker 3's),
+    // so only its own check of B's certificate keeps it out.
+    let d = start(3, "d", Some("another-group.logship.test"));
+    let (code, body) = d.follow(&b, 2, 2);
+    assert_eq!(code, 200, "{body}\n{}", d.log());
+    eventually("B to count the failed handshake", || {
+        b.status()["haRefusals"]["tlsRefused"].as_u64().is_some_and(|n| n >= 1)
+    });
+    let status = d.status();
+    assert_eq!(
+        (status["maxOffset"].as_u64(), status["master"]["state"].as_str() == Some("STREAMING")),
+        (Some(0), false),
+        "{status}"
+    );
+    assert_eq!(b.status()["haRefusals"]["plainRefused"], 1, "D never connected in plain");
 }

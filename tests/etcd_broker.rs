@@ -1,10 +1,13 @@
 //! Automatic failover through the binary: `logship broker` processes with `etcdEndpoints` on a
 //! real etcd (started by the test) elect a master, take SYNC puts, fail over after kill -9, fence
-//! a master stopped past its lease, and take an old master back as a slave that cuts its tail.
+//! a master stopped past its lease, and take an old master back as a slave that cuts its tail;
+//! and a group that does all of it over mutual TLS.
 //!
 //! Skips without `etcd` on PATH unless `LOGSHIP_REQUIRE_ETCD=1`.
 
 mod etcd_support;
+#[path = "support/pki.rs"]
+mod pki;
 mod process;
 
 use std::path::{Path, PathBuf};
@@ -462,4 +465,90 @@ fn assert_identical_with_master(nodes: &[Node], m: usize, n: usize) {
     for node in nodes {
         assert!(node.commit_log(end) == master_log, "broker {} differs from the master", node.id);
     }
+}
+
+/// Broker `id`'s TLS settings: `haTlsMode=required`, `haTlsEnable=true`, every broker's name
+/// trusted, and a certificate from `ca` naming `broker-<id>` and 127.0.0.1, the host the group
+/// record publishes its HA address at: `haTlsServerName` is unset, so a slave expects the host
+/// of the master's published address.
+fn tls_settings(dir: &Path, ca: &pki::Ca, id: i64) -> Vec<String> {
+    std::fs::create_dir_all(dir).unwrap();
+    let name = format!("broker-{id}.logship.test");
+    let identity = ca.issue(&[&name, "127.0.0.1"]);
+    let mut settings: Vec<String> = ["haTlsMode=required", "haTlsEnable=true"].map(String::from).to_vec();
+    settings
+        .push("haTlsReplicaNames=broker-1.logship.test,broker-2.logship.test,broker-3.logship.test".into());
+    for (key, file, pem) in [
+        ("haTlsCertPath", format!("{name}.pem"), identity.cert.clone()),
+        ("haTlsKeyPath", format!("{name}.key"), identity.key.clone()),
+        ("haTlsCaPath", "ca.pem".to_string(), ca.pem()),
+    ] {
+        let path = dir.join(file);
+        std::fs::write(&path, pem).unwrap();
+        settings.push(format!("{key}={}", path.display()));
+    }
+    settings
+}
+
+/// The replica names of `master`'s slave links, each trusted by its certificate.
+fn tls_replicas(master: &Node) -> Vec<String> {
+    let status = master.status();
+    let links = status["slaves"].as_array().cloned().unwrap_or_default();
+    assert!(links.iter().all(|l| l["trusted"] == true), "{status}");
+    let mut names: Vec<String> =
+        links.iter().filter_map(|l| l["replica"].as_str().map(String::from)).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_group_on_etcd_replicates_and_fails_over_over_mutual_tls() {
+    if !etcd_available("a_group_on_etcd_replicates_and_fails_over_over_mutual_tls") {
+        return;
+    }
+    let etcd = EtcdCluster::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let ca = pki::Ca::new("logship group CA");
+    let endpoints = etcd.endpoints();
+    let mut nodes: Vec<Node> = (1..=3)
+        .map(|id| {
+            let settings = tls_settings(&dir.path().join("certs"), &ca, id);
+            let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+            Node::start(&dir.path().join(format!("b{id}")), id, &endpoints, &settings)
+        })
+        .collect();
+    let names = |ids: [i64; 2]| ids.map(|id| format!("broker-{id}.logship.test")).to_vec();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    eventually("a master with all three in its sync-state-set over TLS", &refs, || {
+        master_of(&refs)
+            .is_some_and(|m| nodes[m].status()["group"]["syncStateSet"] == serde_json::json!([1, 2, 3]))
+    });
+    let m = master_of(&refs).unwrap();
+    for i in 0..5 {
+        put_ok(&nodes[m], &format!("first-{i}"));
+    }
+    let others: Vec<usize> = (0..3).filter(|&i| i != m).collect();
+    assert_eq!(tls_replicas(&nodes[m]), names([nodes[others[0]].id, nodes[others[1]].id]));
+
+    nodes[m].kill9();
+    let mut new = None;
+    eventually("a new master taking puts", &[&nodes[others[0]], &nodes[others[1]]], || {
+        new = others.iter().copied().find(|&i| nodes[i].is_master());
+        new.is_some_and(|n| nodes[n].put("second-0").0 == 200)
+    });
+    let n = new.unwrap();
+    put_ok(&nodes[n], "second-1");
+    // The old master comes back, follows the new one over TLS and ends byte-identical.
+    nodes[m].restart();
+    eventually("the old master to follow the new one over TLS", &[&nodes[m], &nodes[n]], || {
+        let s = nodes[m].status();
+        s["role"] == "SLAVE"
+            && s["master"]["state"] == "STREAMING"
+            && nodes[n].status()["group"]["syncStateSet"] == serde_json::json!([1, 2, 3])
+    });
+    put_ok(&nodes[n], "third-0");
+    assert_identical_with_master(&nodes, m, n);
+    let others: Vec<i64> = (0..3).filter(|&i| i != n).map(|i| nodes[i].id).collect();
+    assert_eq!(tls_replicas(&nodes[n]), names([others[0], others[1]]));
+    assert_eq!(nodes[n].status()["haRefusals"]["plainRefused"], 0, "nobody connected in plain");
 }

@@ -349,6 +349,12 @@ impl SlaveTls {
         Ok(Self { client: Arc::new(client), server_name })
     }
 
+    /// The same certificate, key and CA, to a master whose certificate names `server_name`
+    /// (a controller-mode slave follows masters at changing addresses).
+    pub fn with_server_name(&self, server_name: &str) -> Result<Self, TlsError> {
+        Ok(Self { client: self.client.clone(), server_name: name(server_name)? })
+    }
+
     /// The configuration an adapter's TLS connector runs the handshake with.
     pub fn client_config(&self) -> Arc<ClientConfig> {
         self.client.clone()
