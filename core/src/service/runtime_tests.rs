@@ -50,6 +50,7 @@ struct TestRt {
 
 impl Runtime for TestRt {
     type Sender<T: Send + 'static> = Chan<T>;
+    type ReplySender<T: Send + 'static> = Chan<T>;
 
     fn now(&self) -> Instant {
         self.now
@@ -66,6 +67,10 @@ impl Runtime for TestRt {
         }
         queue.items.push_back(value);
         true
+    }
+
+    fn answer<T: Send + 'static>(to: Chan<T>, value: T) {
+        Self::try_send(&to, value);
     }
 
     fn reply<T: Send + 'static>() -> (ReplySlot<Self, T>, impl Future<Output = Option<T>> + Send) {
