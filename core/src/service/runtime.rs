@@ -93,7 +93,8 @@ impl<R: Runtime, T: Send + 'static> Reply<T> for ReplySlot<R, T> {
     }
 }
 
-type WaitReply<R> = ReplySlot<R, Result<Offset, WaitError>>;
+/// A replication wait's reply on runtime `R`.
+pub(crate) type WaitReply<R> = ReplySlot<R, Result<Offset, WaitError>>;
 
 /// What a master service's handles and connection tasks send its core task, on runtime `R`.
 pub type MasterCommandOn<R> =
