@@ -308,12 +308,9 @@ impl Master {
 
     /// The offset replicated as the ack policy requires, if any.
     pub fn replicated(&self) -> Option<Offset> {
-        policy::frontier(
-            self.config.ack_policy,
-            &self.acks(),
-            self.log.max,
-            self.config.ha_max_gap_not_in_sync,
-        )
+        self.with_acks(|acks| {
+            policy::frontier(self.config.ack_policy, acks, self.log.max, self.config.ha_max_gap_not_in_sync)
+        })
     }
 
     /// Replication waits still pending.
@@ -670,31 +667,40 @@ impl Master {
     }
 
     fn on_await(&mut self, id: WaitId, offset: Offset, deadline: Instant) {
-        let acks = self.acks();
-        let decided = policy::check_available(
-            self.config.ack_policy,
-            &acks,
-            offset,
-            self.config.ha_max_gap_not_in_sync,
-        )
-        .and_then(|()| if deadline <= self.now { Err(WaitError::Timeout) } else { Ok(()) });
-        if let Err(e) = decided {
-            self.wait_done(id, Err(e));
-            return;
-        }
-        let frontier =
-            policy::frontier(self.config.ack_policy, &acks, self.log.max, self.config.ha_max_gap_not_in_sync);
-        if frontier.is_some_and(|f| f >= offset) {
-            self.wait_done(id, Ok(offset));
-        } else {
-            self.waiters.insert(id, offset, deadline);
+        let (policy, gap, end, now) =
+            (self.config.ack_policy, self.config.ha_max_gap_not_in_sync, self.log.max, self.now);
+        let decided = self.with_acks(|acks| {
+            policy::check_available(policy, acks, offset, gap)
+                .and_then(|()| if deadline <= now { Err(WaitError::Timeout) } else { Ok(()) })
+                .map(|()| policy::frontier(policy, acks, end, gap).is_some_and(|f| f >= offset))
+        });
+        match decided {
+            Err(e) => self.wait_done(id, Err(e)),
+            Ok(true) => self.wait_done(id, Ok(offset)),
+            Ok(false) => self.waiters.insert(id, offset, deadline),
         }
     }
 
-    /// The acks that count for replication waits: one per streaming connection, except those
-    /// a newer connection of their replica superseded.
-    fn acks(&self) -> Vec<Offset> {
-        self.conns.values().filter(|c| c.superseded.is_none()).filter_map(SlaveConn::ack).collect()
+    /// Runs `f` over the acks that count for replication waits: one per streaming connection,
+    /// except those a newer connection of their replica superseded. Without allocating for
+    /// the few connections a master has: it runs for every put a SYNC_MASTER waits on.
+    fn with_acks<T>(&self, f: impl FnOnce(&[Offset]) -> T) -> T {
+        const INLINE: usize = 8;
+        let mut inline = [0; INLINE];
+        let mut len = 0;
+        let mut spilled = Vec::new();
+        for ack in self.conns.values().filter(|c| c.superseded.is_none()).filter_map(SlaveConn::ack) {
+            if len < INLINE {
+                inline[len] = ack;
+                len += 1;
+            } else {
+                if spilled.is_empty() {
+                    spilled.extend_from_slice(&inline);
+                }
+                spilled.push(ack);
+            }
+        }
+        if spilled.is_empty() { f(&inline[..len]) } else { f(&spilled) }
     }
 
     /// `conn` of an identified replica started streaming: every other connection of that

@@ -41,11 +41,11 @@ impl Waiters {
     /// Removes and returns, in offset order, every wait at or below `frontier`.
     pub(crate) fn pop_satisfied(&mut self, frontier: Offset) -> Vec<(WaitId, Offset)> {
         let mut done = Vec::new();
-        while let Some(&(offset, id)) = self.by_offset.first() {
-            if offset > frontier {
-                break;
+        while self.by_offset.first().is_some_and(|&(offset, _)| offset <= frontier) {
+            let Some((offset, id)) = self.by_offset.pop_first() else { break };
+            if let Some((_, deadline)) = self.by_id.remove(&id) {
+                self.by_deadline.remove(&(deadline, id));
             }
-            self.remove(id);
             done.push((id, offset));
         }
         done
@@ -54,11 +54,11 @@ impl Waiters {
     /// Removes and returns, in deadline order, every wait whose deadline is at or before `now`.
     pub(crate) fn pop_expired(&mut self, now: Instant) -> Vec<WaitId> {
         let mut done = Vec::new();
-        while let Some(&(deadline, id)) = self.by_deadline.first() {
-            if deadline > now {
-                break;
+        while self.by_deadline.first().is_some_and(|&(deadline, _)| deadline <= now) {
+            let Some((_, id)) = self.by_deadline.pop_first() else { break };
+            if let Some((offset, _)) = self.by_id.remove(&id) {
+                self.by_offset.remove(&(offset, id));
             }
-            self.remove(id);
             done.push(id);
         }
         done

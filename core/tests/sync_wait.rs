@@ -235,3 +235,32 @@ fn wait_misuse_is_refused() {
     let beyond = MasterInput::AwaitReplication { id: WaitId(2), offset: 101, deadline: clock.at(9) };
     assert_eq!(m.handle_input(clock.at(0), beyond), Err(ApiMisuse::WaitBeyondEnd { offset: 101, end: 100 }));
 }
+
+/// Waits count every streaming connection's ack, however many slaves there are (more than a
+/// master keeps inline for its per-put checks).
+#[test]
+fn a_quorum_of_ten_among_twelve_slaves_counts_every_connections_ack() {
+    let clock = Clock::new();
+    let firsts = [100; 12];
+    let mut m = master_with(AckPolicy::Quorum { in_sync_replicas: 11 }, 100, &firsts, &clock);
+    m.handle_input(clock.at(1), MasterInput::Appended { end: 200 }).unwrap();
+    let out = drain_master(&mut m).0;
+    sent_all(&mut m, clock.at(1), &out);
+    assert!(wait_results(&wait(&mut m, &clock, 1, 1, 200, 3_001)).is_empty());
+    for conn in 1..=9 {
+        assert!(wait_results(&ack(&mut m, &clock, 2, conn, 200)).is_empty(), "{conn} of 10 acked");
+    }
+    assert_eq!(wait_results(&ack(&mut m, &clock, 3, 12, 200)), [(WaitId(1), Ok(200))]);
+}
+
+/// Under AnySlave, the one connection that acked counts even when it is the last of many.
+#[test]
+fn any_slave_counts_the_ack_of_the_last_of_many_connections() {
+    let clock = Clock::new();
+    let mut m = master_with(AckPolicy::AnySlave, 100, &[100; 11], &clock);
+    m.handle_input(clock.at(1), MasterInput::Appended { end: 300 }).unwrap();
+    let out = drain_master(&mut m).0;
+    sent_all(&mut m, clock.at(1), &out);
+    assert!(wait_results(&wait(&mut m, &clock, 1, 1, 300, 3_001)).is_empty());
+    assert_eq!(wait_results(&ack(&mut m, &clock, 2, 11, 300)), [(WaitId(1), Ok(300))]);
+}

@@ -124,6 +124,7 @@ pub struct Smol;
 
 impl Runtime for Smol {
     type Sender<T: Send + 'static> = Sender<T>;
+    type ReplySender<T: Send + 'static> = Sender<T>;
 
     fn now(&self) -> logship_core::time::Instant {
         now()
@@ -135,6 +136,10 @@ impl Runtime for Smol {
 
     fn try_send<T: Send + 'static>(to: &Sender<T>, value: T) -> bool {
         to.try_send(value).is_ok()
+    }
+
+    fn answer<T: Send + 'static>(to: Sender<T>, value: T) {
+        let _ = to.try_send(value);
     }
 
     fn reply<T: Send + 'static>() -> (ReplySlot<Self, T>, impl Future<Output = Option<T>> + Send) {

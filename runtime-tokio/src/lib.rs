@@ -93,7 +93,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use logship_core::service::{ReplySlot, Runtime};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 pub use logship_core::service::{InSyncError, StartError};
 pub use master::{MasterHandle, spawn_master};
@@ -122,7 +122,7 @@ pub(crate) trait Link: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unp
 impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin> Link for T {}
 pub(crate) type Stream = Box<dyn Link>;
 
-/// Tokio as the services' [`Runtime`]: its clock, `mpsc` channels, and the timers
+/// Tokio as the services' [`Runtime`]: its clock, `mpsc` channels, `oneshot` replies, and the timers
 /// of the runtime a service was spawned on (so a handle may be awaited on another executor).
 #[derive(Clone, Debug)]
 pub struct Tokio(tokio::runtime::Handle);
@@ -136,6 +136,7 @@ impl Tokio {
 
 impl Runtime for Tokio {
     type Sender<T: Send + 'static> = mpsc::Sender<T>;
+    type ReplySender<T: Send + 'static> = oneshot::Sender<T>;
 
     fn now(&self) -> logship_core::time::Instant {
         now()
@@ -149,9 +150,13 @@ impl Runtime for Tokio {
         to.try_send(value).is_ok()
     }
 
+    fn answer<T: Send + 'static>(to: oneshot::Sender<T>, value: T) {
+        let _ = to.send(value);
+    }
+
     fn reply<T: Send + 'static>() -> (ReplySlot<Self, T>, impl Future<Output = Option<T>> + Send) {
-        let (reply, mut answer) = mpsc::channel(1);
-        (ReplySlot::new(reply), async move { answer.recv().await })
+        let (reply, answer) = oneshot::channel();
+        (ReplySlot::new(reply), async move { answer.await.ok() })
     }
 
     fn timeout<F: Future + Send>(

@@ -15,10 +15,11 @@ use tracing::info;
 use crate::autoswitch::BrokerId;
 use crate::error::WaitError;
 use crate::log::{MessageLog, PutResult};
-use crate::service::runtime::{MasterCommandOn, MasterTaskOn, SlaveCommandOn, join};
+use crate::service::runtime::{MasterCommandOn, MasterTaskOn, SlaveCommandOn, WaitReply, join};
 use crate::service::{
     AutoSwitchMasterStatus, InSyncError, InSyncWait, MasterCommand, MasterServiceConfig, MasterStatus,
-    PutGate, Runtime, SlaveCommand, SlaveStatus, SyncStateSetError, TaskCommand, check_sync_state_set,
+    PutGate, Runtime, SlaveCommand, SlaveStatus, SyncStateSetError, TaskCommand, WaitQueue,
+    check_sync_state_set,
 };
 
 /// A boxed future a service handle returns through its trait.
@@ -52,6 +53,7 @@ struct MasterShared<L, R: Runtime> {
     log: Arc<L>,
     config: MasterServiceConfig,
     gate: Arc<PutGate>,
+    waits: Arc<WaitQueue<WaitReply<R>>>,
     local_addr: SocketAddr,
     commands: R::Sender<MasterCommandOn<R>>,
     appended: R::Sender<()>,
@@ -71,7 +73,8 @@ impl<L, R: Runtime> Clone for MasterHandle<L, R> {
 
 impl<L: MessageLog, R: Runtime> MasterHandle<L, R> {
     /// The handle on the master service whose core task owns `task` and receives `commands`;
-    /// `appended` is a one-slot channel that wakes the task after a put that waits for no slave.
+    /// `appended` is a one-slot channel that wakes the task after a put that waits for no slave,
+    /// and after a put whose replication wait asks for it ([`WaitQueue`]).
     pub fn new(
         task: &MasterTaskOn<L, R>,
         config: MasterServiceConfig,
@@ -81,8 +84,9 @@ impl<L: MessageLog, R: Runtime> MasterHandle<L, R> {
         runtime: R,
     ) -> Self {
         info!(listen = %local_addr, role = config.role.rocketmq_name(), "HA master listening");
-        let (log, gate) = (task.log().clone(), task.gate().clone());
-        Self { shared: Arc::new(MasterShared { log, config, gate, local_addr, commands, appended, runtime }) }
+        let (log, gate, waits) = (task.log().clone(), task.gate().clone(), task.wait_queue().clone());
+        let shared = MasterShared { log, config, gate, waits, local_addr, commands, appended, runtime };
+        Self { shared: Arc::new(shared) }
     }
 
     /// The address slaves connect to.
@@ -113,8 +117,17 @@ impl<L: MessageLog, R: Runtime> MasterHandle<L, R> {
                 R::try_send(&s.appended, ());
                 return None;
             }
-            let wait = |reply| TaskCommand::Driver(pending.wait_command(s.runtime.now(), &s.config, reply));
-            Some(R::ask(&s.commands, wait).await.unwrap_or(Err(WaitError::Cancelled)))
+            let (reply, answer) = R::reply();
+            let deadline = || s.runtime.now() + s.config.slave_timeout;
+            match s.waits.push(pending.end(), deadline, reply) {
+                Ok(wake) => {
+                    if wake {
+                        R::try_send(&s.appended, ());
+                    }
+                }
+                Err(_stopped) => return Some(Err(WaitError::Cancelled)),
+            }
+            Some(answer.await.unwrap_or(Err(WaitError::Cancelled)))
         };
         let (flushed, replicated) = join(flushed, replicated).await;
         pending.finish(flushed, replicated)

@@ -452,6 +452,18 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         self.waits.len()
     }
 
+    /// Whether the driver is sure to be woken soon without news of a put, so a put's wait may
+    /// wait for that wake-up ([`WaitQueue`]): waits are pending (the first deadline is a
+    /// timer) and every streaming connection has a write under way (its `sent` or `closed`
+    /// will come, and the frame after it carries whatever was appended meanwhile).
+    pub fn wakes_without_puts(&self) -> bool {
+        if self.waits.is_empty() {
+            return false;
+        }
+        let mut streaming = self.master.slaves().filter(|s| s.start.is_some()).peekable();
+        streaming.peek().is_some() && streaming.all(|s| s.inflight > 0)
+    }
+
     /// A status snapshot; `role` and `flushed_offset` come from the adapter and the log. Lists
     /// admitted connections only: not those refused, nor those still negotiating TLS.
     pub fn status(&self, now: Instant, role: BrokerRole, flushed_offset: Offset) -> MasterStatus {

@@ -5,7 +5,8 @@
 //! [`MasterDriver`] appends puts through [`MessageLog::put`](crate::MessageLog::put) and asks
 //! the log for its bounds and record boundaries; a [`SlaveDriver`] stores the bytes the slave
 //! core hands it with [`LogWrite::append_at`](crate::LogWrite::append_at). It still reads no
-//! socket and no clock, spawns nothing and takes no lock of its own: time comes in as `now`,
+//! socket and no clock, spawns nothing and takes one lock of its own, the [`WaitQueue`] that hands
+//! puts' replication waits to the master task: time comes in as `now`,
 //! and the log's own locking is the log's. It logs through `tracing` into the span the adapter
 //! opened for the service (`role`, `conn`, `peer` fields), and never installs a subscriber.
 //!
@@ -96,7 +97,7 @@ pub use config::{
 pub use handle::{MasterHandle, MasterService, ServiceFuture, SlaveHandle, SlaveService};
 pub use in_sync::{InSyncError, InSyncWait, in_sync_slaves};
 pub use master::MasterDriver;
-pub use put::{PendingPut, PutGate, put_status};
+pub use put::{PendingPut, PutGate, QueuedWait, WaitQueue, put_status};
 pub use runtime::{
     ConnHandle, MasterCommandOn, MasterTaskOn, ReplySlot, Runtime, SlaveCommandOn, join, settled,
 };

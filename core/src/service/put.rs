@@ -142,3 +142,95 @@ impl PutGate {
         PendingPut::start(config, log, message, self.refuses())
     }
 }
+
+/// The replication waits of SYNC_MASTER puts on their way from the service's handles to its
+/// master task, which takes them all at the start of each turn: one lock per put instead of
+/// one channel message per put, and one wake-up of the task for many puts.
+///
+/// A put wakes the task only when the task asked for it at the end of its last turn, which it
+/// does unless it is sure to wake soon anyway: it has waits pending (the first deadline is its
+/// timer) and every streaming connection has a write under way (whose `Sent` wakes it), so the
+/// waits of the puts meanwhile go out in the next frame, all at once. Deadlines are taken under
+/// the lock, so the queue is in deadline order and the task's timer covers every wait in it.
+#[derive(Debug)]
+pub struct WaitQueue<W> {
+    inner: std::sync::Mutex<Queued<W>>,
+}
+
+#[derive(Debug)]
+struct Queued<W> {
+    waits: Vec<QueuedWait<W>>,
+    /// The next push wakes the task.
+    wake: bool,
+    /// The task stopped: pushes are refused.
+    closed: bool,
+}
+
+/// A replication wait in a [`WaitQueue`].
+#[derive(Debug)]
+pub struct QueuedWait<W> {
+    /// The put's end offset.
+    pub offset: Offset,
+    /// When to give up.
+    pub deadline: Instant,
+    /// Where the outcome goes.
+    pub reply: W,
+}
+
+impl<W> Default for WaitQueue<W> {
+    fn default() -> Self {
+        Self { inner: std::sync::Mutex::new(Queued { waits: Vec::new(), wake: true, closed: false }) }
+    }
+}
+
+impl<W> WaitQueue<W> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Queued<W>> {
+        // Nothing panics while holding the lock; a poisoned queue is still consistent.
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues the wait of a put ending at `offset`, until `deadline()` (read under the lock).
+    /// `Ok(true)`: wake the task now. `Err(reply)`: the task stopped, the wait is cancelled.
+    pub fn push(&self, offset: Offset, deadline: impl FnOnce() -> Instant, reply: W) -> Result<bool, W> {
+        let mut queued = self.lock();
+        if queued.closed {
+            return Err(reply);
+        }
+        let deadline = deadline();
+        queued.waits.push(QueuedWait { offset, deadline, reply });
+        Ok(std::mem::replace(&mut queued.wake, false))
+    }
+
+    /// Takes every queued wait, in the order they were queued.
+    pub fn take(&self) -> Vec<QueuedWait<W>> {
+        std::mem::take(&mut self.lock().waits)
+    }
+
+    /// Ends a turn: whether the next push should wake the task. When it should and waits were
+    /// queued since the last [`take`](Self::take) (without waking it), returns them instead.
+    pub fn rearm(&self, wake: bool) -> Vec<QueuedWait<W>> {
+        let mut queued = self.lock();
+        if wake && !queued.waits.is_empty() {
+            return std::mem::take(&mut queued.waits);
+        }
+        queued.wake = wake;
+        Vec::new()
+    }
+
+    /// Refuses every later push and returns what is queued (the task stops).
+    pub fn close(&self) -> Vec<QueuedWait<W>> {
+        let mut queued = self.lock();
+        queued.closed = true;
+        std::mem::take(&mut queued.waits)
+    }
+
+    /// Waits queued now.
+    pub fn len(&self) -> usize {
+        self.lock().waits.len()
+    }
+
+    /// Whether no wait is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

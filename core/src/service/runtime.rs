@@ -22,6 +22,10 @@ pub trait Runtime: Clone + Send + Sync + 'static {
     /// The sending half of one of the runtime's bounded channels.
     type Sender<T: Send + 'static>: Clone + Send + Sync + 'static;
 
+    /// The sending half of a reply, which carries one answer ([`reply`](Self::reply)): a
+    /// oneshot where the runtime has one, since a put's replication wait makes one per put.
+    type ReplySender<T: Send + 'static>: Send + 'static;
+
     /// Now, on the core's timeline.
     fn now(&self) -> Instant;
 
@@ -30,6 +34,9 @@ pub trait Runtime: Clone + Send + Sync + 'static {
 
     /// Sends `value` if there is room now; `false` when the channel is full or closed.
     fn try_send<T: Send + 'static>(to: &Self::Sender<T>, value: T) -> bool;
+
+    /// Delivers the answer through a reply's sender; a receiver that is gone is ignored.
+    fn answer<T: Send + 'static>(to: Self::ReplySender<T>, value: T);
 
     /// A new channel with room for one answer: the reply a command carries, and the answer
     /// (`None` once the reply is dropped unanswered).
@@ -69,24 +76,25 @@ pub trait Runtime: Clone + Send + Sync + 'static {
     }
 }
 
-/// A reply on runtime `R`: the sending half of one of its channels, made with room for the one
-/// answer ([`Runtime::reply`]).
-pub struct ReplySlot<R: Runtime, T: Send + 'static>(R::Sender<T>);
+/// A reply on runtime `R`: the sending half of a channel for the one answer
+/// ([`Runtime::reply`]).
+pub struct ReplySlot<R: Runtime, T: Send + 'static>(R::ReplySender<T>);
 
 impl<R: Runtime, T: Send + 'static> ReplySlot<R, T> {
     /// The reply over `sender`, whose channel has room for one value.
-    pub fn new(sender: R::Sender<T>) -> Self {
+    pub fn new(sender: R::ReplySender<T>) -> Self {
         Self(sender)
     }
 }
 
 impl<R: Runtime, T: Send + 'static> Reply<T> for ReplySlot<R, T> {
     fn send(self, value: T) {
-        R::try_send(&self.0, value);
+        R::answer(self.0, value);
     }
 }
 
-type WaitReply<R> = ReplySlot<R, Result<Offset, WaitError>>;
+/// A replication wait's reply on runtime `R`.
+pub(crate) type WaitReply<R> = ReplySlot<R, Result<Offset, WaitError>>;
 
 /// What a master service's handles and connection tasks send its core task, on runtime `R`.
 pub type MasterCommandOn<R> =

@@ -50,6 +50,7 @@ struct TestRt {
 
 impl Runtime for TestRt {
     type Sender<T: Send + 'static> = Chan<T>;
+    type ReplySender<T: Send + 'static> = Chan<T>;
 
     fn now(&self) -> Instant {
         self.now
@@ -66,6 +67,10 @@ impl Runtime for TestRt {
         }
         queue.items.push_back(value);
         true
+    }
+
+    fn answer<T: Send + 'static>(to: Chan<T>, value: T) {
+        Self::try_send(&to, value);
     }
 
     fn reply<T: Send + 'static>() -> (ReplySlot<Self, T>, impl Future<Output = Option<T>> + Send) {
@@ -85,7 +90,7 @@ impl Runtime for TestRt {
 }
 
 /// Polls `future` once.
-fn poll_once<F: Future>(future: std::pin::Pin<&mut F>) -> Poll<F::Output> {
+fn poll_once<F: Future + ?Sized>(future: std::pin::Pin<&mut F>) -> Poll<F::Output> {
     future.poll(&mut Context::from_waker(Waker::noop()))
 }
 
@@ -161,7 +166,7 @@ fn an_async_master_put_wakes_the_task_and_waits_for_nothing() {
     assert_eq!(again.status, PutStatus::PutOk, "a wake already queued does not hold up a put");
 }
 
-/// Starts a SYNC_MASTER put, takes the wait it sends the task, and answers it with `answer`
+/// Starts a SYNC_MASTER put, takes the wait it queues for the task, and answers it with `answer`
 /// (`None`: drops the reply unanswered).
 fn sync_put_answered(answer: Option<Result<Offset, WaitError>>) -> PutStatus {
     let config = MasterServiceConfig { role: BrokerRole::SyncMaster, ..Default::default() };
@@ -169,11 +174,12 @@ fn sync_put_answered(answer: Option<Result<Offset, WaitError>>) -> PutStatus {
     let m = master(config, at_origin());
     let mut put = pin!(m.handle.put(b"abc".to_vec()));
     assert!(poll_once(put.as_mut()).is_pending(), "waits for the slaves");
-    let Some(TaskCommand::Driver(MasterCommand::Wait { offset, deadline, reply })) = take(&m.commands) else {
-        panic!("the put did not ask for a replication wait")
-    };
+    let mut queued = m.task.wait_queue().take();
+    assert_eq!(queued.len(), 1, "the put did not queue a replication wait");
+    let QueuedWait { offset, deadline, reply } = queued.remove(0);
     assert_eq!((offset, deadline), (m.log.bounds().max, origin() + slave_timeout));
-    assert!(take(&m.appended).is_none(), "the wait itself wakes the task");
+    assert!(take(&m.appended).is_some(), "an idle task is woken for the wait");
+    assert!(take(&m.commands).is_none(), "no command per put");
     match answer {
         Some(result) => reply.send(result),
         None => drop(reply),
@@ -189,6 +195,95 @@ fn a_sync_master_put_ends_with_the_outcome_of_its_replication_wait() {
     assert_eq!(sync_put_answered(Some(Ok(3))), PutStatus::PutOk);
     assert_eq!(sync_put_answered(Some(Err(WaitError::Timeout))), PutStatus::FlushSlaveTimeout);
     assert_eq!(sync_put_answered(None), PutStatus::ServiceNotAvailable, "a task gone is a cancelled wait");
+}
+
+type PutFuture<'a> = std::pin::Pin<Box<dyn Future<Output = crate::log::PutResult> + Send + 'a>>;
+
+/// A SYNC_MASTER task with one streaming slave connection (reported 0); its writer's queue.
+fn sync_master_with_a_slave() -> (Master, Chan<Transmit>) {
+    let config = MasterServiceConfig { role: BrokerRole::SyncMaster, ..Default::default() };
+    let mut m = master(config, at_origin());
+    let frames = chan(16);
+    let sink = ConnHandle::<TestRt>::new(frames.clone(), chan(1));
+    let peer = "127.0.0.1:40000".parse().unwrap();
+    let conn = ConnId(1);
+    m.task.wake(origin(), MasterWake::Command(Some(TaskCommand::accepted(conn, peer, sink))), || None);
+    let report = Bytes::copy_from_slice(&0u64.to_be_bytes());
+    m.task.wake(origin(), MasterWake::Command(Some(TaskCommand::received(conn, report))), || None);
+    (m, frames)
+}
+
+fn frame_spans(frames: &Chan<Transmit>) -> Vec<Option<crate::log::LogSpan>> {
+    std::iter::from_fn(|| take(frames)).map(|t| t.body).collect()
+}
+
+#[test]
+fn puts_while_every_connection_writes_queue_their_waits_without_waking_the_task_and_go_in_one_frame() {
+    let (mut m, frames) = sync_master_with_a_slave();
+    let conn = ConnId(1);
+    let mut first: PutFuture<'_> = Box::pin(m.handle.put(b"first".to_vec()));
+    assert!(poll_once(first.as_mut()).is_pending());
+    assert!(take(&m.appended).is_some(), "an idle connection: the first put wakes the task");
+    m.task.wake(origin(), MasterWake::Appended, || None);
+    let after_first = m.log.bounds().max;
+    assert_eq!(frame_spans(&frames), [Some(crate::log::LogSpan { offset: 0, len: after_first as u32 })]);
+
+    // The frame is being written: the next puts neither send a command nor wake the task.
+    let mut more: Vec<PutFuture<'_>> =
+        (0..3).map(|i| Box::pin(m.handle.put(format!("more {i}").into_bytes())) as PutFuture<'_>).collect();
+    for put in &mut more {
+        assert!(poll_once(put.as_mut()).is_pending());
+    }
+    assert!(take(&m.commands).is_none(), "no command per put");
+    assert!(take(&m.appended).is_none(), "the task is not woken while the write is under way");
+    assert_eq!(m.task.wait_queue().len(), 3);
+
+    // The write ends: the task takes the three waits in that turn and sends their bytes at once.
+    m.task.wake(origin(), MasterWake::Command(Some(TaskCommand::sent(conn))), || None);
+    let end = m.log.bounds().max;
+    let len = (end - after_first) as u32;
+    assert_eq!(frame_spans(&frames), [Some(crate::log::LogSpan { offset: after_first, len })]);
+    assert_eq!(m.task.driver().pending_waits(), 4);
+
+    m.task.wake(origin(), MasterWake::Command(Some(TaskCommand::sent(conn))), || None);
+    let ack = Bytes::copy_from_slice(&end.to_be_bytes());
+    m.task.wake(origin(), MasterWake::Command(Some(TaskCommand::received(conn, ack))), || None);
+    for put in std::iter::once(&mut first).chain(&mut more) {
+        let Poll::Ready(put) = poll_once(put.as_mut()) else { panic!("acknowledged, but the put waits") };
+        assert_eq!(put.status, PutStatus::PutOk);
+    }
+}
+
+#[test]
+fn a_wait_queued_when_the_task_stops_or_after_it_stopped_is_cancelled() {
+    let (mut m, _frames) = sync_master_with_a_slave();
+    let handle = m.handle.clone();
+    let mut first: PutFuture<'_> = Box::pin(handle.put(b"first".to_vec()));
+    assert!(poll_once(first.as_mut()).is_pending());
+    m.task.wake(origin(), MasterWake::Appended, || None);
+    let mut queued: PutFuture<'_> = Box::pin(handle.put(b"queued".to_vec()));
+    assert!(poll_once(queued.as_mut()).is_pending());
+    assert_eq!(m.task.wait_queue().len(), 1, "queued while the first frame is written");
+    let (reply, _answer) = TestRt::reply::<()>();
+    let shutdown = MasterWake::Command(Some(TaskCommand::Shutdown(reply)));
+    assert!(m.task.wake(origin(), shutdown, || None).is_some(), "two waits are pending");
+    assert!(m.task.wait_queue().is_empty(), "stopping: the task takes every queued wait");
+    m.task.finish(true);
+    for put in [&mut first, &mut queued] {
+        let Poll::Ready(put) = poll_once(put.as_mut()) else {
+            panic!("the task finished, but the put waits")
+        };
+        assert_eq!(put.status, PutStatus::ServiceNotAvailable);
+    }
+    assert_eq!(now_or_never(handle.put(b"late".to_vec())).status, PutStatus::ServiceNotAvailable);
+}
+
+#[test]
+fn a_sync_put_after_the_task_is_gone_is_cancelled_without_waiting() {
+    let config = MasterServiceConfig { role: BrokerRole::SyncMaster, ..Default::default() };
+    let Master { task, handle, .. } = master(config, at_origin());
+    drop(task);
+    assert_eq!(now_or_never(handle.put(b"late".to_vec())).status, PutStatus::ServiceNotAvailable);
 }
 
 #[test]

@@ -117,6 +117,16 @@ pub struct MasterTask<L, C, W, S, R> {
     /// Shutdown replies waiting; not empty once a shutdown was asked.
     stopping: Vec<R>,
     deadline: Instant,
+    /// The replication waits of the handles' puts, taken at the start of every turn.
+    waits: Arc<WaitQueue<W>>,
+}
+
+/// A task dropped without [`finish`](MasterTask::finish) (its adapter's task panicked or was
+/// cancelled) refuses later waits, and drops those queued: each put ends as cancelled.
+impl<L, C, W, S, R> Drop for MasterTask<L, C, W, S, R> {
+    fn drop(&mut self) {
+        drop(self.waits.close());
+    }
 }
 
 impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<()>>
@@ -130,7 +140,28 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
         let gate = Arc::new(PutGate::new(driver.fence().is_some()));
         let deadline = driver.drain();
         let in_sync = Vec::new();
-        Ok(Self { driver, in_sync, log, role: config.role, gate, stopping: Vec::new(), deadline })
+        let waits = Arc::new(WaitQueue::default());
+        Ok(Self { driver, in_sync, log, role: config.role, gate, stopping: Vec::new(), deadline, waits })
+    }
+
+    /// The queue the service's handles put their replication waits in ([`WaitQueue`]); a push
+    /// that asks for it wakes the task as an append does ([`MasterWake::Appended`]).
+    pub fn wait_queue(&self) -> &Arc<WaitQueue<W>> {
+        &self.waits
+    }
+
+    /// Registers every queued replication wait with the driver, in one go: the log's bounds are
+    /// read once, after the last of their puts appended.
+    pub fn take_waits(&mut self, now: Instant) {
+        let waits = self.waits.take();
+        self.register(now, waits);
+    }
+
+    fn register(&mut self, now: Instant, waits: Vec<QueuedWait<W>>) {
+        for QueuedWait { offset, deadline, reply } in waits {
+            let wait = MasterCommand::<C, W, S>::Wait { offset, deadline, reply };
+            self.driver.apply(now, wait, &*self.log, self.role);
+        }
     }
 
     /// The gate the service's handles ask before every put.
@@ -212,6 +243,17 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
     /// replication wait is left).
     pub fn settle(&mut self, now: Instant) -> Option<Instant> {
         self.deadline = self.driver.drain();
+        loop {
+            // Puts need not wake the task while it is sure to wake anyway (see `WaitQueue`);
+            // when they must, waits queued during this turn are taken now.
+            let quiet = !self.is_stopping() && self.driver.wakes_without_puts();
+            let missed = self.waits.rearm(!quiet);
+            if missed.is_empty() {
+                break;
+            }
+            self.register(now, missed);
+            self.deadline = self.driver.drain();
+        }
         self.gate.publish(self.driver.fence());
         if !self.in_sync.is_empty() {
             let status = self.driver.status(now, self.role, self.log.flushed());
@@ -243,9 +285,12 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
             warn!(end = self.flush_target(), "flush at shutdown did not finish in time");
         }
         self.gate.stop();
+        for wait in self.waits.close() {
+            wait.reply.complete(Err(crate::error::WaitError::Cancelled));
+        }
         self.driver.shutdown();
         info!("HA master stopped");
-        for reply in self.stopping {
+        for reply in std::mem::take(&mut self.stopping) {
             reply.send(());
         }
     }

@@ -26,7 +26,8 @@ use crate::time::Instant;
 /// What woke a master service's core task; `C` is its command.
 #[derive(Debug)]
 pub enum MasterWake<C> {
-    /// A put appended to the log without waiting for slaves.
+    /// A put appended to the log without waiting for slaves, or queued a replication wait
+    /// that asked to wake the task ([`WaitQueue`](crate::service::WaitQueue)).
     Appended,
     /// A command arrived; `None` once every sender is gone.
     Command(Option<C>),
@@ -49,6 +50,7 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
         wake: MasterWake<TaskCommand<C, W, S, R>>,
         more: impl FnMut() -> Option<TaskCommand<C, W, S, R>>,
     ) -> Option<Instant> {
+        self.take_waits(now);
         match wake {
             MasterWake::Appended => self.appended(now),
             MasterWake::Command(Some(first)) => self.apply_batch(now, first, more),

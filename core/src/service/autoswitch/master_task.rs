@@ -101,6 +101,16 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink> AnyMasterDriver<L, C, W> {
         }
     }
 
+    /// Whether the driver is sure to be woken soon without news of a put: see
+    /// [`MasterDriver::wakes_without_puts`]. Always `false` for the AutoSwitch driver, whose
+    /// puts wake the task every time.
+    pub fn wakes_without_puts(&self) -> bool {
+        match self {
+            Self::Classic(d) => d.wakes_without_puts(),
+            Self::AutoSwitch(_) => false,
+        }
+    }
+
     /// Replication waits pending.
     pub fn pending_waits(&self) -> usize {
         match self {
