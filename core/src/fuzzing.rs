@@ -418,8 +418,15 @@ pub fn run_slave(config: SlaveConfig, start: Offset, ops: &[SlaveOp]) {
     let mut slave = Slave::new(config.clone(), now, start, start).expect("valid config");
     let mut stored = start; // the model log's end
     let mut durable = start;
-    let mut queued: Vec<(Offset, usize)> = Vec::new(); // appends requested, not yet stored
-    let mut failing = false; // an append failed: the ones queued behind it fail too
+    // Appends requested, not yet answered: (offset, len, doomed). An append queued behind a
+    // failed one is doomed: it fails too. Appends requested after the failure continue from the
+    // log's end, behind the doomed ones.
+    let mut queued: Vec<(Offset, usize, bool)> = Vec::new();
+    // Where the next append must start: the end of the last live (not doomed) queued append, or
+    // the log's end.
+    let next_at = |queued: &[(Offset, usize, bool)], stored: Offset| {
+        queued.iter().rev().find(|q| !q.2).map_or(stored, |&(o, n, _)| o + n as u64)
+    };
     let mut flush_pending = false;
     let mut connecting = false;
     let mut connected = false;
@@ -435,7 +442,7 @@ pub fn run_slave(config: SlaveConfig, start: Offset, ops: &[SlaveOp]) {
             SlaveOp::Connect => None,
             SlaveOp::Receive(ref d) => Some(SlaveInput::Received(Bytes::copy_from_slice(d))),
             SlaveOp::Push(delta, len) => {
-                let at = queued.last().map_or(stored, |&(o, n)| o + n as u64);
+                let at = next_at(&queued, stored);
                 let offset = at.saturating_add_signed(i64::from(delta) * i64::from(delta % 2 == 0));
                 let mut wire = PushHeader { offset, body_len: u32::from(len) }.encode().to_vec();
                 wire.resize(PUSH_HEADER_LEN + usize::from(len), 0xAB);
@@ -448,11 +455,11 @@ pub fn run_slave(config: SlaveConfig, start: Offset, ops: &[SlaveOp]) {
                 was.then_some(SlaveInput::Closed)
             }
             SlaveOp::Store => {
-                if failing && !queued.is_empty() {
+                if queued.first().is_some_and(|q| q.2) {
                     // Appends queued behind a failed one fail too; each gets its own answer.
                     queued.remove(0);
                     Some(SlaveInput::AppendFailed { end: stored })
-                } else if let Some((offset, n)) = queued.first().copied() {
+                } else if let Some((offset, n, _)) = queued.first().copied() {
                     queued.remove(0);
                     assert!(offset == stored || stored == 0, "append is not contiguous");
                     stored = offset + n as u64;
@@ -468,7 +475,9 @@ pub fn run_slave(config: SlaveConfig, start: Offset, ops: &[SlaveOp]) {
             SlaveOp::Fail => {
                 if !queued.is_empty() {
                     queued.remove(0);
-                    failing = true;
+                    for q in &mut queued {
+                        q.2 = true;
+                    }
                     Some(SlaveInput::AppendFailed { end: stored })
                 } else if flush_pending {
                     flush_pending = false;
@@ -486,9 +495,6 @@ pub fn run_slave(config: SlaveConfig, start: Offset, ops: &[SlaveOp]) {
         if let Some(input) = input {
             slave.handle_input(now, input).expect("the model only feeds valid inputs");
         }
-        if queued.is_empty() {
-            failing = false;
-        }
         for _ in 0..10_000 {
             match slave.poll_output() {
                 SlaveOutput::Timeout(_) => break,
@@ -501,7 +507,7 @@ pub fn run_slave(config: SlaveConfig, start: Offset, ops: &[SlaveOp]) {
                     let limit = if config.ack_on == AckOn::Flushed { durable } else { stored };
                     assert!(offset <= limit, "report {offset} beyond stored/durable {limit}");
                     if first_report_due {
-                        let all = queued.last().map_or(stored, |&(o, n)| o + n as u64);
+                        let all = next_at(&queued, stored);
                         assert_eq!(offset, all, "first report is not the whole log");
                         first_report_due = false;
                     }
@@ -509,12 +515,12 @@ pub fn run_slave(config: SlaveConfig, start: Offset, ops: &[SlaveOp]) {
                 SlaveOutput::Append { offset, data } => {
                     assert!(connected, "append while not connected");
                     assert!(!data.is_empty());
-                    if let Some(&(o, n)) = queued.last() {
-                        assert_eq!(offset, o + n as u64, "appends are not contiguous");
+                    if queued.iter().any(|q| !q.2) {
+                        assert_eq!(offset, next_at(&queued, stored), "appends are not contiguous");
                     } else if stored != 0 {
                         assert_eq!(offset, stored, "append does not continue the log");
                     }
-                    queued.push((offset, data.len()));
+                    queued.push((offset, data.len(), false));
                 }
                 SlaveOutput::Flush => {
                     assert!(!flush_pending, "two flushes in flight");

@@ -278,7 +278,11 @@ impl Slave {
                 self.unanswered = self.unanswered.saturating_sub(1);
                 self.doomed -= 1;
                 self.end = end;
-                self.append_end = end;
+                // Appends handed out after the failure (a new stream continues from the log's
+                // end, behind the doomed ones) are still due: what was asked stays asked.
+                if self.unanswered == self.doomed {
+                    self.append_end = end;
+                }
             }
             SlaveInput::AppendFailed { end } => {
                 self.unanswered = self.unanswered.saturating_sub(1);

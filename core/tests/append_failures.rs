@@ -102,3 +102,31 @@ fn ordinary_disconnect_still_reconnects_with_appends_in_flight() {
     s.handle_timeout(clock.at(5_002));
     assert!(drain_slave(&mut s).0.contains(&SlaveOutput::Connect));
 }
+
+#[test]
+fn a_push_taken_while_earlier_appends_are_doomed_survives_their_late_failures() {
+    // The slave fuzz model (saved proptest case 9777470d): as in seed 0x99ffb1 the first append
+    // fails while a new connection comes up, and this master pushes before the slave's first
+    // report. The push continues the log's end and is handed out behind the two doomed appends;
+    // their late failures used to shrink what the slave had asked to append back to the log's
+    // end, so the push's own `Appended` was refused as API misuse.
+    let clock = Clock::new();
+    let (mut s, _) = streaming_slave(SlaveConfig::default(), &clock, 0);
+    s.handle_input(clock.at(1), SlaveInput::Received(three_frames())).unwrap();
+    let _ = drain_slave(&mut s);
+    s.handle_input(clock.at(2), SlaveInput::Closed).unwrap();
+    s.handle_timeout(clock.at(5_002));
+    assert!(drain_slave(&mut s).0.contains(&SlaveOutput::Connect));
+    s.handle_input(clock.at(5_003), SlaveInput::AppendFailed { end: 0 }).unwrap();
+    s.handle_input(clock.at(5_004), SlaveInput::Connected).unwrap();
+    s.handle_input(clock.at(5_005), SlaveInput::Received(push(0, &[4; 10]))).unwrap();
+    let (out, _) = drain_slave(&mut s);
+    assert_eq!(slave_appends(&out), [(0, Bytes::from_static(&[4; 10]))], "{out:?}");
+    assert!(slave_outputs_reports(&out).is_empty(), "no report while appends are due: {out:?}");
+    s.handle_input(clock.at(5_006), SlaveInput::AppendFailed { end: 0 }).unwrap();
+    s.handle_input(clock.at(5_007), SlaveInput::AppendFailed { end: 0 }).unwrap();
+    s.handle_input(clock.at(5_008), SlaveInput::Appended { end: 10 }).unwrap();
+    let (out, _) = drain_slave(&mut s);
+    assert!(!out.iter().any(|o| matches!(o, SlaveOutput::Close(_))), "{out:?}");
+    assert_eq!(slave_outputs_reports(&out), [10], "the first report is the whole log: {out:?}");
+}
