@@ -20,6 +20,20 @@ fn three_frames() -> Bytes {
     Bytes::from(wire)
 }
 
+/// After an ordinary disconnect the slave reconnects with three appends still on the disk; the
+/// first of them fails while the new connection comes up (at 5.004 s), leaving two doomed.
+fn connected_after_a_failure_learned_while_reconnecting(clock: &Clock) -> Slave {
+    let (mut s, _) = streaming_slave(SlaveConfig::default(), clock, 0);
+    s.handle_input(clock.at(1), SlaveInput::Received(three_frames())).unwrap();
+    let _ = drain_slave(&mut s);
+    s.handle_input(clock.at(2), SlaveInput::Closed).unwrap();
+    s.handle_timeout(clock.at(5_002));
+    assert!(drain_slave(&mut s).0.contains(&SlaveOutput::Connect));
+    s.handle_input(clock.at(5_003), SlaveInput::AppendFailed { end: 0 }).unwrap();
+    s.handle_input(clock.at(5_004), SlaveInput::Connected).unwrap();
+    s
+}
+
 #[test]
 fn slave_does_not_reconnect_before_every_append_of_a_failed_stream_is_answered() {
     let clock = Clock::new();
@@ -43,17 +57,9 @@ fn slave_does_not_reconnect_before_every_append_of_a_failed_stream_is_answered()
 
 #[test]
 fn failure_learned_while_reconnecting_holds_the_first_report_back() {
-    // Seed 0x99ffb1: after an ordinary disconnect the slave reconnects with appends still on
-    // the disk; the first of them then fails while the new connection comes up.
+    // Seed 0x99ffb1.
     let clock = Clock::new();
-    let (mut s, _) = streaming_slave(SlaveConfig::default(), &clock, 0);
-    s.handle_input(clock.at(1), SlaveInput::Received(three_frames())).unwrap();
-    let _ = drain_slave(&mut s);
-    s.handle_input(clock.at(2), SlaveInput::Closed).unwrap();
-    s.handle_timeout(clock.at(5_002));
-    assert!(drain_slave(&mut s).0.contains(&SlaveOutput::Connect));
-    s.handle_input(clock.at(5_003), SlaveInput::AppendFailed { end: 0 }).unwrap();
-    s.handle_input(clock.at(5_004), SlaveInput::Connected).unwrap();
+    let mut s = connected_after_a_failure_learned_while_reconnecting(&clock);
     let (out, _) = drain_slave(&mut s);
     assert!(slave_outputs_reports(&out).is_empty(), "no stream while two answers are due: {out:?}");
     // The late failures of the other two close nothing; then the stream starts at the log's end.
@@ -111,14 +117,7 @@ fn a_push_taken_while_earlier_appends_are_doomed_survives_their_late_failures() 
     // their late failures used to shrink what the slave had asked to append back to the log's
     // end, so the push's own `Appended` was refused as API misuse.
     let clock = Clock::new();
-    let (mut s, _) = streaming_slave(SlaveConfig::default(), &clock, 0);
-    s.handle_input(clock.at(1), SlaveInput::Received(three_frames())).unwrap();
-    let _ = drain_slave(&mut s);
-    s.handle_input(clock.at(2), SlaveInput::Closed).unwrap();
-    s.handle_timeout(clock.at(5_002));
-    assert!(drain_slave(&mut s).0.contains(&SlaveOutput::Connect));
-    s.handle_input(clock.at(5_003), SlaveInput::AppendFailed { end: 0 }).unwrap();
-    s.handle_input(clock.at(5_004), SlaveInput::Connected).unwrap();
+    let mut s = connected_after_a_failure_learned_while_reconnecting(&clock);
     s.handle_input(clock.at(5_005), SlaveInput::Received(push(0, &[4; 10]))).unwrap();
     let (out, _) = drain_slave(&mut s);
     assert_eq!(slave_appends(&out), [(0, Bytes::from_static(&[4; 10]))], "{out:?}");
