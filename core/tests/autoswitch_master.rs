@@ -551,6 +551,17 @@ fn a_member_added_back_is_not_proposed_out_at_once() {
     assert_eq!(proposals(&drain(&mut m).0), [set(&[1, 2])]);
 }
 
+/// An `allAckInSyncStateSet` master whose set is {1} at log end 100; broker 2 joins caught up
+/// at once and is proposed in, {1, 2}: the proposal stays outstanding. Returns that join's outputs.
+fn all_ack_master_that_proposed_broker_2(clock: &Clock) -> (AutoSwitchMaster, Vec<MasterOutput>) {
+    let all_ack = SyncPolicy { all_ack_in_sync_state_set: true, ..SyncPolicy::default() };
+    let mut m =
+        master_with(AutoSwitchMasterConfig { sync: all_ack, ..config() }, clock, 100, &[(1, 0)], &[1]);
+    let out = join(&mut m, clock.at(0), 1, 2, 100);
+    assert_eq!(proposals(&out), [set(&[1, 2])]);
+    (m, out)
+}
+
 /// Found by the AutoSwitch simulator (seed 0x92f of the soak): an expansion to {1, 2} was
 /// pending (the coordinator had committed it, its answer was on the way) when broker 2's
 /// connection reset. The master proposed {1} instead, which replaced the pending {1, 2}: acks
@@ -560,11 +571,7 @@ fn a_member_added_back_is_not_proposed_out_at_once() {
 #[test]
 fn a_pending_expansion_keeps_counting_until_answered_when_the_member_leaves() {
     let clock = Clock::new();
-    let all_ack = SyncPolicy { all_ack_in_sync_state_set: true, ..SyncPolicy::default() };
-    let mut m =
-        master_with(AutoSwitchMasterConfig { sync: all_ack, ..config() }, &clock, 100, &[(1, 0)], &[1]);
-    let out = join(&mut m, clock.at(0), 1, 2, 100);
-    assert_eq!(proposals(&out), [set(&[1, 2])]);
+    let (mut m, out) = all_ack_master_that_proposed_broker_2(&clock);
     sent_all(&mut m, clock.at(0), &out);
     m.handle_input(clock.at(1), MasterInput::Closed { conn: ConnId(1) }).unwrap();
     let out = drain(&mut m).0;
@@ -593,11 +600,7 @@ fn a_member_that_caught_up_while_a_proposal_was_outstanding_is_proposed_once_it_
     // Seen in the fault suite: an idle group, where a caught-up slave only repeats its ack,
     // kept a broker out of the set for good after its expansion was skipped as outstanding.
     let clock = Clock::new();
-    let all_ack = SyncPolicy { all_ack_in_sync_state_set: true, ..SyncPolicy::default() };
-    let mut m =
-        master_with(AutoSwitchMasterConfig { sync: all_ack, ..config() }, &clock, 100, &[(1, 0)], &[1]);
-    let out = join(&mut m, clock.at(0), 1, 2, 100);
-    assert_eq!(proposals(&out), [set(&[1, 2])]);
+    let (mut m, _) = all_ack_master_that_proposed_broker_2(&clock);
     let out = join(&mut m, clock.at(1), 2, 3, 100);
     assert!(proposals(&out).is_empty(), "one proposal outstanding at a time: {out:?}");
     m.handle_input(clock.at(2), MasterInput::SyncStateSetApplied { set: set(&[1, 2]), epoch: 2 }).unwrap();
