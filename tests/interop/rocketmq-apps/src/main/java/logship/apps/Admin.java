@@ -1,9 +1,12 @@
 package logship.apps;
 
 import java.io.ByteArrayOutputStream;
+import java.io.OutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.List;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.regex.Pattern;
 
 import org.apache.rocketmq.remoting.RPCHook;
 import org.apache.rocketmq.tools.command.MQAdminStartup;
@@ -13,19 +16,69 @@ import org.apache.rocketmq.tools.command.MQAdminStartup;
  *
  * <pre>Admin [--access-key AK --secret-key SK] -- SUBCOMMAND [mqadmin options...]</pre>
  *
- * For example {@code Admin -- clusterList -n 127.0.0.1:9876}. Prints each line mqadmin wrote to
- * stdout as {@code {"event":"out","text":...}}, each stderr line as {@code err}, then {@code done}
- * with {@code ok} false when mqadmin reported an exception (it prints them rather than exiting).
- * On 4.9.x mqadmin ignores the hook it is given and reads conf/tools.yml under the RocketMQ home.
+ * For example {@code Admin -- clusterList -n 127.0.0.1:9876}. Prints each line mqadmin writes to
+ * stdout as {@code {"event":"out","text":...}} and each stderr line as {@code err}, as they come,
+ * then {@code done}, with {@code ok} false when mqadmin reported an exception (it prints them
+ * rather than failing) or exited. On 4.9.x mqadmin ignores the hook it is given and reads
+ * conf/tools.yml under the RocketMQ home.
  */
 public final class Admin {
-    private static final java.util.regex.Pattern LOGBACK_STATUS =
-        java.util.regex.Pattern.compile("^\\d\\d:\\d\\d:\\d\\d,\\d{3} \\|-");
+    /** Logback's own status lines, printed when mqadmin first logs: not mqadmin's output. */
+    private static final Pattern LOGBACK_STATUS = Pattern.compile("^\\d\\d:\\d\\d:\\d\\d,\\d{3} \\|-");
 
     private Admin() {}
 
     public static void main(String[] argv) {
         Apps.main("Admin", argv, Admin::run);
+    }
+
+    /** An output stream that prints each complete line as a JSON event, at once. */
+    static final class Lines extends OutputStream {
+        private final String event;
+        private final PrintStream echo;
+        private final ByteArrayOutputStream line = new ByteArrayOutputStream();
+        volatile boolean sawException;
+
+        Lines(String event, PrintStream echo) {
+            this.event = event;
+            this.echo = echo;
+        }
+
+        @Override
+        public synchronized void write(int b) {
+            if (b == '\n') {
+                emit();
+            } else {
+                line.write(b);
+            }
+        }
+
+        synchronized void emit() {
+            String text = line.toString(StandardCharsets.UTF_8);
+            line.reset();
+            if (text.endsWith("\r")) {
+                text = text.substring(0, text.length() - 1);
+            }
+            if (text.contains("Exception")) {
+                sawException = true;
+            }
+            if (LOGBACK_STATUS.matcher(text).find()) {
+                echo.println(text);
+            } else if (!text.isEmpty()) {
+                // Also on the real stderr, for a person reading a failed test's log.
+                if (event.equals("err")) {
+                    echo.println(text);
+                }
+                Out.event(event, "text", text);
+            }
+        }
+
+        /** Prints what is left of an unfinished line (flush() does not: PrintStream flushes mid-line). */
+        synchronized void drain() {
+            if (line.size() > 0) {
+                emit();
+            }
+        }
     }
 
     static void run(Args args) throws Exception {
@@ -35,11 +88,22 @@ public final class Admin {
         if (rest.isEmpty()) {
             throw new IllegalArgumentException("give the mqadmin sub-command after --");
         }
-        ByteArrayOutputStream out = new ByteArrayOutputStream();
-        ByteArrayOutputStream err = new ByteArrayOutputStream();
         PrintStream oldOut = System.out;
         PrintStream oldErr = System.err;
+        Lines out = new Lines("out", oldErr);
+        Lines err = new Lines("err", oldErr);
         long start = System.nanoTime();
+        AtomicBoolean done = new AtomicBoolean();
+        // Should a sub-command exit the JVM, still say so.
+        Thread onExit = new Thread(() -> {
+            out.drain();
+            err.drain();
+            if (done.compareAndSet(false, true)) {
+                Out.event("done", "program", "Admin", "version", Compat.VERSION, "command", rest.get(0),
+                    "ok", false, "exited", true, "elapsedMs", (System.nanoTime() - start) / 1_000_000L);
+            }
+        });
+        Runtime.getRuntime().addShutdownHook(onExit);
         try {
             System.setOut(new PrintStream(out, true, StandardCharsets.UTF_8));
             System.setErr(new PrintStream(err, true, StandardCharsets.UTF_8));
@@ -50,25 +114,11 @@ public final class Admin {
             System.setOut(oldOut);
             System.setErr(oldErr);
         }
-        String o = out.toString(StandardCharsets.UTF_8);
-        String e = err.toString(StandardCharsets.UTF_8);
-        for (String line : o.split("\n", -1)) {
-            // Logback's own status lines (its configuration, printed when mqadmin first logs).
-            if (LOGBACK_STATUS.matcher(line).find()) {
-                oldErr.println(line);
-            } else if (!line.isEmpty()) {
-                Out.event("out", "text", line);
-            }
+        out.drain();
+        err.drain();
+        if (done.compareAndSet(false, true)) {
+            Out.event("done", "program", "Admin", "version", Compat.VERSION, "command", rest.get(0),
+                "ok", !(out.sawException || err.sawException), "elapsedMs", (System.nanoTime() - start) / 1_000_000L);
         }
-        for (String line : e.split("\n", -1)) {
-            if (!line.isEmpty()) {
-                Out.event("err", "text", line);
-            }
-        }
-        // Also on the real stderr, for a person reading a failed test's log.
-        oldErr.print(e);
-        boolean failed = e.contains("Exception") || o.contains("Exception");
-        Out.event("done", "program", "Admin", "version", Compat.VERSION, "command", rest.get(0),
-            "ok", !failed, "elapsedMs", (System.nanoTime() - start) / 1_000_000L);
     }
 }

@@ -14,14 +14,14 @@ import org.apache.rocketmq.common.message.MessageQueue;
  *
  * <pre>
  * LitePull --namesrv ADDR --topic T --group G [--instance I]
- *          [--timestamp MILLIS | --seek begin|end] [--count N] [--duration-ms D]
+ *          [--timestamp MILLIS | --seek begin|end] [--count N] [--duration-ms D] [--idle-ms MS]
  *          [--pull-batch B] [--commit] [--quiet] [--access-key AK --secret-key SK]
  * </pre>
  *
  * Assigns every queue of the topic, seeks each to {@code offsetForTimestamp(queue, timestamp)}
  * (a {@code seek} line per queue, with the offset the broker answered), or to its beginning or
- * end, then polls, printing a {@code msg} line per message, until {@code --count} messages, the
- * duration, or stdin EOF / SIGTERM; then a final {@code summary}. {@code --commit} commits the
+ * end, then polls, printing a {@code msg} line per message, until {@code --count} messages (a
+ * poll may overshoot it), {@code --idle-ms} without a message, the duration, or stdin EOF / SIGTERM; then a final {@code summary}. {@code --commit} commits the
  * offsets it consumed (auto-commit); by default it commits nothing.
  */
 public final class LitePull {
@@ -40,6 +40,7 @@ public final class LitePull {
         String seek = args.get("seek", timestamp == null ? "begin" : null);
         long count = args.number("count", 0);
         long durationMs = args.number("duration-ms", 30000);
+        long idleMs = args.number("idle-ms", 0);
         int pullBatch = args.integer("pull-batch", 32);
         boolean commit = args.flag("commit");
         boolean quiet = args.flag("quiet");
@@ -75,8 +76,13 @@ public final class LitePull {
         long start = System.nanoTime();
         long deadline = durationMs > 0 ? start + durationMs * 1_000_000L : Long.MAX_VALUE;
         long received = 0;
+        long lastMessage = System.nanoTime();
         while (!Apps.stopped() && System.nanoTime() < deadline && (count <= 0 || received < count)) {
+            if (idleMs > 0 && System.nanoTime() - lastMessage > idleMs * 1_000_000L) {
+                break;
+            }
             for (MessageExt m : consumer.poll(200)) {
+                lastMessage = System.nanoTime();
                 received++;
                 if (!quiet) {
                     Out.line(Received.line(m, null));

@@ -21,7 +21,7 @@ import org.apache.rocketmq.common.message.Message;
  *
  * <pre>
  * Produce --namesrv ADDR --topic T [--group G] [--instance I]
- *         [--mode sync|async|oneway|batch] [--count N] [--size BYTES] [--threads T]
+ *         [--mode sync|async|oneway|batch[,...]] [--count N] [--size BYTES] [--threads T]
  *         [--batch-size B] [--tags A,B,...] [--keys PREFIX] [--props k=v,k=v]
  *         [--duration-ms D | --until-stopped] [--interval-ms MS] [--max-in-flight M]
  *         [--latency-fault] [--retries N] [--retries-async N] [--retry-another-broker]
@@ -33,7 +33,8 @@ import org.apache.rocketmq.common.message.Message;
  * {@code producer=instance} plus {@code --props}. Prints a {@code send} line per send (a batch:
  * one line per batch, with {@code n} and every id) or {@code send_error} (class, responseCode),
  * {@code oneway} per one-way send, and a final {@code summary} with counts and latency
- * percentiles in microseconds. {@code --count} sends N messages; {@code --duration-ms} or
+ * percentiles in microseconds. {@code --count} sends N messages (per mode, with several modes
+ * run one after another, message numbers going on); {@code --duration-ms} or
  * {@code --until-stopped} (stdin EOF or SIGTERM) sends until then, for failover runs.
  */
 public final class Produce {
@@ -55,6 +56,23 @@ public final class Produce {
         Map<String, String> props = new TreeMap<>();
         boolean quiet;
         long intervalMs;
+
+        /** This plan with another mode. */
+        Plan with(String m) {
+            Plan p = new Plan();
+            p.topic = topic;
+            p.instance = instance;
+            p.mode = m;
+            p.count = count;
+            p.size = size;
+            p.batch = batch;
+            p.tags = tags;
+            p.keys = keys;
+            p.props = props;
+            p.quiet = quiet;
+            p.intervalMs = intervalMs;
+            return p;
+        }
     }
 
     static void run(Args args) throws Exception {
@@ -63,10 +81,13 @@ public final class Produce {
         plan.topic = args.need("topic");
         plan.instance = args.get("instance", "producer-" + ProcessHandle.current().pid());
         String group = args.get("group", "logship_apps_producer");
-        plan.mode = args.get("mode", "sync");
-        if (!Arrays.asList("sync", "async", "oneway", "batch").contains(plan.mode)) {
-            throw new IllegalArgumentException("--mode is sync, async, oneway or batch");
+        String[] modes = args.get("mode", "sync").split(",");
+        for (String mode : modes) {
+            if (!Arrays.asList("sync", "async", "oneway", "batch").contains(mode)) {
+                throw new IllegalArgumentException("--mode is sync, async, oneway or batch, or a list of them");
+            }
         }
+        plan.mode = modes[0];
         plan.count = args.number("count", 100);
         plan.size = args.integer("size", 128);
         int threads = args.integer("threads", 1);
@@ -100,43 +121,53 @@ public final class Produce {
         Apps.watchStop();
         producer.start();
         Out.event("ready", "program", "Produce", "version", Compat.VERSION, "instance", plan.instance,
-            "mode", plan.mode);
+            "mode", String.join(",", modes));
 
         boolean unbounded = durationMs > 0 || untilStopped;
+        if (unbounded && modes.length > 1) {
+            throw new IllegalArgumentException("--duration-ms and --until-stopped take one --mode");
+        }
         long deadline = durationMs > 0 ? System.nanoTime() + durationMs * 1_000_000L : Long.MAX_VALUE;
-        AtomicLong next = new AtomicLong();
         Stats stats = new Stats();
         Semaphore inFlight = new Semaphore(maxInFlight);
         long start = System.nanoTime();
-        List<Thread> workers = new ArrayList<>();
-        for (int t = 0; t < threads; t++) {
-            Thread w = new Thread(() -> {
-                int step = plan.mode.equals("batch") ? plan.batch : 1;
-                while (!Apps.stopped() && System.nanoTime() < deadline) {
-                    long first = next.getAndAdd(step);
-                    if (!unbounded && first >= plan.count) {
-                        return;
-                    }
-                    long n = unbounded ? step : Math.min(step, plan.count - first);
-                    send(producer, plan, first, n, stats, inFlight);
-                    if (plan.intervalMs > 0) {
-                        try {
-                            Thread.sleep(plan.intervalMs);
-                        } catch (InterruptedException e) {
+        // One mode after another; message numbers go on: mode k sends count messages from k * count.
+        for (int k = 0; k < modes.length && !Apps.stopped(); k++) {
+            Plan p = plan.with(modes[k]);
+            long base = k * plan.count;
+            AtomicLong next = new AtomicLong(base);
+            List<Thread> workers = new ArrayList<>();
+            for (int t = 0; t < threads; t++) {
+                Thread w = new Thread(() -> {
+                    int step = p.mode.equals("batch") ? p.batch : 1;
+                    while (!Apps.stopped() && System.nanoTime() < deadline) {
+                        long first = next.getAndAdd(step);
+                        if (!unbounded && first >= base + p.count) {
                             return;
                         }
+                        long n = unbounded ? step : Math.min(step, base + p.count - first);
+                        send(producer, p, first, n, stats, inFlight);
+                        if (p.intervalMs > 0) {
+                            try {
+                                Thread.sleep(p.intervalMs);
+                            } catch (InterruptedException e) {
+                                return;
+                            }
+                        }
                     }
-                }
-            }, "send-" + t);
-            w.start();
-            workers.add(w);
-        }
-        for (Thread w : workers) {
-            w.join();
-        }
-        // Every async callback has run once all permits are back.
-        if (!inFlight.tryAcquire(maxInFlight, 60, TimeUnit.SECONDS)) {
-            Out.event("error", "message", "async sends still unanswered after 60 s");
+                }, "send-" + t);
+                w.start();
+                workers.add(w);
+            }
+            for (Thread w : workers) {
+                w.join();
+            }
+            // Every async callback has run once all permits are back.
+            if (!inFlight.tryAcquire(maxInFlight, 60, TimeUnit.SECONDS)) {
+                Out.event("error", "message", "async sends still unanswered after 60 s");
+            } else {
+                inFlight.release(maxInFlight);
+            }
         }
         long elapsedMs = (System.nanoTime() - start) / 1_000_000L;
         producer.shutdown();
@@ -232,7 +263,7 @@ public final class Produce {
             if (plan.quiet) {
                 return;
             }
-            Map<String, Object> m = Json.obj("event", "send", "i", i, "n", n, "status", status,
+            Map<String, Object> m = Json.obj("event", "send", "mode", plan.mode, "i", i, "n", n, "status", status,
                 "msgId", r.getMsgId(), "offsetMsgId", r.getOffsetMsgId(),
                 "topic", r.getMessageQueue().getTopic(), "broker", broker,
                 "queue", r.getMessageQueue().getQueueId(), "queueOffset", r.getQueueOffset(),

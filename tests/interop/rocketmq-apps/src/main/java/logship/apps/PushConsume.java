@@ -72,7 +72,7 @@ public final class PushConsume {
         boolean quiet = args.flag("quiet");
 
         DefaultMQPushConsumer consumer =
-            new DefaultMQPushConsumer(group, Apps.acl(args), new AllocateMessageQueueAveragely());
+            new DefaultMQPushConsumer(group, Apps.acl(args), new Rebalance(new AllocateMessageQueueAveragely()));
         consumer.setNamesrvAddr(namesrv);
         consumer.setInstanceName(instance);
         consumer.subscribe(topic, sub);
