@@ -14,7 +14,7 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use support::apps::*;
 
 /// Messages per send mode: sync, async, one-way and batch, four modes.
@@ -409,4 +409,93 @@ fn java_4_9_7_clients_produce_every_send_mode_and_an_orderly_push_group_consumes
         true,
         "java_4_9_7_clients_produce_every_send_mode_and_an_orderly_push_group_consumes_everything",
     );
+}
+
+/// The Go client against the same Java group (5.5.0): every send mode, and a Go push group of
+/// two consumes everything; mqadmin sees the group's offsets committed.
+#[test]
+fn go_client_produces_every_send_mode_and_a_go_push_group_consumes_everything() {
+    let test = "go_client_produces_every_send_mode_and_a_go_push_group_consumes_everything";
+    let Some(go) = go_client(test) else { return };
+    let Some(apps) = java_apps(CLIENT_5, test) else { return };
+    let started = Instant::now();
+    let g = group(&apps, "broker-go");
+    let ns = g.namesrv.addr();
+    let topic = "GoTopic";
+    let master_addr = g.master.addr();
+    let created =
+        apps.mqadmin(&["updateTopic", "-n", &ns, "-b", &master_addr, "-t", topic, "-r", "4", "-w", "4"]);
+    assert_eq!(created["ok"], true, "{created}");
+
+    let group_name = "go_group";
+    let mut consumers: Vec<App> = ["g1", "g2"]
+        .iter()
+        .map(|i| go.consume(&["--namesrv", &ns, "--topic", topic, "--group", group_name, "--instance", i]))
+        .collect();
+    for c in &mut consumers {
+        wait_rebalanced(c, topic, 2);
+    }
+
+    let count = PER_MODE.to_string();
+    let mut want = BTreeSet::new();
+    for mode in ["sync", "async", "oneway", "batch"] {
+        let instance = format!("p-go-{mode}");
+        let lines = go
+            .produce(&[
+                "--namesrv",
+                &ns,
+                "--topic",
+                topic,
+                "--instance",
+                &instance,
+                "--mode",
+                mode,
+                "--count",
+                &count,
+                "--size",
+                "300",
+                "--tags",
+                TAGS,
+                "--props",
+                "color=blue",
+                "--batch-size",
+                "10",
+            ])
+            .finish(BIG);
+        let s = summary(&lines);
+        assert_eq!(s["errors"], 0, "{mode}: {:?}", events(&lines, "send_error"));
+        assert_eq!(s["messages"], PER_MODE, "{mode}: {s}");
+        if mode == "oneway" {
+            assert_eq!(s["statuses"]["ONEWAY"], PER_MODE, "{s}");
+        } else {
+            assert_sent_ok(&lines, PER_MODE);
+        }
+        if mode == "batch" {
+            assert_eq!(events(&lines, "send").len() as u64, PER_MODE / 10, "one send line per batch");
+        }
+        want.extend(expected(&instance, 0..PER_MODE));
+    }
+    let all = consume_all(consumers, &want);
+    assert_each_queue_offset_once(&all);
+    let mut each = Vec::new();
+    for lines in &all {
+        assert_message_shape(lines, 300);
+        each.push(summary(lines)["received"].as_u64().unwrap());
+    }
+    assert_eq!(each.iter().sum::<u64>(), 4 * PER_MODE, "every message once across the group ({each:?})");
+    assert!(each.iter().all(|&n| n > 0), "both members of the group got queues: {each:?}");
+
+    let progress = apps.mqadmin(&["consumerProgress", "-n", &ns, "-g", group_name]);
+    let ptext = progress["text"].as_str().unwrap();
+    let diff = ptext
+        .lines()
+        .find(|l| l.starts_with("Consume Diff Total"))
+        .unwrap_or_else(|| panic!("no Diff Total line in consumerProgress:\n{ptext}"));
+    assert!(diff.trim_end().ends_with(": 0"), "the Go group committed every offset: {diff}\n{ptext}");
+
+    let Group { namesrv, master, slave, _dir } = g;
+    slave.stop();
+    master.stop();
+    drop(namesrv);
+    eprintln!("{test}: total {:.1} s", started.elapsed().as_secs_f64());
 }

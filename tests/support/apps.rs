@@ -528,10 +528,12 @@ impl JavaApps {
         let stderr = stderr.lock().unwrap().clone();
         let text: Vec<&str> = events(&lines, "out").iter().filter_map(|v| v["text"].as_str()).collect();
         let err: Vec<&str> = events(&lines, "err").iter().filter_map(|v| v["text"].as_str()).collect();
-        let mut done =
-            events(&lines, "done").last().map(|v| (*v).clone()).expect("mqadmin printed no done line");
+        let mut done = events(&lines, "done").last().map(|v| (*v).clone()).unwrap_or_else(|| {
+            panic!("mqadmin {args:?} printed no done line ({status}):\n{}", tail(&stderr, 60))
+        });
         done["text"] = Value::from(text.join("\n"));
         done["stderr"] = Value::from(err.join("\n"));
+        done["exit"] = Value::from(status.code());
         done
     }
 }
@@ -634,7 +636,7 @@ impl JavaBroker {
             }
             args.extend(spec.sets.iter().cloned());
             let args: Vec<String> = args.into_iter().flat_map(|kv| ["--set".to_string(), kv]).collect();
-            let mut app = App::spawn(
+            let app = App::spawn(
                 &format!("Broker {} {} ({})", spec.name, spec.role, apps.line.version),
                 apps.command("Broker", &args),
             );

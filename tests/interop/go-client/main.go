@@ -467,9 +467,34 @@ func consume(argv []string) {
 	default:
 		fatal(errors.New("--from is first or last"))
 	}
+	// The allocation, printed once per change as a "rebalance" line (as the Java PushConsume
+	// does), so that a test can wait for a group to settle.
+	var lastMu sync.Mutex
+	last := map[string]string{}
+	strategy := func(g, cid string, all []*primitive.MessageQueue, cids []string) []*primitive.MessageQueue {
+		mine := consumer.AllocateByAveragely(g, cid, all, cids)
+		topicName := ""
+		if len(all) > 0 {
+			topicName = all[0].Topic
+		}
+		queues := make([]map[string]interface{}, 0, len(mine))
+		for _, q := range mine {
+			queues = append(queues, map[string]interface{}{"broker": q.BrokerName, "queue": q.QueueId})
+		}
+		key := fmt.Sprint(len(cids), queues)
+		lastMu.Lock()
+		changed := last[topicName] != key
+		last[topicName] = key
+		lastMu.Unlock()
+		if changed {
+			emit("rebalance", "topic", topicName, "consumers", len(cids), "allQueues", len(all), "queues", queues)
+		}
+		return mine
+	}
 	opts := []consumer.Option{
 		consumer.WithNsResolver(primitive.NewPassthroughResolver(strings.Split(*namesrv, ";"))),
 		consumer.WithGroupName(*group),
+		consumer.WithStrategy(strategy),
 		consumer.WithInstance(*instance),
 		consumer.WithConsumeFromWhere(where),
 		consumer.WithConsumerOrder(*orderly),
