@@ -92,6 +92,8 @@ fn tail(text: &str, lines: usize) -> String {
 pub struct JavaApps {
     pub line: ClientLine,
     classpath: String,
+    /// More JVM options (`-Dkey=value`) for every program started from this value.
+    jvm_options: Vec<String>,
 }
 
 fn build_java(line: ClientLine) -> Result<JavaApps, String> {
@@ -136,7 +138,7 @@ fn build_java(line: ClientLine) -> Result<JavaApps, String> {
         }
     }
     let deps = std::fs::read_to_string(&deps).map_err(|e| format!("cannot read {}: {e}", deps.display()))?;
-    Ok(JavaApps { line, classpath: format!("{}:{}", jar.display(), deps.trim()) })
+    Ok(JavaApps { line, classpath: format!("{}:{}", jar.display(), deps.trim()), jvm_options: Vec::new() })
 }
 
 /// The Java programs for `line`, built once per test run; `None` (after one line on stderr
@@ -457,6 +459,14 @@ fn java_home() -> &'static Path {
 }
 
 impl JavaApps {
+    /// The same programs, started with `options` too (for example
+    /// `-Drocketmq.serialize.type=ROCKETMQ`, which makes a client send binary headers).
+    pub fn with_jvm_options(&self, options: &[&str]) -> Self {
+        let mut more = self.clone();
+        more.jvm_options.extend(options.iter().map(|s| s.to_string()));
+        more
+    }
+
     /// `java ... logship.apps.<class> args`, not started.
     pub fn command(&self, class: &str, args: &[String]) -> Command {
         let home = java_home();
@@ -479,6 +489,7 @@ impl JavaApps {
             "-Drocketmq.client.logLevel=WARN",
         ])
         .arg(format!("-Duser.home={}", home.display()))
+        .args(&self.jvm_options)
         .arg("-cp")
         .arg(&self.classpath)
         .arg(format!("logship.apps.{class}"))
@@ -576,6 +587,8 @@ pub struct BrokerSpec {
     pub namesrv: Option<String>,
     /// The address the broker advertises (brokerIP1); 127.0.0.1 unless set.
     pub advertise: Option<String>,
+    /// A fixed listenPort (a free one otherwise).
+    pub port: Option<u16>,
     /// More `key=value` properties (later ones win).
     pub sets: Vec<String>,
 }
@@ -589,6 +602,7 @@ impl BrokerSpec {
             store: store.to_path_buf(),
             namesrv: None,
             advertise: None,
+            port: None,
             sets: Vec::new(),
         }
     }
@@ -600,6 +614,18 @@ impl BrokerSpec {
 
     pub fn set(mut self, kv: &str) -> Self {
         self.sets.push(kv.into());
+        self
+    }
+
+    /// Advertise `ip` (brokerIP1) to the NameServer and so to clients.
+    pub fn advertise(mut self, ip: &str) -> Self {
+        self.advertise = Some(ip.into());
+        self
+    }
+
+    /// Listen on `port` (and `port + 1` for HA, `port - 2` for the VIP channel).
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = Some(port);
         self
     }
 }
@@ -620,7 +646,7 @@ impl JavaBroker {
     pub fn start(apps: &JavaApps, spec: BrokerSpec) -> Self {
         let mut last = String::new();
         for _ in 0..3 {
-            let port = free_broker_port();
+            let port = spec.port.unwrap_or_else(free_broker_port);
             let mut args: Vec<String> = vec![
                 format!("brokerName={}", spec.name),
                 format!("brokerRole={}", spec.role),
@@ -663,7 +689,9 @@ impl JavaBroker {
                     tail(&app.stderr(), 60)
                 );
             }
-            if !last.contains("Address already in use") && !last.contains("BindException") {
+            if spec.port.is_some()
+                || !last.contains("Address already in use") && !last.contains("BindException")
+            {
                 break;
             }
         }
@@ -768,7 +796,7 @@ pub struct Frame {
     /// Which connection through this proxy (numbered from 1 in accept order).
     pub conn: u64,
     pub way: Way,
-    /// Microseconds since the proxy started, when the frame's last byte arrived.
+    /// Microseconds since [`epoch`], when the frame's last byte arrived.
     pub at_us: u64,
     pub bytes: Vec<u8>,
 }
@@ -780,12 +808,19 @@ impl Frame {
     }
 }
 
+/// The instant every proxy's timestamps count from, so that frames of several proxies interleave.
+pub fn epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
 /// A TCP proxy on `listen` in front of `upstream` that records every remoting frame each way.
 /// Bytes are forwarded as they arrive (the framing only decides where recorded frames end), so
 /// it never delays or changes a conversation. Bytes left over when a connection closes (a frame
 /// cut short) are recorded as one last short frame.
 pub struct RecordingProxy {
     pub addr: SocketAddr,
+    conns: Arc<AtomicU64>,
     frames: Arc<Mutex<Vec<Frame>>>,
     stop: Arc<AtomicBool>,
     sockets: Arc<Mutex<Vec<TcpStream>>>,
@@ -807,8 +842,9 @@ impl RecordingProxy {
         let stop = Arc::new(AtomicBool::new(false));
         let sockets: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
         let (recorded, halt, socks) = (frames.clone(), stop.clone(), sockets.clone());
-        let started = Instant::now();
+        let started = epoch();
         let conns = Arc::new(AtomicU64::new(0));
+        let counted = conns.clone();
         std::thread::spawn(move || {
             for downstream in listener.incoming() {
                 if halt.load(Ordering::SeqCst) {
@@ -832,7 +868,17 @@ impl RecordingProxy {
                 }
             }
         });
-        Self { addr, frames, stop, sockets }
+        Self { addr, conns: counted, frames, stop, sockets }
+    }
+
+    /// How many connections it has accepted so far (the newest one's number).
+    pub fn connections(&self) -> u64 {
+        self.conns.load(Ordering::SeqCst)
+    }
+
+    /// `ip:port`, the address to give the side that connects.
+    pub fn address(&self) -> String {
+        self.addr.to_string()
     }
 
     /// Every frame so far, in the order the proxy completed them.
@@ -1019,15 +1065,27 @@ pub fn peek(frame: &[u8]) -> Option<Peek> {
 
 // ---- the capture files ------------------------------------------------------------------
 
-/// Writes `frames` as a capture file: a first line describing it (`meta`, an object), then one
-/// JSON line per frame: `conn`, `dir` (`"c2s"` / `"s2c"`), `tUs`, `len` and `frame` (the whole
+/// A frame in a capture file: the frame, which server it was a conversation with (`peer`, for
+/// example `namesrv` or `broker`), and the scenario step it belongs to.
+#[derive(Clone, Debug)]
+pub struct Captured {
+    pub step: String,
+    pub peer: String,
+    pub frame: Frame,
+}
+
+/// Writes a capture file: a first line describing it (`meta`, an object), then one JSON line per
+/// frame: `step`, `peer`, `conn`, `dir` (`"c2s"` / `"s2c"`), `tUs`, `len` and `frame` (the whole
 /// frame, length prefix included, in standard base64).
-pub fn write_capture(path: &Path, meta: &Value, frames: &[Frame]) {
+pub fn write_capture(path: &Path, meta: &Value, frames: &[Captured]) {
     use base64::Engine;
     let mut out = serde_json::to_string(meta).unwrap();
     out.push('\n');
-    for f in frames {
+    for c in frames {
+        let f = &c.frame;
         let line = serde_json::json!({
+            "step": c.step,
+            "peer": c.peer,
             "conn": f.conn,
             "dir": if f.way == Way::ToServer { "c2s" } else { "s2c" },
             "tUs": f.at_us,
@@ -1042,7 +1100,7 @@ pub fn write_capture(path: &Path, meta: &Value, frames: &[Frame]) {
 }
 
 /// Reads a capture file: its first line, and its frames.
-pub fn read_capture(path: &Path) -> (Value, Vec<Frame>) {
+pub fn read_capture(path: &Path) -> (Value, Vec<Captured>) {
     use base64::Engine;
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut lines = text.lines();
@@ -1050,13 +1108,17 @@ pub fn read_capture(path: &Path) -> (Value, Vec<Frame>) {
     let frames = lines
         .map(|l| {
             let v: Value = serde_json::from_str(l).unwrap();
-            Frame {
-                conn: v["conn"].as_u64().unwrap(),
-                way: if v["dir"] == "c2s" { Way::ToServer } else { Way::ToClient },
-                at_us: v["tUs"].as_u64().unwrap(),
-                bytes: base64::engine::general_purpose::STANDARD
-                    .decode(v["frame"].as_str().unwrap())
-                    .unwrap(),
+            Captured {
+                step: v["step"].as_str().unwrap_or_default().to_string(),
+                peer: v["peer"].as_str().unwrap_or_default().to_string(),
+                frame: Frame {
+                    conn: v["conn"].as_u64().unwrap(),
+                    way: if v["dir"] == "c2s" { Way::ToServer } else { Way::ToClient },
+                    at_us: v["tUs"].as_u64().unwrap(),
+                    bytes: base64::engine::general_purpose::STANDARD
+                        .decode(v["frame"].as_str().unwrap())
+                        .unwrap(),
+                },
             }
         })
         .collect();

@@ -3,14 +3,15 @@
 // the same lines as the Java programs in tests/interop/rocketmq-apps.
 //
 //	goclient produce --namesrv ADDR --topic T [--group G] [--instance I]
-//	         [--mode sync|async|oneway|batch] [--count N] [--size BYTES] [--batch-size B]
+//	         [--mode sync|async|oneway|batch[,...]] [--count N] [--size BYTES] [--batch-size B]
 //	         [--tags A,B] [--keys PREFIX] [--props k=v,k=v] [--duration-ms D] [--until-stopped]
 //	         [--retries N] [--timeout-ms MS] [--quiet] [--access-key AK --secret-key SK]
 //	goclient consume --namesrv ADDR --topic T --group G [--instance I] [--sub EXPR] [--orderly]
 //	         [--from first|last] [--count N] [--duration-ms D] [--linger-ms MS]
 //	         [--later-keys k1,k2] [--later-all] [--later-times K] [--max-reconsume R] [--quiet]
 //
-// Message i has the body "{instance}-{i:08}-aaaa..." of size bytes, tag tags[i % n], keys
+// Several modes run one after another, message numbers going on (mode k sends --count messages
+// from k * count). Message i has the body "{instance}-{i:08}-aaaa..." of size bytes, tag tags[i % n], keys
 // "{keys}-{i}" and the user properties seq=i, producer=instance. Both modes stop on stdin EOF or
 // SIGTERM too. The client's own logging goes to stderr.
 package main
@@ -192,7 +193,7 @@ type stats struct {
 	latencies []int64
 }
 
-func (s *stats) ok(quiet bool, i int64, n int, r *primitive.SendResult, t0 time.Time) {
+func (s *stats) ok(quiet bool, mode string, i int64, n int, r *primitive.SendResult, t0 time.Time) {
 	us := time.Since(t0).Microseconds()
 	status := statusNames[r.Status]
 	broker, topic, queue := "", "", -1
@@ -209,7 +210,7 @@ func (s *stats) ok(quiet bool, i int64, n int, r *primitive.SendResult, t0 time.
 	if quiet {
 		return
 	}
-	m := map[string]interface{}{"event": "send", "i": i, "n": n, "status": status,
+	m := map[string]interface{}{"event": "send", "mode": mode, "i": i, "n": n, "status": status,
 		"msgId": r.MsgID, "offsetMsgId": r.OffsetMsgID, "topic": topic, "broker": broker,
 		"queue": queue, "queueOffset": r.QueueOffset, "latencyUs": us, "atMs": time.Now().UnixMilli()}
 	if n > 1 {
@@ -259,6 +260,55 @@ func pct(sorted []int64, p float64) interface{} {
 	return sorted[idx]
 }
 
+// sendOne sends message first (or the batch first..first+n) in mode m.
+func sendOne(ctx context.Context, p rocketmq.Producer, m string, first, n int64,
+	message func(int64) *primitive.Message, st *stats, quiet bool, sem chan struct{}, inFlight *sync.WaitGroup) {
+	t0 := time.Now()
+	switch m {
+	case "sync":
+		r, err := p.SendSync(ctx, message(first))
+		if err != nil {
+			st.fail(first, err, t0)
+		} else {
+			st.ok(quiet, m, first, 1, r, t0)
+		}
+	case "batch":
+		msgs := make([]*primitive.Message, 0, n)
+		for i := first; i < first+n; i++ {
+			msgs = append(msgs, message(i))
+		}
+		r, err := p.SendSync(ctx, msgs...)
+		if err != nil {
+			st.fail(first, err, t0)
+		} else {
+			st.ok(quiet, m, first, int(n), r, t0)
+		}
+	case "oneway":
+		if err := p.SendOneWay(ctx, message(first)); err != nil {
+			st.fail(first, err, t0)
+		} else {
+			st.oneway(quiet, first, t0)
+		}
+	case "async":
+		sem <- struct{}{}
+		inFlight.Add(1)
+		err := p.SendAsync(ctx, func(_ context.Context, r *primitive.SendResult, err error) {
+			if err != nil {
+				st.fail(first, err, t0)
+			} else {
+				st.ok(quiet, m, first, 1, r, t0)
+			}
+			<-sem
+			inFlight.Done()
+		}, message(first))
+		if err != nil {
+			st.fail(first, err, t0)
+			<-sem
+			inFlight.Done()
+		}
+	}
+}
+
 func produce(argv []string) {
 	fs := flag.NewFlagSet("produce", flag.ExitOnError)
 	namesrv := fs.String("namesrv", "", "NameServer address(es), ';'-separated")
@@ -286,8 +336,11 @@ func produce(argv []string) {
 	if *namesrv == "" || *topic == "" {
 		fatal(errors.New("--namesrv and --topic are required"))
 	}
-	if *mode != "sync" && *mode != "async" && *mode != "oneway" && *mode != "batch" {
-		fatal(errors.New("--mode is sync, async, oneway or batch"))
+	modes := strings.Split(*mode, ",")
+	for _, m := range modes {
+		if m != "sync" && m != "async" && m != "oneway" && m != "batch" {
+			fatal(errors.New("--mode is sync, async, oneway or batch, or a list of them"))
+		}
 	}
 	tagList := strings.Split(*tags, ",")
 	extra := map[string]string{}
@@ -341,66 +394,30 @@ func produce(argv []string) {
 	sem := make(chan struct{}, *maxInFlight)
 	start := time.Now()
 	ctx := context.Background()
-	step := int64(1)
-	if *mode == "batch" {
-		step = int64(*batch)
+	if unbounded && len(modes) > 1 {
+		fatal(errors.New("--duration-ms and --until-stopped take one --mode"))
 	}
-	for first := int64(0); !isStopped(); first += step {
-		if !deadline.IsZero() && time.Now().After(deadline) {
-			break
+	// One mode after another; message numbers go on: mode k sends count messages from k * count.
+	for k, m := range modes {
+		base := int64(k) * *count
+		step := int64(1)
+		if m == "batch" {
+			step = int64(*batch)
 		}
-		if !unbounded && first >= *count {
-			break
+		for first := base; !isStopped(); first += step {
+			if !deadline.IsZero() && time.Now().After(deadline) {
+				break
+			}
+			if !unbounded && first >= base+*count {
+				break
+			}
+			n := step
+			if !unbounded && base+*count-first < n {
+				n = base + *count - first
+			}
+			sendOne(ctx, p, m, first, n, message, st, *quiet, sem, &inFlight)
 		}
-		n := step
-		if !unbounded && *count-first < n {
-			n = *count - first
-		}
-		t0 := time.Now()
-		switch *mode {
-		case "sync":
-			r, err := p.SendSync(ctx, message(first))
-			if err != nil {
-				st.fail(first, err, t0)
-			} else {
-				st.ok(*quiet, first, 1, r, t0)
-			}
-		case "batch":
-			msgs := make([]*primitive.Message, 0, n)
-			for i := first; i < first+n; i++ {
-				msgs = append(msgs, message(i))
-			}
-			r, err := p.SendSync(ctx, msgs...)
-			if err != nil {
-				st.fail(first, err, t0)
-			} else {
-				st.ok(*quiet, first, int(n), r, t0)
-			}
-		case "oneway":
-			if err := p.SendOneWay(ctx, message(first)); err != nil {
-				st.fail(first, err, t0)
-			} else {
-				st.oneway(*quiet, first, t0)
-			}
-		case "async":
-			sem <- struct{}{}
-			inFlight.Add(1)
-			i := first
-			err := p.SendAsync(ctx, func(_ context.Context, r *primitive.SendResult, err error) {
-				if err != nil {
-					st.fail(i, err, t0)
-				} else {
-					st.ok(*quiet, i, 1, r, t0)
-				}
-				<-sem
-				inFlight.Done()
-			}, message(first))
-			if err != nil {
-				st.fail(first, err, t0)
-				<-sem
-				inFlight.Done()
-			}
-		}
+		inFlight.Wait()
 	}
 	inFlight.Wait()
 	elapsed := time.Since(start).Milliseconds()
