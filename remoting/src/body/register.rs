@@ -114,7 +114,7 @@ impl TopicConfig {
 
     /// Java 5.x's `TopicConfig.decode(String)`: at least five space-separated words; the rest
     /// after the fifth space is the attributes' JSON, ignored when it does not parse (as Java
-    /// ignores it).
+    /// ignores it). Empty attributes (`{}`, what 5.x writes for none) read as none.
     pub fn decode_text(text: &str) -> Result<Self, BodyError> {
         let bad = |reason: String| BodyError::Compressed { body: "TopicConfig", reason };
         // Java's split(" ") drops trailing empty words.
@@ -137,7 +137,11 @@ impl TopicConfig {
                 "topicFilterType {topic_filter_type:?} is neither SINGLE_TAG nor MULTI_TAG"
             )));
         }
-        let attributes = words.next().and_then(|json| serde_json::from_str(json).ok());
+        // Java 5.x writes `{}` for a topic without attributes: none, as the writer sees it.
+        let attributes = words
+            .next()
+            .and_then(|json| serde_json::from_str::<BTreeMap<String, String>>(json).ok())
+            .filter(|a| !a.is_empty());
         Ok(Self {
             attributes,
             perm,
@@ -370,6 +374,8 @@ mod tests {
         let t = TopicConfig::decode_text(r#"T 1 2 4 MULTI_TAG {"a":"b c"}"#).unwrap();
         assert_eq!((t.read_queue_nums, t.write_queue_nums, t.perm), (1, 2, 4));
         assert_eq!(t.attributes.unwrap()["a"], "b c");
+        let t = TopicConfig::decode_text("TopicA 4 4 6 SINGLE_TAG {}").unwrap();
+        assert_eq!(t, TopicConfig::new("TopicA", 4), "Java 5's empty attributes are none");
         let t = TopicConfig::decode_text("T 1 2 4 SINGLE_TAG not-json").unwrap();
         assert_eq!(t.attributes, None, "Java ignores attributes it cannot parse");
         for bad in ["", "T 1 2 4", "T x 2 4 SINGLE_TAG", "T 1 2 4 OTHER", "T  1 2 4 SINGLE_TAG"] {
