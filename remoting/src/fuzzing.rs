@@ -2,8 +2,9 @@
 //! runs under `cargo test` on fixed inputs too. Not a stable API.
 
 use crate::body::{
-    GetConsumerListByGroupResponseBody, HeartbeatData, JsonBody, LockBatchRequestBody, LockBatchResponseBody,
-    RegisterBrokerBody, TopicConfigSerializeWrapper, TopicRouteData, UnlockBatchRequestBody,
+    ConsumerOffsetSerializeWrapper, GetConsumerListByGroupResponseBody, HeartbeatData, JsonBody,
+    LockBatchRequestBody, LockBatchResponseBody, RegisterBrokerBody, SubscriptionGroupWrapper,
+    TopicConfigSerializeWrapper, TopicRouteData, UnlockBatchRequestBody,
 };
 use crate::header::{self, CommandHeader};
 use crate::{DecodeError, FrameDecoder, RemotingCommand};
@@ -121,6 +122,8 @@ fn read_everything(cmd: &RemotingCommand) {
     b::<TopicRouteData>(&cmd.body);
     b::<TopicConfigSerializeWrapper>(&cmd.body);
     b::<RegisterBrokerBody>(&cmd.body);
+    b::<ConsumerOffsetSerializeWrapper>(&cmd.body);
+    b::<SubscriptionGroupWrapper>(&cmd.body);
     if let Ok(body) = RegisterBrokerBody::decode_compressed(&cmd.body, 1 << 20) {
         // A body with a topic name Java's text cannot carry never decodes, so this encodes.
         let z = body.encode_compressed().expect("a decoded compressed body re-encodes");

@@ -14,7 +14,8 @@
 //!   and the dump with Java and compare them with the committed ones, have Java's `NettyDecoder`
 //!   decode what logship encodes from the same descriptions, and rerun Java on the odd input.
 //!
-//! `LOGSHIP_BLESS_VECTORS=1` rewrites the committed fixtures from Java instead of comparing.
+//! `LOGSHIP_BLESS_VECTORS=1` rewrites the committed fixtures from Java instead of comparing
+//! (run only the `java_` tests then, one at a time: see `fixtures/README.md`).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -223,6 +224,8 @@ fn read_body(class: &str, compressed: bool, bytes: &[u8]) -> Result<Value, Strin
         "route.TopicRouteData" => rd::<body::TopicRouteData>(bytes),
         "body.TopicConfigSerializeWrapper" => rd::<body::TopicConfigSerializeWrapper>(bytes),
         "body.RegisterBrokerBody" => rd::<body::RegisterBrokerBody>(bytes),
+        "body.ConsumerOffsetSerializeWrapper" => rd::<body::ConsumerOffsetSerializeWrapper>(bytes),
+        "body.SubscriptionGroupWrapper" => rd::<body::SubscriptionGroupWrapper>(bytes),
         other => panic!("no Rust body for {other}"),
     }
 }
@@ -245,6 +248,8 @@ fn write_body(class: &str, compressed: bool, json: &Value) -> Vec<u8> {
         "route.TopicRouteData" => wr::<body::TopicRouteData>(json),
         "body.TopicConfigSerializeWrapper" => wr::<body::TopicConfigSerializeWrapper>(json),
         "body.RegisterBrokerBody" => wr::<body::RegisterBrokerBody>(json),
+        "body.ConsumerOffsetSerializeWrapper" => wr::<body::ConsumerOffsetSerializeWrapper>(json),
+        "body.SubscriptionGroupWrapper" => wr::<body::SubscriptionGroupWrapper>(json),
         other => panic!("no Rust body for {other}"),
     }
 }

@@ -16,6 +16,7 @@
 
 pub mod fastjson;
 mod heartbeat;
+mod metadata;
 mod register;
 mod route;
 
@@ -28,6 +29,7 @@ pub use heartbeat::{
     ConsumerData, GetConsumerListByGroupResponseBody, HeartbeatData, LockBatchRequestBody,
     LockBatchResponseBody, MessageQueue, ProducerData, SubscriptionData, UnlockBatchRequestBody,
 };
+pub use metadata::{ConsumerOffsetSerializeWrapper, SubscriptionGroupConfig, SubscriptionGroupWrapper};
 pub use register::{DEFAULT_MAX_INFLATED_LEN, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper};
 pub use route::{BrokerData, DataVersion, QueueData, TopicRouteData};
 
