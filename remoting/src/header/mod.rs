@@ -169,8 +169,7 @@ pub trait HeaderFields: Sized {
 }
 
 /// An optional field's type: `Option` of a [`FieldValue`].
-#[doc(hidden)]
-pub trait OptionalField {
+pub(crate) trait OptionalField {
     /// The Java type's name.
     const JAVA_TYPE: &'static str;
 }
@@ -180,8 +179,7 @@ impl<T: FieldValue> OptionalField for Option<T> {
 }
 
 /// Reads a required field.
-#[doc(hidden)]
-pub fn required<T: FieldValue>(fields: &ExtFields, name: &'static str) -> Result<T, HeaderError> {
+pub(crate) fn required<T: FieldValue>(fields: &ExtFields, name: &'static str) -> Result<T, HeaderError> {
     match fields.get(name) {
         Some(text) => T::parse(name, text),
         None => Err(HeaderError::MissingField { field: name }),
@@ -189,8 +187,10 @@ pub fn required<T: FieldValue>(fields: &ExtFields, name: &'static str) -> Result
 }
 
 /// Reads an optional field.
-#[doc(hidden)]
-pub fn optional<T: FieldValue>(fields: &ExtFields, name: &'static str) -> Result<Option<T>, HeaderError> {
+pub(crate) fn optional<T: FieldValue>(
+    fields: &ExtFields,
+    name: &'static str,
+) -> Result<Option<T>, HeaderError> {
     fields.get(name).map(|text| T::parse(name, text)).transpose()
 }
 
