@@ -35,7 +35,17 @@ import org.apache.rocketmq.store.stats.BrokerStatsManager;
 public final class Tool {
     private Tool() {}
 
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
+        // Exit on any failure: the store's threads would keep a failed run alive.
+        try {
+            run(args);
+        } catch (Throwable t) {
+            t.printStackTrace();
+            System.exit(1);
+        }
+    }
+
+    static void run(String[] args) throws Exception {
         if (args.length < 2) {
             System.err.println("usage: Tool write ROOT | Tool dump ROOT OUT");
             System.exit(2);
@@ -110,14 +120,26 @@ public final class Tool {
         schedule.persist();
     }
 
-    /** ConfigManager.load without 4.9's correctDelayOffset (which clamps to the empty queues here). */
+    /**
+     * ConfigManager.load (the file, then its .bak when the file is missing, empty or does not
+     * decode) without 4.9's correctDelayOffset, which would clamp to the empty queues here.
+     */
     static void load(ScheduleMessageService schedule) throws Exception {
         String json = MixAll.file2String(schedule.configFilePath());
-        if (json == null || json.isEmpty()) {
-            json = MixAll.file2String(schedule.configFilePath() + ".bak");
-        }
+        boolean loaded = false;
         if (json != null && !json.isEmpty()) {
-            schedule.decode(json);
+            try {
+                schedule.decode(json);
+                loaded = true;
+            } catch (RuntimeException e) {
+                System.err.println("delay offsets do not decode; trying the backup: " + e);
+            }
+        }
+        if (!loaded) {
+            json = MixAll.file2String(schedule.configFilePath() + ".bak");
+            if (json != null && !json.isEmpty()) {
+                schedule.decode(json);
+            }
         }
         check(schedule.parseDelayLevel(), "delay levels");
     }

@@ -36,7 +36,17 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
 public final class Tool {
     private Tool() {}
 
-    public static void main(String[] args) throws Exception {
+    public static void main(String[] args) {
+        // Exit on any failure: the store's threads would keep a failed run alive.
+        try {
+            run(args);
+        } catch (Throwable t) {
+            t.printStackTrace();
+            System.exit(1);
+        }
+    }
+
+    static void run(String[] args) throws Exception {
         if (args.length < 2) {
             System.err.println("usage: Tool write ROOT | Tool dump ROOT OUT");
             System.exit(2);
