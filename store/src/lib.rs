@@ -143,6 +143,7 @@ mod flush;
 pub mod fuzzing;
 mod mmap;
 mod prealloc;
+mod query;
 mod recovery;
 mod retention;
 mod scrub;
@@ -160,6 +161,10 @@ pub use error::{StoreConfigError, StoreError};
 pub use flush::{Durable, FlushHold};
 pub use logship_core::{
     EpochLog, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus,
+};
+pub use query::{
+    FoundMessage, GetMessageOptions, GetMessageResult, GetMessageStatus, MAX_PULL_MSG_SIZE, QueryLine,
+    TagFilter, TimeBoundary, memory_limit, total_physical_memory,
 };
 pub use recovery::{RecoveryKind, RecoveryReport};
 pub use retention::RetentionReport;
