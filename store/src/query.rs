@@ -450,8 +450,9 @@ impl CommitLog {
     }
 
     /// Java's `selectOneMessageByOffset(commitLogOffset)` for `VIEW_MESSAGE_BY_ID`: the stored
-    /// message at a physical offset, zero-copy, or `None` if there is none (out of the log, a
-    /// BLANK record, or a size that does not fit; Java reads whatever size is there).
+    /// message at a physical offset, zero-copy, or `None` if no whole message starts there (out
+    /// of the log, a BLANK record, inside a record, or lengths that do not check out; Java reads
+    /// whatever size the bytes there name).
     pub fn select_one_message_by_offset(&self, offset: i64) -> Result<Option<Bytes>, StoreError> {
         let bounds = self.bounds();
         if offset < 0 || (offset as u64) < bounds.min || offset as u64 >= bounds.max {
@@ -469,10 +470,19 @@ impl CommitLog {
         if total <= 0 || codec::MessageVersion::from_magic_code(magic).is_none() {
             return Ok(None);
         }
-        match self.read(LogSpan { offset, len: total as u32 }) {
-            Ok(b) => Ok(Some(b)),
-            Err(StoreError::OutOfRange { .. } | StoreError::CrossesSegment { .. }) => Ok(None),
-            Err(e) => Err(e),
+        let record = match self.read(LogSpan { offset, len: total as u32 }) {
+            Ok(b) => b,
+            Err(StoreError::OutOfRange { .. } | StoreError::CrossesSegment { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        // Every length and the physical offset must check out (not the body CRC: Java serves
+        // the bytes as they are).
+        match codec::decode(&record, Some(offset), false) {
+            Ok(_) => Ok(Some(record)),
+            Err(error) => {
+                tracing::debug!(offset, %error, "no message at this offset");
+                Ok(None)
+            }
         }
     }
 
