@@ -141,6 +141,7 @@ mod error;
 mod flush;
 #[doc(hidden)]
 pub mod fuzzing;
+mod index;
 mod mmap;
 mod prealloc;
 mod query;
@@ -159,6 +160,10 @@ pub use env::{Clock, DiskUsage, OsDiskUsage, StoreEnv, SystemClock};
 pub use epoch_file::{EpochEntry, EpochFile};
 pub use error::{StoreConfigError, StoreError};
 pub use flush::{Durable, FlushHold};
+pub use index::{
+    INDEX_HEADER_SIZE, IndexConfig, IndexHeader, MessageIndex, PROPERTY_KEYS, PROPERTY_UNIQ_KEY,
+    QueryMessageResult, QueryOffsetResult, index_key_hash,
+};
 pub use logship_core::{
     EpochLog, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus,
 };

@@ -39,8 +39,10 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  * {@code *} or tags joined by {@code ||}), {@code search TOPIC QUEUE_ID TIMESTAMP LOWER|UPPER}
  * (getOffsetInQueueByTime; 4.9 has no boundary type and ignores it), {@code earliest TOPIC
  * QUEUE_ID}, {@code storetime TOPIC QUEUE_ID OFFSET}, {@code select PHYSICAL_OFFSET}
- * (selectOneMessageByOffset). Options: [--cq-file-size BYTES] (mappedFileSizeConsumeQueue)
- * [--access-ratio N] (accessMessageInMemoryMaxRatio).
+ * (selectOneMessageByOffset), {@code putkeys COUNT TOPIC} (messages with KEYS "k-i shared-(i%5)" and
+ * UNIQ_KEY "U-i"), {@code querymsg TOPIC KEY MAX BEGIN END} (queryMessage: the index). Options:
+ * [--cq-file-size BYTES] (mappedFileSizeConsumeQueue) [--access-ratio N]
+ * (accessMessageInMemoryMaxRatio) [--index-slots N] (maxHashSlotNum) [--index-num N] (maxIndexNum).
  *
  * <p>Controller mode (RocketMQ 5.x only; the 4.9.x build refuses it): {@code --mode autoswitch
  * --broker-id N} runs the store with {@code enableControllerMode=true} (AutoSwitchHAService). The
@@ -140,6 +142,12 @@ public final class Harness {
         c.setWarmMapedFileEnable(false);
         if (opts.containsKey("cq-file-size")) {
             c.setMappedFileSizeConsumeQueue(Integer.parseInt(opts.get("cq-file-size")));
+        }
+        if (opts.containsKey("index-slots")) {
+            c.setMaxHashSlotNum(Integer.parseInt(opts.get("index-slots")));
+        }
+        if (opts.containsKey("index-num")) {
+            c.setMaxIndexNum(Integer.parseInt(opts.get("index-num")));
         }
         if (opts.containsKey("access-ratio")) {
             c.setAccessMessageInMemoryMaxRatio(Integer.parseInt(opts.get("access-ratio")));
@@ -307,6 +315,40 @@ public final class Harness {
                 if (r != null) {
                     r.release();
                 }
+                return true;
+            }
+            case "putkeys": {
+                int count = Integer.parseInt(w[1]);
+                for (int n = 0; n < count; n++) {
+                    long i = seq++;
+                    MessageExt msg = Compat.newMessage();
+                    msg.setTopic(w[2]);
+                    msg.setQueueId((int) (i % queues));
+                    msg.setBody(("keyed-" + i).getBytes(StandardCharsets.UTF_8));
+                    msg.setKeys("k-" + i + " shared-" + (i % 5));
+                    org.apache.rocketmq.common.message.MessageAccessor.putProperty(msg, "UNIQ_KEY", "U-" + i);
+                    msg.setBornTimestamp(System.currentTimeMillis());
+                    msg.setBornHost(new InetSocketAddress("127.0.0.1", 40000));
+                    msg.setStoreHost(new InetSocketAddress("127.0.0.1", 40001));
+                    Compat.setPropertiesString(msg, MessageDecoder.messageProperties2String(msg.getProperties()));
+                    PutMessageResult r = Compat.put(store, msg);
+                    emit(obj("event", "put", "seq", i, "status", r.getPutMessageStatus().name(),
+                        "offset", r.getAppendMessageResult().getWroteOffset()));
+                }
+                emit(obj("event", "putkeys-done", "end", true));
+                return true;
+            }
+            case "querymsg": {
+                org.apache.rocketmq.store.QueryMessageResult r = store.queryMessage(w[1], w[2], Integer.parseInt(w[3]),
+                    Long.parseLong(w[4]), Long.parseLong(w[5]));
+                java.util.List<Object> offsets = new java.util.ArrayList<>();
+                for (java.nio.ByteBuffer b : r.getMessageBufferList()) {
+                    offsets.add(b.getLong(b.position() + 28));
+                }
+                emit(obj("event", "querymsg", "physicalOffsets", offsets,
+                    "indexLastUpdateTimestamp", r.getIndexLastUpdateTimestamp(),
+                    "indexLastUpdatePhyoffset", r.getIndexLastUpdatePhyoffset(), "end", true));
+                r.release();
                 return true;
             }
             case "shutdown":
