@@ -37,6 +37,8 @@ pub mod data_version;
 pub mod delay;
 pub mod error;
 pub mod file;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod json;
 mod managed;
 pub mod names;
