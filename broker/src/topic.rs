@@ -356,6 +356,13 @@ impl TopicConfigManager {
         self.inner.read(|s| s.table.contains_key(topic))
     }
 
+    /// Whether `topic` is a system topic (`TopicValidator.isSystemTopic`): RocketMQ's reserved
+    /// names and `rmq_sys_*`, and the topics this broker creates at start (its cluster and
+    /// broker names among them, which Java adds to its system set at `init`).
+    pub fn is_system_topic(&self, topic: &str) -> bool {
+        names::is_system_topic(topic) || default_topics(&self.settings).iter().any(|t| t.topic_name == topic)
+    }
+
     /// Whether the topic exists and is ordered (`isOrderTopic`).
     pub fn is_order_topic(&self, topic: &str) -> bool {
         self.inner.read(|s| s.table.get(topic).is_some_and(|c| c.order))
@@ -593,6 +600,12 @@ mod tests {
                 && !v4.contains("RMQ_SYS_TRANS_HALF_TOPIC")
         );
         assert!(v4.contains("LogshipCluster_REPLY_TOPIC"));
+        assert!(
+            m.is_system_topic("LogshipCluster")
+                && m.is_system_topic("broker-a")
+                && m.is_system_topic("TBW102")
+        );
+        assert!(m.is_system_topic("rmq_sys_anything") && !m.is_system_topic("TopicA"));
     }
 
     #[test]
