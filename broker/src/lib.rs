@@ -25,7 +25,7 @@
 //!   every `flushConsumerOffsetInterval` (5 s); here mutations mark a table dirty and the owner
 //!   calls [`persist`](TopicConfigManager::persist) after a change, or
 //!   [`BrokerMetadata::persist_if_dirty`] from its timer. Each write is atomic and durable and
-//!   keeps `.bak` ([`file`]); a load falls back to `.bak` as Java does, and fails with
+//!   keeps `.bak` ([`mod@file`]); a load falls back to `.bak` as Java does, and fails with
 //!   [`BrokerError::Corrupt`] rather than forgetting offsets when both are unreadable.
 //! - **fastjson both ways.** Java writes JSON with bare integer keys (`{0:12}`); [`json`]
 //!   reads it. logship writes standard JSON in fastjson's layout, which Java reads
