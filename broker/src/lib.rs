@@ -14,6 +14,9 @@
 //!
 //! # Contract
 //!
+//! - **One owner.** Open the metadata of a store root only while holding that root's
+//!   `CommitLog` (which locks `<root>/lock`, as a Java broker does): nothing else may write
+//!   the files meanwhile.
 //! - **Sans-IO but for the files.** The managers hold their tables in memory behind a lock
 //!   (every method takes `&self`); only `open`, `persist` and `persist_if_dirty` touch the
 //!   disk. No clock is read: every change that moves a data version takes `now_ms`.
