@@ -149,6 +149,30 @@ pub enum StoreError {
         reason: String,
     },
 
+    /// An index file's size does not match `maxHashSlotNum` and `maxIndexNum`: it was written
+    /// with other settings.
+    #[error(
+        "index file {path} is {found} bytes, but maxHashSlotNum and maxIndexNum make {expected}: \
+         set them as the broker that wrote it did, or remove the index directory to rebuild it"
+    )]
+    IndexFileSize {
+        /// The index file.
+        path: PathBuf,
+        /// Its size.
+        found: u64,
+        /// The size the settings give.
+        expected: u64,
+    },
+
+    /// An index file's header cannot be right.
+    #[error("index file {path} is corrupt: {reason}; remove the index directory to rebuild it")]
+    IndexFileCorrupt {
+        /// The index file.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// `append_at` was given an offset other than the end of the log: a gap or an overlap.
     #[error("append at offset {got}, but the log ends at {expected}")]
     OffsetMismatch {

@@ -618,7 +618,7 @@ impl Shared {
         Ok(at == prefix.len())
     }
 
-    fn queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
+    pub(crate) fn queue(&self, topic: &str, queue_id: i32) -> Option<Arc<ConsumeQueue>> {
         read(&self.queues).get(topic).and_then(|q| q.get(&queue_id)).cloned()
     }
 }
@@ -824,7 +824,7 @@ pub struct StoreStatus {
 /// All methods take `&self`; share a `CommitLog` through an `Arc`. Dropping it shuts it down
 /// cleanly (as [`shutdown`](Self::shutdown) does, logging any error).
 pub struct CommitLog {
-    shared: Arc<Shared>,
+    pub(crate) shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     report: RecoveryReport,
 }
