@@ -285,10 +285,14 @@ pub struct HttpSettings {
     pub idle_timeout: Duration,
     /// `httpMaxConnections`: open HTTP connections beyond this are answered 503 and closed.
     pub max_connections: usize,
-    /// `httpMaxConnectionsPerIp`: the same, per client IP (0: no per-IP limit).
+    /// `httpMaxConnectionsPerIp`: the same, per client IP (0: no per-IP limit; unset, an
+    /// eighth of `httpMaxConnections`, at least 1).
     pub max_connections_per_ip: usize,
     /// `httpMaxInFlightBytes`: request and response bodies held in memory at once.
     pub max_in_flight_bytes: u64,
+    /// `httpMaxInFlightBytesPerIp`: the same, per client IP (0: no per-IP budget; unset, an
+    /// eighth of `httpMaxInFlightBytes`, at least `maxMessageSize`).
+    pub max_in_flight_bytes_per_ip: u64,
     /// `maxTransferBytesOnMessageInMemory`: the most message bytes one pull returns (at least
     /// one message is always returned).
     pub max_transfer_bytes: u64,
@@ -317,8 +321,9 @@ impl Default for HttpSettings {
             body_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
             max_connections: 1024,
-            max_connections_per_ip: 0,
+            max_connections_per_ip: 1024 / PER_CLIENT_SHARE,
             max_in_flight_bytes: 256 << 20,
+            max_in_flight_bytes_per_ip: (256 << 20) / PER_CLIENT_SHARE as u64,
             max_transfer_bytes: 256 << 10,
             max_transfer_count: 32,
             shutdown_drain_timeout: Duration::from_secs(5),
@@ -329,6 +334,10 @@ impl Default for HttpSettings {
         }
     }
 }
+
+/// By default one client IP may hold this fraction (1/8) of the HTTP connections and of the
+/// in-flight body budget, so that one client cannot lock the others out.
+pub const PER_CLIENT_SHARE: usize = 8;
 
 /// The store keys about disk space, retention and recovery (one block, parsed by
 /// [`StoreKeys::set`] and applied by [`StoreKeys::apply`]).
@@ -749,6 +758,10 @@ impl From<BrokerConfigError> for LoadError {
     }
 }
 
+/// The most bytes a configuration file (`--config`) may hold: a `broker.conf` is a few KiB, and
+/// a path to something else (`/dev/zero`, a log file) must not be read without bound.
+pub const MAX_CONFIG_FILE_BYTES: u64 = 1 << 20;
+
 /// Builds the settings from `defaults` (the subcommand's), an optional `broker.conf`, and
 /// command-line `key=value` overrides, each overriding the one before.
 pub fn load(
@@ -761,8 +774,16 @@ pub fn load(
         raw.insert(key.to_string(), Setting { value: value.to_string(), origin: "default".into() });
     }
     if let Some(path) = file {
-        let text = std::fs::read(path)
-            .map_err(|e| BrokerConfigError::Read { path: path.to_path_buf(), reason: e.to_string() })?;
+        let text = read_capped(path, MAX_CONFIG_FILE_BYTES).map_err(|e| BrokerConfigError::Read {
+            path: path.to_path_buf(),
+            reason: match e {
+                CappedReadError::TooLarge => format!(
+                    "the file is larger than {} MiB, the most a configuration file may hold",
+                    MAX_CONFIG_FILE_BYTES >> 20
+                ),
+                CappedReadError::Io(e) => e.to_string(),
+            },
+        })?;
         let origin = path.display().to_string();
         for (key, value, line) in parse_properties(&text, &origin)? {
             raw.insert(key, Setting { value, origin: format!("{origin}:{line}") });
@@ -905,18 +926,9 @@ fn build(
             "listenAddress" => {
                 s.http.listen_address = Some(v.parse().map_err(|_| invalid(key, v, "an IP address"))?)
             }
-            "httpAuthToken" => s.http.auth_token = auth_token(key, v)?,
+            "httpAuthToken" => s.http.auth_token = Some(auth_token(key, v)?),
             "httpAuthTokenFile" => {
-                let text = std::fs::read_to_string(v).map_err(|e| BrokerConfigError::Invalid {
-                    key: key.clone(),
-                    value: v.to_string(),
-                    reason: format!("cannot read the token file: {e}"),
-                })?;
-                s.http.auth_token = auth_token(key, text.trim()).map_err(|_| BrokerConfigError::Invalid {
-                    key: key.clone(),
-                    value: v.to_string(),
-                    reason: TOKEN_RULE.into(),
-                })?;
+                s.http.auth_token = Some(auth_token_file(key, v)?);
                 token_file_set = true;
             }
             "httpHeaderTimeout" => s.http.header_timeout = millis(key, v)?,
@@ -925,6 +937,7 @@ fn build(
             "httpMaxConnections" => s.http.max_connections = number(key, v, 1, 1 << 20)? as usize,
             "httpMaxConnectionsPerIp" => s.http.max_connections_per_ip = number(key, v, 0, 1 << 20)? as usize,
             "httpMaxInFlightBytes" => s.http.max_in_flight_bytes = number(key, v, 1, 1 << 40)?,
+            "httpMaxInFlightBytesPerIp" => s.http.max_in_flight_bytes_per_ip = number(key, v, 0, 1 << 40)?,
             "maxTransferBytesOnMessageInMemory" => s.http.max_transfer_bytes = number(key, v, 1, 1 << 30)?,
             "maxTransferCountOnMessageInMemory" => {
                 s.http.max_transfer_count = number(key, v, 1, MAX_PULL_COUNT as u64)? as usize
@@ -1007,6 +1020,7 @@ fn build(
             invalid("listenPort", &s.listen_port.to_string(), "leave room for haListenPort = listenPort + 1")
         })?;
     }
+    per_client_defaults(&mut s, raw);
     if token_file_set && raw.contains_key("httpAuthToken") {
         return Err(BrokerConfigError::Conflict {
             keys: "httpAuthToken httpAuthTokenFile".into(),
@@ -1077,6 +1091,20 @@ fn build(
     }
     check_combinations(&s)?;
     Ok(s)
+}
+
+/// The per-client HTTP limits an operator left unset: an eighth of the broker's connections
+/// and of its in-flight body budget (the budget's share at least one `maxMessageSize`, so a
+/// client can always send one message).
+fn per_client_defaults(s: &mut BrokerSettings, raw: &BTreeMap<String, Setting>) {
+    if !raw.contains_key("httpMaxConnectionsPerIp") {
+        s.http.max_connections_per_ip = (s.http.max_connections / PER_CLIENT_SHARE).max(1);
+    }
+    if !raw.contains_key("httpMaxInFlightBytesPerIp") {
+        let share = s.http.max_in_flight_bytes / PER_CLIENT_SHARE as u64;
+        s.http.max_in_flight_bytes_per_ip =
+            share.max(u64::from(s.max_message_size)).min(s.http.max_in_flight_bytes);
+    }
 }
 
 /// `brokerId` in controller mode: required, 0 or more. RocketMQ's `-1` (ask the controller for
@@ -1292,6 +1320,13 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), BrokerConfigError> {
             "the in-flight budget must hold at least one message body",
         ));
     }
+    let per_client = s.http.max_in_flight_bytes_per_ip;
+    if per_client != 0 && per_client < u64::from(s.max_message_size) {
+        return Err(conflict(
+            format!("maxMessageSize={} httpMaxInFlightBytesPerIp={per_client}", s.max_message_size),
+            "a client's in-flight budget must hold at least one message body (or be 0: no per-client budget)",
+        ));
+    }
     if u64::from(s.max_message_size) + 8 > s.mapped_file_size_commit_log {
         return Err(conflict(
             format!(
@@ -1310,13 +1345,24 @@ pub const MAX_PULL_COUNT: usize = 1000;
 
 const TOKEN_RULE: &str = "expected 16 to 4096 visible ASCII characters without spaces";
 
-/// An HTTP bearer token: empty means none.
-fn auth_token(key: &str, v: &str) -> Result<Option<String>, BrokerConfigError> {
+/// The most bytes a secret file (`httpAuthTokenFile`, `etcdPasswordFile`) may hold.
+pub const MAX_SECRET_FILE_BYTES: u64 = 64 << 10;
+
+/// An HTTP bearer token. Empty is an error, not "no token": a key set to nothing is a mistake
+/// (a template left unfilled, a variable that expanded to nothing), and reading it as "no
+/// authentication" would open the port without a word.
+fn auth_token(key: &str, v: &str) -> Result<String, BrokerConfigError> {
     if v.is_empty() {
-        return Ok(None);
+        return Err(BrokerConfigError::Invalid {
+            key: key.to_string(),
+            value: String::new(),
+            reason: "the token is empty: set a token of 16 to 4096 visible ASCII characters, or remove \
+                     the key to run without authentication"
+                .into(),
+        });
     }
     if (16..=4096).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_graphic()) {
-        Ok(Some(v.to_string()))
+        Ok(v.to_string())
     } else {
         // Never echo a rejected secret.
         Err(BrokerConfigError::Invalid {
@@ -1325,6 +1371,60 @@ fn auth_token(key: &str, v: &str) -> Result<Option<String>, BrokerConfigError> {
             reason: TOKEN_RULE.into(),
         })
     }
+}
+
+/// The token in `httpAuthTokenFile`: the file's text without surrounding whitespace, read up
+/// to [`MAX_SECRET_FILE_BYTES`]. A file holding only whitespace is an error naming the file.
+fn auth_token_file(key: &str, path: &str) -> Result<String, BrokerConfigError> {
+    let invalid =
+        |reason: String| BrokerConfigError::Invalid { key: key.to_string(), value: path.to_string(), reason };
+    let text = read_secret_file(Path::new(path)).map_err(invalid)?;
+    if text.trim().is_empty() {
+        return Err(invalid(
+            "the token file is empty (or holds only whitespace): write the token into it, or remove the \
+             key to run without authentication"
+                .into(),
+        ));
+    }
+    auth_token(key, text.trim()).map_err(|_| invalid(TOKEN_RULE.into()))
+}
+
+/// Reads a small file holding a secret (a token, a password), at most
+/// [`MAX_SECRET_FILE_BYTES`]: a larger one (or one that never ends, such as `/dev/zero`) is
+/// refused with the cap named. The error never quotes the content.
+pub fn read_secret_file(path: &Path) -> Result<String, String> {
+    let bytes = read_capped(path, MAX_SECRET_FILE_BYTES).map_err(|e| match e {
+        CappedReadError::TooLarge => {
+            format!(
+                "the file is larger than {} KiB, the most a secret file may hold",
+                MAX_SECRET_FILE_BYTES >> 10
+            )
+        }
+        CappedReadError::Io(e) => format!("cannot read the file: {e}"),
+    })?;
+    String::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".to_string())
+}
+
+/// Why [`read_capped`] failed.
+#[derive(Debug)]
+pub enum CappedReadError {
+    /// The file holds more than the cap.
+    TooLarge,
+    /// The file could not be read.
+    Io(std::io::Error),
+}
+
+/// The bytes of `path`, refusing a file larger than `cap` bytes without reading more than
+/// `cap + 1` of them (a device that never ends, a file that grows while read).
+pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, CappedReadError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(CappedReadError::Io)?;
+    let mut bytes = Vec::new();
+    file.take(cap + 1).read_to_end(&mut bytes).map_err(CappedReadError::Io)?;
+    if bytes.len() as u64 > cap {
+        return Err(CappedReadError::TooLarge);
+    }
+    Ok(bytes)
 }
 
 fn path_or_none(v: &str) -> Option<PathBuf> {
@@ -1737,6 +1837,43 @@ mod tests {
     }
 
     #[test]
+    fn a_configuration_file_above_the_cap_is_refused_naming_it() {
+        let err = load(&[], Some(Path::new("/dev/zero")), &[]).unwrap_err().to_string();
+        assert!(err.contains("/dev/zero") && err.contains("larger than 1 MiB"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let at_cap = dir.path().join("at-cap.conf");
+        let mut text = "#".repeat(MAX_CONFIG_FILE_BYTES as usize - 1);
+        text.push('\n');
+        std::fs::write(&at_cap, &text).unwrap();
+        assert!(load(&[], Some(&at_cap), &[]).is_ok(), "a file of exactly the cap is read");
+        text.push('\n');
+        std::fs::write(&at_cap, &text).unwrap();
+        let err = load(&[], Some(&at_cap), &[]).unwrap_err().to_string();
+        assert!(err.contains("at-cap.conf") && err.contains("1 MiB"), "{err}");
+    }
+
+    #[test]
+    fn a_token_file_holding_no_token_or_too_much_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        let with = |content: &[u8]| {
+            std::fs::write(&file, content).unwrap();
+            load_text(&format!("httpAuthTokenFile={}\n", file.display()))
+        };
+        let token = with(b"  0123456789abcdef\n").unwrap().settings.http.auth_token;
+        assert_eq!(token.as_deref(), Some("0123456789abcdef"), "surrounding whitespace is trimmed");
+        for blank in [&b""[..], b"\n", b" \t\r\n"] {
+            let err = with(blank).unwrap_err().to_string();
+            assert!(err.contains("httpAuthTokenFile") && err.contains("empty"), "{err}");
+            assert!(err.contains(&file.display().to_string()), "{err}");
+        }
+        let err = with(&vec![b'a'; MAX_SECRET_FILE_BYTES as usize + 1]).unwrap_err().to_string();
+        assert!(err.contains("64 KiB"), "{err}");
+        let err = load_text("httpAuthTokenFile=/dev/zero\n").unwrap_err().to_string();
+        assert!(err.contains("64 KiB") && !err.contains("\0"), "{err}");
+    }
+
+    #[test]
     fn logship_keys_parse() {
         let s = load_text("newSlaveStart=LAST_FILE\nslaveAckOn=FLUSHED\nackPolicy=ALL_IN_SYNC\n")
             .unwrap()
@@ -1776,6 +1913,20 @@ mod tests {
         assert_eq!(d.http_addr(), "10.1.2.3:10911".parse().unwrap());
         assert_eq!((d.http.auth_token.clone(), d.http.default_topic_queue_nums), (None, 8));
         assert_eq!((d.http.max_transfer_bytes, d.http.max_transfer_count), (256 << 10, 32));
+        // One client gets an eighth of the connections and of the in-flight budget by default.
+        assert_eq!((d.http.max_connections_per_ip, d.http.max_in_flight_bytes_per_ip), (128, 32 << 20));
+        assert_eq!(
+            (h.max_connections_per_ip, h.max_in_flight_bytes_per_ip),
+            (1, 4 << 20),
+            "derived from httpMaxConnections=7 and httpMaxInFlightBytes=8 MiB: at least one message"
+        );
+        let set = load_text("httpMaxConnectionsPerIp=0\nhttpMaxInFlightBytesPerIp=0\n").unwrap().settings;
+        assert_eq!((set.http.max_connections_per_ip, set.http.max_in_flight_bytes_per_ip), (0, 0), "0: off");
+        let err = load_text("httpMaxInFlightBytesPerIp=1000\n").unwrap_err();
+        assert!(
+            matches!(err, BrokerConfigError::Conflict { .. }) && err.to_string().contains("maxMessageSize"),
+            "{err}"
+        );
         for bad in [
             "listenAddress=localhost",
             "httpMaxConnections=0",
@@ -1788,6 +1939,8 @@ mod tests {
         }
         let err = load_text("httpAuthToken=hunter2\n").unwrap_err().to_string();
         assert!(err.contains("httpAuthToken") && !err.contains("hunter2"), "{err}");
+        let err = load_text("httpAuthToken=\n").unwrap_err().to_string();
+        assert!(err.contains("httpAuthToken") && err.contains("empty"), "{err}");
         let err = load_text("maxMessageSize=4194304\nhttpMaxInFlightBytes=4194304\n").unwrap_err();
         assert!(matches!(err, BrokerConfigError::Conflict { .. }), "{err}");
         for half in ["httpTlsCertFile=/c.pem\n", "httpTlsKeyFile=/k.pem\n", "httpTlsClientCaFile=/ca.pem\n"] {

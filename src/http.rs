@@ -36,7 +36,7 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -107,23 +107,107 @@ impl Broker {
     }
 }
 
-/// The budget of request and response body bytes held at once (`httpMaxInFlightBytes`).
+/// The budget of request and response body bytes held at once: `httpMaxInFlightBytes` in
+/// all, and `httpMaxInFlightBytesPerIp` per client IP, so that one client's stalled bodies
+/// cannot take the budget every other client needs.
 pub struct InFlight {
     permits: Arc<Semaphore>,
     total: u64,
+    /// The per-client budget (0: none).
+    per_client: u64,
+    clients: Arc<std::sync::Mutex<std::collections::HashMap<IpAddr, u64>>>,
+}
+
+/// Why a reservation was refused.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Busy {
+    /// The broker's whole budget is in use.
+    Broker,
+    /// This client's share is in use.
+    Client,
+}
+
+impl Busy {
+    /// The 503 answer saying which budget is full.
+    fn response(self, what: &str) -> Response {
+        let message = match self {
+            Self::Broker => {
+                format!("the broker is busy: httpMaxInFlightBytes of {what} are in flight; retry later")
+            }
+            Self::Client => format!(
+                "this client holds httpMaxInFlightBytesPerIp of {what} in flight: finish or close those \
+                 requests, or retry later"
+            ),
+        };
+        let mut r = refused(StatusCode::SERVICE_UNAVAILABLE, message);
+        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
+    }
+}
+
+/// Bytes held against the budget, given back on drop: the broker's permits and the client's
+/// share.
+pub struct Held {
+    _share: Option<ClientShare>,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// A client's bytes in the per-client ledger, given back on drop.
+struct ClientShare {
+    ip: IpAddr,
+    bytes: u64,
+    clients: Arc<std::sync::Mutex<std::collections::HashMap<IpAddr, u64>>>,
+}
+
+impl Drop for ClientShare {
+    fn drop(&mut self) {
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(held) = clients.get_mut(&self.ip) {
+            *held = held.saturating_sub(self.bytes);
+            if *held == 0 {
+                clients.remove(&self.ip);
+            }
+        }
+    }
 }
 
 impl InFlight {
-    /// A budget of `total` bytes.
-    pub fn new(total: u64) -> Self {
+    /// A budget of `total` bytes, at most `per_client` of them (0: no limit) per client IP.
+    pub fn new(total: u64, per_client: u64) -> Self {
         let total = total.min(Semaphore::MAX_PERMITS as u64);
-        Self { permits: Arc::new(Semaphore::new(total as usize)), total }
+        Self {
+            permits: Arc::new(Semaphore::new(total as usize)),
+            total,
+            per_client: per_client.min(total),
+            clients: Arc::default(),
+        }
     }
 
-    /// Reserves `bytes` (at most the whole budget) now, or `None` if they are not free.
-    fn try_reserve(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
-        let n = u32::try_from(bytes.min(self.total)).unwrap_or(u32::MAX);
-        Arc::clone(&self.permits).try_acquire_many_owned(n).ok()
+    /// Reserves `bytes` for `client` now, or says which budget is full. A reservation takes at
+    /// most the whole budget and the client's whole share, so that one request larger than
+    /// either still runs, alone.
+    fn try_reserve(&self, client: IpAddr, bytes: u64) -> Result<Held, Busy> {
+        let mut bytes = bytes.min(self.total);
+        let share = if self.per_client > 0 {
+            bytes = bytes.min(self.per_client);
+            let ip = client.to_canonical();
+            let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+            let held = clients.entry(ip).or_default();
+            if *held + bytes > self.per_client {
+                if *held == 0 {
+                    clients.remove(&ip);
+                }
+                return Err(Busy::Client);
+            }
+            *held += bytes;
+            Some(ClientShare { ip, bytes, clients: Arc::clone(&self.clients) })
+        } else {
+            None
+        };
+        let n = u32::try_from(bytes).unwrap_or(u32::MAX);
+        // On failure the share is dropped, and so given back.
+        let permit = Arc::clone(&self.permits).try_acquire_many_owned(n).map_err(|_| Busy::Broker)?;
+        Ok(Held { _share: share, _permit: permit })
     }
 }
 
@@ -188,13 +272,15 @@ pub fn put_http_status(status: PutStatus) -> StatusCode {
 }
 
 /// Reads a request body of at most `limit` bytes within `httpBodyTimeout`, holding its bytes
-/// against `httpMaxInFlightBytes` (the permit is returned with the body).
+/// against `httpMaxInFlightBytes` and the client's `httpMaxInFlightBytesPerIp` (the hold is
+/// returned with the body).
 async fn read_body(
     broker: &Broker,
+    client: IpAddr,
     headers: &HeaderMap,
     body: Body,
     limit: u64,
-) -> Result<(Bytes, OwnedSemaphorePermit), Response> {
+) -> Result<(Bytes, Held), Response> {
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit) {
@@ -203,11 +289,14 @@ async fn read_body(
             format!("the body exceeds maxMessageSize={limit}"),
         ));
     }
-    let Some(permit) = broker.in_flight.try_reserve(declared.unwrap_or(limit)) else {
-        return Err(refused(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the broker is busy: httpMaxInFlightBytes of request bodies are in flight; retry later",
-        ));
+    let permit = match broker.in_flight.try_reserve(client, declared.unwrap_or(limit)) {
+        Ok(permit) => permit,
+        Err(busy) => {
+            // Read (and drop) what the client is sending, briefly, so that the 503 is not lost
+            // to a reset when the connection closes with its body unread.
+            drain(body, broker.settings.http.body_timeout.min(REFUSED_BODY_DRAIN_TIME), limit).await;
+            return Err(busy.response("request bodies"));
+        }
     };
     let timeout = broker.settings.http.body_timeout;
     match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit as usize)).await {
@@ -225,6 +314,26 @@ async fn read_body(
             Err(r)
         }
     }
+}
+
+/// How long a refused request's body is read and dropped before the refusal is answered.
+const REFUSED_BODY_DRAIN_TIME: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Reads and drops `body` (at most `limit` bytes) for at most `time`: memory is not held, and
+/// the client's pending bytes are consumed before the connection closes.
+async fn drain(body: Body, time: std::time::Duration, limit: u64) {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut read = 0u64;
+    let _ = tokio::time::timeout(time, async {
+        while read <= limit {
+            match body.frame().await {
+                Some(Ok(frame)) => read += frame.data_ref().map_or(0, |d| d.len() as u64),
+                _ => return,
+            }
+        }
+    })
+    .await;
 }
 
 fn is_length_limit(e: &axum::Error) -> bool {
@@ -259,11 +368,18 @@ async fn put_message(
             Ok(p) => p,
             Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
         };
-    let (body, _held) =
-        match read_body(&broker, &headers, body, u64::from(broker.settings.max_message_size)).await {
-            Ok(b) => b,
-            Err(r) => return r,
-        };
+    let (body, _held) = match read_body(
+        &broker,
+        peer.ip(),
+        &headers,
+        body,
+        u64::from(broker.settings.max_message_size),
+    )
+    .await
+    {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
     let queue_id = params.queue_id;
     let mut message = params.into_message(topic, body);
     message.born_timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
@@ -399,20 +515,22 @@ struct Pulled {
     /// Messages that failed their checks (a flipped byte, a bad CRC): queue offset, physical
     /// offset and why. The good messages around them are still served.
     bad: Vec<(u64, u64, String)>,
-    permit: OwnedSemaphorePermit,
+    permit: Held,
 }
 
 /// The messages of one pull: at most `count` entries from `offset`, stopping before the one that
 /// would take the bytes past `max_bytes` (the first message is always taken, as RocketMQ does).
-/// Their memory is reserved before they are read; `Ok(None)` if the budget has no room now.
+/// Their memory is reserved (for `client`) before they are read; `Ok(Err(busy))` if the budget
+/// has no room now.
 fn read_capped(
     broker: &Broker,
+    client: IpAddr,
     topic: &str,
     queue_id: i32,
     offset: u64,
     count: usize,
     max_bytes: u64,
-) -> Result<Option<Pulled>, StoreError> {
+) -> Result<Result<Pulled, Busy>, StoreError> {
     let entries = broker.store.read_queue(topic, queue_id, offset, count)?;
     let mut bytes = 0u64;
     let mut taken = Vec::new();
@@ -423,8 +541,9 @@ fn read_capped(
         bytes += u64::from(e.size);
         taken.push(e);
     }
-    let Some(permit) = broker.in_flight.try_reserve(bytes * PULL_MEMORY_PER_BYTE + (64 << 10)) else {
-        return Ok(None);
+    let permit = match broker.in_flight.try_reserve(client, bytes * PULL_MEMORY_PER_BYTE + (64 << 10)) {
+        Ok(permit) => permit,
+        Err(busy) => return Ok(Err(busy)),
     };
     let (mut messages, mut bad) = (Vec::with_capacity(taken.len()), Vec::new());
     for e in &taken {
@@ -437,20 +556,14 @@ fn read_capped(
             Err(other) => return Err(other),
         }
     }
-    Ok(Some(Pulled { messages, bad, permit }))
-}
-
-fn busy() -> Response {
-    error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "the broker is busy: httpMaxInFlightBytes of bodies are in flight; retry later",
-    )
+    Ok(Ok(Pulled { messages, bad, permit }))
 }
 
 async fn get_messages(
     State(broker): State<Arc<Broker>>,
     Path((topic, queue_id)): Path<(String, i32)>,
     Query(params): Query<PullParams>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
 ) -> Response {
     match broker.node() {
         Node::Slave(_) if !broker.settings.slave_read_enable => {
@@ -486,16 +599,16 @@ async fn get_messages(
         let (count, max_bytes) = (max.min(http.max_transfer_count), http.max_transfer_bytes);
         let (reader, topic) = (broker.clone(), topic.clone());
         let read = tokio::task::spawn_blocking(move || {
-            read_capped(&reader, &topic, queue_id, offset, count, max_bytes)
+            read_capped(&reader, peer.ip(), &topic, queue_id, offset, count, max_bytes)
         })
         .await;
         match read {
-            Ok(Ok(Some(pulled))) => {
+            Ok(Ok(Ok(pulled))) => {
                 messages = pulled.messages;
                 bad = pulled.bad;
                 permit = Some(pulled.permit);
             }
-            Ok(Ok(None)) => return busy(),
+            Ok(Ok(Err(busy))) => return busy.response("bodies"),
             Ok(Err(StoreError::QueueOffsetOutOfRange { min, max, .. })) => {
                 // Retention moved the queue between the bounds and the read.
                 (status, next, legal) = pull_status(offset, min, max);
@@ -554,8 +667,12 @@ async fn get_messages(
     let bytes = Bytes::from(serde_json::to_vec(&doc).expect("JSON values serialize"));
     drop(doc);
     // A pull without messages reserves its (small) answer now.
-    let Some(permit) = permit.or_else(|| broker.in_flight.try_reserve(bytes.len() as u64)) else {
-        return busy();
+    let permit = match permit {
+        Some(permit) => permit,
+        None => match broker.in_flight.try_reserve(peer.ip(), bytes.len() as u64) {
+            Ok(permit) => permit,
+            Err(busy) => return busy.response("bodies"),
+        },
     };
     let code = if legal { StatusCode::OK } else { StatusCode::RANGE_NOT_SATISFIABLE };
     let body = Body::new(HeldBody { bytes: Some(bytes), _permit: permit });
@@ -566,7 +683,7 @@ async fn get_messages(
 /// them and asks for more (or drops the body).
 struct HeldBody {
     bytes: Option<Bytes>,
-    _permit: OwnedSemaphorePermit,
+    _permit: Held,
 }
 
 impl http_body::Body for HeldBody {
@@ -984,13 +1101,33 @@ mod tests {
 
     #[test]
     fn the_in_flight_budget_refuses_what_it_cannot_hold_and_caps_one_reservation() {
-        let budget = InFlight::new(100);
-        let a = budget.try_reserve(60).expect("fits");
-        assert!(budget.try_reserve(60).is_none());
+        let ip = IpAddr::from([127, 0, 0, 1]);
+        let budget = InFlight::new(100, 0);
+        let a = budget.try_reserve(ip, 60).expect("fits");
+        assert_eq!(budget.try_reserve(ip, 60).err(), Some(Busy::Broker));
         drop(a);
-        let whole = budget.try_reserve(1 << 40).expect("a reservation above the budget takes all of it");
-        assert!(budget.try_reserve(1).is_none());
+        let whole = budget.try_reserve(ip, 1 << 40).expect("a reservation above the budget takes all of it");
+        assert!(budget.try_reserve(ip, 1).is_err());
         drop(whole);
-        assert!(budget.try_reserve(100).is_some());
+        assert!(budget.try_reserve(ip, 100).is_ok());
+    }
+
+    #[test]
+    fn one_client_holds_at_most_its_share_of_the_in_flight_budget() {
+        let (a, b) = (IpAddr::from([10, 0, 0, 1]), IpAddr::from([10, 0, 0, 2]));
+        let budget = InFlight::new(100, 30);
+        let first = budget.try_reserve(a, 20).expect("fits the share");
+        assert_eq!(budget.try_reserve(a, 20).err(), Some(Busy::Client), "beyond a's share");
+        let other = budget.try_reserve(b, 25).expect("b has its own share");
+        drop((other, first));
+        let whole = budget.try_reserve(a, 1 << 40).expect("one request larger than the share runs alone");
+        assert_eq!(budget.try_reserve(a, 1).err(), Some(Busy::Client));
+        assert!(budget.try_reserve(b, 30).is_ok(), "b is not held back by a");
+        drop(whole);
+        assert!(budget.clients.lock().unwrap().is_empty(), "every share was given back");
+        // The same client over IPv4 and IPv4-mapped IPv6 is one client.
+        let mapped = IpAddr::from(std::net::Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped());
+        let _held = budget.try_reserve(a, 30).unwrap();
+        assert_eq!(budget.try_reserve(mapped, 1).err(), Some(Busy::Client));
     }
 }
