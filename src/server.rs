@@ -90,12 +90,8 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         _ => {
             let ha = settings.ha_addr();
             let mut config = settings.master_service_config();
-            let crashed =
-                matches!(store.recovery_report().kind, RecoveryKind::Crash | RecoveryKind::ForeignCrash);
-            if crashed && settings.total_replicas > 1 {
-                // A slave may hold bytes this crash lost: hear from every slave before appending.
-                config.restart_fence = settings.total_replicas as usize - 1;
-            }
+            let fenced = restart_fence_at_start(&settings, store.recovery_report().kind)?;
+            config.restart_fence = fenced;
             let master = logship_tokio::spawn_master(config, store.clone(), ha).await.with_context(|| {
                 format!(
                     "cannot start the HA service on {ha} (haListenAddress, default listenAddress or \
@@ -103,6 +99,10 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
                 )
             })?;
             tokio::spawn(feed_retention_floor(master.clone(), store.clone()));
+            if fenced > 0 {
+                let root = settings.store_path_root_dir.clone();
+                tokio::spawn(lift_restart_fence_marker(master.clone(), root));
+            }
             Node::Master(master)
         }
     };
@@ -157,7 +157,21 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         None => None,
     };
     match broker.set_node(Node::Unassigned) {
-        Node::Master(m) => m.shutdown().await,
+        Node::Master(m) => {
+            // A fence that lifted since the marker watcher last looked: the clean stop must not
+            // leave its marker behind.
+            if m.status().await.is_some_and(|s| s.fence.is_none()) {
+                let root = broker.settings.store_path_root_dir.clone();
+                match tokio::task::spawn_blocking(move || crate::restart_fence::lift(&root)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        warn!(%e, "cannot remove the restart fence's marker; the next start is fenced again")
+                    }
+                    Err(e) => warn!(%e, "cannot remove the restart fence's marker"),
+                }
+            }
+            m.shutdown().await
+        }
         Node::Slave(s) => s.shutdown().await,
         Node::Unassigned => {}
     }
@@ -167,6 +181,64 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         .context("flushing the store at shutdown")?;
     info!(max_offset = store.max_offset(), "logship stopped cleanly");
     Ok(())
+}
+
+/// The restart fence a master starts with: `totalReplicas - 1` replicas after a crash (a
+/// slave may hold bytes the crash lost), or while the store's `restartFence` marker says an
+/// earlier fence never lifted (the master was stopped cleanly while fenced); 0 otherwise. A
+/// fence is recorded in the store before the master serves.
+fn restart_fence_at_start(s: &BrokerSettings, recovery: RecoveryKind) -> anyhow::Result<usize> {
+    let root = &s.store_path_root_dir;
+    let marker = crate::restart_fence::path(root);
+    let crashed = matches!(recovery, RecoveryKind::Crash | RecoveryKind::ForeignCrash);
+    let pending = crate::restart_fence::pending(root)
+        .with_context(|| format!("cannot tell whether {} exists", marker.display()))?;
+    if s.total_replicas <= 1 {
+        if pending {
+            warn!(
+                marker = %marker.display(),
+                "a restart fence was never lifted, but totalReplicas=1 names no replica to wait for: lifting it"
+            );
+            crate::restart_fence::lift(root)
+                .with_context(|| format!("cannot remove {}", marker.display()))?;
+        }
+        return Ok(0);
+    }
+    if !crashed && !pending {
+        return Ok(0);
+    }
+    let waiting_for = s.total_replicas as usize - 1;
+    if !crashed {
+        warn!(
+            marker = %marker.display(),
+            waiting_for,
+            "the restart fence of an earlier crash never lifted (this master was stopped while fenced): \
+             refusing puts until the replicas report"
+        );
+    }
+    crate::restart_fence::raise(root, waiting_for)
+        .with_context(|| format!("cannot record the restart fence in {}", marker.display()))?;
+    Ok(waiting_for)
+}
+
+/// Removes the store's `restartFence` marker once the master's fence has lifted (every replica
+/// it waited for reported, and nothing else fences it).
+async fn lift_restart_fence_marker(master: logship_tokio::MasterHandle<CommitLog>, root: std::path::PathBuf) {
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tick.tick().await;
+        let Some(status) = master.status().await else { return };
+        if status.fence.is_none() {
+            match tokio::task::spawn_blocking(move || crate::restart_fence::lift(&root)).await {
+                Ok(Ok(())) => info!("the restart fence lifted; its marker is removed from the store"),
+                Ok(Err(e)) => {
+                    warn!(%e, "cannot remove the restart fence's marker; the next start is fenced again")
+                }
+                Err(e) => warn!(%e, "cannot remove the restart fence's marker"),
+            }
+            return;
+        }
+    }
 }
 
 /// The failover state of a broker with `etcdEndpoints` (checked at load: only with the `etcd`
