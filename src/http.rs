@@ -105,6 +105,12 @@ impl Broker {
     pub fn set_node(&self, node: Node) -> Node {
         std::mem::replace(&mut *self.node.lock().unwrap_or_else(|e| e.into_inner()), node)
     }
+
+    /// Automatic failover's state while it decides this broker's role: `None` without
+    /// `etcdEndpoints`, and after an admin call with `overrideCoordinator` took the role over.
+    pub fn coordination(&self) -> Option<&Arc<crate::roles::Coordination>> {
+        self.coordination.as_ref().filter(|c| !c.is_detached())
+    }
 }
 
 /// The budget of request and response body bytes held at once: `httpMaxInFlightBytes` in
@@ -355,7 +361,7 @@ async fn put_message(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if let Some(c) = &broker.coordination {
+    if let Some(c) = broker.coordination() {
         if let Some(r) = failover_refusal(&broker, c, &broker.node()) {
             return r;
         }
@@ -397,7 +403,7 @@ async fn put_message(
     if result.status == PutStatus::PutOk {
         // Fencing: checked right before PUT_OK is answered.
         let role_after = broker.roles.as_ref().map(|r| r.current());
-        if let Some(c) = &broker.coordination {
+        if let Some(c) = broker.coordination() {
             if !c.lease_open() || role_after != role_before {
                 broker.metrics.record_put(result.status, started.elapsed().as_secs_f64());
                 return lease_lost(
@@ -716,9 +722,19 @@ async fn status(State(broker): State<Arc<Broker>>) -> Response {
 /// The `/status` document; with automatic failover, `group` too.
 pub async fn status_json(broker: &Broker) -> Option<Value> {
     let mut v = node_status_json(broker).await?;
-    if let Some(c) = &broker.coordination {
-        broker.metrics.observe_group(c);
-        v["group"] = group_json(c);
+    match (broker.coordination(), &broker.coordination) {
+        (Some(c), _) => {
+            broker.metrics.observe_group(c);
+            v["group"] = group_json(c);
+        }
+        (None, Some(_)) => {
+            v["group"] = json!({
+                "left": true,
+                "why": "an admin call with overrideCoordinator took this broker's role over: it left \
+                        automatic failover until it restarts",
+            });
+        }
+        (None, None) => {}
     }
     Some(v)
 }
@@ -931,12 +947,6 @@ async fn admin_request<T: serde::de::DeserializeOwned>(broker: &Broker, body: Bo
     if broker.roles.is_none() {
         return Err(error(StatusCode::CONFLICT, crate::roles::RoleError::NotControllerMode.to_string()));
     }
-    if broker.coordination.is_some() {
-        return Err(error(
-            StatusCode::CONFLICT,
-            "automatic failover is on (etcdEndpoints): the etcd coordinator decides this broker's role",
-        ));
-    }
     let read =
         tokio::time::timeout(broker.settings.http.body_timeout, axum::body::to_bytes(body, ADMIN_BODY_LIMIT));
     let bytes = match read.await {
@@ -958,6 +968,33 @@ async fn admin_request<T: serde::de::DeserializeOwned>(broker: &Broker, body: Bo
         .map_err(|e| error(StatusCode::BAD_REQUEST, format!("the body is not the expected JSON: {e}")))
 }
 
+/// With automatic failover on, an admin call is refused (409) unless it says
+/// `"overrideCoordinator": true`; then the broker leaves automatic failover (its coordinator
+/// loop stops and resigns its lease, and puts are no longer checked against a lease) until it
+/// restarts, and the call goes ahead.
+async fn coordinator_gate(broker: &Broker, override_coordinator: bool) -> Result<(), Response> {
+    let Some(c) = broker.coordination() else { return Ok(()) };
+    if !override_coordinator {
+        return Err(error(
+            StatusCode::CONFLICT,
+            "automatic failover is on (etcdEndpoints): the etcd coordinator owns this broker's role. To take \
+             it over by hand (etcd lost for good), send \"overrideCoordinator\": true: the broker then \
+             leaves automatic failover until it restarts",
+        ));
+    }
+    tracing::warn!(
+        "overrideCoordinator: an admin call takes this broker's role over; it leaves automatic failover \
+         (no lease, no election) until it restarts"
+    );
+    if !c.detach().await {
+        return Err(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the etcd coordinator did not stop in time; retry the call",
+        ));
+    }
+    Ok(())
+}
+
 /// The answer to a role change.
 fn role_answer(result: Result<crate::roles::Role, crate::roles::RoleError>) -> Response {
     use crate::roles::RoleError;
@@ -968,8 +1005,11 @@ fn role_answer(result: Result<crate::roles::Role, crate::roles::RoleError>) -> R
                 RoleError::NotControllerMode
                 | RoleError::PromoteEpochNotAbove { .. }
                 | RoleError::FollowEpochBehind { .. }
-                | RoleError::EpochTaken { .. } => StatusCode::CONFLICT,
-                RoleError::BadRequest(_) => StatusCode::BAD_REQUEST,
+                | RoleError::EpochTaken { .. }
+                | RoleError::EpochExhausted { .. }
+                | RoleError::EpochSkips { .. }
+                | RoleError::EpochHeldByAnother { .. } => StatusCode::CONFLICT,
+                RoleError::BadRequest(_) | RoleError::OwnHaPort { .. } => StatusCode::BAD_REQUEST,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             };
             error(code, e.to_string())
@@ -979,18 +1019,26 @@ fn role_answer(result: Result<crate::roles::Role, crate::roles::RoleError>) -> R
 
 /// `POST /ha/changeToMaster` `{"epoch": E, "syncStateSet": [ids], "syncStateSetEpoch": N}`.
 async fn change_to_master(State(broker): State<Arc<Broker>>, body: Body) -> Response {
-    match admin_request(&broker, body).await {
-        Ok(request) => role_answer(crate::roles::promote(&broker, request).await),
-        Err(r) => r,
+    let request: crate::roles::PromoteRequest = match admin_request(&broker, body).await {
+        Ok(request) => request,
+        Err(r) => return r,
+    };
+    if let Err(r) = coordinator_gate(&broker, request.override_coordinator).await {
+        return r;
     }
+    role_answer(crate::roles::promote(&broker, request).await)
 }
 
 /// `POST /ha/changeToSlave` `{"masterAddress": "host:port", "masterBrokerId": M, "epoch": E}`.
 async fn change_to_slave(State(broker): State<Arc<Broker>>, body: Body) -> Response {
-    match admin_request(&broker, body).await {
-        Ok(request) => role_answer(crate::roles::follow(&broker, request).await),
-        Err(r) => r,
+    let request: crate::roles::FollowRequest = match admin_request(&broker, body).await {
+        Ok(request) => request,
+        Err(r) => return r,
+    };
+    if let Err(r) = coordinator_gate(&broker, request.override_coordinator).await {
+        return r;
     }
+    role_answer(crate::roles::follow(&broker, request).await)
 }
 
 /// `POST /ha/setSyncStateSet`.
@@ -999,26 +1047,41 @@ async fn change_to_slave(State(broker): State<Arc<Broker>>, body: Body) -> Respo
 struct SetSyncStateSetRequest {
     /// The members; the master must be one.
     sync_state_set: std::collections::BTreeSet<logship_core::autoswitch::BrokerId>,
-    /// The epoch of the set: above the one in force.
+    /// The epoch of the set: the one in force plus one (the set in force given again is
+    /// accepted at its own epoch).
     sync_state_set_epoch: i32,
+    /// Skip ahead of the next set epoch.
+    #[serde(default)]
+    force: bool,
+    /// With automatic failover on etcd: see [`coordinator_gate`].
+    #[serde(default)]
+    override_coordinator: bool,
 }
 
 /// `POST /ha/setSyncStateSet` `{"syncStateSet": [ids], "syncStateSetEpoch": N}`: a master
 /// applies a sync-state-set decided outside, as RocketMQ's controller (or its test harness's
-/// `setSyncStateSet`) tells it. 400 for a set without this master or a negative id or epoch,
-/// 409 for a stale epoch or a broker that is not a controller-mode master.
+/// `setSyncStateSet`) tells it. 400 for a set without this master, a negative id or epoch, or
+/// a broker added that is not connected to this master (as RocketMQ's controller refuses a
+/// broker it does not see alive); 409 for a stale epoch, an epoch skipping ahead without
+/// `force`, `i32::MAX`, or a broker that is not a controller-mode master.
 async fn set_sync_state_set(State(broker): State<Arc<Broker>>, body: Body) -> Response {
     use logship_core::service::SyncStateSetError as E;
     let request: SetSyncStateSetRequest = match admin_request(&broker, body).await {
         Ok(request) => request,
         Err(r) => return r,
     };
+    if let Err(r) = coordinator_gate(&broker, request.override_coordinator).await {
+        return r;
+    }
     let Node::Master(master) = broker.node() else {
         return error(
             StatusCode::CONFLICT,
             "this broker is not a master: only a master has a sync-state-set",
         );
     };
+    if let Err(r) = check_set_request(&master, &request).await {
+        return r;
+    }
     match master.set_sync_state_set(request.sync_state_set, request.sync_state_set_epoch).await {
         Ok(s) => Json(json!({
             "syncStateSet": s.sync_state_set,
@@ -1038,6 +1101,68 @@ async fn set_sync_state_set(State(broker): State<Arc<Broker>>, body: Body) -> Re
             error(code, e.to_string())
         }
     }
+}
+
+/// What a controller refuses of a set change, checked against the master's state now: an epoch
+/// that is `i32::MAX` or, unless forced, skips ahead of the next one; and members added that are
+/// not connected to this master (a learner never is a member). Members already in the set may
+/// stay while away: removing them is a decision of its own.
+async fn check_set_request(
+    master: &logship_tokio::MasterHandle<CommitLog>,
+    request: &SetSyncStateSetRequest,
+) -> Result<(), Response> {
+    let epoch = request.sync_state_set_epoch;
+    let malformed = epoch < 0 || request.sync_state_set.iter().any(|id| *id < 0);
+    if malformed {
+        // The master service refuses these with their own typed errors.
+        return Ok(());
+    }
+    if epoch == i32::MAX {
+        return Err(error(
+            StatusCode::CONFLICT,
+            "syncStateSetEpoch 2147483647 is refused, forced or not: no set epoch can follow it, so the \
+             set could never change again",
+        ));
+    }
+    let Some(status) = master.status().await else {
+        return Err(error(StatusCode::SERVICE_UNAVAILABLE, "the master service has stopped"));
+    };
+    let Some(auto) = status.autoswitch else {
+        return Err(error(StatusCode::CONFLICT, "this master is not in controller mode"));
+    };
+    let next = auto.sync_state_set_epoch.saturating_add(1);
+    if epoch > next && !request.force {
+        return Err(error(
+            StatusCode::CONFLICT,
+            format!(
+                "syncStateSetEpoch {epoch}: set epochs advance one at a time, and the set in force is at \
+                 epoch {}, so the next is {next}; send \"force\": true to skip ahead",
+                auto.sync_state_set_epoch
+            ),
+        ));
+    }
+    if !request.sync_state_set.contains(&auto.broker_id) {
+        return Ok(()); // refused by the master service: the set must hold the master
+    }
+    let connected: std::collections::BTreeSet<_> =
+        auto.slaves.iter().filter(|l| !l.async_learner).filter_map(|l| l.broker_id).collect();
+    let strangers: Vec<String> = request
+        .sync_state_set
+        .iter()
+        .filter(|id| **id != auto.broker_id && !auto.sync_state_set.contains(id) && !connected.contains(id))
+        .map(ToString::to_string)
+        .collect();
+    if !strangers.is_empty() {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "syncStateSet: broker(s) {} not connected to this master: only a connected replica can join \
+                 the sync-state-set",
+                strangers.join(", ")
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The store's integrity figures in `/status`: forced deletions, the retention floor, the scrub.

@@ -109,6 +109,11 @@ pub async fn run(
         if *stop.borrow() {
             return;
         }
+        if coordination.is_detached() {
+            info!("overrideCoordinator: this broker has left automatic failover until it restarts");
+            coordination.mark_left();
+            return;
+        }
         let clock = Arc::clone(&coordination.clock);
         let session = match EtcdCoordinator::connect(config.clone(), clock).await {
             Ok(c) => Arc::new(c),
@@ -140,7 +145,22 @@ pub async fn run(
             warned: None,
             again: false,
         };
-        let stopped = s.run(&mut stop).await;
+        let ended = s.run(&mut stop).await;
+        if ended == Ended::Detached {
+            // The admin call that asked for this takes the role over: the role stays as it is.
+            coordination.set_session(None);
+            match session.resign().await {
+                Ok(()) => {
+                    info!("overrideCoordinator: etcd lease revoked; this broker left automatic failover")
+                }
+                Err(e) => {
+                    warn!(%e, "overrideCoordinator: cannot revoke the etcd lease; it expires by itself")
+                }
+            }
+            coordination.mark_left();
+            return;
+        }
+        let stopped = ended == Ended::Stopped;
         roles::step_down(&broker).await;
         coordination.set_session(None);
         if stopped {
@@ -153,6 +173,17 @@ pub async fn run(
         let _ = session.resign().await;
         info!("etcd lease lost; taking part again under a new lease");
     }
+}
+
+/// Why a session's loop ended.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Ended {
+    /// The broker is shutting down.
+    Stopped,
+    /// The lease is lost: take part again under a new one.
+    Lost,
+    /// An admin call with `overrideCoordinator` took the role over.
+    Detached,
 }
 
 struct SessionLoop<'a> {
@@ -216,16 +247,19 @@ impl SessionLoop<'_> {
         Ok(())
     }
 
-    /// Runs until the lease is lost (`false`) or `stop` turns true (`true`).
-    async fn run(&mut self, stop: &mut watch::Receiver<bool>) -> bool {
+    /// Runs until the lease is lost, `stop` turns true, or an admin call takes the role over.
+    async fn run(&mut self, stop: &mut watch::Receiver<bool>) -> Ended {
         loop {
             if *stop.borrow() {
-                return true;
+                return Ended::Stopped;
+            }
+            if self.coordination.is_detached() {
+                return Ended::Detached;
             }
             match self.step().await {
                 Ok(true) => {}
-                Ok(false) => return false,
-                Err(CoordinatorError::LeaseLost) => return false,
+                Ok(false) => return Ended::Lost,
+                Err(CoordinatorError::LeaseLost) => return Ended::Lost,
                 Err(e) => {
                     // At most one line a second while etcd is away.
                     let now = self.now();
@@ -301,10 +335,14 @@ impl SessionLoop<'_> {
                 let (tx, rx) = mpsc::unbounded_channel();
                 let factory =
                     AuthorityFactory::new(move || Box::new(EtcdAuthority { proposals: tx.clone() }));
+                // The epoch is the one this broker won in the record: the coordinator's
+                // decision, which may skip epochs this broker never saw.
                 let request = PromoteRequest {
                     epoch,
                     sync_state_set: Some(sync_state_set.clone()),
                     sync_state_set_epoch: Some(sync_state_set_epoch),
+                    force: true,
+                    override_coordinator: false,
                 };
                 match roles::promote_with(self.broker, request, Some(factory)).await {
                     Ok(_) => {
@@ -321,8 +359,12 @@ impl SessionLoop<'_> {
             }
             Action::Follow { master, ha_addr, epoch } => {
                 self.proposals = None;
-                let request =
-                    FollowRequest { master_address: ha_addr.to_string(), master_broker_id: master, epoch };
+                let request = FollowRequest {
+                    master_address: ha_addr.to_string(),
+                    master_broker_id: master,
+                    epoch,
+                    override_coordinator: false,
+                };
                 match roles::follow(self.broker, request).await {
                     Ok(_) => self.failed = None,
                     Err(e) => {
