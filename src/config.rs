@@ -241,6 +241,47 @@ pub struct EtcdKeys {
     /// `enableElectUncleanMaster` (false, RocketMQ's name): elect a broker outside the
     /// sync-state-set when no member is live, losing what it lacks.
     pub elect_unclean_master: bool,
+    /// `etcdTlsCaPath`, `etcdTlsCertPath`, `etcdTlsKeyPath`, `etcdTlsServerName`: TLS to etcd
+    /// (`None`: plain `http://` endpoints), read and checked at load.
+    pub tls: Option<EtcdTlsKeys>,
+    /// `etcdUser` and `etcdPasswordFile`: etcd's authentication (`None`: off).
+    pub credentials: Option<EtcdCredentialKeys>,
+}
+
+/// TLS to etcd, as the keys give it: the files' PEM contents.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EtcdTlsKeys {
+    /// `etcdTlsCaPath`: the CA(s) etcd's certificate must chain to.
+    pub ca_pem: Vec<u8>,
+    /// `etcdTlsCertPath` and `etcdTlsKeyPath`: a client certificate chain and its key, for an
+    /// etcd run with `--client-cert-auth`.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// `etcdTlsServerName`: the name etcd's certificate must carry (unset: each endpoint's host).
+    pub server_name: Option<String>,
+}
+
+impl std::fmt::Debug for EtcdTlsKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdTlsKeys")
+            .field("client_certificate", &self.identity.is_some())
+            .field("server_name", &self.server_name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `etcdUser` and the password read from `etcdPasswordFile`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EtcdCredentialKeys {
+    /// `etcdUser`.
+    pub user: String,
+    /// The content of `etcdPasswordFile`, without its trailing line break.
+    pub password: String,
+}
+
+impl std::fmt::Debug for EtcdCredentialKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdCredentialKeys").field("user", &self.user).field("password", &"(hidden)").finish()
+    }
 }
 
 impl Default for EtcdKeys {
@@ -253,6 +294,8 @@ impl Default for EtcdKeys {
             lease_renew_interval: Duration::from_millis(1000),
             request_timeout: Duration::from_millis(1000),
             elect_unclean_master: false,
+            tls: None,
+            credentials: None,
         }
     }
 }
@@ -510,7 +553,167 @@ const ETCD_KEYS: &[&str] = &[
     "etcdLeaseRenewIntervalMs",
     "etcdRequestTimeoutMs",
     "enableElectUncleanMaster",
+    "etcdTlsCaPath",
+    "etcdTlsCertPath",
+    "etcdTlsKeyPath",
+    "etcdTlsServerName",
+    "etcdUser",
+    "etcdPasswordFile",
 ];
+
+/// The most bytes a PEM file of the etcd TLS keys may hold.
+const MAX_PEM_FILE_BYTES: u64 = 1 << 20;
+
+/// The etcd TLS and authentication keys, as given (paths and names), before their files are
+/// read.
+#[derive(Default)]
+struct EtcdSecurityKeys {
+    ca: Option<String>,
+    cert: Option<String>,
+    key: Option<String>,
+    server_name: Option<String>,
+    user: Option<String>,
+    password_file: Option<String>,
+}
+
+impl EtcdSecurityKeys {
+    /// Parses `key` if it is one of these; `false` if it is not.
+    fn set(&mut self, key: &str, v: &str) -> bool {
+        let slot = match key {
+            "etcdTlsCaPath" => &mut self.ca,
+            "etcdTlsCertPath" => &mut self.cert,
+            "etcdTlsKeyPath" => &mut self.key,
+            "etcdTlsServerName" => &mut self.server_name,
+            "etcdUser" => &mut self.user,
+            "etcdPasswordFile" => &mut self.password_file,
+            _ => return false,
+        };
+        *slot = (!v.is_empty()).then(|| v.to_string());
+        true
+    }
+
+    /// Reads and checks the files: the TLS settings (which need `https://` endpoints, and the
+    /// reverse), and the credentials (a user needs a password file, and the reverse). Warnings
+    /// say when etcd is reached without credentials, or with a password in clear.
+    fn build(self, etcd: &mut EtcdKeys, warnings: &mut Vec<String>) -> Result<(), BrokerConfigError> {
+        let conflict =
+            |keys: String, reason: &str| BrokerConfigError::Conflict { keys, reason: reason.into() };
+        let https = etcd.endpoints.iter().filter(|e| e.starts_with("https://")).count();
+        let tls_keys =
+            self.ca.is_some() || self.cert.is_some() || self.key.is_some() || self.server_name.is_some();
+        if tls_keys && https != etcd.endpoints.len() {
+            return Err(conflict(
+                format!("etcdEndpoints={}", etcd.endpoints.join(",")),
+                "the etcdTls* keys are set: every etcd endpoint must be an https:// URL",
+            ));
+        }
+        if https > 0 && self.ca.is_none() {
+            return Err(conflict(
+                format!("etcdEndpoints={} etcdTlsCaPath=(unset)", etcd.endpoints.join(",")),
+                "https:// endpoints need etcdTlsCaPath: the PEM file of the CA that signed etcd's certificate",
+            ));
+        }
+        if self.cert.is_some() != self.key.is_some() {
+            return Err(conflict(
+                format!(
+                    "etcdTlsCertPath={} etcdTlsKeyPath={}",
+                    self.cert.as_deref().unwrap_or("(unset)"),
+                    self.key.as_deref().unwrap_or("(unset)")
+                ),
+                "a client certificate needs both its certificate chain and its private key",
+            ));
+        }
+        if let Some(ca) = &self.ca {
+            let ca_pem = pem_file("etcdTlsCaPath", ca, PemKind::Certificates)?;
+            let identity = match (&self.cert, &self.key) {
+                (Some(cert), Some(key)) => Some((
+                    pem_file("etcdTlsCertPath", cert, PemKind::Certificates)?,
+                    pem_file("etcdTlsKeyPath", key, PemKind::PrivateKey)?,
+                )),
+                _ => None,
+            };
+            etcd.tls = Some(EtcdTlsKeys { ca_pem, identity, server_name: self.server_name });
+        }
+        match (self.user, self.password_file) {
+            (None, None) => {}
+            (Some(user), Some(file)) => {
+                let text = read_secret_file(Path::new(&file)).map_err(|reason| {
+                    BrokerConfigError::Invalid { key: "etcdPasswordFile".into(), value: file.clone(), reason }
+                })?;
+                let password =
+                    text.strip_suffix('\n').map(|p| p.strip_suffix('\r').unwrap_or(p)).unwrap_or(&text);
+                if password.is_empty() {
+                    return Err(BrokerConfigError::Invalid {
+                        key: "etcdPasswordFile".into(),
+                        value: file,
+                        reason: "the password file is empty: write etcdUser's password into it".into(),
+                    });
+                }
+                etcd.credentials = Some(EtcdCredentialKeys { user, password: password.to_string() });
+            }
+            (user, file) => {
+                return Err(conflict(
+                    format!(
+                        "etcdUser={} etcdPasswordFile={}",
+                        user.as_deref().unwrap_or("(unset)"),
+                        file.as_deref().unwrap_or("(unset)")
+                    ),
+                    "etcd's authentication needs both a user and the file holding its password",
+                ));
+            }
+        }
+        let client_certificate = etcd.tls.as_ref().is_some_and(|t| t.identity.is_some());
+        if etcd.credentials.is_none() && !client_certificate {
+            warnings.push(
+                "etcd is reached without credentials (no etcdUser, no etcdTlsCertPath): anybody who reaches \
+                 etcd can rewrite the group record and decide who is master; enable etcd's authentication \
+                 or client certificates and set them here"
+                    .to_string(),
+            );
+        }
+        if etcd.credentials.is_some() && etcd.tls.is_none() {
+            warnings.push(
+                "etcdUser over http:// endpoints: the password and the token travel in clear; use https:// \
+                 endpoints with etcdTlsCaPath"
+                    .to_string(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// What a PEM file of the etcd TLS keys must hold.
+#[derive(Copy, Clone)]
+enum PemKind {
+    Certificates,
+    PrivateKey,
+}
+
+/// Reads a PEM file (at most 1 MiB) and checks it holds what `kind` says.
+fn pem_file(key: &str, path: &str, kind: PemKind) -> Result<Vec<u8>, BrokerConfigError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let invalid =
+        |reason: String| BrokerConfigError::Invalid { key: key.to_string(), value: path.to_string(), reason };
+    let bytes = read_capped(Path::new(path), MAX_PEM_FILE_BYTES).map_err(|e| match e {
+        CappedReadError::TooLarge => invalid("the file is larger than 1 MiB".into()),
+        CappedReadError::Io(e) => invalid(format!("cannot read the file: {e}")),
+    })?;
+    match kind {
+        PemKind::Certificates => {
+            let certs = CertificateDer::pem_slice_iter(&bytes).collect::<Result<Vec<_>, _>>();
+            if !certs.is_ok_and(|c| !c.is_empty()) {
+                return Err(invalid("expected PEM certificates (-----BEGIN CERTIFICATE-----)".into()));
+            }
+        }
+        PemKind::PrivateKey => {
+            if PrivateKeyDer::from_pem_slice(&bytes).is_err() {
+                return Err(invalid("expected a PEM private key (PKCS#8, PKCS#1 or SEC1)".into()));
+            }
+        }
+    }
+    Ok(bytes)
+}
 
 /// `etcdEndpoints`: comma-separated `http://host:port` URLs.
 fn etcd_endpoints(key: &str, v: &str) -> Result<Vec<String>, BrokerConfigError> {
@@ -579,6 +782,12 @@ const BOOLEAN_KEYS: &[&str] = &[
 /// The keys only controller mode reads: set without `enableControllerMode=true`, a warning.
 const CONTROLLER_KEYS: &[&str] = &[
     "etcdEndpoints",
+    "etcdTlsCaPath",
+    "etcdTlsCertPath",
+    "etcdTlsKeyPath",
+    "etcdTlsServerName",
+    "etcdUser",
+    "etcdPasswordFile",
     "etcdKeyPrefix",
     "etcdLeaseTtlMs",
     "etcdLeaseMarginMs",
@@ -830,6 +1039,7 @@ fn build(
         etcd: None,
     };
     let mut etcd = EtcdKeys::default();
+    let mut etcd_security = EtcdSecurityKeys::default();
     for (key, Setting { value, origin }) in raw {
         let v = value.trim();
         if BOOLEAN_KEYS.contains(&key.as_str()) {
@@ -837,7 +1047,7 @@ fn build(
                 warnings.push(w);
             }
         }
-        if s.store.set(key, v)? {
+        if s.store.set(key, v)? || etcd_security.set(key, v) {
             continue;
         }
         match key.as_str() {
@@ -1036,6 +1246,7 @@ fn build(
         check_controller_mode(&s, raw, warnings)?;
         if !etcd.endpoints.is_empty() {
             check_etcd(&etcd)?;
+            etcd_security.build(&mut etcd, warnings)?;
             if etcd.elect_unclean_master {
                 warnings.push(
                     "enableElectUncleanMaster=true: when no member of the sync-state-set is live, a broker \
@@ -2311,6 +2522,91 @@ mod tests {
         }
         let e = load_text(&format!("{ETCD_BASE}etcdEndpoints=127.0.0.1:2379\n")).unwrap_err();
         assert!(matches!(&e, BrokerConfigError::Invalid { key, .. } if key == "etcdEndpoints"), "{e}");
+    }
+
+    /// A CA certificate, and a client certificate and key it signed, as PEM files in `dir`.
+    #[cfg(feature = "etcd")]
+    fn etcd_pem_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = params.self_signed(&ca_key).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["broker-1".to_string()])
+            .unwrap()
+            .signed_by(&key, &ca, &ca_key)
+            .unwrap();
+        let files = (dir.join("ca.pem"), dir.join("client.pem"), dir.join("client.key"));
+        std::fs::write(&files.0, ca.pem()).unwrap();
+        std::fs::write(&files.1, cert.pem()).unwrap();
+        std::fs::write(&files.2, key.serialize_pem()).unwrap();
+        files
+    }
+
+    #[cfg(feature = "etcd")]
+    #[test]
+    fn etcd_tls_and_authentication_keys_read_their_files_and_refuse_what_cannot_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, cert, key) = etcd_pem_files(dir.path());
+        let password = dir.path().join("etcd.password");
+        std::fs::write(&password, "s3cret pass\n").unwrap();
+        let tls = format!(
+            "etcdTlsCaPath={}\netcdTlsCertPath={}\netcdTlsKeyPath={}\n",
+            ca.display(),
+            cert.display(),
+            key.display()
+        );
+        let auth = format!("etcdUser=logship\netcdPasswordFile={}\n", password.display());
+        let https = "etcdEndpoints=https://127.0.0.1:2379\n";
+        let loaded = load_text(&format!("{ETCD_BASE}{https}{tls}{auth}etcdTlsServerName=etcd-1\n")).unwrap();
+        let etcd = loaded.settings.controller.unwrap().etcd.unwrap();
+        let t = etcd.tls.as_ref().expect("TLS");
+        assert_eq!(t.ca_pem, std::fs::read(&ca).unwrap());
+        assert_eq!(t.identity.as_ref().map(|(c, _)| c.clone()), Some(std::fs::read(&cert).unwrap()));
+        assert_eq!(t.server_name.as_deref(), Some("etcd-1"));
+        let c = etcd.credentials.as_ref().expect("credentials");
+        assert_eq!((c.user.as_str(), c.password.as_str()), ("logship", "s3cret pass"), "the line break goes");
+        assert!(!format!("{c:?}").contains("s3cret"), "the password is never shown");
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        // No credentials at all, or a password in clear: warned about.
+        let plain = load_text(&format!("{ETCD_BASE}etcdEndpoints=http://e:2379\n")).unwrap();
+        assert!(plain.warnings.iter().any(|w| w.contains("without credentials")), "{:?}", plain.warnings);
+        let clear = load_text(&format!("{ETCD_BASE}etcdEndpoints=http://e:2379\n{auth}")).unwrap();
+        assert!(clear.warnings.iter().any(|w| w.contains("in clear")), "{:?}", clear.warnings);
+        // Refused, naming the keys.
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, "\n").unwrap();
+        let cases = [
+            (format!("etcdEndpoints=http://e:2379\n{tls}"), "https://"),
+            (https.to_string(), "etcdTlsCaPath"),
+            (
+                format!("{https}etcdTlsCaPath={}\netcdTlsCertPath={}\n", ca.display(), cert.display()),
+                "etcdTlsKeyPath",
+            ),
+            (format!("{https}etcdTlsCaPath={}\n", key.display()), "etcdTlsCaPath"),
+            (
+                format!(
+                    "{https}etcdTlsCaPath={}\netcdTlsCertPath={}\netcdTlsKeyPath={}\n",
+                    ca.display(),
+                    cert.display(),
+                    cert.display()
+                ),
+                "etcdTlsKeyPath",
+            ),
+            (format!("{https}etcdTlsCaPath=/nonexistent/ca.pem\n"), "etcdTlsCaPath"),
+            ("etcdEndpoints=http://e:2379\netcdUser=logship\n".to_string(), "etcdPasswordFile"),
+            (format!("etcdEndpoints=http://e:2379\netcdPasswordFile={}\n", password.display()), "etcdUser"),
+            (
+                format!("etcdEndpoints=http://e:2379\netcdUser=u\netcdPasswordFile={}\n", empty.display()),
+                "empty",
+            ),
+            ("etcdEndpoints=http://e:2379\netcdUser=u\netcdPasswordFile=/dev/zero\n".to_string(), "64 KiB"),
+        ];
+        for (more, names) in cases {
+            let e = load_text(&format!("{ETCD_BASE}{more}")).unwrap_err().to_string();
+            assert!(e.contains(names), "{more}: {e}");
+            assert!(!e.contains("s3cret"), "{e}");
+        }
     }
 
     #[cfg(not(feature = "etcd"))]

@@ -552,3 +552,83 @@ fn a_group_on_etcd_replicates_and_fails_over_over_mutual_tls() {
     assert_eq!(tls_replicas(&nodes[n]), names([others[0], others[1]]));
     assert_eq!(nodes[n].status()["haRefusals"]["plainRefused"], 0, "nobody connected in plain");
 }
+
+/// Two brokers on an etcd that requires client certificates (from the test's CA) and has its
+/// authentication on, with a `logship` user whose role may write `/logship/` only: the brokers
+/// reach it with `etcdTls*`, `etcdUser` and `etcdPasswordFile`, elect a master, take puts, and
+/// fail over after kill -9.
+#[test]
+fn a_group_on_an_etcd_with_client_certificates_and_authentication_elects_and_fails_over() {
+    if !etcd_available("a_group_on_an_etcd_with_client_certificates_and_authentication_elects_and_fails_over")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = pki::Ca::new("etcd test CA");
+    let server = ca.issue(&["127.0.0.1", "localhost"]);
+    let client = ca.issue(&["logship-brokers"]);
+    let tls = etcd_support::ServerTls {
+        ca_pem: ca.pem(),
+        cert_pem: server.cert,
+        key_pem: server.key,
+        client: (client.cert.clone(), client.key.clone()),
+        client_cert_auth: true,
+    };
+    let etcd = EtcdCluster::start_tls(1, tls);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(enable_auth(&etcd.endpoints(), &ca, &client));
+    let files = dir.path().join("etcd-client");
+    std::fs::create_dir_all(&files).unwrap();
+    for (name, pem) in
+        [("ca.pem", ca.pem()), ("client.pem", client.cert.clone()), ("client.key", client.key.clone())]
+    {
+        std::fs::write(files.join(name), pem).unwrap();
+    }
+    std::fs::write(files.join("password"), "logship-password-0123\n").unwrap();
+    let settings: Vec<String> = vec![
+        format!("etcdTlsCaPath={}", files.join("ca.pem").display()),
+        format!("etcdTlsCertPath={}", files.join("client.pem").display()),
+        format!("etcdTlsKeyPath={}", files.join("client.key").display()),
+        "etcdUser=logship".into(),
+        format!("etcdPasswordFile={}", files.join("password").display()),
+    ];
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let endpoints = etcd.endpoints();
+    let mut nodes: Vec<Node> = (1..=2)
+        .map(|id| Node::start(&dir.path().join(format!("b{id}")), id, &endpoints, &settings))
+        .collect();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    eventually("a master over TLS with etcd's authentication, both in its set", &refs, || {
+        master_of(&refs)
+            .is_some_and(|m| nodes[m].status()["group"]["syncStateSet"] == serde_json::json!([1, 2]))
+    });
+    let m = master_of(&refs).unwrap();
+    put_ok(&nodes[m], "over an authenticated etcd");
+    assert!(!nodes[m].log().contains("without credentials"), "{}", nodes[m].log());
+    nodes[m].kill9();
+    let other = 1 - m;
+    eventually("the other broker to take over", &[&nodes[other]], || {
+        nodes[other].is_master() && nodes[other].put("after the failover").0 == 200
+    });
+}
+
+/// etcd's authentication on, through a client with `client`'s certificate: `root` (which
+/// `auth enable` needs) and `logship`, whose role may read and write `/logship/` only.
+async fn enable_auth(endpoints: &[String], ca: &pki::Ca, client: &pki::Identity) {
+    let tls = etcd_client::TlsOptions::new()
+        .ca_certificate(etcd_client::Certificate::from_pem(ca.pem()))
+        .identity(etcd_client::Identity::from_pem(&client.cert, &client.key));
+    let options = etcd_client::ConnectOptions::new().with_tls(tls);
+    let raw = etcd_client::Client::connect(endpoints, Some(options)).await.unwrap();
+    let mut auth = raw.auth_client();
+    auth.role_add("root").await.unwrap();
+    auth.user_add("root", "root-password-0123", None).await.unwrap();
+    auth.user_grant_role("root", "root").await.unwrap();
+    auth.role_add("logship").await.unwrap();
+    auth.role_grant_permission("logship", etcd_client::Permission::read_write("/logship/").with_prefix())
+        .await
+        .unwrap();
+    auth.user_add("logship", "logship-password-0123", None).await.unwrap();
+    auth.user_grant_role("logship", "logship").await.unwrap();
+    auth.auth_enable().await.unwrap();
+}

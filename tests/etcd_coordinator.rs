@@ -5,14 +5,16 @@
 //! Skips with a message when `etcd` is not installed, unless `LOGSHIP_REQUIRE_ETCD=1`.
 
 mod etcd_support;
+#[path = "support/pki.rs"]
+mod pki;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_support::{EtcdCluster, Proxy, etcd_available};
-use logship::coordinator::{Clock, EtcdConfig, EtcdCoordinator, tokio_clock};
+use etcd_support::{EtcdCluster, Proxy, ServerTls, etcd_available};
+use logship::coordinator::{Clock, EtcdConfig, EtcdCoordinator, EtcdCredentials, EtcdTls, tokio_clock};
 use logship_core::service::coordinator::{
     CampaignOutcome, Coordinator, CoordinatorError, ElectionPolicy, GroupRecord, MemberState, SetChange,
     SetChangeOutcome, SetChangeRefusal, Versioned, WatchEvent,
@@ -378,4 +380,147 @@ async fn racing_campaigns_from_disagreeing_views_elect_one_master_per_epoch() {
     }
     assert_eq!(masters_by_epoch.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3, 4, 5]);
     eprintln!("{attempts} compare-and-swap attempts over 5 elections");
+}
+
+/// A CA, an etcd server certificate for 127.0.0.1 it signed, and a client certificate.
+fn etcd_tls(ca: &pki::Ca, client_cert_auth: bool) -> (ServerTls, pki::Identity) {
+    let server = ca.issue(&["127.0.0.1", "localhost"]);
+    let client = ca.issue(&["broker-1.logship.test"]);
+    let tls = ServerTls {
+        ca_pem: ca.pem(),
+        cert_pem: server.cert,
+        key_pem: server.key,
+        client: (client.cert.clone(), client.key.clone()),
+        client_cert_auth,
+    };
+    (tls, client)
+}
+
+/// Connects broker `id` with `tls` and `credentials`; the error as text if it fails (or does
+/// not answer in [`PATIENCE`]).
+async fn connect_with(
+    endpoints: Vec<String>,
+    id: i64,
+    clock: &Clock,
+    tls: Option<EtcdTls>,
+    credentials: Option<EtcdCredentials>,
+) -> Result<EtcdCoordinator, String> {
+    let mut config = EtcdConfig::new(endpoints, "TestCluster", "broker-a", id);
+    (config.tls, config.credentials) = (tls, credentials);
+    match tokio::time::timeout(PATIENCE, EtcdCoordinator::connect(config, Arc::clone(clock))).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("connect did not finish".into()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_requiring_client_certificates_is_reached_only_with_one_from_its_ca() {
+    if !etcd_available("an_etcd_requiring_client_certificates_is_reached_only_with_one_from_its_ca") {
+        return;
+    }
+    let ca = pki::Ca::new("etcd test CA");
+    let (server, client) = etcd_tls(&ca, true);
+    let etcd = tokio::task::block_in_place(|| EtcdCluster::start_tls(1, server));
+    let endpoints = etcd.endpoints();
+    assert!(endpoints[0].starts_with("https://"), "{endpoints:?}");
+    let clock = tokio_clock();
+    let identity = Some((client.cert.clone().into_bytes(), client.key.clone().into_bytes()));
+    let tls = |ca_pem: String, identity| EtcdTls { ca_pem: ca_pem.into_bytes(), identity, server_name: None };
+
+    // Without a client certificate, or with one from another CA: no session.
+    let stranger_ca = pki::Ca::new("stranger CA");
+    let stranger = stranger_ca.issue(&["broker-1.logship.test"]);
+    for (what, config) in [
+        ("no client certificate", tls(ca.pem(), None)),
+        (
+            "a certificate from another CA",
+            tls(ca.pem(), Some((stranger.cert.into_bytes(), stranger.key.into_bytes()))),
+        ),
+        ("a server CA that did not sign etcd's certificate", tls(stranger_ca.pem(), identity.clone())),
+    ] {
+        let refused = connect_with(endpoints.clone(), 1, &clock, Some(config), None).await;
+        assert!(refused.is_err(), "{what}: connected");
+    }
+    // Plain HTTP to the TLS port: refused by the settings before any byte goes out.
+    let mut config =
+        EtcdConfig::new(vec![endpoints[0].replace("https", "http")], "TestCluster", "broker-a", 1);
+    config.tls = Some(tls(ca.pem(), identity.clone()));
+    assert!(
+        EtcdCoordinator::connect(config, Arc::clone(&clock))
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("https://")
+    );
+
+    // With the client certificate: elections work as on a plain etcd.
+    let a = connect_with(endpoints.clone(), 1, &clock, Some(tls(ca.pem(), identity.clone())), None)
+        .await
+        .unwrap();
+    let b = connect_with(endpoints, 2, &clock, Some(tls(ca.pem(), identity)), None).await.unwrap();
+    b.publish(member(2, 0, 0)).await.unwrap();
+    let outcome = a.campaign(member(1, 0, 10), ElectionPolicy::default()).await.unwrap();
+    let record = elected(&outcome).expect("broker 1 is elected over TLS").clone();
+    assert_eq!(
+        b.campaign(member(2, 0, 0), ElectionPolicy::default()).await.unwrap(),
+        CampaignOutcome::MasterAlive(1)
+    );
+    assert!(a.lease().is_open(clock()));
+    expand_to(&a, &record.value, &[1, 2]).await;
+}
+
+/// Enables etcd's authentication: a `root` user (which `auth enable` needs) and a `logship`
+/// user whose role may read and write `/logship/` only.
+async fn enable_etcd_auth(endpoints: &[String]) {
+    let raw = etcd_client::Client::connect(endpoints, None).await.unwrap();
+    let mut auth = raw.auth_client();
+    auth.role_add("root").await.unwrap();
+    auth.user_add("root", "root-password-0123", None).await.unwrap();
+    auth.user_grant_role("root", "root").await.unwrap();
+    auth.role_add("logship").await.unwrap();
+    let perm = etcd_client::Permission::read_write("/logship/").with_prefix();
+    auth.role_grant_permission("logship", perm).await.unwrap();
+    auth.user_add("logship", "logship-password-0123", None).await.unwrap();
+    auth.user_grant_role("logship", "logship").await.unwrap();
+    auth.auth_enable().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_with_authentication_enabled_is_used_only_with_the_users_password() {
+    if !etcd_available("an_etcd_with_authentication_enabled_is_used_only_with_the_users_password") {
+        return;
+    }
+    let etcd = tokio::task::block_in_place(|| EtcdCluster::start(1));
+    enable_etcd_auth(&etcd.endpoints()).await;
+    let clock = tokio_clock();
+    let user = |password: &str| Some(EtcdCredentials { user: "logship".into(), password: password.into() });
+
+    // A wrong password: no session.
+    let wrong = connect_with(etcd.endpoints(), 1, &clock, None, user("not-the-password")).await;
+    assert!(
+        wrong.is_err_and(|e| e.contains("authentication failed") || e.contains("invalid")),
+        "a wrong password connected"
+    );
+    // No credentials: whatever etcd lets it open, it can neither publish nor campaign.
+    if let Ok(anonymous) = connect_with(etcd.endpoints(), 1, &clock, None, None).await {
+        assert!(anonymous.publish(member(1, 0, 10)).await.is_err(), "an anonymous client wrote a member key");
+        assert!(anonymous.campaign(member(1, 0, 10), ElectionPolicy::default()).await.is_err());
+    }
+    // The user's password: elections work, under the prefix its role may write.
+    let a = connect_with(etcd.endpoints(), 1, &clock, None, user("logship-password-0123")).await.unwrap();
+    let b = connect_with(etcd.endpoints(), 2, &clock, None, user("logship-password-0123")).await.unwrap();
+    b.publish(member(2, 0, 0)).await.unwrap();
+    let outcome = a.campaign(member(1, 0, 10), ElectionPolicy::default()).await.unwrap();
+    let record = elected(&outcome).expect("broker 1 is elected with etcd's authentication on").clone();
+    expand_to(&a, &record.value, &[1, 2]).await;
+    assert_eq!(
+        b.campaign(member(2, 0, 0), ElectionPolicy::default()).await.unwrap(),
+        CampaignOutcome::MasterAlive(1)
+    );
+    assert!(a.lease().is_open(clock()));
+    // A session outlives its token: the keep-alive keeps the guard open for several TTLs.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(a.lease().is_open(clock()), "the lease guard closed under etcd's authentication");
+    a.publish(member(1, 1, 20)).await.unwrap();
 }

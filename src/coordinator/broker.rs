@@ -73,6 +73,15 @@ fn etcd_config(broker: &Broker, keys: &EtcdKeys, broker_id: BrokerId) -> EtcdCon
         renew_interval: keys.lease_renew_interval,
     };
     c.request_timeout = keys.request_timeout;
+    c.tls = keys.tls.as_ref().map(|t| logship::coordinator::EtcdTls {
+        ca_pem: t.ca_pem.clone(),
+        identity: t.identity.clone(),
+        server_name: t.server_name.clone(),
+    });
+    c.credentials = keys.credentials.as_ref().map(|k| logship::coordinator::EtcdCredentials {
+        user: k.user.clone(),
+        password: k.password.clone(),
+    });
     c
 }
 

@@ -11,6 +11,11 @@
 //!   exists the master is live; a master that restarts has a new lease and no mastership, and
 //!   competes like any member.
 //!
+//! etcd is reached over TLS ([`EtcdTls`]: the CA etcd's certificate must chain to, and a client
+//! certificate for etcd's `--client-cert-auth`) and with a user and password
+//! ([`EtcdCredentials`], for etcd's authentication), or both: whoever can write the group's keys
+//! decides who is master, so production groups should use them.
+//!
 //! Each [`EtcdCoordinator`] is one lease session: it grants a lease, keeps it alive in the
 //! background and feeds every answer into a [`LeaseGuard`]. Once the lease is
 //! lost the coordinator stays lost: a master steps down, and the broker connects a new
@@ -28,8 +33,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, KeyValue, PutOptions, Txn, TxnOp,
-    TxnOpResponse, TxnResponse, WatchOptions, WatchStream,
+    Certificate, Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Identity, KeyValue,
+    PutOptions, TlsOptions, Txn, TxnOp, TxnOpResponse, TxnResponse, WatchOptions, WatchStream,
 };
 use logship_core::autoswitch::BrokerId;
 use logship_core::service::ServiceFuture;
@@ -56,6 +61,43 @@ pub fn tokio_clock() -> Clock {
     Arc::new(move || origin.instant(tokio::time::Instant::now().into_std()))
 }
 
+/// TLS to etcd: the endpoints are `https://` URLs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EtcdTls {
+    /// PEM certificates of the CA(s) etcd's server certificate must chain to.
+    pub ca_pem: Vec<u8>,
+    /// A PEM client certificate chain and its PEM private key, presented to an etcd run with
+    /// `--client-cert-auth` (`None`: no client certificate).
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// The name etcd's certificate must carry (`None`: the host of each endpoint).
+    pub server_name: Option<String>,
+}
+
+impl std::fmt::Debug for EtcdTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdTls")
+            .field("ca_pem", &format_args!("{} bytes", self.ca_pem.len()))
+            .field("identity", &self.identity.as_ref().map(|_| "(client certificate)"))
+            .field("server_name", &self.server_name)
+            .finish()
+    }
+}
+
+/// A user and password for etcd's authentication (`etcdctl auth enable`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct EtcdCredentials {
+    /// The etcd user.
+    pub user: String,
+    /// Its password.
+    pub password: String,
+}
+
+impl std::fmt::Debug for EtcdCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdCredentials").field("user", &self.user).field("password", &"(hidden)").finish()
+    }
+}
+
 /// Settings of an [`EtcdCoordinator`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EtcdConfig {
@@ -73,6 +115,10 @@ pub struct EtcdConfig {
     pub lease: LeaseConfig,
     /// How long one etcd request may take before it counts as failed.
     pub request_timeout: Duration,
+    /// TLS (`None`: plain `http://` endpoints).
+    pub tls: Option<EtcdTls>,
+    /// A user and password (`None`: etcd's authentication is off).
+    pub credentials: Option<EtcdCredentials>,
 }
 
 impl EtcdConfig {
@@ -86,6 +132,8 @@ impl EtcdConfig {
             broker_id,
             lease: LeaseConfig::default(),
             request_timeout: Duration::from_secs(1),
+            tls: None,
+            credentials: None,
         }
     }
 }
@@ -114,6 +162,17 @@ pub enum EtcdConfigError {
     /// Lease settings that cannot fence.
     #[error(transparent)]
     Lease(#[from] LeaseConfigError),
+    /// An `http://` endpoint with TLS settings, or an `https://` one without.
+    #[error("etcd endpoint {endpoint}: {reason}")]
+    Scheme {
+        /// The endpoint.
+        endpoint: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// An empty user or password.
+    #[error("the etcd user and password must not be empty")]
+    EmptyCredentials,
 }
 
 /// Connecting the coordinator failed.
@@ -149,6 +208,20 @@ impl EtcdConfig {
         }
         if self.request_timeout.is_zero() {
             return Err(EtcdConfigError::ZeroTimeout);
+        }
+        for endpoint in &self.endpoints {
+            let https = endpoint.starts_with("https://");
+            let reason = match (https, self.tls.is_some()) {
+                (false, true) => "TLS is configured, so every endpoint must be an https:// URL",
+                (true, false) => {
+                    "an https:// endpoint needs TLS settings (the CA etcd's certificate chains to)"
+                }
+                _ => continue,
+            };
+            return Err(EtcdConfigError::Scheme { endpoint: endpoint.clone(), reason });
+        }
+        if self.credentials.as_ref().is_some_and(|c| c.user.is_empty() || c.password.is_empty()) {
+            return Err(EtcdConfigError::EmptyCredentials);
         }
         self.lease.validate()?;
         Ok(())
@@ -231,11 +304,25 @@ impl EtcdCoordinator {
     pub async fn connect(config: EtcdConfig, clock: Clock) -> Result<Self, ConnectError> {
         config.validate()?;
         let timeout = config.request_timeout;
-        let options = ConnectOptions::new()
+        let mut options = ConnectOptions::new()
             .with_connect_timeout(timeout)
             .with_timeout(timeout)
             .with_keep_alive(Duration::from_secs(1), timeout)
             .with_require_leader(true);
+        if let Some(tls) = &config.tls {
+            let mut t = TlsOptions::new().ca_certificate(Certificate::from_pem(&tls.ca_pem));
+            if let Some((cert, key)) = &tls.identity {
+                t = t.identity(Identity::from_pem(cert, key));
+            }
+            if let Some(name) = &tls.server_name {
+                t = t.domain_name(name.clone());
+            }
+            options = options.with_tls(t);
+        }
+        if let Some(c) = &config.credentials {
+            // A token etcd dropped (it restarted, or the token's TTL passed) is fetched again.
+            options = options.with_user(c.user.clone(), c.password.clone()).with_auto_token_refresh(true);
+        }
         let client = timed(timeout, Client::connect(&config.endpoints, Some(options))).await?;
         let ttl_secs = i64::try_from(config.lease.ttl.as_secs()).unwrap_or(i64::MAX);
         let sent_at = clock();
@@ -614,6 +701,24 @@ mod tests {
                 ttl: Duration::from_secs(3)
             }))
         );
+    }
+
+    #[test]
+    fn etcd_config_refuses_tls_without_https_https_without_tls_and_empty_credentials() {
+        let tls = EtcdTls { ca_pem: b"pem".to_vec(), identity: None, server_name: None };
+        let mut c = config();
+        c.tls = Some(tls.clone());
+        assert!(matches!(c.validate(), Err(EtcdConfigError::Scheme { .. })), "TLS on an http:// endpoint");
+        c.endpoints = vec!["https://127.0.0.1:2379".into()];
+        assert_eq!(c.validate(), Ok(()));
+        c.tls = None;
+        let err = c.validate().unwrap_err();
+        assert!(err.to_string().contains("needs TLS settings"), "{err}");
+        let mut c = config();
+        c.credentials = Some(EtcdCredentials { user: "logship".into(), password: String::new() });
+        assert_eq!(c.validate(), Err(EtcdConfigError::EmptyCredentials));
+        let shown = format!("{:?}", EtcdCredentials { user: "u".into(), password: "hunter2".into() });
+        assert!(!shown.contains("hunter2"), "{shown}");
     }
 
     #[test]
