@@ -765,6 +765,7 @@ pub fn group_json(c: &crate::roles::Coordination) -> Value {
         })
         .unwrap_or_default();
     let lease = c.lease();
+    let audit = c.audit();
     json!({
         "masterEpoch": record.map(|r| r.master_epoch),
         "masterId": record.map(|r| r.master_id),
@@ -775,6 +776,9 @@ pub fn group_json(c: &crate::roles::Coordination) -> Value {
         "members": members,
         "leaseOpen": c.lease_open(),
         "leaseLost": lease.is_none_or(|l| l.lost),
+        "recordTrusted": audit.trusted,
+        "recordAnomalies": audit.anomalies,
+        "recordAnomaliesTotal": audit.total,
     })
 }
 

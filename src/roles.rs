@@ -467,6 +467,23 @@ pub struct Coordination {
     detached: std::sync::atomic::AtomicBool,
     /// The loop has left (it sends `true` once).
     left: tokio::sync::watch::Sender<bool>,
+    /// The audit of the group's keys, for `/status`.
+    audit: Mutex<AuditReport>,
+}
+
+/// What the audit of the group's keys last found (see `RecordAudit`).
+#[derive(Clone, Debug, Default)]
+pub struct AuditReport {
+    /// The record last read was trusted.
+    pub trusted: bool,
+    /// The anomalies of the last read, in words.
+    pub anomalies: Vec<String>,
+    /// Anomalies found since start (each once per state of the keys).
+    pub total: u64,
+    /// The state of the keys the anomalies were last reported for.
+    state: Option<(Option<i64>, String)>,
+    /// The anomalies already reported for that state.
+    reported: std::collections::BTreeSet<String>,
 }
 
 /// How long an `overrideCoordinator` call waits for the coordinator loop to leave: one round
@@ -483,7 +500,36 @@ impl Coordination {
             view: Mutex::new(None),
             detached: std::sync::atomic::AtomicBool::new(false),
             left: tokio::sync::watch::channel(false).0,
+            audit: Mutex::new(AuditReport { trusted: true, ..AuditReport::default() }),
         }
+    }
+
+    /// Records the audit of one read of the keys in `state` (the record's revision and the
+    /// mastership key): whether its record was trusted and what it found. Returns the
+    /// anomalies not yet reported for this state, to log.
+    pub fn record_audit(
+        &self,
+        state: (Option<i64>, String),
+        trusted: bool,
+        anomalies: &[String],
+    ) -> Vec<String> {
+        let mut report = self.audit.lock().unwrap_or_else(|e| e.into_inner());
+        if report.state.as_ref() != Some(&state) {
+            report.state = Some(state);
+            report.reported.clear();
+        }
+        let fresh: Vec<String> =
+            anomalies.iter().filter(|a| !report.reported.contains(*a)).cloned().collect();
+        report.reported.extend(fresh.iter().cloned());
+        report.total += fresh.len() as u64;
+        report.trusted = trusted;
+        report.anomalies = anomalies.to_vec();
+        fresh
+    }
+
+    /// What the audit last found.
+    pub fn audit(&self) -> AuditReport {
+        self.audit.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Whether the broker has left automatic failover (an `overrideCoordinator` call).

@@ -7,6 +7,11 @@
 //! epoch, follow the record's master, or step down. A lost lease drops a master's role at once
 //! and starts a new session; the broker then follows whoever won.
 //!
+//! Every read is judged by a [`RecordAudit`], kept for the broker's life: a record no protocol
+//! step explains is logged at ERROR, shown in `/status` and the metrics, and not acted on (the
+//! loop acts on the last record it trusted), so a forged write neither steps a healthy master
+//! down nor sends the slaves elsewhere.
+//!
 //! A master's sync-state-set proposals come here through an [`EtcdAuthority`]: each is written to
 //! the record by compare-and-swap under the master's epoch and mastership, and only a committed
 //! change is applied to the master service (which counts the union of the old and the new set
@@ -22,12 +27,13 @@ use logship::coordinator::{EtcdConfig, EtcdCoordinator};
 use logship_core::autoswitch::BrokerId;
 use logship_core::service::coordinator::{
     Action, CampaignOutcome, Coordinator, CoordinatorError, ElectionPolicy, GroupView, LeaseConfig,
-    LocalRole, MemberState, SetChange, SetChangeOutcome, SetChangeRefusal, Situation, decide,
+    LocalRole, MemberState, RecordAudit, SetChange, SetChangeOutcome, SetChangeRefusal, Situation, Verdict,
+    decide,
 };
 use logship_core::service::{AuthorityFactory, SyncStateSetAuthority};
 use logship_core::time::Instant;
 use tokio::sync::{mpsc, watch};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::config::EtcdKeys;
 use crate::http::{Broker, Node};
@@ -114,6 +120,8 @@ pub async fn run(
     let ha_addr = SocketAddr::new(advertised, broker.settings.ha_addr().port());
     let http_addr = SocketAddr::new(advertised, http_addr.port());
     let policy = ElectionPolicy { unclean: keys.elect_unclean_master };
+    // What this broker trusts of the group outlives its lease sessions.
+    let mut audit = RecordAudit::new();
     loop {
         if *stop.borrow() {
             return;
@@ -153,6 +161,7 @@ pub async fn run(
             failed: None,
             warned: None,
             again: false,
+            audit: &mut audit,
         };
         let ended = s.run(&mut stop).await;
         if ended == Ended::Detached {
@@ -219,6 +228,8 @@ struct SessionLoop<'a> {
     warned: Option<Instant>,
     /// Run the next round at once (this broker just won an election).
     again: bool,
+    /// The judge of every read.
+    audit: &'a mut RecordAudit,
 }
 
 impl SessionLoop<'_> {
@@ -307,8 +318,19 @@ impl SessionLoop<'_> {
             return Ok(false);
         }
         self.publish().await?;
-        let view = self.session.group().await?;
+        let read = self.session.group().await?;
+        let verdict = self.audit.check(&read);
+        self.report(&read, &verdict);
+        if !verdict.trusted {
+            self.restore_record(&read, &verdict).await?;
+        }
+        // What the loop acts on: the record it trusts, with the liveness of that record's master.
+        let view = GroupView { record: verdict.record.clone(), master_live: verdict.master_live, ..read };
         self.coordination.set_view(view.clone());
+        if !verdict.act {
+            // Nothing trusted to act on (this broker started after the forgery): stay as is.
+            return Ok(true);
+        }
         let roles = self.broker.roles.as_ref().expect("controller mode");
         let role = local_role(&roles.current());
         let now = self.now();
@@ -386,11 +408,62 @@ impl SessionLoop<'_> {
         Ok(true)
     }
 
+    /// Logs each anomaly of `read` at ERROR once per state of the keys (not every round), and
+    /// records the verdict for `/status` and the metrics.
+    fn report(&self, read: &GroupView, verdict: &Verdict) {
+        let state = (read.record_revision, format!("{:?}", read.mastership));
+        let texts: Vec<String> = verdict.anomalies.iter().map(ToString::to_string).collect();
+        let fresh = self.coordination.record_audit(state, verdict.trusted, &texts);
+        for text in fresh {
+            self.broker.metrics.record_group_anomaly();
+            if verdict.trusted {
+                error!(anomaly = %text, "the group's keys hold what no broker wrote");
+            } else {
+                error!(
+                    anomaly = %text,
+                    trusted_epoch = verdict.record.as_ref().map(|r| r.value.master_epoch),
+                    "the group record is refused: no protocol step explains it; acting on the last record \
+                     trusted (repair the record in etcd)"
+                );
+            }
+        }
+    }
+
+    /// A master that holds its mastership rewrites a record it does not trust from the last
+    /// one it trusted (its own latest write), the set epoch one up: only this master writes the
+    /// record while it holds the mastership, so anything else there was written by nobody in the
+    /// group. The others then trust the record again at once, and an election after this
+    /// master's death starts from the right sync-state-set.
+    async fn restore_record(&mut self, read: &GroupView, verdict: &Verdict) -> Result<(), CoordinatorError> {
+        let roles = self.broker.roles.as_ref().expect("controller mode");
+        let (Role::Master { epoch }, Some(trusted), Some(key)) =
+            (roles.current(), verdict.record.as_ref(), read.mastership.live())
+        else {
+            return Ok(());
+        };
+        let mine =
+            key.broker_id == self.me && key.master_epoch == epoch && key.lease == self.session.lease_id();
+        if !mine || trusted.value.master_id != self.me || trusted.value.master_epoch != epoch {
+            return Ok(());
+        }
+        if let Some(restored) = self.session.restore_record(&trusted.value, read.record_revision).await? {
+            self.audit.trust_own(restored.clone());
+            error!(
+                set = ?restored.value.sync_state_set,
+                set_epoch = restored.value.sync_state_set_epoch,
+                revision = restored.revision,
+                "restored the group record this master holds from its last trusted version"
+            );
+        }
+        Ok(())
+    }
+
     async fn campaign(&mut self, view: &GroupView) -> Result<(), CoordinatorError> {
         let me = self.member_state();
-        match self.session.campaign(me.clone(), self.policy).await? {
+        match self.session.campaign(me.clone(), self.policy, self.audit.clone()).await? {
             CampaignOutcome::Elected(record) => {
                 info!(epoch = record.value.master_epoch, "won the election");
+                self.audit.trust_own(record.clone());
                 self.elected_epoch = Some(record.value.master_epoch);
                 self.published = Some((me, self.now()));
                 // Promote at once rather than one poll later.
@@ -403,7 +476,8 @@ impl SessionLoop<'_> {
             CampaignOutcome::MasterAlive(_)
             | CampaignOutcome::Outranked(_)
             | CampaignOutcome::NoCandidate
-            | CampaignOutcome::LostRace => {}
+            | CampaignOutcome::LostRace
+            | CampaignOutcome::Untrusted => {}
         }
         Ok(())
     }
@@ -439,6 +513,7 @@ impl SessionLoop<'_> {
             };
             let committed = match self.session.change_sync_state_set(change).await {
                 Ok(SetChangeOutcome::Applied(record)) => {
+                    self.audit.trust_own(record.clone());
                     info!(
                         set = ?record.value.sync_state_set,
                         set_epoch = record.value.sync_state_set_epoch,

@@ -7,9 +7,11 @@
 //! - `<prefix>/<brokerClusterName>/<brokerName>/members/<brokerId>`: each live broker's
 //!   [`MemberState`], attached to that broker's lease, so it disappears when the lease expires;
 //! - `<prefix>/<brokerClusterName>/<brokerName>/master`: the mastership, written with the record
-//!   by the election under the winner's lease (value `<brokerId> <masterEpoch>`). While it
-//!   exists the master is live; a master that restarts has a new lease and no mastership, and
-//!   competes like any member.
+//!   by the election under the winner's lease (value `<brokerId> <masterEpoch>`). While it is
+//!   attached to a lease and the broker it names holds a live member key, and it names the
+//!   record's master and epoch, the master is live; a master that restarts has a new lease and
+//!   no mastership, and competes like any member. A key without a lease (written by hand) never
+//!   expires, so it counts as no master.
 //!
 //! etcd is reached over TLS ([`EtcdTls`]: the CA etcd's certificate must chain to, and a client
 //! certificate for etcd's `--client-cert-auth`) and with a user and password
@@ -40,9 +42,9 @@ use logship_core::autoswitch::BrokerId;
 use logship_core::service::ServiceFuture;
 use logship_core::service::coordinator::{
     CampaignOutcome, Choice, Coordinator, CoordinatorError, ElectionPolicy, GroupRecord, GroupView,
-    LeaseConfig, LeaseConfigError, LeaseGuard, LeaseSnapshot, MemberState, RecordWatch, SetChange,
-    SetChangeOutcome, SetChangeRefusal, Versioned, WatchEvent, WatchStart, apply_set_change, choose_master,
-    elected_record,
+    LeaseConfig, LeaseConfigError, LeaseGuard, LeaseSnapshot, Mastership, MastershipKey, MemberState,
+    RecordAnomaly, RecordAudit, RecordWatch, Revision, SetChange, SetChangeOutcome, SetChangeRefusal,
+    Versioned, WatchEvent, WatchStart, apply_set_change, choose_master, elected_record,
 };
 use logship_core::time::{Instant, Origin};
 
@@ -378,19 +380,47 @@ impl EtcdCoordinator {
         Ok(Versioned { revision: kv.mod_revision(), value })
     }
 
-    fn members_of(&self, kvs: &[KeyValue]) -> Result<Vec<MemberState>, CoordinatorError> {
+    /// The live members' states, and the member keys that cannot be read (left out).
+    fn members_of(&self, kvs: &[KeyValue]) -> (Vec<MemberState>, Vec<RecordAnomaly>) {
         let mut live = Vec::with_capacity(kvs.len());
+        let mut unreadable = Vec::new();
         for kv in kvs {
             let key = String::from_utf8_lossy(kv.key()).into_owned();
-            let state = MemberState::decode(kv.value())
-                .map_err(|source| CoordinatorError::Member { key: key.clone(), source })?;
-            if key != self.keys.member(state.broker_id) {
-                return Err(CoordinatorError::MemberKeyMismatch { key, broker_id: state.broker_id });
+            match MemberState::decode(kv.value()) {
+                Ok(state) if key == self.keys.member(state.broker_id) => live.push(state),
+                Ok(state) => unreadable.push(RecordAnomaly::MemberUnreadable {
+                    error: CoordinatorError::MemberKeyMismatch {
+                        key: key.clone(),
+                        broker_id: state.broker_id,
+                    }
+                    .to_string(),
+                    key,
+                }),
+                Err(source) => {
+                    unreadable.push(RecordAnomaly::MemberUnreadable { key, error: source.to_string() })
+                }
             }
-            live.push(state);
         }
         live.sort_by_key(|m| m.broker_id);
-        Ok(live)
+        (live, unreadable)
+    }
+
+    /// The mastership key as read; `members` are the raw member keys of the same read.
+    fn mastership_of(&self, kv: Option<&KeyValue>, members: &[KeyValue]) -> MastershipKey {
+        let Some(kv) = kv else { return MastershipKey::Absent };
+        let Some((broker_id, master_epoch)) = Mastership::parse(kv.value()) else {
+            let value = String::from_utf8_lossy(kv.value()).chars().take(64).collect();
+            return MastershipKey::Malformed { value, revision: kv.mod_revision() };
+        };
+        let member = self.keys.member(broker_id);
+        let holder_live = members.iter().any(|m| m.key() == member.as_bytes());
+        MastershipKey::Present(Mastership {
+            broker_id,
+            master_epoch,
+            lease: kv.lease(),
+            holder_live,
+            revision: kv.mod_revision(),
+        })
     }
 
     async fn txn(&self, txn: Txn) -> Result<TxnResponse, CoordinatorError> {
@@ -433,10 +463,27 @@ impl EtcdCoordinator {
                 "etcd answered a read transaction without its reads".into(),
             ));
         };
-        let record = record.kvs().first().map(|kv| self.record_of(kv)).transpose()?;
+        let stored = record.kvs().first();
+        let (record, record_error) =
+            match stored.map(|kv| (kv.mod_revision(), GroupRecord::decode(kv.value()))) {
+                None => (None, None),
+                Some((revision, Ok(value))) => (Some(Versioned { revision, value }), None),
+                Some((revision, Err(error))) => (None, Some(Versioned { revision, value: error })),
+            };
         let master_lease = master.kvs().first().map(KeyValue::lease);
-        let live = self.members_of(members.kvs())?;
-        Ok((GroupView { record, master_live: master_lease.is_some(), live }, master_lease))
+        let mastership = self.mastership_of(master.kvs().first(), members.kvs());
+        let (live, unreadable_members) = self.members_of(members.kvs());
+        let master_live = record.as_ref().is_some_and(|r| mastership.holds(&r.value));
+        let view = GroupView {
+            record,
+            record_error,
+            record_revision: stored.map(KeyValue::mod_revision),
+            master_live,
+            mastership,
+            live,
+            unreadable_members,
+        };
+        Ok((view, master_lease))
     }
 
     /// The compare that this broker's member key is held by this session's lease.
@@ -444,11 +491,24 @@ impl EtcdCoordinator {
         Compare::lease(self.keys.member(self.broker_id), CompareOp::Equal, self.lease_id)
     }
 
-    /// The compare that the record is still as read.
-    fn record_unchanged(&self, record: Option<&Versioned<GroupRecord>>) -> Compare {
-        match record {
-            Some(r) => Compare::mod_revision(self.keys.record.as_str(), CompareOp::Equal, r.revision),
+    /// The compare that the record's key is still as read (`None`: absent).
+    fn record_unchanged(&self, revision: Option<Revision>) -> Compare {
+        match revision {
+            Some(r) => Compare::mod_revision(self.keys.record.as_str(), CompareOp::Equal, r),
             None => Compare::version(self.keys.record.as_str(), CompareOp::Equal, 0),
+        }
+    }
+
+    /// The compare that the mastership key is still as read: absent, or (a key that holds no
+    /// mastership, which the election replaces) at the revision read.
+    fn mastership_unchanged(&self, key: &MastershipKey) -> Compare {
+        let master = self.keys.master.as_str();
+        match key {
+            MastershipKey::Absent => Compare::version(master, CompareOp::Equal, 0),
+            MastershipKey::Present(Mastership { revision, .. })
+            | MastershipKey::Malformed { revision, .. } => {
+                Compare::mod_revision(master, CompareOp::Equal, *revision)
+            }
         }
     }
 
@@ -477,11 +537,22 @@ impl EtcdCoordinator {
         &self,
         me: MemberState,
         policy: ElectionPolicy,
+        mut audit: RecordAudit,
     ) -> Result<CampaignOutcome, CoordinatorError> {
         self.do_publish(&me).await?;
         let (view, _) = self.read_group().await?;
-        let current = view.record.as_ref();
-        match choose_master(current.map(|r| &r.value), view.master_live, &view.live, policy) {
+        // A live mastership blocks every election, whatever the record says.
+        if let Some(m) = view.mastership.live() {
+            return Ok(CampaignOutcome::MasterAlive(m.broker_id));
+        }
+        // Over a record this broker does not trust, elect from the last one it trusted (the
+        // compare-and-swap below still compares what the keys hold now).
+        let verdict = audit.check(&view);
+        if !verdict.act {
+            return Ok(CampaignOutcome::Untrusted);
+        }
+        let current = verdict.record.as_ref();
+        match choose_master(current.map(|r| &r.value), verdict.master_live, &view.live, policy) {
             Choice::MasterAlive(id) => return Ok(CampaignOutcome::MasterAlive(id)),
             Choice::NoCandidate => return Ok(CampaignOutcome::NoCandidate),
             Choice::Elect { winner, .. } if winner != self.broker_id => {
@@ -504,8 +575,8 @@ impl EtcdCoordinator {
         };
         let next = elected_record(current.map(|r| &r.value), winner)?;
         let compares = [
-            self.record_unchanged(current),
-            Compare::version(self.keys.master.as_str(), CompareOp::Equal, 0),
+            self.record_unchanged(view.record_revision),
+            self.mastership_unchanged(&view.mastership),
             self.holds_member_key(),
         ];
         let mastership = format!("{} {}", self.broker_id, next.master_epoch);
@@ -548,7 +619,7 @@ impl EtcdCoordinator {
             }
             let holds_mastership = Compare::lease(self.keys.master.as_str(), CompareOp::Equal, self.lease_id);
             let txn = Txn::new()
-                .when([self.record_unchanged(Some(&current)), holds_mastership])
+                .when([self.record_unchanged(Some(current.revision)), holds_mastership])
                 .and_then([TxnOp::put(self.keys.record.as_str(), next.encode(), None)]);
             let resp = self.txn(txn).await?;
             if resp.succeeded() {
@@ -557,6 +628,32 @@ impl EtcdCoordinator {
             }
         }
         Err(CoordinatorError::Unavailable("the record kept changing during a set change".into()))
+    }
+
+    /// Writes `trusted` back, its set epoch one up, over whatever the record's key holds at
+    /// `read_revision`, while this session's lease holds the mastership: a master repairing a
+    /// record nobody in the group wrote. `None` if the keys changed since the read.
+    pub async fn restore_record(
+        &self,
+        trusted: &GroupRecord,
+        read_revision: Option<Revision>,
+    ) -> Result<Option<Versioned<GroupRecord>>, CoordinatorError> {
+        self.check_lease()?;
+        let sync_state_set_epoch = trusted
+            .sync_state_set_epoch
+            .checked_add(1)
+            .ok_or(logship_core::service::coordinator::ElectionError::EpochExhausted)?;
+        let restored = GroupRecord { sync_state_set_epoch, ..trusted.clone() };
+        let holds_mastership = Compare::lease(self.keys.master.as_str(), CompareOp::Equal, self.lease_id);
+        let txn = Txn::new()
+            .when([self.record_unchanged(read_revision), holds_mastership])
+            .and_then([TxnOp::put(self.keys.record.as_str(), restored.encode(), None)]);
+        let resp = self.txn(txn).await?;
+        if !resp.succeeded() {
+            return Ok(None);
+        }
+        let revision = resp.header().map_or(0, |h| h.revision());
+        Ok(Some(Versioned { revision, value: restored }))
     }
 
     async fn do_watch(&self) -> Result<WatchStart, CoordinatorError> {
@@ -599,8 +696,9 @@ impl Coordinator for EtcdCoordinator {
         &self,
         me: MemberState,
         policy: ElectionPolicy,
+        audit: RecordAudit,
     ) -> ServiceFuture<'_, Result<CampaignOutcome, CoordinatorError>> {
-        Box::pin(self.do_campaign(me, policy))
+        Box::pin(self.do_campaign(me, policy, audit))
     }
 
     fn change_sync_state_set(
