@@ -241,6 +241,47 @@ pub struct EtcdKeys {
     /// `enableElectUncleanMaster` (false, RocketMQ's name): elect a broker outside the
     /// sync-state-set when no member is live, losing what it lacks.
     pub elect_unclean_master: bool,
+    /// `etcdTlsCaPath`, `etcdTlsCertPath`, `etcdTlsKeyPath`, `etcdTlsServerName`: TLS to etcd
+    /// (`None`: plain `http://` endpoints), read and checked at load.
+    pub tls: Option<EtcdTlsKeys>,
+    /// `etcdUser` and `etcdPasswordFile`: etcd's authentication (`None`: off).
+    pub credentials: Option<EtcdCredentialKeys>,
+}
+
+/// TLS to etcd, as the keys give it: the files' PEM contents.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EtcdTlsKeys {
+    /// `etcdTlsCaPath`: the CA(s) etcd's certificate must chain to.
+    pub ca_pem: Vec<u8>,
+    /// `etcdTlsCertPath` and `etcdTlsKeyPath`: a client certificate chain and its key, for an
+    /// etcd run with `--client-cert-auth`.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// `etcdTlsServerName`: the name etcd's certificate must carry (unset: each endpoint's host).
+    pub server_name: Option<String>,
+}
+
+impl std::fmt::Debug for EtcdTlsKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdTlsKeys")
+            .field("client_certificate", &self.identity.is_some())
+            .field("server_name", &self.server_name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `etcdUser` and the password read from `etcdPasswordFile`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EtcdCredentialKeys {
+    /// `etcdUser`.
+    pub user: String,
+    /// The content of `etcdPasswordFile`, without its trailing line break.
+    pub password: String,
+}
+
+impl std::fmt::Debug for EtcdCredentialKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdCredentialKeys").field("user", &self.user).field("password", &"(hidden)").finish()
+    }
 }
 
 impl Default for EtcdKeys {
@@ -253,6 +294,8 @@ impl Default for EtcdKeys {
             lease_renew_interval: Duration::from_millis(1000),
             request_timeout: Duration::from_millis(1000),
             elect_unclean_master: false,
+            tls: None,
+            credentials: None,
         }
     }
 }
@@ -285,10 +328,14 @@ pub struct HttpSettings {
     pub idle_timeout: Duration,
     /// `httpMaxConnections`: open HTTP connections beyond this are answered 503 and closed.
     pub max_connections: usize,
-    /// `httpMaxConnectionsPerIp`: the same, per client IP (0: no per-IP limit).
+    /// `httpMaxConnectionsPerIp`: the same, per client IP (0: no per-IP limit; unset, an
+    /// eighth of `httpMaxConnections`, at least 1).
     pub max_connections_per_ip: usize,
     /// `httpMaxInFlightBytes`: request and response bodies held in memory at once.
     pub max_in_flight_bytes: u64,
+    /// `httpMaxInFlightBytesPerIp`: the same, per client IP (0: no per-IP budget; unset, an
+    /// eighth of `httpMaxInFlightBytes`, at least `maxMessageSize`).
+    pub max_in_flight_bytes_per_ip: u64,
     /// `maxTransferBytesOnMessageInMemory`: the most message bytes one pull returns (at least
     /// one message is always returned).
     pub max_transfer_bytes: u64,
@@ -317,8 +364,9 @@ impl Default for HttpSettings {
             body_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
             max_connections: 1024,
-            max_connections_per_ip: 0,
+            max_connections_per_ip: 1024 / PER_CLIENT_SHARE,
             max_in_flight_bytes: 256 << 20,
+            max_in_flight_bytes_per_ip: (256 << 20) / PER_CLIENT_SHARE as u64,
             max_transfer_bytes: 256 << 10,
             max_transfer_count: 32,
             shutdown_drain_timeout: Duration::from_secs(5),
@@ -329,6 +377,10 @@ impl Default for HttpSettings {
         }
     }
 }
+
+/// By default one client IP may hold this fraction (1/8) of the HTTP connections and of the
+/// in-flight body budget, so that one client cannot lock the others out.
+pub const PER_CLIENT_SHARE: usize = 8;
 
 /// The store keys about disk space, retention and recovery (one block, parsed by
 /// [`StoreKeys::set`] and applied by [`StoreKeys::apply`]).
@@ -501,7 +553,167 @@ const ETCD_KEYS: &[&str] = &[
     "etcdLeaseRenewIntervalMs",
     "etcdRequestTimeoutMs",
     "enableElectUncleanMaster",
+    "etcdTlsCaPath",
+    "etcdTlsCertPath",
+    "etcdTlsKeyPath",
+    "etcdTlsServerName",
+    "etcdUser",
+    "etcdPasswordFile",
 ];
+
+/// The most bytes a PEM file of the etcd TLS keys may hold.
+const MAX_PEM_FILE_BYTES: u64 = 1 << 20;
+
+/// The etcd TLS and authentication keys, as given (paths and names), before their files are
+/// read.
+#[derive(Default)]
+struct EtcdSecurityKeys {
+    ca: Option<String>,
+    cert: Option<String>,
+    key: Option<String>,
+    server_name: Option<String>,
+    user: Option<String>,
+    password_file: Option<String>,
+}
+
+impl EtcdSecurityKeys {
+    /// Parses `key` if it is one of these; `false` if it is not.
+    fn set(&mut self, key: &str, v: &str) -> bool {
+        let slot = match key {
+            "etcdTlsCaPath" => &mut self.ca,
+            "etcdTlsCertPath" => &mut self.cert,
+            "etcdTlsKeyPath" => &mut self.key,
+            "etcdTlsServerName" => &mut self.server_name,
+            "etcdUser" => &mut self.user,
+            "etcdPasswordFile" => &mut self.password_file,
+            _ => return false,
+        };
+        *slot = (!v.is_empty()).then(|| v.to_string());
+        true
+    }
+
+    /// Reads and checks the files: the TLS settings (which need `https://` endpoints, and the
+    /// reverse), and the credentials (a user needs a password file, and the reverse). Warnings
+    /// say when etcd is reached without credentials, or with a password in clear.
+    fn build(self, etcd: &mut EtcdKeys, warnings: &mut Vec<String>) -> Result<(), BrokerConfigError> {
+        let conflict =
+            |keys: String, reason: &str| BrokerConfigError::Conflict { keys, reason: reason.into() };
+        let https = etcd.endpoints.iter().filter(|e| e.starts_with("https://")).count();
+        let tls_keys =
+            self.ca.is_some() || self.cert.is_some() || self.key.is_some() || self.server_name.is_some();
+        if tls_keys && https != etcd.endpoints.len() {
+            return Err(conflict(
+                format!("etcdEndpoints={}", etcd.endpoints.join(",")),
+                "the etcdTls* keys are set: every etcd endpoint must be an https:// URL",
+            ));
+        }
+        if https > 0 && self.ca.is_none() {
+            return Err(conflict(
+                format!("etcdEndpoints={} etcdTlsCaPath=(unset)", etcd.endpoints.join(",")),
+                "https:// endpoints need etcdTlsCaPath: the PEM file of the CA that signed etcd's certificate",
+            ));
+        }
+        if self.cert.is_some() != self.key.is_some() {
+            return Err(conflict(
+                format!(
+                    "etcdTlsCertPath={} etcdTlsKeyPath={}",
+                    self.cert.as_deref().unwrap_or("(unset)"),
+                    self.key.as_deref().unwrap_or("(unset)")
+                ),
+                "a client certificate needs both its certificate chain and its private key",
+            ));
+        }
+        if let Some(ca) = &self.ca {
+            let ca_pem = pem_file("etcdTlsCaPath", ca, PemKind::Certificates)?;
+            let identity = match (&self.cert, &self.key) {
+                (Some(cert), Some(key)) => Some((
+                    pem_file("etcdTlsCertPath", cert, PemKind::Certificates)?,
+                    pem_file("etcdTlsKeyPath", key, PemKind::PrivateKey)?,
+                )),
+                _ => None,
+            };
+            etcd.tls = Some(EtcdTlsKeys { ca_pem, identity, server_name: self.server_name });
+        }
+        match (self.user, self.password_file) {
+            (None, None) => {}
+            (Some(user), Some(file)) => {
+                let text = read_secret_file(Path::new(&file)).map_err(|reason| {
+                    BrokerConfigError::Invalid { key: "etcdPasswordFile".into(), value: file.clone(), reason }
+                })?;
+                let password =
+                    text.strip_suffix('\n').map(|p| p.strip_suffix('\r').unwrap_or(p)).unwrap_or(&text);
+                if password.is_empty() {
+                    return Err(BrokerConfigError::Invalid {
+                        key: "etcdPasswordFile".into(),
+                        value: file,
+                        reason: "the password file is empty: write etcdUser's password into it".into(),
+                    });
+                }
+                etcd.credentials = Some(EtcdCredentialKeys { user, password: password.to_string() });
+            }
+            (user, file) => {
+                return Err(conflict(
+                    format!(
+                        "etcdUser={} etcdPasswordFile={}",
+                        user.as_deref().unwrap_or("(unset)"),
+                        file.as_deref().unwrap_or("(unset)")
+                    ),
+                    "etcd's authentication needs both a user and the file holding its password",
+                ));
+            }
+        }
+        let client_certificate = etcd.tls.as_ref().is_some_and(|t| t.identity.is_some());
+        if etcd.credentials.is_none() && !client_certificate {
+            warnings.push(
+                "etcd is reached without credentials (no etcdUser, no etcdTlsCertPath): anybody who reaches \
+                 etcd can rewrite the group record and decide who is master; enable etcd's authentication \
+                 or client certificates and set them here"
+                    .to_string(),
+            );
+        }
+        if etcd.credentials.is_some() && etcd.tls.is_none() {
+            warnings.push(
+                "etcdUser over http:// endpoints: the password and the token travel in clear; use https:// \
+                 endpoints with etcdTlsCaPath"
+                    .to_string(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// What a PEM file of the etcd TLS keys must hold.
+#[derive(Copy, Clone)]
+enum PemKind {
+    Certificates,
+    PrivateKey,
+}
+
+/// Reads a PEM file (at most 1 MiB) and checks it holds what `kind` says.
+fn pem_file(key: &str, path: &str, kind: PemKind) -> Result<Vec<u8>, BrokerConfigError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let invalid =
+        |reason: String| BrokerConfigError::Invalid { key: key.to_string(), value: path.to_string(), reason };
+    let bytes = read_capped(Path::new(path), MAX_PEM_FILE_BYTES).map_err(|e| match e {
+        CappedReadError::TooLarge => invalid("the file is larger than 1 MiB".into()),
+        CappedReadError::Io(e) => invalid(format!("cannot read the file: {e}")),
+    })?;
+    match kind {
+        PemKind::Certificates => {
+            let certs = CertificateDer::pem_slice_iter(&bytes).collect::<Result<Vec<_>, _>>();
+            if !certs.is_ok_and(|c| !c.is_empty()) {
+                return Err(invalid("expected PEM certificates (-----BEGIN CERTIFICATE-----)".into()));
+            }
+        }
+        PemKind::PrivateKey => {
+            if PrivateKeyDer::from_pem_slice(&bytes).is_err() {
+                return Err(invalid("expected a PEM private key (PKCS#8, PKCS#1 or SEC1)".into()));
+            }
+        }
+    }
+    Ok(bytes)
+}
 
 /// `etcdEndpoints`: comma-separated `http://host:port` URLs.
 fn etcd_endpoints(key: &str, v: &str) -> Result<Vec<String>, BrokerConfigError> {
@@ -570,6 +782,12 @@ const BOOLEAN_KEYS: &[&str] = &[
 /// The keys only controller mode reads: set without `enableControllerMode=true`, a warning.
 const CONTROLLER_KEYS: &[&str] = &[
     "etcdEndpoints",
+    "etcdTlsCaPath",
+    "etcdTlsCertPath",
+    "etcdTlsKeyPath",
+    "etcdTlsServerName",
+    "etcdUser",
+    "etcdPasswordFile",
     "etcdKeyPrefix",
     "etcdLeaseTtlMs",
     "etcdLeaseMarginMs",
@@ -749,6 +967,10 @@ impl From<BrokerConfigError> for LoadError {
     }
 }
 
+/// The most bytes a configuration file (`--config`) may hold: a `broker.conf` is a few KiB, and
+/// a path to something else (`/dev/zero`, a log file) must not be read without bound.
+pub const MAX_CONFIG_FILE_BYTES: u64 = 1 << 20;
+
 /// Builds the settings from `defaults` (the subcommand's), an optional `broker.conf`, and
 /// command-line `key=value` overrides, each overriding the one before.
 pub fn load(
@@ -761,8 +983,16 @@ pub fn load(
         raw.insert(key.to_string(), Setting { value: value.to_string(), origin: "default".into() });
     }
     if let Some(path) = file {
-        let text = std::fs::read(path)
-            .map_err(|e| BrokerConfigError::Read { path: path.to_path_buf(), reason: e.to_string() })?;
+        let text = read_capped(path, MAX_CONFIG_FILE_BYTES).map_err(|e| BrokerConfigError::Read {
+            path: path.to_path_buf(),
+            reason: match e {
+                CappedReadError::TooLarge => format!(
+                    "the file is larger than {} MiB, the most a configuration file may hold",
+                    MAX_CONFIG_FILE_BYTES >> 20
+                ),
+                CappedReadError::Io(e) => e.to_string(),
+            },
+        })?;
         let origin = path.display().to_string();
         for (key, value, line) in parse_properties(&text, &origin)? {
             raw.insert(key, Setting { value, origin: format!("{origin}:{line}") });
@@ -809,6 +1039,7 @@ fn build(
         etcd: None,
     };
     let mut etcd = EtcdKeys::default();
+    let mut etcd_security = EtcdSecurityKeys::default();
     for (key, Setting { value, origin }) in raw {
         let v = value.trim();
         if BOOLEAN_KEYS.contains(&key.as_str()) {
@@ -816,7 +1047,7 @@ fn build(
                 warnings.push(w);
             }
         }
-        if s.store.set(key, v)? {
+        if s.store.set(key, v)? || etcd_security.set(key, v) {
             continue;
         }
         match key.as_str() {
@@ -905,18 +1136,9 @@ fn build(
             "listenAddress" => {
                 s.http.listen_address = Some(v.parse().map_err(|_| invalid(key, v, "an IP address"))?)
             }
-            "httpAuthToken" => s.http.auth_token = auth_token(key, v)?,
+            "httpAuthToken" => s.http.auth_token = Some(auth_token(key, v)?),
             "httpAuthTokenFile" => {
-                let text = std::fs::read_to_string(v).map_err(|e| BrokerConfigError::Invalid {
-                    key: key.clone(),
-                    value: v.to_string(),
-                    reason: format!("cannot read the token file: {e}"),
-                })?;
-                s.http.auth_token = auth_token(key, text.trim()).map_err(|_| BrokerConfigError::Invalid {
-                    key: key.clone(),
-                    value: v.to_string(),
-                    reason: TOKEN_RULE.into(),
-                })?;
+                s.http.auth_token = Some(auth_token_file(key, v)?);
                 token_file_set = true;
             }
             "httpHeaderTimeout" => s.http.header_timeout = millis(key, v)?,
@@ -925,6 +1147,7 @@ fn build(
             "httpMaxConnections" => s.http.max_connections = number(key, v, 1, 1 << 20)? as usize,
             "httpMaxConnectionsPerIp" => s.http.max_connections_per_ip = number(key, v, 0, 1 << 20)? as usize,
             "httpMaxInFlightBytes" => s.http.max_in_flight_bytes = number(key, v, 1, 1 << 40)?,
+            "httpMaxInFlightBytesPerIp" => s.http.max_in_flight_bytes_per_ip = number(key, v, 0, 1 << 40)?,
             "maxTransferBytesOnMessageInMemory" => s.http.max_transfer_bytes = number(key, v, 1, 1 << 30)?,
             "maxTransferCountOnMessageInMemory" => {
                 s.http.max_transfer_count = number(key, v, 1, MAX_PULL_COUNT as u64)? as usize
@@ -1007,6 +1230,7 @@ fn build(
             invalid("listenPort", &s.listen_port.to_string(), "leave room for haListenPort = listenPort + 1")
         })?;
     }
+    per_client_defaults(&mut s, raw);
     if token_file_set && raw.contains_key("httpAuthToken") {
         return Err(BrokerConfigError::Conflict {
             keys: "httpAuthToken httpAuthTokenFile".into(),
@@ -1022,6 +1246,7 @@ fn build(
         check_controller_mode(&s, raw, warnings)?;
         if !etcd.endpoints.is_empty() {
             check_etcd(&etcd)?;
+            etcd_security.build(&mut etcd, warnings)?;
             if etcd.elect_unclean_master {
                 warnings.push(
                     "enableElectUncleanMaster=true: when no member of the sync-state-set is live, a broker \
@@ -1077,6 +1302,20 @@ fn build(
     }
     check_combinations(&s)?;
     Ok(s)
+}
+
+/// The per-client HTTP limits an operator left unset: an eighth of the broker's connections
+/// and of its in-flight body budget (the budget's share at least one `maxMessageSize`, so a
+/// client can always send one message).
+fn per_client_defaults(s: &mut BrokerSettings, raw: &BTreeMap<String, Setting>) {
+    if !raw.contains_key("httpMaxConnectionsPerIp") {
+        s.http.max_connections_per_ip = (s.http.max_connections / PER_CLIENT_SHARE).max(1);
+    }
+    if !raw.contains_key("httpMaxInFlightBytesPerIp") {
+        let share = s.http.max_in_flight_bytes / PER_CLIENT_SHARE as u64;
+        s.http.max_in_flight_bytes_per_ip =
+            share.max(u64::from(s.max_message_size)).min(s.http.max_in_flight_bytes);
+    }
 }
 
 /// `brokerId` in controller mode: required, 0 or more. RocketMQ's `-1` (ask the controller for
@@ -1292,6 +1531,13 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), BrokerConfigError> {
             "the in-flight budget must hold at least one message body",
         ));
     }
+    let per_client = s.http.max_in_flight_bytes_per_ip;
+    if per_client != 0 && per_client < u64::from(s.max_message_size) {
+        return Err(conflict(
+            format!("maxMessageSize={} httpMaxInFlightBytesPerIp={per_client}", s.max_message_size),
+            "a client's in-flight budget must hold at least one message body (or be 0: no per-client budget)",
+        ));
+    }
     if u64::from(s.max_message_size) + 8 > s.mapped_file_size_commit_log {
         return Err(conflict(
             format!(
@@ -1310,13 +1556,24 @@ pub const MAX_PULL_COUNT: usize = 1000;
 
 const TOKEN_RULE: &str = "expected 16 to 4096 visible ASCII characters without spaces";
 
-/// An HTTP bearer token: empty means none.
-fn auth_token(key: &str, v: &str) -> Result<Option<String>, BrokerConfigError> {
+/// The most bytes a secret file (`httpAuthTokenFile`, `etcdPasswordFile`) may hold.
+pub const MAX_SECRET_FILE_BYTES: u64 = 64 << 10;
+
+/// An HTTP bearer token. Empty is an error, not "no token": a key set to nothing is a mistake
+/// (a template left unfilled, a variable that expanded to nothing), and reading it as "no
+/// authentication" would open the port without a word.
+fn auth_token(key: &str, v: &str) -> Result<String, BrokerConfigError> {
     if v.is_empty() {
-        return Ok(None);
+        return Err(BrokerConfigError::Invalid {
+            key: key.to_string(),
+            value: String::new(),
+            reason: "the token is empty: set a token of 16 to 4096 visible ASCII characters, or remove \
+                     the key to run without authentication"
+                .into(),
+        });
     }
     if (16..=4096).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_graphic()) {
-        Ok(Some(v.to_string()))
+        Ok(v.to_string())
     } else {
         // Never echo a rejected secret.
         Err(BrokerConfigError::Invalid {
@@ -1325,6 +1582,60 @@ fn auth_token(key: &str, v: &str) -> Result<Option<String>, BrokerConfigError> {
             reason: TOKEN_RULE.into(),
         })
     }
+}
+
+/// The token in `httpAuthTokenFile`: the file's text without surrounding whitespace, read up
+/// to [`MAX_SECRET_FILE_BYTES`]. A file holding only whitespace is an error naming the file.
+fn auth_token_file(key: &str, path: &str) -> Result<String, BrokerConfigError> {
+    let invalid =
+        |reason: String| BrokerConfigError::Invalid { key: key.to_string(), value: path.to_string(), reason };
+    let text = read_secret_file(Path::new(path)).map_err(invalid)?;
+    if text.trim().is_empty() {
+        return Err(invalid(
+            "the token file is empty (or holds only whitespace): write the token into it, or remove the \
+             key to run without authentication"
+                .into(),
+        ));
+    }
+    auth_token(key, text.trim()).map_err(|_| invalid(TOKEN_RULE.into()))
+}
+
+/// Reads a small file holding a secret (a token, a password), at most
+/// [`MAX_SECRET_FILE_BYTES`]: a larger one (or one that never ends, such as `/dev/zero`) is
+/// refused with the cap named. The error never quotes the content.
+pub fn read_secret_file(path: &Path) -> Result<String, String> {
+    let bytes = read_capped(path, MAX_SECRET_FILE_BYTES).map_err(|e| match e {
+        CappedReadError::TooLarge => {
+            format!(
+                "the file is larger than {} KiB, the most a secret file may hold",
+                MAX_SECRET_FILE_BYTES >> 10
+            )
+        }
+        CappedReadError::Io(e) => format!("cannot read the file: {e}"),
+    })?;
+    String::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".to_string())
+}
+
+/// Why [`read_capped`] failed.
+#[derive(Debug)]
+pub enum CappedReadError {
+    /// The file holds more than the cap.
+    TooLarge,
+    /// The file could not be read.
+    Io(std::io::Error),
+}
+
+/// The bytes of `path`, refusing a file larger than `cap` bytes without reading more than
+/// `cap + 1` of them (a device that never ends, a file that grows while read).
+pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, CappedReadError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(CappedReadError::Io)?;
+    let mut bytes = Vec::new();
+    file.take(cap + 1).read_to_end(&mut bytes).map_err(CappedReadError::Io)?;
+    if bytes.len() as u64 > cap {
+        return Err(CappedReadError::TooLarge);
+    }
+    Ok(bytes)
 }
 
 fn path_or_none(v: &str) -> Option<PathBuf> {
@@ -1737,6 +2048,43 @@ mod tests {
     }
 
     #[test]
+    fn a_configuration_file_above_the_cap_is_refused_naming_it() {
+        let err = load(&[], Some(Path::new("/dev/zero")), &[]).unwrap_err().to_string();
+        assert!(err.contains("/dev/zero") && err.contains("larger than 1 MiB"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let at_cap = dir.path().join("at-cap.conf");
+        let mut text = "#".repeat(MAX_CONFIG_FILE_BYTES as usize - 1);
+        text.push('\n');
+        std::fs::write(&at_cap, &text).unwrap();
+        assert!(load(&[], Some(&at_cap), &[]).is_ok(), "a file of exactly the cap is read");
+        text.push('\n');
+        std::fs::write(&at_cap, &text).unwrap();
+        let err = load(&[], Some(&at_cap), &[]).unwrap_err().to_string();
+        assert!(err.contains("at-cap.conf") && err.contains("1 MiB"), "{err}");
+    }
+
+    #[test]
+    fn a_token_file_holding_no_token_or_too_much_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        let with = |content: &[u8]| {
+            std::fs::write(&file, content).unwrap();
+            load_text(&format!("httpAuthTokenFile={}\n", file.display()))
+        };
+        let token = with(b"  0123456789abcdef\n").unwrap().settings.http.auth_token;
+        assert_eq!(token.as_deref(), Some("0123456789abcdef"), "surrounding whitespace is trimmed");
+        for blank in [&b""[..], b"\n", b" \t\r\n"] {
+            let err = with(blank).unwrap_err().to_string();
+            assert!(err.contains("httpAuthTokenFile") && err.contains("empty"), "{err}");
+            assert!(err.contains(&file.display().to_string()), "{err}");
+        }
+        let err = with(&vec![b'a'; MAX_SECRET_FILE_BYTES as usize + 1]).unwrap_err().to_string();
+        assert!(err.contains("64 KiB"), "{err}");
+        let err = load_text("httpAuthTokenFile=/dev/zero\n").unwrap_err().to_string();
+        assert!(err.contains("64 KiB") && !err.contains("\0"), "{err}");
+    }
+
+    #[test]
     fn logship_keys_parse() {
         let s = load_text("newSlaveStart=LAST_FILE\nslaveAckOn=FLUSHED\nackPolicy=ALL_IN_SYNC\n")
             .unwrap()
@@ -1776,6 +2124,20 @@ mod tests {
         assert_eq!(d.http_addr(), "10.1.2.3:10911".parse().unwrap());
         assert_eq!((d.http.auth_token.clone(), d.http.default_topic_queue_nums), (None, 8));
         assert_eq!((d.http.max_transfer_bytes, d.http.max_transfer_count), (256 << 10, 32));
+        // One client gets an eighth of the connections and of the in-flight budget by default.
+        assert_eq!((d.http.max_connections_per_ip, d.http.max_in_flight_bytes_per_ip), (128, 32 << 20));
+        assert_eq!(
+            (h.max_connections_per_ip, h.max_in_flight_bytes_per_ip),
+            (1, 4 << 20),
+            "derived from httpMaxConnections=7 and httpMaxInFlightBytes=8 MiB: at least one message"
+        );
+        let set = load_text("httpMaxConnectionsPerIp=0\nhttpMaxInFlightBytesPerIp=0\n").unwrap().settings;
+        assert_eq!((set.http.max_connections_per_ip, set.http.max_in_flight_bytes_per_ip), (0, 0), "0: off");
+        let err = load_text("httpMaxInFlightBytesPerIp=1000\n").unwrap_err();
+        assert!(
+            matches!(err, BrokerConfigError::Conflict { .. }) && err.to_string().contains("maxMessageSize"),
+            "{err}"
+        );
         for bad in [
             "listenAddress=localhost",
             "httpMaxConnections=0",
@@ -1788,6 +2150,8 @@ mod tests {
         }
         let err = load_text("httpAuthToken=hunter2\n").unwrap_err().to_string();
         assert!(err.contains("httpAuthToken") && !err.contains("hunter2"), "{err}");
+        let err = load_text("httpAuthToken=\n").unwrap_err().to_string();
+        assert!(err.contains("httpAuthToken") && err.contains("empty"), "{err}");
         let err = load_text("maxMessageSize=4194304\nhttpMaxInFlightBytes=4194304\n").unwrap_err();
         assert!(matches!(err, BrokerConfigError::Conflict { .. }), "{err}");
         for half in ["httpTlsCertFile=/c.pem\n", "httpTlsKeyFile=/k.pem\n", "httpTlsClientCaFile=/ca.pem\n"] {
@@ -2158,6 +2522,91 @@ mod tests {
         }
         let e = load_text(&format!("{ETCD_BASE}etcdEndpoints=127.0.0.1:2379\n")).unwrap_err();
         assert!(matches!(&e, BrokerConfigError::Invalid { key, .. } if key == "etcdEndpoints"), "{e}");
+    }
+
+    /// A CA certificate, and a client certificate and key it signed, as PEM files in `dir`.
+    #[cfg(feature = "etcd")]
+    fn etcd_pem_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = params.self_signed(&ca_key).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["broker-1".to_string()])
+            .unwrap()
+            .signed_by(&key, &ca, &ca_key)
+            .unwrap();
+        let files = (dir.join("ca.pem"), dir.join("client.pem"), dir.join("client.key"));
+        std::fs::write(&files.0, ca.pem()).unwrap();
+        std::fs::write(&files.1, cert.pem()).unwrap();
+        std::fs::write(&files.2, key.serialize_pem()).unwrap();
+        files
+    }
+
+    #[cfg(feature = "etcd")]
+    #[test]
+    fn etcd_tls_and_authentication_keys_read_their_files_and_refuse_what_cannot_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, cert, key) = etcd_pem_files(dir.path());
+        let password = dir.path().join("etcd.password");
+        std::fs::write(&password, "s3cret pass\n").unwrap();
+        let tls = format!(
+            "etcdTlsCaPath={}\netcdTlsCertPath={}\netcdTlsKeyPath={}\n",
+            ca.display(),
+            cert.display(),
+            key.display()
+        );
+        let auth = format!("etcdUser=logship\netcdPasswordFile={}\n", password.display());
+        let https = "etcdEndpoints=https://127.0.0.1:2379\n";
+        let loaded = load_text(&format!("{ETCD_BASE}{https}{tls}{auth}etcdTlsServerName=etcd-1\n")).unwrap();
+        let etcd = loaded.settings.controller.unwrap().etcd.unwrap();
+        let t = etcd.tls.as_ref().expect("TLS");
+        assert_eq!(t.ca_pem, std::fs::read(&ca).unwrap());
+        assert_eq!(t.identity.as_ref().map(|(c, _)| c.clone()), Some(std::fs::read(&cert).unwrap()));
+        assert_eq!(t.server_name.as_deref(), Some("etcd-1"));
+        let c = etcd.credentials.as_ref().expect("credentials");
+        assert_eq!((c.user.as_str(), c.password.as_str()), ("logship", "s3cret pass"), "the line break goes");
+        assert!(!format!("{c:?}").contains("s3cret"), "the password is never shown");
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        // No credentials at all, or a password in clear: warned about.
+        let plain = load_text(&format!("{ETCD_BASE}etcdEndpoints=http://e:2379\n")).unwrap();
+        assert!(plain.warnings.iter().any(|w| w.contains("without credentials")), "{:?}", plain.warnings);
+        let clear = load_text(&format!("{ETCD_BASE}etcdEndpoints=http://e:2379\n{auth}")).unwrap();
+        assert!(clear.warnings.iter().any(|w| w.contains("in clear")), "{:?}", clear.warnings);
+        // Refused, naming the keys.
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, "\n").unwrap();
+        let cases = [
+            (format!("etcdEndpoints=http://e:2379\n{tls}"), "https://"),
+            (https.to_string(), "etcdTlsCaPath"),
+            (
+                format!("{https}etcdTlsCaPath={}\netcdTlsCertPath={}\n", ca.display(), cert.display()),
+                "etcdTlsKeyPath",
+            ),
+            (format!("{https}etcdTlsCaPath={}\n", key.display()), "etcdTlsCaPath"),
+            (
+                format!(
+                    "{https}etcdTlsCaPath={}\netcdTlsCertPath={}\netcdTlsKeyPath={}\n",
+                    ca.display(),
+                    cert.display(),
+                    cert.display()
+                ),
+                "etcdTlsKeyPath",
+            ),
+            (format!("{https}etcdTlsCaPath=/nonexistent/ca.pem\n"), "etcdTlsCaPath"),
+            ("etcdEndpoints=http://e:2379\netcdUser=logship\n".to_string(), "etcdPasswordFile"),
+            (format!("etcdEndpoints=http://e:2379\netcdPasswordFile={}\n", password.display()), "etcdUser"),
+            (
+                format!("etcdEndpoints=http://e:2379\netcdUser=u\netcdPasswordFile={}\n", empty.display()),
+                "empty",
+            ),
+            ("etcdEndpoints=http://e:2379\netcdUser=u\netcdPasswordFile=/dev/zero\n".to_string(), "64 KiB"),
+        ];
+        for (more, names) in cases {
+            let e = load_text(&format!("{ETCD_BASE}{more}")).unwrap_err().to_string();
+            assert!(e.contains(names), "{more}: {e}");
+            assert!(!e.contains("s3cret"), "{e}");
+        }
     }
 
     #[cfg(not(feature = "etcd"))]

@@ -54,6 +54,8 @@ struct GroupMetrics {
     live_members: Gauge,
     member_lag_bytes: Family<MemberLabels, Gauge>,
     lease_refused_puts: Counter,
+    record_anomalies: Counter,
+    record_trusted: Gauge,
 }
 
 impl GroupMetrics {
@@ -92,6 +94,16 @@ impl GroupMetrics {
             "group_member_lag_bytes",
             "Bytes each live member's published end is behind the master's (automatic failover)",
             self.member_lag_bytes.clone(),
+        );
+        registry.register(
+            "group_record_anomalies",
+            "What the group's keys in etcd held that no broker's protocol step explains (a forged or hand-edited record, a mastership key without a lease), each counted once (automatic failover)",
+            self.record_anomalies.clone(),
+        );
+        registry.register(
+            "group_record_trusted",
+            "1 while the group record last read is trusted; 0 while it is refused and the last trusted one is acted on (automatic failover)",
+            self.record_trusted.clone(),
         );
         registry.register(
             "group_lease_refused_puts",
@@ -602,6 +614,7 @@ impl Metrics {
     pub fn observe_group(&self, c: &crate::roles::Coordination) {
         let g = &self.group;
         g.lease_open.set(i64::from(c.lease_open()));
+        g.record_trusted.set(i64::from(c.audit().trusted));
         let view = c.view();
         let record = view.as_ref().and_then(|v| v.record.as_ref()).map(|r| &r.value);
         g.master_epoch.set(record.map_or(0, |r| i64::from(r.master_epoch)));
@@ -619,6 +632,12 @@ impl Metrics {
                 g.member_lag_bytes.get_or_create(&labels).set(end.saturating_sub(m.max_offset) as i64);
             }
         }
+    }
+
+    /// One anomaly of the group's keys found (automatic failover).
+    #[cfg_attr(not(feature = "etcd"), allow(dead_code))]
+    pub fn record_group_anomaly(&self) {
+        self.group.record_anomalies.inc();
     }
 
     /// A put answered 503 `LEASE_LOST` (automatic failover).

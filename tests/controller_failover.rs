@@ -384,8 +384,10 @@ fn admin_calls_refuse_bad_epochs_strangers_and_nonsense_with_typed_messages() {
     assert_eq!(code, 400, "{body}");
     assert!(body["error"].as_str().unwrap().contains("masterAddress"), "{body}");
 
-    // Epochs: a promotion at or below what the broker holds is refused (409).
-    assert_eq!(a.promote(3, &[]).0, 200);
+    // Epochs: a promotion at or below what the broker holds is refused (409). Epoch 3 skips
+    // epochs 1 and 2: forced.
+    let (code, body) = a.post("/ha/changeToMaster", r#"{"epoch":3,"force":true}"#, Some(TOKEN));
+    assert_eq!(code, 200, "{body}");
     assert_eq!(a.put("epoch 3").0, 200);
     for epoch in [3, 2] {
         let (code, body) = a.promote(epoch, &[]);
@@ -408,6 +410,79 @@ fn admin_calls_refuse_bad_epochs_strangers_and_nonsense_with_typed_messages() {
     let (code, body) = classic.post("/ha/changeToMaster", br#"{"epoch":1}"#);
     assert_eq!(code, 403, "no token configured: {body}");
     assert!(body["error"].as_str().unwrap().contains("httpAuthToken"), "{body}");
+}
+
+/// Issue 22: what a controller would refuse, the admin calls refuse too, each with a typed 4xx:
+/// an epoch that ends failover for good, an epoch skipping ahead unless forced, a second
+/// master in an epoch this broker knows another holds, a sync-state-set naming brokers that
+/// never connected, and following its own HA port.
+#[test]
+fn admin_calls_refuse_what_a_controller_would_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Node::start(&dir.path().join("a"), 1, SYNC_ALL);
+    let b = Node::start(&dir.path().join("b"), 2, SYNC_ALL);
+    let admin = |node: &Node, path: &str, body: Value| node.post(path, &body.to_string(), Some(TOKEN));
+
+    // No epoch can follow i32::MAX: refused, forced or not.
+    for body in [json!({ "epoch": i32::MAX }), json!({ "epoch": i32::MAX, "force": true })] {
+        let (code, reply) = admin(&a, "/ha/changeToMaster", body.clone());
+        assert_eq!(code, 409, "{body}: {reply}");
+        assert!(reply["error"].as_str().unwrap().contains("2147483647"), "{reply}");
+    }
+    // Epochs advance one at a time unless forced: a broker holding no epoch starts at 1.
+    let (code, reply) = admin(&a, "/ha/changeToMaster", json!({ "epoch": 3 }));
+    assert_eq!(code, 409, "{reply}");
+    let error = reply["error"].as_str().unwrap();
+    assert!(error.contains("one at a time") && error.contains("force"), "{reply}");
+    assert_eq!(a.status()["role"], "NONE", "refusals change nothing");
+    let (code, reply) = admin(&a, "/ha/changeToMaster", json!({ "epoch": 1, "syncStateSet": [1, 2] }));
+    assert_eq!(code, 200, "{reply}");
+
+    // A broker cannot be told to follow its own HA port, whatever id it is told to expect there.
+    let own = json!({ "masterAddress": b.ha_addr(), "masterBrokerId": 1, "epoch": 1 });
+    let (code, reply) = admin(&b, "/ha/changeToSlave", own);
+    assert_eq!(code, 400, "{reply}");
+    assert!(reply["error"].as_str().unwrap().contains("own HA port"), "{reply}");
+    let (code, reply) = b.follow(&a, 1, 1);
+    assert_eq!(code, 200, "{reply}");
+    eventually("B to stream from A", || {
+        a.status()["controller"]["slaves"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|x| x["brokerId"] == 2 && x["counted"] == true))
+    });
+    assert_eq!(a.put("epoch 1").0, 200);
+
+    // A sync-state-set may only add brokers connected to this master.
+    let set = |body: Value| admin(&a, "/ha/setSyncStateSet", body);
+    let (code, reply) = set(json!({ "syncStateSet": [1, 99, 100], "syncStateSetEpoch": 2 }));
+    assert_eq!(code, 400, "{reply}");
+    let error = reply["error"].as_str().unwrap();
+    assert!(error.contains("99") && error.contains("not connected"), "{reply}");
+    assert_eq!(a.status()["controller"]["syncStateSet"], json!([1, 2]), "nothing changed");
+    // Its epoch advances one at a time too, and never to i32::MAX.
+    let (code, reply) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 7 }));
+    assert_eq!(code, 409, "{reply}");
+    assert!(reply["error"].as_str().unwrap().contains("one at a time"), "{reply}");
+    let (code, reply) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": i32::MAX, "force": true }));
+    assert_eq!(code, 409, "{reply}");
+    let (code, reply) = set(json!({ "syncStateSet": [1, 2], "syncStateSetEpoch": 2 }));
+    assert_eq!(code, 200, "a connected member may be named: {reply}");
+
+    // A becomes master of epoch 2. B, still following A, hears of epoch 2 from A's handshake:
+    // told to become master of epoch 2 too, it refuses (one master per epoch).
+    let (code, reply) = admin(&a, "/ha/changeToMaster", json!({ "epoch": 2, "syncStateSet": [1, 2] }));
+    assert_eq!(code, 200, "{reply}");
+    eventually("B to hear of epoch 2 from A", || b.status()["controller"]["masterLastEpoch"] == 2);
+    let (code, reply) = admin(&b, "/ha/changeToMaster", json!({ "epoch": 2 }));
+    assert_eq!(code, 409, "a second master in epoch 2: {reply}");
+    assert!(reply["error"].as_str().unwrap().contains("broker 1"), "{reply}");
+    assert_eq!(b.status()["role"], "SLAVE", "{}", b.status());
+    // Epoch 4 skips epoch 3: refused, unless forced (a controller that knows of epoch 3).
+    let (code, reply) = admin(&b, "/ha/changeToMaster", json!({ "epoch": 4 }));
+    assert_eq!(code, 409, "{reply}");
+    assert!(reply["error"].as_str().unwrap().contains("the next is 3"), "{reply}");
+    let (code, reply) = admin(&b, "/ha/changeToMaster", json!({ "epoch": 4, "force": true }));
+    assert_eq!(code, 200, "{reply}");
 }
 
 #[test]
@@ -439,17 +514,22 @@ fn set_sync_state_set_applies_a_set_refuses_bad_ones_and_an_away_member_freezes_
         assert!(body["error"].as_str().unwrap().contains(names), "{bad}: {body}");
     }
 
-    // Applied: member 2 joins the set at epoch 2 without ever connecting.
+    // Member 2 never connected: it cannot join the set by this call.
     let (code, body) = set(json!({ "syncStateSet": [1, 2], "syncStateSetEpoch": 2 }));
-    assert_eq!(code, 200, "{body}");
-    assert_eq!((&body["syncStateSet"], &body["syncStateSetEpoch"]), (&json!([1, 2]), &json!(2)), "{body}");
-    let (code, body) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 1 }));
+    assert_eq!(code, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("not connected"), "{body}");
+    // A controller's election may name it (it will follow): epoch 2 starts with {1, 2} at set
+    // epoch 1, member 2 away.
+    assert_eq!(a.promote(2, &[1, 2]).0, 200);
+    let (code, body) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 0 }));
     assert_eq!(code, 409, "a stale epoch: {body}");
     assert!(body["error"].as_str().unwrap().contains("stale"), "{body}");
-    let (code, body) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 2 }));
-    assert_eq!(code, 409, "epoch 2 names another set: {body}");
+    let (code, body) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 1 }));
+    assert_eq!(code, 409, "epoch 1 names another set: {body}");
     assert!(body["error"].as_str().unwrap().contains("already in force"), "{body}");
-    assert_eq!(set(json!({ "syncStateSet": [1, 2], "syncStateSetEpoch": 2 })).0, 200, "the same set again");
+    let (code, body) = set(json!({ "syncStateSet": [1, 2], "syncStateSetEpoch": 1 }));
+    assert_eq!(code, 200, "the same set again: {body}");
+    assert_eq!((&body["syncStateSet"], &body["syncStateSetEpoch"]), (&json!([1, 2]), &json!(1)), "{body}");
 
     // Member 2 is away: a SYNC put is stored but times out, and confirmOffset stays frozen.
     let (code, body) = a.put("member 2 is away");
@@ -460,7 +540,7 @@ fn set_sync_state_set_applies_a_set_refuses_bad_ones_and_an_away_member_freezes_
 
     // The shrink, applied from outside, lets confirmOffset move on, and puts complete again.
     let end = a.max_offset();
-    let (code, body) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 3 }));
+    let (code, body) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 2 }));
     assert_eq!(code, 200, "{body}");
     assert_eq!(body["confirmOffset"], json!(end), "{body}");
     assert_eq!(a.put("alone again").0, 200);

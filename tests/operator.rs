@@ -262,3 +262,43 @@ fn stray_bytes_on_the_ha_port_show_as_a_refusal_in_status_and_metrics() {
     assert_eq!(value("logship_ha_refusals_total", "reason=\"untrusted_ahead\""), Some(1.0), "{text}");
     assert_eq!(value("logship_fenced", ""), Some(0.0), "{text}");
 }
+
+/// Runs `logship master --config <config>` and expects a refusal: exit code 2 and the stderr.
+/// A hang detector kills the process (and fails) if it neither exits nor refuses in time.
+fn refused_config(config: &std::path::Path, store: &std::path::Path) -> String {
+    // Under a 2 GiB address-space limit, so that a broker reading without bound fails the
+    // test instead of exhausting the machine.
+    let mut child = Command::new("sh")
+        .args(["-c", "ulimit -v 2097152 && exec \"$0\" \"$@\"", process::BIN])
+        .args(["master", "--config", &config.display().to_string(), "--store", &store.display().to_string()])
+        .args(["--listen-port", "0", "--ha-listen-port", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = process::capture_stderr(&mut child);
+    let status = process::wait_exit(&mut child);
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let err = stderr.lock().unwrap().clone();
+    assert_eq!(status.and_then(|s| s.code()), Some(2), "{err}");
+    err
+}
+
+#[test]
+fn a_configuration_file_above_1_mib_is_refused_naming_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    // /dev/zero never ends: the broker reads at most the cap and a byte more.
+    let err = refused_config(std::path::Path::new("/dev/zero"), &dir.path().join("a"));
+    assert!(err.contains("/dev/zero") && err.contains("1 MiB"), "{err}");
+    let big = dir.path().join("big.conf");
+    let mut text = String::from("brokerRole=ASYNC_MASTER\n");
+    while text.len() <= 1 << 20 {
+        text.push_str("# a comment line to make the file larger than the cap\n");
+    }
+    std::fs::write(&big, text).unwrap();
+    let err = refused_config(&big, &dir.path().join("b"));
+    assert!(err.contains("big.conf") && err.contains("1 MiB"), "{err}");
+}
