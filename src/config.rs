@@ -218,6 +218,14 @@ pub struct ControllerKeys {
     /// `readUnCommitted` (false): index replicated messages into the consume queues at once
     /// instead of only below the confirmOffset.
     pub read_uncommitted: bool,
+    /// logship `haSlaveDropConfirmed` (unset): `POINT-CONFIRM`, the one range of confirmed
+    /// bytes a slave may drop to follow a master whose log agrees only up to `POINT`, exactly
+    /// as the refusal named it. Unset: a slave never truncates below its confirmOffset.
+    pub drop_confirmed: Option<std::ops::Range<u64>>,
+    /// logship `adoptLogWithoutEpochs` (unset): the end offset of a log without an epoch file
+    /// to take as it is once (a store from the classic mode); see
+    /// [`logship_store::StoreConfig::adopt_log_without_epochs`].
+    pub adopt_log_without_epochs: Option<u64>,
     /// Automatic failover on etcd (`etcdEndpoints` set); `None`: roles come from the admin calls.
     pub etcd: Option<EtcdKeys>,
 }
@@ -582,7 +590,23 @@ const CONTROLLER_KEYS: &[&str] = &[
     "asyncLearner",
     "syncFromLastFile",
     "readUnCommitted",
+    "haSlaveDropConfirmed",
+    "adoptLogWithoutEpochs",
 ];
+
+/// `haSlaveDropConfirmed`: `FROM-TO`, a range of at least one byte; empty is unset.
+fn offset_range(key: &str, v: &str) -> Result<Option<std::ops::Range<u64>>, BrokerConfigError> {
+    if v.is_empty() {
+        return Ok(None);
+    }
+    let rule = "FROM-TO, the offsets a refusal to truncate below the confirmOffset named (FROM below TO)";
+    let (from, to) = v.split_once('-').ok_or_else(|| invalid(key, v, rule))?;
+    let parse = |s: &str| s.trim().parse::<u64>().ok().filter(|&o| o <= i64::MAX as u64);
+    match (parse(from), parse(to)) {
+        (Some(from), Some(to)) if from < to => Ok(Some(from..to)),
+        _ => Err(invalid(key, v, rule)),
+    }
+}
 
 /// Where a setting came from, for messages.
 #[derive(Clone, Debug)]
@@ -806,6 +830,8 @@ fn build(
         async_learner: false,
         sync_from_last_file: false,
         read_uncommitted: false,
+        drop_confirmed: None,
+        adopt_log_without_epochs: None,
         etcd: None,
     };
     let mut etcd = EtcdKeys::default();
@@ -948,6 +974,11 @@ fn build(
             "asyncLearner" => c.async_learner = boolean(key, v)?,
             "syncFromLastFile" => c.sync_from_last_file = boolean(key, v)?,
             "readUnCommitted" => c.read_uncommitted = boolean(key, v)?,
+            "haSlaveDropConfirmed" => c.drop_confirmed = offset_range(key, v)?,
+            "adoptLogWithoutEpochs" => {
+                c.adopt_log_without_epochs =
+                    if v.is_empty() { None } else { Some(number(key, v, 1, i64::MAX as u64)?) }
+            }
             "etcdEndpoints" => etcd.endpoints = etcd_endpoints(key, v)?,
             "etcdKeyPrefix" => etcd.key_prefix = v.to_string(),
             "etcdLeaseTtlMs" => etcd.lease_ttl = millis(key, v)?,
@@ -1582,6 +1613,7 @@ impl BrokerSettings {
             master_epoch,
             async_learner: keys.async_learner,
             sync_from_last_file: keys.sync_from_last_file,
+            drop_confirmed: keys.drop_confirmed.clone(),
         });
         Some(Ok(config))
     }
@@ -2224,6 +2256,35 @@ mod tests {
         let classic = load_text("").unwrap().settings;
         assert!(classic.controller.is_none() && classic.controller_master_config(1, [].into(), 1).is_none());
         assert!(!crate::server::store_config(&classic).dispatch_up_to_confirm);
+    }
+
+    #[test]
+    fn the_truncation_override_and_the_adoption_key_reach_the_slave_and_the_store() {
+        let base = "enableControllerMode=true\nbrokerId=2\nhttpAuthToken=0123456789abcdef\n";
+        let s = load_text(base).unwrap().settings;
+        let store = crate::server::store_config(&s);
+        assert!(store.require_epoch_file, "controller mode needs the epoch file");
+        assert_eq!(store.adopt_log_without_epochs, None);
+        let sl = s.controller_slave_config("127.0.0.1:10912", 1, 3).unwrap().unwrap();
+        assert_eq!(sl.controller.unwrap().drop_confirmed, None, "never below the confirmOffset by default");
+        let text = format!("{base}haSlaveDropConfirmed=516000-774000\nadoptLogWithoutEpochs=1828\n");
+        let s = load_text(&text).unwrap().settings;
+        let sl = s.controller_slave_config("127.0.0.1:10912", 1, 3).unwrap().unwrap();
+        assert_eq!(sl.controller.unwrap().drop_confirmed, Some(516_000..774_000));
+        assert_eq!(crate::server::store_config(&s).adopt_log_without_epochs, Some(1828));
+        for bad in
+            ["haSlaveDropConfirmed=774000-516000", "haSlaveDropConfirmed=5-5", "haSlaveDropConfirmed=516000"]
+        {
+            let e = load_text(&format!("{base}{bad}\n")).unwrap_err();
+            assert!(e.to_string().contains("haSlaveDropConfirmed"), "{bad}: {e}");
+        }
+        let classic = load_text("haSlaveDropConfirmed=1-2\n").unwrap();
+        assert!(!crate::server::store_config(&classic.settings).require_epoch_file);
+        assert!(
+            classic.warnings.iter().any(|w| w.contains("haSlaveDropConfirmed")),
+            "{:?}",
+            classic.warnings
+        );
     }
 
     #[test]

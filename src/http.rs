@@ -766,6 +766,14 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
                     "consistentPoint": a.consistent_point,
                     "truncations": a.truncations,
                     "truncatedBytes": a.truncated_bytes,
+                    "refusals": {
+                        "current": a.refusals.current,
+                        "masterBehindElectedEpoch": a.refusals.master_behind_elected_epoch,
+                        "masterBehindLocalEpoch": a.refusals.master_behind_local_epoch,
+                        "epochAboveElected": a.refusals.epoch_above_elected,
+                        "wouldTruncateConfirmed": a.refusals.would_truncate_confirmed,
+                        "noConsistentPoint": a.refusals.no_consistent_point,
+                    },
                 })
             });
             Some(json!({

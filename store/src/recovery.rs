@@ -340,6 +340,22 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
     let kept = cut_log(&mut ctx, &commitlog_dir, end, &mut report)?;
     let (min, end) = if kept.is_empty() { (0, 0) } else { (min, end) };
     report.end = end;
+    let missing_epochs = config.require_epoch_file && !epoch_file.exists();
+    if missing_epochs && end > 0 && config.adopt_log_without_epochs != Some(end) {
+        return Err(StoreError::EpochFileMissing {
+            path: epoch_file.path().to_path_buf(),
+            backup: epoch_file.backup_path(),
+            end,
+        });
+    }
+    if missing_epochs && end > 0 {
+        tracing::warn!(
+            end,
+            path = %epoch_file.path().display(),
+            "taking a log without epochs as it is, as adopt_log_without_epochs says: its bytes cannot be \
+             checked against a master's"
+        );
+    }
     let (segments, active) = install_segments(kept, size, end, &report)?;
     // The confirm offset (controller mode) never exceeds the recovered end; with
     // `dispatch_up_to_confirm` nothing past it is indexed.
@@ -358,7 +374,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
 
     // Epochs that start past the recovered end lost their bytes in the crash.
     epochs.retain(|e| e.start_offset <= end);
-    if epochs != epochs_before || (intent.is_some() && epoch_file.path().exists()) {
+    if epochs != epochs_before || (intent.is_some() && epoch_file.path().exists()) || missing_epochs {
         epoch_file.write(&epochs)?;
     }
 

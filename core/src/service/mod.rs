@@ -88,7 +88,9 @@ pub use autoswitch::{
     AnyMasterDriver, AuthorityFactory, AutoSwitchDriver, AutoSwitchMasterStatus, AutoSwitchSlaveInfo,
     LocalAuthority, MasterControllerConfig, SyncStateSetAuthority,
 };
-pub use autoswitch::{AnySlaveDriver, AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, SlaveControllerConfig};
+pub use autoswitch::{
+    AnySlaveDriver, AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, FollowRefusals, SlaveControllerConfig,
+};
 pub use autoswitch::{SyncStateSetError, check_sync_state_set};
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_SLAVE_TIMEOUT, DEFAULT_SYNC_FLUSH_TIMEOUT, MasterServiceConfig,

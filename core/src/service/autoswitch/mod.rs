@@ -17,5 +17,5 @@ pub use master::{
     MasterControllerConfig, SyncStateSetAuthority, SyncStateSetError, check_sync_state_set,
 };
 pub use master_task::AnyMasterDriver;
-pub use slave::{AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, SlaveControllerConfig};
+pub use slave::{AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, FollowRefusals, SlaveControllerConfig};
 pub use slave_task::AnySlaveDriver;
