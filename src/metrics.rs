@@ -484,11 +484,13 @@ impl Metrics {
             ("not_admitted", r.not_admitted),
             ("over_limit", r.over_limit),
             ("first_report_timeout", r.first_report_timeouts),
+            ("displaced", r.displaced),
             ("untrusted_ahead", r.untrusted_ahead),
             ("diverged", r.diverged),
             ("implausible_report", r.implausible_reports),
             ("plain_refused", r.plain_refused),
             ("tls_refused", r.tls_refused),
+            ("identity_refused", r.identity_refused),
         ] {
             let counter =
                 self.ha_refusals.get_or_create(&ReasonLabels { reason: reason.to_string() }).clone();
@@ -739,7 +741,8 @@ mod tests {
             in_sync,
             connected_for: Duration::from_secs(1),
             bytes_sent: ack,
-            trusted: false,
+            trusted: true,
+            counted: true,
             identity: None,
         }
     }

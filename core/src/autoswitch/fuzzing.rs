@@ -139,6 +139,7 @@ pub fn master_session(data: &[u8]) {
             min_in_sync_replicas: u32::from(b >> 7) + 1,
         },
         verify_first_acks: b & 0x04 != 0,
+        identified_only: false,
     };
     let max = u64::from(u.u16() % 2000);
     let epochs = small_epochs(&mut u, max);
