@@ -251,6 +251,57 @@ fn a_cut_old_master_reopens_with_the_new_masters_epochs_and_bytes() {
     });
 }
 
+/// A coordinator that never answers: the sync-state-set stays as the master started.
+struct Silent;
+
+impl logship_core::service::SyncStateSetAuthority for Silent {
+    fn propose(&mut self, _: &BTreeSet<i64>, _: &BTreeSet<i64>, _: i32) -> Option<(BTreeSet<i64>, i32)> {
+        None
+    }
+}
+
+/// The tail an old master stored but no member acknowledged (its puts timed out) is no
+/// confirmed data: the old master cuts it without any override when it rejoins, although its
+/// own puts raised the store's confirm offset (for its consume queues) over it.
+#[test]
+fn an_old_masters_tail_no_member_acknowledged_is_cut_without_an_override() {
+    let side = Side::tokio();
+    run(async {
+        let (adir, bdir) = (temp(), temp());
+        // As a broker opens them in controller mode: consumers read below the confirm offset.
+        let open = |dir: &std::path::Path| {
+            let mut c = store_config();
+            c.dispatch_up_to_confirm = true;
+            Arc::new(CommitLog::open(dir, c).unwrap())
+        };
+        let (a, b) = (open(adir.path()), open(bdir.path()));
+        let mut config = master_config(1, 1);
+        let controller = config.controller.as_mut().unwrap();
+        controller.sync_state_set = BTreeSet::from([1, 2]);
+        controller.authority = Some(logship_core::service::AuthorityFactory::new(|| Box::new(Silent)));
+        let a_master = side.master(config, a.clone()).await;
+        let b_slave = side.slave(slave_config(&a_master, 2, 1, 1), b.clone()).await;
+        let shared = put_all(&a_master, 0, 20, 500, PutStatus::PutOk).await;
+        until_caught_up(&b_slave, &b, shared).await;
+        b_slave.shutdown().await;
+        let tail = put_all(&a_master, 20, 3, 500, PutStatus::FlushSlaveTimeout).await;
+        assert!(tail > shared);
+        assert_eq!(a.confirmed_offset(), shared, "the tail was never confirmed");
+        assert!(a.confirm_offset() >= tail, "though its own puts are indexed");
+        a_master.shutdown().await;
+        let b_master = side.master(master_config(2, 2), b.clone()).await;
+        let end = put_all(&b_master, 30, 10, 600, PutStatus::PutOk).await;
+        let a_slave = side.slave(slave_config(&b_master, 1, 2, 2), a.clone()).await;
+        until_caught_up(&a_slave, &a, end).await;
+        let status = a_slave.status().await.autoswitch.unwrap();
+        assert_eq!((status.truncations, status.truncated_bytes), (1, tail - shared));
+        assert_eq!(status.refusals.would_truncate_confirmed, 0);
+        assert_same_bytes(&a, &b, end);
+        a_slave.shutdown().await;
+        b_master.shutdown().await;
+    });
+}
+
 /// The TLS name every broker of the group carries beside its own, and that every slave asks
 /// the master for: it does not change when the master does.
 const GROUP_NAME: &str = "ha.group-a.logship.test";

@@ -213,6 +213,10 @@ impl EpochLog for CrashingLog {
     fn confirm_offset(&self) -> Offset {
         EpochLog::confirm_offset(&*self.inner)
     }
+
+    fn confirmed_offset(&self) -> Offset {
+        EpochLog::confirmed_offset(&*self.inner)
+    }
 }
 
 impl LogWrite for CrashingLog {

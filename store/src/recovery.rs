@@ -92,6 +92,8 @@ pub(crate) struct Recovered {
     pub(crate) report: RecoveryReport,
     pub(crate) epochs: EpochState,
     pub(crate) confirm: u64,
+    /// The replication-confirmed offset to start from.
+    pub(crate) confirmed: u64,
 }
 
 struct Loaded {
@@ -360,6 +362,13 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
     // The confirm offset (controller mode) never exceeds the recovered end; with
     // `dispatch_up_to_confirm` nothing past it is indexed.
     let confirm = loaded.as_ref().map_or(0, |c| c.confirm_phy_offset as u64).min(end);
+    // A checkpoint from before the confirmed offset was kept (or from Java) takes its
+    // confirmPhyOffset for it.
+    let confirmed = loaded
+        .as_ref()
+        .map_or(0, |c| c.logship.and_then(|l| l.confirmed).unwrap_or(c.confirm_phy_offset as u64))
+        .min(end);
+    let confirmed = intent.map_or(confirmed, |cut| confirmed.min(cut));
     let dispatch_end = if config.dispatch_up_to_confirm { confirm.max(min) } else { end };
     let (dispatcher, queues, segments) = recover_consume_queues(
         root,
@@ -391,6 +400,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
         clean_end: 0,
         min_offset: min,
         dispatched: dispatcher.dispatched,
+        confirmed: Some(confirmed),
     });
     checkpoint.write(ckpt)?;
     if intent.is_some() {
@@ -413,6 +423,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
         report,
         epochs: EpochState { file: epoch_file, entries: epochs },
         confirm,
+        confirmed,
     })
 }
 

@@ -309,9 +309,10 @@ impl AutoSwitchSlave {
         })
     }
 
-    /// The same slave, knowing that the log's confirmOffset is `offset` (as recorded in the
-    /// store's checkpoint): no truncation goes below it, nor below any confirmOffset learned
-    /// since, unless [`AutoSwitchSlaveConfig::drop_confirmed`] names exactly the bytes dropped.
+    /// The same slave, knowing that the log's replication-confirmed offset is `offset` (as the
+    /// store's checkpoint keeps it, [`EpochLog::confirmed_offset`](crate::EpochLog::confirmed_offset)): no truncation goes below it, nor
+    /// below any confirmOffset learned since, unless [`AutoSwitchSlaveConfig::drop_confirmed`]
+    /// names exactly the bytes dropped.
     #[must_use]
     pub fn with_confirm_offset(mut self, offset: Offset) -> Self {
         self.recorded_confirm = offset.min(self.end);

@@ -14,7 +14,8 @@
 //!   that do not parse (`truncateInvalidMsg`), which logship's store already drops when it
 //!   recovers at open. The tail above the old confirmOffset was written by the previous master
 //!   and replicated here; keeping it loses nothing, and slaves that lack it get it;
-//! - starts from the log's persisted confirmOffset, which the machine raises as the
+//! - starts from the log's replication-confirmed offset (which local puts never raise; see
+//!   [`EpochLog::confirmed_offset`](crate::EpochLog::confirmed_offset)), which the machine raises as the
 //!   sync-state-set acknowledges; every change goes back to the log
 //!   ([`EpochLog::set_confirm_offset`](crate::EpochLog::set_confirm_offset)).
 //!
@@ -407,7 +408,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
         // Checked before the epoch is recorded: a refused start leaves the log as it was.
         core.validate()?;
         let epochs = record_epoch(&*log, controller.epoch)?;
-        let confirm_offset = log.epoch_log().map_or(0, |e| e.confirm_offset());
+        let confirm_offset = log.epoch_log().map_or(0, |e| e.confirmed_offset());
         let start = MasterStart {
             log: log.bounds(),
             epochs,

@@ -268,7 +268,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
         let bounds = log.bounds();
         let core =
             AutoSwitchSlave::new(controller.core_config(config), now, bounds.max, log.flushed(), epochs)?
-                .with_confirm_offset(epoch_log.confirm_offset());
+                .with_confirm_offset(epoch_log.confirmed_offset());
         info!(
             broker_id = controller.broker_id,
             master = %config.master_address,

@@ -86,6 +86,9 @@ impl EpochLog for TestLog {
     fn confirm_offset(&self) -> Offset {
         self.inner.confirm_offset()
     }
+    fn confirmed_offset(&self) -> Offset {
+        self.inner.confirmed_offset()
+    }
 }
 
 impl LogWrite for TestLog {
