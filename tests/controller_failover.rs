@@ -216,6 +216,42 @@ fn promtool_passes(text: &str) {
     assert!(out.status.success(), "promtool check metrics failed:\n{said}\n--- metrics:\n{text}");
 }
 
+/// A slave told to follow a master elected in epoch 1 refuses one that announces epoch 2 (a
+/// stale order, or a rogue master) before it writes anything, and says why in `/status` and
+/// `/metrics`; told the right epoch, it follows.
+#[test]
+fn a_slave_refuses_a_master_whose_epoch_it_was_not_told_and_shows_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Node::start(&dir.path().join("a"), 1, &[]);
+    let b = Node::start(&dir.path().join("b"), 2, &[]);
+    assert_eq!(a.promote(2, &[]).0, 200);
+    assert_eq!(a.put("in epoch 2").0, 200);
+    assert_eq!(b.follow(&a, 1, 1).0, 200, "{}", b.log());
+    eventually("the refusal in /status", || {
+        b.status()["controller"]["refusals"]["epochAboveElected"].as_u64().unwrap_or(0) >= 1
+    });
+    let refusals = b.status()["controller"]["refusals"].clone();
+    let current = refusals["current"].as_str().unwrap_or_default().to_string();
+    assert!(current.contains("above the epoch 1"), "{refusals}");
+    assert_eq!(b.max_offset(), 0, "nothing written");
+    assert_eq!(b.epochs(), json!([]), "no epoch recorded");
+    let metrics = b.metrics();
+    let refused = sample(&metrics, "logship_follow_refusals_total{").is_some()
+        && metrics.lines().any(|l| {
+            l.starts_with("logship_follow_refusals_total{")
+                && l.contains("reason=\"epoch_above_elected\"")
+                && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).is_some_and(|v| v >= 1.0)
+        });
+    assert!(refused, "{metrics}");
+    assert_eq!(sample(&metrics, "logship_follow_refused{"), Some(1.0), "{metrics}");
+    promtool_passes(&metrics);
+    // Told the epoch the master was elected in, it follows.
+    assert_eq!(b.follow(&a, 1, 2).0, 200, "{}", b.log());
+    eventually("b to follow", || b.max_offset() == a.max_offset());
+    eventually("the refusal to clear", || b.status()["controller"]["refusals"]["current"].is_null());
+    assert_eq!(sample(&b.metrics(), "logship_follow_refused{"), Some(0.0));
+}
+
 #[test]
 fn failover_through_the_binary_truncates_the_old_masters_tail_and_a_new_broker_gets_both_epochs() {
     divergent_failover(false);

@@ -267,7 +267,7 @@ impl Default for Admission {
 }
 
 impl Admission {
-    /// Only `allow` is admitted, and trusted; default limits.
+    /// Only `allow` is admitted, and identified; default limits.
     pub fn allow_list(allow: Vec<IpNet>) -> Self {
         Self { allow, ..Self::default() }
     }

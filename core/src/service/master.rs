@@ -125,7 +125,8 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         }
     }
 
-    /// A bare driver for a log that currently spans `log`: open admission, no restart fence,
+    /// A bare driver for a log that currently spans `log`: the default admission (protected
+    /// mode, see [`Admission`]), no restart fence,
     /// and first reports are not checked against the log. Services use
     /// [`for_service`](Self::for_service).
     ///
@@ -304,8 +305,9 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     }
 
     /// A connection's negotiation ended (TLS configured). A plain link is closed if TLS is
-    /// required, else it follows the allow-list (or open admission); a TLS link is admitted and
-    /// trusted if its certificate names a listed replica, else closed. Refusals are counted and
+    /// required, else it follows the allow-list (without one, it is a stranger, or counted
+    /// under `trust_any`); a TLS link is admitted and identified if its certificate names a
+    /// listed replica, else closed. Refusals are counted and
     /// logged at WARN; the connection's teardown must still be reported.
     pub fn negotiated(&mut self, now: Instant, conn: ConnId, link: Link) {
         self.now = self.now.max(now);
