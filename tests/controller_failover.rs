@@ -252,6 +252,39 @@ fn a_slave_refuses_a_master_whose_epoch_it_was_not_told_and_shows_why() {
     assert_eq!(sample(&b.metrics(), "logship_follow_refused{"), Some(0.0));
 }
 
+/// A controller-mode broker whose store holds data but lost `epochFileCheckpoint` and its
+/// `.bak` refuses to start, naming both files and the ways out; told to adopt the log at its
+/// exact end, it starts.
+#[test]
+fn a_broker_whose_epoch_files_are_gone_refuses_to_start_naming_both_and_the_ways_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("a");
+    let mut a = Node::start(&store, 1, &[]);
+    assert_eq!(a.promote(1, &[]).0, 200);
+    assert_eq!(a.put("kept").0, 200);
+    let end = a.max_offset();
+    assert!(process::terminate(&mut a.child).is_some_and(|s| s.success()), "{}", a.log());
+    std::fs::remove_file(store.join("epochFileCheckpoint")).unwrap();
+    std::fs::remove_file(store.join("epochFileCheckpoint.bak")).unwrap();
+    let (mut child, stderr) = spawn_logship(&a.args, None);
+    let status = process::wait_exit(&mut child).expect("it exits");
+    let said = stderr.lock().unwrap().clone();
+    assert!(!status.success(), "{said}");
+    for needle in [
+        "epochFileCheckpoint ".to_string(),
+        "epochFileCheckpoint.bak".to_string(),
+        "refetch everything from the master".to_string(),
+        format!("adoptLogWithoutEpochs={end}"),
+    ] {
+        assert!(said.contains(&needle), "names {needle}: {said}");
+    }
+    let mut args = a.args.clone();
+    args.extend(process::test_settings(&[&format!("adoptLogWithoutEpochs={end}")]));
+    let adopted = Node::spawn(args, &store, a.port);
+    assert_eq!(adopted.max_offset(), end);
+    assert!(store.join("epochFileCheckpoint").exists(), "an empty epoch file is written at once");
+}
+
 #[test]
 fn failover_through_the_binary_truncates_the_old_masters_tail_and_a_new_broker_gets_both_epochs() {
     divergent_failover(false);
