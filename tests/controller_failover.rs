@@ -224,7 +224,8 @@ fn a_slave_refuses_a_master_whose_epoch_it_was_not_told_and_shows_why() {
     let dir = tempfile::tempdir().unwrap();
     let a = Node::start(&dir.path().join("a"), 1, &[]);
     let b = Node::start(&dir.path().join("b"), 2, &[]);
-    assert_eq!(a.promote(2, &[]).0, 200);
+    assert_eq!(a.promote(1, &[]).0, 200);
+    assert_eq!(a.promote(2, &[]).0, 200, "epochs advance one at a time");
     assert_eq!(a.put("in epoch 2").0, 200);
     assert_eq!(b.follow(&a, 1, 1).0, 200, "{}", b.log());
     eventually("the refusal in /status", || {
@@ -537,9 +538,13 @@ fn admin_calls_refuse_what_a_controller_would_refuse() {
     let (code, reply) = set(json!({ "syncStateSet": [1, 2], "syncStateSetEpoch": 2 }));
     assert_eq!(code, 200, "a connected member may be named: {reply}");
 
-    // A becomes master of epoch 2. B, still following A, hears of epoch 2 from A's handshake:
-    // told to become master of epoch 2 too, it refuses (one master per epoch).
+    // A becomes master of epoch 2, and B is told to follow it there (a slave refuses a master
+    // announcing an epoch above the one it was told, so an unconfirmed claim is never evidence).
+    // B hears of epoch 2 from A's handshake: told to become master of epoch 2 too, it refuses
+    // (one master per epoch).
     let (code, reply) = admin(&a, "/ha/changeToMaster", json!({ "epoch": 2, "syncStateSet": [1, 2] }));
+    assert_eq!(code, 200, "{reply}");
+    let (code, reply) = b.follow(&a, 1, 2);
     assert_eq!(code, 200, "{reply}");
     eventually("B to hear of epoch 2 from A", || b.status()["controller"]["masterLastEpoch"] == 2);
     let (code, reply) = admin(&b, "/ha/changeToMaster", json!({ "epoch": 2 }));
