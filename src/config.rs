@@ -158,9 +158,15 @@ pub struct BrokerSettings {
     /// logship `haListenAddress`: the HA port's bind address; unset, `brokerIP1` if loopback,
     /// else `0.0.0.0` (with a warning).
     pub ha_listen_address: Option<IpAddr>,
-    /// logship `haReplicaAllowList`: replica addresses or networks; empty admits everyone
-    /// and trusts no one.
+    /// logship `haReplicaAllowList`: replica addresses or networks; empty (without TLS):
+    /// protected mode, only loopback peers are admitted and identified.
     pub ha_replica_allow_list: Vec<IpNet>,
+    /// logship `haTrustAnyReplica` (false): admit any connection that would be a stranger and
+    /// count its acknowledgements (RocketMQ's open admission), though it never fences; warned
+    /// at start and in `/status`.
+    pub ha_trust_any_replica: bool,
+    /// logship `haMaxUntrustedConnections`: live HA connections not identified as replicas.
+    pub ha_max_untrusted_connections: usize,
     /// logship `haMaxConnectionsPerPeer`.
     pub ha_max_connections_per_peer: usize,
     /// logship `haMaxConnections`.
@@ -218,6 +224,14 @@ pub struct ControllerKeys {
     /// `readUnCommitted` (false): index replicated messages into the consume queues at once
     /// instead of only below the confirmOffset.
     pub read_uncommitted: bool,
+    /// logship `haSlaveDropConfirmed` (unset): `POINT-CONFIRM`, the one range of confirmed
+    /// bytes a slave may drop to follow a master whose log agrees only up to `POINT`, exactly
+    /// as the refusal named it. Unset: a slave never truncates below its confirmOffset.
+    pub drop_confirmed: Option<std::ops::Range<u64>>,
+    /// logship `adoptLogWithoutEpochs` (unset): the end offset of a log without an epoch file
+    /// to take as it is once (a store from the classic mode); see
+    /// [`logship_store::StoreConfig::adopt_log_without_epochs`].
+    pub adopt_log_without_epochs: Option<u64>,
     /// Automatic failover on etcd (`etcdEndpoints` set); `None`: roles come from the admin calls.
     pub etcd: Option<EtcdKeys>,
 }
@@ -241,6 +255,47 @@ pub struct EtcdKeys {
     /// `enableElectUncleanMaster` (false, RocketMQ's name): elect a broker outside the
     /// sync-state-set when no member is live, losing what it lacks.
     pub elect_unclean_master: bool,
+    /// `etcdTlsCaPath`, `etcdTlsCertPath`, `etcdTlsKeyPath`, `etcdTlsServerName`: TLS to etcd
+    /// (`None`: plain `http://` endpoints), read and checked at load.
+    pub tls: Option<EtcdTlsKeys>,
+    /// `etcdUser` and `etcdPasswordFile`: etcd's authentication (`None`: off).
+    pub credentials: Option<EtcdCredentialKeys>,
+}
+
+/// TLS to etcd, as the keys give it: the files' PEM contents.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EtcdTlsKeys {
+    /// `etcdTlsCaPath`: the CA(s) etcd's certificate must chain to.
+    pub ca_pem: Vec<u8>,
+    /// `etcdTlsCertPath` and `etcdTlsKeyPath`: a client certificate chain and its key, for an
+    /// etcd run with `--client-cert-auth`.
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// `etcdTlsServerName`: the name etcd's certificate must carry (unset: each endpoint's host).
+    pub server_name: Option<String>,
+}
+
+impl std::fmt::Debug for EtcdTlsKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdTlsKeys")
+            .field("client_certificate", &self.identity.is_some())
+            .field("server_name", &self.server_name)
+            .finish_non_exhaustive()
+    }
+}
+
+/// `etcdUser` and the password read from `etcdPasswordFile`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EtcdCredentialKeys {
+    /// `etcdUser`.
+    pub user: String,
+    /// The content of `etcdPasswordFile`, without its trailing line break.
+    pub password: String,
+}
+
+impl std::fmt::Debug for EtcdCredentialKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdCredentialKeys").field("user", &self.user).field("password", &"(hidden)").finish()
+    }
 }
 
 impl Default for EtcdKeys {
@@ -253,6 +308,8 @@ impl Default for EtcdKeys {
             lease_renew_interval: Duration::from_millis(1000),
             request_timeout: Duration::from_millis(1000),
             elect_unclean_master: false,
+            tls: None,
+            credentials: None,
         }
     }
 }
@@ -285,10 +342,14 @@ pub struct HttpSettings {
     pub idle_timeout: Duration,
     /// `httpMaxConnections`: open HTTP connections beyond this are answered 503 and closed.
     pub max_connections: usize,
-    /// `httpMaxConnectionsPerIp`: the same, per client IP (0: no per-IP limit).
+    /// `httpMaxConnectionsPerIp`: the same, per client IP (0: no per-IP limit; unset, an
+    /// eighth of `httpMaxConnections`, at least 1).
     pub max_connections_per_ip: usize,
     /// `httpMaxInFlightBytes`: request and response bodies held in memory at once.
     pub max_in_flight_bytes: u64,
+    /// `httpMaxInFlightBytesPerIp`: the same, per client IP (0: no per-IP budget; unset, an
+    /// eighth of `httpMaxInFlightBytes`, at least `maxMessageSize`).
+    pub max_in_flight_bytes_per_ip: u64,
     /// `maxTransferBytesOnMessageInMemory`: the most message bytes one pull returns (at least
     /// one message is always returned).
     pub max_transfer_bytes: u64,
@@ -317,8 +378,9 @@ impl Default for HttpSettings {
             body_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(60),
             max_connections: 1024,
-            max_connections_per_ip: 0,
+            max_connections_per_ip: 1024 / PER_CLIENT_SHARE,
             max_in_flight_bytes: 256 << 20,
+            max_in_flight_bytes_per_ip: (256 << 20) / PER_CLIENT_SHARE as u64,
             max_transfer_bytes: 256 << 10,
             max_transfer_count: 32,
             shutdown_drain_timeout: Duration::from_secs(5),
@@ -329,6 +391,10 @@ impl Default for HttpSettings {
         }
     }
 }
+
+/// By default one client IP may hold this fraction (1/8) of the HTTP connections and of the
+/// in-flight body budget, so that one client cannot lock the others out.
+pub const PER_CLIENT_SHARE: usize = 8;
 
 /// The store keys about disk space, retention and recovery (one block, parsed by
 /// [`StoreKeys::set`] and applied by [`StoreKeys::apply`]).
@@ -444,6 +510,8 @@ impl Default for BrokerSettings {
             controller: None,
             ha_listen_address: None,
             ha_replica_allow_list: Vec::new(),
+            ha_trust_any_replica: false,
+            ha_max_untrusted_connections: logship_core::service::DEFAULT_MAX_UNTRUSTED_CONNECTIONS,
             ha_max_connections_per_peer: logship_core::service::DEFAULT_MAX_CONNECTIONS_PER_PEER,
             ha_max_connections: logship_core::service::DEFAULT_MAX_CONNECTIONS,
             ha_first_report_timeout: logship_core::DEFAULT_FIRST_REPORT_TIMEOUT,
@@ -501,7 +569,167 @@ const ETCD_KEYS: &[&str] = &[
     "etcdLeaseRenewIntervalMs",
     "etcdRequestTimeoutMs",
     "enableElectUncleanMaster",
+    "etcdTlsCaPath",
+    "etcdTlsCertPath",
+    "etcdTlsKeyPath",
+    "etcdTlsServerName",
+    "etcdUser",
+    "etcdPasswordFile",
 ];
+
+/// The most bytes a PEM file of the etcd TLS keys may hold.
+const MAX_PEM_FILE_BYTES: u64 = 1 << 20;
+
+/// The etcd TLS and authentication keys, as given (paths and names), before their files are
+/// read.
+#[derive(Default)]
+struct EtcdSecurityKeys {
+    ca: Option<String>,
+    cert: Option<String>,
+    key: Option<String>,
+    server_name: Option<String>,
+    user: Option<String>,
+    password_file: Option<String>,
+}
+
+impl EtcdSecurityKeys {
+    /// Parses `key` if it is one of these; `false` if it is not.
+    fn set(&mut self, key: &str, v: &str) -> bool {
+        let slot = match key {
+            "etcdTlsCaPath" => &mut self.ca,
+            "etcdTlsCertPath" => &mut self.cert,
+            "etcdTlsKeyPath" => &mut self.key,
+            "etcdTlsServerName" => &mut self.server_name,
+            "etcdUser" => &mut self.user,
+            "etcdPasswordFile" => &mut self.password_file,
+            _ => return false,
+        };
+        *slot = (!v.is_empty()).then(|| v.to_string());
+        true
+    }
+
+    /// Reads and checks the files: the TLS settings (which need `https://` endpoints, and the
+    /// reverse), and the credentials (a user needs a password file, and the reverse). Warnings
+    /// say when etcd is reached without credentials, or with a password in clear.
+    fn build(self, etcd: &mut EtcdKeys, warnings: &mut Vec<String>) -> Result<(), BrokerConfigError> {
+        let conflict =
+            |keys: String, reason: &str| BrokerConfigError::Conflict { keys, reason: reason.into() };
+        let https = etcd.endpoints.iter().filter(|e| e.starts_with("https://")).count();
+        let tls_keys =
+            self.ca.is_some() || self.cert.is_some() || self.key.is_some() || self.server_name.is_some();
+        if tls_keys && https != etcd.endpoints.len() {
+            return Err(conflict(
+                format!("etcdEndpoints={}", etcd.endpoints.join(",")),
+                "the etcdTls* keys are set: every etcd endpoint must be an https:// URL",
+            ));
+        }
+        if https > 0 && self.ca.is_none() {
+            return Err(conflict(
+                format!("etcdEndpoints={} etcdTlsCaPath=(unset)", etcd.endpoints.join(",")),
+                "https:// endpoints need etcdTlsCaPath: the PEM file of the CA that signed etcd's certificate",
+            ));
+        }
+        if self.cert.is_some() != self.key.is_some() {
+            return Err(conflict(
+                format!(
+                    "etcdTlsCertPath={} etcdTlsKeyPath={}",
+                    self.cert.as_deref().unwrap_or("(unset)"),
+                    self.key.as_deref().unwrap_or("(unset)")
+                ),
+                "a client certificate needs both its certificate chain and its private key",
+            ));
+        }
+        if let Some(ca) = &self.ca {
+            let ca_pem = pem_file("etcdTlsCaPath", ca, PemKind::Certificates)?;
+            let identity = match (&self.cert, &self.key) {
+                (Some(cert), Some(key)) => Some((
+                    pem_file("etcdTlsCertPath", cert, PemKind::Certificates)?,
+                    pem_file("etcdTlsKeyPath", key, PemKind::PrivateKey)?,
+                )),
+                _ => None,
+            };
+            etcd.tls = Some(EtcdTlsKeys { ca_pem, identity, server_name: self.server_name });
+        }
+        match (self.user, self.password_file) {
+            (None, None) => {}
+            (Some(user), Some(file)) => {
+                let text = read_secret_file(Path::new(&file)).map_err(|reason| {
+                    BrokerConfigError::Invalid { key: "etcdPasswordFile".into(), value: file.clone(), reason }
+                })?;
+                let password =
+                    text.strip_suffix('\n').map(|p| p.strip_suffix('\r').unwrap_or(p)).unwrap_or(&text);
+                if password.is_empty() {
+                    return Err(BrokerConfigError::Invalid {
+                        key: "etcdPasswordFile".into(),
+                        value: file,
+                        reason: "the password file is empty: write etcdUser's password into it".into(),
+                    });
+                }
+                etcd.credentials = Some(EtcdCredentialKeys { user, password: password.to_string() });
+            }
+            (user, file) => {
+                return Err(conflict(
+                    format!(
+                        "etcdUser={} etcdPasswordFile={}",
+                        user.as_deref().unwrap_or("(unset)"),
+                        file.as_deref().unwrap_or("(unset)")
+                    ),
+                    "etcd's authentication needs both a user and the file holding its password",
+                ));
+            }
+        }
+        let client_certificate = etcd.tls.as_ref().is_some_and(|t| t.identity.is_some());
+        if etcd.credentials.is_none() && !client_certificate {
+            warnings.push(
+                "etcd is reached without credentials (no etcdUser, no etcdTlsCertPath): anybody who reaches \
+                 etcd can rewrite the group record and decide who is master; enable etcd's authentication \
+                 or client certificates and set them here"
+                    .to_string(),
+            );
+        }
+        if etcd.credentials.is_some() && etcd.tls.is_none() {
+            warnings.push(
+                "etcdUser over http:// endpoints: the password and the token travel in clear; use https:// \
+                 endpoints with etcdTlsCaPath"
+                    .to_string(),
+            );
+        }
+        Ok(())
+    }
+}
+
+/// What a PEM file of the etcd TLS keys must hold.
+#[derive(Copy, Clone)]
+enum PemKind {
+    Certificates,
+    PrivateKey,
+}
+
+/// Reads a PEM file (at most 1 MiB) and checks it holds what `kind` says.
+fn pem_file(key: &str, path: &str, kind: PemKind) -> Result<Vec<u8>, BrokerConfigError> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let invalid =
+        |reason: String| BrokerConfigError::Invalid { key: key.to_string(), value: path.to_string(), reason };
+    let bytes = read_capped(Path::new(path), MAX_PEM_FILE_BYTES).map_err(|e| match e {
+        CappedReadError::TooLarge => invalid("the file is larger than 1 MiB".into()),
+        CappedReadError::Io(e) => invalid(format!("cannot read the file: {e}")),
+    })?;
+    match kind {
+        PemKind::Certificates => {
+            let certs = CertificateDer::pem_slice_iter(&bytes).collect::<Result<Vec<_>, _>>();
+            if !certs.is_ok_and(|c| !c.is_empty()) {
+                return Err(invalid("expected PEM certificates (-----BEGIN CERTIFICATE-----)".into()));
+            }
+        }
+        PemKind::PrivateKey => {
+            if PrivateKeyDer::from_pem_slice(&bytes).is_err() {
+                return Err(invalid("expected a PEM private key (PKCS#8, PKCS#1 or SEC1)".into()));
+            }
+        }
+    }
+    Ok(bytes)
+}
 
 /// `etcdEndpoints`: comma-separated `http://host:port` URLs.
 fn etcd_endpoints(key: &str, v: &str) -> Result<Vec<String>, BrokerConfigError> {
@@ -565,11 +793,18 @@ const BOOLEAN_KEYS: &[&str] = &[
     "asyncLearner",
     "syncFromLastFile",
     "readUnCommitted",
+    "haTrustAnyReplica",
 ];
 
 /// The keys only controller mode reads: set without `enableControllerMode=true`, a warning.
 const CONTROLLER_KEYS: &[&str] = &[
     "etcdEndpoints",
+    "etcdTlsCaPath",
+    "etcdTlsCertPath",
+    "etcdTlsKeyPath",
+    "etcdTlsServerName",
+    "etcdUser",
+    "etcdPasswordFile",
     "etcdKeyPrefix",
     "etcdLeaseTtlMs",
     "etcdLeaseMarginMs",
@@ -582,7 +817,23 @@ const CONTROLLER_KEYS: &[&str] = &[
     "asyncLearner",
     "syncFromLastFile",
     "readUnCommitted",
+    "haSlaveDropConfirmed",
+    "adoptLogWithoutEpochs",
 ];
+
+/// `haSlaveDropConfirmed`: `FROM-TO`, a range of at least one byte; empty is unset.
+fn offset_range(key: &str, v: &str) -> Result<Option<std::ops::Range<u64>>, BrokerConfigError> {
+    if v.is_empty() {
+        return Ok(None);
+    }
+    let rule = "FROM-TO, the offsets a refusal to truncate below the confirmOffset named (FROM below TO)";
+    let (from, to) = v.split_once('-').ok_or_else(|| invalid(key, v, rule))?;
+    let parse = |s: &str| s.trim().parse::<u64>().ok().filter(|&o| o <= i64::MAX as u64);
+    match (parse(from), parse(to)) {
+        (Some(from), Some(to)) if from < to => Ok(Some(from..to)),
+        _ => Err(invalid(key, v, rule)),
+    }
+}
 
 /// Where a setting came from, for messages.
 #[derive(Clone, Debug)]
@@ -749,6 +1000,10 @@ impl From<BrokerConfigError> for LoadError {
     }
 }
 
+/// The most bytes a configuration file (`--config`) may hold: a `broker.conf` is a few KiB, and
+/// a path to something else (`/dev/zero`, a log file) must not be read without bound.
+pub const MAX_CONFIG_FILE_BYTES: u64 = 1 << 20;
+
 /// Builds the settings from `defaults` (the subcommand's), an optional `broker.conf`, and
 /// command-line `key=value` overrides, each overriding the one before.
 pub fn load(
@@ -761,8 +1016,16 @@ pub fn load(
         raw.insert(key.to_string(), Setting { value: value.to_string(), origin: "default".into() });
     }
     if let Some(path) = file {
-        let text = std::fs::read(path)
-            .map_err(|e| BrokerConfigError::Read { path: path.to_path_buf(), reason: e.to_string() })?;
+        let text = read_capped(path, MAX_CONFIG_FILE_BYTES).map_err(|e| BrokerConfigError::Read {
+            path: path.to_path_buf(),
+            reason: match e {
+                CappedReadError::TooLarge => format!(
+                    "the file is larger than {} MiB, the most a configuration file may hold",
+                    MAX_CONFIG_FILE_BYTES >> 20
+                ),
+                CappedReadError::Io(e) => e.to_string(),
+            },
+        })?;
         let origin = path.display().to_string();
         for (key, value, line) in parse_properties(&text, &origin)? {
             raw.insert(key, Setting { value, origin: format!("{origin}:{line}") });
@@ -793,6 +1056,7 @@ fn build(
 ) -> Result<BrokerSettings, BrokerConfigError> {
     let mut s = BrokerSettings::default();
     let mut ha_port_set = false;
+    let mut untrusted_set = false;
     let mut token_file_set = false;
     let mut store_path_commit_log: Option<String> = None;
     let mut controller_mode = false;
@@ -806,9 +1070,12 @@ fn build(
         async_learner: false,
         sync_from_last_file: false,
         read_uncommitted: false,
+        drop_confirmed: None,
+        adopt_log_without_epochs: None,
         etcd: None,
     };
     let mut etcd = EtcdKeys::default();
+    let mut etcd_security = EtcdSecurityKeys::default();
     for (key, Setting { value, origin }) in raw {
         let v = value.trim();
         if BOOLEAN_KEYS.contains(&key.as_str()) {
@@ -816,7 +1083,7 @@ fn build(
                 warnings.push(w);
             }
         }
-        if s.store.set(key, v)? {
+        if s.store.set(key, v)? || etcd_security.set(key, v) {
             continue;
         }
         match key.as_str() {
@@ -905,18 +1172,9 @@ fn build(
             "listenAddress" => {
                 s.http.listen_address = Some(v.parse().map_err(|_| invalid(key, v, "an IP address"))?)
             }
-            "httpAuthToken" => s.http.auth_token = auth_token(key, v)?,
+            "httpAuthToken" => s.http.auth_token = Some(auth_token(key, v)?),
             "httpAuthTokenFile" => {
-                let text = std::fs::read_to_string(v).map_err(|e| BrokerConfigError::Invalid {
-                    key: key.clone(),
-                    value: v.to_string(),
-                    reason: format!("cannot read the token file: {e}"),
-                })?;
-                s.http.auth_token = auth_token(key, text.trim()).map_err(|_| BrokerConfigError::Invalid {
-                    key: key.clone(),
-                    value: v.to_string(),
-                    reason: TOKEN_RULE.into(),
-                })?;
+                s.http.auth_token = Some(auth_token_file(key, v)?);
                 token_file_set = true;
             }
             "httpHeaderTimeout" => s.http.header_timeout = millis(key, v)?,
@@ -925,6 +1183,7 @@ fn build(
             "httpMaxConnections" => s.http.max_connections = number(key, v, 1, 1 << 20)? as usize,
             "httpMaxConnectionsPerIp" => s.http.max_connections_per_ip = number(key, v, 0, 1 << 20)? as usize,
             "httpMaxInFlightBytes" => s.http.max_in_flight_bytes = number(key, v, 1, 1 << 40)?,
+            "httpMaxInFlightBytesPerIp" => s.http.max_in_flight_bytes_per_ip = number(key, v, 0, 1 << 40)?,
             "maxTransferBytesOnMessageInMemory" => s.http.max_transfer_bytes = number(key, v, 1, 1 << 30)?,
             "maxTransferCountOnMessageInMemory" => {
                 s.http.max_transfer_count = number(key, v, 1, MAX_PULL_COUNT as u64)? as usize
@@ -948,6 +1207,11 @@ fn build(
             "asyncLearner" => c.async_learner = boolean(key, v)?,
             "syncFromLastFile" => c.sync_from_last_file = boolean(key, v)?,
             "readUnCommitted" => c.read_uncommitted = boolean(key, v)?,
+            "haSlaveDropConfirmed" => c.drop_confirmed = offset_range(key, v)?,
+            "adoptLogWithoutEpochs" => {
+                c.adopt_log_without_epochs =
+                    if v.is_empty() { None } else { Some(number(key, v, 1, i64::MAX as u64)?) }
+            }
             "etcdEndpoints" => etcd.endpoints = etcd_endpoints(key, v)?,
             "etcdKeyPrefix" => etcd.key_prefix = v.to_string(),
             "etcdLeaseTtlMs" => etcd.lease_ttl = millis(key, v)?,
@@ -982,6 +1246,11 @@ fn build(
             }
             "haMaxConnectionsPerPeer" => s.ha_max_connections_per_peer = number(key, v, 1, 65_535)? as usize,
             "haMaxConnections" => s.ha_max_connections = number(key, v, 1, 65_535)? as usize,
+            "haMaxUntrustedConnections" => {
+                s.ha_max_untrusted_connections = number(key, v, 1, 65_535)? as usize;
+                untrusted_set = true;
+            }
+            "haTrustAnyReplica" => s.ha_trust_any_replica = boolean(key, v)?,
             "haFirstReportTimeout" => s.ha_first_report_timeout = millis(key, v)?,
             "haSlaveMaxFirstOffset" => s.ha_slave_max_first_offset = number(key, v, 1, i64::MAX as u64)?,
             "haTlsMode" => {
@@ -1007,6 +1276,7 @@ fn build(
             invalid("listenPort", &s.listen_port.to_string(), "leave room for haListenPort = listenPort + 1")
         })?;
     }
+    per_client_defaults(&mut s, raw);
     if token_file_set && raw.contains_key("httpAuthToken") {
         return Err(BrokerConfigError::Conflict {
             keys: "httpAuthToken httpAuthTokenFile".into(),
@@ -1022,6 +1292,7 @@ fn build(
         check_controller_mode(&s, raw, warnings)?;
         if !etcd.endpoints.is_empty() {
             check_etcd(&etcd)?;
+            etcd_security.build(&mut etcd, warnings)?;
             if etcd.elect_unclean_master {
                 warnings.push(
                     "enableElectUncleanMaster=true: when no member of the sync-state-set is live, a broker \
@@ -1056,27 +1327,86 @@ fn build(
         warnings.push("haTlsEnable is a slave key; a master uses haTlsMode: ignored".to_string());
     }
     if s.master_tls.is_some() && s.ha_tls_mode == TlsMode::Optional && s.ha_replica_allow_list.is_empty() {
-        warnings.push(
-            "haTlsMode=optional without haReplicaAllowList: plain HA connections from any address are \
-             admitted (untrusted) and count for SYNC waits; list the plain slaves in haReplicaAllowList, \
-             or set haTlsMode=required"
-                .to_string(),
-        );
-    }
-    if !s.ha_addr().ip().is_loopback()
-        && s.ha_replica_allow_list.is_empty()
-        && s.master_tls.is_none()
-        && (s.broker_role != BrokerRole::Slave || s.controller.is_some())
-    {
-        let every = if s.ha_addr().ip().is_unspecified() { " (every interface)" } else { "" };
+        let counted = if s.ha_trust_any_replica {
+            "and count for SYNC waits (haTrustAnyReplica=true)"
+        } else {
+            "as strangers: they may read the log, but never count for SYNC waits"
+        };
         warnings.push(format!(
-            "the HA port listens on {}{every} and admits any replica that reaches it: strangers can read \
-             the log and count for SYNC waits; set haReplicaAllowList or haTlsMode to admit only replicas",
-            s.ha_addr()
+            "haTlsMode=optional without haReplicaAllowList: plain HA connections from any address \
+             (loopback included) are admitted {counted}; list the plain slaves in haReplicaAllowList, or \
+             set haTlsMode=required"
         ));
     }
+    if !untrusted_set {
+        // Unset: the default share, within a smaller table.
+        s.ha_max_untrusted_connections =
+            s.ha_max_untrusted_connections.min(s.ha_max_connections.saturating_sub(1));
+    }
+    if let Err(e) = s.master_service_config().admission.validate() {
+        return Err(BrokerConfigError::Conflict {
+            keys: format!(
+                "haMaxConnections={} haMaxUntrustedConnections={}",
+                s.ha_max_connections, s.ha_max_untrusted_connections
+            ),
+            reason: format!(
+                "connections not identified as replicas may hold fewer slots than there are, so that a \
+                 replica always finds one ({e})"
+            ),
+        });
+    }
+    check_protected_mode(&s, warnings)?;
     check_combinations(&s)?;
     Ok(s)
+}
+
+/// The per-client HTTP limits an operator left unset: an eighth of the broker's connections
+/// and of its in-flight body budget (the budget's share at least one `maxMessageSize`, so a
+/// client can always send one message).
+fn per_client_defaults(s: &mut BrokerSettings, raw: &BTreeMap<String, Setting>) {
+    if !raw.contains_key("httpMaxConnectionsPerIp") {
+        s.http.max_connections_per_ip = (s.http.max_connections / PER_CLIENT_SHARE).max(1);
+    }
+    if !raw.contains_key("httpMaxInFlightBytesPerIp") {
+        let share = s.http.max_in_flight_bytes / PER_CLIENT_SHARE as u64;
+        s.http.max_in_flight_bytes_per_ip =
+            share.max(u64::from(s.max_message_size)).min(s.http.max_in_flight_bytes);
+    }
+}
+
+/// Protected mode (like Redis's): without an allow-list or TLS, a master trusts only loopback
+/// peers. A broker whose HA port would take acknowledgements from off-loopback strangers (it
+/// listens off loopback, names no replica, and no etcd member directory identifies them)
+/// refuses to start, unless `haTrustAnyReplica=true` opts in to RocketMQ's open admission,
+/// which is warned loudly.
+fn check_protected_mode(s: &BrokerSettings, warnings: &mut Vec<String>) -> Result<(), BrokerConfigError> {
+    let takes_acks = s.broker_role != BrokerRole::Slave || s.controller.is_some();
+    let unnamed = s.ha_replica_allow_list.is_empty() && s.master_tls.is_none();
+    let on_etcd = s.controller.as_ref().is_some_and(|c| c.etcd.is_some());
+    let off_loopback = !s.ha_addr().ip().is_loopback();
+    if s.ha_trust_any_replica {
+        warnings.push(format!(
+            "haTrustAnyReplica=true: any connection to the HA port {} counts as a replica for SYNC waits \
+             (RocketMQ's open admission): a stranger can turn SLAVE_NOT_AVAILABLE into PUT_OK with a forged \
+             acknowledgement, and none of them can fence this master when it lost data; name the replicas \
+             in haReplicaAllowList or admit them by TLS instead",
+            s.ha_addr()
+        ));
+        return Ok(());
+    }
+    if takes_acks && unnamed && off_loopback && !on_etcd {
+        let every = if s.ha_addr().ip().is_unspecified() { " (every interface)" } else { "" };
+        return Err(BrokerConfigError::Conflict {
+            keys: format!("haListenAddress={}{every} haReplicaAllowList=(unset) haTlsMode=off", s.ha_addr().ip()),
+            reason: "the HA port would take acknowledgements from strangers: without an allow-list or TLS a \
+                     master trusts only loopback peers (protected mode). Name the replicas in \
+                     haReplicaAllowList, admit them by TLS (haTlsMode), bind the HA port to loopback \
+                     (haListenAddress=127.0.0.1), or accept any replica with haTrustAnyReplica=true (RocketMQ's \
+                     open admission: strangers count for SYNC waits)"
+                .into(),
+        });
+    }
+    Ok(())
 }
 
 /// `brokerId` in controller mode: required, 0 or more. RocketMQ's `-1` (ask the controller for
@@ -1225,12 +1555,13 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), BrokerConfigError> {
         && s.broker_role != BrokerRole::Slave
         && s.ha_replica_allow_list.is_empty()
         && s.ha_tls_mode == TlsMode::Off
+        && !s.ha_addr().ip().is_loopback()
     {
         return Err(conflict(
             format!("totalReplicas={} haReplicaAllowList=(unset) haTlsMode=off", s.total_replicas),
-            "after a crash the master waits for totalReplicas - 1 trusted replicas, and only replicas \
-             listed in haReplicaAllowList or admitted by TLS certificate are trusted: list the slaves' \
-             addresses, or set haTlsMode",
+            "after a crash the master waits for totalReplicas - 1 named replicas, and off loopback only \
+             replicas listed in haReplicaAllowList or admitted by TLS certificate are named: list the \
+             slaves' addresses, or set haTlsMode",
         ));
     }
     if s.total_replicas > 1 && s.broker_role != BrokerRole::Slave {
@@ -1292,6 +1623,13 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), BrokerConfigError> {
             "the in-flight budget must hold at least one message body",
         ));
     }
+    let per_client = s.http.max_in_flight_bytes_per_ip;
+    if per_client != 0 && per_client < u64::from(s.max_message_size) {
+        return Err(conflict(
+            format!("maxMessageSize={} httpMaxInFlightBytesPerIp={per_client}", s.max_message_size),
+            "a client's in-flight budget must hold at least one message body (or be 0: no per-client budget)",
+        ));
+    }
     if u64::from(s.max_message_size) + 8 > s.mapped_file_size_commit_log {
         return Err(conflict(
             format!(
@@ -1310,13 +1648,24 @@ pub const MAX_PULL_COUNT: usize = 1000;
 
 const TOKEN_RULE: &str = "expected 16 to 4096 visible ASCII characters without spaces";
 
-/// An HTTP bearer token: empty means none.
-fn auth_token(key: &str, v: &str) -> Result<Option<String>, BrokerConfigError> {
+/// The most bytes a secret file (`httpAuthTokenFile`, `etcdPasswordFile`) may hold.
+pub const MAX_SECRET_FILE_BYTES: u64 = 64 << 10;
+
+/// An HTTP bearer token. Empty is an error, not "no token": a key set to nothing is a mistake
+/// (a template left unfilled, a variable that expanded to nothing), and reading it as "no
+/// authentication" would open the port without a word.
+fn auth_token(key: &str, v: &str) -> Result<String, BrokerConfigError> {
     if v.is_empty() {
-        return Ok(None);
+        return Err(BrokerConfigError::Invalid {
+            key: key.to_string(),
+            value: String::new(),
+            reason: "the token is empty: set a token of 16 to 4096 visible ASCII characters, or remove \
+                     the key to run without authentication"
+                .into(),
+        });
     }
     if (16..=4096).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_graphic()) {
-        Ok(Some(v.to_string()))
+        Ok(v.to_string())
     } else {
         // Never echo a rejected secret.
         Err(BrokerConfigError::Invalid {
@@ -1325,6 +1674,60 @@ fn auth_token(key: &str, v: &str) -> Result<Option<String>, BrokerConfigError> {
             reason: TOKEN_RULE.into(),
         })
     }
+}
+
+/// The token in `httpAuthTokenFile`: the file's text without surrounding whitespace, read up
+/// to [`MAX_SECRET_FILE_BYTES`]. A file holding only whitespace is an error naming the file.
+fn auth_token_file(key: &str, path: &str) -> Result<String, BrokerConfigError> {
+    let invalid =
+        |reason: String| BrokerConfigError::Invalid { key: key.to_string(), value: path.to_string(), reason };
+    let text = read_secret_file(Path::new(path)).map_err(invalid)?;
+    if text.trim().is_empty() {
+        return Err(invalid(
+            "the token file is empty (or holds only whitespace): write the token into it, or remove the \
+             key to run without authentication"
+                .into(),
+        ));
+    }
+    auth_token(key, text.trim()).map_err(|_| invalid(TOKEN_RULE.into()))
+}
+
+/// Reads a small file holding a secret (a token, a password), at most
+/// [`MAX_SECRET_FILE_BYTES`]: a larger one (or one that never ends, such as `/dev/zero`) is
+/// refused with the cap named. The error never quotes the content.
+pub fn read_secret_file(path: &Path) -> Result<String, String> {
+    let bytes = read_capped(path, MAX_SECRET_FILE_BYTES).map_err(|e| match e {
+        CappedReadError::TooLarge => {
+            format!(
+                "the file is larger than {} KiB, the most a secret file may hold",
+                MAX_SECRET_FILE_BYTES >> 10
+            )
+        }
+        CappedReadError::Io(e) => format!("cannot read the file: {e}"),
+    })?;
+    String::from_utf8(bytes).map_err(|_| "the file is not UTF-8 text".to_string())
+}
+
+/// Why [`read_capped`] failed.
+#[derive(Debug)]
+pub enum CappedReadError {
+    /// The file holds more than the cap.
+    TooLarge,
+    /// The file could not be read.
+    Io(std::io::Error),
+}
+
+/// The bytes of `path`, refusing a file larger than `cap` bytes without reading more than
+/// `cap + 1` of them (a device that never ends, a file that grows while read).
+pub fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, CappedReadError> {
+    use std::io::Read;
+    let file = std::fs::File::open(path).map_err(CappedReadError::Io)?;
+    let mut bytes = Vec::new();
+    file.take(cap + 1).read_to_end(&mut bytes).map_err(CappedReadError::Io)?;
+    if bytes.len() as u64 > cap {
+        return Err(CappedReadError::TooLarge);
+    }
+    Ok(bytes)
 }
 
 fn path_or_none(v: &str) -> Option<PathBuf> {
@@ -1524,7 +1927,9 @@ impl BrokerSettings {
                 allow: self.ha_replica_allow_list.clone(),
                 max_connections_per_peer: self.ha_max_connections_per_peer,
                 max_connections: self.ha_max_connections,
+                max_untrusted_connections: self.ha_max_untrusted_connections,
                 tls: self.master_tls.clone(),
+                trust_any: self.ha_trust_any_replica,
             },
             controller: None,
         }
@@ -1551,6 +1956,7 @@ impl BrokerSettings {
             sync: keys.sync_policy(),
             ha_max_time_slave_not_catchup: keys.ha_max_time_slave_not_catchup,
             authority: None,
+            members: None,
         });
         Some(config)
     }
@@ -1582,6 +1988,7 @@ impl BrokerSettings {
             master_epoch,
             async_learner: keys.async_learner,
             sync_from_last_file: keys.sync_from_last_file,
+            drop_confirmed: keys.drop_confirmed.clone(),
         });
         Some(Ok(config))
     }
@@ -1737,6 +2144,43 @@ mod tests {
     }
 
     #[test]
+    fn a_configuration_file_above_the_cap_is_refused_naming_it() {
+        let err = load(&[], Some(Path::new("/dev/zero")), &[]).unwrap_err().to_string();
+        assert!(err.contains("/dev/zero") && err.contains("larger than 1 MiB"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let at_cap = dir.path().join("at-cap.conf");
+        let mut text = "#".repeat(MAX_CONFIG_FILE_BYTES as usize - 1);
+        text.push('\n');
+        std::fs::write(&at_cap, &text).unwrap();
+        assert!(load(&[], Some(&at_cap), &[]).is_ok(), "a file of exactly the cap is read");
+        text.push('\n');
+        std::fs::write(&at_cap, &text).unwrap();
+        let err = load(&[], Some(&at_cap), &[]).unwrap_err().to_string();
+        assert!(err.contains("at-cap.conf") && err.contains("1 MiB"), "{err}");
+    }
+
+    #[test]
+    fn a_token_file_holding_no_token_or_too_much_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("token");
+        let with = |content: &[u8]| {
+            std::fs::write(&file, content).unwrap();
+            load_text(&format!("httpAuthTokenFile={}\n", file.display()))
+        };
+        let token = with(b"  0123456789abcdef\n").unwrap().settings.http.auth_token;
+        assert_eq!(token.as_deref(), Some("0123456789abcdef"), "surrounding whitespace is trimmed");
+        for blank in [&b""[..], b"\n", b" \t\r\n"] {
+            let err = with(blank).unwrap_err().to_string();
+            assert!(err.contains("httpAuthTokenFile") && err.contains("empty"), "{err}");
+            assert!(err.contains(&file.display().to_string()), "{err}");
+        }
+        let err = with(&vec![b'a'; MAX_SECRET_FILE_BYTES as usize + 1]).unwrap_err().to_string();
+        assert!(err.contains("64 KiB"), "{err}");
+        let err = load_text("httpAuthTokenFile=/dev/zero\n").unwrap_err().to_string();
+        assert!(err.contains("64 KiB") && !err.contains("\0"), "{err}");
+    }
+
+    #[test]
     fn logship_keys_parse() {
         let s = load_text("newSlaveStart=LAST_FILE\nslaveAckOn=FLUSHED\nackPolicy=ALL_IN_SYNC\n")
             .unwrap()
@@ -1750,7 +2194,7 @@ mod tests {
     #[test]
     fn http_keys_parse_and_check_their_ranges() {
         let s = load_text(
-            "listenAddress=0.0.0.0\nhttpAuthToken=0123456789abcdef\nhttpHeaderTimeout=1500\n\
+            "listenAddress=0.0.0.0\nhaListenAddress=127.0.0.1\nhttpAuthToken=0123456789abcdef\nhttpHeaderTimeout=1500\n\
              httpBodyTimeout=2500\nhttpIdleTimeout=6500\nhttpMaxConnections=7\n\
              httpMaxInFlightBytes=8388608\nmaxTransferBytesOnMessageInMemory=1000\n\
              maxTransferCountOnMessageInMemory=3\nshutdownDrainTimeout=250\ndefaultTopicQueueNums=4\n",
@@ -1772,10 +2216,24 @@ mod tests {
         assert_eq!((h.max_connections, h.max_in_flight_bytes), (7, 8 << 20));
         assert_eq!((h.max_transfer_bytes, h.max_transfer_count, h.default_topic_queue_nums), (1000, 3, 4));
         // Defaults: bind brokerIP1, no token, RocketMQ's 8 queues, 256 KiB / 32 messages a pull.
-        let d = load_text("brokerIP1=10.1.2.3\n").unwrap().settings;
+        let d = load_text("brokerIP1=10.1.2.3\nhaListenAddress=127.0.0.1\n").unwrap().settings;
         assert_eq!(d.http_addr(), "10.1.2.3:10911".parse().unwrap());
         assert_eq!((d.http.auth_token.clone(), d.http.default_topic_queue_nums), (None, 8));
         assert_eq!((d.http.max_transfer_bytes, d.http.max_transfer_count), (256 << 10, 32));
+        // One client gets an eighth of the connections and of the in-flight budget by default.
+        assert_eq!((d.http.max_connections_per_ip, d.http.max_in_flight_bytes_per_ip), (128, 32 << 20));
+        assert_eq!(
+            (h.max_connections_per_ip, h.max_in_flight_bytes_per_ip),
+            (1, 4 << 20),
+            "derived from httpMaxConnections=7 and httpMaxInFlightBytes=8 MiB: at least one message"
+        );
+        let set = load_text("httpMaxConnectionsPerIp=0\nhttpMaxInFlightBytesPerIp=0\n").unwrap().settings;
+        assert_eq!((set.http.max_connections_per_ip, set.http.max_in_flight_bytes_per_ip), (0, 0), "0: off");
+        let err = load_text("httpMaxInFlightBytesPerIp=1000\n").unwrap_err();
+        assert!(
+            matches!(err, BrokerConfigError::Conflict { .. }) && err.to_string().contains("maxMessageSize"),
+            "{err}"
+        );
         for bad in [
             "listenAddress=localhost",
             "httpMaxConnections=0",
@@ -1788,6 +2246,8 @@ mod tests {
         }
         let err = load_text("httpAuthToken=hunter2\n").unwrap_err().to_string();
         assert!(err.contains("httpAuthToken") && !err.contains("hunter2"), "{err}");
+        let err = load_text("httpAuthToken=\n").unwrap_err().to_string();
+        assert!(err.contains("httpAuthToken") && err.contains("empty"), "{err}");
         let err = load_text("maxMessageSize=4194304\nhttpMaxInFlightBytes=4194304\n").unwrap_err();
         assert!(matches!(err, BrokerConfigError::Conflict { .. }), "{err}");
         for half in ["httpTlsCertFile=/c.pem\n", "httpTlsKeyFile=/k.pem\n", "httpTlsClientCaFile=/ca.pem\n"] {
@@ -2011,27 +2471,43 @@ mod tests {
     }
 
     #[test]
-    fn total_replicas_needs_an_allow_list() {
-        let err = load_text("brokerRole=SYNC_MASTER\ntotalReplicas=2\n").unwrap_err();
+    fn total_replicas_needs_named_replicas() {
+        // On loopback (protected mode) each loopback replica is named while it is connected.
+        load_text("brokerRole=SYNC_MASTER\ntotalReplicas=2\n").unwrap();
+        let opt_in =
+            "brokerRole=SYNC_MASTER\ntotalReplicas=2\nhaListenAddress=10.0.0.5\nhaTrustAnyReplica=true\n";
+        let err = load_text(opt_in).unwrap_err();
         assert!(err.to_string().contains("haReplicaAllowList"), "{err}");
     }
 
     #[test]
-    fn the_ha_port_binds_brokerip1_unless_told_otherwise_and_warns_when_open_off_loopback() {
-        let loaded = load_text("brokerIP1=10.0.0.5\n").unwrap();
+    fn a_master_whose_ha_port_would_count_strangers_refuses_to_start_unless_told_otherwise() {
+        for text in ["brokerIP1=10.0.0.5\n", "brokerIP1=10.0.0.5\nlistenAddress=0.0.0.0\n"] {
+            let err = load_text(text).unwrap_err();
+            let shown = err.to_string();
+            for key in ["haListenAddress", "haReplicaAllowList", "haTlsMode", "haTrustAnyReplica=true"] {
+                assert!(shown.contains(key), "{text:?}: names {key}: {shown}");
+            }
+        }
+        // The opt-in starts it, warned loudly.
+        let loaded = load_text("brokerIP1=10.0.0.5\nhaTrustAnyReplica=true\n").unwrap();
         assert_eq!(loaded.settings.ha_addr(), "10.0.0.5:10912".parse().unwrap());
+        assert!(loaded.settings.master_service_config().admission.trust_any);
         assert!(
-            loaded.warnings.iter().any(|w| w.contains("haReplicaAllowList") && w.contains("10.0.0.5:10912")),
-            "an open HA port off loopback is warned about: {:?}",
-            loaded.warnings
-        );
-        let loaded = load_text("brokerIP1=10.0.0.5\nlistenAddress=0.0.0.0\n").unwrap();
-        assert_eq!(loaded.settings.ha_addr().ip(), IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-        assert!(
-            loaded.warnings.iter().any(|w| w.contains("haReplicaAllowList") && w.contains("0.0.0.0")),
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w.contains("haTrustAnyReplica=true") && w.contains("10.0.0.5:10912")),
             "{:?}",
             loaded.warnings
         );
+        // A slave takes no acknowledgements.
+        load_text("brokerIP1=10.0.0.5\nbrokerRole=SLAVE\nhaMasterAddress=10.0.0.6:10912\n").unwrap();
+        // The strangers' share of slots must leave room for replicas.
+        let err = load_text("haMaxConnections=8\nhaMaxUntrustedConnections=8\n").unwrap_err();
+        assert!(err.to_string().contains("haMaxUntrustedConnections"), "{err}");
+        let small = load_text("haMaxConnections=8\n").unwrap().settings;
+        assert_eq!(small.master_service_config().admission.max_untrusted_connections, 7);
         let loaded = load_text("listenAddress=0.0.0.0\nhaListenAddress=127.0.0.1\n").unwrap();
         assert_eq!(loaded.settings.ha_addr().ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
@@ -2108,7 +2584,9 @@ mod tests {
         std::fs::copy(dir.path().join("ca.pem"), dir.path().join("ca.pem.tmp")).unwrap();
         assert!(load_text(&swapped).unwrap_err().to_string().contains("key"), "a certificate is no key");
         assert!(load_text("haTlsMode=on\n").unwrap_err().to_string().contains("haTlsMode"));
-        let err = load_text("totalReplicas=2\n").unwrap_err().to_string();
+        let err = load_text("totalReplicas=2\nhaListenAddress=10.0.0.5\nhaTrustAnyReplica=true\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("haReplicaAllowList") && err.contains("haTlsMode"), "{err}");
     }
     const ETCD_BASE: &str = "enableControllerMode=true\nbrokerId=2\nhttpAuthToken=0123456789abcdef\n";
@@ -2158,6 +2636,91 @@ mod tests {
         }
         let e = load_text(&format!("{ETCD_BASE}etcdEndpoints=127.0.0.1:2379\n")).unwrap_err();
         assert!(matches!(&e, BrokerConfigError::Invalid { key, .. } if key == "etcdEndpoints"), "{e}");
+    }
+
+    /// A CA certificate, and a client certificate and key it signed, as PEM files in `dir`.
+    #[cfg(feature = "etcd")]
+    fn etcd_pem_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+        let ca_key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca = params.self_signed(&ca_key).unwrap();
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = rcgen::CertificateParams::new(vec!["broker-1".to_string()])
+            .unwrap()
+            .signed_by(&key, &ca, &ca_key)
+            .unwrap();
+        let files = (dir.join("ca.pem"), dir.join("client.pem"), dir.join("client.key"));
+        std::fs::write(&files.0, ca.pem()).unwrap();
+        std::fs::write(&files.1, cert.pem()).unwrap();
+        std::fs::write(&files.2, key.serialize_pem()).unwrap();
+        files
+    }
+
+    #[cfg(feature = "etcd")]
+    #[test]
+    fn etcd_tls_and_authentication_keys_read_their_files_and_refuse_what_cannot_work() {
+        let dir = tempfile::tempdir().unwrap();
+        let (ca, cert, key) = etcd_pem_files(dir.path());
+        let password = dir.path().join("etcd.password");
+        std::fs::write(&password, "s3cret pass\n").unwrap();
+        let tls = format!(
+            "etcdTlsCaPath={}\netcdTlsCertPath={}\netcdTlsKeyPath={}\n",
+            ca.display(),
+            cert.display(),
+            key.display()
+        );
+        let auth = format!("etcdUser=logship\netcdPasswordFile={}\n", password.display());
+        let https = "etcdEndpoints=https://127.0.0.1:2379\n";
+        let loaded = load_text(&format!("{ETCD_BASE}{https}{tls}{auth}etcdTlsServerName=etcd-1\n")).unwrap();
+        let etcd = loaded.settings.controller.unwrap().etcd.unwrap();
+        let t = etcd.tls.as_ref().expect("TLS");
+        assert_eq!(t.ca_pem, std::fs::read(&ca).unwrap());
+        assert_eq!(t.identity.as_ref().map(|(c, _)| c.clone()), Some(std::fs::read(&cert).unwrap()));
+        assert_eq!(t.server_name.as_deref(), Some("etcd-1"));
+        let c = etcd.credentials.as_ref().expect("credentials");
+        assert_eq!((c.user.as_str(), c.password.as_str()), ("logship", "s3cret pass"), "the line break goes");
+        assert!(!format!("{c:?}").contains("s3cret"), "the password is never shown");
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        // No credentials at all, or a password in clear: warned about.
+        let plain = load_text(&format!("{ETCD_BASE}etcdEndpoints=http://e:2379\n")).unwrap();
+        assert!(plain.warnings.iter().any(|w| w.contains("without credentials")), "{:?}", plain.warnings);
+        let clear = load_text(&format!("{ETCD_BASE}etcdEndpoints=http://e:2379\n{auth}")).unwrap();
+        assert!(clear.warnings.iter().any(|w| w.contains("in clear")), "{:?}", clear.warnings);
+        // Refused, naming the keys.
+        let empty = dir.path().join("empty");
+        std::fs::write(&empty, "\n").unwrap();
+        let cases = [
+            (format!("etcdEndpoints=http://e:2379\n{tls}"), "https://"),
+            (https.to_string(), "etcdTlsCaPath"),
+            (
+                format!("{https}etcdTlsCaPath={}\netcdTlsCertPath={}\n", ca.display(), cert.display()),
+                "etcdTlsKeyPath",
+            ),
+            (format!("{https}etcdTlsCaPath={}\n", key.display()), "etcdTlsCaPath"),
+            (
+                format!(
+                    "{https}etcdTlsCaPath={}\netcdTlsCertPath={}\netcdTlsKeyPath={}\n",
+                    ca.display(),
+                    cert.display(),
+                    cert.display()
+                ),
+                "etcdTlsKeyPath",
+            ),
+            (format!("{https}etcdTlsCaPath=/nonexistent/ca.pem\n"), "etcdTlsCaPath"),
+            ("etcdEndpoints=http://e:2379\netcdUser=logship\n".to_string(), "etcdPasswordFile"),
+            (format!("etcdEndpoints=http://e:2379\netcdPasswordFile={}\n", password.display()), "etcdUser"),
+            (
+                format!("etcdEndpoints=http://e:2379\netcdUser=u\netcdPasswordFile={}\n", empty.display()),
+                "empty",
+            ),
+            ("etcdEndpoints=http://e:2379\netcdUser=u\netcdPasswordFile=/dev/zero\n".to_string(), "64 KiB"),
+        ];
+        for (more, names) in cases {
+            let e = load_text(&format!("{ETCD_BASE}{more}")).unwrap_err().to_string();
+            assert!(e.contains(names), "{more}: {e}");
+            assert!(!e.contains("s3cret"), "{e}");
+        }
     }
 
     #[cfg(not(feature = "etcd"))]
@@ -2224,6 +2787,35 @@ mod tests {
         let classic = load_text("").unwrap().settings;
         assert!(classic.controller.is_none() && classic.controller_master_config(1, [].into(), 1).is_none());
         assert!(!crate::server::store_config(&classic).dispatch_up_to_confirm);
+    }
+
+    #[test]
+    fn the_truncation_override_and_the_adoption_key_reach_the_slave_and_the_store() {
+        let base = "enableControllerMode=true\nbrokerId=2\nhttpAuthToken=0123456789abcdef\n";
+        let s = load_text(base).unwrap().settings;
+        let store = crate::server::store_config(&s);
+        assert!(store.require_epoch_file, "controller mode needs the epoch file");
+        assert_eq!(store.adopt_log_without_epochs, None);
+        let sl = s.controller_slave_config("127.0.0.1:10912", 1, 3).unwrap().unwrap();
+        assert_eq!(sl.controller.unwrap().drop_confirmed, None, "never below the confirmOffset by default");
+        let text = format!("{base}haSlaveDropConfirmed=516000-774000\nadoptLogWithoutEpochs=1828\n");
+        let s = load_text(&text).unwrap().settings;
+        let sl = s.controller_slave_config("127.0.0.1:10912", 1, 3).unwrap().unwrap();
+        assert_eq!(sl.controller.unwrap().drop_confirmed, Some(516_000..774_000));
+        assert_eq!(crate::server::store_config(&s).adopt_log_without_epochs, Some(1828));
+        for bad in
+            ["haSlaveDropConfirmed=774000-516000", "haSlaveDropConfirmed=5-5", "haSlaveDropConfirmed=516000"]
+        {
+            let e = load_text(&format!("{base}{bad}\n")).unwrap_err();
+            assert!(e.to_string().contains("haSlaveDropConfirmed"), "{bad}: {e}");
+        }
+        let classic = load_text("haSlaveDropConfirmed=1-2\n").unwrap();
+        assert!(!crate::server::store_config(&classic.settings).require_epoch_file);
+        assert!(
+            classic.warnings.iter().any(|w| w.contains("haSlaveDropConfirmed")),
+            "{:?}",
+            classic.warnings
+        );
     }
 
     #[test]

@@ -36,7 +36,7 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -105,25 +105,115 @@ impl Broker {
     pub fn set_node(&self, node: Node) -> Node {
         std::mem::replace(&mut *self.node.lock().unwrap_or_else(|e| e.into_inner()), node)
     }
+
+    /// Automatic failover's state while it decides this broker's role: `None` without
+    /// `etcdEndpoints`, and after an admin call with `overrideCoordinator` took the role over.
+    pub fn coordination(&self) -> Option<&Arc<crate::roles::Coordination>> {
+        self.coordination.as_ref().filter(|c| !c.is_detached())
+    }
 }
 
-/// The budget of request and response body bytes held at once (`httpMaxInFlightBytes`).
+/// The budget of request and response body bytes held at once: `httpMaxInFlightBytes` in
+/// all, and `httpMaxInFlightBytesPerIp` per client IP, so that one client's stalled bodies
+/// cannot take the budget every other client needs.
 pub struct InFlight {
     permits: Arc<Semaphore>,
     total: u64,
+    /// The per-client budget (0: none).
+    per_client: u64,
+    clients: Arc<std::sync::Mutex<std::collections::HashMap<IpAddr, u64>>>,
+}
+
+/// Why a reservation was refused.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Busy {
+    /// The broker's whole budget is in use.
+    Broker,
+    /// This client's share is in use.
+    Client,
+}
+
+impl Busy {
+    /// The 503 answer saying which budget is full.
+    fn response(self, what: &str) -> Response {
+        let message = match self {
+            Self::Broker => {
+                format!("the broker is busy: httpMaxInFlightBytes of {what} are in flight; retry later")
+            }
+            Self::Client => format!(
+                "this client holds httpMaxInFlightBytesPerIp of {what} in flight: finish or close those \
+                 requests, or retry later"
+            ),
+        };
+        let mut r = refused(StatusCode::SERVICE_UNAVAILABLE, message);
+        r.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+        r
+    }
+}
+
+/// Bytes held against the budget, given back on drop: the broker's permits and the client's
+/// share.
+pub struct Held {
+    _share: Option<ClientShare>,
+    _permit: OwnedSemaphorePermit,
+}
+
+/// A client's bytes in the per-client ledger, given back on drop.
+struct ClientShare {
+    ip: IpAddr,
+    bytes: u64,
+    clients: Arc<std::sync::Mutex<std::collections::HashMap<IpAddr, u64>>>,
+}
+
+impl Drop for ClientShare {
+    fn drop(&mut self) {
+        let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(held) = clients.get_mut(&self.ip) {
+            *held = held.saturating_sub(self.bytes);
+            if *held == 0 {
+                clients.remove(&self.ip);
+            }
+        }
+    }
 }
 
 impl InFlight {
-    /// A budget of `total` bytes.
-    pub fn new(total: u64) -> Self {
+    /// A budget of `total` bytes, at most `per_client` of them (0: no limit) per client IP.
+    pub fn new(total: u64, per_client: u64) -> Self {
         let total = total.min(Semaphore::MAX_PERMITS as u64);
-        Self { permits: Arc::new(Semaphore::new(total as usize)), total }
+        Self {
+            permits: Arc::new(Semaphore::new(total as usize)),
+            total,
+            per_client: per_client.min(total),
+            clients: Arc::default(),
+        }
     }
 
-    /// Reserves `bytes` (at most the whole budget) now, or `None` if they are not free.
-    fn try_reserve(&self, bytes: u64) -> Option<OwnedSemaphorePermit> {
-        let n = u32::try_from(bytes.min(self.total)).unwrap_or(u32::MAX);
-        Arc::clone(&self.permits).try_acquire_many_owned(n).ok()
+    /// Reserves `bytes` for `client` now, or says which budget is full. A reservation takes at
+    /// most the whole budget and the client's whole share, so that one request larger than
+    /// either still runs, alone.
+    fn try_reserve(&self, client: IpAddr, bytes: u64) -> Result<Held, Busy> {
+        let mut bytes = bytes.min(self.total);
+        let share = if self.per_client > 0 {
+            bytes = bytes.min(self.per_client);
+            let ip = client.to_canonical();
+            let mut clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+            let held = clients.entry(ip).or_default();
+            if *held + bytes > self.per_client {
+                if *held == 0 {
+                    clients.remove(&ip);
+                }
+                return Err(Busy::Client);
+            }
+            *held += bytes;
+            Some(ClientShare { ip, bytes, clients: Arc::clone(&self.clients) })
+        } else {
+            None
+        };
+        let n = u32::try_from(bytes).unwrap_or(u32::MAX);
+        // On failure the share is dropped, and so given back.
+        let permit = Arc::clone(&self.permits).try_acquire_many_owned(n).map_err(|_| Busy::Broker)?;
+        Ok(Held { _share: share, _permit: permit })
     }
 }
 
@@ -188,13 +278,15 @@ pub fn put_http_status(status: PutStatus) -> StatusCode {
 }
 
 /// Reads a request body of at most `limit` bytes within `httpBodyTimeout`, holding its bytes
-/// against `httpMaxInFlightBytes` (the permit is returned with the body).
+/// against `httpMaxInFlightBytes` and the client's `httpMaxInFlightBytesPerIp` (the hold is
+/// returned with the body).
 async fn read_body(
     broker: &Broker,
+    client: IpAddr,
     headers: &HeaderMap,
     body: Body,
     limit: u64,
-) -> Result<(Bytes, OwnedSemaphorePermit), Response> {
+) -> Result<(Bytes, Held), Response> {
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > limit) {
@@ -203,11 +295,14 @@ async fn read_body(
             format!("the body exceeds maxMessageSize={limit}"),
         ));
     }
-    let Some(permit) = broker.in_flight.try_reserve(declared.unwrap_or(limit)) else {
-        return Err(refused(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the broker is busy: httpMaxInFlightBytes of request bodies are in flight; retry later",
-        ));
+    let permit = match broker.in_flight.try_reserve(client, declared.unwrap_or(limit)) {
+        Ok(permit) => permit,
+        Err(busy) => {
+            // Read (and drop) what the client is sending, briefly, so that the 503 is not lost
+            // to a reset when the connection closes with its body unread.
+            drain(body, broker.settings.http.body_timeout.min(REFUSED_BODY_DRAIN_TIME), limit).await;
+            return Err(busy.response("request bodies"));
+        }
     };
     let timeout = broker.settings.http.body_timeout;
     match tokio::time::timeout(timeout, axum::body::to_bytes(body, limit as usize)).await {
@@ -225,6 +320,26 @@ async fn read_body(
             Err(r)
         }
     }
+}
+
+/// How long a refused request's body is read and dropped before the refusal is answered.
+const REFUSED_BODY_DRAIN_TIME: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// Reads and drops `body` (at most `limit` bytes) for at most `time`: memory is not held, and
+/// the client's pending bytes are consumed before the connection closes.
+async fn drain(body: Body, time: std::time::Duration, limit: u64) {
+    use http_body_util::BodyExt;
+    let mut body = body;
+    let mut read = 0u64;
+    let _ = tokio::time::timeout(time, async {
+        while read <= limit {
+            match body.frame().await {
+                Some(Ok(frame)) => read += frame.data_ref().map_or(0, |d| d.len() as u64),
+                _ => return,
+            }
+        }
+    })
+    .await;
 }
 
 fn is_length_limit(e: &axum::Error) -> bool {
@@ -246,7 +361,7 @@ async fn put_message(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if let Some(c) = &broker.coordination {
+    if let Some(c) = broker.coordination() {
         if let Some(r) = failover_refusal(&broker, c, &broker.node()) {
             return r;
         }
@@ -259,11 +374,18 @@ async fn put_message(
             Ok(p) => p,
             Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
         };
-    let (body, _held) =
-        match read_body(&broker, &headers, body, u64::from(broker.settings.max_message_size)).await {
-            Ok(b) => b,
-            Err(r) => return r,
-        };
+    let (body, _held) = match read_body(
+        &broker,
+        peer.ip(),
+        &headers,
+        body,
+        u64::from(broker.settings.max_message_size),
+    )
+    .await
+    {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
     let queue_id = params.queue_id;
     let mut message = params.into_message(topic, body);
     message.born_timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
@@ -281,7 +403,7 @@ async fn put_message(
     if result.status == PutStatus::PutOk {
         // Fencing: checked right before PUT_OK is answered.
         let role_after = broker.roles.as_ref().map(|r| r.current());
-        if let Some(c) = &broker.coordination {
+        if let Some(c) = broker.coordination() {
             if !c.lease_open() || role_after != role_before {
                 broker.metrics.record_put(result.status, started.elapsed().as_secs_f64());
                 return lease_lost(
@@ -399,20 +521,22 @@ struct Pulled {
     /// Messages that failed their checks (a flipped byte, a bad CRC): queue offset, physical
     /// offset and why. The good messages around them are still served.
     bad: Vec<(u64, u64, String)>,
-    permit: OwnedSemaphorePermit,
+    permit: Held,
 }
 
 /// The messages of one pull: at most `count` entries from `offset`, stopping before the one that
 /// would take the bytes past `max_bytes` (the first message is always taken, as RocketMQ does).
-/// Their memory is reserved before they are read; `Ok(None)` if the budget has no room now.
+/// Their memory is reserved (for `client`) before they are read; `Ok(Err(busy))` if the budget
+/// has no room now.
 fn read_capped(
     broker: &Broker,
+    client: IpAddr,
     topic: &str,
     queue_id: i32,
     offset: u64,
     count: usize,
     max_bytes: u64,
-) -> Result<Option<Pulled>, StoreError> {
+) -> Result<Result<Pulled, Busy>, StoreError> {
     let entries = broker.store.read_queue(topic, queue_id, offset, count)?;
     let mut bytes = 0u64;
     let mut taken = Vec::new();
@@ -423,8 +547,9 @@ fn read_capped(
         bytes += u64::from(e.size);
         taken.push(e);
     }
-    let Some(permit) = broker.in_flight.try_reserve(bytes * PULL_MEMORY_PER_BYTE + (64 << 10)) else {
-        return Ok(None);
+    let permit = match broker.in_flight.try_reserve(client, bytes * PULL_MEMORY_PER_BYTE + (64 << 10)) {
+        Ok(permit) => permit,
+        Err(busy) => return Ok(Err(busy)),
     };
     let (mut messages, mut bad) = (Vec::with_capacity(taken.len()), Vec::new());
     for e in &taken {
@@ -437,20 +562,14 @@ fn read_capped(
             Err(other) => return Err(other),
         }
     }
-    Ok(Some(Pulled { messages, bad, permit }))
-}
-
-fn busy() -> Response {
-    error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "the broker is busy: httpMaxInFlightBytes of bodies are in flight; retry later",
-    )
+    Ok(Ok(Pulled { messages, bad, permit }))
 }
 
 async fn get_messages(
     State(broker): State<Arc<Broker>>,
     Path((topic, queue_id)): Path<(String, i32)>,
     Query(params): Query<PullParams>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
 ) -> Response {
     match broker.node() {
         Node::Slave(_) if !broker.settings.slave_read_enable => {
@@ -486,16 +605,16 @@ async fn get_messages(
         let (count, max_bytes) = (max.min(http.max_transfer_count), http.max_transfer_bytes);
         let (reader, topic) = (broker.clone(), topic.clone());
         let read = tokio::task::spawn_blocking(move || {
-            read_capped(&reader, &topic, queue_id, offset, count, max_bytes)
+            read_capped(&reader, peer.ip(), &topic, queue_id, offset, count, max_bytes)
         })
         .await;
         match read {
-            Ok(Ok(Some(pulled))) => {
+            Ok(Ok(Ok(pulled))) => {
                 messages = pulled.messages;
                 bad = pulled.bad;
                 permit = Some(pulled.permit);
             }
-            Ok(Ok(None)) => return busy(),
+            Ok(Ok(Err(busy))) => return busy.response("bodies"),
             Ok(Err(StoreError::QueueOffsetOutOfRange { min, max, .. })) => {
                 // Retention moved the queue between the bounds and the read.
                 (status, next, legal) = pull_status(offset, min, max);
@@ -554,8 +673,12 @@ async fn get_messages(
     let bytes = Bytes::from(serde_json::to_vec(&doc).expect("JSON values serialize"));
     drop(doc);
     // A pull without messages reserves its (small) answer now.
-    let Some(permit) = permit.or_else(|| broker.in_flight.try_reserve(bytes.len() as u64)) else {
-        return busy();
+    let permit = match permit {
+        Some(permit) => permit,
+        None => match broker.in_flight.try_reserve(peer.ip(), bytes.len() as u64) {
+            Ok(permit) => permit,
+            Err(busy) => return busy.response("bodies"),
+        },
     };
     let code = if legal { StatusCode::OK } else { StatusCode::RANGE_NOT_SATISFIABLE };
     let body = Body::new(HeldBody { bytes: Some(bytes), _permit: permit });
@@ -566,7 +689,7 @@ async fn get_messages(
 /// them and asks for more (or drops the body).
 struct HeldBody {
     bytes: Option<Bytes>,
-    _permit: OwnedSemaphorePermit,
+    _permit: Held,
 }
 
 impl http_body::Body for HeldBody {
@@ -599,9 +722,19 @@ async fn status(State(broker): State<Arc<Broker>>) -> Response {
 /// The `/status` document; with automatic failover, `group` too.
 pub async fn status_json(broker: &Broker) -> Option<Value> {
     let mut v = node_status_json(broker).await?;
-    if let Some(c) = &broker.coordination {
-        broker.metrics.observe_group(c);
-        v["group"] = group_json(c);
+    match (broker.coordination(), &broker.coordination) {
+        (Some(c), _) => {
+            broker.metrics.observe_group(c);
+            v["group"] = group_json(c);
+        }
+        (None, Some(_)) => {
+            v["group"] = json!({
+                "left": true,
+                "why": "an admin call with overrideCoordinator took this broker's role over: it left \
+                        automatic failover until it restarts",
+            });
+        }
+        (None, None) => {}
     }
     Some(v)
 }
@@ -632,6 +765,7 @@ pub fn group_json(c: &crate::roles::Coordination) -> Value {
         })
         .unwrap_or_default();
     let lease = c.lease();
+    let audit = c.audit();
     json!({
         "masterEpoch": record.map(|r| r.master_epoch),
         "masterId": record.map(|r| r.master_id),
@@ -642,6 +776,9 @@ pub fn group_json(c: &crate::roles::Coordination) -> Value {
         "members": members,
         "leaseOpen": c.lease_open(),
         "leaseLost": lease.is_none_or(|l| l.lost),
+        "recordTrusted": audit.trusted,
+        "recordAnomalies": audit.anomalies,
+        "recordAnomaliesTotal": audit.total,
     })
 }
 
@@ -687,6 +824,7 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
                         "inSync": l.in_sync,
                         "connectedSeconds": l.connected_for.as_secs_f64(),
                         "trusted": l.trusted,
+                        "counted": l.counted,
                         "replica": l.identity,
                     })
                 })
@@ -722,9 +860,12 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
                 "replicasExpected": broker.metrics.replicas_expected(),
                 "bytesReplicated": s.bytes_replicated,
                 "fence": s.fence.as_ref().map(ToString::to_string),
+                "haTrust": ha_trust_json(&broker.settings),
                 "haRefusals": {
                     "notAdmitted": s.refusals.not_admitted,
                     "overLimit": s.refusals.over_limit,
+                    "displaced": s.refusals.displaced,
+                    "identityRefused": s.refusals.identity_refused,
                     "firstReportTimeouts": s.refusals.first_report_timeouts,
                     "untrustedAhead": s.refusals.untrusted_ahead,
                     "diverged": s.refusals.diverged,
@@ -766,6 +907,14 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
                     "consistentPoint": a.consistent_point,
                     "truncations": a.truncations,
                     "truncatedBytes": a.truncated_bytes,
+                    "refusals": {
+                        "current": a.refusals.current,
+                        "masterBehindElectedEpoch": a.refusals.master_behind_elected_epoch,
+                        "masterBehindLocalEpoch": a.refusals.master_behind_local_epoch,
+                        "epochAboveElected": a.refusals.epoch_above_elected,
+                        "wouldTruncateConfirmed": a.refusals.would_truncate_confirmed,
+                        "noConsistentPoint": a.refusals.no_consistent_point,
+                    },
                 })
             });
             Some(json!({
@@ -794,6 +943,23 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
     }
 }
 
+/// The HA port's trust model in `/status` (see docs/trust.md): `mode` is `protected` (only
+/// loopback peers are identified), `allowList`, `tls`, or `allowListAndTls`; `trustAnyReplica`
+/// and its `warning` say that strangers count (haTrustAnyReplica=true).
+fn ha_trust_json(settings: &crate::config::BrokerSettings) -> Value {
+    let mode = match (!settings.ha_replica_allow_list.is_empty(), settings.master_tls.is_some()) {
+        (false, false) => "protected",
+        (true, false) => "allowList",
+        (false, true) => "tls",
+        (true, true) => "allowListAndTls",
+    };
+    let warning = settings.ha_trust_any_replica.then_some(
+        "haTrustAnyReplica=true: any connection counts as a replica for SYNC waits, and none can fence this \
+         master; name the replicas in haReplicaAllowList or admit them by TLS",
+    );
+    json!({ "mode": mode, "trustAnyReplica": settings.ha_trust_any_replica, "warning": warning })
+}
+
 /// An epoch list in `/status`: `[{"epoch", "startOffset"}]`, oldest first.
 fn epochs_json(epochs: &[logship_core::autoswitch::EpochEntry]) -> Value {
     epochs.iter().map(|e| json!({ "epoch": e.epoch, "startOffset": e.start_offset })).collect()
@@ -813,12 +979,6 @@ async fn admin_request<T: serde::de::DeserializeOwned>(broker: &Broker, body: Bo
     }
     if broker.roles.is_none() {
         return Err(error(StatusCode::CONFLICT, crate::roles::RoleError::NotControllerMode.to_string()));
-    }
-    if broker.coordination.is_some() {
-        return Err(error(
-            StatusCode::CONFLICT,
-            "automatic failover is on (etcdEndpoints): the etcd coordinator decides this broker's role",
-        ));
     }
     let read =
         tokio::time::timeout(broker.settings.http.body_timeout, axum::body::to_bytes(body, ADMIN_BODY_LIMIT));
@@ -841,6 +1001,33 @@ async fn admin_request<T: serde::de::DeserializeOwned>(broker: &Broker, body: Bo
         .map_err(|e| error(StatusCode::BAD_REQUEST, format!("the body is not the expected JSON: {e}")))
 }
 
+/// With automatic failover on, an admin call is refused (409) unless it says
+/// `"overrideCoordinator": true`; then the broker leaves automatic failover (its coordinator
+/// loop stops and resigns its lease, and puts are no longer checked against a lease) until it
+/// restarts, and the call goes ahead.
+async fn coordinator_gate(broker: &Broker, override_coordinator: bool) -> Result<(), Response> {
+    let Some(c) = broker.coordination() else { return Ok(()) };
+    if !override_coordinator {
+        return Err(error(
+            StatusCode::CONFLICT,
+            "automatic failover is on (etcdEndpoints): the etcd coordinator owns this broker's role. To take \
+             it over by hand (etcd lost for good), send \"overrideCoordinator\": true: the broker then \
+             leaves automatic failover until it restarts",
+        ));
+    }
+    tracing::warn!(
+        "overrideCoordinator: an admin call takes this broker's role over; it leaves automatic failover \
+         (no lease, no election) until it restarts"
+    );
+    if !c.detach().await {
+        return Err(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the etcd coordinator did not stop in time; retry the call",
+        ));
+    }
+    Ok(())
+}
+
 /// The answer to a role change.
 fn role_answer(result: Result<crate::roles::Role, crate::roles::RoleError>) -> Response {
     use crate::roles::RoleError;
@@ -851,8 +1038,11 @@ fn role_answer(result: Result<crate::roles::Role, crate::roles::RoleError>) -> R
                 RoleError::NotControllerMode
                 | RoleError::PromoteEpochNotAbove { .. }
                 | RoleError::FollowEpochBehind { .. }
-                | RoleError::EpochTaken { .. } => StatusCode::CONFLICT,
-                RoleError::BadRequest(_) => StatusCode::BAD_REQUEST,
+                | RoleError::EpochTaken { .. }
+                | RoleError::EpochExhausted { .. }
+                | RoleError::EpochSkips { .. }
+                | RoleError::EpochHeldByAnother { .. } => StatusCode::CONFLICT,
+                RoleError::BadRequest(_) | RoleError::OwnHaPort { .. } => StatusCode::BAD_REQUEST,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             };
             error(code, e.to_string())
@@ -862,18 +1052,26 @@ fn role_answer(result: Result<crate::roles::Role, crate::roles::RoleError>) -> R
 
 /// `POST /ha/changeToMaster` `{"epoch": E, "syncStateSet": [ids], "syncStateSetEpoch": N}`.
 async fn change_to_master(State(broker): State<Arc<Broker>>, body: Body) -> Response {
-    match admin_request(&broker, body).await {
-        Ok(request) => role_answer(crate::roles::promote(&broker, request).await),
-        Err(r) => r,
+    let request: crate::roles::PromoteRequest = match admin_request(&broker, body).await {
+        Ok(request) => request,
+        Err(r) => return r,
+    };
+    if let Err(r) = coordinator_gate(&broker, request.override_coordinator).await {
+        return r;
     }
+    role_answer(crate::roles::promote(&broker, request).await)
 }
 
 /// `POST /ha/changeToSlave` `{"masterAddress": "host:port", "masterBrokerId": M, "epoch": E}`.
 async fn change_to_slave(State(broker): State<Arc<Broker>>, body: Body) -> Response {
-    match admin_request(&broker, body).await {
-        Ok(request) => role_answer(crate::roles::follow(&broker, request).await),
-        Err(r) => r,
+    let request: crate::roles::FollowRequest = match admin_request(&broker, body).await {
+        Ok(request) => request,
+        Err(r) => return r,
+    };
+    if let Err(r) = coordinator_gate(&broker, request.override_coordinator).await {
+        return r;
     }
+    role_answer(crate::roles::follow(&broker, request).await)
 }
 
 /// `POST /ha/setSyncStateSet`.
@@ -882,26 +1080,41 @@ async fn change_to_slave(State(broker): State<Arc<Broker>>, body: Body) -> Respo
 struct SetSyncStateSetRequest {
     /// The members; the master must be one.
     sync_state_set: std::collections::BTreeSet<logship_core::autoswitch::BrokerId>,
-    /// The epoch of the set: above the one in force.
+    /// The epoch of the set: the one in force plus one (the set in force given again is
+    /// accepted at its own epoch).
     sync_state_set_epoch: i32,
+    /// Skip ahead of the next set epoch.
+    #[serde(default)]
+    force: bool,
+    /// With automatic failover on etcd: see [`coordinator_gate`].
+    #[serde(default)]
+    override_coordinator: bool,
 }
 
 /// `POST /ha/setSyncStateSet` `{"syncStateSet": [ids], "syncStateSetEpoch": N}`: a master
 /// applies a sync-state-set decided outside, as RocketMQ's controller (or its test harness's
-/// `setSyncStateSet`) tells it. 400 for a set without this master or a negative id or epoch,
-/// 409 for a stale epoch or a broker that is not a controller-mode master.
+/// `setSyncStateSet`) tells it. 400 for a set without this master, a negative id or epoch, or
+/// a broker added that is not connected to this master (as RocketMQ's controller refuses a
+/// broker it does not see alive); 409 for a stale epoch, an epoch skipping ahead without
+/// `force`, `i32::MAX`, or a broker that is not a controller-mode master.
 async fn set_sync_state_set(State(broker): State<Arc<Broker>>, body: Body) -> Response {
     use logship_core::service::SyncStateSetError as E;
     let request: SetSyncStateSetRequest = match admin_request(&broker, body).await {
         Ok(request) => request,
         Err(r) => return r,
     };
+    if let Err(r) = coordinator_gate(&broker, request.override_coordinator).await {
+        return r;
+    }
     let Node::Master(master) = broker.node() else {
         return error(
             StatusCode::CONFLICT,
             "this broker is not a master: only a master has a sync-state-set",
         );
     };
+    if let Err(r) = check_set_request(&master, &request).await {
+        return r;
+    }
     match master.set_sync_state_set(request.sync_state_set, request.sync_state_set_epoch).await {
         Ok(s) => Json(json!({
             "syncStateSet": s.sync_state_set,
@@ -921,6 +1134,68 @@ async fn set_sync_state_set(State(broker): State<Arc<Broker>>, body: Body) -> Re
             error(code, e.to_string())
         }
     }
+}
+
+/// What a controller refuses of a set change, checked against the master's state now: an epoch
+/// that is `i32::MAX` or, unless forced, skips ahead of the next one; and members added that are
+/// not connected to this master (a learner never is a member). Members already in the set may
+/// stay while away: removing them is a decision of its own.
+async fn check_set_request(
+    master: &logship_tokio::MasterHandle<CommitLog>,
+    request: &SetSyncStateSetRequest,
+) -> Result<(), Response> {
+    let epoch = request.sync_state_set_epoch;
+    let malformed = epoch < 0 || request.sync_state_set.iter().any(|id| *id < 0);
+    if malformed {
+        // The master service refuses these with their own typed errors.
+        return Ok(());
+    }
+    if epoch == i32::MAX {
+        return Err(error(
+            StatusCode::CONFLICT,
+            "syncStateSetEpoch 2147483647 is refused, forced or not: no set epoch can follow it, so the \
+             set could never change again",
+        ));
+    }
+    let Some(status) = master.status().await else {
+        return Err(error(StatusCode::SERVICE_UNAVAILABLE, "the master service has stopped"));
+    };
+    let Some(auto) = status.autoswitch else {
+        return Err(error(StatusCode::CONFLICT, "this master is not in controller mode"));
+    };
+    let next = auto.sync_state_set_epoch.saturating_add(1);
+    if epoch > next && !request.force {
+        return Err(error(
+            StatusCode::CONFLICT,
+            format!(
+                "syncStateSetEpoch {epoch}: set epochs advance one at a time, and the set in force is at \
+                 epoch {}, so the next is {next}; send \"force\": true to skip ahead",
+                auto.sync_state_set_epoch
+            ),
+        ));
+    }
+    if !request.sync_state_set.contains(&auto.broker_id) {
+        return Ok(()); // refused by the master service: the set must hold the master
+    }
+    let connected: std::collections::BTreeSet<_> =
+        auto.slaves.iter().filter(|l| !l.async_learner).filter_map(|l| l.broker_id).collect();
+    let strangers: Vec<String> = request
+        .sync_state_set
+        .iter()
+        .filter(|id| **id != auto.broker_id && !auto.sync_state_set.contains(id) && !connected.contains(id))
+        .map(ToString::to_string)
+        .collect();
+    if !strangers.is_empty() {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "syncStateSet: broker(s) {} not connected to this master: only a connected replica can join \
+                 the sync-state-set",
+                strangers.join(", ")
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The store's integrity figures in `/status`: forced deletions, the retention floor, the scrub.
@@ -984,13 +1259,33 @@ mod tests {
 
     #[test]
     fn the_in_flight_budget_refuses_what_it_cannot_hold_and_caps_one_reservation() {
-        let budget = InFlight::new(100);
-        let a = budget.try_reserve(60).expect("fits");
-        assert!(budget.try_reserve(60).is_none());
+        let ip = IpAddr::from([127, 0, 0, 1]);
+        let budget = InFlight::new(100, 0);
+        let a = budget.try_reserve(ip, 60).expect("fits");
+        assert_eq!(budget.try_reserve(ip, 60).err(), Some(Busy::Broker));
         drop(a);
-        let whole = budget.try_reserve(1 << 40).expect("a reservation above the budget takes all of it");
-        assert!(budget.try_reserve(1).is_none());
+        let whole = budget.try_reserve(ip, 1 << 40).expect("a reservation above the budget takes all of it");
+        assert!(budget.try_reserve(ip, 1).is_err());
         drop(whole);
-        assert!(budget.try_reserve(100).is_some());
+        assert!(budget.try_reserve(ip, 100).is_ok());
+    }
+
+    #[test]
+    fn one_client_holds_at_most_its_share_of_the_in_flight_budget() {
+        let (a, b) = (IpAddr::from([10, 0, 0, 1]), IpAddr::from([10, 0, 0, 2]));
+        let budget = InFlight::new(100, 30);
+        let first = budget.try_reserve(a, 20).expect("fits the share");
+        assert_eq!(budget.try_reserve(a, 20).err(), Some(Busy::Client), "beyond a's share");
+        let other = budget.try_reserve(b, 25).expect("b has its own share");
+        drop((other, first));
+        let whole = budget.try_reserve(a, 1 << 40).expect("one request larger than the share runs alone");
+        assert_eq!(budget.try_reserve(a, 1).err(), Some(Busy::Client));
+        assert!(budget.try_reserve(b, 30).is_ok(), "b is not held back by a");
+        drop(whole);
+        assert!(budget.clients.lock().unwrap().is_empty(), "every share was given back");
+        // The same client over IPv4 and IPv4-mapped IPv6 is one client.
+        let mapped = IpAddr::from(std::net::Ipv4Addr::new(10, 0, 0, 1).to_ipv6_mapped());
+        let _held = budget.try_reserve(a, 30).unwrap();
+        assert_eq!(budget.try_reserve(mapped, 1).err(), Some(Busy::Client));
     }
 }

@@ -12,6 +12,7 @@ mod demo;
 mod failover;
 mod http;
 mod metrics;
+mod restart_fence;
 mod roles;
 mod server;
 mod status_cmd;

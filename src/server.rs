@@ -42,6 +42,10 @@ pub fn store_config(s: &BrokerSettings) -> StoreConfig {
     // Controller mode: consumers read replicated messages only below the confirmOffset, unless
     // readUnCommitted=true (RocketMQ's default is false).
     c.dispatch_up_to_confirm = s.controller.as_ref().is_some_and(|k| !k.read_uncommitted);
+    // Controller mode: a store holding data without its epoch file refuses to open (its log
+    // cannot be checked against a master's), unless the operator adopts it at its end.
+    c.require_epoch_file = s.controller.is_some();
+    c.adopt_log_without_epochs = s.controller.as_ref().and_then(|k| k.adopt_log_without_epochs);
     s.store.apply(&mut c);
     c
 }
@@ -51,6 +55,15 @@ fn open_hint(e: &StoreError) -> &'static str {
     match e {
         StoreError::ConsumeQueueCorrupt { .. } => {
             "; set rebuildConsumeQueues=true (broker.conf or --set) to rebuild the consume queues from the commit log"
+        }
+        StoreError::EpochFileMissing { .. } => {
+            "; to refetch everything from the master, stop the broker, move storePathRootDir aside and start \
+             it again (the procedure is in the README, Security: epochs); to take a log from the classic mode \
+             as it is, set adoptLogWithoutEpochs to the end offset named above (broker.conf or --set)"
+        }
+        StoreError::EpochFileCorrupt { .. } => {
+            "; to refetch everything from the master, stop the broker, move storePathRootDir aside and start \
+             it again (the procedure is in the README, Security: epochs)"
         }
         StoreError::Corrupt { .. } | StoreError::MissingSegments { .. } => {
             "; set truncateOnCorruption=true (broker.conf or --set) to accept the loss: the log is cut at the damage, discarding what follows it"
@@ -90,12 +103,8 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         _ => {
             let ha = settings.ha_addr();
             let mut config = settings.master_service_config();
-            let crashed =
-                matches!(store.recovery_report().kind, RecoveryKind::Crash | RecoveryKind::ForeignCrash);
-            if crashed && settings.total_replicas > 1 {
-                // A slave may hold bytes this crash lost: hear from every slave before appending.
-                config.restart_fence = settings.total_replicas as usize - 1;
-            }
+            let fenced = restart_fence_at_start(&settings, store.recovery_report().kind)?;
+            config.restart_fence = fenced;
             let master = logship_tokio::spawn_master(config, store.clone(), ha).await.with_context(|| {
                 format!(
                     "cannot start the HA service on {ha} (haListenAddress, default listenAddress or \
@@ -103,6 +112,10 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
                 )
             })?;
             tokio::spawn(feed_retention_floor(master.clone(), store.clone()));
+            if fenced > 0 {
+                let root = settings.store_path_root_dir.clone();
+                tokio::spawn(lift_restart_fence_marker(master.clone(), root));
+            }
             Node::Master(master)
         }
     };
@@ -119,7 +132,7 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         metrics: Metrics::for_broker(&settings),
         start_offset,
         total_memory: total_memory(),
-        in_flight: InFlight::new(settings.http.max_in_flight_bytes),
+        in_flight: InFlight::new(settings.http.max_in_flight_bytes, settings.http.max_in_flight_bytes_per_ip),
         coordination,
         settings,
     });
@@ -157,7 +170,21 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         None => None,
     };
     match broker.set_node(Node::Unassigned) {
-        Node::Master(m) => m.shutdown().await,
+        Node::Master(m) => {
+            // A fence that lifted since the marker watcher last looked: the clean stop must not
+            // leave its marker behind.
+            if m.status().await.is_some_and(|s| s.fence.is_none()) {
+                let root = broker.settings.store_path_root_dir.clone();
+                match tokio::task::spawn_blocking(move || crate::restart_fence::lift(&root)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => {
+                        warn!(%e, "cannot remove the restart fence's marker; the next start is fenced again")
+                    }
+                    Err(e) => warn!(%e, "cannot remove the restart fence's marker"),
+                }
+            }
+            m.shutdown().await
+        }
         Node::Slave(s) => s.shutdown().await,
         Node::Unassigned => {}
     }
@@ -167,6 +194,64 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         .context("flushing the store at shutdown")?;
     info!(max_offset = store.max_offset(), "logship stopped cleanly");
     Ok(())
+}
+
+/// The restart fence a master starts with: `totalReplicas - 1` replicas after a crash (a
+/// slave may hold bytes the crash lost), or while the store's `restartFence` marker says an
+/// earlier fence never lifted (the master was stopped cleanly while fenced); 0 otherwise. A
+/// fence is recorded in the store before the master serves.
+fn restart_fence_at_start(s: &BrokerSettings, recovery: RecoveryKind) -> anyhow::Result<usize> {
+    let root = &s.store_path_root_dir;
+    let marker = crate::restart_fence::path(root);
+    let crashed = matches!(recovery, RecoveryKind::Crash | RecoveryKind::ForeignCrash);
+    let pending = crate::restart_fence::pending(root)
+        .with_context(|| format!("cannot tell whether {} exists", marker.display()))?;
+    if s.total_replicas <= 1 {
+        if pending {
+            warn!(
+                marker = %marker.display(),
+                "a restart fence was never lifted, but totalReplicas=1 names no replica to wait for: lifting it"
+            );
+            crate::restart_fence::lift(root)
+                .with_context(|| format!("cannot remove {}", marker.display()))?;
+        }
+        return Ok(0);
+    }
+    if !crashed && !pending {
+        return Ok(0);
+    }
+    let waiting_for = s.total_replicas as usize - 1;
+    if !crashed {
+        warn!(
+            marker = %marker.display(),
+            waiting_for,
+            "the restart fence of an earlier crash never lifted (this master was stopped while fenced): \
+             refusing puts until the replicas report"
+        );
+    }
+    crate::restart_fence::raise(root, waiting_for)
+        .with_context(|| format!("cannot record the restart fence in {}", marker.display()))?;
+    Ok(waiting_for)
+}
+
+/// Removes the store's `restartFence` marker once the master's fence has lifted (every replica
+/// it waited for reported, and nothing else fences it).
+async fn lift_restart_fence_marker(master: logship_tokio::MasterHandle<CommitLog>, root: std::path::PathBuf) {
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tick.tick().await;
+        let Some(status) = master.status().await else { return };
+        if status.fence.is_none() {
+            match tokio::task::spawn_blocking(move || crate::restart_fence::lift(&root)).await {
+                Ok(Ok(())) => info!("the restart fence lifted; its marker is removed from the store"),
+                Ok(Err(e)) => {
+                    warn!(%e, "cannot remove the restart fence's marker; the next start is fenced again")
+                }
+                Err(e) => warn!(%e, "cannot remove the restart fence's marker"),
+            }
+            return;
+        }
+    }
 }
 
 /// The failover state of a broker with `etcdEndpoints` (checked at load: only with the `etcd`
@@ -199,18 +284,76 @@ fn start_failover(_: &Arc<Broker>, _: SocketAddr) -> Option<FailoverTask> {
     None
 }
 
-/// The answer to a connection beyond `httpMaxConnections`, written once before closing it.
-fn too_many_connections() -> &'static [u8] {
-    static ANSWER: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
-    ANSWER.get_or_init(|| {
-        let body = "{\"error\":\"too many connections (httpMaxConnections)\"}\n";
-        format!(
-            "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n\
-             content-length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .into_bytes()
-    })
+/// Why a new HTTP connection is refused at accept.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Refusal {
+    /// `httpMaxConnections` connections are open.
+    Broker,
+    /// This client IP holds `httpMaxConnectionsPerIp` connections.
+    Client,
+}
+
+impl Refusal {
+    /// The answer written once before closing the connection: a 503 naming the limit.
+    fn answer(self) -> &'static [u8] {
+        static BROKER: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+        static CLIENT: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+        let (cell, error) = match self {
+            Self::Broker => (&BROKER, "too many connections (httpMaxConnections): retry later"),
+            Self::Client => (
+                &CLIENT,
+                "too many connections from this client (httpMaxConnectionsPerIp): close some, or retry later",
+            ),
+        };
+        cell.get_or_init(|| {
+            let body = format!("{{\"error\":\"{error}\"}}\n");
+            format!(
+                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nconnection: close\r\n\
+                 content-length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .into_bytes()
+        })
+    }
+}
+
+/// Refused connections being answered at once. Each holds its socket for at most
+/// [`REFUSAL_LINGER`]; beyond this many, a refused connection is answered with what fits in its
+/// send buffer and closed at once.
+const MAX_LINGERING_REFUSALS: usize = 256;
+/// How long a refused connection is kept to deliver its 503 and read what its client sent.
+const REFUSAL_LINGER: Duration = Duration::from_secs(2);
+/// The most request bytes read (and dropped) from a refused connection before closing it.
+const REFUSAL_DRAIN_BYTES: usize = 1 << 20;
+
+/// Answers a refused connection 503 and closes it without resetting it: a socket closed with
+/// unread bytes (the request the client sent before it was refused) sends a reset, which can
+/// destroy the answer before the client reads it. So the answer is written, the sending side
+/// shut, and what the client sent read and dropped, within [`REFUSAL_LINGER`].
+fn refuse(mut stream: tokio::net::TcpStream, peer: SocketAddr, refusal: Refusal, lingering: &Arc<Semaphore>) {
+    debug!(%peer, ?refusal, "HTTP connection refused");
+    let Ok(permit) = Arc::clone(lingering).try_acquire_owned() else {
+        let _ = stream.try_write(refusal.answer());
+        return;
+    };
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let linger = async {
+            stream.write_all(refusal.answer()).await?;
+            stream.shutdown().await?;
+            let mut buf = [0u8; 8192];
+            let mut drained = 0;
+            while drained < REFUSAL_DRAIN_BYTES {
+                match stream.read(&mut buf).await? {
+                    0 => break,
+                    n => drained += n,
+                }
+            }
+            Ok::<(), std::io::Error>(())
+        };
+        let _ = tokio::time::timeout(REFUSAL_LINGER, linger).await;
+        drop(permit);
+    });
 }
 
 /// Serves HTTP/1.1 on `listener` until `shutdown` completes, then lets open requests finish for
@@ -230,6 +373,7 @@ pub async fn serve_http(
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
     let per_peer: PeerCounts = Arc::default();
+    let lingering = Arc::new(Semaphore::new(MAX_LINGERING_REFUSALS));
     let (stop, stopped) = watch::channel(false);
     let mut connections = JoinSet::new();
     tokio::pin!(shutdown);
@@ -248,14 +392,15 @@ pub async fn serve_http(
                         continue;
                     }
                 };
-                let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
-                    debug!(%peer, "HTTP connection refused: httpMaxConnections reached");
-                    let _ = stream.try_write(too_many_connections());
+                // The client's own limit first: a client at its limit is told so, whether or
+                // not the broker is full.
+                let Some(peer_slot) = PeerSlot::take(&per_peer, peer.ip(), limits.max_connections_per_ip) else {
+                    refuse(stream, peer, Refusal::Client, &lingering);
                     continue;
                 };
-                let Some(peer_slot) = PeerSlot::take(&per_peer, peer.ip(), limits.max_connections_per_ip) else {
-                    debug!(%peer, "HTTP connection refused: httpMaxConnectionsPerIp reached");
-                    let _ = stream.try_write(too_many_connections());
+                let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                    drop(peer_slot);
+                    refuse(stream, peer, Refusal::Broker, &lingering);
                     continue;
                 };
                 let _ = stream.set_nodelay(true);
@@ -349,7 +494,14 @@ async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let service = hyper::service::service_fn(move |mut request: hyper::Request<hyper::body::Incoming>| {
         request.extensions_mut().insert(ConnectInfo(peer));
         let mut router = router.clone();
-        async move { router.call(request).await }
+        async move {
+            let size = request_head_size(&request);
+            if size > MAX_HEADER_BYTES {
+                debug!(%peer, size, "HTTP request header above 64 KiB refused");
+                return Ok(header_too_large(size));
+            }
+            router.call(request).await
+        }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
     builder
@@ -433,8 +585,36 @@ pub fn tls_acceptor(h: &HttpSettings) -> anyhow::Result<Option<TlsAcceptor>> {
     Ok(Some(TlsAcceptor::from(Arc::new(config))))
 }
 
-/// Request headers larger than this are refused (431) by hyper.
+/// Request heads (request line and headers) larger than this are refused with 431. hyper's
+/// read buffer is capped at the same size, which bounds what one connection buffers (about
+/// twice this) but is not an exact limit: the check on the parsed head is.
 const MAX_HEADER_BYTES: usize = 64 << 10;
+
+/// The size of a request's head as it came on the wire: the request line, each header line
+/// and the empty line ending them.
+fn request_head_size<B>(request: &hyper::Request<B>) -> usize {
+    let line = request.method().as_str().len()
+        + request.uri().path_and_query().map_or(1, |p| p.as_str().len())
+        + " HTTP/1.1\r\n ".len();
+    let headers: usize = request.headers().iter().map(|(n, v)| n.as_str().len() + v.len() + 4).sum();
+    line + headers + 2
+}
+
+/// The 431 answer to a request head above [`MAX_HEADER_BYTES`]; the connection is closed.
+fn header_too_large(size: usize) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let body = serde_json::json!({
+        "error": format!(
+            "the request header is {size} bytes; request headers above 64 KiB ({MAX_HEADER_BYTES} bytes) are refused"
+        ),
+    });
+    let mut response =
+        (axum::http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, axum::Json(body)).into_response();
+    response
+        .headers_mut()
+        .insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
+    response
+}
 
 /// A connection that stamps `activity` each time bytes move either way.
 struct Tracked<S> {

@@ -186,6 +186,75 @@ fn a_killed_sync_master_keeps_every_acknowledged_message() {
     assert_eq!(commit_log(&slave.dir, end), commit_log(&master.dir, end));
 }
 
+/// After a crash a master with `totalReplicas=3` is fenced until two replicas report. A clean
+/// stop (SIGTERM) while fenced does not lift the fence: the replicas it waits for have not
+/// reported, so the restarted master is still fenced; once they report it takes puts, and a
+/// clean restart after that is not fenced.
+#[test]
+fn the_restart_fence_survives_a_clean_restart_until_its_replicas_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let mport = free_port_pair();
+    let mut master = Broker::start(
+        "master",
+        &dir.path().join("master"),
+        mport,
+        &["--role", "SYNC_MASTER", "--set", "totalReplicas=3", "--set", "haReplicaAllowList=127.0.0.1"],
+    );
+    let ha = format!("127.0.0.1:{}", mport + 1);
+    let mut slaves: Vec<Broker> = (0..2)
+        .map(|i| {
+            Broker::start(
+                "slave",
+                &dir.path().join(format!("slave{i}")),
+                free_port_pair(),
+                &["--master", &ha],
+            )
+        })
+        .collect();
+    eventually("both slaves to connect", || {
+        master.status()["slaves"].as_array().is_some_and(|s| s.len() == 2)
+    });
+    assert_eq!(put(&master, "before the crash", "").0, 200);
+    master.kill9();
+    for slave in &mut slaves {
+        slave.kill9();
+    }
+    master.restart();
+    let fenced = |master: &Broker| {
+        let fence = master.status()["fence"].as_str().map(str::to_string);
+        assert!(
+            fence.as_deref().is_some_and(|f| f.contains("waiting for 2")),
+            "not fenced: {fence:?}\n{}",
+            master.log()
+        );
+        assert_eq!(put(master, "while fenced", "").0, 503);
+    };
+    fenced(&master);
+    // A clean stop while fenced, and a start: still fenced, whatever the store's abort marker says.
+    let status = master.terminate();
+    assert!(status.is_some_and(|s| s.success()), "{status:?}\n{}", master.log());
+    master.restart();
+    fenced(&master);
+    assert!(master.dir.join("restartFence").exists(), "the fence is recorded in the store");
+    let log = master.log();
+    assert!(log.contains("restart fence"), "the start says why it is fenced:\n{log}");
+    // The replicas report: the fence lifts, and a clean restart now takes puts at once.
+    for slave in &mut slaves {
+        slave.restart();
+    }
+    eventually("the restart fence to lift", || master.status()["fence"].is_null());
+    assert_eq!(put(&master, "after the replicas reported", "").0, 200);
+    let status = master.terminate();
+    assert!(status.is_some_and(|s| s.success()), "{status:?}");
+    master.restart();
+    assert!(master.status()["fence"].is_null(), "{}", master.status());
+    assert!(!master.dir.join("restartFence").exists(), "the lifted fence left no marker");
+    eventually("both slaves to reconnect", || {
+        master.status()["slaves"].as_array().is_some_and(|s| s.len() == 2)
+    });
+    assert_eq!(put(&master, "after a clean restart", "").0, 200);
+}
+
 #[test]
 fn sigterm_shuts_down_cleanly() {
     let dir = tempfile::tempdir().unwrap();

@@ -216,6 +216,76 @@ fn promtool_passes(text: &str) {
     assert!(out.status.success(), "promtool check metrics failed:\n{said}\n--- metrics:\n{text}");
 }
 
+/// A slave told to follow a master elected in epoch 1 refuses one that announces epoch 2 (a
+/// stale order, or a rogue master) before it writes anything, and says why in `/status` and
+/// `/metrics`; told the right epoch, it follows.
+#[test]
+fn a_slave_refuses_a_master_whose_epoch_it_was_not_told_and_shows_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Node::start(&dir.path().join("a"), 1, &[]);
+    let b = Node::start(&dir.path().join("b"), 2, &[]);
+    assert_eq!(a.promote(1, &[]).0, 200);
+    assert_eq!(a.promote(2, &[]).0, 200, "epochs advance one at a time");
+    assert_eq!(a.put("in epoch 2").0, 200);
+    assert_eq!(b.follow(&a, 1, 1).0, 200, "{}", b.log());
+    eventually("the refusal in /status", || {
+        b.status()["controller"]["refusals"]["epochAboveElected"].as_u64().unwrap_or(0) >= 1
+    });
+    let refusals = b.status()["controller"]["refusals"].clone();
+    let current = refusals["current"].as_str().unwrap_or_default().to_string();
+    assert!(current.contains("above the epoch 1"), "{refusals}");
+    assert_eq!(b.max_offset(), 0, "nothing written");
+    assert_eq!(b.epochs(), json!([]), "no epoch recorded");
+    let metrics = b.metrics();
+    let refused = sample(&metrics, "logship_follow_refusals_total{").is_some()
+        && metrics.lines().any(|l| {
+            l.starts_with("logship_follow_refusals_total{")
+                && l.contains("reason=\"epoch_above_elected\"")
+                && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).is_some_and(|v| v >= 1.0)
+        });
+    assert!(refused, "{metrics}");
+    assert_eq!(sample(&metrics, "logship_follow_refused{"), Some(1.0), "{metrics}");
+    promtool_passes(&metrics);
+    // Told the epoch the master was elected in, it follows.
+    assert_eq!(b.follow(&a, 1, 2).0, 200, "{}", b.log());
+    eventually("b to follow", || b.max_offset() == a.max_offset());
+    eventually("the refusal to clear", || b.status()["controller"]["refusals"]["current"].is_null());
+    assert_eq!(sample(&b.metrics(), "logship_follow_refused{"), Some(0.0));
+}
+
+/// A controller-mode broker whose store holds data but lost `epochFileCheckpoint` and its
+/// `.bak` refuses to start, naming both files and the ways out; told to adopt the log at its
+/// exact end, it starts.
+#[test]
+fn a_broker_whose_epoch_files_are_gone_refuses_to_start_naming_both_and_the_ways_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("a");
+    let mut a = Node::start(&store, 1, &[]);
+    assert_eq!(a.promote(1, &[]).0, 200);
+    assert_eq!(a.put("kept").0, 200);
+    let end = a.max_offset();
+    assert!(process::terminate(&mut a.child).is_some_and(|s| s.success()), "{}", a.log());
+    std::fs::remove_file(store.join("epochFileCheckpoint")).unwrap();
+    std::fs::remove_file(store.join("epochFileCheckpoint.bak")).unwrap();
+    let (mut child, stderr) = spawn_logship(&a.args, None);
+    let status = process::wait_exit(&mut child).expect("it exits");
+    let said = stderr.lock().unwrap().clone();
+    assert!(!status.success(), "{said}");
+    for needle in [
+        "epochFileCheckpoint ".to_string(),
+        "epochFileCheckpoint.bak".to_string(),
+        "refetch everything from the master".to_string(),
+        format!("adoptLogWithoutEpochs={end}"),
+    ] {
+        assert!(said.contains(&needle), "names {needle}: {said}");
+    }
+    let mut args = a.args.clone();
+    args.extend(process::test_settings(&[&format!("adoptLogWithoutEpochs={end}")]));
+    let adopted = Node::spawn(args, &store, a.port);
+    assert_eq!(adopted.max_offset(), end);
+    assert!(store.join("epochFileCheckpoint").exists(), "an empty epoch file is written at once");
+}
+
 #[test]
 fn failover_through_the_binary_truncates_the_old_masters_tail_and_a_new_broker_gets_both_epochs() {
     divergent_failover(false);
@@ -384,8 +454,10 @@ fn admin_calls_refuse_bad_epochs_strangers_and_nonsense_with_typed_messages() {
     assert_eq!(code, 400, "{body}");
     assert!(body["error"].as_str().unwrap().contains("masterAddress"), "{body}");
 
-    // Epochs: a promotion at or below what the broker holds is refused (409).
-    assert_eq!(a.promote(3, &[]).0, 200);
+    // Epochs: a promotion at or below what the broker holds is refused (409). Epoch 3 skips
+    // epochs 1 and 2: forced.
+    let (code, body) = a.post("/ha/changeToMaster", r#"{"epoch":3,"force":true}"#, Some(TOKEN));
+    assert_eq!(code, 200, "{body}");
     assert_eq!(a.put("epoch 3").0, 200);
     for epoch in [3, 2] {
         let (code, body) = a.promote(epoch, &[]);
@@ -408,6 +480,83 @@ fn admin_calls_refuse_bad_epochs_strangers_and_nonsense_with_typed_messages() {
     let (code, body) = classic.post("/ha/changeToMaster", br#"{"epoch":1}"#);
     assert_eq!(code, 403, "no token configured: {body}");
     assert!(body["error"].as_str().unwrap().contains("httpAuthToken"), "{body}");
+}
+
+/// Issue 22: what a controller would refuse, the admin calls refuse too, each with a typed 4xx:
+/// an epoch that ends failover for good, an epoch skipping ahead unless forced, a second
+/// master in an epoch this broker knows another holds, a sync-state-set naming brokers that
+/// never connected, and following its own HA port.
+#[test]
+fn admin_calls_refuse_what_a_controller_would_refuse() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Node::start(&dir.path().join("a"), 1, SYNC_ALL);
+    let b = Node::start(&dir.path().join("b"), 2, SYNC_ALL);
+    let admin = |node: &Node, path: &str, body: Value| node.post(path, &body.to_string(), Some(TOKEN));
+
+    // No epoch can follow i32::MAX: refused, forced or not.
+    for body in [json!({ "epoch": i32::MAX }), json!({ "epoch": i32::MAX, "force": true })] {
+        let (code, reply) = admin(&a, "/ha/changeToMaster", body.clone());
+        assert_eq!(code, 409, "{body}: {reply}");
+        assert!(reply["error"].as_str().unwrap().contains("2147483647"), "{reply}");
+    }
+    // Epochs advance one at a time unless forced: a broker holding no epoch starts at 1.
+    let (code, reply) = admin(&a, "/ha/changeToMaster", json!({ "epoch": 3 }));
+    assert_eq!(code, 409, "{reply}");
+    let error = reply["error"].as_str().unwrap();
+    assert!(error.contains("one at a time") && error.contains("force"), "{reply}");
+    assert_eq!(a.status()["role"], "NONE", "refusals change nothing");
+    let (code, reply) = admin(&a, "/ha/changeToMaster", json!({ "epoch": 1, "syncStateSet": [1, 2] }));
+    assert_eq!(code, 200, "{reply}");
+
+    // A broker cannot be told to follow its own HA port, whatever id it is told to expect there.
+    let own = json!({ "masterAddress": b.ha_addr(), "masterBrokerId": 1, "epoch": 1 });
+    let (code, reply) = admin(&b, "/ha/changeToSlave", own);
+    assert_eq!(code, 400, "{reply}");
+    assert!(reply["error"].as_str().unwrap().contains("own HA port"), "{reply}");
+    let (code, reply) = b.follow(&a, 1, 1);
+    assert_eq!(code, 200, "{reply}");
+    eventually("B to stream from A", || {
+        a.status()["controller"]["slaves"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|x| x["brokerId"] == 2 && x["counted"] == true))
+    });
+    assert_eq!(a.put("epoch 1").0, 200);
+
+    // A sync-state-set may only add brokers connected to this master.
+    let set = |body: Value| admin(&a, "/ha/setSyncStateSet", body);
+    let (code, reply) = set(json!({ "syncStateSet": [1, 99, 100], "syncStateSetEpoch": 2 }));
+    assert_eq!(code, 400, "{reply}");
+    let error = reply["error"].as_str().unwrap();
+    assert!(error.contains("99") && error.contains("not connected"), "{reply}");
+    assert_eq!(a.status()["controller"]["syncStateSet"], json!([1, 2]), "nothing changed");
+    // Its epoch advances one at a time too, and never to i32::MAX.
+    let (code, reply) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 7 }));
+    assert_eq!(code, 409, "{reply}");
+    assert!(reply["error"].as_str().unwrap().contains("one at a time"), "{reply}");
+    let (code, reply) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": i32::MAX, "force": true }));
+    assert_eq!(code, 409, "{reply}");
+    let (code, reply) = set(json!({ "syncStateSet": [1, 2], "syncStateSetEpoch": 2 }));
+    assert_eq!(code, 200, "a connected member may be named: {reply}");
+
+    // A becomes master of epoch 2, and B is told to follow it there (a slave refuses a master
+    // announcing an epoch above the one it was told, so an unconfirmed claim is never evidence).
+    // B hears of epoch 2 from A's handshake: told to become master of epoch 2 too, it refuses
+    // (one master per epoch).
+    let (code, reply) = admin(&a, "/ha/changeToMaster", json!({ "epoch": 2, "syncStateSet": [1, 2] }));
+    assert_eq!(code, 200, "{reply}");
+    let (code, reply) = b.follow(&a, 1, 2);
+    assert_eq!(code, 200, "{reply}");
+    eventually("B to hear of epoch 2 from A", || b.status()["controller"]["masterLastEpoch"] == 2);
+    let (code, reply) = admin(&b, "/ha/changeToMaster", json!({ "epoch": 2 }));
+    assert_eq!(code, 409, "a second master in epoch 2: {reply}");
+    assert!(reply["error"].as_str().unwrap().contains("broker 1"), "{reply}");
+    assert_eq!(b.status()["role"], "SLAVE", "{}", b.status());
+    // Epoch 4 skips epoch 3: refused, unless forced (a controller that knows of epoch 3).
+    let (code, reply) = admin(&b, "/ha/changeToMaster", json!({ "epoch": 4 }));
+    assert_eq!(code, 409, "{reply}");
+    assert!(reply["error"].as_str().unwrap().contains("the next is 3"), "{reply}");
+    let (code, reply) = admin(&b, "/ha/changeToMaster", json!({ "epoch": 4, "force": true }));
+    assert_eq!(code, 200, "{reply}");
 }
 
 #[test]
@@ -439,17 +588,22 @@ fn set_sync_state_set_applies_a_set_refuses_bad_ones_and_an_away_member_freezes_
         assert!(body["error"].as_str().unwrap().contains(names), "{bad}: {body}");
     }
 
-    // Applied: member 2 joins the set at epoch 2 without ever connecting.
+    // Member 2 never connected: it cannot join the set by this call.
     let (code, body) = set(json!({ "syncStateSet": [1, 2], "syncStateSetEpoch": 2 }));
-    assert_eq!(code, 200, "{body}");
-    assert_eq!((&body["syncStateSet"], &body["syncStateSetEpoch"]), (&json!([1, 2]), &json!(2)), "{body}");
-    let (code, body) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 1 }));
+    assert_eq!(code, 400, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("not connected"), "{body}");
+    // A controller's election may name it (it will follow): epoch 2 starts with {1, 2} at set
+    // epoch 1, member 2 away.
+    assert_eq!(a.promote(2, &[1, 2]).0, 200);
+    let (code, body) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 0 }));
     assert_eq!(code, 409, "a stale epoch: {body}");
     assert!(body["error"].as_str().unwrap().contains("stale"), "{body}");
-    let (code, body) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 2 }));
-    assert_eq!(code, 409, "epoch 2 names another set: {body}");
+    let (code, body) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 1 }));
+    assert_eq!(code, 409, "epoch 1 names another set: {body}");
     assert!(body["error"].as_str().unwrap().contains("already in force"), "{body}");
-    assert_eq!(set(json!({ "syncStateSet": [1, 2], "syncStateSetEpoch": 2 })).0, 200, "the same set again");
+    let (code, body) = set(json!({ "syncStateSet": [1, 2], "syncStateSetEpoch": 1 }));
+    assert_eq!(code, 200, "the same set again: {body}");
+    assert_eq!((&body["syncStateSet"], &body["syncStateSetEpoch"]), (&json!([1, 2]), &json!(1)), "{body}");
 
     // Member 2 is away: a SYNC put is stored but times out, and confirmOffset stays frozen.
     let (code, body) = a.put("member 2 is away");
@@ -460,7 +614,7 @@ fn set_sync_state_set_applies_a_set_refuses_bad_ones_and_an_away_member_freezes_
 
     // The shrink, applied from outside, lets confirmOffset move on, and puts complete again.
     let end = a.max_offset();
-    let (code, body) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 3 }));
+    let (code, body) = set(json!({ "syncStateSet": [1], "syncStateSetEpoch": 2 }));
     assert_eq!(code, 200, "{body}");
     assert_eq!(body["confirmOffset"], json!(end), "{body}");
     assert_eq!(a.put("alone again").0, 200);

@@ -552,3 +552,293 @@ fn a_group_on_etcd_replicates_and_fails_over_over_mutual_tls() {
     assert_eq!(tls_replicas(&nodes[n]), names([others[0], others[1]]));
     assert_eq!(nodes[n].status()["haRefusals"]["plainRefused"], 0, "nobody connected in plain");
 }
+
+/// Two brokers on an etcd that requires client certificates (from the test's CA) and has its
+/// authentication on, with a `logship` user whose role may write `/logship/` only: the brokers
+/// reach it with `etcdTls*`, `etcdUser` and `etcdPasswordFile`, elect a master, take puts, and
+/// fail over after kill -9.
+#[test]
+fn a_group_on_an_etcd_with_client_certificates_and_authentication_elects_and_fails_over() {
+    if !etcd_available("a_group_on_an_etcd_with_client_certificates_and_authentication_elects_and_fails_over")
+    {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ca = pki::Ca::new("etcd test CA");
+    let server = ca.issue(&["127.0.0.1", "localhost"]);
+    let client = ca.issue(&["logship-brokers"]);
+    let tls = etcd_support::ServerTls {
+        ca_pem: ca.pem(),
+        cert_pem: server.cert,
+        key_pem: server.key,
+        client: (client.cert.clone(), client.key.clone()),
+        client_cert_auth: true,
+    };
+    let etcd = EtcdCluster::start_tls(1, tls);
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(enable_auth(&etcd.endpoints(), &ca, &client));
+    let files = dir.path().join("etcd-client");
+    std::fs::create_dir_all(&files).unwrap();
+    for (name, pem) in
+        [("ca.pem", ca.pem()), ("client.pem", client.cert.clone()), ("client.key", client.key.clone())]
+    {
+        std::fs::write(files.join(name), pem).unwrap();
+    }
+    std::fs::write(files.join("password"), "logship-password-0123\n").unwrap();
+    let settings: Vec<String> = vec![
+        format!("etcdTlsCaPath={}", files.join("ca.pem").display()),
+        format!("etcdTlsCertPath={}", files.join("client.pem").display()),
+        format!("etcdTlsKeyPath={}", files.join("client.key").display()),
+        "etcdUser=logship".into(),
+        format!("etcdPasswordFile={}", files.join("password").display()),
+    ];
+    let settings: Vec<&str> = settings.iter().map(String::as_str).collect();
+    let endpoints = etcd.endpoints();
+    let mut nodes: Vec<Node> = (1..=2)
+        .map(|id| Node::start(&dir.path().join(format!("b{id}")), id, &endpoints, &settings))
+        .collect();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    eventually("a master over TLS with etcd's authentication, both in its set", &refs, || {
+        master_of(&refs)
+            .is_some_and(|m| nodes[m].status()["group"]["syncStateSet"] == serde_json::json!([1, 2]))
+    });
+    let m = master_of(&refs).unwrap();
+    put_ok(&nodes[m], "over an authenticated etcd");
+    assert!(!nodes[m].log().contains("without credentials"), "{}", nodes[m].log());
+    nodes[m].kill9();
+    let other = 1 - m;
+    eventually("the other broker to take over", &[&nodes[other]], || {
+        nodes[other].is_master() && nodes[other].put("after the failover").0 == 200
+    });
+}
+
+/// etcd's authentication on, through a client with `client`'s certificate: `root` (which
+/// `auth enable` needs) and `logship`, whose role may read and write `/logship/` only.
+async fn enable_auth(endpoints: &[String], ca: &pki::Ca, client: &pki::Identity) {
+    let tls = etcd_client::TlsOptions::new()
+        .ca_certificate(etcd_client::Certificate::from_pem(ca.pem()))
+        .identity(etcd_client::Identity::from_pem(&client.cert, &client.key));
+    let options = etcd_client::ConnectOptions::new().with_tls(tls);
+    let raw = etcd_client::Client::connect(endpoints, Some(options)).await.unwrap();
+    let mut auth = raw.auth_client();
+    auth.role_add("root").await.unwrap();
+    auth.user_add("root", "root-password-0123", None).await.unwrap();
+    auth.user_grant_role("root", "root").await.unwrap();
+    auth.role_add("logship").await.unwrap();
+    auth.role_grant_permission("logship", etcd_client::Permission::read_write("/logship/").with_prefix())
+        .await
+        .unwrap();
+    auth.user_add("logship", "logship-password-0123", None).await.unwrap();
+    auth.user_grant_role("logship", "logship").await.unwrap();
+    auth.auth_enable().await.unwrap();
+}
+
+/// Writes `value` at `key` in etcd, as an attacker or a careless operator with etcdctl would.
+fn etcd_put(endpoints: &[String], key: &str, value: &[u8]) {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let mut raw = etcd_client::Client::connect(endpoints, None).await.unwrap();
+        raw.put(key, value, None).await.unwrap();
+    });
+}
+
+/// The group record's key of these tests' group.
+const RECORD_KEY: &str = "/logship/DefaultCluster/broker-a/record";
+
+#[test]
+fn forged_group_records_are_refused_logged_and_shown_and_the_master_keeps_its_place() {
+    if !etcd_available("forged_group_records_are_refused_logged_and_shown_and_the_master_keeps_its_place") {
+        return;
+    }
+    let etcd = EtcdCluster::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let mut nodes = group(dir.path(), &etcd, &[]);
+    // A failover first, so that there is an epoch to go back to.
+    let first = master_of(&nodes.iter().collect::<Vec<_>>()).unwrap();
+    nodes[first].kill9();
+    let others: Vec<usize> = (0..3).filter(|&i| i != first).collect();
+    eventually("a master of epoch 2", &[&nodes[others[0]], &nodes[others[1]]], || {
+        others.iter().any(|&i| nodes[i].is_master() && nodes[i].put("epoch 2").0 == 200)
+    });
+    nodes[first].restart();
+    let refs: Vec<&Node> = nodes.iter().collect();
+    eventually("all three in the set again", &refs, || {
+        master_of(&refs)
+            .is_some_and(|m| nodes[m].status()["group"]["syncStateSet"] == serde_json::json!([1, 2, 3]))
+    });
+    let m = master_of(&refs).unwrap();
+    let epoch = put_ok(&nodes[m], "before the forgeries")["epoch"].as_i64().unwrap();
+    assert!(epoch >= 2, "{epoch}");
+    let (master_id, slave) = (nodes[m].id, (m + 1) % 3);
+    let slave_id = nodes[slave].id;
+    let http = |n: &Node| n.http_addr();
+    let record = |epoch: i64, master: i64, ha: String, http: String, set: &str, set_epoch: i64| {
+        format!(
+            "logship-group-record 1\nmasterEpoch={epoch}\nmasterId={master}\nmasterHaAddress={ha}\n\
+             masterHttpAddress={http}\nsyncStateSet={set}\nsyncStateSetEpoch={set_epoch}\n"
+        )
+    };
+    let set_epoch = nodes[m].status()["group"]["syncStateSetEpoch"].as_i64().unwrap();
+    let master_ha = format!("127.0.0.1:{}", nodes[m].port + 1);
+    let forgeries = [
+        // Another master in a later epoch, with no election (no mastership key of its own).
+        record(
+            epoch + 1,
+            slave_id,
+            format!("127.0.0.1:{}", nodes[slave].port + 1),
+            http(&nodes[slave]),
+            &slave_id.to_string(),
+            set_epoch + 1,
+        ),
+        // The epoch going back.
+        record(epoch - 1, master_id, master_ha.clone(), http(&nodes[m]), "1,2,3", set_epoch + 1),
+        // Ids that never joined.
+        record(
+            epoch,
+            master_id,
+            master_ha.clone(),
+            http(&nodes[m]),
+            &format!("{master_id},99,100"),
+            set_epoch + 1,
+        ),
+        // A set without the master: it does not even decode.
+        record(epoch, master_id, master_ha, http(&nodes[m]), &slave_id.to_string(), set_epoch + 1),
+    ];
+    for (i, forged) in forgeries.iter().enumerate() {
+        let seen = nodes[m].status()["group"]["recordAnomaliesTotal"].as_u64().unwrap_or(0);
+        etcd_put(&etcd.endpoints(), RECORD_KEY, forged.as_bytes());
+        eventually("the forgery to be seen and refused", &[&nodes[m]], || {
+            nodes[m].status()["group"]["recordAnomaliesTotal"].as_u64().unwrap_or(0) > seen
+        });
+        let status = nodes[m].status();
+        assert!(nodes[m].is_master(), "forgery {i}: the master stepped down: {status}\n{}", nodes[m].log());
+        let reply = put_ok(&nodes[m], &format!("after forgery {i}"));
+        assert_eq!(reply["epoch"].as_i64(), Some(epoch), "{reply}");
+        // The master, which holds the mastership, restores the record it wrote last; every
+        // broker trusts the record again and still follows it.
+        eventually("the record to be restored and trusted everywhere", &[&nodes[m]], || {
+            etcd_get(&etcd.endpoints(), RECORD_KEY).is_some_and(|r| {
+                r.contains(&format!("masterId={master_id}\n"))
+                    && r.contains(&format!("masterEpoch={epoch}\n"))
+            }) && nodes.iter().all(|n| n.status()["group"]["recordTrusted"] == true)
+        });
+        for n in nodes.iter().filter(|n| n.id != master_id) {
+            let s = n.status();
+            assert_eq!(s["controller"]["masterBrokerId"].as_i64(), Some(master_id), "forgery {i}: {s}");
+        }
+    }
+    let log = nodes[m].log();
+    let errors =
+        log.lines().filter(|l| l.contains(" ERROR ") && l.contains("group record is refused")).count();
+    assert!(errors >= forgeries.len(), "every forgery is logged at ERROR:\n{log}");
+    assert!(log.contains("restored the group record"), "{log}");
+    let metrics = nodes[m].metrics();
+    let anomalies = process::sample(&metrics, "logship_group_record_anomalies_total{");
+    assert!(anomalies.is_some_and(|n| n >= forgeries.len() as f64), "{metrics}");
+    assert_eq!(process::sample(&metrics, "logship_group_record_trusted{"), Some(1.0), "{metrics}");
+    promtool_passes(&metrics);
+
+    // The master dies, and the record is forged before its lease expires (nobody restores it
+    // now): the others elect from the set they trust.
+    nodes[m].kill9();
+    etcd_put(&etcd.endpoints(), RECORD_KEY, forgeries[3].as_bytes());
+    let others: Vec<usize> = (0..3).filter(|&i| i != m).collect();
+    let mut new = None;
+    eventually("a new master despite the forged record", &[&nodes[others[0]], &nodes[others[1]]], || {
+        new = others.iter().copied().find(|&i| nodes[i].is_master());
+        new.is_some_and(|n| nodes[n].put("after the failover").0 == 200)
+    });
+    let n = new.unwrap();
+    let group = nodes[n].status()["group"].clone();
+    assert_eq!(group["recordTrusted"], true, "the election wrote a record that is trusted again: {group}");
+    assert!(group["masterEpoch"].as_i64().unwrap() > epoch, "{group}");
+}
+
+/// The value at `key` in etcd, as text.
+fn etcd_get(endpoints: &[String], key: &str) -> Option<String> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let mut raw = etcd_client::Client::connect(endpoints, None).await.ok()?;
+        let resp = raw.get(key, None).await.ok()?;
+        resp.kvs().first().map(|kv| String::from_utf8_lossy(kv.value()).into_owned())
+    })
+}
+
+/// A mastership key rewritten without a lease (etcdctl put, no --lease) does not block the
+/// failover after the master is killed -9.
+#[test]
+fn a_mastership_key_without_a_lease_does_not_block_failover_after_kill_9() {
+    if !etcd_available("a_mastership_key_without_a_lease_does_not_block_failover_after_kill_9") {
+        return;
+    }
+    let etcd = EtcdCluster::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let mut nodes = group(dir.path(), &etcd, &[]);
+    let m = master_of(&nodes.iter().collect::<Vec<_>>()).unwrap();
+    let epoch = put_ok(&nodes[m], "before")["epoch"].as_i64().unwrap();
+    let value = format!("{} {epoch}", nodes[m].id);
+    etcd_put(&etcd.endpoints(), "/logship/DefaultCluster/broker-a/master", value.as_bytes());
+    nodes[m].kill9();
+    let others: Vec<usize> = (0..3).filter(|&i| i != m).collect();
+    let mut new = None;
+    eventually(
+        "a new master after kill -9 despite a leaseless mastership key",
+        &[&nodes[others[0]], &nodes[others[1]]],
+        || {
+            new = others.iter().copied().find(|&i| nodes[i].is_master());
+            new.is_some_and(|n| nodes[n].put("after").0 == 200)
+        },
+    );
+}
+
+/// With etcd lost for good, the role calls are refused (the coordinator owns the roles) until
+/// one says `overrideCoordinator`: that broker then leaves automatic failover and takes its
+/// role from the calls, and puts are no longer checked against a lease.
+#[test]
+fn role_calls_are_refused_under_etcd_unless_they_override_the_coordinator() {
+    if !etcd_available("role_calls_are_refused_under_etcd_unless_they_override_the_coordinator") {
+        return;
+    }
+    let mut etcd = EtcdCluster::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = group(dir.path(), &etcd, &[]);
+    let m = master_of(&nodes.iter().collect::<Vec<_>>()).unwrap();
+    let epoch = put_ok(&nodes[m], "before etcd is lost")["epoch"].as_i64().unwrap();
+    let admin = |n: &Node, path: &str, body: serde_json::Value| {
+        let r = agent()
+            .post(n.url(path))
+            .header("Authorization", &format!("Bearer {TOKEN}"))
+            .send(body.to_string());
+        r.map(json_reply).unwrap_or((0, Value::Null))
+    };
+    let promote = serde_json::json!({ "epoch": epoch + 1, "syncStateSet": [nodes[m].id] });
+    let (code, reply) = admin(&nodes[m], "/ha/changeToMaster", promote.clone());
+    assert_eq!(code, 409, "{reply}");
+    assert!(reply["error"].as_str().unwrap().contains("overrideCoordinator"), "{reply}");
+
+    // etcd is lost for good: the master's lease guard closes and it acknowledges nothing.
+    etcd.kill(0);
+    eventually("the master to stop acknowledging", &[&nodes[m]], || nodes[m].put("no etcd").0 == 503);
+    let mut promote = promote;
+    promote["overrideCoordinator"] = serde_json::json!(true);
+    let (code, reply) = admin(&nodes[m], "/ha/changeToMaster", promote);
+    assert_eq!(code, 200, "{reply}\n{}", nodes[m].log());
+    let status = nodes[m].status();
+    assert_eq!(status["group"]["left"], true, "{status}");
+    assert!(nodes[m].log().contains("overrideCoordinator"), "logged: {}", nodes[m].log());
+    let reply = put_ok(&nodes[m], "acknowledged by hand, without etcd");
+    assert_eq!(reply["epoch"].as_i64(), Some(epoch + 1), "{reply}");
+    // Another broker is told to follow it, also overriding its coordinator.
+    let s = (m + 1) % 3;
+    let follow = serde_json::json!({
+        "masterAddress": format!("127.0.0.1:{}", nodes[m].port + 1),
+        "masterBrokerId": nodes[m].id,
+        "epoch": epoch + 1,
+        "overrideCoordinator": true,
+    });
+    let (code, reply) = admin(&nodes[s], "/ha/changeToSlave", follow);
+    assert_eq!(code, 200, "{reply}\n{}", nodes[s].log());
+    eventually("the other broker to stream from the master set by hand", &[&nodes[s]], || {
+        nodes[s].status()["master"]["state"] == "STREAMING"
+    });
+}

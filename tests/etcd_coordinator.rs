@@ -5,17 +5,19 @@
 //! Skips with a message when `etcd` is not installed, unless `LOGSHIP_REQUIRE_ETCD=1`.
 
 mod etcd_support;
+#[path = "support/pki.rs"]
+mod pki;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use etcd_support::{EtcdCluster, Proxy, etcd_available};
-use logship::coordinator::{Clock, EtcdConfig, EtcdCoordinator, tokio_clock};
+use etcd_support::{EtcdCluster, Proxy, ServerTls, etcd_available};
+use logship::coordinator::{Clock, EtcdConfig, EtcdCoordinator, EtcdCredentials, EtcdTls, tokio_clock};
 use logship_core::service::coordinator::{
-    CampaignOutcome, Coordinator, CoordinatorError, ElectionPolicy, GroupRecord, MemberState, SetChange,
-    SetChangeOutcome, SetChangeRefusal, Versioned, WatchEvent,
+    CampaignOutcome, Coordinator, CoordinatorError, ElectionPolicy, GroupRecord, MemberState, RecordAudit,
+    SetChange, SetChangeOutcome, SetChangeRefusal, Versioned, WatchEvent,
 };
 use logship_core::time::Instant;
 
@@ -95,7 +97,10 @@ async fn one_master_per_election_among_concurrent_contenders_and_no_two_masters_
                 let c = Arc::clone(c);
                 let me = member(c.broker_id(), epoch_of_log, offset(c.broker_id()));
                 tokio::spawn(async move {
-                    (c.broker_id(), c.campaign(me, ElectionPolicy::default()).await.unwrap())
+                    (
+                        c.broker_id(),
+                        c.campaign(me, ElectionPolicy::default(), RecordAudit::new()).await.unwrap(),
+                    )
                 })
             })
             .collect();
@@ -114,8 +119,11 @@ async fn one_master_per_election_among_concurrent_contenders_and_no_two_masters_
         assert_eq!(record.value.master_epoch, round + 1);
         assert_eq!(record.value.sync_state_set, BTreeSet::from([winner]));
         // A second campaign by anyone now sees a live master.
-        let again =
-            contenders[0].campaign(member(contenders[0].broker_id(), 0, 0), ElectionPolicy::default());
+        let again = contenders[0].campaign(
+            member(contenders[0].broker_id(), 0, 0),
+            ElectionPolicy::default(),
+            RecordAudit::new(),
+        );
         assert_eq!(again.await.unwrap(), CampaignOutcome::MasterAlive(winner));
         // The master brings everyone into the set, then leaves: the rest elect among themselves.
         let all: Vec<i64> = contenders.iter().map(|c| c.broker_id()).collect();
@@ -143,7 +151,9 @@ async fn lease_loss_closes_the_old_masters_guard_before_its_lease_expires() {
     let b = connect(etcd.endpoints(), 2, &clock).await;
     b.publish(member(2, 0, 0)).await.unwrap();
     let record =
-        elected(&a.campaign(member(1, 0, 10), ElectionPolicy::default()).await.unwrap()).unwrap().clone();
+        elected(&a.campaign(member(1, 0, 10), ElectionPolicy::default(), RecordAudit::new()).await.unwrap())
+            .unwrap()
+            .clone();
     let record = expand_to(&a, &record.value, &[1, 2]).await;
     assert!(a.lease().is_open(clock()));
 
@@ -169,8 +179,10 @@ async fn lease_loss_closes_the_old_masters_guard_before_its_lease_expires() {
         );
     }
     // Now the other member is elected, in the next epoch.
-    let outcome =
-        b.campaign(member(2, record.value.master_epoch, 10), ElectionPolicy::default()).await.unwrap();
+    let outcome = b
+        .campaign(member(2, record.value.master_epoch, 10), ElectionPolicy::default(), RecordAudit::new())
+        .await
+        .unwrap();
     let new = elected(&outcome).expect("broker 2 is elected").clone();
     assert_eq!(new.value.master_epoch, record.value.master_epoch + 1);
     assert!(!a.lease().is_open(clock()));
@@ -193,7 +205,9 @@ async fn set_change_by_an_old_epoch_or_an_old_master_is_refused() {
     let b = connect(etcd.endpoints(), 2, &clock).await;
     b.publish(member(2, 0, 0)).await.unwrap();
     let first =
-        elected(&a.campaign(member(1, 0, 10), ElectionPolicy::default()).await.unwrap()).unwrap().clone();
+        elected(&a.campaign(member(1, 0, 10), ElectionPolicy::default(), RecordAudit::new()).await.unwrap())
+            .unwrap()
+            .clone();
     let first = expand_to(&a, &first.value, &[1, 2]).await;
     a.resign().await.unwrap();
 
@@ -213,7 +227,9 @@ async fn set_change_by_an_old_epoch_or_an_old_master_is_refused() {
     );
     // Broker 2 (offset 10 against broker 1's 5) is elected in the next epoch.
     let second =
-        elected(&b.campaign(member(2, 1, 10), ElectionPolicy::default()).await.unwrap()).unwrap().clone();
+        elected(&b.campaign(member(2, 1, 10), ElectionPolicy::default(), RecordAudit::new()).await.unwrap())
+            .unwrap()
+            .clone();
     assert_eq!(second.value.master_epoch, 2);
 
     // Now the old master's proposal is refused as not the master's.
@@ -254,7 +270,9 @@ async fn a_watch_sees_every_change_of_the_record_in_order() {
     b.publish(member(2, 0, 0)).await.unwrap();
     let mut written = Vec::new();
     let mut record =
-        elected(&a.campaign(member(1, 0, 10), ElectionPolicy::default()).await.unwrap()).unwrap().clone();
+        elected(&a.campaign(member(1, 0, 10), ElectionPolicy::default(), RecordAudit::new()).await.unwrap())
+            .unwrap()
+            .clone();
     written.push(record.clone());
     // Back-to-back set changes, faster than any polling would see them.
     for i in 0..11 {
@@ -264,7 +282,9 @@ async fn a_watch_sees_every_change_of_the_record_in_order() {
     }
     a.resign().await.unwrap();
     let last =
-        elected(&b.campaign(member(2, 1, 10), ElectionPolicy::default()).await.unwrap()).unwrap().clone();
+        elected(&b.campaign(member(2, 1, 10), ElectionPolicy::default(), RecordAudit::new()).await.unwrap())
+            .unwrap()
+            .clone();
     written.push(last);
 
     let mut seen = Vec::new();
@@ -287,7 +307,9 @@ async fn losing_one_etcd_node_of_three_keeps_the_guard_and_losing_all_closes_it(
     let clock = tokio_clock();
     let a = connect(etcd.endpoints(), 1, &clock).await;
     let record =
-        elected(&a.campaign(member(1, 0, 10), ElectionPolicy::default()).await.unwrap()).unwrap().clone();
+        elected(&a.campaign(member(1, 0, 10), ElectionPolicy::default(), RecordAudit::new()).await.unwrap())
+            .unwrap()
+            .clone();
 
     // kill -9 one member: renewals sent after the kill are still answered.
     etcd.kill(0);
@@ -349,7 +371,7 @@ async fn racing_campaigns_from_disagreeing_views_elect_one_master_per_epoch() {
         for c in by_rank {
             let me = member(c.broker_id(), round, (c.broker_id() as u64) << 33);
             tasks.push(tokio::spawn(async move {
-                (c.broker_id(), c.campaign(me, ElectionPolicy::default()).await.unwrap())
+                (c.broker_id(), c.campaign(me, ElectionPolicy::default(), RecordAudit::new()).await.unwrap())
             }));
             tokio::time::sleep(Duration::from_millis(3)).await;
         }
@@ -378,4 +400,207 @@ async fn racing_campaigns_from_disagreeing_views_elect_one_master_per_epoch() {
     }
     assert_eq!(masters_by_epoch.keys().copied().collect::<Vec<_>>(), vec![1, 2, 3, 4, 5]);
     eprintln!("{attempts} compare-and-swap attempts over 5 elections");
+}
+
+/// A CA, an etcd server certificate for 127.0.0.1 it signed, and a client certificate.
+fn etcd_tls(ca: &pki::Ca, client_cert_auth: bool) -> (ServerTls, pki::Identity) {
+    let server = ca.issue(&["127.0.0.1", "localhost"]);
+    let client = ca.issue(&["broker-1.logship.test"]);
+    let tls = ServerTls {
+        ca_pem: ca.pem(),
+        cert_pem: server.cert,
+        key_pem: server.key,
+        client: (client.cert.clone(), client.key.clone()),
+        client_cert_auth,
+    };
+    (tls, client)
+}
+
+/// Connects broker `id` with `tls` and `credentials`; the error as text if it fails (or does
+/// not answer in [`PATIENCE`]).
+async fn connect_with(
+    endpoints: Vec<String>,
+    id: i64,
+    clock: &Clock,
+    tls: Option<EtcdTls>,
+    credentials: Option<EtcdCredentials>,
+) -> Result<EtcdCoordinator, String> {
+    let mut config = EtcdConfig::new(endpoints, "TestCluster", "broker-a", id);
+    (config.tls, config.credentials) = (tls, credentials);
+    match tokio::time::timeout(PATIENCE, EtcdCoordinator::connect(config, Arc::clone(clock))).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("connect did not finish".into()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_requiring_client_certificates_is_reached_only_with_one_from_its_ca() {
+    if !etcd_available("an_etcd_requiring_client_certificates_is_reached_only_with_one_from_its_ca") {
+        return;
+    }
+    let ca = pki::Ca::new("etcd test CA");
+    let (server, client) = etcd_tls(&ca, true);
+    let etcd = tokio::task::block_in_place(|| EtcdCluster::start_tls(1, server));
+    let endpoints = etcd.endpoints();
+    assert!(endpoints[0].starts_with("https://"), "{endpoints:?}");
+    let clock = tokio_clock();
+    let identity = Some((client.cert.clone().into_bytes(), client.key.clone().into_bytes()));
+    let tls = |ca_pem: String, identity| EtcdTls { ca_pem: ca_pem.into_bytes(), identity, server_name: None };
+
+    // Without a client certificate, or with one from another CA: no session.
+    let stranger_ca = pki::Ca::new("stranger CA");
+    let stranger = stranger_ca.issue(&["broker-1.logship.test"]);
+    for (what, config) in [
+        ("no client certificate", tls(ca.pem(), None)),
+        (
+            "a certificate from another CA",
+            tls(ca.pem(), Some((stranger.cert.into_bytes(), stranger.key.into_bytes()))),
+        ),
+        ("a server CA that did not sign etcd's certificate", tls(stranger_ca.pem(), identity.clone())),
+    ] {
+        let refused = connect_with(endpoints.clone(), 1, &clock, Some(config), None).await;
+        assert!(refused.is_err(), "{what}: connected");
+    }
+    // Plain HTTP to the TLS port: refused by the settings before any byte goes out.
+    let mut config =
+        EtcdConfig::new(vec![endpoints[0].replace("https", "http")], "TestCluster", "broker-a", 1);
+    config.tls = Some(tls(ca.pem(), identity.clone()));
+    assert!(
+        EtcdCoordinator::connect(config, Arc::clone(&clock))
+            .await
+            .unwrap_err()
+            .to_string()
+            .contains("https://")
+    );
+
+    // With the client certificate: elections work as on a plain etcd.
+    let a = connect_with(endpoints.clone(), 1, &clock, Some(tls(ca.pem(), identity.clone())), None)
+        .await
+        .unwrap();
+    let b = connect_with(endpoints, 2, &clock, Some(tls(ca.pem(), identity)), None).await.unwrap();
+    b.publish(member(2, 0, 0)).await.unwrap();
+    let outcome = a.campaign(member(1, 0, 10), ElectionPolicy::default(), RecordAudit::new()).await.unwrap();
+    let record = elected(&outcome).expect("broker 1 is elected over TLS").clone();
+    assert_eq!(
+        b.campaign(member(2, 0, 0), ElectionPolicy::default(), RecordAudit::new()).await.unwrap(),
+        CampaignOutcome::MasterAlive(1)
+    );
+    assert!(a.lease().is_open(clock()));
+    expand_to(&a, &record.value, &[1, 2]).await;
+}
+
+/// Enables etcd's authentication: a `root` user (which `auth enable` needs) and a `logship`
+/// user whose role may read and write `/logship/` only.
+async fn enable_etcd_auth(endpoints: &[String]) {
+    let raw = etcd_client::Client::connect(endpoints, None).await.unwrap();
+    let mut auth = raw.auth_client();
+    auth.role_add("root").await.unwrap();
+    auth.user_add("root", "root-password-0123", None).await.unwrap();
+    auth.user_grant_role("root", "root").await.unwrap();
+    auth.role_add("logship").await.unwrap();
+    let perm = etcd_client::Permission::read_write("/logship/").with_prefix();
+    auth.role_grant_permission("logship", perm).await.unwrap();
+    auth.user_add("logship", "logship-password-0123", None).await.unwrap();
+    auth.user_grant_role("logship", "logship").await.unwrap();
+    auth.auth_enable().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_with_authentication_enabled_is_used_only_with_the_users_password() {
+    if !etcd_available("an_etcd_with_authentication_enabled_is_used_only_with_the_users_password") {
+        return;
+    }
+    let etcd = tokio::task::block_in_place(|| EtcdCluster::start(1));
+    enable_etcd_auth(&etcd.endpoints()).await;
+    let clock = tokio_clock();
+    let user = |password: &str| Some(EtcdCredentials { user: "logship".into(), password: password.into() });
+
+    // A wrong password: no session.
+    let wrong = connect_with(etcd.endpoints(), 1, &clock, None, user("not-the-password")).await;
+    assert!(
+        wrong.is_err_and(|e| e.contains("authentication failed") || e.contains("invalid")),
+        "a wrong password connected"
+    );
+    // No credentials: whatever etcd lets it open, it can neither publish nor campaign.
+    if let Ok(anonymous) = connect_with(etcd.endpoints(), 1, &clock, None, None).await {
+        assert!(anonymous.publish(member(1, 0, 10)).await.is_err(), "an anonymous client wrote a member key");
+        assert!(
+            anonymous
+                .campaign(member(1, 0, 10), ElectionPolicy::default(), RecordAudit::new())
+                .await
+                .is_err()
+        );
+    }
+    // The user's password: elections work, under the prefix its role may write.
+    let a = connect_with(etcd.endpoints(), 1, &clock, None, user("logship-password-0123")).await.unwrap();
+    let b = connect_with(etcd.endpoints(), 2, &clock, None, user("logship-password-0123")).await.unwrap();
+    b.publish(member(2, 0, 0)).await.unwrap();
+    let outcome = a.campaign(member(1, 0, 10), ElectionPolicy::default(), RecordAudit::new()).await.unwrap();
+    let record = elected(&outcome).expect("broker 1 is elected with etcd's authentication on").clone();
+    expand_to(&a, &record.value, &[1, 2]).await;
+    assert_eq!(
+        b.campaign(member(2, 0, 0), ElectionPolicy::default(), RecordAudit::new()).await.unwrap(),
+        CampaignOutcome::MasterAlive(1)
+    );
+    assert!(a.lease().is_open(clock()));
+    // A session outlives its token: the keep-alive keeps the guard open for several TTLs.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert!(a.lease().is_open(clock()), "the lease guard closed under etcd's authentication");
+    a.publish(member(1, 1, 20)).await.unwrap();
+}
+
+/// A mastership key written without a lease (or kept alive by a lease the broker it names does
+/// not hold) never expires by itself: once the broker it names is gone, it must count as no
+/// master, or the group never fails over after a kill -9.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mastership_key_without_a_live_lease_counts_as_no_master() {
+    if !etcd_available("a_mastership_key_without_a_live_lease_counts_as_no_master") {
+        return;
+    }
+    let etcd = tokio::task::block_in_place(|| EtcdCluster::start(1));
+    let clock = tokio_clock();
+    let a = connect(etcd.endpoints(), 1, &clock).await;
+    let b = connect(etcd.endpoints(), 2, &clock).await;
+    b.publish(member(2, 0, 0)).await.unwrap();
+    let record =
+        elected(&a.campaign(member(1, 0, 10), ElectionPolicy::default(), RecordAudit::new()).await.unwrap())
+            .unwrap()
+            .clone();
+    let record = expand_to(&a, &record.value, &[1, 2]).await;
+    let master_key = a.record_key().replace("/record", "/master");
+    let mut raw = etcd_client::Client::connect(etcd.endpoints(), None).await.unwrap();
+    // The mastership key rewritten without a lease: while broker 1 lives it is still broker 1's.
+    let value = format!("1 {}", record.value.master_epoch);
+    raw.put(master_key.as_str(), value.as_str(), None).await.unwrap();
+    // Broker 1 dies (its lease is revoked: kill -9 and the TTL passing).
+    raw.lease_revoke(a.lease_id()).await.unwrap();
+    let view = b.group().await.unwrap();
+    assert!(!view.master_live, "a mastership key with no lease holds no mastership: {view:?}");
+    let outcome = b
+        .campaign(member(2, record.value.master_epoch, 10), ElectionPolicy::default(), RecordAudit::new())
+        .await
+        .unwrap();
+    let new = elected(&outcome).unwrap_or_else(|| panic!("broker 2 is not elected: {outcome:?}"));
+    assert_eq!(new.value.master_id, 2);
+    assert_eq!(new.value.master_epoch, record.value.master_epoch + 1);
+    let view = b.group().await.unwrap();
+    assert!(view.master_live, "broker 2 holds the mastership now: {view:?}");
+
+    // The same with a lease of its own that broker 3 keeps alive: a key naming broker 2 under a
+    // lease broker 2 does not hold is no mastership once broker 2 is gone.
+    let c = connect(etcd.endpoints(), 3, &clock).await;
+    c.publish(member(3, new.value.master_epoch, 10)).await.unwrap();
+    let expanded = expand_to(&b, &new.value, &[2, 3]).await;
+    let foreign = raw.lease_grant(60, None).await.unwrap().id();
+    let value = format!("2 {}", expanded.value.master_epoch);
+    let options = etcd_client::PutOptions::new().with_lease(foreign);
+    raw.put(master_key.as_str(), value.as_str(), Some(options)).await.unwrap();
+    raw.lease_revoke(b.lease_id()).await.unwrap();
+    let outcome = c
+        .campaign(member(3, expanded.value.master_epoch, 10), ElectionPolicy::default(), RecordAudit::new())
+        .await
+        .unwrap();
+    let third = elected(&outcome).unwrap_or_else(|| panic!("broker 3 is not elected: {outcome:?}"));
+    assert_eq!((third.value.master_id, third.value.master_epoch), (3, expanded.value.master_epoch + 1));
 }

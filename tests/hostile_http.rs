@@ -392,6 +392,10 @@ fn a_non_loopback_broker_ip_is_not_bound_on_every_interface() {
             "0",
             "--set",
             "brokerIP1=192.0.2.1",
+            // The HA port on loopback: off it, with no replica named, the broker refuses to
+            // start before it binds anything (protected mode).
+            "--set",
+            "haListenAddress=127.0.0.1",
         ]
         .map(String::from),
         None,
@@ -488,7 +492,11 @@ fn idle_http_connections_are_closed_and_new_ones_still_served() {
 #[test]
 fn connections_beyond_the_cap_are_answered_503_at_once() {
     let dir = tempfile::tempdir().unwrap();
-    let master = Broker::master(dir.path(), Start::default().set("httpMaxConnections=4"));
+    // The broker's cap, not a client's: no per-client cap here.
+    let master = Broker::master(
+        dir.path(),
+        Start::default().set("httpMaxConnections=4").set("httpMaxConnectionsPerIp=0"),
+    );
     // Hold four connections, each answered once (a slot the readiness probe just left may still
     // be held for a moment: such a connection is answered 503, and is replaced).
     let mut held = Vec::new();
@@ -610,7 +618,11 @@ fn stalled_bodies_beyond_the_in_flight_budget_are_refused_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let master = Broker::master(
         dir.path(),
-        Start::default().set("maxMessageSize=100000").set("httpMaxInFlightBytes=250000"),
+        // The broker's budget, not a client's: no per-client budget here.
+        Start::default()
+            .set("maxMessageSize=100000")
+            .set("httpMaxInFlightBytes=250000")
+            .set("httpMaxInFlightBytesPerIp=0"),
     );
     // Two 100 kB bodies that never finish hold 200 kB of the 250 kB budget.
     let _stalled: Vec<TcpStream> = (0..2).map(|_| stalled_put(master.addr(), 100_000, 1000)).collect();
@@ -641,6 +653,7 @@ fn a_pull_is_refused_before_it_is_built_when_the_in_flight_budget_cannot_hold_it
         Start::default()
             .set("maxMessageSize=100000")
             .set("httpMaxInFlightBytes=500000")
+            .set("httpMaxInFlightBytesPerIp=0")
             .set("maxTransferBytesOnMessageInMemory=1000000"),
     );
     let big = "p".repeat(90_000);
@@ -713,4 +726,221 @@ fn sigterm_closes_a_half_sent_header_and_a_stalled_body_within_the_drain_timeout
     assert!(status.is_some_and(|s| s.success()), "SIGTERM did not finish: {status:?}\n{log}");
     assert!(log.contains("logship stopped cleanly"), "{log}");
     assert!(!dir.path().join("abort").exists(), "a drained shutdown is clean, not a crash");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 22, section 4: HTTP.
+
+/// Runs `logship master` with `sets` and expects it to refuse to start: its stderr, once it
+/// exited with code 2. Panics if it starts serving instead (a hang detector, not a timer).
+fn refused_at_start(dir: &Path, sets: &[String]) -> String {
+    let mut args: Vec<String> =
+        ["master", "--store", &dir.display().to_string(), "--listen-port", "0", "--ha-listen-port", "0"]
+            .map(String::from)
+            .to_vec();
+    for kv in sets {
+        args.extend(["--set".to_string(), kv.clone()]);
+    }
+    let (mut child, stderr) = spawn_logship(&args, None);
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let log = stderr.lock().unwrap().clone();
+            assert_eq!(status.code(), Some(2), "{log}");
+            return log;
+        }
+        let log = stderr.lock().unwrap().clone();
+        if log.contains("logship ready") || start.elapsed() > process::EXIT_PATIENCE {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the broker started instead of refusing {sets:?}:\n{log}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn an_empty_token_or_a_blank_token_file_is_a_configuration_error_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = refused_at_start(&dir.path().join("a"), &["httpAuthToken=".to_string()]);
+    assert!(log.contains("httpAuthToken") && log.contains("empty"), "{log}");
+    for (i, blank) in ["", "\n", "  \r\n\t\n"].into_iter().enumerate() {
+        let file = dir.path().join(format!("blank-{i}"));
+        std::fs::write(&file, blank).unwrap();
+        let log = refused_at_start(
+            &dir.path().join(format!("b{i}")),
+            &[format!("httpAuthTokenFile={}", file.display())],
+        );
+        assert!(log.contains("httpAuthTokenFile") && log.contains(&file.display().to_string()), "{log}");
+        assert!(log.contains("empty"), "{log}");
+    }
+}
+
+#[test]
+fn a_token_file_without_bound_is_refused_naming_its_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = refused_at_start(dir.path(), &["httpAuthTokenFile=/dev/zero".to_string()]);
+    assert!(log.contains("httpAuthTokenFile") && log.contains("64 KiB"), "{log}");
+}
+
+/// Sends `GET /status` with one header `X-Big` of `size` bytes; the response head.
+fn get_with_header_of(addr: SocketAddr, size: usize) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let request = format!("GET /status HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "h".repeat(size));
+    s.write_all(request.as_bytes()).unwrap();
+    read_response_head(&mut s, Duration::from_secs(10)).unwrap_or_default()
+}
+
+#[test]
+fn a_request_header_above_64_kib_is_refused_with_431_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = Broker::master(dir.path(), Start::default());
+    let head = get_with_header_of(master.addr(), 60 << 10);
+    assert!(head.starts_with("HTTP/1.1 200"), "a 60 KiB header is served: {head}");
+    for size in [65 << 10, 100 << 10, 1 << 20] {
+        let mut s = TcpStream::connect(master.addr()).unwrap();
+        let request = format!("GET /status HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n", "h".repeat(size));
+        let _ = s.write_all(request.as_bytes());
+        let answer = read_until_closed(&mut s).unwrap_or_default();
+        assert!(answer.starts_with("HTTP/1.1 431"), "a {size}-byte header: {answer:.200}");
+        if size < 1 << 20 {
+            assert!(answer.contains("64 KiB"), "the answer says why: {answer}");
+        }
+    }
+    // Many headers adding up to more than 64 KiB are refused the same way.
+    let mut s = TcpStream::connect(master.addr()).unwrap();
+    let headers: String = (0..90).map(|i| format!("X-H{i}: {}\r\n", "m".repeat(800))).collect();
+    s.write_all(format!("GET /status HTTP/1.1\r\nHost: x\r\n{headers}\r\n").as_bytes()).unwrap();
+    let head = read_response_head(&mut s, Duration::from_secs(10)).unwrap_or_default();
+    assert!(head.starts_with("HTTP/1.1 431"), "{head}");
+    assert_eq!(master.get("/status").0, 200);
+}
+
+/// A put of `body` from `from` on a new connection: the response head.
+fn put_from(from: IpAddr, to: SocketAddr, body: &str) -> String {
+    let mut s = connect_from(from, to);
+    let request = format!(
+        "POST /topics/Legit/messages HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(request.as_bytes()).unwrap();
+    read_until_closed(&mut s).unwrap_or_default()
+}
+
+#[test]
+fn one_client_reopening_connections_leaves_connections_for_the_others_by_default() {
+    let dir = tempfile::tempdir().unwrap();
+    // Only httpMaxConnections is set: the per-client cap is on by default.
+    // Idle connections stay open for the whole test.
+    let master = Broker::master(
+        dir.path(),
+        Start::default()
+            .set("httpMaxConnections=100")
+            .set("httpHeaderTimeout=120000")
+            .set("httpIdleTimeout=240000"),
+    );
+    let stranger: IpAddr = "127.0.0.9".parse().unwrap();
+    // The stranger opens connections and keeps every one it gets, re-opening refused ones.
+    let mut held = Vec::new();
+    for _ in 0..150 {
+        let mut s = connect_from(stranger, master.addr());
+        s.set_read_timeout(Some(Duration::from_millis(100))).unwrap();
+        let mut buf = [0u8; 64];
+        match s.read(&mut buf) {
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => held.push(s),
+            _ => {} // answered (refused) or closed: open another
+        }
+    }
+    let legit: IpAddr = "127.0.0.1".parse().unwrap();
+    let failed: Vec<String> = (0..30)
+        .map(|i| put_from(legit, master.addr(), &format!("legit {i}")))
+        .filter(|answer| !answer.starts_with("HTTP/1.1 200"))
+        .collect();
+    assert!(failed.is_empty(), "{} of 30 legitimate puts failed: {:?}", failed.len(), failed.first());
+    // A refused connection is answered 503 with a reason, not reset, even after it sent its
+    // request.
+    let mut s = connect_from(stranger, master.addr());
+    let body = "x".repeat(60_000);
+    let request = format!(
+        "POST /topics/T/messages HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = s.write_all(request.as_bytes());
+    let answer = read_until_closed(&mut s).unwrap_or_default();
+    assert!(
+        answer.starts_with("HTTP/1.1 503") && answer.contains("httpMaxConnectionsPerIp"),
+        "a refused client gets 503 with the reason: {answer:?}"
+    );
+    drop(held);
+}
+
+#[test]
+fn a_refused_connection_is_answered_503_even_when_its_request_is_already_sent() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = Broker::master(
+        dir.path(),
+        Start::default().set("httpMaxConnections=64").set("httpMaxConnectionsPerIp=2"),
+    );
+    let client: IpAddr = "127.0.0.7".parse().unwrap();
+    // The client's two connections, each answered once and kept open.
+    let held: Vec<TcpStream> = (0..2)
+        .map(|_| {
+            let mut s = connect_from(client, master.addr());
+            s.write_all(b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let head = read_response_head(&mut s, Duration::from_secs(10)).unwrap_or_default();
+            assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+            s
+        })
+        .collect();
+    let body = "y".repeat(200_000);
+    for i in 0..10 {
+        let mut s = connect_from(client, master.addr());
+        let request = format!(
+            "POST /topics/T/messages HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = s.write_all(request.as_bytes());
+        let answer = read_until_closed(&mut s).unwrap_or_default();
+        assert!(answer.starts_with("HTTP/1.1 503"), "refusal {i} was not answered 503: {answer:?}");
+        assert!(answer.contains("httpMaxConnectionsPerIp"), "{answer}");
+    }
+    drop(held);
+}
+
+#[test]
+fn stalled_bodies_from_one_client_leave_the_in_flight_budget_to_the_others() {
+    let dir = tempfile::tempdir().unwrap();
+    // 8 MiB in flight in all; nothing sets a per-client budget: it is on by default.
+    let master = Broker::master(dir.path(), Start::default().set("httpMaxInFlightBytes=8388608"));
+    let stranger: IpAddr = "127.0.0.9".parse().unwrap();
+    let len = 262_144; // maxMessageSize in these tests
+    let stalled: Vec<TcpStream> = (0..32)
+        .map(|_| {
+            let mut s = connect_from(stranger, master.addr());
+            let head =
+                format!("POST /topics/Stalled/messages HTTP/1.1\r\nHost: x\r\nContent-Length: {len}\r\n\r\n");
+            s.write_all(head.as_bytes()).unwrap();
+            s.write_all(b"abc").unwrap();
+            s
+        })
+        .collect();
+    // Every stalled body has been read as far as it goes (or refused) before the others put.
+    std::thread::sleep(Duration::from_millis(500));
+    let legit: IpAddr = "127.0.0.1".parse().unwrap();
+    let failed: Vec<String> = (0..30)
+        .map(|i| put_from(legit, master.addr(), &format!("legit {i}")))
+        .filter(|answer| !answer.starts_with("HTTP/1.1 200"))
+        .collect();
+    assert!(failed.is_empty(), "{} of 30 legitimate puts failed: {:?}", failed.len(), failed.first());
+    // The stranger's own next body is refused at once, naming its budget.
+    let mut probe = connect_from(stranger, master.addr());
+    probe
+        .write_all(
+            format!("POST /topics/T/messages HTTP/1.1\r\nHost: x\r\nContent-Length: {len}\r\n\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+    let head = read_until_closed(&mut probe).unwrap_or_default();
+    assert!(head.starts_with("HTTP/1.1 503") && head.contains("httpMaxInFlightBytesPerIp"), "{head}");
+    drop(stalled);
 }

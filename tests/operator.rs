@@ -250,7 +250,9 @@ fn stray_bytes_on_the_ha_port_show_as_a_refusal_in_status_and_metrics() {
     let master = Broker::start("master", &dir.path().join("m"), port, &[]);
     let mut probe = std::net::TcpStream::connect(("127.0.0.1", port + 1)).unwrap();
     probe.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
-    eventually("the stray report to be refused", || master.status()["haRefusals"]["untrustedAhead"] == 1);
+    // Loopback peers are identified by default; their stray bytes are no real offset.
+    eventually("the stray report to be refused", || master.status()["haRefusals"]["implausibleReports"] == 1);
+    assert_eq!(master.status()["haTrust"]["mode"], "protected", "{}", master.status());
     assert!(master.status()["fence"].is_null(), "stray bytes must not fence: {}", master.status());
     assert_eq!(master.put("still writable"), 200);
     let (_, _, text) = master.get_text("/metrics", None);
@@ -259,6 +261,46 @@ fn stray_bytes_on_the_ha_port_show_as_a_refusal_in_status_and_metrics() {
             .find(|l| l.starts_with(&format!("{name}{{")) && l.contains(label))
             .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
     };
-    assert_eq!(value("logship_ha_refusals_total", "reason=\"untrusted_ahead\""), Some(1.0), "{text}");
+    assert_eq!(value("logship_ha_refusals_total", "reason=\"implausible_report\""), Some(1.0), "{text}");
     assert_eq!(value("logship_fenced", ""), Some(0.0), "{text}");
+}
+
+/// Runs `logship master --config <config>` and expects a refusal: exit code 2 and the stderr.
+/// A hang detector kills the process (and fails) if it neither exits nor refuses in time.
+fn refused_config(config: &std::path::Path, store: &std::path::Path) -> String {
+    // Under a 2 GiB address-space limit, so that a broker reading without bound fails the
+    // test instead of exhausting the machine.
+    let mut child = Command::new("sh")
+        .args(["-c", "ulimit -v 2097152 && exec \"$0\" \"$@\"", process::BIN])
+        .args(["master", "--config", &config.display().to_string(), "--store", &store.display().to_string()])
+        .args(["--listen-port", "0", "--ha-listen-port", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = process::capture_stderr(&mut child);
+    let status = process::wait_exit(&mut child);
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let err = stderr.lock().unwrap().clone();
+    assert_eq!(status.and_then(|s| s.code()), Some(2), "{err}");
+    err
+}
+
+#[test]
+fn a_configuration_file_above_1_mib_is_refused_naming_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    // /dev/zero never ends: the broker reads at most the cap and a byte more.
+    let err = refused_config(std::path::Path::new("/dev/zero"), &dir.path().join("a"));
+    assert!(err.contains("/dev/zero") && err.contains("1 MiB"), "{err}");
+    let big = dir.path().join("big.conf");
+    let mut text = String::from("brokerRole=ASYNC_MASTER\n");
+    while text.len() <= 1 << 20 {
+        text.push_str("# a comment line to make the file larger than the cap\n");
+    }
+    std::fs::write(&big, text).unwrap();
+    let err = refused_config(&big, &dir.path().join("b"));
+    assert!(err.contains("big.conf") && err.contains("1 MiB"), "{err}");
 }

@@ -7,6 +7,11 @@
 //! epoch, follow the record's master, or step down. A lost lease drops a master's role at once
 //! and starts a new session; the broker then follows whoever won.
 //!
+//! Every read is judged by a [`RecordAudit`], kept for the broker's life: a record no protocol
+//! step explains is logged at ERROR, shown in `/status` and the metrics, and not acted on (the
+//! loop acts on the last record it trusted), so a forged write neither steps a healthy master
+//! down nor sends the slaves elsewhere.
+//!
 //! A master's sync-state-set proposals come here through an [`EtcdAuthority`]: each is written to
 //! the record by compare-and-swap under the master's epoch and mastership, and only a committed
 //! change is applied to the master service (which counts the union of the old and the new set
@@ -22,12 +27,13 @@ use logship::coordinator::{EtcdConfig, EtcdCoordinator};
 use logship_core::autoswitch::BrokerId;
 use logship_core::service::coordinator::{
     Action, CampaignOutcome, Coordinator, CoordinatorError, ElectionPolicy, GroupView, LeaseConfig,
-    LocalRole, MemberState, SetChange, SetChangeOutcome, SetChangeRefusal, Situation, decide,
+    LocalRole, MemberState, RecordAudit, SetChange, SetChangeOutcome, SetChangeRefusal, Situation, Verdict,
+    decide,
 };
 use logship_core::service::{AuthorityFactory, SyncStateSetAuthority};
 use logship_core::time::Instant;
 use tokio::sync::{mpsc, watch};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::config::EtcdKeys;
 use crate::http::{Broker, Node};
@@ -73,6 +79,15 @@ fn etcd_config(broker: &Broker, keys: &EtcdKeys, broker_id: BrokerId) -> EtcdCon
         renew_interval: keys.lease_renew_interval,
     };
     c.request_timeout = keys.request_timeout;
+    c.tls = keys.tls.as_ref().map(|t| logship::coordinator::EtcdTls {
+        ca_pem: t.ca_pem.clone(),
+        identity: t.identity.clone(),
+        server_name: t.server_name.clone(),
+    });
+    c.credentials = keys.credentials.as_ref().map(|k| logship::coordinator::EtcdCredentials {
+        user: k.user.clone(),
+        password: k.password.clone(),
+    });
     c
 }
 
@@ -105,8 +120,15 @@ pub async fn run(
     let ha_addr = SocketAddr::new(advertised, broker.settings.ha_addr().port());
     let http_addr = SocketAddr::new(advertised, http_addr.port());
     let policy = ElectionPolicy { unclean: keys.elect_unclean_master };
+    // What this broker trusts of the group outlives its lease sessions.
+    let mut audit = RecordAudit::new();
     loop {
         if *stop.borrow() {
+            return;
+        }
+        if coordination.is_detached() {
+            info!("overrideCoordinator: this broker has left automatic failover until it restarts");
+            coordination.mark_left();
             return;
         }
         let clock = Arc::clone(&coordination.clock);
@@ -139,8 +161,24 @@ pub async fn run(
             failed: None,
             warned: None,
             again: false,
+            audit: &mut audit,
         };
-        let stopped = s.run(&mut stop).await;
+        let ended = s.run(&mut stop).await;
+        if ended == Ended::Detached {
+            // The admin call that asked for this takes the role over: the role stays as it is.
+            coordination.set_session(None);
+            match session.resign().await {
+                Ok(()) => {
+                    info!("overrideCoordinator: etcd lease revoked; this broker left automatic failover")
+                }
+                Err(e) => {
+                    warn!(%e, "overrideCoordinator: cannot revoke the etcd lease; it expires by itself")
+                }
+            }
+            coordination.mark_left();
+            return;
+        }
+        let stopped = ended == Ended::Stopped;
         roles::step_down(&broker).await;
         coordination.set_session(None);
         if stopped {
@@ -153,6 +191,17 @@ pub async fn run(
         let _ = session.resign().await;
         info!("etcd lease lost; taking part again under a new lease");
     }
+}
+
+/// Why a session's loop ended.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Ended {
+    /// The broker is shutting down.
+    Stopped,
+    /// The lease is lost: take part again under a new one.
+    Lost,
+    /// An admin call with `overrideCoordinator` took the role over.
+    Detached,
 }
 
 struct SessionLoop<'a> {
@@ -179,6 +228,8 @@ struct SessionLoop<'a> {
     warned: Option<Instant>,
     /// Run the next round at once (this broker just won an election).
     again: bool,
+    /// The judge of every read.
+    audit: &'a mut RecordAudit,
 }
 
 impl SessionLoop<'_> {
@@ -216,16 +267,19 @@ impl SessionLoop<'_> {
         Ok(())
     }
 
-    /// Runs until the lease is lost (`false`) or `stop` turns true (`true`).
-    async fn run(&mut self, stop: &mut watch::Receiver<bool>) -> bool {
+    /// Runs until the lease is lost, `stop` turns true, or an admin call takes the role over.
+    async fn run(&mut self, stop: &mut watch::Receiver<bool>) -> Ended {
         loop {
             if *stop.borrow() {
-                return true;
+                return Ended::Stopped;
+            }
+            if self.coordination.is_detached() {
+                return Ended::Detached;
             }
             match self.step().await {
                 Ok(true) => {}
-                Ok(false) => return false,
-                Err(CoordinatorError::LeaseLost) => return false,
+                Ok(false) => return Ended::Lost,
+                Err(CoordinatorError::LeaseLost) => return Ended::Lost,
                 Err(e) => {
                     // At most one line a second while etcd is away.
                     let now = self.now();
@@ -264,8 +318,19 @@ impl SessionLoop<'_> {
             return Ok(false);
         }
         self.publish().await?;
-        let view = self.session.group().await?;
+        let read = self.session.group().await?;
+        let verdict = self.audit.check(&read);
+        self.report(&read, &verdict);
+        if !verdict.trusted {
+            self.restore_record(&read, &verdict).await?;
+        }
+        // What the loop acts on: the record it trusts, with the liveness of that record's master.
+        let view = GroupView { record: verdict.record.clone(), master_live: verdict.master_live, ..read };
         self.coordination.set_view(view.clone());
+        if !verdict.act {
+            // Nothing trusted to act on (this broker started after the forgery): stay as is.
+            return Ok(true);
+        }
         let roles = self.broker.roles.as_ref().expect("controller mode");
         let role = local_role(&roles.current());
         let now = self.now();
@@ -301,10 +366,14 @@ impl SessionLoop<'_> {
                 let (tx, rx) = mpsc::unbounded_channel();
                 let factory =
                     AuthorityFactory::new(move || Box::new(EtcdAuthority { proposals: tx.clone() }));
+                // The epoch is the one this broker won in the record: the coordinator's
+                // decision, which may skip epochs this broker never saw.
                 let request = PromoteRequest {
                     epoch,
                     sync_state_set: Some(sync_state_set.clone()),
                     sync_state_set_epoch: Some(sync_state_set_epoch),
+                    force: true,
+                    override_coordinator: false,
                 };
                 match roles::promote_with(self.broker, request, Some(factory)).await {
                     Ok(_) => {
@@ -321,8 +390,12 @@ impl SessionLoop<'_> {
             }
             Action::Follow { master, ha_addr, epoch } => {
                 self.proposals = None;
-                let request =
-                    FollowRequest { master_address: ha_addr.to_string(), master_broker_id: master, epoch };
+                let request = FollowRequest {
+                    master_address: ha_addr.to_string(),
+                    master_broker_id: master,
+                    epoch,
+                    override_coordinator: false,
+                };
                 match roles::follow(self.broker, request).await {
                     Ok(_) => self.failed = None,
                     Err(e) => {
@@ -335,11 +408,62 @@ impl SessionLoop<'_> {
         Ok(true)
     }
 
+    /// Logs each anomaly of `read` at ERROR once per state of the keys (not every round), and
+    /// records the verdict for `/status` and the metrics.
+    fn report(&self, read: &GroupView, verdict: &Verdict) {
+        let state = (read.record_revision, format!("{:?}", read.mastership));
+        let texts: Vec<String> = verdict.anomalies.iter().map(ToString::to_string).collect();
+        let fresh = self.coordination.record_audit(state, verdict.trusted, &texts);
+        for text in fresh {
+            self.broker.metrics.record_group_anomaly();
+            if verdict.trusted {
+                error!(anomaly = %text, "the group's keys hold what no broker wrote");
+            } else {
+                error!(
+                    anomaly = %text,
+                    trusted_epoch = verdict.record.as_ref().map(|r| r.value.master_epoch),
+                    "the group record is refused: no protocol step explains it; acting on the last record \
+                     trusted (repair the record in etcd)"
+                );
+            }
+        }
+    }
+
+    /// A master that holds its mastership rewrites a record it does not trust from the last
+    /// one it trusted (its own latest write), the set epoch one up: only this master writes the
+    /// record while it holds the mastership, so anything else there was written by nobody in the
+    /// group. The others then trust the record again at once, and an election after this
+    /// master's death starts from the right sync-state-set.
+    async fn restore_record(&mut self, read: &GroupView, verdict: &Verdict) -> Result<(), CoordinatorError> {
+        let roles = self.broker.roles.as_ref().expect("controller mode");
+        let (Role::Master { epoch }, Some(trusted), Some(key)) =
+            (roles.current(), verdict.record.as_ref(), read.mastership.live())
+        else {
+            return Ok(());
+        };
+        let mine =
+            key.broker_id == self.me && key.master_epoch == epoch && key.lease == self.session.lease_id();
+        if !mine || trusted.value.master_id != self.me || trusted.value.master_epoch != epoch {
+            return Ok(());
+        }
+        if let Some(restored) = self.session.restore_record(&trusted.value, read.record_revision).await? {
+            self.audit.trust_own(restored.clone());
+            error!(
+                set = ?restored.value.sync_state_set,
+                set_epoch = restored.value.sync_state_set_epoch,
+                revision = restored.revision,
+                "restored the group record this master holds from its last trusted version"
+            );
+        }
+        Ok(())
+    }
+
     async fn campaign(&mut self, view: &GroupView) -> Result<(), CoordinatorError> {
         let me = self.member_state();
-        match self.session.campaign(me.clone(), self.policy).await? {
+        match self.session.campaign(me.clone(), self.policy, self.audit.clone()).await? {
             CampaignOutcome::Elected(record) => {
                 info!(epoch = record.value.master_epoch, "won the election");
+                self.audit.trust_own(record.clone());
                 self.elected_epoch = Some(record.value.master_epoch);
                 self.published = Some((me, self.now()));
                 // Promote at once rather than one poll later.
@@ -352,7 +476,8 @@ impl SessionLoop<'_> {
             CampaignOutcome::MasterAlive(_)
             | CampaignOutcome::Outranked(_)
             | CampaignOutcome::NoCandidate
-            | CampaignOutcome::LostRace => {}
+            | CampaignOutcome::LostRace
+            | CampaignOutcome::Untrusted => {}
         }
         Ok(())
     }
@@ -388,6 +513,7 @@ impl SessionLoop<'_> {
             };
             let committed = match self.session.change_sync_state_set(change).await {
                 Ok(SetChangeOutcome::Applied(record)) => {
+                    self.audit.trust_own(record.clone());
                     info!(
                         set = ?record.value.sync_state_set,
                         set_epoch = record.value.sync_state_set_epoch,

@@ -7,9 +7,16 @@
 //! - `<prefix>/<brokerClusterName>/<brokerName>/members/<brokerId>`: each live broker's
 //!   [`MemberState`], attached to that broker's lease, so it disappears when the lease expires;
 //! - `<prefix>/<brokerClusterName>/<brokerName>/master`: the mastership, written with the record
-//!   by the election under the winner's lease (value `<brokerId> <masterEpoch>`). While it
-//!   exists the master is live; a master that restarts has a new lease and no mastership, and
-//!   competes like any member.
+//!   by the election under the winner's lease (value `<brokerId> <masterEpoch>`). While it is
+//!   attached to a lease and the broker it names holds a live member key, and it names the
+//!   record's master and epoch, the master is live; a master that restarts has a new lease and
+//!   no mastership, and competes like any member. A key without a lease (written by hand) never
+//!   expires, so it counts as no master.
+//!
+//! etcd is reached over TLS ([`EtcdTls`]: the CA etcd's certificate must chain to, and a client
+//! certificate for etcd's `--client-cert-auth`) and with a user and password
+//! ([`EtcdCredentials`], for etcd's authentication), or both: whoever can write the group's keys
+//! decides who is master, so production groups should use them.
 //!
 //! Each [`EtcdCoordinator`] is one lease session: it grants a lease, keeps it alive in the
 //! background and feeds every answer into a [`LeaseGuard`]. Once the lease is
@@ -28,16 +35,16 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use etcd_client::{
-    Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, KeyValue, PutOptions, Txn, TxnOp,
-    TxnOpResponse, TxnResponse, WatchOptions, WatchStream,
+    Certificate, Client, Compare, CompareOp, ConnectOptions, EventType, GetOptions, Identity, KeyValue,
+    PutOptions, TlsOptions, Txn, TxnOp, TxnOpResponse, TxnResponse, WatchOptions, WatchStream,
 };
 use logship_core::autoswitch::BrokerId;
 use logship_core::service::ServiceFuture;
 use logship_core::service::coordinator::{
     CampaignOutcome, Choice, Coordinator, CoordinatorError, ElectionPolicy, GroupRecord, GroupView,
-    LeaseConfig, LeaseConfigError, LeaseGuard, LeaseSnapshot, MemberState, RecordWatch, SetChange,
-    SetChangeOutcome, SetChangeRefusal, Versioned, WatchEvent, WatchStart, apply_set_change, choose_master,
-    elected_record,
+    LeaseConfig, LeaseConfigError, LeaseGuard, LeaseSnapshot, Mastership, MastershipKey, MemberState,
+    RecordAnomaly, RecordAudit, RecordWatch, Revision, SetChange, SetChangeOutcome, SetChangeRefusal,
+    Versioned, WatchEvent, WatchStart, apply_set_change, choose_master, elected_record,
 };
 use logship_core::time::{Instant, Origin};
 
@@ -54,6 +61,43 @@ pub type Clock = Arc<dyn Fn() -> Instant + Send + Sync>;
 pub fn tokio_clock() -> Clock {
     let origin = Origin::new(tokio::time::Instant::now().into_std());
     Arc::new(move || origin.instant(tokio::time::Instant::now().into_std()))
+}
+
+/// TLS to etcd: the endpoints are `https://` URLs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct EtcdTls {
+    /// PEM certificates of the CA(s) etcd's server certificate must chain to.
+    pub ca_pem: Vec<u8>,
+    /// A PEM client certificate chain and its PEM private key, presented to an etcd run with
+    /// `--client-cert-auth` (`None`: no client certificate).
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// The name etcd's certificate must carry (`None`: the host of each endpoint).
+    pub server_name: Option<String>,
+}
+
+impl std::fmt::Debug for EtcdTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdTls")
+            .field("ca_pem", &format_args!("{} bytes", self.ca_pem.len()))
+            .field("identity", &self.identity.as_ref().map(|_| "(client certificate)"))
+            .field("server_name", &self.server_name)
+            .finish()
+    }
+}
+
+/// A user and password for etcd's authentication (`etcdctl auth enable`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct EtcdCredentials {
+    /// The etcd user.
+    pub user: String,
+    /// Its password.
+    pub password: String,
+}
+
+impl std::fmt::Debug for EtcdCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EtcdCredentials").field("user", &self.user).field("password", &"(hidden)").finish()
+    }
 }
 
 /// Settings of an [`EtcdCoordinator`].
@@ -73,6 +117,10 @@ pub struct EtcdConfig {
     pub lease: LeaseConfig,
     /// How long one etcd request may take before it counts as failed.
     pub request_timeout: Duration,
+    /// TLS (`None`: plain `http://` endpoints).
+    pub tls: Option<EtcdTls>,
+    /// A user and password (`None`: etcd's authentication is off).
+    pub credentials: Option<EtcdCredentials>,
 }
 
 impl EtcdConfig {
@@ -86,6 +134,8 @@ impl EtcdConfig {
             broker_id,
             lease: LeaseConfig::default(),
             request_timeout: Duration::from_secs(1),
+            tls: None,
+            credentials: None,
         }
     }
 }
@@ -114,6 +164,17 @@ pub enum EtcdConfigError {
     /// Lease settings that cannot fence.
     #[error(transparent)]
     Lease(#[from] LeaseConfigError),
+    /// An `http://` endpoint with TLS settings, or an `https://` one without.
+    #[error("etcd endpoint {endpoint}: {reason}")]
+    Scheme {
+        /// The endpoint.
+        endpoint: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// An empty user or password.
+    #[error("the etcd user and password must not be empty")]
+    EmptyCredentials,
 }
 
 /// Connecting the coordinator failed.
@@ -149,6 +210,20 @@ impl EtcdConfig {
         }
         if self.request_timeout.is_zero() {
             return Err(EtcdConfigError::ZeroTimeout);
+        }
+        for endpoint in &self.endpoints {
+            let https = endpoint.starts_with("https://");
+            let reason = match (https, self.tls.is_some()) {
+                (false, true) => "TLS is configured, so every endpoint must be an https:// URL",
+                (true, false) => {
+                    "an https:// endpoint needs TLS settings (the CA etcd's certificate chains to)"
+                }
+                _ => continue,
+            };
+            return Err(EtcdConfigError::Scheme { endpoint: endpoint.clone(), reason });
+        }
+        if self.credentials.as_ref().is_some_and(|c| c.user.is_empty() || c.password.is_empty()) {
+            return Err(EtcdConfigError::EmptyCredentials);
         }
         self.lease.validate()?;
         Ok(())
@@ -231,11 +306,25 @@ impl EtcdCoordinator {
     pub async fn connect(config: EtcdConfig, clock: Clock) -> Result<Self, ConnectError> {
         config.validate()?;
         let timeout = config.request_timeout;
-        let options = ConnectOptions::new()
+        let mut options = ConnectOptions::new()
             .with_connect_timeout(timeout)
             .with_timeout(timeout)
             .with_keep_alive(Duration::from_secs(1), timeout)
             .with_require_leader(true);
+        if let Some(tls) = &config.tls {
+            let mut t = TlsOptions::new().ca_certificate(Certificate::from_pem(&tls.ca_pem));
+            if let Some((cert, key)) = &tls.identity {
+                t = t.identity(Identity::from_pem(cert, key));
+            }
+            if let Some(name) = &tls.server_name {
+                t = t.domain_name(name.clone());
+            }
+            options = options.with_tls(t);
+        }
+        if let Some(c) = &config.credentials {
+            // A token etcd dropped (it restarted, or the token's TTL passed) is fetched again.
+            options = options.with_user(c.user.clone(), c.password.clone()).with_auto_token_refresh(true);
+        }
         let client = timed(timeout, Client::connect(&config.endpoints, Some(options))).await?;
         let ttl_secs = i64::try_from(config.lease.ttl.as_secs()).unwrap_or(i64::MAX);
         let sent_at = clock();
@@ -291,19 +380,47 @@ impl EtcdCoordinator {
         Ok(Versioned { revision: kv.mod_revision(), value })
     }
 
-    fn members_of(&self, kvs: &[KeyValue]) -> Result<Vec<MemberState>, CoordinatorError> {
+    /// The live members' states, and the member keys that cannot be read (left out).
+    fn members_of(&self, kvs: &[KeyValue]) -> (Vec<MemberState>, Vec<RecordAnomaly>) {
         let mut live = Vec::with_capacity(kvs.len());
+        let mut unreadable = Vec::new();
         for kv in kvs {
             let key = String::from_utf8_lossy(kv.key()).into_owned();
-            let state = MemberState::decode(kv.value())
-                .map_err(|source| CoordinatorError::Member { key: key.clone(), source })?;
-            if key != self.keys.member(state.broker_id) {
-                return Err(CoordinatorError::MemberKeyMismatch { key, broker_id: state.broker_id });
+            match MemberState::decode(kv.value()) {
+                Ok(state) if key == self.keys.member(state.broker_id) => live.push(state),
+                Ok(state) => unreadable.push(RecordAnomaly::MemberUnreadable {
+                    error: CoordinatorError::MemberKeyMismatch {
+                        key: key.clone(),
+                        broker_id: state.broker_id,
+                    }
+                    .to_string(),
+                    key,
+                }),
+                Err(source) => {
+                    unreadable.push(RecordAnomaly::MemberUnreadable { key, error: source.to_string() })
+                }
             }
-            live.push(state);
         }
         live.sort_by_key(|m| m.broker_id);
-        Ok(live)
+        (live, unreadable)
+    }
+
+    /// The mastership key as read; `members` are the raw member keys of the same read.
+    fn mastership_of(&self, kv: Option<&KeyValue>, members: &[KeyValue]) -> MastershipKey {
+        let Some(kv) = kv else { return MastershipKey::Absent };
+        let Some((broker_id, master_epoch)) = Mastership::parse(kv.value()) else {
+            let value = String::from_utf8_lossy(kv.value()).chars().take(64).collect();
+            return MastershipKey::Malformed { value, revision: kv.mod_revision() };
+        };
+        let member = self.keys.member(broker_id);
+        let holder_live = members.iter().any(|m| m.key() == member.as_bytes());
+        MastershipKey::Present(Mastership {
+            broker_id,
+            master_epoch,
+            lease: kv.lease(),
+            holder_live,
+            revision: kv.mod_revision(),
+        })
     }
 
     async fn txn(&self, txn: Txn) -> Result<TxnResponse, CoordinatorError> {
@@ -346,10 +463,27 @@ impl EtcdCoordinator {
                 "etcd answered a read transaction without its reads".into(),
             ));
         };
-        let record = record.kvs().first().map(|kv| self.record_of(kv)).transpose()?;
+        let stored = record.kvs().first();
+        let (record, record_error) =
+            match stored.map(|kv| (kv.mod_revision(), GroupRecord::decode(kv.value()))) {
+                None => (None, None),
+                Some((revision, Ok(value))) => (Some(Versioned { revision, value }), None),
+                Some((revision, Err(error))) => (None, Some(Versioned { revision, value: error })),
+            };
         let master_lease = master.kvs().first().map(KeyValue::lease);
-        let live = self.members_of(members.kvs())?;
-        Ok((GroupView { record, master_live: master_lease.is_some(), live }, master_lease))
+        let mastership = self.mastership_of(master.kvs().first(), members.kvs());
+        let (live, unreadable_members) = self.members_of(members.kvs());
+        let master_live = record.as_ref().is_some_and(|r| mastership.holds(&r.value));
+        let view = GroupView {
+            record,
+            record_error,
+            record_revision: stored.map(KeyValue::mod_revision),
+            master_live,
+            mastership,
+            live,
+            unreadable_members,
+        };
+        Ok((view, master_lease))
     }
 
     /// The compare that this broker's member key is held by this session's lease.
@@ -357,11 +491,24 @@ impl EtcdCoordinator {
         Compare::lease(self.keys.member(self.broker_id), CompareOp::Equal, self.lease_id)
     }
 
-    /// The compare that the record is still as read.
-    fn record_unchanged(&self, record: Option<&Versioned<GroupRecord>>) -> Compare {
-        match record {
-            Some(r) => Compare::mod_revision(self.keys.record.as_str(), CompareOp::Equal, r.revision),
+    /// The compare that the record's key is still as read (`None`: absent).
+    fn record_unchanged(&self, revision: Option<Revision>) -> Compare {
+        match revision {
+            Some(r) => Compare::mod_revision(self.keys.record.as_str(), CompareOp::Equal, r),
             None => Compare::version(self.keys.record.as_str(), CompareOp::Equal, 0),
+        }
+    }
+
+    /// The compare that the mastership key is still as read: absent, or (a key that holds no
+    /// mastership, which the election replaces) at the revision read.
+    fn mastership_unchanged(&self, key: &MastershipKey) -> Compare {
+        let master = self.keys.master.as_str();
+        match key {
+            MastershipKey::Absent => Compare::version(master, CompareOp::Equal, 0),
+            MastershipKey::Present(Mastership { revision, .. })
+            | MastershipKey::Malformed { revision, .. } => {
+                Compare::mod_revision(master, CompareOp::Equal, *revision)
+            }
         }
     }
 
@@ -390,11 +537,22 @@ impl EtcdCoordinator {
         &self,
         me: MemberState,
         policy: ElectionPolicy,
+        mut audit: RecordAudit,
     ) -> Result<CampaignOutcome, CoordinatorError> {
         self.do_publish(&me).await?;
         let (view, _) = self.read_group().await?;
-        let current = view.record.as_ref();
-        match choose_master(current.map(|r| &r.value), view.master_live, &view.live, policy) {
+        // A live mastership blocks every election, whatever the record says.
+        if let Some(m) = view.mastership.live() {
+            return Ok(CampaignOutcome::MasterAlive(m.broker_id));
+        }
+        // Over a record this broker does not trust, elect from the last one it trusted (the
+        // compare-and-swap below still compares what the keys hold now).
+        let verdict = audit.check(&view);
+        if !verdict.act {
+            return Ok(CampaignOutcome::Untrusted);
+        }
+        let current = verdict.record.as_ref();
+        match choose_master(current.map(|r| &r.value), verdict.master_live, &view.live, policy) {
             Choice::MasterAlive(id) => return Ok(CampaignOutcome::MasterAlive(id)),
             Choice::NoCandidate => return Ok(CampaignOutcome::NoCandidate),
             Choice::Elect { winner, .. } if winner != self.broker_id => {
@@ -417,8 +575,8 @@ impl EtcdCoordinator {
         };
         let next = elected_record(current.map(|r| &r.value), winner)?;
         let compares = [
-            self.record_unchanged(current),
-            Compare::version(self.keys.master.as_str(), CompareOp::Equal, 0),
+            self.record_unchanged(view.record_revision),
+            self.mastership_unchanged(&view.mastership),
             self.holds_member_key(),
         ];
         let mastership = format!("{} {}", self.broker_id, next.master_epoch);
@@ -461,7 +619,7 @@ impl EtcdCoordinator {
             }
             let holds_mastership = Compare::lease(self.keys.master.as_str(), CompareOp::Equal, self.lease_id);
             let txn = Txn::new()
-                .when([self.record_unchanged(Some(&current)), holds_mastership])
+                .when([self.record_unchanged(Some(current.revision)), holds_mastership])
                 .and_then([TxnOp::put(self.keys.record.as_str(), next.encode(), None)]);
             let resp = self.txn(txn).await?;
             if resp.succeeded() {
@@ -470,6 +628,32 @@ impl EtcdCoordinator {
             }
         }
         Err(CoordinatorError::Unavailable("the record kept changing during a set change".into()))
+    }
+
+    /// Writes `trusted` back, its set epoch one up, over whatever the record's key holds at
+    /// `read_revision`, while this session's lease holds the mastership: a master repairing a
+    /// record nobody in the group wrote. `None` if the keys changed since the read.
+    pub async fn restore_record(
+        &self,
+        trusted: &GroupRecord,
+        read_revision: Option<Revision>,
+    ) -> Result<Option<Versioned<GroupRecord>>, CoordinatorError> {
+        self.check_lease()?;
+        let sync_state_set_epoch = trusted
+            .sync_state_set_epoch
+            .checked_add(1)
+            .ok_or(logship_core::service::coordinator::ElectionError::EpochExhausted)?;
+        let restored = GroupRecord { sync_state_set_epoch, ..trusted.clone() };
+        let holds_mastership = Compare::lease(self.keys.master.as_str(), CompareOp::Equal, self.lease_id);
+        let txn = Txn::new()
+            .when([self.record_unchanged(read_revision), holds_mastership])
+            .and_then([TxnOp::put(self.keys.record.as_str(), restored.encode(), None)]);
+        let resp = self.txn(txn).await?;
+        if !resp.succeeded() {
+            return Ok(None);
+        }
+        let revision = resp.header().map_or(0, |h| h.revision());
+        Ok(Some(Versioned { revision, value: restored }))
     }
 
     async fn do_watch(&self) -> Result<WatchStart, CoordinatorError> {
@@ -512,8 +696,9 @@ impl Coordinator for EtcdCoordinator {
         &self,
         me: MemberState,
         policy: ElectionPolicy,
+        audit: RecordAudit,
     ) -> ServiceFuture<'_, Result<CampaignOutcome, CoordinatorError>> {
-        Box::pin(self.do_campaign(me, policy))
+        Box::pin(self.do_campaign(me, policy, audit))
     }
 
     fn change_sync_state_set(
@@ -614,6 +799,24 @@ mod tests {
                 ttl: Duration::from_secs(3)
             }))
         );
+    }
+
+    #[test]
+    fn etcd_config_refuses_tls_without_https_https_without_tls_and_empty_credentials() {
+        let tls = EtcdTls { ca_pem: b"pem".to_vec(), identity: None, server_name: None };
+        let mut c = config();
+        c.tls = Some(tls.clone());
+        assert!(matches!(c.validate(), Err(EtcdConfigError::Scheme { .. })), "TLS on an http:// endpoint");
+        c.endpoints = vec!["https://127.0.0.1:2379".into()];
+        assert_eq!(c.validate(), Ok(()));
+        c.tls = None;
+        let err = c.validate().unwrap_err();
+        assert!(err.to_string().contains("needs TLS settings"), "{err}");
+        let mut c = config();
+        c.credentials = Some(EtcdCredentials { user: "logship".into(), password: String::new() });
+        assert_eq!(c.validate(), Err(EtcdConfigError::EmptyCredentials));
+        let shown = format!("{:?}", EtcdCredentials { user: "u".into(), password: "hunter2".into() });
+        assert!(!shown.contains("hunter2"), "{shown}");
     }
 
     #[test]

@@ -225,6 +225,70 @@ impl ConsumeQueue {
     }
 }
 
+/// One raw consume-queue entry, blank padding included (for the RocketMQ-semantics queries of
+/// the `query` module, which walk entries as Java does).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RawEntry {
+    pub(crate) index: u64,
+    pub(crate) physical_offset: i64,
+    pub(crate) size: i32,
+    pub(crate) tags_code: i64,
+}
+
+/// One file of a consume queue as the queries see it.
+#[derive(Clone, Debug)]
+pub(crate) struct QueueFile {
+    /// The queue offset of its first entry.
+    pub(crate) start: u64,
+    /// One past its last written entry.
+    pub(crate) end: u64,
+    pub(crate) path: PathBuf,
+}
+
+impl ConsumeQueue {
+    /// Entries per file (`mappedFileSizeConsumeQueue / 20`).
+    pub(crate) fn entries_per_file(&self) -> u64 {
+        self.entries_per_file
+    }
+
+    /// The queue's files, oldest first, each with its written entries.
+    pub(crate) fn files(&self) -> Vec<QueueFile> {
+        let files = self.files.read().unwrap_or_else(|e| e.into_inner());
+        let max = self.max.load(Ordering::Acquire);
+        files
+            .iter()
+            .map(|(start, map)| QueueFile {
+                start: *start,
+                end: (start + self.entries_per_file).min(max).max(*start),
+                path: map.path().to_path_buf(),
+            })
+            .collect()
+    }
+
+    /// The written entries of `[from, to)` that exist (blank ones included), in order.
+    pub(crate) fn raw_range(&self, from: u64, to: u64) -> Vec<RawEntry> {
+        let files = self.files.read().unwrap_or_else(|e| e.into_inner());
+        let to = to.min(self.max.load(Ordering::Acquire));
+        let mut out = Vec::with_capacity(to.saturating_sub(from).min(4096) as usize);
+        for index in from..to {
+            let Some(raw) = self.raw_entry(&files, index) else {
+                if out.is_empty() {
+                    continue;
+                }
+                break;
+            };
+            let (physical_offset, size, tags_code) = decode_entry(&raw);
+            out.push(RawEntry { index, physical_offset, size, tags_code });
+        }
+        out
+    }
+
+    /// The written entry at `index`, if it exists.
+    pub(crate) fn raw_at(&self, index: u64) -> Option<RawEntry> {
+        self.raw_range(index, index.checked_add(1)?).into_iter().next().filter(|e| e.index == index)
+    }
+}
+
 /// The writer half of a consume queue (owned by the [`Dispatcher`]).
 #[derive(Debug)]
 pub(crate) struct CqWriter {

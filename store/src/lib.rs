@@ -141,8 +141,10 @@ mod error;
 mod flush;
 #[doc(hidden)]
 pub mod fuzzing;
+mod index;
 mod mmap;
 mod prealloc;
+mod query;
 mod recovery;
 mod retention;
 mod scrub;
@@ -158,8 +160,16 @@ pub use env::{Clock, DiskUsage, OsDiskUsage, StoreEnv, SystemClock};
 pub use epoch_file::{EpochEntry, EpochFile};
 pub use error::{StoreConfigError, StoreError};
 pub use flush::{Durable, FlushHold};
+pub use index::{
+    INDEX_HEADER_SIZE, IndexConfig, IndexHeader, MessageIndex, PROPERTY_KEYS, PROPERTY_UNIQ_KEY,
+    QueryMessageResult, QueryOffsetResult, index_key_hash,
+};
 pub use logship_core::{
     EpochLog, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus,
+};
+pub use query::{
+    FoundMessage, GetMessageOptions, GetMessageResult, GetMessageStatus, MAX_PULL_MSG_SIZE, QueryLine,
+    TagFilter, TimeBoundary, memory_limit, total_physical_memory,
 };
 pub use recovery::{RecoveryKind, RecoveryReport};
 pub use retention::RetentionReport;

@@ -520,6 +520,23 @@ pub(crate) fn local_hour(epoch_millis: i64) -> Option<u32> {
     u32::try_from(tm.tm_hour).ok()
 }
 
+/// The local date and time of a Unix time in milliseconds: `(year, month 1..=12, day, hour,
+/// minute, second)`, or `None` if the C library cannot convert it.
+pub(crate) fn local_time(epoch_millis: i64) -> Option<(i32, u32, u32, u32, u32, u32)> {
+    let secs = epoch_millis.div_euclid(1000) as libc::time_t;
+    let mut tm = MaybeUninit::<libc::tm>::uninit();
+    // SAFETY: both pointers are valid for the call; `localtime_r` is the re-entrant variant and
+    // writes only into `tm`.
+    let result = unsafe { libc::localtime_r(&secs, tm.as_mut_ptr()) };
+    if result.is_null() {
+        return None;
+    }
+    // SAFETY: `localtime_r` returned non-null, so it initialised `tm`.
+    let tm = unsafe { tm.assume_init() };
+    let u = |v: libc::c_int| u32::try_from(v).ok();
+    Some((tm.tm_year + 1900, u(tm.tm_mon + 1)?, u(tm.tm_mday)?, u(tm.tm_hour)?, u(tm.tm_min)?, u(tm.tm_sec)?))
+}
+
 /// Lowers the calling thread's scheduling priority to the minimum (nice 19), for background
 /// work that must not take CPU from the write and replication paths (segment preallocation).
 /// Best effort: a failure is returned and may be ignored.

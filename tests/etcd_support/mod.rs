@@ -46,11 +46,28 @@ struct Node {
     child: Option<Child>,
 }
 
+/// TLS on etcd's client port: its certificate and key (PEM), the CA that signed it and the
+/// clients' certificates, and whether a client must present one (`--client-cert-auth`).
+#[derive(Clone)]
+pub struct ServerTls {
+    /// The CA's certificate, PEM.
+    pub ca_pem: String,
+    /// etcd's certificate (for 127.0.0.1), PEM.
+    pub cert_pem: String,
+    /// Its key, PEM.
+    pub key_pem: String,
+    /// A client certificate and key the CA signed, PEM, for the health checks.
+    pub client: (String, String),
+    /// Clients must present a certificate the CA signed.
+    pub client_cert_auth: bool,
+}
+
 /// A cluster of etcd processes; killed and removed when dropped.
 pub struct EtcdCluster {
     nodes: Vec<Node>,
     initial_cluster: String,
     token: String,
+    tls: Option<(ServerTls, [PathBuf; 3])>,
     _dir: tempfile::TempDir,
 }
 
@@ -63,7 +80,23 @@ impl EtcdCluster {
     /// Starts `n` members listening on `host` (a local address: loopback, or the host side of
     /// a test's own network namespaces) and waits until every one reports healthy.
     pub fn start_on(n: usize, host: IpAddr) -> Self {
+        Self::start_with(n, host, None)
+    }
+
+    /// Starts `n` members on loopback whose client ports speak TLS only (`https://`).
+    pub fn start_tls(n: usize, tls: ServerTls) -> Self {
+        Self::start_with(n, IpAddr::V4(Ipv4Addr::LOCALHOST), Some(tls))
+    }
+
+    fn start_with(n: usize, host: IpAddr, tls: Option<ServerTls>) -> Self {
         let dir = tempfile::tempdir().unwrap();
+        let tls = tls.map(|t| {
+            let files = ["ca.pem", "etcd.pem", "etcd.key"].map(|f| dir.path().join(f));
+            for (path, pem) in files.iter().zip([&t.ca_pem, &t.cert_pem, &t.key_pem]) {
+                std::fs::write(path, pem).unwrap();
+            }
+            (t, files)
+        });
         let nodes: Vec<Node> = (0..n)
             .map(|i| Node {
                 name: format!("n{i}"),
@@ -81,7 +114,7 @@ impl EtcdCluster {
             .collect::<Vec<_>>()
             .join(",");
         let token = format!("logship-test-{}-{}", std::process::id(), nodes[0].client_port);
-        let mut cluster = Self { nodes, initial_cluster, token, _dir: dir };
+        let mut cluster = Self { nodes, initial_cluster, token, tls, _dir: dir };
         for i in 0..n {
             cluster.spawn(i);
         }
@@ -89,9 +122,14 @@ impl EtcdCluster {
         cluster
     }
 
+    /// `http` or, with TLS, `https`.
+    fn scheme(&self) -> &'static str {
+        if self.tls.is_some() { "https" } else { "http" }
+    }
+
     fn spawn(&mut self, i: usize) {
         let node = &self.nodes[i];
-        let client = format!("http://{}:{}", node.host, node.client_port);
+        let client = format!("{}://{}:{}", self.scheme(), node.host, node.client_port);
         let peer = format!("http://{}:{}", node.host, node.peer_port);
         let log = std::fs::OpenOptions::new().create(true).append(true).open(&node.log).unwrap();
         let child = Command::new("etcd")
@@ -102,6 +140,7 @@ impl EtcdCluster {
             .args(["--initial-cluster", &self.initial_cluster, "--initial-cluster-state", "new"])
             .args(["--initial-cluster-token", &self.token])
             .args(["--listen-metrics-urls", ""])
+            .args(self.tls_args())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -110,9 +149,43 @@ impl EtcdCluster {
         self.nodes[i].child = Some(child);
     }
 
+    fn tls_args(&self) -> Vec<String> {
+        let Some((tls, [ca, cert, key])) = &self.tls else { return Vec::new() };
+        let mut args = vec![
+            "--cert-file".to_string(),
+            cert.display().to_string(),
+            "--key-file".to_string(),
+            key.display().to_string(),
+            "--trusted-ca-file".to_string(),
+            ca.display().to_string(),
+        ];
+        if tls.client_cert_auth {
+            args.push("--client-cert-auth".to_string());
+        }
+        args
+    }
+
     /// Every member's client URL.
     pub fn endpoints(&self) -> Vec<String> {
-        self.nodes.iter().map(|n| format!("http://{}:{}", n.host, n.client_port)).collect()
+        self.nodes.iter().map(|n| format!("{}://{}:{}", self.scheme(), n.host, n.client_port)).collect()
+    }
+
+    /// An HTTP client for the members' `/health`: trusting the test CA and presenting the
+    /// client certificate when the cluster speaks TLS.
+    fn health_agent(&self) -> ureq::Agent {
+        let mut config = ureq::Agent::config_builder().timeout_global(Some(Duration::from_millis(500)));
+        if let Some((tls, _)) = &self.tls {
+            use ureq::tls::{Certificate, ClientCert, PrivateKey, RootCerts, TlsConfig};
+            let ca = Certificate::from_pem(tls.ca_pem.as_bytes()).unwrap().to_owned();
+            let cert = Certificate::from_pem(tls.client.0.as_bytes()).unwrap().to_owned();
+            let key = PrivateKey::from_pem(tls.client.1.as_bytes()).unwrap().to_owned();
+            let tls = TlsConfig::builder()
+                .root_certs(RootCerts::new_with_certs(&[ca]))
+                .client_cert(Some(ClientCert::new_with_certs(&[cert], key)))
+                .build();
+            config = config.tls_config(tls);
+        }
+        config.build().into()
     }
 
     /// Member `i`'s client address.
@@ -162,17 +235,17 @@ impl EtcdCluster {
 
     /// Waits (bounded) until every running member answers `/health` with a leader.
     pub fn wait_healthy(&mut self) {
+        let agent = self.health_agent();
+        let scheme = self.scheme();
         for _ in 0..600 {
             let healthy = self.nodes.iter_mut().filter(|n| n.child.is_some()).all(|n| {
                 if let Some(status) = n.child.as_mut().unwrap().try_wait().unwrap() {
                     let log = std::fs::read_to_string(&n.log).unwrap_or_default();
                     panic!("etcd {} exited with {status}:\n{log}", n.name);
                 }
-                let url = format!("http://{}:{}/health", n.host, n.client_port);
-                ureq::get(&url)
-                    .config()
-                    .timeout_global(Some(Duration::from_millis(500)))
-                    .build()
+                let url = format!("{scheme}://{}:{}/health", n.host, n.client_port);
+                agent
+                    .get(&url)
                     .call()
                     .ok()
                     .and_then(|mut r| r.body_mut().read_to_string().ok())

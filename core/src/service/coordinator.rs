@@ -14,6 +14,8 @@
 //!   set epoch it read, and never without itself.
 //! - **Fencing** ([`LeaseGuard`]): a master stops acknowledging `margin` before its lease
 //!   could expire, so it has stopped before anyone can be elected in its place.
+//! - **Audit** ([`RecordAudit`]): what a read saw is checked against what these steps can
+//!   write; a record no step explains is reported as a [`RecordAnomaly`] and not acted on.
 //!
 //! The record is stored as versioned text, readable with `etcdctl get`, and decoded strictly
 //! (anything [`GroupRecord::encode`] would not write is a [`RecordError`]):
@@ -31,6 +33,7 @@
 //! Everything here is pure and takes time as `now`; the [`Coordinator`] trait is what a
 //! broker's services call, and an implementation does the I/O.
 
+mod audit;
 mod decide;
 mod election;
 mod lease;
@@ -40,6 +43,7 @@ mod tests;
 
 use std::time::Duration;
 
+pub use audit::{Mastership, MastershipKey, RecordAnomaly, RecordAudit, Verdict};
 pub use decide::{Action, LocalRole, Situation, decide};
 pub use election::{
     CasConflict, Choice, ElectionError, ElectionPolicy, MemoryRecord, Revision, SetChange, SetChangeRefusal,
@@ -63,12 +67,21 @@ pub struct Versioned<T> {
 /// The group as one consistent read saw it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GroupView {
-    /// The record (`None` before the group's first election).
+    /// The record (`None` before the group's first election, or when it does not decode).
     pub record: Option<Versioned<GroupRecord>>,
-    /// The record's master still holds its mastership (the lease it was elected under lives).
+    /// Why the stored record does not decode, and its revision (`record` is `None` then).
+    pub record_error: Option<Versioned<RecordError>>,
+    /// The revision of whatever the record's key holds (`None`: no key), decodable or not.
+    pub record_revision: Option<Revision>,
+    /// The record's master still holds its mastership: the mastership key names it and its
+    /// epoch and is [live](Mastership::is_live).
     pub master_live: bool,
+    /// The mastership key as read.
+    pub mastership: MastershipKey,
     /// The live members' published states, by broker id.
     pub live: Vec<MemberState>,
+    /// Member keys that do not decode, or name another broker (left out of `live`).
+    pub unreadable_members: Vec<RecordAnomaly>,
 }
 
 /// How a campaign ended.
@@ -84,6 +97,9 @@ pub enum CampaignOutcome {
     NoCandidate,
     /// The record or the membership changed between the read and the compare-and-swap.
     LostRace,
+    /// The record read is not trusted ([`RecordAudit`]) and no record was trusted before, so
+    /// there is nothing to elect from.
+    Untrusted,
 }
 
 /// How a set change ended.
@@ -178,11 +194,14 @@ pub trait Coordinator: Send + Sync {
     /// Publishes `me`, then tries to become master: by [`choose_master`] over one consistent
     /// read, and if this broker wins, by a compare-and-swap writing [`elected_record`] (and
     /// this broker's mastership under its lease) that holds only while the record is as read,
-    /// no master holds the mastership, and this broker's lease holds its member state.
+    /// the mastership key is as read and holds no mastership, and this broker's lease holds its
+    /// member state. The read is judged by `audit` (this broker's memory of the group): over a
+    /// record it does not trust, the election starts from the last record it trusted.
     fn campaign(
         &self,
         me: MemberState,
         policy: ElectionPolicy,
+        audit: RecordAudit,
     ) -> ServiceFuture<'_, Result<CampaignOutcome, CoordinatorError>>;
 
     /// Proposes a set change ([`apply_set_change`]) by compare-and-swap while this broker's

@@ -491,3 +491,157 @@ fn lease_config_refuses_settings_that_cannot_fence() {
         Err(LeaseConfigError::RenewTooSlow { interval: s(0), open: s(2) })
     );
 }
+
+// ---- the audit of the group's keys ----
+
+fn key(master: i64, epoch: i32, lease: i64, holder_live: bool) -> MastershipKey {
+    MastershipKey::Present(Mastership {
+        broker_id: master,
+        master_epoch: epoch,
+        lease,
+        holder_live,
+        revision: 1,
+    })
+}
+
+fn view_of(
+    revision: Revision,
+    record: Option<GroupRecord>,
+    mastership: MastershipKey,
+    live: &[i64],
+) -> GroupView {
+    let master_live = record.as_ref().is_some_and(|r| mastership.holds(r));
+    GroupView {
+        record_revision: record.as_ref().map(|_| revision),
+        record: record.map(|value| Versioned { revision, value }),
+        record_error: None,
+        master_live,
+        mastership,
+        live: live.iter().map(|&id| member(id, 1, 0)).collect(),
+        unreadable_members: Vec::new(),
+    }
+}
+
+/// A group of three whose master 1 of epoch 3 holds its mastership, as a broker's audit has
+/// trusted it.
+fn trusting_audit() -> (RecordAudit, GroupRecord) {
+    let mut audit = RecordAudit::new();
+    let good = record(3, 1, &[1, 2, 3], 5);
+    let verdict = audit.check(&view_of(10, Some(good.clone()), key(1, 3, 7, true), &[1, 2, 3]));
+    assert!(verdict.trusted && verdict.master_live && verdict.anomalies.is_empty(), "{verdict:?}");
+    (audit, good)
+}
+
+#[test]
+fn the_records_the_protocol_writes_are_trusted() {
+    let (mut audit, good) = trusting_audit();
+    // A set change by the master: same epoch and addresses, the set epoch one up.
+    let shrunk = GroupRecord { sync_state_set: [1, 2].into(), sync_state_set_epoch: 6, ..good.clone() };
+    let v = audit.check(&view_of(11, Some(shrunk.clone()), key(1, 3, 7, true), &[1, 2]));
+    assert!(v.trusted && v.master_live && v.anomalies.is_empty(), "{v:?}");
+    // The master's lease expires (its keys vanish): trusted, no master.
+    let v = audit.check(&view_of(11, Some(shrunk.clone()), MastershipKey::Absent, &[2]));
+    assert!(v.trusted && !v.master_live && v.act, "{v:?}");
+    // An election by broker 2: a later epoch with its mastership key.
+    let elected = elected_record(Some(&shrunk), &member(2, 3, 0)).unwrap();
+    let v = audit.check(&view_of(12, Some(elected.clone()), key(2, 4, 8, true), &[2]));
+    assert!(v.trusted && v.master_live && v.anomalies.is_empty(), "{v:?}");
+    assert_eq!(v.record.map(|r| r.value), Some(elected));
+    // The operator deletes the group (record and mastership): a fresh group, trusted.
+    let v = audit.check(&view_of(0, None, MastershipKey::Absent, &[1, 2]));
+    assert!(v.trusted && v.record.is_none() && v.anomalies.is_empty(), "{v:?}");
+}
+
+#[test]
+fn a_record_no_election_wrote_is_refused_and_the_trusted_one_acted_on() {
+    let (audit, good) = trusting_audit();
+    // Broker 2 named master of epoch 4 while broker 1 holds the mastership of epoch 3.
+    let forged = GroupRecord { master_epoch: 4, master_id: 2, sync_state_set: [2].into(), ..good.clone() };
+    let v = audit.clone().check(&view_of(11, Some(forged), key(1, 3, 7, true), &[1, 2, 3]));
+    assert!(!v.trusted && v.act && v.master_live, "the healthy master keeps its place: {v:?}");
+    assert_eq!(v.record.as_ref().map(|r| &r.value), Some(&good));
+    assert!(
+        matches!(
+            v.anomalies[..],
+            [RecordAnomaly::MismatchesMastership { record_master: 2, key_master: 1, .. }]
+        ),
+        "{v:?}"
+    );
+    // The record deleted while broker 1 holds the mastership.
+    let v = audit.clone().check(&view_of(0, None, key(1, 3, 7, true), &[1, 2, 3]));
+    assert!(!v.trusted && v.master_live, "{v:?}");
+    assert!(matches!(v.anomalies[..], [RecordAnomaly::MissingWithLiveMastership { key_master: 1, .. }]));
+    // A record that does not decode (a set without its master).
+    let mut undecodable = view_of(11, None, key(1, 3, 7, true), &[1, 2, 3]);
+    undecodable.record_error =
+        Some(Versioned { revision: 11, value: RecordError::MasterNotInSet { master: 1 } });
+    undecodable.record_revision = Some(11);
+    let v = audit.clone().check(&undecodable);
+    assert!(!v.trusted && v.master_live && v.act, "{v:?}");
+    assert!(
+        v.anomalies.iter().any(|a| matches!(a, RecordAnomaly::Undecodable { revision: 11, .. })),
+        "{v:?}"
+    );
+    assert!(v.anomalies[0].to_string().contains("does not decode"), "{}", v.anomalies[0]);
+}
+
+#[test]
+fn epochs_going_back_second_masters_moved_addresses_and_strangers_are_refused() {
+    let (audit, good) = trusting_audit();
+    let cases = [
+        (GroupRecord { master_epoch: 2, ..good.clone() }, "went back from 3 to 2"),
+        (GroupRecord { sync_state_set_epoch: 4, ..good.clone() }, "epoch went back from 5 to 4"),
+        (
+            GroupRecord { master_ha_addr: addr(6666), sync_state_set_epoch: 6, ..good.clone() },
+            "moved master 1",
+        ),
+        (
+            GroupRecord { sync_state_set: [1, 99, 100].into(), sync_state_set_epoch: 6, ..good.clone() },
+            "99, 100",
+        ),
+    ];
+    for (forged, words) in cases {
+        let key = key(forged.master_id, forged.master_epoch, 7, true);
+        let v = audit.clone().check(&view_of(11, Some(forged.clone()), key, &[1, 2, 3]));
+        assert!(!v.trusted, "{forged:?} was trusted");
+        assert_eq!(v.record.as_ref().map(|r| &r.value), Some(&good), "the trusted record is acted on");
+        assert!(v.anomalies.iter().any(|a| a.to_string().contains(words)), "{words}: {:?}", v.anomalies);
+    }
+    // A second master in epoch 3, even holding a (forged) mastership key.
+    let second =
+        GroupRecord { master_id: 2, sync_state_set: [2].into(), sync_state_set_epoch: 6, ..good.clone() };
+    let v = audit.clone().check(&view_of(11, Some(second), key(2, 3, 9, true), &[1, 2, 3]));
+    assert!(!v.trusted && !v.master_live, "{v:?}");
+    assert!(
+        v.anomalies
+            .iter()
+            .any(|a| matches!(a, RecordAnomaly::SecondMasterInEpoch { epoch: 3, first: 1, second: 2 }))
+    );
+    // A member that joined the group (published) may join the set.
+    let grown = GroupRecord { sync_state_set: [1, 2, 3, 4].into(), sync_state_set_epoch: 6, ..good };
+    let v = audit.clone().check(&view_of(11, Some(grown), key(1, 3, 7, true), &[1, 2, 3, 4]));
+    assert!(v.trusted, "{v:?}");
+}
+
+#[test]
+fn a_mastership_key_without_a_lease_or_of_a_stranger_counts_as_no_master() {
+    let (audit, good) = trusting_audit();
+    for (key, words) in [(key(1, 3, 0, true), "has no lease"), (key(1, 3, 7, false), "does not hold")] {
+        assert!(!key.holds(&good), "{key:?}");
+        let v = audit.clone().check(&view_of(10, Some(good.clone()), key, &[2, 3]));
+        assert!(v.trusted && !v.master_live, "the record is fine, the key holds nothing: {v:?}");
+        assert!(v.anomalies.iter().any(|a| a.to_string().contains(words)), "{:?}", v.anomalies);
+    }
+    assert_eq!(Mastership::parse(b"1 3"), Some((1, 3)));
+    for bad in [&b"1"[..], b"1 0", b"01 3", b"1 3 ", b"-1 3", b"x 3", b"1  3"] {
+        assert_eq!(Mastership::parse(bad), None, "{:?}", String::from_utf8_lossy(bad));
+    }
+}
+
+#[test]
+fn with_nothing_trusted_an_untrusted_record_is_not_acted_on() {
+    let mut audit = RecordAudit::new();
+    let forged = record(4, 2, &[2], 1);
+    let v = audit.check(&view_of(3, Some(forged), key(1, 3, 7, true), &[1, 2]));
+    assert!(!v.trusted && !v.act && v.record.is_none(), "{v:?}");
+}

@@ -38,4 +38,9 @@ final class Compat {
     static PutMessageResult put(DefaultMessageStore store, MessageExt message) {
         return store.putMessage((MessageExtBrokerInner) message);
     }
+
+    /** 4.9.x: getOffsetInQueueByTime has no boundary type (the nearest message). */
+    static long searchByTime(DefaultMessageStore store, String topic, int queueId, long timestamp, String boundary) {
+        return store.getOffsetInQueueByTime(topic, queueId, timestamp);
+    }
 }

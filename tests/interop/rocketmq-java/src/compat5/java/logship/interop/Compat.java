@@ -40,4 +40,10 @@ final class Compat {
     static PutMessageResult put(DefaultMessageStore store, MessageExt message) {
         return store.putMessage((MessageExtBrokerInner) message);
     }
+
+    /** 5.x: getOffsetInQueueByTime with BoundaryType LOWER or UPPER. */
+    static long searchByTime(DefaultMessageStore store, String topic, int queueId, long timestamp, String boundary) {
+        return store.getOffsetInQueueByTime(topic, queueId, timestamp,
+            org.apache.rocketmq.common.BoundaryType.valueOf(boundary));
+    }
 }

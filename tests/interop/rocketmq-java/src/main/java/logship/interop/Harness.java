@@ -34,6 +34,16 @@ import org.apache.rocketmq.store.config.MessageStoreConfig;
  * <p>Commands: put COUNT SIZE [TOPIC] | status | wait-dispatch | look OFFSET | queue QUEUE_ID [TOPIC] |
  * master HOST:PORT | shutdown.
  *
+ * <p>Store queries, for logship's store/src/query.rs (tests/interop_store_queries.rs): {@code getmsg
+ * TOPIC QUEUE_ID OFFSET MAX EXPR} (DefaultMessageStore.getMessage with a TAG filter: EXPR is
+ * {@code *} or tags joined by {@code ||}), {@code search TOPIC QUEUE_ID TIMESTAMP LOWER|UPPER}
+ * (getOffsetInQueueByTime; 4.9 has no boundary type and ignores it), {@code earliest TOPIC
+ * QUEUE_ID}, {@code storetime TOPIC QUEUE_ID OFFSET}, {@code select PHYSICAL_OFFSET}
+ * (selectOneMessageByOffset), {@code putkeys COUNT TOPIC} (messages with KEYS "k-i shared-(i%5)" and
+ * UNIQ_KEY "U-i"), {@code querymsg TOPIC KEY MAX BEGIN END} (queryMessage: the index). Options:
+ * [--cq-file-size BYTES] (mappedFileSizeConsumeQueue) [--access-ratio N]
+ * (accessMessageInMemoryMaxRatio) [--index-slots N] (maxHashSlotNum) [--index-num N] (maxIndexNum).
+ *
  * <p>Controller mode (RocketMQ 5.x only; the 4.9.x build refuses it): {@code --mode autoswitch
  * --broker-id N} runs the store with {@code enableControllerMode=true} (AutoSwitchHAService). The
  * store starts as a SLAVE following nobody, as a broker does until its controller speaks; the
@@ -130,6 +140,18 @@ public final class Harness {
         c.setFlushIntervalConsumeQueue(100);
         c.setMaxMessageSize(256 * 1024);
         c.setWarmMapedFileEnable(false);
+        if (opts.containsKey("cq-file-size")) {
+            c.setMappedFileSizeConsumeQueue(Integer.parseInt(opts.get("cq-file-size")));
+        }
+        if (opts.containsKey("index-slots")) {
+            c.setMaxHashSlotNum(Integer.parseInt(opts.get("index-slots")));
+        }
+        if (opts.containsKey("index-num")) {
+            c.setMaxIndexNum(Integer.parseInt(opts.get("index-num")));
+        }
+        if (opts.containsKey("access-ratio")) {
+            c.setAccessMessageInMemoryMaxRatio(Integer.parseInt(opts.get("access-ratio")));
+        }
         if (role == BrokerRole.SYNC_MASTER || masterRole == BrokerRole.SYNC_MASTER) {
             Compat.replicas(c, 2, 2);
         }
@@ -270,6 +292,65 @@ public final class Harness {
                 emit(r);
                 return true;
             }
+            case "getmsg": {
+                getMessage(w[1], Integer.parseInt(w[2]), Long.parseLong(w[3]), Integer.parseInt(w[4]), w[5]);
+                return true;
+            }
+            case "search": {
+                long at = Compat.searchByTime(store, w[1], Integer.parseInt(w[2]), Long.parseLong(w[3]), w[4]);
+                emit(obj("event", "search", "offset", at, "end", true));
+                return true;
+            }
+            case "earliest":
+                emit(obj("event", "earliest", "time", store.getEarliestMessageTime(w[1], Integer.parseInt(w[2])),
+                    "end", true));
+                return true;
+            case "storetime":
+                emit(obj("event", "storetime", "time",
+                    store.getMessageStoreTimeStamp(w[1], Integer.parseInt(w[2]), Long.parseLong(w[3])), "end", true));
+                return true;
+            case "select": {
+                org.apache.rocketmq.store.SelectMappedBufferResult r = store.selectOneMessageByOffset(Long.parseLong(w[1]));
+                emit(obj("event", "select", "size", r == null ? -1 : r.getSize(), "end", true));
+                if (r != null) {
+                    r.release();
+                }
+                return true;
+            }
+            case "putkeys": {
+                int count = Integer.parseInt(w[1]);
+                for (int n = 0; n < count; n++) {
+                    long i = seq++;
+                    MessageExt msg = Compat.newMessage();
+                    msg.setTopic(w[2]);
+                    msg.setQueueId((int) (i % queues));
+                    msg.setBody(("keyed-" + i).getBytes(StandardCharsets.UTF_8));
+                    msg.setKeys("k-" + i + " shared-" + (i % 5));
+                    org.apache.rocketmq.common.message.MessageAccessor.putProperty(msg, "UNIQ_KEY", "U-" + i);
+                    msg.setBornTimestamp(System.currentTimeMillis());
+                    msg.setBornHost(new InetSocketAddress("127.0.0.1", 40000));
+                    msg.setStoreHost(new InetSocketAddress("127.0.0.1", 40001));
+                    Compat.setPropertiesString(msg, MessageDecoder.messageProperties2String(msg.getProperties()));
+                    PutMessageResult r = Compat.put(store, msg);
+                    emit(obj("event", "put", "seq", i, "status", r.getPutMessageStatus().name(),
+                        "offset", r.getAppendMessageResult().getWroteOffset()));
+                }
+                emit(obj("event", "putkeys-done", "end", true));
+                return true;
+            }
+            case "querymsg": {
+                org.apache.rocketmq.store.QueryMessageResult r = store.queryMessage(w[1], w[2], Integer.parseInt(w[3]),
+                    Long.parseLong(w[4]), Long.parseLong(w[5]));
+                java.util.List<Object> offsets = new java.util.ArrayList<>();
+                for (java.nio.ByteBuffer b : r.getMessageBufferList()) {
+                    offsets.add(b.getLong(b.position() + 28));
+                }
+                emit(obj("event", "querymsg", "physicalOffsets", offsets,
+                    "indexLastUpdateTimestamp", r.getIndexLastUpdateTimestamp(),
+                    "indexLastUpdatePhyoffset", r.getIndexLastUpdatePhyoffset(), "end", true));
+                r.release();
+                return true;
+            }
             case "shutdown":
                 return false;
             default:
@@ -327,6 +408,40 @@ public final class Harness {
             o.put("queueId", msg.getQueueId());
             emit(o);
         }
+    }
+
+    /** getMessage with a TAG filter as ExpressionMessageFilter applies it to the consume queue. */
+    private void getMessage(String topic, int queueId, long offset, int max, String expr) {
+        java.util.Set<Integer> codes = new java.util.HashSet<>();
+        boolean all = expr.equals("*");
+        for (String tag : expr.split("\\|\\|")) {
+            if (!tag.trim().isEmpty()) {
+                codes.add(tag.trim().hashCode());
+            }
+        }
+        org.apache.rocketmq.store.MessageFilter filter = new org.apache.rocketmq.store.MessageFilter() {
+            @Override
+            public boolean isMatchedByConsumeQueue(Long tagsCode, org.apache.rocketmq.store.ConsumeQueueExt.CqExtUnit ext) {
+                return all || tagsCode == null || codes.contains(tagsCode.intValue());
+            }
+
+            @Override
+            public boolean isMatchedByCommitLog(java.nio.ByteBuffer msgBuffer, Map<String, String> properties) {
+                return true;
+            }
+        };
+        org.apache.rocketmq.store.GetMessageResult r = store.getMessage("interop", topic, queueId, offset, max, filter);
+        java.util.List<Object> queueOffsets = new java.util.ArrayList<>();
+        java.util.List<Object> physicalOffsets = new java.util.ArrayList<>();
+        for (java.nio.ByteBuffer b : r.getMessageBufferList()) {
+            queueOffsets.add(b.getLong(b.position() + 20));
+            physicalOffsets.add(b.getLong(b.position() + 28));
+        }
+        emit(obj("event", "getmsg", "status", r.getStatus().name(), "nextBeginOffset", r.getNextBeginOffset(),
+            "minOffset", r.getMinOffset(), "maxOffset", r.getMaxOffset(), "bufferTotalSize", r.getBufferTotalSize(),
+            "suggestPullingFromSlave", r.isSuggestPullingFromSlave(), "queueOffsets", queueOffsets,
+            "physicalOffsets", physicalOffsets, "end", true));
+        r.release();
     }
 
     private void requireAutoSwitch(String command) {

@@ -1,0 +1,76 @@
+//! The broker settings the metadata depends on, named as in RocketMQ's `BrokerConfig` and
+//! `MessageStoreConfig`.
+
+/// Which RocketMQ line's defaults the broker creates (the default topics and groups differ).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum RocketmqLine {
+    /// RocketMQ 4.9.x.
+    V4_9,
+    /// RocketMQ 5.x (as 5.5.0 does it).
+    #[default]
+    V5,
+}
+
+/// The settings the metadata managers use. Defaults are RocketMQ's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct BrokerSettings {
+    /// Whose defaults to create.
+    pub line: RocketmqLine,
+    /// `brokerClusterName` (default `DefaultCluster`): also a topic.
+    pub broker_cluster_name: String,
+    /// `brokerName`: also a topic.
+    pub broker_name: String,
+    /// `autoCreateTopicEnable` (default true): whether `TBW102` exists and topics are created
+    /// on a send to an unknown topic.
+    pub auto_create_topic_enable: bool,
+    /// `defaultTopicQueueNums` (default 8): `TBW102`'s queue count.
+    pub default_topic_queue_nums: i32,
+    /// `clusterTopicEnable` (default true): the cluster topic is readable and writable.
+    pub cluster_topic_enable: bool,
+    /// `brokerTopicEnable` (default true): the broker topic is readable and writable.
+    pub broker_topic_enable: bool,
+    /// `traceTopicEnable` (default false): create the trace topic.
+    pub trace_topic_enable: bool,
+    /// `msgTraceTopicName` (default `RMQ_SYS_TRACE_TOPIC`).
+    pub msg_trace_topic_name: String,
+    /// `reviveQueueNum` (default 8, 5.x): queues of the revive topic.
+    pub revive_queue_num: i32,
+    /// `timerWheelEnable` (default true, 5.x): create the timer topic.
+    pub timer_wheel_enable: bool,
+    /// `autoCreateSubscriptionGroup` (default true).
+    pub auto_create_subscription_group: bool,
+    /// `enableCreateSysGroup` (default true, 5.x): create `CID_RMQ_SYS_*` groups even without
+    /// `autoCreateSubscriptionGroup` (4.9 always does).
+    pub enable_create_sys_group: bool,
+    /// `consumerOffsetUpdateVersionStep` (default 500, 5.x): commits between data-version bumps.
+    pub consumer_offset_update_version_step: u64,
+    /// `delayOffsetUpdateVersionStep` (default 200, 5.x).
+    pub delay_offset_update_version_step: u64,
+    /// `messageDelayLevel` (default `1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h`).
+    pub message_delay_level: String,
+}
+
+impl Default for BrokerSettings {
+    fn default() -> Self {
+        Self {
+            line: RocketmqLine::default(),
+            broker_cluster_name: "DefaultCluster".to_string(),
+            broker_name: "broker-a".to_string(),
+            auto_create_topic_enable: true,
+            default_topic_queue_nums: 8,
+            cluster_topic_enable: true,
+            broker_topic_enable: true,
+            trace_topic_enable: false,
+            msg_trace_topic_name: crate::names::TRACE_TOPIC.to_string(),
+            revive_queue_num: 8,
+            timer_wheel_enable: true,
+            auto_create_subscription_group: true,
+            enable_create_sys_group: true,
+            consumer_offset_update_version_step: 500,
+            delay_offset_update_version_step: 200,
+            message_delay_level: crate::delay::DEFAULT_DELAY_LEVELS.to_string(),
+        }
+    }
+}
