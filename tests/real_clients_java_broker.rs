@@ -622,6 +622,9 @@ fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
 }
 
 const CAP_TOPIC: &str = "CapTopic";
+
+/// Starts one of the client programs with its arguments.
+type Launch<'a> = &'a dyn Fn(&[&str]) -> App;
 const HELPER_GROUP: &str = "cap_helper_producer";
 
 /// Records one client's conversations: a producer (every mode), a push consumer (a redelivery
@@ -630,9 +633,9 @@ const HELPER_GROUP: &str = "cap_helper_producer";
 #[allow(clippy::too_many_arguments)]
 fn record_client(
     who: &str,
-    producer: &dyn Fn(&[&str]) -> App,
-    consumer: &dyn Fn(&[&str]) -> App,
-    lite: Option<&dyn Fn(&[&str]) -> App>,
+    producer: Launch<'_>,
+    consumer: Launch<'_>,
+    lite: Option<Launch<'_>>,
     helper: &JavaApps,
     namesrv: &Namesrv,
     pm: &RecordingProxy,
