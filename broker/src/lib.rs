@@ -17,6 +17,9 @@
 //! - **One owner.** Open the metadata of a store root only while holding that root's
 //!   `CommitLog` (which locks `<root>/lock`, as a Java broker does): nothing else may write
 //!   the files meanwhile.
+//! - **One set of types.** The tables' types (`TopicConfig`, the serialize wrappers,
+//!   [`DataVersion`], ...) are `logship-remoting`'s protocol bodies, re-exported here: a file
+//!   and a reply carry the same JSON.
 //! - **Sans-IO but for the files.** The managers hold their tables in memory behind a lock
 //!   (every method takes `&self`); only `open`, `persist` and `persist_if_dirty` touch the
 //!   disk. No clock is read: every change that moves a data version takes `now_ms`.
@@ -30,19 +33,17 @@
 //!   [`BrokerMetadata::persist_if_dirty`] from its timer. Each write is atomic and durable and
 //!   keeps `.bak` ([`mod@file`]); a load falls back to `.bak` as Java does, and fails with
 //!   [`BrokerError::Corrupt`] rather than forgetting offsets when both are unreadable.
-//! - **fastjson both ways.** Java writes JSON with bare integer keys (`{0:12}`); [`json`]
-//!   reads it. logship writes standard JSON in fastjson's layout, which Java reads
+//! - **fastjson both ways.** Java writes JSON with bare integer keys (`{0:12}`);
+//!   [`logship_remoting::body::fastjson`] reads it. logship writes standard JSON in fastjson's layout, which Java reads
 //!   (`broker/tests/java_config_files.rs` checks both directions against the real managers).
 //!   Members a newer RocketMQ adds to a topic or group are kept and written back.
 #![forbid(unsafe_code)]
 
-pub mod data_version;
 pub mod delay;
 pub mod error;
 pub mod file;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod json;
 mod managed;
 pub mod names;
 pub mod offset;
@@ -52,9 +53,9 @@ pub mod topic;
 
 use std::path::{Path, PathBuf};
 
-pub use data_version::DataVersion;
 pub use delay::{DelayLevels, DelayOffsetManager, DelayOffsetSerializeWrapper};
 pub use error::BrokerError;
+pub use logship_remoting::body::DataVersion;
 pub use offset::{ConsumerOffsetManager, ConsumerOffsetSerializeWrapper, FirstMessage, QueryOffsetAnswer};
 pub use settings::{BrokerSettings, RocketmqLine};
 pub use subscription::{SubscriptionGroupConfig, SubscriptionGroupManager, SubscriptionGroupWrapper};
