@@ -1,6 +1,13 @@
-//! logship-broker: a RocketMQ broker's metadata (topic configs, consumer offsets, subscription
-//! groups, delay offsets), kept in RocketMQ's own files so a Java broker opened on the same
-//! store directory sees the same content, and the other way round.
+//! logship-broker: a RocketMQ broker's request processors and its metadata.
+//!
+//! - **Processors** ([`serve`], [`dispatch`]): the broker side of RocketMQ's remoting protocol,
+//!   one `async fn` per request code, over the store, the metadata and a [`Host`] that supplies
+//!   the put path, the role and the clocks. No async runtime here: the binary's socket glue
+//!   decodes frames ([`logship_remoting::server`]), dispatches each request and writes the
+//!   answer.
+//! - **Metadata** (topic configs, consumer offsets, subscription groups, delay offsets), kept in
+//!   RocketMQ's own files so a Java broker opened on the same store directory sees the same
+//!   content, and the other way round.
 //!
 //! # Layout
 //!
@@ -39,7 +46,9 @@
 //!   Members a newer RocketMQ adds to a topic or group are kept and written back.
 #![forbid(unsafe_code)]
 
+mod admin;
 pub mod delay;
+pub mod dispatch;
 pub mod error;
 pub mod file;
 #[doc(hidden)]
@@ -47,6 +56,7 @@ pub mod fuzzing;
 mod managed;
 pub mod names;
 pub mod offset;
+pub mod serve;
 pub mod settings;
 pub mod subscription;
 pub mod topic;
@@ -57,6 +67,10 @@ pub use delay::{DelayLevels, DelayOffsetManager, DelayOffsetSerializeWrapper};
 pub use error::BrokerError;
 pub use logship_remoting::body::DataVersion;
 pub use offset::{ConsumerOffsetManager, ConsumerOffsetSerializeWrapper, FirstMessage, QueryOffsetAnswer};
+pub use serve::{
+    Authorizer, Broker, Connection, Host, HostFuture, Outbound, Processed, PutOutcome, Refusal,
+    RequestContext,
+};
 pub use settings::{BrokerSettings, RocketmqLine};
 pub use subscription::{SubscriptionGroupConfig, SubscriptionGroupManager, SubscriptionGroupWrapper};
 pub use topic::{
