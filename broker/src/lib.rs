@@ -56,6 +56,7 @@ pub mod fuzzing;
 mod managed;
 pub mod names;
 pub mod offset;
+pub mod register;
 pub mod serve;
 pub mod settings;
 pub mod subscription;

@@ -47,7 +47,6 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -445,6 +444,12 @@ impl ServerConnection {
         self.out.front().map(|chunk| &chunk[self.written..])
     }
 
+    /// [`transmit`](Self::transmit) as a zero-copy `Bytes`, for a driver that writes it while
+    /// it handles other inputs.
+    pub fn transmit_bytes(&self) -> Option<Bytes> {
+        self.out.front().map(|chunk| chunk.slice(self.written..))
+    }
+
     /// Bytes of output queued and not written yet.
     pub fn queued_bytes(&self) -> usize {
         self.queued_bytes
@@ -633,43 +638,54 @@ impl Drop for ConnectionPermit {
     }
 }
 
-/// A cap on requests in flight across every connection: a request that gets no
-/// [`InFlightPermit`] is answered `SYSTEM_BUSY` ([`busy_response`]).
+/// A cap on requests in flight across every connection, in number and in bytes (each
+/// request's frame): a request that gets no [`InFlightPermit`] is answered `SYSTEM_BUSY`
+/// ([`busy_response`]).
 #[derive(Debug)]
 pub struct InFlightBudget {
     max: usize,
-    used: AtomicUsize,
+    max_bytes: usize,
+    used: Mutex<(usize, usize)>,
 }
 
 /// One request's place in an [`InFlightBudget`]; dropping it frees the place.
 #[derive(Debug)]
 pub struct InFlightPermit {
     budget: Arc<InFlightBudget>,
+    bytes: usize,
 }
 
 impl InFlightBudget {
-    /// A budget of `max` requests.
-    pub fn new(max: usize) -> Arc<Self> {
-        Arc::new(Self { max, used: AtomicUsize::new(0) })
+    /// A budget of `max` requests holding at most `max_bytes` between them.
+    pub fn new(max: usize, max_bytes: usize) -> Arc<Self> {
+        Arc::new(Self { max, max_bytes, used: Mutex::new((0, 0)) })
     }
 
-    /// A place for one request, if there is one.
-    pub fn try_acquire(self: &Arc<Self>) -> Option<InFlightPermit> {
-        self.used
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| (n < self.max).then_some(n + 1))
-            .ok()
-            .map(|_| InFlightPermit { budget: self.clone() })
+    /// A place for one request of `bytes`, if there is one. A request larger than the whole
+    /// byte budget gets a place only when nothing else holds one, so it is never refused
+    /// forever.
+    pub fn try_acquire(self: &Arc<Self>, bytes: usize) -> Option<InFlightPermit> {
+        let mut used = self.used.lock().unwrap_or_else(|e| e.into_inner());
+        let fits = used.1.saturating_add(bytes) <= self.max_bytes || used.0 == 0;
+        if used.0 >= self.max || !fits {
+            return None;
+        }
+        used.0 += 1;
+        used.1 += bytes;
+        Some(InFlightPermit { budget: self.clone(), bytes })
     }
 
-    /// Requests in flight now.
-    pub fn used(&self) -> usize {
-        self.used.load(Ordering::Acquire)
+    /// Requests in flight now, and the bytes they hold.
+    pub fn used(&self) -> (usize, usize) {
+        *self.used.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 impl Drop for InFlightPermit {
     fn drop(&mut self) {
-        self.budget.used.fetch_sub(1, Ordering::AcqRel);
+        let mut used = self.budget.used.lock().unwrap_or_else(|e| e.into_inner());
+        used.0 -= 1;
+        used.1 -= self.bytes;
     }
 }
 
@@ -905,11 +921,16 @@ mod tests {
     }
 
     #[test]
-    fn the_in_flight_budget_frees_places_on_drop() {
-        let budget = InFlightBudget::new(1);
-        let p = budget.try_acquire().unwrap();
-        assert!(budget.try_acquire().is_none());
-        drop(p);
-        assert!(budget.try_acquire().is_some());
+    fn the_in_flight_budget_caps_requests_and_bytes_and_frees_on_drop() {
+        let budget = InFlightBudget::new(2, 100);
+        let p = budget.try_acquire(60).unwrap();
+        assert!(budget.try_acquire(60).is_none(), "120 bytes over 100");
+        let q = budget.try_acquire(40).unwrap();
+        assert!(budget.try_acquire(0).is_none(), "two requests at most");
+        drop((p, q));
+        assert_eq!(budget.used(), (0, 0));
+        let big = budget.try_acquire(500).expect("alone, a request over the budget still passes");
+        assert!(budget.try_acquire(1).is_none());
+        drop(big);
     }
 }

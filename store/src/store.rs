@@ -827,6 +827,8 @@ pub struct CommitLog {
     pub(crate) shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     report: RecoveryReport,
+    /// Truncations since open (see [`truncations`](Self::truncations)).
+    truncations: AtomicU64,
 }
 
 impl std::fmt::Debug for CommitLog {
@@ -908,7 +910,12 @@ impl CommitLog {
             config,
             env,
         });
-        let log = Self { shared, threads: Mutex::new(Vec::new()), report: recovered.report };
+        let log = Self {
+            shared,
+            threads: Mutex::new(Vec::new()),
+            report: recovered.report,
+            truncations: AtomicU64::new(0),
+        };
         // Each worker thread gets the narrow state it needs, never the commit log itself.
         let sh = &log.shared;
         type Service = (&'static str, Box<dyn FnOnce() + Send>);
@@ -1197,6 +1204,7 @@ impl CommitLog {
         crash_after: Option<TruncateStep>,
     ) -> Result<TruncateReport, StoreError> {
         let result = self.shared.truncate_to(offset, crash_after);
+        self.truncations.fetch_add(1, Ordering::AcqRel);
         if let Err(e) = &result {
             if !matches!(
                 e,
@@ -1211,6 +1219,19 @@ impl CommitLog {
             }
         }
         result
+    }
+
+    /// One past the last record indexed into the consume queues (what readers of the queues,
+    /// and the message index, may see).
+    pub fn dispatched_offset(&self) -> Offset {
+        self.shared.log.dispatched.load(Ordering::Acquire)
+    }
+
+    /// How many truncations ([`truncate_to`](Self::truncate_to)) started since the store was
+    /// opened: what follows the log from outside (the message index) re-reads it when this
+    /// moves.
+    pub fn truncations(&self) -> u64 {
+        self.truncations.load(Ordering::Acquire)
     }
 
     /// Indexes every complete record appended so far into the consume queues, now, on this
