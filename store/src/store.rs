@@ -311,10 +311,11 @@ impl Shared {
     }
 
     fn put(&self, message: Message) -> PutResult {
-        let prepared = match PreparedMessage::new(
+        let prepared = match PreparedMessage::with_delays(
             message,
             self.config.store_host,
             self.config.max_message_size as usize,
+            &self.config.schedule_delays_ms,
         ) {
             Ok(p) => p,
             Err(e) => {
@@ -352,6 +353,10 @@ impl Shared {
         let (topic, queue_id) = (prepared.topic(), prepared.queue_id());
         let queue_offset = if prepared.is_dispatched() { d.next_queue_offset(topic, queue_id) } else { 0 };
         let len = prepared.len();
+        if len as u64 + codec::BLANK_RECORD_LEN as u64 > self.log.segment_size {
+            tracing::debug!(len, "a batch larger than a segment; refused");
+            return PutResult::refused(PutStatus::MessageIllegal);
+        }
         // A slave turned master may hold an incomplete replicated record: it never will be.
         self.drop_pending(&mut w);
         if let Err(e) = self.make_room(&mut w, len) {
@@ -380,11 +385,17 @@ impl Shared {
         // Index it directly (the dispatcher would parse exactly these fields back).
         d.dispatched = new_end;
         if prepared.is_dispatched() {
-            if let Err(e) =
-                d.put_entry(topic, queue_id, queue_offset, offset, len as u32, prepared.tags_code())
-            {
-                tracing::error!(error = %e, offset, "consume-queue write failed; will retry from the log");
-                d.dispatched = offset;
+            let mut at = offset;
+            for (i, record_len) in prepared.record_lens().enumerate() {
+                let tags = prepared.tags_code(i, store_timestamp);
+                if let Err(e) =
+                    d.put_entry(topic, queue_id, queue_offset + i as u64, at, record_len as u32, tags)
+                {
+                    tracing::error!(error = %e, offset = at, "consume-queue write failed; will retry from the log");
+                    d.dispatched = at;
+                    break;
+                }
+                at += record_len as u64;
             }
         }
         d.last_message = Some((store_timestamp, new_end));
@@ -393,13 +404,22 @@ impl Shared {
         }
         self.log.dispatched.store(d.dispatched, Ordering::Release);
         drop(d);
-        PutResult {
-            status: PutStatus::PutOk,
-            offset,
-            wrote_bytes: len as u32,
-            queue_offset,
-            msg_id: codec::offset_msg_id(self.config.store_host, offset),
-        }
+        let msg_id = if prepared.count() == 1 {
+            codec::offset_msg_id(self.config.store_host, offset)
+        } else {
+            // A batch: every message's id, comma-separated (Java's AppendMessageResult).
+            let mut at = offset;
+            let ids: Vec<String> = prepared
+                .record_lens()
+                .map(|l| {
+                    let id = codec::offset_msg_id(self.config.store_host, at);
+                    at += l as u64;
+                    id
+                })
+                .collect();
+            ids.join(",")
+        };
+        PutResult { status: PutStatus::PutOk, offset, wrote_bytes: len as u32, queue_offset, msg_id }
     }
 
     fn append_at(&self, offset: Offset, data: &[u8]) -> Result<Offset, StoreError> {
