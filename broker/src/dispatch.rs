@@ -13,8 +13,8 @@
 
 use logship_remoting::{RemotingCommand, RequestCode, ResponseCode};
 
-use crate::admin;
 use crate::serve::{Processed, RequestContext};
+use crate::{admin, lookup, send};
 
 /// Request codes that change a broker's (or a NameServer's, or a controller's) configuration
 /// over the network: never served (see the [module docs](self)).
@@ -37,6 +37,15 @@ pub async fn dispatch(ctx: RequestContext, request: RemotingCommand) -> Option<R
         }
     }
     let processed: Processed = match request.request_code() {
+        RequestCode::SEND_MESSAGE | RequestCode::SEND_MESSAGE_V2 | RequestCode::SEND_BATCH_MESSAGE => {
+            send::send_message(&ctx, &request).await
+        }
+        RequestCode::GET_MAX_OFFSET => lookup::get_max_offset(&ctx, &request),
+        RequestCode::GET_MIN_OFFSET => lookup::get_min_offset(&ctx, &request),
+        RequestCode::GET_EARLIEST_MSG_STORETIME => lookup::get_earliest_msg_storetime(&ctx, &request),
+        RequestCode::SEARCH_OFFSET_BY_TIMESTAMP => lookup::search_offset_by_timestamp(&ctx, &request),
+        RequestCode::VIEW_MESSAGE_BY_ID => lookup::view_message_by_id(&ctx, &request),
+        RequestCode::QUERY_MESSAGE => lookup::query_message(&ctx, &request),
         RequestCode::GET_ALL_TOPIC_CONFIG => admin::get_all_topic_config(&ctx, &request),
         code => Ok(not_supported(&ctx, &request, code)),
     };

@@ -53,10 +53,13 @@ pub mod error;
 pub mod file;
 #[doc(hidden)]
 pub mod fuzzing;
+mod lookup;
 mod managed;
 pub mod names;
 pub mod offset;
+pub mod properties;
 pub mod register;
+pub mod send;
 pub mod serve;
 pub mod settings;
 pub mod subscription;

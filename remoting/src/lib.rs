@@ -88,6 +88,8 @@ pub mod version {
     /// `V3_0_11`: a NameServer reads `REGISTER_BROKER` bodies as `RegisterBrokerBody` (with
     /// filter servers) from this version on.
     pub const V3_0_11: i32 = 37;
+    /// `V3_4_9`: a broker honours a retry send's `maxReconsumeTimes` from this version on.
+    pub const V3_4_9: i32 = 121;
     /// `V4_9_4`: a NameServer sends routes as standard JSON (quoted keys) from this version on.
     pub const V4_9_4: i32 = 401;
     /// `V4_9_7`: rocketmq-client 4.9.7's `CURRENT_VERSION`.
