@@ -870,6 +870,7 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
                         "inSync": l.in_sync,
                         "connectedSeconds": l.connected_for.as_secs_f64(),
                         "trusted": l.trusted,
+                        "counted": l.counted,
                         "replica": l.identity,
                     })
                 })
@@ -905,9 +906,12 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
                 "replicasExpected": broker.metrics.replicas_expected(),
                 "bytesReplicated": s.bytes_replicated,
                 "fence": s.fence.as_ref().map(ToString::to_string),
+                "haTrust": ha_trust_json(&broker.settings),
                 "haRefusals": {
                     "notAdmitted": s.refusals.not_admitted,
                     "overLimit": s.refusals.over_limit,
+                    "displaced": s.refusals.displaced,
+                    "identityRefused": s.refusals.identity_refused,
                     "firstReportTimeouts": s.refusals.first_report_timeouts,
                     "untrustedAhead": s.refusals.untrusted_ahead,
                     "diverged": s.refusals.diverged,
@@ -949,6 +953,14 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
                     "consistentPoint": a.consistent_point,
                     "truncations": a.truncations,
                     "truncatedBytes": a.truncated_bytes,
+                    "refusals": {
+                        "current": a.refusals.current,
+                        "masterBehindElectedEpoch": a.refusals.master_behind_elected_epoch,
+                        "masterBehindLocalEpoch": a.refusals.master_behind_local_epoch,
+                        "epochAboveElected": a.refusals.epoch_above_elected,
+                        "wouldTruncateConfirmed": a.refusals.would_truncate_confirmed,
+                        "noConsistentPoint": a.refusals.no_consistent_point,
+                    },
                 })
             });
             Some(json!({
@@ -975,6 +987,23 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
             }))
         }
     }
+}
+
+/// The HA port's trust model in `/status` (see docs/trust.md): `mode` is `protected` (only
+/// loopback peers are identified), `allowList`, `tls`, or `allowListAndTls`; `trustAnyReplica`
+/// and its `warning` say that strangers count (haTrustAnyReplica=true).
+fn ha_trust_json(settings: &crate::config::BrokerSettings) -> Value {
+    let mode = match (!settings.ha_replica_allow_list.is_empty(), settings.master_tls.is_some()) {
+        (false, false) => "protected",
+        (true, false) => "allowList",
+        (false, true) => "tls",
+        (true, true) => "allowListAndTls",
+    };
+    let warning = settings.ha_trust_any_replica.then_some(
+        "haTrustAnyReplica=true: any connection counts as a replica for SYNC waits, and none can fence this \
+         master; name the replicas in haReplicaAllowList or admit them by TLS",
+    );
+    json!({ "mode": mode, "trustAnyReplica": settings.ha_trust_any_replica, "warning": warning })
 }
 
 /// An epoch list in `/status`: `[{"epoch", "startOffset"}]`, oldest first.

@@ -42,6 +42,10 @@ pub fn store_config(s: &BrokerSettings) -> StoreConfig {
     // Controller mode: consumers read replicated messages only below the confirmOffset, unless
     // readUnCommitted=true (RocketMQ's default is false).
     c.dispatch_up_to_confirm = s.controller.as_ref().is_some_and(|k| !k.read_uncommitted);
+    // Controller mode: a store holding data without its epoch file refuses to open (its log
+    // cannot be checked against a master's), unless the operator adopts it at its end.
+    c.require_epoch_file = s.controller.is_some();
+    c.adopt_log_without_epochs = s.controller.as_ref().and_then(|k| k.adopt_log_without_epochs);
     s.store.apply(&mut c);
     c
 }
@@ -51,6 +55,15 @@ fn open_hint(e: &StoreError) -> &'static str {
     match e {
         StoreError::ConsumeQueueCorrupt { .. } => {
             "; set rebuildConsumeQueues=true (broker.conf or --set) to rebuild the consume queues from the commit log"
+        }
+        StoreError::EpochFileMissing { .. } => {
+            "; to refetch everything from the master, stop the broker, move storePathRootDir aside and start \
+             it again (the procedure is in the README, Security: epochs); to take a log from the classic mode \
+             as it is, set adoptLogWithoutEpochs to the end offset named above (broker.conf or --set)"
+        }
+        StoreError::EpochFileCorrupt { .. } => {
+            "; to refetch everything from the master, stop the broker, move storePathRootDir aside and start \
+             it again (the procedure is in the README, Security: epochs)"
         }
         StoreError::Corrupt { .. } | StoreError::MissingSegments { .. } => {
             "; set truncateOnCorruption=true (broker.conf or --set) to accept the loss: the log is cut at the damage, discarding what follows it"

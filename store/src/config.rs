@@ -116,6 +116,18 @@ pub struct StoreConfig {
     /// the classic mode. A put indexes its own message (and what precedes it) at once and
     /// raises the confirm offset to its end.
     pub dispatch_up_to_confirm: bool,
+    /// Controller mode (RocketMQ's `enableControllerMode=true`): a store holding data must
+    /// have a readable epoch file (the main one or its `.bak`), or it refuses to open with
+    /// [`StoreError::EpochFileMissing`](crate::StoreError::EpochFileMissing): without its
+    /// epochs, its log cannot be checked against a master's, and a divergent tail would be kept
+    /// and streamed on. A store without an epoch file gets an empty one at open, so that one
+    /// deleted later is noticed. Default false (the classic mode has no epochs).
+    pub require_epoch_file: bool,
+    /// With [`require_epoch_file`](Self::require_epoch_file): take a log without an epoch file
+    /// as it is, once, if its end is exactly this offset (a store that ran in the classic mode
+    /// entering controller mode, whose bytes carry no epoch). Naming the end keeps the override
+    /// from ever applying to another log: once the log grows, it no longer matches.
+    pub adopt_log_without_epochs: Option<u64>,
 }
 
 impl Default for StoreConfig {
@@ -155,6 +167,8 @@ impl Default for StoreConfig {
             store_path_commit_log: None,
             store_path_epoch_file: None,
             dispatch_up_to_confirm: false,
+            require_epoch_file: false,
+            adopt_log_without_epochs: None,
         }
     }
 }

@@ -87,8 +87,13 @@ pub(crate) struct Shared {
     /// The epoch list of controller mode and its file.
     pub(crate) epochs: Mutex<EpochState>,
     /// The confirm offset (controller mode): with `dispatch_up_to_confirm`, replicated bytes are
-    /// indexed only below it. Recorded as the checkpoint's `confirmPhyOffset`.
+    /// indexed only below it. Recorded as the checkpoint's `confirmPhyOffset`. A put raises it
+    /// to its end (a master indexes its own messages at once).
     pub(crate) confirm: AtomicU64,
+    /// The replication-confirmed offset: the confirm offsets the HA layer set
+    /// ([`CommitLog::set_confirm_offset`]), never raised by a put. A slave never truncates
+    /// below it. Recorded in the checkpoint's logship block.
+    pub(crate) confirmed: AtomicU64,
 }
 
 impl Shared {
@@ -122,6 +127,7 @@ impl Shared {
             clean_end: if clean { end } else { 0 },
             min_offset: self.log.min.load(Ordering::Acquire),
             dispatched: cq_durable.unwrap_or(old.dispatched),
+            confirmed: Some(self.confirmed.load(Ordering::Acquire).min(i64::MAX as u64)),
         };
         c.confirm_phy_offset = self.confirm.load(Ordering::Acquire).min(i64::MAX as u64) as i64;
         if let Some((ts, msg_end)) = last {
@@ -927,6 +933,7 @@ impl CommitLog {
             lock_file: recovered.lock_file,
             epochs: Mutex::new(recovered.epochs),
             confirm: AtomicU64::new(recovered.confirm),
+            confirmed: AtomicU64::new(recovered.confirmed),
             config,
             env,
         });
@@ -1161,13 +1168,24 @@ impl CommitLog {
     /// nothing; only [`truncate_to`](Self::truncate_to) lowers it (to the cut). Recorded in the
     /// checkpoint (`confirmPhyOffset`) at the next checkpoint; after a crash, dispatch resumes
     /// below the recorded value until a new one is set. Returns the confirm offset in force.
+    ///
+    /// It also raises the replication-confirmed offset ([`confirmed_offset`](Self::confirmed_offset)),
+    /// which puts never raise.
     pub fn set_confirm_offset(&self, offset: Offset) -> Offset {
         let s = &self.shared;
+        s.confirmed.fetch_max(offset.min(s.log.end.load(Ordering::Acquire)), Ordering::AcqRel);
         let old = s.confirm.fetch_max(offset, Ordering::AcqRel);
         if offset > old {
             s.wake_reput();
         }
         old.max(offset)
+    }
+
+    /// The replication-confirmed offset of controller mode: the highest confirm offset the HA
+    /// layer set ([`set_confirm_offset`](Self::set_confirm_offset)) within the log, which local
+    /// puts never raise, kept in the checkpoint. Lowered only by a truncation.
+    pub fn confirmed_offset(&self) -> Offset {
+        self.shared.confirmed.load(Ordering::Acquire)
     }
 
     /// The epoch list of controller mode (`epochFileCheckpoint`), oldest first: which leader
@@ -1567,8 +1585,10 @@ impl Shared {
         state.flushed = state.flushed.min(offset);
         state.dispatched = state.dispatched.min(offset);
         state.min_offset = min;
+        state.confirmed = Some(state.confirmed.unwrap_or(c.confirm_phy_offset as u64).min(offset));
         c.logship = Some(state);
         self.confirm.fetch_min(offset, Ordering::AcqRel);
+        self.confirmed.fetch_min(offset, Ordering::AcqRel);
         c.confirm_phy_offset = c.confirm_phy_offset.min(offset as i64);
         c.master_flushed_offset = c.master_flushed_offset.min(offset as i64);
         ckpt.write(c)?;
@@ -1697,6 +1717,10 @@ impl EpochLog for CommitLog {
 
     fn confirm_offset(&self) -> Offset {
         self.shared.confirm.load(Ordering::Acquire)
+    }
+
+    fn confirmed_offset(&self) -> Offset {
+        Self::confirmed_offset(self)
     }
 }
 

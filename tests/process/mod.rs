@@ -258,6 +258,15 @@ impl Broker {
         format!("127.0.0.1:{}", self.port)
     }
 
+    /// The remoting address it bound (`listenPort`), once it logged it.
+    pub fn remoting_addr(&self) -> SocketAddr {
+        let log = self.log_until("remoting ready");
+        let line = strip_ansi(log.lines().find(|l| l.contains("remoting ready")).expect("logged"));
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix("remoting=")?.split(',').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no remoting address in {line:?}"))
+    }
+
     /// `host:port` of the HA listener (a master's).
     pub fn ha_addr(&self) -> String {
         let port = self.ha_port.unwrap_or_else(|| panic!("no HA port logged:\n{}", self.log()));
