@@ -13,7 +13,9 @@ use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
 use logship_remoting::body::{JsonBody, RegisterBrokerBody, TopicConfigSerializeWrapper};
-use logship_remoting::header::{CommandHeader, GetMaxOffsetRequestHeader, RegisterBrokerRequestHeader, ViewMessageRequestHeader};
+use logship_remoting::header::{
+    CommandHeader, GetMaxOffsetRequestHeader, RegisterBrokerRequestHeader, ViewMessageRequestHeader,
+};
 use logship_remoting::{RemotingCommand, RequestCode};
 use process::{Broker, eventually, free_port_pair, signal};
 use remoting_support::{Client, FakeNameServer, NameServerMode, send_request, sent};
@@ -23,7 +25,10 @@ fn offset_of(msg_id: &str) -> i64 {
 }
 
 fn view(client: &mut Client, offset: i64) -> RemotingCommand {
-    client.call(RemotingCommand::request(RequestCode::VIEW_MESSAGE_BY_ID).with_header(&ViewMessageRequestHeader { offset, topic: None }))
+    client.call(
+        RemotingCommand::request(RequestCode::VIEW_MESSAGE_BY_ID)
+            .with_header(&ViewMessageRequestHeader { offset, topic: None }),
+    )
 }
 
 /// A SYNC_MASTER (one slave's ack suffices) and two slaves, `slaveTimeout` 1 s.
@@ -38,10 +43,17 @@ fn group(dir: &std::path::Path) -> (Broker, Vec<Broker>) {
     let slaves: Vec<Broker> = (1..=2)
         .map(|i| {
             let id = format!("brokerId={i}");
-            Broker::start("slave", &dir.join(format!("s{i}")), free_port_pair(), &["--master", &ha, "--set", &id, "--set", "brokerName=b1"])
+            Broker::start(
+                "slave",
+                &dir.join(format!("s{i}")),
+                free_port_pair(),
+                &["--master", &ha, "--set", &id, "--set", "brokerName=b1"],
+            )
         })
         .collect();
-    eventually("both slaves to connect", || master.status()["slaves"].as_array().is_some_and(|s| s.len() == 2));
+    eventually("both slaves to connect", || {
+        master.status()["slaves"].as_array().is_some_and(|s| s.len() == 2)
+    });
     (master, slaves)
 }
 
@@ -52,11 +64,16 @@ fn a_sync_master_answers_send_ok_only_once_a_slave_holds_the_message() {
     let mut producer = Client::connect(master.remoting_addr());
     let mut readers: Vec<Client> = slaves.iter().map(|s| Client::connect(s.remoting_addr())).collect();
     for i in 0..20 {
-        let r = producer.call(send_request("TopicS", i % 4, "TAGS\u{1}TagA\u{2}KEYS\u{1}k", format!("m{i}").as_bytes()));
+        let r = producer.call(send_request(
+            "TopicS",
+            i % 4,
+            "TAGS\u{1}TagA\u{2}KEYS\u{1}k",
+            format!("m{i}").as_bytes(),
+        ));
         assert_eq!(r.code, 0, "{:?}\n{}", r.remark, master.log());
         let offset = offset_of(&sent(&r).msg_id);
         // No waiting: the answer came after a slave stored it.
-        let held = readers.iter_mut().filter(|c| view(c, offset).code == 0).count();
+        let held = readers.iter_mut().map(|c| view(c, offset).code).filter(|&code| code == 0).count();
         assert!(held >= 1, "message {i} at {offset} is on no slave");
     }
 }
@@ -80,7 +97,9 @@ fn with_its_slaves_stopped_a_sync_master_answers_flush_slave_timeout_then_slave_
         signal(s.child.id(), "-CONT");
         s.kill9();
     }
-    eventually("the master to see the slaves gone", || master.status()["slaves"].as_array().is_some_and(|s| s.is_empty()));
+    eventually("the master to see the slaves gone", || {
+        master.status()["slaves"].as_array().is_some_and(|s| s.is_empty())
+    });
     let r = producer.call(send_request("TopicS", 0, "", b"alone"));
     assert_eq!(r.code, 11, "SLAVE_NOT_AVAILABLE: {:?}", r.remark);
     assert_eq!(sent(&r).queue_offset, 2);
@@ -94,9 +113,15 @@ fn a_slave_refuses_sends_and_serves_lookups() {
     let id = sent(&producer.call(send_request("TopicS", 0, "", b"x"))).msg_id;
     let mut slave = Client::connect(slaves[0].remoting_addr());
     let r = slave.call(send_request("TopicS", 0, "", b"y"));
-    assert_eq!((r.code, r.remark.as_deref()), (2, Some("[REJECTREQUEST]system busy, start flow control for a while")));
+    assert_eq!(
+        (r.code, r.remark.as_deref()),
+        (2, Some("[REJECTREQUEST]system busy, start flow control for a while"))
+    );
     eventually("the slave to hold the message", || view(&mut slave, offset_of(&id)).code == 0);
-    let r = slave.call(RemotingCommand::request(RequestCode::GET_MAX_OFFSET).with_header(&GetMaxOffsetRequestHeader::new("TopicS", 0)));
+    let r = slave.call(
+        RemotingCommand::request(RequestCode::GET_MAX_OFFSET)
+            .with_header(&GetMaxOffsetRequestHeader::new("TopicS", 0)),
+    );
     assert_eq!(r.ext_fields["offset"], "1");
 }
 
@@ -143,7 +168,9 @@ fn bad_input_gets_typed_errors_and_the_broker_stays_up() {
     let mut c = Client::connect(addr);
     let r = c.call(RemotingCommand::request(RequestCode(4321)));
     assert_eq!((r.code, r.remark.as_deref()), (3, Some(" request type 4321 not supported")));
-    let r = c.call(RemotingCommand::request(RequestCode::UPDATE_BROKER_CONFIG).with_body(&b"brokerPermission=2"[..]));
+    let r = c.call(
+        RemotingCommand::request(RequestCode::UPDATE_BROKER_CONFIG).with_body(&b"brokerPermission=2"[..]),
+    );
     assert_eq!(r.code, 3);
     let mut no_topic = send_request("TopicX", 0, "", b"x");
     no_topic.ext_fields.remove("b");
@@ -194,8 +221,12 @@ fn connections_and_requests_in_flight_are_capped() {
 #[test]
 fn an_idle_connection_is_closed() {
     let dir = tempfile::tempdir().unwrap();
-    let master =
-        Broker::start("master", dir.path(), free_port_pair(), &["--set", "serverChannelMaxIdleTimeSeconds=1"]);
+    let master = Broker::start(
+        "master",
+        dir.path(),
+        free_port_pair(),
+        &["--set", "serverChannelMaxIdleTimeSeconds=1"],
+    );
     let mut c = Client::connect(master.remoting_addr());
     assert_eq!(c.call(RemotingCommand::request(RequestCode::GET_ALL_TOPIC_CONFIG)).code, 0);
     assert!(c.closed_within(Duration::from_secs(5)));
@@ -203,19 +234,40 @@ fn an_idle_connection_is_closed() {
 
 #[test]
 fn brokers_register_with_each_name_server_and_unregister_at_a_clean_stop() {
-    let (ns1, ns2) = (FakeNameServer::start(NameServerMode::Answer), FakeNameServer::start(NameServerMode::Answer));
+    let (ns1, ns2) =
+        (FakeNameServer::start(NameServerMode::Answer), FakeNameServer::start(NameServerMode::Answer));
     let namesrv = format!("namesrvAddr={};{}", ns1.addr, ns2.addr);
     let dir = tempfile::tempdir().unwrap();
-    let mut master = Broker::start("master", &dir.path().join("m"), free_port_pair(), &["--set", &namesrv, "--set", "brokerName=b1", "--set", "brokerClusterName=c1"]);
+    let mut master = Broker::start(
+        "master",
+        &dir.path().join("m"),
+        free_port_pair(),
+        &["--set", &namesrv, "--set", "brokerName=b1", "--set", "brokerClusterName=c1"],
+    );
     let mut slave = Broker::start(
         "slave",
         &dir.path().join("s"),
         free_port_pair(),
-        &["--master", &master.ha_addr(), "--set", &namesrv, "--set", "brokerName=b1", "--set", "brokerClusterName=c1", "--set", "brokerId=1"],
+        &[
+            "--master",
+            &master.ha_addr(),
+            "--set",
+            &namesrv,
+            "--set",
+            "brokerName=b1",
+            "--set",
+            "brokerClusterName=c1",
+            "--set",
+            "brokerId=1",
+        ],
     );
     eventually("both brokers on both NameServers", || {
         [&ns1, &ns2].iter().all(|ns| {
-            let ids: Vec<String> = ns.received(RequestCode::REGISTER_BROKER).iter().map(|c| c.ext_fields["brokerId"].clone()).collect();
+            let ids: Vec<String> = ns
+                .received(RequestCode::REGISTER_BROKER)
+                .iter()
+                .map(|c| c.ext_fields["brokerId"].clone())
+                .collect();
             ids.contains(&"0".to_string()) && ids.contains(&"1".to_string())
         })
     });
@@ -230,9 +282,9 @@ fn brokers_register_with_each_name_server_and_unregister_at_a_clean_stop() {
     assert_eq!(topics["TBW102"].perm, 7, "producers auto-create through TBW102's route");
     // The slave is told its master (once the master registered on that NameServer).
     eventually("the slave's status to show its master", || {
-        slave.status()["remoting"]["nameServers"].as_object().is_some_and(|n| {
-            n.values().any(|v| v["masterAddr"] == master.remoting_addr().to_string())
-        })
+        slave.status()["remoting"]["nameServers"]
+            .as_object()
+            .is_some_and(|n| n.values().any(|v| v["masterAddr"] == master.remoting_addr().to_string()))
     });
     // A new topic re-registers at once, not at the next period.
     let before = ns1.received(RequestCode::REGISTER_BROKER).len();
@@ -241,13 +293,21 @@ fn brokers_register_with_each_name_server_and_unregister_at_a_clean_stop() {
     eventually("a registration carrying NewTopic", || {
         ns1.received(RequestCode::REGISTER_BROKER)[before..].iter().any(|c| {
             c.ext_fields["brokerId"] == "0"
-                && RegisterBrokerBody::decode(&c.body).unwrap().topic_config_serialize_wrapper.topic_config_table.contains_key("NewTopic")
+                && RegisterBrokerBody::decode(&c.body)
+                    .unwrap()
+                    .topic_config_serialize_wrapper
+                    .topic_config_table
+                    .contains_key("NewTopic")
         })
     });
     assert!(master.terminate().is_some_and(|s| s.success()));
     assert!(slave.terminate().is_some_and(|s| s.success()));
     for ns in [&ns1, &ns2] {
-        let mut ids: Vec<String> = ns.received(RequestCode::UNREGISTER_BROKER).iter().map(|c| c.ext_fields["brokerId"].clone()).collect();
+        let mut ids: Vec<String> = ns
+            .received(RequestCode::UNREGISTER_BROKER)
+            .iter()
+            .map(|c| c.ext_fields["brokerId"].clone())
+            .collect();
         ids.sort();
         assert_eq!(ids, ["0", "1"], "each broker unregistered with its own id");
     }
@@ -279,8 +339,14 @@ fn a_name_server_that_is_down_silent_or_answers_garbage_blocks_nothing() {
             .all(|a| n[a]["failures"].as_u64().is_some_and(|f| f >= 1) && n[a]["lastError"].is_string())
     });
     let n = master.status()["remoting"]["nameServers"].clone();
-    assert!(n[silent.addr.to_string()]["lastError"].as_str().unwrap().contains("no answer within 2000 ms"), "{n}");
-    assert!(n[garbage.addr.to_string()]["lastError"].as_str().unwrap().contains("not a remoting frame"), "{n}");
+    assert!(
+        n[silent.addr.to_string()]["lastError"].as_str().unwrap().contains("no answer within 2000 ms"),
+        "{n}"
+    );
+    assert!(
+        n[garbage.addr.to_string()]["lastError"].as_str().unwrap().contains("not a remoting frame"),
+        "{n}"
+    );
     assert!(n[down.to_string()]["lastError"].as_str().unwrap().contains("cannot connect"), "{n}");
 }
 

@@ -46,7 +46,9 @@ impl Client {
             match self.stream.read(&mut buf) {
                 Ok(0) => return None,
                 Ok(n) => self.decoder.feed(&buf[..n]),
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+                Err(e)
+                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
+                {
                     return None;
                 }
                 Err(_) => return None,
@@ -63,7 +65,8 @@ impl Client {
             match self.stream.read(&mut buf) {
                 Ok(0) => return true,
                 Ok(_) => {}
-                Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+                Err(e)
+                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
                 Err(_) => return true,
             }
         }
@@ -173,12 +176,24 @@ impl FakeNameServer {
                                     if cmd.code == RequestCode::REGISTER_BROKER.0
                                         && cmd.ext_fields.get("brokerId").is_some_and(|id| id != "0")
                                     {
-                                        let master = r.lock().unwrap().iter().rev().find_map(|(_, c): &(Instant, RemotingCommand)| {
-                                            (c.code == RequestCode::REGISTER_BROKER.0 && c.ext_fields.get("brokerId").is_some_and(|id| id == "0"))
-                                                .then(|| (c.ext_fields["brokerAddr"].clone(), c.ext_fields["haServerAddr"].clone()))
-                                        });
+                                        let master = r.lock().unwrap().iter().rev().find_map(
+                                            |(_, c): &(Instant, RemotingCommand)| {
+                                                (c.code == RequestCode::REGISTER_BROKER.0
+                                                    && c.ext_fields
+                                                        .get("brokerId")
+                                                        .is_some_and(|id| id == "0"))
+                                                .then(|| {
+                                                    (
+                                                        c.ext_fields["brokerAddr"].clone(),
+                                                        c.ext_fields["haServerAddr"].clone(),
+                                                    )
+                                                })
+                                            },
+                                        );
                                         if let Some((addr, ha)) = master {
-                                            resp = resp.with_ext_field("masterAddr", addr).with_ext_field("haServerAddr", ha);
+                                            resp = resp
+                                                .with_ext_field("masterAddr", addr)
+                                                .with_ext_field("haServerAddr", ha);
                                         }
                                     }
                                     Some(resp.to_bytes().unwrap().to_vec())
@@ -200,7 +215,13 @@ impl FakeNameServer {
 
     /// The commands with `code` received so far.
     pub fn received(&self, code: RequestCode) -> Vec<RemotingCommand> {
-        self.received.lock().unwrap().iter().filter(|(_, c)| c.code == code.0).map(|(_, c)| c.clone()).collect()
+        self.received
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, c)| c.code == code.0)
+            .map(|(_, c)| c.clone())
+            .collect()
     }
 }
 
