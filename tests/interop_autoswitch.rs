@@ -439,9 +439,25 @@ const MASTER_ID: u64 = 1;
 const SLAVE_ID: u64 = 3;
 const FRESH: Expect = Expect { broker_id: SLAVE_ID as i64, first_ack: 0 };
 
+/// [`capture_once`] until the Java slave keeps its first connection, at most three times: under
+/// load, a Java AutoSwitch slave sometimes drops its first connection right after the handshake
+/// and reconnects, and the fixtures are one connection's conversation.
+fn capture(h: &Harness) -> Capture {
+    for attempt in 1..=3 {
+        match capture_once(h) {
+            Ok(c) => return c,
+            Err(seen) => {
+                eprintln!("capture attempt {attempt}: the Java slave reconnected ({seen} connections); again")
+            }
+        }
+    }
+    panic!("the Java slave reconnected in each of three captures");
+}
+
 /// Master M at epoch 1 writes, takes epoch 2 and writes more; then an empty slave S joins through
 /// the recording relay, catches up, and idles until a heartbeat and its last ack have passed.
-fn capture(h: &Harness) -> Capture {
+/// `Err` with the number of connections if the slave connected more than once.
+fn capture_once(h: &Harness) -> Result<Capture, usize> {
     let (mdir, sdir) = (temp(), temp());
     let mut m = JavaStore::start_autoswitch(h, mdir.path(), MASTER_ID, free_port(), &["--heartbeat", "1000"]);
     assert_eq!(m.change_to_master(1)["ok"], true);
@@ -457,7 +473,7 @@ fn capture(h: &Harness) -> Capture {
     assert_eq!(s.change_to_slave(&relay.address(), 2, MASTER_ID)["ok"], true);
     s.until("the slave caught up", |st| u64_of(st, "maxPhyOffset") == end);
     relay.until("a heartbeat and the last ack", |r| {
-        let Some(c) = r.first().map(Capture::from_recording) else { return false };
+        let Some(c) = r.last().map(Capture::from_recording) else { return false };
         let hb = c.master().iter().any(|f| matches!(&f.1, MasterFrame::Transfer { body, offset, .. } if body.is_empty() && *offset == end as i64));
         let acked = c.slave().iter().any(|f| f.1 == SlaveFrame::Ack { max_offset: end as i64 });
         hb && acked
@@ -466,7 +482,9 @@ fn capture(h: &Harness) -> Capture {
     s.shutdown();
     m.shutdown();
     let recordings = relay.recordings();
-    assert_eq!(recordings.len(), 1, "the slave connected more than once");
+    if recordings.len() > 1 {
+        return Err(recordings.len());
+    }
     let c = Capture::from_recording(&recordings[0]);
     // The Java slave records an epoch each time a frame's label changes, nothing more: the chunk
     // that ends epoch 1 is labelled epoch 2 (doc §1), so it has epoch 1 only if a heartbeat
@@ -481,7 +499,7 @@ fn capture(h: &Harness) -> Capture {
     }
     assert_eq!(learned, labels, "the fresh Java slave's epochs are not the labels it received");
     eprintln!("capture: the fresh slave recorded {learned:?}; its master has {:?}", epochs(&second));
-    c
+    Ok(c)
 }
 
 #[test]
@@ -556,8 +574,10 @@ fn a_java_master_that_lost_leadership_truncates_its_divergent_tail_and_follows_t
     assert_same_segments(adir.path(), bdir.path(), SEG, 0, u64_of(&sb, "confirmOffset"));
 
     // On the wire: B's handshake reply names both epochs, and A's first ack is the cut point.
+    // Under load the Java slave sometimes drops its first connection right after the handshake
+    // and its first ack, and reconnects: the end and the heartbeat then come on the last one.
     let rec = relay.until("A's ack of B's end and a heartbeat", |r| {
-        r.first().map(Capture::from_recording).is_some_and(|c| {
+        r.last().map(Capture::from_recording).is_some_and(|c| {
             let acked = c.slave().iter().any(|f| f.1 == SlaveFrame::Ack { max_offset: end as i64 });
             let heartbeat = c.master().iter().any(
                 |f| matches!(&f.1, MasterFrame::Transfer { body, offset, .. } if body.is_empty() && *offset == end as i64),
@@ -586,6 +606,18 @@ fn a_java_master_that_lost_leadership_truncates_its_divergent_tail_and_follows_t
             epochs: vec![(1, 0), (2, replicated as i64)]
         }
     );
+    if rec.len() > 1 {
+        eprintln!(
+            "rejoin: the Java slave reconnected ({} connections); its first connection's handshake and \
+             first ack were checked, the whole conversation is compared with the fixtures only when it \
+             keeps one connection",
+            rec.len()
+        );
+        drop(relay);
+        a.shutdown();
+        b.shutdown();
+        return;
+    }
     observe("rejoin", &rec[0], diverged, replicated);
     check_layouts(&c, Expect { broker_id: 1, first_ack: replicated as i64 });
     if regenerate() {

@@ -309,9 +309,21 @@ fn java_scenario(line: ClientLine, orderly: bool, test: &str) {
     let after = pulled.len() - before.len();
     assert_eq!(after as u64, PER_MODE, "the lite pull consumer got every batch message");
     if line == CLIENT_4 {
-        assert_eq!(before.len(), 4, "4.9.7: one message before the time per queue: {before:?}");
+        // Each queue starts one early, except that 4.9.7 answers 0 (the queue's start) when its
+        // binary search cannot read a probed message's store time (ConsumeQueue
+        // .getOffsetInQueueByTime), which happens now and then under load.
+        let mut per_queue: BTreeMap<u64, Vec<&Value>> = BTreeMap::new();
         for v in &before {
-            assert_eq!(first_per_queue[&v["queue"].as_u64().unwrap()], **v, "4.9.7 starts one early");
+            per_queue.entry(v["queue"].as_u64().unwrap()).or_default().push(v);
+        }
+        assert_eq!(per_queue.len(), 4, "4.9.7: each queue starts before the time: {before:?}");
+        for (queue, early) in &per_queue {
+            let first = first_per_queue[queue];
+            assert_eq!(early[0], first, "4.9.7 starts queue {queue} before the time");
+            assert!(
+                early.len() == 1 || first["queueOffset"] == 0,
+                "4.9.7 starts queue {queue} one early or at its start: {early:?}"
+            );
         }
     } else {
         assert!(before.is_empty(), "5.x: nothing stored before the time: {before:?}");
