@@ -154,6 +154,8 @@ pub struct BrokerSettings {
     pub broker_name: String,
     /// logship `replicaNames`: `NAME@IP` entries naming the slaves a master expects, so that a
     /// replica keeps its name (in `/status`, `/metrics`) across reconnects and while it is away.
+    /// An IP may carry several names (slaves on one host): its connections take them in
+    /// turn, oldest first.
     pub replica_names: Vec<(String, IpAddr)>,
     /// The store's integrity and disk keys (see [`StoreKeys`]).
     pub store: StoreKeys,
@@ -1862,8 +1864,9 @@ fn replica_names(key: &str, v: &str) -> Result<Vec<(String, IpAddr)>, BrokerConf
         let Some((name, ip)) = parsed else {
             return Err(invalid(key, v, "NAME@IP entries separated by ',', e.g. broker-a-s1@10.0.0.2"));
         };
-        if out.iter().any(|(n, i)| *n == name || *i == ip) {
-            return Err(invalid(key, v, "each name and each IP at most once"));
+        // Several names may share an IP: slaves on one host, told apart by count.
+        if out.iter().any(|(n, _)| *n == name) {
+            return Err(invalid(key, v, "each name at most once"));
         }
         out.push((name, ip));
     }
@@ -2411,6 +2414,8 @@ mod tests {
                 ("broker-a-s2".into(), "10.0.0.3".parse().unwrap())
             ]
         );
+        let s = load_text("replicaNames=s1@127.0.0.1, s2@127.0.0.1\n").unwrap().settings;
+        assert_eq!(s.replica_names.len(), 2, "two slaves on one host");
         for bad in ["s1", "s1@nohost", "@10.0.0.2", "a@10.0.0.2,a@10.0.0.3", "a b@10.0.0.2"] {
             let err = load_text(&format!("replicaNames={bad}\n")).unwrap_err();
             assert!(err.to_string().contains("replicaNames"), "{bad}: {err}");

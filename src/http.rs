@@ -11,6 +11,7 @@
 //! | `POST /ha/changeToMaster` | controller mode: become master at an epoch (`roles`) |
 //! | `POST /ha/changeToSlave` | controller mode: follow a master at an epoch (`roles`) |
 //! | `POST /ha/setSyncStateSet` | controller mode, on a master: apply a sync-state-set at an epoch |
+//! | `POST /ha/forgetReplica` | on a master: stop expecting a replica that is away (`{"replica": NAME}`) |
 //!
 //! The admin calls (`/ha/*`) need `httpAuthToken` configured (403 without one: anybody who
 //! reaches the port could otherwise demote a master) and answer 409 for an epoch that cannot
@@ -229,6 +230,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/ha/changeToMaster", post(change_to_master))
         .route("/ha/changeToSlave", post(change_to_slave))
         .route("/ha/setSyncStateSet", post(set_sync_state_set))
+        .route("/ha/forgetReplica", post(forget_replica))
         .layer(axum::middleware::from_fn_with_state(broker.clone(), authenticate))
         // The status page is static and holds no data: it asks `/status`, with the token.
         .route("/", get(crate::status_page::page))
@@ -854,14 +856,14 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
         }
         Node::Master(master) => {
             let s = master.status().await?;
-            broker.metrics.observe_master(&s, store.disk_used_ratio);
-            let live: Vec<SocketAddr> = s.slaves.iter().map(|l| l.address).collect();
+            let replicas = broker.metrics.observe_master(&s, store.disk_used_ratio);
             let slaves: Vec<Value> = s
                 .slaves
                 .iter()
-                .map(|l| {
+                .zip(&replicas.names)
+                .map(|(l, name)| {
                     json!({
-                        "name": broker.metrics.replica_name(l.address, &live).0,
+                        "name": name,
                         "bytesSent": l.bytes_sent,
                         "address": l.address.to_string(),
                         "ackOffset": l.ack,
@@ -902,8 +904,10 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
                 "replicatedOffset": s.replicated_offset,
                 "pendingWaits": s.pending_waits,
                 "slaves": slaves,
-                "absentReplicas": crate::status_cmd::absent_json(&broker.metrics.absent_replicas(&live)),
-                "replicasExpected": broker.metrics.replicas_expected(),
+                "absentReplicas": crate::status_cmd::absent_json(&replicas.absent),
+                "replicasExpected": replicas.expected,
+                "replicasInSync": replicas.in_sync,
+                "underReplicated": replicas.under_replicated(),
                 "bytesReplicated": s.bytes_replicated,
                 "fence": s.fence.as_ref().map(ToString::to_string),
                 "haTrust": ha_trust_json(&broker.settings),
@@ -1026,6 +1030,11 @@ async fn admin_request<T: serde::de::DeserializeOwned>(broker: &Broker, body: Bo
     if broker.roles.is_none() {
         return Err(error(StatusCode::CONFLICT, crate::roles::RoleError::NotControllerMode.to_string()));
     }
+    admin_body(broker, body).await
+}
+
+/// Reads an admin call's JSON body as `T`, once its token is checked.
+async fn admin_body<T: serde::de::DeserializeOwned>(broker: &Broker, body: Body) -> Result<T, Response> {
     let read =
         tokio::time::timeout(broker.settings.http.body_timeout, axum::body::to_bytes(body, ADMIN_BODY_LIMIT));
     let bytes = match read.await {
@@ -1179,6 +1188,47 @@ async fn set_sync_state_set(State(broker): State<Arc<Broker>>, body: Body) -> Re
             };
             error(code, e.to_string())
         }
+    }
+}
+
+/// `POST /ha/forgetReplica` `{"replica": NAME}`: a master stops expecting a replica that went
+/// away (it was retired), so that it leaves `absentReplicas`, its series leave the metrics and
+/// `replicasExpected` drops by one. Needs `httpAuthToken` (403 without); 404 for a name not
+/// remembered, 409 for a replica connected now, one `replicaNames` gives, or a broker that is
+/// not a master.
+async fn forget_replica(State(broker): State<Arc<Broker>>, body: Body) -> Response {
+    use crate::metrics::ForgetRefused;
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct ForgetRequest {
+        replica: String,
+    }
+    if broker.settings.http.auth_token.is_none() {
+        return error(
+            StatusCode::FORBIDDEN,
+            "forgetting a replica needs httpAuthToken (or httpAuthTokenFile): without one anybody who \
+             reaches the HTTP port could hide an away replica",
+        );
+    }
+    let request: ForgetRequest = match admin_body(&broker, body).await {
+        Ok(request) => request,
+        Err(r) => return r,
+    };
+    let Node::Master(master) = broker.node() else {
+        return error(StatusCode::CONFLICT, "this broker is not a master: only a master expects replicas");
+    };
+    let Some(s) = master.status().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "the replication service has stopped");
+    };
+    let live = broker.metrics.replica_names(&s.slaves);
+    match broker.metrics.forget(&request.replica, &live) {
+        Ok(()) => {
+            tracing::info!(replica = %request.replica, "forgot an away replica: it is no longer expected");
+            Json(json!({ "forgotten": request.replica, "replicasExpected": broker.metrics.replicas_expected() }))
+                .into_response()
+        }
+        Err(e @ ForgetRefused::Unknown(_)) => error(StatusCode::NOT_FOUND, e.to_string()),
+        Err(e) => error(StatusCode::CONFLICT, e.to_string()),
     }
 }
 

@@ -304,3 +304,145 @@ fn a_configuration_file_above_1_mib_is_refused_naming_the_cap() {
     let err = refused_config(&big, &dir.path().join("b"));
     assert!(err.contains("big.conf") && err.contains("1 MiB"), "{err}");
 }
+
+const FORGET_TOKEN: &str = "operator-token-0123456789";
+
+/// A master with two slaves on one host and neither `totalReplicas` nor `replicaNames`: a
+/// slave stopped with SIGTERM stays in `/status`, `logship status` and the metrics as away,
+/// the counts never read "N of M" with N > M, and it leaves only when an operator forgets it
+/// (`logship status --forget`, `POST /ha/forgetReplica`).
+#[test]
+fn a_stopped_slave_stays_away_until_an_operator_forgets_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let token = format!("httpAuthToken={FORGET_TOKEN}");
+    let master =
+        Broker::start("master", &dir.path().join("m"), process::free_port_pair(), &["--set", &token]);
+    let slave = |name: &str| {
+        Broker::start(
+            "slave",
+            &dir.path().join(name),
+            process::free_port_pair(),
+            &["--master", &master.ha_addr()],
+        )
+    };
+    let _s1 = slave("s1");
+    let mut s2 = slave("s2");
+    eventually("both slaves to be in sync", || {
+        master.status()["slaves"]
+            .as_array()
+            .is_some_and(|s| s.len() == 2 && s.iter().all(|r| r["inSync"] == true))
+    });
+    assert_eq!(master.put("one"), 200);
+    let metrics = || master.get_text("/metrics", None).2;
+    let text = metrics();
+    assert_eq!(sample(&text, "logship_replicas_expected{"), Some(3.0), "{text}");
+    assert_eq!(sample(&text, "logship_replicas_in_sync{"), Some(3.0), "{text}");
+    assert_eq!(sample(&text, "logship_under_replicated{"), Some(0.0), "{text}");
+    let status = master.status();
+    assert_eq!(status["replicasExpected"], 3, "{status}");
+    assert_eq!(status["replicasInSync"], 3, "{status}");
+    let broker = master.http_addr();
+    let (code, out, err) = logship_status(&["--broker", &broker, "--token", FORGET_TOKEN]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    s2.terminate();
+    eventually("the master to see one slave", || {
+        master.status()["slaves"].as_array().is_some_and(|s| s.len() == 1)
+    });
+    let status = master.status();
+    let away = status["absentReplicas"].as_array().cloned().unwrap_or_default();
+    assert_eq!(away.len(), 1, "the stopped slave is away: {status}");
+    let name = away[0]["name"].as_str().unwrap().to_string();
+    assert!(away[0]["awaySeconds"].is_number(), "{status}");
+    assert_eq!(status["replicasExpected"], 3, "{status}");
+    assert_eq!(status["replicasInSync"], 2, "{status}");
+    assert_eq!(status["underReplicated"], true, "{status}");
+    let text = metrics();
+    assert_eq!(sample(&text, "logship_replicas_expected{"), Some(3.0), "{text}");
+    assert_eq!(sample(&text, "logship_replicas_in_sync{"), Some(2.0), "{text}");
+    assert_eq!(sample(&text, "logship_under_replicated{"), Some(1.0), "{text}");
+    let series = |text: &str| {
+        let tag = format!("replica=\"{name}\"");
+        text.lines().find(|l| l.starts_with("logship_slave_in_sync{") && l.contains(&tag)).map(str::to_string)
+    };
+    assert!(series(&text).is_some_and(|l| l.ends_with(" 0")), "{text}");
+    let (code, out, _) = logship_status(&["--broker", &broker, "--token", FORGET_TOKEN]);
+    assert_eq!(code, 1, "WARNING: {out}");
+    assert!(out.contains(&format!("replica {name} not connected")), "{out}");
+    assert!(out.contains("under-replicated: 2 of 3"), "{out}");
+
+    // Forgetting needs the token, and names a replica that is away.
+    let (code, body) = json_post(&broker, "/ha/forgetReplica", None, &format!(r#"{{"replica":"{name}"}}"#));
+    assert_eq!(code, 401, "{body}");
+    let (code, body) =
+        json_post(&broker, "/ha/forgetReplica", Some(FORGET_TOKEN), r#"{"replica":"no-such-replica"}"#);
+    assert_eq!(code, 404, "{body}");
+    assert!(body["error"].as_str().unwrap().contains("no-such-replica"), "{body}");
+    let live = status["slaves"][0]["name"].as_str().unwrap();
+    let (code, body) =
+        json_post(&broker, "/ha/forgetReplica", Some(FORGET_TOKEN), &format!(r#"{{"replica":"{live}"}}"#));
+    assert_eq!(code, 409, "a connected replica cannot be forgotten: {body}");
+
+    let (code, out, err) = logship_status(&["--broker", &broker, "--token", FORGET_TOKEN, "--forget", &name]);
+    assert!(out.contains(&format!("forgot replica {name}")), "{out}{err}");
+    assert_eq!(code, 0, "{out}{err}");
+    let status = master.status();
+    assert_eq!(status["absentReplicas"], serde_json::json!([]), "{status}");
+    assert_eq!(status["replicasExpected"], 2, "{status}");
+    let text = metrics();
+    assert_eq!(sample(&text, "logship_replicas_expected{"), Some(2.0), "{text}");
+    assert_eq!(sample(&text, "logship_under_replicated{"), Some(0.0), "{text}");
+    assert_eq!(series(&text), None, "a forgotten replica has no series: {text}");
+}
+
+/// Two slaves on one host named in `replicaNames`: both are expected, and each is reported by
+/// name.
+#[test]
+fn replica_names_can_name_two_slaves_on_one_host() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = Broker::start(
+        "master",
+        &dir.path().join("m"),
+        process::free_port_pair(),
+        &["--set", "replicaNames=broker-a-s1@127.0.0.1, broker-a-s2@127.0.0.1"],
+    );
+    let status = master.status();
+    assert_eq!(status["replicasExpected"], 3, "{status}");
+    let away: Vec<&str> =
+        status["absentReplicas"].as_array().unwrap().iter().filter_map(|a| a["name"].as_str()).collect();
+    assert_eq!(away, ["broker-a-s1", "broker-a-s2"], "{status}");
+    let _s1 = Broker::start(
+        "slave",
+        &dir.path().join("s1"),
+        process::free_port_pair(),
+        &["--master", &master.ha_addr()],
+    );
+    let _s2 = Broker::start(
+        "slave",
+        &dir.path().join("s2"),
+        process::free_port_pair(),
+        &["--master", &master.ha_addr()],
+    );
+    eventually("both named slaves to be in sync", || {
+        let s = master.status();
+        let mut names: Vec<String> = s["slaves"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["inSync"] == true)
+            .filter_map(|r| r["name"].as_str().map(str::to_string))
+            .collect();
+        names.sort();
+        names == ["broker-a-s1", "broker-a-s2"] && s["absentReplicas"] == serde_json::json!([])
+    });
+}
+
+/// `POST path` on `broker` with a JSON body and an optional bearer token.
+fn json_post(broker: &str, path: &str, token: Option<&str>, body: &str) -> (u16, serde_json::Value) {
+    let mut request =
+        process::agent().post(format!("http://{broker}{path}")).header("Content-Type", "application/json");
+    if let Some(t) = token {
+        request = request.header("Authorization", &format!("Bearer {t}"));
+    }
+    process::json_reply(request.send(body.as_bytes()).unwrap())
+}
