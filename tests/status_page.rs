@@ -242,3 +242,34 @@ fn status_page_keeps_a_stopped_slave_away_and_colours_under_replication() {
     assert!(rows.as_str().unwrap().contains("not connected"), "{rows}");
     save(&browser.screenshot(), "status-page-under-replicated.png");
 }
+
+const TOKEN: &str = "status-page-token-0123456789";
+
+/// The page opened at `/#token=…` on a broker with `httpAuthToken` keeps the token for the tab,
+/// drops it from the address and renders (the page once shadowed `window.history`, so that
+/// every refresh threw `history.replaceState is not a function`).
+#[test]
+fn status_page_opened_with_a_token_in_the_address_renders() {
+    if !have("chromium", "status_page_opened_with_a_token_in_the_address_renders") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let token = format!("httpAuthToken={TOKEN}");
+    let master =
+        Broker::start("master", &dir.path().join("m"), process::free_port_pair(), &["--set", &token]);
+    let mut browser = Browser::open(&master.url(&format!("/?every=200#token={TOKEN}")));
+    let state = "({ role: document.body.dataset.role || null, hash: location.hash, \
+                 error: document.getElementById('error').hidden ? null : document.getElementById('error').innerText, \
+                 token: sessionStorage.getItem('logshipToken') })";
+    // Two refreshes at least: the first reads the token from the address, the next from the tab.
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    eventually("the page to render or fail", || {
+        let s = browser.eval(state);
+        s["role"].is_string() || s["error"].is_string()
+    });
+    let s = browser.eval(state);
+    assert_eq!(s["error"], Value::Null, "no error: {s}");
+    assert_eq!(s["role"], "ASYNC_MASTER", "{s}");
+    assert_eq!(s["hash"], "", "the token leaves the address: {s}");
+    assert_eq!(s["token"], TOKEN, "{s}");
+}
