@@ -326,7 +326,7 @@ impl Metrics {
         );
         registry.register(
             "append_failures",
-            "Replicated bytes the slave refused to store (slave)",
+            "Connections on which the slave refused to store replicated bytes (slave)",
             append_failures.clone(),
         );
         let (master_epoch, confirm_offset, epoch_entries) =

@@ -100,7 +100,9 @@ pub fn assess(status: &Value) -> (Health, Vec<String>) {
     if role == "SLAVE" {
         let m = &status["master"];
         let state = m["state"].as_str().unwrap_or("UNKNOWN");
-        if state != "STREAMING" {
+        if let Some(cause) = m["appendError"].as_str() {
+            worse(Health::Critical, format!("cannot store what the master sends: {cause}"), &mut why);
+        } else if state != "STREAMING" {
             worse(Health::Critical, format!("not streaming from the master ({state})"), &mut why);
         } else if m["inSync"] != Value::Bool(true) {
             let lag = m["lagBytes"].as_u64().unwrap_or(0);
@@ -425,5 +427,10 @@ mod tests {
         assert_eq!(assess(&behind).0, Health::Warning);
         let down = json!({"role": "SLAVE", "master": {"state": "CONNECTING", "inSync": false}});
         assert_eq!(assess(&down).0, Health::Critical);
+        let refused = json!({"role": "SLAVE", "master": {"state": "DISCONNECTED", "inSync": false,
+            "appendError": "segment size mismatch at offset 5: set mappedFileSizeCommitLog=1048576"}});
+        let (h, why) = assess(&refused);
+        assert_eq!(h, Health::Critical);
+        assert!(why[0].contains("mappedFileSizeCommitLog=1048576"), "the cause, not only the state: {why:?}");
     }
 }

@@ -446,3 +446,50 @@ fn json_post(broker: &str, path: &str, token: Option<&str>, body: &str) -> (u16,
     }
     process::json_reply(request.send(body.as_bytes()).unwrap())
 }
+
+/// A slave whose `mappedFileSizeCommitLog` differs from its master's: each retry logs one
+/// ERROR naming the key, both sizes and the fix, and `/status` and `logship status` give the
+/// same cause.
+#[test]
+fn a_segment_size_mismatch_names_the_key_both_sizes_and_the_fix_once_per_retry() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = Broker::start("master", &dir.path().join("m"), process::free_port_pair(), &[]);
+    let slave = Broker::start(
+        "slave",
+        &dir.path().join("s"),
+        process::free_port_pair(),
+        &["--master", &master.ha_addr(), "--set", "mappedFileSizeCommitLog=2097152"],
+    );
+    let body = vec![b'y'; 64 * 1024];
+    for _ in 0..20 {
+        assert_eq!(master.post("/topics/OpsTopic/messages", &body).0, 200);
+    }
+    eventually("two retries", || slave.status()["master"]["appendFailures"].as_u64() >= Some(2));
+    let status = slave.status();
+    let failures = status["master"]["appendFailures"].as_u64().unwrap();
+    let cause = status["master"]["appendError"].as_str().unwrap_or("").to_string();
+    for part in
+        ["mappedFileSizeCommitLog", "2097152", "1048576", "one record", "set mappedFileSizeCommitLog=1048576"]
+    {
+        assert!(cause.contains(part), "/status names {part:?}: {cause}");
+    }
+    assert!(!cause.contains("mapped_file_size_commit_log"), "{cause}");
+    assert!(!cause.contains("segment ends"), "{cause}");
+    eventually("the slave to log each failure", || {
+        process::strip_ansi(&slave.log()).lines().filter(|l| l.contains(" ERROR ")).count() as u64 >= failures
+    });
+    let later = slave.status()["master"]["appendFailures"].as_u64().unwrap();
+    let log = process::strip_ansi(&slave.log());
+    let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
+    assert!(errors.len() as u64 <= later + 1, "one ERROR per retry ({later} retries):\n{log}");
+    assert!(
+        errors.iter().all(|l| l.contains("mappedFileSizeCommitLog=1048576")),
+        "each names the fix:\n{log}"
+    );
+    let warns = log.lines().filter(|l| l.contains(" WARN ") && l.contains("segment")).count();
+    assert_eq!(warns, 0, "no WARN repeating the cause:\n{log}");
+
+    let (code, out, err) = logship_status(&["--broker", &slave.http_addr()]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(out.contains("mappedFileSizeCommitLog=1048576"), "the CLI gives the cause: {out}");
+}

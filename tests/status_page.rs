@@ -273,3 +273,32 @@ fn status_page_opened_with_a_token_in_the_address_renders() {
     assert_eq!(s["hash"], "", "the token leaves the address: {s}");
     assert_eq!(s["token"], TOKEN, "{s}");
 }
+
+/// A slave that cannot store what its master sends (its mappedFileSizeCommitLog differs) shows
+/// the cause on its page, as `/status` and `logship status` give it.
+#[test]
+fn status_page_of_a_slave_gives_the_cause_it_cannot_replicate() {
+    if !have("chromium", "status_page_of_a_slave_gives_the_cause_it_cannot_replicate") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let master = Broker::start("master", &dir.path().join("m"), process::free_port_pair(), &[]);
+    let slave = Broker::start(
+        "slave",
+        &dir.path().join("s"),
+        process::free_port_pair(),
+        &["--master", &master.ha_addr(), "--set", "mappedFileSizeCommitLog=2097152"],
+    );
+    let body = vec![b'y'; 64 * 1024];
+    for _ in 0..20 {
+        assert_eq!(master.post("/topics/OpsTopic/messages", &body).0, 200);
+    }
+    let mut browser = Browser::open(&slave.url("/?every=200"));
+    eventually("the slave's page to give the cause", || {
+        browser
+            .eval("document.getElementById('fence').innerText")
+            .as_str()
+            .is_some_and(|t| t.contains("set mappedFileSizeCommitLog=1048576"))
+    });
+    assert_eq!(browser.eval("document.getElementById('fence').className"), "fence active");
+}

@@ -287,7 +287,7 @@ impl Slave {
             SlaveInput::AppendFailed { end } => {
                 self.unanswered = self.unanswered.saturating_sub(1);
                 self.doomed = self.unanswered;
-                warn!(end, "append failed");
+                debug!(end, "append failed");
                 self.end = end;
                 self.append_end = end;
                 self.close(CloseReason::StoreFailed);

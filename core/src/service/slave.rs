@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::time::Instant;
 
 use bytes::Bytes;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::*;
 use crate::config::CoreConfigError;
@@ -45,6 +45,9 @@ pub struct SlaveDriver<L> {
     caught_up_at: Instant,
     append_error: Option<String>,
     append_failures: u64,
+    /// Whether an append failed on this connection: the appends already handed out after it
+    /// fail too, as a consequence, and are neither logged nor counted again.
+    failed_on_conn: bool,
 }
 
 impl<L: LogWrite> SlaveDriver<L> {
@@ -74,6 +77,7 @@ impl<L: LogWrite> SlaveDriver<L> {
             caught_up_at: now,
             append_error: None,
             append_failures: 0,
+            failed_on_conn: false,
         })
     }
 
@@ -104,8 +108,12 @@ impl<L: LogWrite> SlaveDriver<L> {
                 SlaveOutput::Event(_) => {}
                 SlaveOutput::Append { offset, data } => {
                     let result = self.log.append_at(offset, &data);
-                    if let Err(e) = &result {
-                        error!(%e, offset, len = data.len(), "append failed");
+                    match &result {
+                        Err(e) if !self.failed_on_conn => {
+                            error!(error = %e, offset, len = data.len(), "append failed");
+                        }
+                        Err(e) => debug!(error = %e, offset, "a later append failed after it"),
+                        Ok(_) => {}
                     }
                     self.appended(now, result);
                 }
@@ -158,8 +166,12 @@ impl<L: LogWrite> SlaveDriver<L> {
                 self.feed(now, SlaveInput::Appended { end });
             }
             Err(e) => {
-                self.append_error = Some(e.to_string());
-                self.append_failures += 1;
+                // The first failure on a connection is the cause; the rest follow from it.
+                if !self.failed_on_conn {
+                    self.append_error = Some(e.to_string());
+                    self.append_failures += 1;
+                    self.failed_on_conn = true;
+                }
                 let end = self.log.bounds().max;
                 self.feed(now, SlaveInput::AppendFailed { end });
             }
@@ -170,6 +182,7 @@ impl<L: LogWrite> SlaveDriver<L> {
     /// the `conn` field of the current tracing span, when the span declares one.
     pub fn connected(&mut self, now: Instant) {
         self.connections += 1;
+        self.failed_on_conn = false;
         tracing::Span::current().record("conn", self.connections);
         self.feed(now, SlaveInput::Connected);
     }
