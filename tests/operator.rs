@@ -493,3 +493,27 @@ fn a_segment_size_mismatch_names_the_key_both_sizes_and_the_fix_once_per_retry()
     assert_eq!(code, 2, "{out}{err}");
     assert!(out.contains("mappedFileSizeCommitLog=1048576"), "the CLI gives the cause: {out}");
 }
+
+/// A slave pointed at its master's HTTP port or remoting port (listenPort) instead of
+/// haListenPort says which port it reached and to use haListenPort, not that a push frame is
+/// too large.
+#[test]
+fn a_slave_pointed_at_the_http_or_remoting_port_says_to_use_ha_listen_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let master = Broker::start("master", &dir.path().join("m"), process::free_port_pair(), &[]);
+    for (name, address, says) in [
+        ("http", master.http_addr(), "an HTTP port"),
+        ("remoting", master.remoting_addr().to_string(), "a RocketMQ remoting port"),
+    ] {
+        let slave = Broker::start(
+            "slave",
+            &dir.path().join(name),
+            process::free_port_pair(),
+            &["--master", &address],
+        );
+        let log = process::strip_ansi(&slave.log_until("haListenPort"));
+        let line = log.lines().find(|l| l.contains("haListenPort")).unwrap();
+        assert!(line.contains(says) && line.contains(&address), "{name}: {line}");
+        assert!(!log.contains("exceeds the limit"), "{name}:\n{log}");
+    }
+}
