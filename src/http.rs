@@ -24,7 +24,8 @@
 //! Put status codes: 200 `PUT_OK`; 504 `FLUSH_SLAVE_TIMEOUT` / `FLUSH_DISK_TIMEOUT` (stored on
 //! the master, the wait timed out); 502 `SLAVE_NOT_AVAILABLE` / `IN_SYNC_REPLICAS_NOT_ENOUGH`
 //! (stored on the master, no slave could take it in time); 503 `SERVICE_NOT_AVAILABLE` (not
-//! stored: a slave, a full disk, shutting down, or `httpMaxInFlightBytes` in use); 400 for a bad
+//! stored: a slave, a full disk, a fenced master, shutting down, or `httpMaxInFlightBytes` in
+//! use; `error` gives the disk's or the fence's reason); 400 for a bad
 //! request or `MESSAGE_ILLEGAL` / `PROPERTIES_SIZE_EXCEEDED` (not stored); 408 for a body not
 //! complete within `httpBodyTimeout`; 413 for a body above `maxMessageSize`; 500 `UNKNOWN_ERROR`.
 //! Every put response carries `status` and `stored`.
@@ -409,6 +410,8 @@ async fn put_message(
     if result.status == PutStatus::ServiceNotAvailable {
         if let Some(e) = broker.store.write_refusal() {
             body["error"] = json!(e.to_string());
+        } else if let Some(fence) = master_fence(&broker).await {
+            body["error"] = json!(format!("the master is fenced and refuses puts: {fence}"));
         }
     }
     if let Some(crate::roles::Role::Master { epoch }) = role_before {
@@ -755,6 +758,12 @@ impl http_body::Body for HeldBody {
     fn size_hint(&self) -> http_body::SizeHint {
         http_body::SizeHint::with_exact(self.bytes.as_ref().map_or(0, |b| b.len() as u64))
     }
+}
+
+/// The fence a master refuses puts behind, if it is a master and fenced.
+async fn master_fence(broker: &Broker) -> Option<String> {
+    let Node::Master(master) = broker.node() else { return None };
+    master.status().await?.fence.as_ref().map(ToString::to_string)
 }
 
 async fn status(State(broker): State<Arc<Broker>>) -> Response {

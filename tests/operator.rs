@@ -517,3 +517,25 @@ fn a_slave_pointed_at_the_http_or_remoting_port_says_to_use_ha_listen_port() {
         assert!(!log.contains("exceeds the limit"), "{name}:\n{log}");
     }
 }
+
+/// A put refused because the master is fenced (here: restarted after a crash, waiting for its
+/// replica) answers 503 with the fence's reason.
+#[test]
+fn a_fenced_put_answers_503_with_the_fences_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut master = Broker::start(
+        "master",
+        &dir.path().join("m"),
+        process::free_port_pair(),
+        &["--set", "totalReplicas=2", "--set", "haReplicaAllowList=127.0.0.1"],
+    );
+    assert_eq!(master.put("before the crash"), 200);
+    master.restart();
+    let fence =
+        master.status()["fence"].as_str().unwrap_or_else(|| panic!("fenced after a crash")).to_string();
+    let (code, body) = master.post("/topics/OpsTopic/messages", b"refused");
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(body["status"], "SERVICE_NOT_AVAILABLE", "{body}");
+    let error = body["error"].as_str().unwrap_or_else(|| panic!("a reason: {body}"));
+    assert!(error.contains(&fence), "the fence's reason {fence:?}: {error}");
+}
