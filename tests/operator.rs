@@ -539,3 +539,55 @@ fn a_fenced_put_answers_503_with_the_fences_reason() {
     let error = body["error"].as_str().unwrap_or_else(|| panic!("a reason: {body}"));
     assert!(error.contains(&fence), "the fence's reason {fence:?}: {error}");
 }
+
+/// Starts `logship master` on `store` with `extra` arguments and expects it to refuse to start;
+/// its stderr.
+fn refused_start(store: &std::path::Path, extra: &[&str]) -> String {
+    let mut child = Command::new(process::BIN)
+        .args([
+            "master",
+            "--store",
+            &store.display().to_string(),
+            "--listen-port",
+            "0",
+            "--ha-listen-port",
+            "0",
+        ])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = process::capture_stderr(&mut child);
+    let status = process::wait_exit(&mut child);
+    if status.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let err = process::strip_ansi(&stderr.lock().unwrap().clone());
+    assert!(status.is_some_and(|s| !s.success()), "refused to start: {err}");
+    err
+}
+
+/// A second broker on a store another one runs on names the lock holder's PID.
+#[test]
+fn a_second_broker_on_one_store_names_the_lock_holders_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("m");
+    let first = Broker::start("master", &store, process::free_port_pair(), &[]);
+    let err = refused_start(&store, &[]);
+    let pid = format!("PID {}", first.child.id());
+    assert!(err.contains(&pid) && err.contains("storePathRootDir"), "names {pid}: {err}");
+}
+
+/// A store that cannot be created or written names storePathRootDir. (Tests run as root here,
+/// where permissions stop nothing: a path below a regular file fails for everybody.)
+#[test]
+fn an_unwritable_store_names_store_path_root_dir() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let store = file.join("store");
+    let err = refused_start(&store, &[]);
+    assert!(err.contains("storePathRootDir") && err.contains(&store.display().to_string()), "{err}");
+}

@@ -47,10 +47,18 @@ pub enum StoreError {
     },
 
     /// Another process (or another handle in this process) has the store open.
-    #[error("store {path} is locked by another process or handle")]
+    #[error(
+        "store {path} is locked by {}",
+        match holder {
+            Some(pid) => format!("another process (PID {pid}, as the lock file records) or handle"),
+            None => "another process or handle (the lock file records no PID: a RocketMQ broker?)".to_string(),
+        }
+    )]
     Locked {
         /// The lock file.
         path: PathBuf,
+        /// The PID the lock file records: the holder's, when it is a logship store.
+        holder: Option<u32>,
     },
 
     /// A segment or consume-queue file does not have the configured size.

@@ -483,9 +483,20 @@ fn lock_store(root: &Path, config: &StoreConfig) -> Result<(PathBuf, Arc<File>),
         .open(&lock_path)
         .at(&lock_path)?;
     if !mmap::try_lock_exclusive(&lock_file).at(&lock_path)? {
-        return Err(StoreError::Locked { path: lock_path });
+        // The holder wrote its PID when it took the lock; a RocketMQ broker writes "lock".
+        let holder = fs::read_to_string(&lock_path).ok().and_then(|t| t.trim().parse::<u32>().ok());
+        return Err(StoreError::Locked { path: lock_path, holder });
     }
+    record_holder(&lock_file).at(&lock_path)?;
     Ok((commitlog_dir, Arc::new(lock_file)))
+}
+
+/// Writes this process's PID into the lock file it holds, for a second opener's error.
+fn record_holder(mut lock_file: &File) -> std::io::Result<()> {
+    use std::io::{Seek, Write};
+    lock_file.set_len(0)?;
+    lock_file.seek(std::io::SeekFrom::Start(0))?;
+    writeln!(lock_file, "{}", std::process::id())
 }
 
 /// Maps every segment in the commit-log directory, oldest first.
