@@ -1050,6 +1050,19 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, BrokerConfigError>
     Ok(Loaded { settings, warnings })
 }
 
+/// Where a setting's origin comes in the order the operator wrote the settings: defaults,
+/// then a file's lines (`path:line`), then the command line.
+fn origin_order(origin: &str) -> (u8, u64) {
+    match origin {
+        "default" => (0, 0),
+        "command line" => (2, 0),
+        _ => match origin.rsplit_once(':').and_then(|(_, line)| line.parse::<u64>().ok()) {
+            Some(line) => (1, line),
+            None => (3, 0),
+        },
+    }
+}
+
 /// The settings from `raw`; warnings go to `warnings` as they are found, so that those found
 /// before an error can be shown with it.
 fn build(
@@ -1078,7 +1091,11 @@ fn build(
     };
     let mut etcd = EtcdKeys::default();
     let mut etcd_security = EtcdSecurityKeys::default();
-    for (key, Setting { value, origin }) in raw {
+    // In the order the operator wrote them: defaults, then each file by line, then the
+    // command line, so that warnings (and the first error) follow the file.
+    let mut entries: Vec<(&String, &Setting)> = raw.iter().collect();
+    entries.sort_by_key(|(_, setting)| origin_order(&setting.origin));
+    for (key, Setting { value, origin }) in entries {
         let v = value.trim();
         if BOOLEAN_KEYS.contains(&key.as_str()) {
             if let Some(w) = boolean_warning(key, v, origin) {
@@ -2402,6 +2419,15 @@ mod tests {
         let err = load_text(text).unwrap_err();
         let shown = err.to_string();
         assert!(shown.contains("haMasterAddress") && shown.contains("--master"), "{shown}");
+    }
+
+    #[test]
+    fn config_warnings_come_in_line_order() {
+        let loaded =
+            load_text("zzUnknownKey=1\nuseReentrantLockWhenPutMessage=true\naaUnknownKey=2\n").unwrap();
+        let lines: Vec<&str> =
+            loaded.warnings.iter().map(|w| w.split(':').nth(1).unwrap_or("").trim_start()).collect();
+        assert_eq!(lines[0..3], ["1", "2", "3"], "{:?}", loaded.warnings);
     }
 
     #[test]
