@@ -89,7 +89,8 @@ pub async fn open_store(s: &BrokerSettings) -> anyhow::Result<Arc<CommitLog>> {
         Ok(store) => store,
         Err(e) => {
             let hint = open_hint(&e);
-            return Err(anyhow::Error::new(e).context(format!("cannot open the store at storePathRootDir={shown}{hint}")));
+            return Err(anyhow::Error::new(e)
+                .context(format!("cannot open the store at storePathRootDir={shown}{hint}")));
         }
     };
     Ok(Arc::new(store))

@@ -591,3 +591,60 @@ fn an_unwritable_store_names_store_path_root_dir() {
     let err = refused_start(&store, &[]);
     assert!(err.contains("storePathRootDir") && err.contains(&store.display().to_string()), "{err}");
 }
+
+/// The lines a slave logs for one connection cycle: after 5 reconnects to a master that closes
+/// every connection, and 5 failed connects to a port nobody listens on, no line carries the
+/// `conn` field twice or Rust `Debug` output, and a cycle costs at most 2 lines.
+#[test]
+fn log_lines_stay_readable_after_5_reconnects() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let closing = listener.local_addr().unwrap().to_string();
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(stream);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let slave =
+        Broker::start("slave", &dir.path().join("s"), process::free_port_pair(), &["--master", &closing]);
+    let nobody = format!("127.0.0.1:{}", process::free_port());
+    let refused =
+        Broker::start("slave", &dir.path().join("r"), process::free_port_pair(), &["--master", &nobody]);
+    eventually("6 connections", || accepted.load(std::sync::atomic::Ordering::SeqCst) >= 6);
+    let start_line = "logship ready";
+    let log = process::strip_ansi(&slave.log());
+    if std::env::var_os("SHOW_LOG").is_some() {
+        println!("{log}");
+    }
+    let debug_output = ["Some(", "None", "ConnId(", " { "];
+    for line in log.lines() {
+        assert!(line.matches("conn=").count() <= 1, "the conn field once: {line}");
+        for d in debug_output {
+            assert!(!line.contains(d), "Rust Debug output {d:?}: {line}");
+        }
+        let b = line.as_bytes();
+        let exponent = b
+            .windows(4)
+            .any(|w| w[0].is_ascii_digit() && w[1] == b'e' && w[2] == b'-' && w[3].is_ascii_digit());
+        assert!(!exponent, "a float in Debug's exponent form: {line}");
+    }
+    let after: Vec<&str> = log.lines().skip_while(|l| !l.contains(start_line)).skip(1).collect();
+    let cycles = accepted.load(std::sync::atomic::Ordering::SeqCst);
+    let link: Vec<&&str> = after.iter().filter(|l| l.contains("ha_conn")).collect();
+    assert!(
+        link.len() <= 2 * (cycles + 1),
+        "{} lines for {cycles} connections:\n{}",
+        link.len(),
+        after.join("\n")
+    );
+    // A failed connect costs one line, naming the error as `error`.
+    let log = process::strip_ansi(&refused.log());
+    let attempts = log.lines().filter(|l| l.contains("cannot connect to master")).count();
+    let link = log.lines().filter(|l| l.contains("ha_conn")).count();
+    assert!(attempts >= 4, "{attempts} attempts:\n{log}");
+    assert_eq!(link, attempts, "one line per failed connect:\n{log}");
+    assert!(log.lines().filter(|l| l.contains("cannot connect")).all(|l| l.contains(" error=")), "{log}");
+}

@@ -58,6 +58,19 @@ pub enum RecoveryKind {
     ForeignCrash,
 }
 
+impl RecoveryKind {
+    /// The kind as a log value: `new`, `clean`, `crash`, `foreign_clean`, `foreign_crash`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::Clean => "clean",
+            Self::Crash => "crash",
+            Self::ForeignClean => "foreign_clean",
+            Self::ForeignCrash => "foreign_crash",
+        }
+    }
+}
+
 /// What recovery found and did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -409,7 +422,17 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
     }
     File::create(&abort_path).at(&abort_path)?;
     segment::sync_dir(root)?;
-    tracing::info!(?report, "recovery finished");
+    tracing::info!(
+        kind = report.kind.name(),
+        scanned_from = report.scanned_from,
+        end = report.end,
+        truncated_at = report.truncated_at.as_ref().map(|(at, _)| *at),
+        truncated_because = report.truncated_at.as_ref().map(|(_, why)| tracing::field::display(why)),
+        zeroed_bytes = report.zeroed_bytes,
+        removed_segments = report.removed_segments.len(),
+        dispatch_from = report.dispatch_from,
+        "recovery finished"
+    );
     Ok(Recovered {
         commitlog_dir,
         segments,

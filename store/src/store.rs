@@ -1004,7 +1004,7 @@ impl CommitLog {
                 None => {}
             }
         }
-        tracing::info!(root = %shared.root.display(), min = recovered.min, end = recovered.end, kind = ?log.report.kind, "store open");
+        tracing::info!(root = %shared.root.display(), min = recovered.min, end = recovered.end, kind = log.report.kind.name(), "store open");
         Ok(log)
     }
 
