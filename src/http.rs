@@ -4,7 +4,7 @@
 //! | route | what |
 //! |---|---|
 //! | `POST /topics/{topic}/messages` | put one message (body = message body) |
-//! | `GET /topics/{topic}/queues/{queueId}/messages?offset=&max=` | read from a consume queue |
+//! | `GET /topics/{topic}/queues/{queueId}/messages?offset=&max=&decompress=` | read from a consume queue |
 //! | `GET /` | the status page (`status_page`) |
 //! | `GET /status` | role, offsets, replication state |
 //! | `GET /metrics` | Prometheus text |
@@ -35,6 +35,12 @@
 //! at 0); 416 `OFFSET_TOO_SMALL` (below the queue's minimum), `OFFSET_OVERFLOW_BADLY` (beyond its
 //! end) and `NO_MESSAGE_IN_QUEUE` at another offset. Every pull answer carries `status`,
 //! `nextOffset` (where to read next), `minOffset` and `maxOffset`.
+//!
+//! Each pulled message says `compressed` (its sysFlag's bit 0: a Java producer compresses
+//! bodies above 4 KiB) and then `compression` (`zlib`, `lz4` or `zstd`); its body is served as
+//! stored. With `decompress=true` a zlib body is served as the producer sent it
+//! (`decompressed: true`), up to 4 × `maxMessageSize`; one that cannot be is served as stored,
+//! with `decompressError` saying why.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -539,6 +545,36 @@ pub fn put_refusal(node: &Node) -> Option<&'static str> {
 struct PullParams {
     offset: Option<u64>,
     max: Option<usize>,
+    /// Serve a compressed body (zlib) as the producer sent it.
+    #[serde(default)]
+    decompress: bool,
+}
+
+/// The compression a record's sysFlag declares (RocketMQ's `MessageSysFlag`: bit 0 says
+/// compressed, bits 8-10 the type; 0 is zlib for producers older than the type bits); `None`
+/// for a body stored as sent.
+fn compression_of(sys_flag: i32) -> Option<&'static str> {
+    if sys_flag & logship_store::codec::sys_flag::COMPRESSED == 0 {
+        return None;
+    }
+    Some(match (sys_flag >> 8) & 0x7 {
+        0 | 3 => "zlib",
+        1 => "lz4",
+        2 => "zstd",
+        _ => "unknown",
+    })
+}
+
+/// Inflates a zlib body, refusing to make more than `limit` bytes of it.
+fn inflate(body: &[u8], limit: usize) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut z = flate2::read::ZlibDecoder::new(body).take(limit as u64 + 1);
+    z.read_to_end(&mut out).map_err(|e| format!("the body is not valid zlib: {e}"))?;
+    if out.len() > limit {
+        return Err(format!("the body inflates past {limit} bytes (4 × maxMessageSize): served as stored"));
+    }
+    Ok(out)
 }
 
 /// RocketMQ's `GetMessageStatus` for a pull at `offset` of a queue holding `[min, max)`, the
@@ -683,11 +719,33 @@ async fn get_messages(
     let list: Vec<Value> = messages
         .iter()
         .map(|m| {
-            let (body, encoding) = match std::str::from_utf8(&m.body) {
-                Ok(text) => (text.to_string(), "utf8"),
-                Err(_) => (base64::engine::general_purpose::STANDARD.encode(&m.body), "base64"),
+            let compression = compression_of(m.sys_flag);
+            let limit = (broker.settings.max_message_size as usize).saturating_mul(4);
+            let (inflated, decompress_error) = match compression {
+                Some("zlib") if params.decompress => match inflate(&m.body, limit) {
+                    Ok(body) => (Some(body), None),
+                    Err(e) => (None, Some(e)),
+                },
+                Some(other) if params.decompress => {
+                    (None, Some(format!("{other} bodies cannot be decompressed here: served as stored")))
+                }
+                _ => (None, None),
             };
-            json!({
+            let raw: &[u8] = inflated.as_deref().unwrap_or(&m.body);
+            let (body, encoding) = match std::str::from_utf8(raw) {
+                Ok(text) => (text.to_string(), "utf8"),
+                Err(_) => (base64::engine::general_purpose::STANDARD.encode(raw), "base64"),
+            };
+            let mut extra = serde_json::Map::new();
+            if let Some(c) = compression {
+                extra.insert("compressed".into(), json!(true));
+                extra.insert("compression".into(), json!(c));
+                extra.insert("decompressed".into(), json!(inflated.is_some()));
+            }
+            if let Some(e) = decompress_error {
+                extra.insert("decompressError".into(), json!(e));
+            }
+            let mut doc = json!({
                 "queueOffset": m.queue_offset,
                 "physicalOffset": m.physical_offset,
                 "msgId": m.msg_id(),
@@ -697,7 +755,12 @@ async fn get_messages(
                 "bodyEncoding": encoding,
                 "bornTimestamp": m.born_timestamp,
                 "storeTimestamp": m.store_timestamp,
-            })
+                "compressed": false,
+            });
+            if let Value::Object(map) = &mut doc {
+                map.extend(extra);
+            }
+            doc
         })
         .collect();
     drop(messages);

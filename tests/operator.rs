@@ -2,6 +2,7 @@
 //! logs and errors.
 
 mod process;
+mod remoting_support;
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -647,4 +648,36 @@ fn log_lines_stay_readable_after_5_reconnects() {
     assert!(attempts >= 4, "{attempts} attempts:\n{log}");
     assert_eq!(link, attempts, "one line per failed connect:\n{log}");
     assert!(log.lines().filter(|l| l.contains("cannot connect")).all(|l| l.contains(" error=")), "{log}");
+}
+
+/// A body a producer compressed (sysFlag bit 0, as a Java producer sets it above 4 KiB) is
+/// marked in the HTTP pull, and served as the producer sent it with `decompress=true`.
+#[test]
+fn a_compressed_body_is_marked_in_the_pull_and_served_decompressed_on_request() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let master = Broker::start("master", &dir.path().join("m"), process::free_port_pair(), &[]);
+    let original = "a body the producer compressed ".repeat(200);
+    let mut z = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    z.write_all(original.as_bytes()).unwrap();
+    let zlib = z.finish().unwrap();
+    let mut client = remoting_support::Client::connect(master.remoting_addr());
+    let mut request = remoting_support::send_request("OpsTopic", 0, "", &zlib);
+    let mut header = remoting_support::v2("OpsTopic", 0, "");
+    header.f = 1; // sysFlag: COMPRESSED
+    request = request.with_header(&header);
+    let answer = client.call(request);
+    assert_eq!(answer.code, 0, "{:?}", answer.remark);
+    let (code, pulled) = master.get("/topics/OpsTopic/queues/0/messages?offset=0");
+    assert_eq!(code, 200, "{pulled}");
+    let m = &pulled["messages"][0];
+    assert_eq!(m["compressed"], true, "{m}");
+    assert_eq!(m["compression"], "zlib", "{m}");
+    assert_eq!(m["bodyEncoding"], "base64", "as stored: {m}");
+    let (code, pulled) = master.get("/topics/OpsTopic/queues/0/messages?offset=0&decompress=true");
+    assert_eq!(code, 200, "{pulled}");
+    let m = &pulled["messages"][0];
+    assert_eq!(m["body"], original.as_str(), "{m}");
+    assert_eq!(m["bodyEncoding"], "utf8", "{m}");
+    assert_eq!(m["decompressed"], true, "{m}");
 }
