@@ -154,6 +154,8 @@ pub struct BrokerSettings {
     pub broker_name: String,
     /// logship `replicaNames`: `NAME@IP` entries naming the slaves a master expects, so that a
     /// replica keeps its name (in `/status`, `/metrics`) across reconnects and while it is away.
+    /// An IP may carry several names (slaves on one host): its connections take them in
+    /// turn, oldest first.
     pub replica_names: Vec<(String, IpAddr)>,
     /// The store's integrity and disk keys (see [`StoreKeys`]).
     pub store: StoreKeys,
@@ -1048,6 +1050,19 @@ fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, BrokerConfigError>
     Ok(Loaded { settings, warnings })
 }
 
+/// Where a setting's origin comes in the order the operator wrote the settings: defaults,
+/// then a file's lines (`path:line`), then the command line.
+fn origin_order(origin: &str) -> (u8, u64) {
+    match origin {
+        "default" => (0, 0),
+        "command line" => (2, 0),
+        _ => match origin.rsplit_once(':').and_then(|(_, line)| line.parse::<u64>().ok()) {
+            Some(line) => (1, line),
+            None => (3, 0),
+        },
+    }
+}
+
 /// The settings from `raw`; warnings go to `warnings` as they are found, so that those found
 /// before an error can be shown with it.
 fn build(
@@ -1076,7 +1091,11 @@ fn build(
     };
     let mut etcd = EtcdKeys::default();
     let mut etcd_security = EtcdSecurityKeys::default();
-    for (key, Setting { value, origin }) in raw {
+    // In the order the operator wrote them: defaults, then each file by line, then the
+    // command line, so that warnings (and the first error) follow the file.
+    let mut entries: Vec<(&String, &Setting)> = raw.iter().collect();
+    entries.sort_by_key(|(_, setting)| origin_order(&setting.origin));
+    for (key, Setting { value, origin }) in entries {
         let v = value.trim();
         if BOOLEAN_KEYS.contains(&key.as_str()) {
             if let Some(w) = boolean_warning(key, v, origin) {
@@ -1862,8 +1881,9 @@ fn replica_names(key: &str, v: &str) -> Result<Vec<(String, IpAddr)>, BrokerConf
         let Some((name, ip)) = parsed else {
             return Err(invalid(key, v, "NAME@IP entries separated by ',', e.g. broker-a-s1@10.0.0.2"));
         };
-        if out.iter().any(|(n, i)| *n == name || *i == ip) {
-            return Err(invalid(key, v, "each name and each IP at most once"));
+        // Several names may share an IP: slaves on one host, told apart by count.
+        if out.iter().any(|(n, _)| *n == name) {
+            return Err(invalid(key, v, "each name at most once"));
         }
         out.push((name, ip));
     }
@@ -2402,6 +2422,15 @@ mod tests {
     }
 
     #[test]
+    fn config_warnings_come_in_line_order() {
+        let loaded =
+            load_text("zzUnknownKey=1\nuseReentrantLockWhenPutMessage=true\naaUnknownKey=2\n").unwrap();
+        let lines: Vec<&str> =
+            loaded.warnings.iter().map(|w| w.split(':').nth(1).unwrap_or("").trim_start()).collect();
+        assert_eq!(lines[0..3], ["1", "2", "3"], "{:?}", loaded.warnings);
+    }
+
+    #[test]
     fn replica_names_parse_and_bad_ones_are_refused() {
         let s = load_text("replicaNames=broker-a-s1@10.0.0.2, broker-a-s2@10.0.0.3\n").unwrap().settings;
         assert_eq!(
@@ -2411,6 +2440,8 @@ mod tests {
                 ("broker-a-s2".into(), "10.0.0.3".parse().unwrap())
             ]
         );
+        let s = load_text("replicaNames=s1@127.0.0.1, s2@127.0.0.1\n").unwrap().settings;
+        assert_eq!(s.replica_names.len(), 2, "two slaves on one host");
         for bad in ["s1", "s1@nohost", "@10.0.0.2", "a@10.0.0.2,a@10.0.0.3", "a b@10.0.0.2"] {
             let err = load_text(&format!("replicaNames={bad}\n")).unwrap_err();
             assert!(err.to_string().contains("replicaNames"), "{bad}: {err}");

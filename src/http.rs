@@ -4,13 +4,14 @@
 //! | route | what |
 //! |---|---|
 //! | `POST /topics/{topic}/messages` | put one message (body = message body) |
-//! | `GET /topics/{topic}/queues/{queueId}/messages?offset=&max=` | read from a consume queue |
+//! | `GET /topics/{topic}/queues/{queueId}/messages?offset=&max=&decompress=` | read from a consume queue |
 //! | `GET /` | the status page (`status_page`) |
 //! | `GET /status` | role, offsets, replication state |
 //! | `GET /metrics` | Prometheus text |
 //! | `POST /ha/changeToMaster` | controller mode: become master at an epoch (`roles`) |
 //! | `POST /ha/changeToSlave` | controller mode: follow a master at an epoch (`roles`) |
 //! | `POST /ha/setSyncStateSet` | controller mode, on a master: apply a sync-state-set at an epoch |
+//! | `POST /ha/forgetReplica` | on a master: stop expecting a replica that is away (`{"replica": NAME}`) |
 //!
 //! The admin calls (`/ha/*`) need `httpAuthToken` configured (403 without one: anybody who
 //! reaches the port could otherwise demote a master) and answer 409 for an epoch that cannot
@@ -23,7 +24,8 @@
 //! Put status codes: 200 `PUT_OK`; 504 `FLUSH_SLAVE_TIMEOUT` / `FLUSH_DISK_TIMEOUT` (stored on
 //! the master, the wait timed out); 502 `SLAVE_NOT_AVAILABLE` / `IN_SYNC_REPLICAS_NOT_ENOUGH`
 //! (stored on the master, no slave could take it in time); 503 `SERVICE_NOT_AVAILABLE` (not
-//! stored: a slave, a full disk, shutting down, or `httpMaxInFlightBytes` in use); 400 for a bad
+//! stored: a slave, a full disk, a fenced master, shutting down, or `httpMaxInFlightBytes` in
+//! use; `error` gives the disk's or the fence's reason); 400 for a bad
 //! request or `MESSAGE_ILLEGAL` / `PROPERTIES_SIZE_EXCEEDED` (not stored); 408 for a body not
 //! complete within `httpBodyTimeout`; 413 for a body above `maxMessageSize`; 500 `UNKNOWN_ERROR`.
 //! Every put response carries `status` and `stored`.
@@ -33,6 +35,12 @@
 //! at 0); 416 `OFFSET_TOO_SMALL` (below the queue's minimum), `OFFSET_OVERFLOW_BADLY` (beyond its
 //! end) and `NO_MESSAGE_IN_QUEUE` at another offset. Every pull answer carries `status`,
 //! `nextOffset` (where to read next), `minOffset` and `maxOffset`.
+//!
+//! Each pulled message says `compressed` (its sysFlag's bit 0: a Java producer compresses
+//! bodies above 4 KiB) and then `compression` (`zlib`, `lz4` or `zstd`); its body is served as
+//! stored. With `decompress=true` a zlib body is served as the producer sent it
+//! (`decompressed: true`), up to 4 × `maxMessageSize`; one that cannot be is served as stored,
+//! with `decompressError` saying why.
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -229,6 +237,7 @@ pub fn router(broker: Arc<Broker>) -> Router {
         .route("/ha/changeToMaster", post(change_to_master))
         .route("/ha/changeToSlave", post(change_to_slave))
         .route("/ha/setSyncStateSet", post(set_sync_state_set))
+        .route("/ha/forgetReplica", post(forget_replica))
         .layer(axum::middleware::from_fn_with_state(broker.clone(), authenticate))
         // The status page is static and holds no data: it asks `/status`, with the token.
         .route("/", get(crate::status_page::page))
@@ -407,6 +416,8 @@ async fn put_message(
     if result.status == PutStatus::ServiceNotAvailable {
         if let Some(e) = broker.store.write_refusal() {
             body["error"] = json!(e.to_string());
+        } else if let Some(fence) = master_fence(&broker).await {
+            body["error"] = json!(format!("the master is fenced and refuses puts: {fence}"));
         }
     }
     if let Some(crate::roles::Role::Master { epoch }) = role_before {
@@ -534,6 +545,36 @@ pub fn put_refusal(node: &Node) -> Option<&'static str> {
 struct PullParams {
     offset: Option<u64>,
     max: Option<usize>,
+    /// Serve a compressed body (zlib) as the producer sent it.
+    #[serde(default)]
+    decompress: bool,
+}
+
+/// The compression a record's sysFlag declares (RocketMQ's `MessageSysFlag`: bit 0 says
+/// compressed, bits 8-10 the type; 0 is zlib for producers older than the type bits); `None`
+/// for a body stored as sent.
+fn compression_of(sys_flag: i32) -> Option<&'static str> {
+    if sys_flag & logship_store::codec::sys_flag::COMPRESSED == 0 {
+        return None;
+    }
+    Some(match (sys_flag >> 8) & 0x7 {
+        0 | 3 => "zlib",
+        1 => "lz4",
+        2 => "zstd",
+        _ => "unknown",
+    })
+}
+
+/// Inflates a zlib body, refusing to make more than `limit` bytes of it.
+fn inflate(body: &[u8], limit: usize) -> Result<Vec<u8>, String> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    let mut z = flate2::read::ZlibDecoder::new(body).take(limit as u64 + 1);
+    z.read_to_end(&mut out).map_err(|e| format!("the body is not valid zlib: {e}"))?;
+    if out.len() > limit {
+        return Err(format!("the body inflates past {limit} bytes (4 × maxMessageSize): served as stored"));
+    }
+    Ok(out)
 }
 
 /// RocketMQ's `GetMessageStatus` for a pull at `offset` of a queue holding `[min, max)`, the
@@ -678,11 +719,33 @@ async fn get_messages(
     let list: Vec<Value> = messages
         .iter()
         .map(|m| {
-            let (body, encoding) = match std::str::from_utf8(&m.body) {
-                Ok(text) => (text.to_string(), "utf8"),
-                Err(_) => (base64::engine::general_purpose::STANDARD.encode(&m.body), "base64"),
+            let compression = compression_of(m.sys_flag);
+            let limit = (broker.settings.max_message_size as usize).saturating_mul(4);
+            let (inflated, decompress_error) = match compression {
+                Some("zlib") if params.decompress => match inflate(&m.body, limit) {
+                    Ok(body) => (Some(body), None),
+                    Err(e) => (None, Some(e)),
+                },
+                Some(other) if params.decompress => {
+                    (None, Some(format!("{other} bodies cannot be decompressed here: served as stored")))
+                }
+                _ => (None, None),
             };
-            json!({
+            let raw: &[u8] = inflated.as_deref().unwrap_or(&m.body);
+            let (body, encoding) = match std::str::from_utf8(raw) {
+                Ok(text) => (text.to_string(), "utf8"),
+                Err(_) => (base64::engine::general_purpose::STANDARD.encode(raw), "base64"),
+            };
+            let mut extra = serde_json::Map::new();
+            if let Some(c) = compression {
+                extra.insert("compressed".into(), json!(true));
+                extra.insert("compression".into(), json!(c));
+                extra.insert("decompressed".into(), json!(inflated.is_some()));
+            }
+            if let Some(e) = decompress_error {
+                extra.insert("decompressError".into(), json!(e));
+            }
+            let mut doc = json!({
                 "queueOffset": m.queue_offset,
                 "physicalOffset": m.physical_offset,
                 "msgId": m.msg_id(),
@@ -692,7 +755,12 @@ async fn get_messages(
                 "bodyEncoding": encoding,
                 "bornTimestamp": m.born_timestamp,
                 "storeTimestamp": m.store_timestamp,
-            })
+                "compressed": false,
+            });
+            if let Value::Object(map) = &mut doc {
+                map.extend(extra);
+            }
+            doc
         })
         .collect();
     drop(messages);
@@ -753,6 +821,12 @@ impl http_body::Body for HeldBody {
     fn size_hint(&self) -> http_body::SizeHint {
         http_body::SizeHint::with_exact(self.bytes.as_ref().map_or(0, |b| b.len() as u64))
     }
+}
+
+/// The fence a master refuses puts behind, if it is a master and fenced.
+async fn master_fence(broker: &Broker) -> Option<String> {
+    let Node::Master(master) = broker.node() else { return None };
+    master.status().await?.fence.as_ref().map(ToString::to_string)
 }
 
 async fn status(State(broker): State<Arc<Broker>>) -> Response {
@@ -854,14 +928,14 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
         }
         Node::Master(master) => {
             let s = master.status().await?;
-            broker.metrics.observe_master(&s, store.disk_used_ratio);
-            let live: Vec<SocketAddr> = s.slaves.iter().map(|l| l.address).collect();
+            let replicas = broker.metrics.observe_master(&s, store.disk_used_ratio);
             let slaves: Vec<Value> = s
                 .slaves
                 .iter()
-                .map(|l| {
+                .zip(&replicas.names)
+                .map(|(l, name)| {
                     json!({
-                        "name": broker.metrics.replica_name(l.address, &live).0,
+                        "name": name,
                         "bytesSent": l.bytes_sent,
                         "address": l.address.to_string(),
                         "ackOffset": l.ack,
@@ -902,8 +976,10 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
                 "replicatedOffset": s.replicated_offset,
                 "pendingWaits": s.pending_waits,
                 "slaves": slaves,
-                "absentReplicas": crate::status_cmd::absent_json(&broker.metrics.absent_replicas(&live)),
-                "replicasExpected": broker.metrics.replicas_expected(),
+                "absentReplicas": crate::status_cmd::absent_json(&replicas.absent),
+                "replicasExpected": replicas.expected,
+                "replicasInSync": replicas.in_sync,
+                "underReplicated": replicas.under_replicated(),
                 "bytesReplicated": s.bytes_replicated,
                 "fence": s.fence.as_ref().map(ToString::to_string),
                 "haTrust": ha_trust_json(&broker.settings),
@@ -1026,6 +1102,11 @@ async fn admin_request<T: serde::de::DeserializeOwned>(broker: &Broker, body: Bo
     if broker.roles.is_none() {
         return Err(error(StatusCode::CONFLICT, crate::roles::RoleError::NotControllerMode.to_string()));
     }
+    admin_body(broker, body).await
+}
+
+/// Reads an admin call's JSON body as `T`, once its token is checked.
+async fn admin_body<T: serde::de::DeserializeOwned>(broker: &Broker, body: Body) -> Result<T, Response> {
     let read =
         tokio::time::timeout(broker.settings.http.body_timeout, axum::body::to_bytes(body, ADMIN_BODY_LIMIT));
     let bytes = match read.await {
@@ -1179,6 +1260,47 @@ async fn set_sync_state_set(State(broker): State<Arc<Broker>>, body: Body) -> Re
             };
             error(code, e.to_string())
         }
+    }
+}
+
+/// `POST /ha/forgetReplica` `{"replica": NAME}`: a master stops expecting a replica that went
+/// away (it was retired), so that it leaves `absentReplicas`, its series leave the metrics and
+/// `replicasExpected` drops by one. Needs `httpAuthToken` (403 without); 404 for a name not
+/// remembered, 409 for a replica connected now, one `replicaNames` gives, or a broker that is
+/// not a master.
+async fn forget_replica(State(broker): State<Arc<Broker>>, body: Body) -> Response {
+    use crate::metrics::ForgetRefused;
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct ForgetRequest {
+        replica: String,
+    }
+    if broker.settings.http.auth_token.is_none() {
+        return error(
+            StatusCode::FORBIDDEN,
+            "forgetting a replica needs httpAuthToken (or httpAuthTokenFile): without one anybody who \
+             reaches the HTTP port could hide an away replica",
+        );
+    }
+    let request: ForgetRequest = match admin_body(&broker, body).await {
+        Ok(request) => request,
+        Err(r) => return r,
+    };
+    let Node::Master(master) = broker.node() else {
+        return error(StatusCode::CONFLICT, "this broker is not a master: only a master expects replicas");
+    };
+    let Some(s) = master.status().await else {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "the replication service has stopped");
+    };
+    let live = broker.metrics.replica_names(&s.slaves);
+    match broker.metrics.forget(&request.replica, &live) {
+        Ok(()) => {
+            tracing::info!(replica = %request.replica, "forgot an away replica: it is no longer expected");
+            Json(json!({ "forgotten": request.replica, "replicasExpected": broker.metrics.replicas_expected() }))
+                .into_response()
+        }
+        Err(e @ ForgetRefused::Unknown(_)) => error(StatusCode::NOT_FOUND, e.to_string()),
+        Err(e) => error(StatusCode::CONFLICT, e.to_string()),
     }
 }
 

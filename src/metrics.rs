@@ -3,22 +3,28 @@
 //!
 //! Every series carries `cluster` (`brokerClusterName`) and `broker_name` (`brokerName`)
 //! labels, rocketmq-exporter's dimensions; `broker_name` is snake_case because Prometheus'
-//! naming rules (`promtool check metrics`) reject camelCase label names. Replicas are labelled `replica`: the name `replicaNames` gives the
-//! slave's IP, else the IP itself; only several slaves behind one IP (loopback, NAT) fall back
-//! to `ip:port`. A named or IP-identified replica that goes away keeps its series, with
-//! `logship_slave_in_sync` 0 and its lag growing, until the broker restarts.
+//! naming rules (`promtool check metrics`) reject camelCase label names.
+//!
+//! Replicas are labelled `replica`: the name its TLS client certificate carries, else the name
+//! `replicaNames` gives its IP, else the IP itself. Several slaves on one IP (one host, NAT)
+//! take that IP's names in turn, oldest connection first, and then `IP#2`, `IP#3`…: a plain HA
+//! link carries no identity, so the master counts them rather than telling them apart. A
+//! replica seen since start that goes away keeps its series, with `logship_slave_in_sync` 0 and
+//! its lag growing, and stays expected (`logship_replicas_expected`, `logship_under_replicated`)
+//! until an operator forgets it (`POST /ha/forgetReplica`, `logship status --forget NAME`) or
+//! the broker restarts.
 //!
 //! The response is OpenMetrics 1.0 when the scraper's `Accept` prefers it (Prometheus does),
 //! and the classic text format 0.0.4 otherwise.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, Instant};
 
 use logship_core::PutStatus;
-use logship_core::service::{MasterStatus, SlaveStatus};
+use logship_core::service::{ConnectedSlave, MasterStatus, SlaveStatus};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -129,6 +135,40 @@ struct Remembered {
     ack: Option<u64>,
     lag: Duration,
     at: Instant,
+}
+
+/// What a master's status showed of its replicas, as the metrics count them.
+#[derive(Clone, Debug)]
+pub struct Replicas {
+    /// The replica name of each connected slave, in the status' order.
+    pub names: Vec<String>,
+    /// The replicas away: name, last ack, and for how long (`None`: never seen).
+    pub absent: Vec<(String, Option<u64>, Option<Duration>)>,
+    /// Copies expected, the master included ([`Metrics::replicas_expected`]).
+    pub expected: u64,
+    /// Copies in sync, the master included.
+    pub in_sync: u64,
+}
+
+impl Replicas {
+    /// Whether fewer copies are in sync than expected.
+    pub fn under_replicated(&self) -> bool {
+        self.in_sync < self.expected
+    }
+}
+
+/// Why an operator's call to forget a replica was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ForgetRefused {
+    /// No replica of that name is remembered.
+    #[error("no replica named {0} is remembered (see absentReplicas in /status)")]
+    Unknown(String),
+    /// It is connected now.
+    #[error("replica {0} is connected: stop it first, then forget it")]
+    Connected(String),
+    /// `replicaNames` gives it.
+    #[error("replica {0} is named in replicaNames: remove it there and restart to stop expecting it")]
+    Configured(String),
 }
 
 /// At most this many replicas are remembered while away (named ones always are).
@@ -286,7 +326,7 @@ impl Metrics {
         );
         registry.register(
             "append_failures",
-            "Replicated bytes the slave refused to store (slave)",
+            "Connections on which the slave refused to store replicated bytes (slave)",
             append_failures.clone(),
         );
         let (master_epoch, confirm_offset, epoch_entries) =
@@ -418,36 +458,67 @@ impl Metrics {
         }
     }
 
-    /// The replica name for a slave at `address` among the live `peers`, and whether it is
-    /// stable (survives reconnects): its `replicaNames` name or its IP when it alone uses that
-    /// IP, else `ip:port`.
-    pub fn replica_name(&self, address: SocketAddr, peers: &[SocketAddr]) -> (String, bool) {
-        let sharing = peers.iter().filter(|p| p.ip() == address.ip()).count();
-        if sharing > 1 {
-            return (address.to_string(), false);
+    /// The replica name of each of `slaves`, in order: the name its TLS client certificate
+    /// carries; else, among the connections from its IP (oldest first), the k-th takes the
+    /// k-th `replicaNames` name given to that IP, or when none is left the IP itself (k = 1)
+    /// or `IP#k`. A plain HA link carries no identity, so slaves on one host are told apart by
+    /// count only: which of them went away the master cannot know, only how many did.
+    pub fn replica_names(&self, slaves: &[ConnectedSlave]) -> Vec<String> {
+        let mut out = vec![String::new(); slaves.len()];
+        let mut by_ip: BTreeMap<IpAddr, Vec<usize>> = BTreeMap::new();
+        for (i, s) in slaves.iter().enumerate() {
+            match &s.identity {
+                Some(name) => out[i] = name.clone(),
+                None => by_ip.entry(s.address.ip().to_canonical()).or_default().push(i),
+            }
         }
-        match self.names.iter().find(|(_, ip)| *ip == address.ip()) {
-            Some((name, _)) => (name.clone(), true),
-            None => (address.ip().to_string(), true),
+        for (ip, mut group) in by_ip {
+            group.sort_by_key(|&i| (std::cmp::Reverse(slaves[i].connected_for), slaves[i].address.port()));
+            let mut configured = self.names.iter().filter(|(_, n)| n.to_canonical() == ip).map(|(n, _)| n);
+            for (k, i) in group.into_iter().enumerate() {
+                out[i] = match configured.next() {
+                    Some(name) => name.clone(),
+                    None if k == 0 => ip.to_string(),
+                    None => format!("{ip}#{}", k + 1),
+                };
+            }
         }
+        out
     }
 
-    /// Replicas with a stable name that are not connected now: name, last ack, and for how
-    /// long they have been away (`None` for a named replica never seen since start).
-    pub fn absent_replicas(&self, live: &[SocketAddr]) -> Vec<(String, Option<u64>, Option<Duration>)> {
-        let live_names: Vec<String> = live.iter().map(|a| self.replica_name(*a, live).0).collect();
+    /// Replicas not connected now (`live`: the names of those that are): each one seen since
+    /// start (or since it was last forgotten) and each one `replicaNames` gives, with its last
+    /// ack and for how long it has been away (`None` for a named replica never seen).
+    pub fn absent_replicas(&self, live: &[String]) -> Vec<(String, Option<u64>, Option<Duration>)> {
         let remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
         let mut out: Vec<(String, Option<u64>, Option<Duration>)> = remembered
             .iter()
-            .filter(|(name, _)| !live_names.contains(name))
+            .filter(|(name, _)| !live.contains(name))
             .map(|(name, r)| (name.clone(), r.ack, Some(r.at.elapsed())))
             .collect();
         for (name, _) in &self.names {
-            if !live_names.contains(name) && !remembered.contains_key(name) {
+            if !live.contains(name) && !remembered.contains_key(name) {
                 out.push((name.clone(), None, None));
             }
         }
         out
+    }
+
+    /// Forgets a replica that is away, so that it is no longer expected (an operator's call:
+    /// the slave was retired). Refused for a connected replica and for one `replicaNames`
+    /// gives (remove it there).
+    pub fn forget(&self, name: &str, live: &[String]) -> Result<(), ForgetRefused> {
+        if live.iter().any(|n| n == name) {
+            return Err(ForgetRefused::Connected(name.to_string()));
+        }
+        if self.names.iter().any(|(n, _)| n == name) {
+            return Err(ForgetRefused::Configured(name.to_string()));
+        }
+        let mut remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
+        match remembered.remove(name) {
+            Some(_) => Ok(()),
+            None => Err(ForgetRefused::Unknown(name.to_string())),
+        }
     }
 
     /// Forgets the longest-absent unnamed replicas beyond `keep`, so that peers from many
@@ -467,9 +538,13 @@ impl Metrics {
         }
     }
 
-    /// Copies a master expects, itself included: `max(totalReplicas, 1 + replicaNames)`.
+    /// Copies a master expects, itself included: `max(totalReplicas, 1 + replicas)`, where
+    /// the replicas are those `replicaNames` gives and those seen since start and not
+    /// forgotten.
     pub fn replicas_expected(&self) -> u64 {
-        u64::from(self.total_replicas).max(1 + self.names.len() as u64)
+        let remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
+        let unnamed = remembered.keys().filter(|k| !self.names.iter().any(|(n, _)| n == *k)).count();
+        u64::from(self.total_replicas).max(1 + (self.names.len() + unnamed) as u64)
     }
 
     /// Grows `counter` to `total`, a running total read from a status under `key`.
@@ -489,8 +564,8 @@ impl Metrics {
         self.scrub_damaged_records.set(store.scrub.damaged_records as i64);
     }
 
-    /// Refreshes the replication gauges from a master's status.
-    pub fn observe_master(&self, status: &MasterStatus, disk_used_ratio: Option<f64>) {
+    /// Refreshes the replication gauges from a master's status; what it found of the replicas.
+    pub fn observe_master(&self, status: &MasterStatus, disk_used_ratio: Option<f64>) -> Replicas {
         let r = &status.refusals;
         for (reason, total) in [
             ("not_admitted", r.not_admitted),
@@ -513,37 +588,39 @@ impl Metrics {
         self.slave_lag_bytes.clear();
         self.slave_lag_seconds.clear();
         self.slave_in_sync.clear();
-        let live: Vec<SocketAddr> = status.slaves.iter().map(|s| s.address).collect();
+        let names = self.replica_names(&status.slaves);
         let now = Instant::now();
         let mut in_sync = 1;
-        for s in &status.slaves {
-            let (name, stable) = self.replica_name(s.address, &live);
+        for (s, name) in status.slaves.iter().zip(&names) {
             let labels = ReplicaLabels { replica: name.clone() };
             self.slave_lag_bytes.get_or_create(&labels).set(s.lag_bytes as i64);
             self.slave_lag_seconds.get_or_create(&labels).set(s.lag.as_secs_f64());
             self.slave_in_sync.get_or_create(&labels).set(i64::from(s.in_sync));
-            in_sync += i64::from(s.in_sync);
-            if stable {
+            // A stranger's connection (not counted for SYNC waits) is shown, but neither
+            // counts as a copy nor is expected back.
+            if s.counted {
+                in_sync += i64::from(s.in_sync);
                 let mut remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner());
-                remembered.insert(name, Remembered { ack: s.ack, lag: s.lag, at: now });
+                remembered.insert(name.clone(), Remembered { ack: s.ack, lag: s.lag, at: now });
             }
         }
         self.forget_beyond(MAX_REMEMBERED);
         let remembered = self.remembered.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        for (name, ack, away) in self.absent_replicas(&live) {
+        let absent = self.absent_replicas(&names);
+        for (name, ack, away) in &absent {
             let labels = ReplicaLabels { replica: name.clone() };
             let lag_bytes = status.max_offset.saturating_sub(ack.unwrap_or(status.min_offset));
             self.slave_lag_bytes.get_or_create(&labels).set(lag_bytes as i64);
             self.slave_in_sync.get_or_create(&labels).set(0);
-            if let (Some(r), Some(away)) = (remembered.get(&name), away) {
-                let lag = if lag_bytes == 0 { Duration::ZERO } else { r.lag + away };
+            if let (Some(r), Some(away)) = (remembered.get(name), away) {
+                let lag = if lag_bytes == 0 { Duration::ZERO } else { r.lag + *away };
                 self.slave_lag_seconds.get_or_create(&labels).set(lag.as_secs_f64());
             }
         }
-        let expected = self.replicas_expected() as i64;
-        self.replicas_expected.set(expected);
+        let expected = self.replicas_expected();
+        self.replicas_expected.set(expected as i64);
         self.replicas_in_sync.set(in_sync);
-        self.under_replicated.set(i64::from(in_sync < expected));
+        self.under_replicated.set(i64::from((in_sync as u64) < expected));
         self.set_replicated(status.bytes_replicated);
         self.connections.set(status.slaves.len() as i64);
         self.sync_state_set_member.clear();
@@ -559,6 +636,7 @@ impl Metrics {
             }
         }
         self.set_log(status.min_offset, status.max_offset, status.flushed_offset, disk_used_ratio);
+        Replicas { names, absent, expected, in_sync: in_sync as u64 }
     }
 
     /// Refreshes the replication gauges from a slave's status (its own link to the master).
@@ -791,13 +869,18 @@ mod tests {
             ..BrokerSettings::default()
         };
         let m = Metrics::for_broker(&settings);
-        let a: SocketAddr = "10.0.0.1:40000".parse().unwrap();
-        let b: SocketAddr = "10.0.0.2:40001".parse().unwrap();
-        assert_eq!(m.replica_name(a, &[a, b]), ("s1".to_string(), true));
-        assert_eq!(m.replica_name(b, &[a, b]), ("10.0.0.2".to_string(), true));
-        let c: SocketAddr = "127.0.0.1:5".parse().unwrap();
-        let d: SocketAddr = "127.0.0.1:6".parse().unwrap();
-        assert_eq!(m.replica_name(c, &[c, d]), ("127.0.0.1:5".to_string(), false), "two behind one IP");
+        let names = |links: Vec<logship_core::service::ConnectedSlave>| m.replica_names(&links);
+        assert_eq!(
+            names(vec![link("10.0.0.1:40000", true, 1), link("10.0.0.2:40001", true, 1)]),
+            ["s1", "10.0.0.2"]
+        );
+        // Two behind one IP: the older connection takes the IP, the younger IP#2.
+        let (mut c, d) = (link("127.0.0.1:5", true, 1), link("127.0.0.1:6", true, 1));
+        c.connected_for = Duration::from_secs(9);
+        assert_eq!(names(vec![d.clone(), c.clone()]), ["127.0.0.1#2", "127.0.0.1"]);
+        let mut tls = link("127.0.0.1:7", true, 1);
+        tls.identity = Some("replica-a".into());
+        assert_eq!(names(vec![tls]), ["replica-a"], "a TLS name wins");
         // 100 strangers come and go: the named replica and at most MAX_REMEMBERED are kept.
         for i in 0..100u32 {
             let addr = format!("10.1.{}.{}:1000", i / 250, i % 250);
@@ -806,6 +889,12 @@ mod tests {
         m.observe_master(&master_status(vec![]), None);
         let absent = m.absent_replicas(&[]);
         assert!(absent.len() <= MAX_REMEMBERED + 1, "{}", absent.len());
+        assert_eq!(m.replicas_expected(), 1 + absent.len() as u64, "every replica away is expected");
+        let forgotten = absent.iter().find(|(n, _, _)| n != "s1").unwrap().0.clone();
+        m.forget(&forgotten, &[]).unwrap();
+        assert!(matches!(m.forget(&forgotten, &[]), Err(ForgetRefused::Unknown(_))));
+        assert!(matches!(m.forget("s1", &[]), Err(ForgetRefused::Configured(_))));
+        assert_eq!(m.replicas_expected(), absent.len() as u64);
         assert!(absent.iter().any(|(n, ack, away)| n == "s1" && ack.is_none() && away.is_none()));
         let text = m.render();
         assert!(text.contains("logship_slave_in_sync{cluster=\"DefaultCluster\""), "{text}");

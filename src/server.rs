@@ -65,6 +65,13 @@ fn open_hint(e: &StoreError) -> &'static str {
             "; to refetch everything from the master, stop the broker, move storePathRootDir aside and start \
              it again (the procedure is in the README, Security: epochs)"
         }
+        StoreError::Locked { .. } => {
+            "; another broker runs on this store: stop it, or give this one its own storePathRootDir"
+        }
+        StoreError::Io { .. } => {
+            "; storePathRootDir must be a directory this user can create and write (broker.conf, --set or \
+             --store)"
+        }
         StoreError::Corrupt { .. } | StoreError::MissingSegments { .. } => {
             "; set truncateOnCorruption=true (broker.conf or --set) to accept the loss: the log is cut at the damage, discarding what follows it"
         }
@@ -82,7 +89,8 @@ pub async fn open_store(s: &BrokerSettings) -> anyhow::Result<Arc<CommitLog>> {
         Ok(store) => store,
         Err(e) => {
             let hint = open_hint(&e);
-            return Err(anyhow::Error::new(e).context(format!("cannot open the store at {shown}{hint}")));
+            return Err(anyhow::Error::new(e)
+                .context(format!("cannot open the store at storePathRootDir={shown}{hint}")));
         }
     };
     Ok(Arc::new(store))

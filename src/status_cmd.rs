@@ -4,7 +4,10 @@
 //! Exit codes follow health, as monitoring plugins expect: 0 OK; 1 WARNING (a replica out of
 //! sync or away, fewer in-sync copies than expected, a slave behind); 2 CRITICAL (the master
 //! refuses puts: fenced, or a SYNC_MASTER without an in-sync slave; a slave not streaming);
-//! 3 UNKNOWN (the broker cannot be reached or answers nonsense).
+//! 3 UNKNOWN (the broker cannot be reached or answers nonsense, or `--forget` was refused).
+//!
+//! `--forget NAME` first makes a master forget a replica that is away (it was retired): a
+//! replica seen since start stays expected, and the health WARNING, until then.
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -31,6 +34,10 @@ pub struct StatusArgs {
     /// The broker's `httpAuthToken`, if it has one (else read from `LOGSHIP_HTTP_TOKEN`).
     #[arg(long, value_name = "TOKEN")]
     pub token: Option<String>,
+    /// First make the master forget the away replica NAME (it was retired): it leaves the
+    /// away list and the expected count (`POST /ha/forgetReplica`; needs httpAuthToken).
+    #[arg(long, value_name = "NAME")]
+    pub forget: Option<String>,
 }
 
 /// How healthy the broker's replication is.
@@ -93,7 +100,9 @@ pub fn assess(status: &Value) -> (Health, Vec<String>) {
     if role == "SLAVE" {
         let m = &status["master"];
         let state = m["state"].as_str().unwrap_or("UNKNOWN");
-        if state != "STREAMING" {
+        if let Some(cause) = m["appendError"].as_str() {
+            worse(Health::Critical, format!("cannot store what the master sends: {cause}"), &mut why);
+        } else if state != "STREAMING" {
             worse(Health::Critical, format!("not streaming from the master ({state})"), &mut why);
         } else if m["inSync"] != Value::Bool(true) {
             let lag = m["lagBytes"].as_u64().unwrap_or(0);
@@ -119,12 +128,9 @@ pub fn assess(status: &Value) -> (Health, Vec<String>) {
         );
     }
     let expected = status["replicasExpected"].as_u64().unwrap_or(1);
-    if (in_sync as u64 + 1) < expected {
-        worse(
-            Health::Warning,
-            format!("under-replicated: {} of {expected} copies in sync", in_sync + 1),
-            &mut why,
-        );
+    let copies = status["replicasInSync"].as_u64().unwrap_or(in_sync as u64 + 1);
+    if copies < expected {
+        worse(Health::Warning, format!("under-replicated: {copies} of {expected} copies in sync"), &mut why);
     }
     // In controller mode the sync policy (allAckInSyncStateSet, inSyncReplicas) decides what a
     // put waits for, and a master alone in its sync-state-set is a legal state.
@@ -157,6 +163,27 @@ fn fetch(agent: &ureq::Agent, broker: &str, token: Option<&str>) -> Result<Value
         return Err(format!("{url} answered a document without a role: is this a logship broker?"));
     }
     Ok(value)
+}
+
+/// Asks the master at `broker` to forget the away replica `name`.
+fn forget(agent: &ureq::Agent, broker: &str, token: Option<&str>, name: &str) -> Result<(), String> {
+    let url = format!("http://{broker}/ha/forgetReplica");
+    let mut request = agent.post(&url).header("Content-Type", "application/json");
+    if let Some(token) = token {
+        request = request.header("Authorization", &format!("Bearer {token}"));
+    }
+    let body = json!({ "replica": name }).to_string();
+    let mut response = request.send(body.as_bytes()).map_err(|e| format!("cannot reach {url}: {e}"))?;
+    let code = response.status().as_u16();
+    if code == 200 {
+        return Ok(());
+    }
+    let text = response.body_mut().read_to_string().unwrap_or_default();
+    let error = serde_json::from_str::<Value>(&text)
+        .ok()
+        .and_then(|v| v["error"].as_str().map(str::to_string))
+        .unwrap_or(text);
+    Err(format!("{url} answered {code}: {error}"))
 }
 
 /// Bytes per second per replica (master) or of the slave's own log, between two reports.
@@ -305,6 +332,15 @@ pub fn main(args: &StatusArgs) -> ExitCode {
     let reports = if interval.is_some() { args.count.unwrap_or(u64::MAX) } else { 1 };
     let token =
         args.token.clone().or_else(|| std::env::var("LOGSHIP_HTTP_TOKEN").ok().filter(|t| !t.is_empty()));
+    if let Some(name) = &args.forget {
+        match forget(&agent, &args.broker, token.as_deref(), name) {
+            Ok(()) => println!("forgot replica {name}: it is no longer expected"),
+            Err(e) => {
+                eprintln!("logship status: cannot forget replica {name}: {e}");
+                return ExitCode::from(Health::Unknown.exit_code());
+            }
+        }
+    }
     let mut prev: Option<(Instant, Value)> = None;
     let mut health = Health::Unknown;
     for n in 0..reports {
@@ -391,5 +427,10 @@ mod tests {
         assert_eq!(assess(&behind).0, Health::Warning);
         let down = json!({"role": "SLAVE", "master": {"state": "CONNECTING", "inSync": false}});
         assert_eq!(assess(&down).0, Health::Critical);
+        let refused = json!({"role": "SLAVE", "master": {"state": "DISCONNECTED", "inSync": false,
+            "appendError": "segment size mismatch at offset 5: set mappedFileSizeCommitLog=1048576"}});
+        let (h, why) = assess(&refused);
+        assert_eq!(h, Health::Critical);
+        assert!(why[0].contains("mappedFileSizeCommitLog=1048576"), "the cause, not only the state: {why:?}");
     }
 }

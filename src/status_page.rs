@@ -2,6 +2,11 @@
 //! external assets) that polls `/status` and shows the role, offsets, the fence state, and each
 //! replica with its lag over the last minutes as a small chart. `?every=MS` sets the refresh
 //! interval (default 1000 ms).
+//!
+//! On a broker with `httpAuthToken`, open it as `/#token=TOKEN`: the fragment never reaches
+//! the server (nor its logs, nor a proxy's); the page keeps the token in the tab's
+//! `sessionStorage`, removes it from the address bar, and sends it as a bearer token to
+//! `/status`. Without one it asks for the token after the first 401.
 
 use axum::http::header;
 use axum::response::IntoResponse;

@@ -189,3 +189,116 @@ fn status_page_renders_and_shows_a_stopped_replica_going_out_of_sync() {
     assert!(cards.contains("1 of 2"), "replicas in sync: {cards}");
     save(&browser.screenshot(), "status-page-out-of-sync.png");
 }
+
+/// With two slaves and no `totalReplicas`, a slave stopped with SIGTERM stays on the page as
+/// away, the card reads `3 of 3` then `2 of 3` (never more in sync than expected), and
+/// under-replication is coloured, on the card and the banner.
+#[test]
+fn status_page_keeps_a_stopped_slave_away_and_colours_under_replication() {
+    if !have("chromium", "status_page_keeps_a_stopped_slave_away_and_colours_under_replication") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let master = Broker::start("master", &dir.path().join("m"), process::free_port_pair(), &[]);
+    let slave = |name: &str| {
+        Broker::start(
+            "slave",
+            &dir.path().join(name),
+            process::free_port_pair(),
+            &["--master", &master.ha_addr()],
+        )
+    };
+    let _s1 = slave("s1");
+    let mut s2 = slave("s2");
+    eventually("both slaves to be in sync", || {
+        master.status()["slaves"]
+            .as_array()
+            .is_some_and(|s| s.len() == 2 && s.iter().all(|r| r["inSync"] == true))
+    });
+
+    let mut browser = Browser::open(&master.url("/?every=200"));
+    let card = "(() => { const c = document.querySelector('[data-card=\"replicas\"]'); \
+                return c ? { text: c.innerText, under: c.dataset.underReplicated, \
+                colour: getComputedStyle(c.querySelector('.value')).color } : null })()";
+    eventually("the page to show 3 of 3", || {
+        browser.eval(card)["text"].as_str().is_some_and(|t| t.contains("3 of 3"))
+    });
+    let healthy = browser.eval(card);
+    assert_eq!(healthy["under"], "false", "{healthy}");
+    assert_eq!(browser.eval("document.getElementById('fence').className"), "fence none");
+
+    s2.terminate();
+    eventually("the page to show 2 of 3", || {
+        browser.eval(card)["text"].as_str().is_some_and(|t| t.contains("2 of 3"))
+    });
+    let under = browser.eval(card);
+    assert_eq!(under["under"], "true", "{under}");
+    assert_ne!(under["colour"], healthy["colour"], "under-replication is coloured: {under} vs {healthy}");
+    assert_eq!(browser.eval("document.getElementById('fence').className"), "fence warn", "not all green");
+    let banner = browser.eval("document.getElementById('fence').innerText");
+    assert!(banner.as_str().unwrap().contains("under-replicated"), "{banner}");
+    let rows =
+        browser.eval("[...document.querySelectorAll('[data-replica]')].map(r => r.innerText).join('|')");
+    assert!(rows.as_str().unwrap().contains("not connected"), "{rows}");
+    save(&browser.screenshot(), "status-page-under-replicated.png");
+}
+
+const TOKEN: &str = "status-page-token-0123456789";
+
+/// The page opened at `/#token=…` on a broker with `httpAuthToken` keeps the token for the tab,
+/// drops it from the address and renders (the page once shadowed `window.history`, so that
+/// every refresh threw `history.replaceState is not a function`).
+#[test]
+fn status_page_opened_with_a_token_in_the_address_renders() {
+    if !have("chromium", "status_page_opened_with_a_token_in_the_address_renders") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let token = format!("httpAuthToken={TOKEN}");
+    let master =
+        Broker::start("master", &dir.path().join("m"), process::free_port_pair(), &["--set", &token]);
+    let mut browser = Browser::open(&master.url(&format!("/?every=200#token={TOKEN}")));
+    let state = "({ role: document.body.dataset.role || null, hash: location.hash, \
+                 error: document.getElementById('error').hidden ? null : document.getElementById('error').innerText, \
+                 token: sessionStorage.getItem('logshipToken') })";
+    // Two refreshes at least: the first reads the token from the address, the next from the tab.
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    eventually("the page to render or fail", || {
+        let s = browser.eval(state);
+        s["role"].is_string() || s["error"].is_string()
+    });
+    let s = browser.eval(state);
+    assert_eq!(s["error"], Value::Null, "no error: {s}");
+    assert_eq!(s["role"], "ASYNC_MASTER", "{s}");
+    assert_eq!(s["hash"], "", "the token leaves the address: {s}");
+    assert_eq!(s["token"], TOKEN, "{s}");
+}
+
+/// A slave that cannot store what its master sends (its mappedFileSizeCommitLog differs) shows
+/// the cause on its page, as `/status` and `logship status` give it.
+#[test]
+fn status_page_of_a_slave_gives_the_cause_it_cannot_replicate() {
+    if !have("chromium", "status_page_of_a_slave_gives_the_cause_it_cannot_replicate") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let master = Broker::start("master", &dir.path().join("m"), process::free_port_pair(), &[]);
+    let slave = Broker::start(
+        "slave",
+        &dir.path().join("s"),
+        process::free_port_pair(),
+        &["--master", &master.ha_addr(), "--set", "mappedFileSizeCommitLog=2097152"],
+    );
+    let body = vec![b'y'; 64 * 1024];
+    for _ in 0..20 {
+        assert_eq!(master.post("/topics/OpsTopic/messages", &body).0, 200);
+    }
+    let mut browser = Browser::open(&slave.url("/?every=200"));
+    eventually("the slave's page to give the cause", || {
+        browser
+            .eval("document.getElementById('fence').innerText")
+            .as_str()
+            .is_some_and(|t| t.contains("set mappedFileSizeCommitLog=1048576"))
+    });
+    assert_eq!(browser.eval("document.getElementById('fence').className"), "fence active");
+}

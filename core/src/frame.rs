@@ -48,6 +48,61 @@ pub enum FrameError {
         /// The offset as sent, read unsigned.
         offset: u64,
     },
+    /// The first bytes are not a push header but another protocol's answer: the slave was
+    /// pointed at a port of the master other than its HA port.
+    #[error(
+        "the master address is {} (it answered {}), not an HA port: point the slave at the master's \
+         haListenPort (default listenPort + 1)",
+        port.what(), port.answer()
+    )]
+    WrongPort {
+        /// What the port speaks.
+        port: WrongPort,
+    },
+}
+
+/// A port a slave may be pointed at by mistake, recognised by its answer.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WrongPort {
+    /// An HTTP server (logship's httpListenPort): it answered `HTTP/`.
+    Http,
+    /// RocketMQ's remoting protocol (listenPort): it answered a remoting frame.
+    Remoting,
+}
+
+impl WrongPort {
+    fn what(self) -> &'static str {
+        match self {
+            Self::Http => "an HTTP port (httpListenPort?)",
+            Self::Remoting => "a RocketMQ remoting port (listenPort?)",
+        }
+    }
+
+    fn answer(self) -> &'static str {
+        match self {
+            Self::Http => "\"HTTP/\"",
+            Self::Remoting => "a remoting frame",
+        }
+    }
+
+    /// Recognises another protocol in the 12 bytes read as a push header that failed to
+    /// parse: an HTTP status line, or a remoting frame (a 4-byte length, a serialize type of
+    /// 0 (JSON) or 1 (ROCKETMQ) with a header length within the frame, and for JSON a `{`).
+    /// Never called for a header that parses, so a master's frame is never mistaken.
+    pub fn recognise(bytes: &[u8; PUSH_HEADER_LEN]) -> Option<Self> {
+        if bytes.starts_with(b"HTTP/") {
+            return Some(Self::Http);
+        }
+        let total = u32::from_be_bytes(bytes[..4].try_into().expect("4 of 12 bytes"));
+        let header_len = u32::from_be_bytes([0, bytes[5], bytes[6], bytes[7]]);
+        let framed = (4..=16 * 1024 * 1024).contains(&total) && header_len + 4 <= total;
+        match bytes[4] {
+            0 if framed && bytes[8] == b'{' => Some(Self::Remoting),
+            1 if framed => Some(Self::Remoting),
+            _ => None,
+        }
+    }
 }
 
 /// The 12-byte header of a push frame.
@@ -79,8 +134,16 @@ impl PushHeader {
     }
 
     /// Parses wire bytes, refusing a negative size, a body over `max_body` and an offset above
-    /// `i64::MAX`.
+    /// `i64::MAX`; bytes that are another protocol's answer are refused as
+    /// [`FrameError::WrongPort`].
     pub fn decode(bytes: &[u8; PUSH_HEADER_LEN], max_body: u32) -> Result<Self, FrameError> {
+        Self::parse(bytes, max_body).map_err(|e| match WrongPort::recognise(bytes) {
+            Some(port) => FrameError::WrongPort { port },
+            None => e,
+        })
+    }
+
+    fn parse(bytes: &[u8; PUSH_HEADER_LEN], max_body: u32) -> Result<Self, FrameError> {
         let offset = u64::from_be_bytes(bytes[..8].try_into().expect("8 of 12 bytes"));
         let size = i32::from_be_bytes(bytes[8..].try_into().expect("4 of 12 bytes"));
         if offset > MAX_WIRE_OFFSET {
@@ -210,6 +273,25 @@ impl ReportDecoder {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn another_protocols_answer_is_recognised_as_a_wrong_port() {
+        let http: [u8; PUSH_HEADER_LEN] = *b"HTTP/1.1 400";
+        assert_eq!(
+            PushHeader::decode(&http, MAX_JAVA_FRAME_BODY),
+            Err(FrameError::WrongPort { port: WrongPort::Http })
+        );
+        let remoting: [u8; PUSH_HEADER_LEN] = [0, 0, 0, 0xbb, 0, 0, 0, 0xb7, b'{', b'"', b'c', b'o'];
+        let e = PushHeader::decode(&remoting, MAX_JAVA_FRAME_BODY).unwrap_err();
+        assert_eq!(e, FrameError::WrongPort { port: WrongPort::Remoting });
+        assert!(e.to_string().contains("haListenPort") && e.to_string().contains("remoting port"), "{e}");
+        // A push header that parses is never taken for another protocol.
+        let ok = PushHeader { offset: 0x0000_00bb_0000_00b7, body_len: 16 }.encode();
+        assert!(PushHeader::decode(&ok, MAX_JAVA_FRAME_BODY).is_ok());
+        // Garbage that is neither stays what it was.
+        let big: [u8; PUSH_HEADER_LEN] = [0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 0, 0, 0];
+        assert!(matches!(PushHeader::decode(&big, 16), Err(FrameError::BodyTooLarge { .. })));
+    }
+
     use super::*;
 
     fn push_bytes(offset: Offset, body: &[u8]) -> Vec<u8> {

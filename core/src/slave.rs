@@ -246,7 +246,7 @@ impl Slave {
         self.now = now;
         match input {
             SlaveInput::Connected => {
-                info!("connected to master");
+                debug!("connected to master");
                 self.state = State::Streaming(Box::new(Stream {
                     decoder: PushDecoder::new(self.config.max_frame_body),
                     last_read: now,
@@ -257,7 +257,7 @@ impl Slave {
             SlaveInput::Received(data) => self.on_received(data),
             SlaveInput::Closed => {
                 if !matches!(self.state, State::Disconnected { .. }) {
-                    info!("connection to master ended");
+                    debug!("connection to master ended");
                     self.disconnect(None);
                 }
             }
@@ -287,7 +287,7 @@ impl Slave {
             SlaveInput::AppendFailed { end } => {
                 self.unanswered = self.unanswered.saturating_sub(1);
                 self.doomed = self.unanswered;
-                warn!(end, "append failed");
+                debug!(end, "append failed");
                 self.end = end;
                 self.append_end = end;
                 self.close(CloseReason::StoreFailed);
@@ -339,7 +339,7 @@ impl Slave {
         match &mut self.state {
             State::Disconnected { retry_at } if self.now >= *retry_at && self.doomed == 0 => {
                 self.state = State::Connecting;
-                info!("connecting to master");
+                debug!("connecting to master");
                 return SlaveOutput::Connect;
             }
             State::Streaming(s) => {

@@ -47,10 +47,18 @@ pub enum StoreError {
     },
 
     /// Another process (or another handle in this process) has the store open.
-    #[error("store {path} is locked by another process or handle")]
+    #[error(
+        "store {path} is locked by {}",
+        match holder {
+            Some(pid) => format!("another process (PID {pid}, as the lock file records) or handle"),
+            None => "another process or handle (the lock file records no PID: a RocketMQ broker?)".to_string(),
+        }
+    )]
     Locked {
         /// The lock file.
         path: PathBuf,
+        /// The PID the lock file records: the holder's, when it is a logship store.
+        holder: Option<u32>,
     },
 
     /// A segment or consume-queue file does not have the configured size.
@@ -274,15 +282,12 @@ pub enum StoreError {
         reason: RecordError,
     },
 
-    /// The master's segments have a different size than this store's: its BLANK padding (or a
-    /// frame) ends elsewhere than this store's segment end.
+    /// The master's segments have a different size than this store's: one record's end (its
+    /// BLANK padding, or a message running on past this store's segment end) shows the
+    /// master's segment ends elsewhere than this store's. Both are `mappedFileSizeCommitLog`.
     #[error(
-        "segment size mismatch at offset {offset}: this store's mapped_file_size_commit_log is \
-         {local_segment_size} bytes, but the master's segment {}",
-        match master_segment_size {
-            Some(size) => format!("is {size} bytes (it ends at offset {master_segment_end})"),
-            None => format!("ends at offset {master_segment_end}"),
-        }
+        "segment size mismatch at offset {offset}: {}",
+        segment_mismatch_text(*offset, *local_segment_size, *master_segment_end, *master_segment_size)
     )]
     SegmentSizeMismatch {
         /// Where the mismatch showed: the record that does not end at the local segment end.
@@ -391,5 +396,24 @@ pub(crate) trait IoContext<T> {
 impl<T> IoContext<T> for io::Result<T> {
     fn at(self, path: impl AsRef<Path>) -> Result<T, StoreError> {
         self.map_err(|source| StoreError::io(path.as_ref(), source))
+    }
+}
+
+/// The explanation and the fix of [`StoreError::SegmentSizeMismatch`], in RocketMQ's key names.
+fn segment_mismatch_text(offset: u64, local: u64, record_end: u64, master: Option<u64>) -> String {
+    let local_end = (offset / local.max(1) + 1) * local.max(1);
+    let fix_store = "and start it on an empty storePathRootDir (segments already written keep their size)";
+    match master {
+        Some(master) => format!(
+            "the master's mappedFileSizeCommitLog is {master} bytes (one record's end, at offset \
+             {record_end}, ends a master segment there) but this slave's is {local}: set \
+             mappedFileSizeCommitLog={master} on this slave {fix_store}"
+        ),
+        None => format!(
+            "one record's end, at offset {record_end}, is not where this slave's segment ends \
+             ({local_end}), so the master's mappedFileSizeCommitLog differs from this slave's \
+             ({local} bytes): set mappedFileSizeCommitLog on this slave to the master's value \
+             {fix_store}"
+        ),
     }
 }

@@ -58,6 +58,19 @@ pub enum RecoveryKind {
     ForeignCrash,
 }
 
+impl RecoveryKind {
+    /// The kind as a log value: `new`, `clean`, `crash`, `foreign_clean`, `foreign_crash`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::New => "new",
+            Self::Clean => "clean",
+            Self::Crash => "crash",
+            Self::ForeignClean => "foreign_clean",
+            Self::ForeignCrash => "foreign_crash",
+        }
+    }
+}
+
 /// What recovery found and did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -409,7 +422,17 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
     }
     File::create(&abort_path).at(&abort_path)?;
     segment::sync_dir(root)?;
-    tracing::info!(?report, "recovery finished");
+    tracing::info!(
+        kind = report.kind.name(),
+        scanned_from = report.scanned_from,
+        end = report.end,
+        truncated_at = report.truncated_at.as_ref().map(|(at, _)| *at),
+        truncated_because = report.truncated_at.as_ref().map(|(_, why)| tracing::field::display(why)),
+        zeroed_bytes = report.zeroed_bytes,
+        removed_segments = report.removed_segments.len(),
+        dispatch_from = report.dispatch_from,
+        "recovery finished"
+    );
     Ok(Recovered {
         commitlog_dir,
         segments,
@@ -483,9 +506,20 @@ fn lock_store(root: &Path, config: &StoreConfig) -> Result<(PathBuf, Arc<File>),
         .open(&lock_path)
         .at(&lock_path)?;
     if !mmap::try_lock_exclusive(&lock_file).at(&lock_path)? {
-        return Err(StoreError::Locked { path: lock_path });
+        // The holder wrote its PID when it took the lock; a RocketMQ broker writes "lock".
+        let holder = fs::read_to_string(&lock_path).ok().and_then(|t| t.trim().parse::<u32>().ok());
+        return Err(StoreError::Locked { path: lock_path, holder });
     }
+    record_holder(&lock_file).at(&lock_path)?;
     Ok((commitlog_dir, Arc::new(lock_file)))
+}
+
+/// Writes this process's PID into the lock file it holds, for a second opener's error.
+fn record_holder(mut lock_file: &File) -> std::io::Result<()> {
+    use std::io::{Seek, Write};
+    lock_file.set_len(0)?;
+    lock_file.seek(std::io::SeekFrom::Start(0))?;
+    writeln!(lock_file, "{}", std::process::id())
 }
 
 /// Maps every segment in the commit-log directory, oldest first.

@@ -207,7 +207,12 @@ fn scrub_pass(log: &LogView, scrub: &ScrubState, rate: u64) -> bool {
     st.passes += 1;
     st.position = None;
     drop(st);
-    tracing::info!(end, damaged = found, seconds = started.elapsed().as_secs_f64(), "scrub pass finished");
+    tracing::info!(
+        end,
+        damaged = found,
+        seconds = format!("{:.3}", started.elapsed().as_secs_f64()),
+        "scrub pass finished"
+    );
     true
 }
 

@@ -467,7 +467,8 @@ impl Shared {
                 master_segment_end: offset + data.len() as u64,
                 master_segment_size: None,
             };
-            tracing::error!(error = %e, "refusing replicated bytes");
+            // Returned to the replication service, which logs it once.
+            tracing::debug!(error = %e, "refusing replicated bytes");
             self.drop_pending(&mut w);
             return Err(e);
         }
@@ -477,7 +478,8 @@ impl Shared {
         }
         if let Err(e) = a.writer.append(data) {
             let e = StoreError::io(a.writer.file().path(), e);
-            tracing::error!(error = %e, "cannot write replicated bytes to the commit log");
+            // Returned to the replication service, which logs it once.
+            tracing::debug!(error = %e, "cannot write replicated bytes to the commit log");
             return Err(e);
         }
         let written = offset + data.len() as u64;
@@ -535,7 +537,8 @@ impl Shared {
         }
         match error {
             Some(e) => {
-                tracing::error!(error = %e, "refusing replicated bytes that are not valid records");
+                // Returned to the replication service, which logs it once.
+                tracing::debug!(error = %e, "refusing replicated bytes that are not valid records");
                 Err(e)
             }
             None => {
@@ -1001,7 +1004,7 @@ impl CommitLog {
                 None => {}
             }
         }
-        tracing::info!(root = %shared.root.display(), min = recovered.min, end = recovered.end, kind = ?log.report.kind, "store open");
+        tracing::info!(root = %shared.root.display(), min = recovered.min, end = recovered.end, kind = log.report.kind.name(), "store open");
         Ok(log)
     }
 

@@ -180,6 +180,8 @@ pub struct Broker {
     /// The arguments it was started with (a restart reuses them).
     pub args: Vec<String>,
     pub stderr: Log,
+    /// The `httpAuthToken` its arguments set, sent as a bearer token by every call here.
+    pub token: Option<String>,
 }
 
 impl Broker {
@@ -199,7 +201,8 @@ impl Broker {
     /// Starts the binary with exactly `args` (its store in `dir`) and waits until it is ready.
     pub fn spawn(args: Vec<String>, dir: &Path) -> Self {
         let (child, stderr) = spawn_logship(&args, None);
-        let mut broker = Self { child, port: 0, ha_port: None, dir: dir.to_path_buf(), args, stderr };
+        let token = args.iter().rev().find_map(|a| a.strip_prefix("httpAuthToken=")).map(str::to_string);
+        let mut broker = Self { child, port: 0, ha_port: None, dir: dir.to_path_buf(), args, stderr, token };
         broker.wait_ready();
         broker
     }
@@ -275,7 +278,7 @@ impl Broker {
 
     /// `GET path`: status code and JSON body (`Null` when not JSON, 0 when unreachable).
     pub fn get(&self, path: &str) -> (u16, Value) {
-        match agent().get(self.url(path)).call() {
+        match self.authorized(agent().get(self.url(path))).call() {
             Ok(r) => json_reply(r),
             Err(_) => (0, Value::Null),
         }
@@ -283,9 +286,17 @@ impl Broker {
 
     /// `POST path` with `body`: status code and JSON body.
     pub fn post(&self, path: &str, body: &[u8]) -> (u16, Value) {
-        match agent().post(self.url(path)).send(body) {
+        match self.authorized(agent().post(self.url(path))).send(body) {
             Ok(r) => json_reply(r),
             Err(e) => panic!("POST {path} failed: {e}\n{}", self.log()),
+        }
+    }
+
+    /// `request` with the broker's bearer token, if it has one.
+    pub fn authorized<B>(&self, request: ureq::RequestBuilder<B>) -> ureq::RequestBuilder<B> {
+        match &self.token {
+            Some(t) => request.header("Authorization", &format!("Bearer {t}")),
+            None => request,
         }
     }
 
@@ -303,7 +314,7 @@ impl Broker {
 
     /// `GET path` with an `Accept` header: status, content type, body.
     pub fn get_text(&self, path: &str, accept: Option<&str>) -> (u16, String, String) {
-        let mut req = agent().get(self.url(path));
+        let mut req = self.authorized(agent().get(self.url(path)));
         if let Some(a) = accept {
             req = req.header("Accept", a);
         }

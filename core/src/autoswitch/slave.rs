@@ -385,7 +385,7 @@ impl AutoSwitchSlave {
         self.now = now;
         match input {
             SlaveInput::Connected => {
-                info!("connected to master");
+                debug!("connected to master");
                 self.requested = self.end;
                 self.state = State::Connected(Box::new(Conn {
                     phase: Phase::Handshake,
@@ -402,7 +402,7 @@ impl AutoSwitchSlave {
             SlaveInput::Received(data) => self.on_received(data),
             SlaveInput::Closed => {
                 if !matches!(self.state, State::Disconnected { .. }) {
-                    info!("connection to master ended");
+                    debug!("connection to master ended");
                     self.disconnect(None);
                 }
             }
@@ -524,7 +524,7 @@ impl AutoSwitchSlave {
         match &mut self.state {
             State::Disconnected { retry_at } if now >= *retry_at && settled => {
                 self.state = State::Connecting;
-                info!("connecting to master");
+                debug!("connecting to master");
                 return SlaveOutput::Connect;
             }
             State::Connected(c) => {

@@ -234,7 +234,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             Err(why) => Some(why),
         };
         if let Some(why) = refusal {
-            warn!(?conn, peer = %address, why, "HA connection refused");
+            warn!(conn = conn.0, peer = %address, why, "HA connection refused");
             self.refusals.last = Some(format!("{address}: {why}"));
             self.refused.insert(conn);
             sink.close();
@@ -280,7 +280,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     /// Closes `victim` to make room for a more trusted connection from `newcomer`.
     fn displace(&mut self, now: Instant, victim: ConnId, newcomer: SocketAddr) {
         let peer = self.conns.get(&victim).map(|e| e.address);
-        warn!(conn = ?victim, ?peer, %newcomer, "HA slots full: displacing a less trusted connection");
+        warn!(conn = victim.0, peer = peer.map(tracing::field::display), %newcomer, "HA slots full: displacing a less trusted connection");
         self.refusals.displaced += 1;
         self.feed(now, MasterInput::Evict { conn: victim, reason: crate::CloseReason::Displaced });
     }
@@ -317,21 +317,21 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         }
         let ip = entry.address.ip().to_canonical();
         let Some(decision) = decide_link(&self.admission, ip, link, &mut self.refusals) else {
-            debug!(?conn, "negotiation reported without TLS configured: ignored");
+            debug!(conn = conn.0, "negotiation reported without TLS configured: ignored");
             return;
         };
         entry.negotiating = false;
         match decision {
             Negotiation::Admitted { trust, identity } => {
                 if let Some(name) = &identity {
-                    info!(?conn, peer = %entry.address, replica = %name, "TLS replica admitted");
+                    info!(conn = conn.0, peer = %entry.address, replica = %name, "TLS replica admitted");
                 }
                 entry.trust = Some(trust);
                 entry.identity = identity;
                 self.identify(now, conn);
             }
             Negotiation::Refused(why) => {
-                warn!(?conn, peer = %entry.address, why, "HA connection refused");
+                warn!(conn = conn.0, peer = %entry.address, why, "HA connection refused");
                 self.refusals.last = Some(format!("{}: {why}", entry.address));
                 entry.refused = true;
                 entry.sink.close();
@@ -346,7 +346,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         }
         if let Some(entry) = self.conns.get(&conn) {
             if entry.negotiating || entry.refused {
-                debug!(?conn, len = data.len(), "bytes before admission: dropped");
+                debug!(conn = conn.0, len = data.len(), "bytes before admission: dropped");
                 return;
             }
         }
@@ -381,7 +381,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             // next connection cannot be told apart from another slave's.
             if let Some(restart) = &mut self.restart {
                 if restart.heard.remove(&ReplicaKey::Loopback(conn)) {
-                    debug!(?conn, peer = %entry.address, "a loopback replica left before the restart fence lifted");
+                    debug!(conn = conn.0, peer = %entry.address, "a loopback replica left before the restart fence lifted");
                     self.update_restart_fence();
                 }
             }
@@ -441,13 +441,17 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                     if reason == crate::CloseReason::FirstReportTimeout {
                         self.refusals.first_report_timeouts += 1;
                         let peer = self.conns.get(&conn).map(|e| e.address);
-                        warn!(?conn, ?peer, "no complete first report in time: closing");
+                        warn!(
+                            conn = conn.0,
+                            peer = peer.map(tracing::field::display),
+                            "no complete first report in time: closing"
+                        );
                         if let Some(peer) = peer {
                             self.refusals.last = Some(format!("{peer}: {reason}"));
                         }
                     }
                     if let Some(entry) = self.conns.get_mut(&conn) {
-                        info!(?conn, peer = %entry.address, %reason, "closing slave connection");
+                        info!(conn = conn.0, peer = %entry.address, %reason, "closing slave connection");
                         entry.sink.close();
                     }
                 }
@@ -548,7 +552,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         let key = ReplicaKey::of(conn, entry.address, entry.identity.as_ref());
         if let ReplicaKey::Host(ip) = key {
             if self.restart.is_some() && !self.admission.names(ip) {
-                debug!(?conn, peer = %entry.address, "a host on an allow-listed network reported: no named replica, the restart fence does not count it");
+                debug!(conn = conn.0, peer = %entry.address, "a host on an allow-listed network reported: no named replica, the restart fence does not count it");
                 return;
             }
         }
@@ -600,7 +604,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             .map(|info| info.conn)
             .collect();
         for old in stale {
-            warn!(conn = ?old, peer = %ip, replica = ?identity, "the same replica connected again and its older connection is silent: closing it");
+            warn!(conn = old.0, peer = %ip, replica = identity.as_deref(), "the same replica connected again and its older connection is silent: closing it");
             self.feed(now, MasterInput::Evict { conn: old, reason: crate::CloseReason::Superseded });
         }
     }
@@ -614,7 +618,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                 // that long, so this is not a divergence.
                 self.refusals.implausible_reports += 1;
                 let shown = peer.map_or_else(|| format!("{conn:?}"), |p| p.to_string());
-                warn!(?conn, ?peer, %error, "report is no real offset (stray bytes or TLS to a plain port); not fencing");
+                warn!(conn = conn.0, peer = peer.map(tracing::field::display), %error, "report is no real offset (stray bytes or TLS to a plain port); not fencing");
                 self.refusals.last = Some(format!("{shown}: {error} (no real offset, not fencing)"));
                 return;
             }
@@ -643,8 +647,8 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             self.refusals.untrusted_ahead += 1;
             let kind = trust.map_or("undecided", Trust::name);
             error!(
-                ?conn,
-                ?peer,
+                conn = conn.0,
+                peer = peer.map(tracing::field::display),
                 reported,
                 end,
                 trust = kind,
@@ -657,7 +661,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                  so that a replica ahead of the master fences it)"
             ));
         } else {
-            warn!(?conn, ?peer, %error, "unidentified connection refused; not fencing (only identified replicas fence)");
+            warn!(conn = conn.0, peer = peer.map(tracing::field::display), %error, "unidentified connection refused; not fencing (only identified replicas fence)");
             self.refusals.last = Some(format!("{shown}: {error} (not identified, not fencing)"));
         }
     }
@@ -672,7 +676,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             MasterEvent::PeerError { conn, error } => {
                 self.peer_errors += 1;
                 let peer = self.conns.get(&conn).map(|e| e.address);
-                warn!(?conn, ?peer, %error, "slave broke the protocol");
+                warn!(conn = conn.0, peer = peer.map(tracing::field::display), %error, "slave broke the protocol");
                 match error {
                     PeerError::SlaveAhead { .. } | PeerError::SlaveDiverged { .. } => {
                         self.refuse_report(conn, peer, error);
@@ -690,19 +694,19 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                 match answer {
                     Ok(boundary) => self.feed(now, MasterInput::ReportVerified { conn, boundary }),
                     Err(e) => {
-                        warn!(?conn, offset, %e, "cannot check the first report against the log: closing");
+                        warn!(conn = conn.0, offset, %e, "cannot check the first report against the log: closing");
                         self.feed(now, MasterInput::Evict { conn, reason: crate::CloseReason::StoreFailed });
                     }
                 }
             }
             MasterEvent::SlaveStarted { conn, requested, start } => {
-                info!(?conn, requested, start, "slave streaming");
+                info!(conn = conn.0, requested, start, "slave streaming");
                 let now = self.now;
                 self.evict_stale_from_host(now, conn);
                 self.count_report(conn);
             }
             MasterEvent::SlaveAcked { .. } => {}
-            MasterEvent::SlaveDisconnected { conn } => debug!(?conn, "slave disconnected"),
+            MasterEvent::SlaveDisconnected { conn } => debug!(conn = conn.0, "slave disconnected"),
         }
     }
 }

@@ -5,7 +5,7 @@ use std::time::Duration;
 use crate::time::Instant;
 
 use bytes::Bytes;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use super::*;
 use crate::config::CoreConfigError;
@@ -45,6 +45,12 @@ pub struct SlaveDriver<L> {
     caught_up_at: Instant,
     append_error: Option<String>,
     append_failures: u64,
+    /// Whether an append failed on this connection: the appends already handed out after it
+    /// fail too, as a consequence, and are neither logged nor counted again.
+    failed_on_conn: bool,
+    /// The current connection's span ([`slave_link_span`](super::spans::slave_link_span)),
+    /// entered while the driver runs; none before the first connection.
+    span: tracing::Span,
 }
 
 impl<L: LogWrite> SlaveDriver<L> {
@@ -74,6 +80,8 @@ impl<L: LogWrite> SlaveDriver<L> {
             caught_up_at: now,
             append_error: None,
             append_failures: 0,
+            failed_on_conn: false,
+            span: tracing::Span::none(),
         })
     }
 
@@ -103,9 +111,14 @@ impl<L: LogWrite> SlaveDriver<L> {
                 SlaveOutput::Close(_) => return SlaveAction::Disconnect,
                 SlaveOutput::Event(_) => {}
                 SlaveOutput::Append { offset, data } => {
+                    let _link = self.span.clone().entered();
                     let result = self.log.append_at(offset, &data);
-                    if let Err(e) = &result {
-                        error!(%e, offset, len = data.len(), "append failed");
+                    match &result {
+                        Err(e) if !self.failed_on_conn => {
+                            error!(error = %e, offset, len = data.len(), "append failed");
+                        }
+                        Err(e) => debug!(error = %e, offset, "a later append failed after it"),
+                        Ok(_) => {}
                     }
                     self.appended(now, result);
                 }
@@ -123,6 +136,7 @@ impl<L: LogWrite> SlaveDriver<L> {
     /// ([`LogWrite::append_at`]), reporting the outcomes through [`appended`](Self::appended)
     /// in the order the appends came, now or late; keep polling meanwhile.
     pub fn poll_action(&mut self, now: Instant) -> SlaveOutput {
+        let _link = self.span.clone().entered();
         let output = self.core.poll_output();
         match &output {
             SlaveOutput::Report(offset) => {
@@ -132,8 +146,10 @@ impl<L: LogWrite> SlaveDriver<L> {
             }
             SlaveOutput::Close(reason) => info!(%reason, "closing connection to master"),
             SlaveOutput::Event(event) => match event {
-                SlaveEvent::FirstReport { offset } => info!(offset, "replicating from master"),
-                SlaveEvent::Disconnected { reason } => info!(?reason, "disconnected from master"),
+                SlaveEvent::FirstReport { offset } => info!(offset, "connected to master: replicating"),
+                SlaveEvent::Disconnected { reason } => {
+                    debug!(reason = reason.map(|r| r.to_string()), "disconnected from master");
+                }
                 SlaveEvent::PeerError(error) => {
                     self.peer_errors += 1;
                     warn!(%error, "master broke the protocol");
@@ -150,6 +166,7 @@ impl<L: LogWrite> SlaveDriver<L> {
     /// An append returned by [`poll_action`](Self::poll_action) finished: `result` is the log's
     /// new end, or why the append failed (the log's end is then read from the log).
     pub fn appended<E: std::fmt::Display>(&mut self, now: Instant, result: Result<Offset, E>) {
+        let _link = self.span.clone().entered();
         match result {
             Ok(end) => {
                 if end > self.core.end() {
@@ -158,19 +175,24 @@ impl<L: LogWrite> SlaveDriver<L> {
                 self.feed(now, SlaveInput::Appended { end });
             }
             Err(e) => {
-                self.append_error = Some(e.to_string());
-                self.append_failures += 1;
+                // The first failure on a connection is the cause; the rest follow from it.
+                if !self.failed_on_conn {
+                    self.append_error = Some(e.to_string());
+                    self.append_failures += 1;
+                    self.failed_on_conn = true;
+                }
                 let end = self.log.bounds().max;
                 self.feed(now, SlaveInput::AppendFailed { end });
             }
         }
     }
 
-    /// The connection asked for by `Connect` is up. Records its number (1 for the first) as
-    /// the `conn` field of the current tracing span, when the span declares one.
+    /// The connection asked for by `Connect` is up. Opens its span (`link{conn=N}`, 1 for the
+    /// first), which the driver enters while it works for this connection.
     pub fn connected(&mut self, now: Instant) {
         self.connections += 1;
-        tracing::Span::current().record("conn", self.connections);
+        self.failed_on_conn = false;
+        self.span = super::spans::slave_link_span(self.connections);
         self.feed(now, SlaveInput::Connected);
     }
 
@@ -186,6 +208,7 @@ impl<L: LogWrite> SlaveDriver<L> {
 
     /// A `Flush` finished.
     pub fn flushed<E: std::fmt::Display>(&mut self, now: Instant, result: Result<Offset, E>) {
+        let _link = self.span.clone().entered();
         match result {
             Ok(end) => self.feed(now, SlaveInput::Flushed { end }),
             Err(e) => {
@@ -197,6 +220,7 @@ impl<L: LogWrite> SlaveDriver<L> {
 
     /// The instant of the last `SleepUntil` has come (spurious calls are fine).
     pub fn handle_timeout(&mut self, now: Instant) {
+        let _link = self.span.clone().entered();
         self.core.handle_timeout(now);
     }
 
@@ -228,6 +252,7 @@ impl<L: LogWrite> SlaveDriver<L> {
     }
 
     fn feed(&mut self, now: Instant, input: SlaveInput) {
+        let _link = self.span.clone().entered();
         if let Err(e) = self.core.handle_input(now, input) {
             error!(%e, "slave driver fed an invalid input");
             debug_assert!(matches!(e, ApiMisuse::TimeWentBackwards), "driver misuse: {e}");

@@ -185,7 +185,8 @@ pub struct SlaveStatus {
     /// Why the last append failed (the log's error, e.g. bytes that are not valid records at
     /// an offset), until an append succeeds again.
     pub append_error: Option<String>,
-    /// Appends that failed since start.
+    /// Connections on which an append failed, since start (the appends already handed out
+    /// after the first failure fail with it and are not counted).
     pub append_failures: u64,
     /// Controller mode: master epoch, confirmOffset, epochs; `None` for the classic protocol.
     pub autoswitch: Option<super::AutoSwitchSlaveStatus>,

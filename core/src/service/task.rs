@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::time::Instant;
 
 use bytes::Bytes;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::*;
 use crate::log::{MessageLog, Offset};
@@ -414,12 +414,12 @@ impl<L: crate::LogWrite, S> SlaveTask<L, S> {
     pub fn connect_done(&mut self, now: Instant, result: io::Result<S>) {
         match result {
             Ok(stream) => {
-                info!(tls = self.config.tls.is_some(), "connected to master");
+                debug!(tls = self.config.tls.is_some(), "connected to master");
                 self.stream = Some(stream);
                 self.driver.connected(now);
             }
             Err(e) => {
-                warn!(%e, "cannot connect to master");
+                warn!(error = %e, "cannot connect to master");
                 self.driver.closed(now);
             }
         }

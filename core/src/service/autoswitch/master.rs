@@ -472,13 +472,13 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
         let slots = self.slots();
         match refuse_at_accept(&self.admission, ip, trust, &slots, directory, &mut self.refusals) {
             Ok(Some(victim)) => {
-                warn!(conn = ?victim, %address, "HA slots full: displacing a less trusted connection");
+                warn!(conn = victim.0, %address, "HA slots full: displacing a less trusted connection");
                 self.refusals.displaced += 1;
                 self.feed(now, MasterInput::Evict { conn: victim });
             }
             Ok(None) => {}
             Err(why) => {
-                warn!(?conn, peer = %address, why, "HA connection refused");
+                warn!(conn = conn.0, peer = %address, why, "HA connection refused");
                 self.refusals.last = Some(format!("{address}: {why}"));
                 self.refused.insert(conn);
                 sink.close();
@@ -513,21 +513,21 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
         }
         let ip = entry.address.ip().to_canonical();
         let Some(decision) = decide_link(&self.admission, ip, link, &mut self.refusals) else {
-            debug!(?conn, "negotiation reported without TLS configured: ignored");
+            debug!(conn = conn.0, "negotiation reported without TLS configured: ignored");
             return;
         };
         entry.negotiating = false;
         match decision {
             Negotiation::Admitted { trust, identity } => {
                 if let Some(name) = &identity {
-                    info!(?conn, peer = %entry.address, replica = %name, "TLS replica admitted");
+                    info!(conn = conn.0, peer = %entry.address, replica = %name, "TLS replica admitted");
                 }
                 entry.admitted = Some(trust);
                 entry.trust = Some(trust).filter(|&t| !(t == Trust::Stranger && self.members.is_some()));
                 entry.identity = identity;
             }
             Negotiation::Refused(why) => {
-                warn!(?conn, peer = %entry.address, why, "HA connection refused");
+                warn!(conn = conn.0, peer = %entry.address, why, "HA connection refused");
                 self.refusals.last = Some(format!("{}: {why}", entry.address));
                 entry.refused = true;
                 entry.sink.close();
@@ -541,7 +541,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             return;
         }
         if self.conns.get(&conn).is_some_and(|e| e.negotiating || e.refused) {
-            debug!(?conn, len = data.len(), "bytes before admission: dropped");
+            debug!(conn = conn.0, len = data.len(), "bytes before admission: dropped");
             return;
         }
         self.feed(now, MasterInput::Received { conn, data });
@@ -661,7 +661,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
                         self.evict_silent_holder(conn, broker_id);
                     }
                     if let Some(entry) = self.conns.get_mut(&conn) {
-                        info!(?conn, peer = %entry.address, %reason, "closing slave connection");
+                        info!(conn = conn.0, peer = %entry.address, %reason, "closing slave connection");
                         if matches!(
                             reason,
                             CloseReason::HandshakeTimeout | CloseReason::DuplicateBrokerId { .. }
@@ -790,7 +790,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
                 && self.conns.get(&p.conn).is_some_and(same_replica)
         });
         if let Some(holder) = holder {
-            warn!(conn = ?holder.conn, broker_id, silent_for = ?holder.silent_for, "broker id claimed again by the same replica and its connection is silent: evicting it");
+            warn!(conn = holder.conn.0, broker_id, silent_for = ?holder.silent_for, "broker id claimed again by the same replica and its connection is silent: evicting it");
             self.feed(self.now, MasterInput::Evict { conn: holder.conn });
         }
     }
@@ -837,7 +837,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
         let verdict = match &binding {
             Some(b) if matches(b) => Ok(Trust::Identified),
             Some(b) if admitted == Trust::Counted => {
-                warn!(?conn, peer = %entry.address, broker_id = claimed, bound = ?b, "broker id claimed from another identity than its member's; counted anyway (haTrustAnyReplica)");
+                warn!(conn = conn.0, peer = %entry.address, broker_id = claimed, bound = ?b, "broker id claimed from another identity than its member's; counted anyway (haTrustAnyReplica)");
                 Ok(Trust::Counted)
             }
             Some(b) => Err(format!(
@@ -852,12 +852,12 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
         match verdict {
             Ok(Trust::Stranger) => {
                 entry.trust = Some(Trust::Stranger);
-                debug!(?conn, peer = %entry.address, broker_id = claimed, "a stranger's handshake: it streams but counts for nothing");
+                debug!(conn = conn.0, peer = %entry.address, broker_id = claimed, "a stranger's handshake: it streams but counts for nothing");
             }
             Ok(trust) => {
                 entry.trust = Some(trust);
                 entry.vouched = true;
-                info!(?conn, peer = %entry.address, broker_id = claimed, trust = trust.name(), "slave identified");
+                info!(conn = conn.0, peer = %entry.address, broker_id = claimed, trust = trust.name(), "slave identified");
                 self.feed(now, MasterInput::Identified { conn });
                 // A stranger holding the same id counts for nothing and may be an impostor.
                 let impostors: Vec<ConnId> = self
@@ -868,12 +868,16 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
                     .map(|p| p.conn)
                     .collect();
                 for other in impostors {
-                    warn!(conn = ?other, broker_id = claimed, "an unidentified connection claimed an identified member's broker id: closing it");
+                    warn!(
+                        conn = other.0,
+                        broker_id = claimed,
+                        "an unidentified connection claimed an identified member's broker id: closing it"
+                    );
                     self.feed(now, MasterInput::Evict { conn: other });
                 }
             }
             Err(why) => {
-                warn!(?conn, peer = %entry.address, broker_id = claimed, why, "HA handshake refused");
+                warn!(conn = conn.0, peer = %entry.address, broker_id = claimed, why, "HA handshake refused");
                 self.refusals.identity_refused += 1;
                 self.refusals.last = Some(format!("{}: {why}", entry.address));
                 entry.trust = Some(Trust::Stranger);
@@ -903,7 +907,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             MasterEvent::PeerError { conn, error } => {
                 self.peer_errors += 1;
                 let peer = self.conns.get(&conn).map(|e| e.address);
-                warn!(?conn, ?peer, %error, "slave broke the protocol");
+                warn!(conn = conn.0, peer = peer.map(tracing::field::display), %error, "slave broke the protocol");
                 let shown = peer.map_or_else(|| format!("{conn:?}"), |p| p.to_string());
                 if matches!(error, PeerError::SlaveDiverged { .. }) {
                     self.refusals.diverged += 1;
@@ -913,7 +917,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             MasterEvent::VerifyAck { conn, offset } => match self.log.is_record_boundary(offset) {
                 Ok(boundary) => self.feed(now, MasterInput::AckVerified { conn, boundary }),
                 Err(e) => {
-                    warn!(?conn, offset, %e, "cannot check the first ack against the log: closing");
+                    warn!(conn = conn.0, offset, %e, "cannot check the first ack against the log: closing");
                     self.refusals.last = Some(format!("{conn:?}: cannot check its first ack {offset}: {e}"));
                     self.feed(now, MasterInput::Evict { conn });
                 }
@@ -928,7 +932,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             }
             MasterEvent::SlaveHandshake { conn, request } => {
                 debug!(
-                    ?conn,
+                    conn = conn.0,
                     broker_id = request.broker_id,
                     learner = request.async_learner,
                     "slave handshake"
@@ -936,7 +940,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
                 self.weigh_claim(now, conn);
             }
             MasterEvent::SlaveStarted { conn, requested, start } => {
-                info!(?conn, requested, start, "slave streaming");
+                info!(conn = conn.0, requested, start, "slave streaming");
                 if let Some(entry) = self.conns.get_mut(&conn) {
                     entry.start = Some(start);
                 }
@@ -948,7 +952,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
                     self.weigh_claim(now, conn);
                 }
             }
-            MasterEvent::SlaveDisconnected { conn } => debug!(?conn, "slave disconnected"),
+            MasterEvent::SlaveDisconnected { conn } => debug!(conn = conn.0, "slave disconnected"),
         }
     }
 }

@@ -39,7 +39,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::ApiMisuse;
 use crate::SlaveState;
@@ -244,6 +244,8 @@ pub struct AutoSwitchSlaveDriver<L> {
     /// Epochs to record once the log reaches their start, oldest first.
     pending_epochs: Vec<EpochEntry>,
     refusals: FollowRefusals,
+    /// The current connection's span, entered while the driver runs.
+    span: tracing::Span,
 }
 
 impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
@@ -296,6 +298,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
             truncated_bytes: 0,
             pending_epochs: Vec::new(),
             refusals: FollowRefusals::default(),
+            span: tracing::Span::none(),
         })
     }
 
@@ -312,6 +315,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
     /// Performs every output that needs no runtime (the log's work, events) and returns the
     /// next action.
     pub fn next_action(&mut self, now: Instant) -> SlaveAction {
+        let _link = self.span.clone().entered();
         loop {
             match self.core.poll_output() {
                 SlaveOutput::Timeout(at) => return SlaveAction::SleepUntil(at),
@@ -381,7 +385,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
             SlaveEvent::Disconnected { reason } => {
                 self.acked = None;
                 self.last_read = None;
-                info!(?reason, "disconnected from master");
+                debug!(reason = reason.map(|r| r.to_string()), "disconnected from master");
             }
             SlaveEvent::PeerError(error) => {
                 self.peer_errors += 1;
@@ -466,10 +470,10 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
         self.feed(now, SlaveInput::StoreFailed { end });
     }
 
-    /// The connection asked for by `Connect` is up; records its number as the span's `conn`.
+    /// The connection asked for by `Connect` is up; opens its span (`link{conn=N}`).
     pub fn connected(&mut self, now: Instant) {
         self.connections += 1;
-        tracing::Span::current().record("conn", self.connections);
+        self.span = crate::service::spans::slave_link_span(self.connections);
         self.last_read = Some(now);
         self.feed(now, SlaveInput::Connected);
     }
@@ -489,6 +493,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
 
     /// A `Flush` finished.
     pub fn flushed<E: std::fmt::Display>(&mut self, now: Instant, result: Result<Offset, E>) {
+        let _link = self.span.clone().entered();
         match result {
             Ok(end) => self.feed(now, SlaveInput::Flushed { end }),
             Err(e) => {
@@ -500,6 +505,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
 
     /// The instant of the last `SleepUntil` has come (spurious calls are fine).
     pub fn handle_timeout(&mut self, now: Instant) {
+        let _link = self.span.clone().entered();
         self.core.handle_timeout(now);
     }
 
@@ -550,6 +556,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
     }
 
     fn feed(&mut self, now: Instant, input: SlaveInput) {
+        let _link = self.span.clone().entered();
         if let Err(e) = self.core.handle_input(now, input) {
             error!(%e, "AutoSwitch slave driver fed an invalid input");
             debug_assert!(matches!(e, ApiMisuse::TimeWentBackwards), "driver misuse: {e}");
