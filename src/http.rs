@@ -1035,13 +1035,8 @@ fn role_answer(result: Result<crate::roles::Role, crate::roles::RoleError>) -> R
         Ok(role) => Json(role.json()).into_response(),
         Err(e) => {
             let code = match &e {
-                RoleError::NotControllerMode
-                | RoleError::PromoteEpochNotAbove { .. }
-                | RoleError::FollowEpochBehind { .. }
-                | RoleError::EpochTaken { .. }
-                | RoleError::EpochExhausted { .. }
-                | RoleError::EpochSkips { .. }
-                | RoleError::EpochHeldByAnother { .. } => StatusCode::CONFLICT,
+                RoleError::Refused(r) if r.is_malformed() => StatusCode::BAD_REQUEST,
+                RoleError::NotControllerMode | RoleError::Refused(_) => StatusCode::CONFLICT,
                 RoleError::BadRequest(_) | RoleError::OwnHaPort { .. } => StatusCode::BAD_REQUEST,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             };

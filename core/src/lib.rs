@@ -136,6 +136,7 @@ pub mod autoswitch;
 mod chunks;
 mod config;
 mod error;
+pub mod failover;
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;

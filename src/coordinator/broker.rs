@@ -27,8 +27,7 @@ use logship::coordinator::{EtcdConfig, EtcdCoordinator};
 use logship_core::autoswitch::BrokerId;
 use logship_core::service::coordinator::{
     Action, CampaignOutcome, Coordinator, CoordinatorError, ElectionPolicy, GroupView, LeaseConfig,
-    LocalRole, MemberState, RecordAudit, SetChange, SetChangeOutcome, SetChangeRefusal, Situation, Verdict,
-    decide,
+    MemberState, RecordAudit, SetChange, SetChangeOutcome, SetChangeRefusal, Situation, Verdict, decide,
 };
 use logship_core::service::{AuthorityFactory, SyncStateSetAuthority};
 use logship_core::time::Instant;
@@ -89,16 +88,6 @@ fn etcd_config(broker: &Broker, keys: &EtcdKeys, broker_id: BrokerId) -> EtcdCon
         password: k.password.clone(),
     });
     c
-}
-
-fn local_role(role: &Role) -> LocalRole {
-    match role {
-        Role::None => LocalRole::None,
-        Role::Master { epoch } => LocalRole::Master { epoch: *epoch },
-        Role::Slave { master_broker_id, epoch, .. } => {
-            LocalRole::Slave { master: *master_broker_id, epoch: *epoch }
-        }
-    }
 }
 
 /// The loop: runs until `stop` turns true, then resigns the lease (so the group need not wait
@@ -332,7 +321,7 @@ impl SessionLoop<'_> {
             return Ok(true);
         }
         let roles = self.broker.roles.as_ref().expect("controller mode");
-        let role = local_role(&roles.current());
+        let role = roles.current().local();
         let now = self.now();
         let lease = self.session.lease();
         let situation = Situation {
