@@ -399,21 +399,29 @@ async fn put_message(
         return refused(StatusCode::SERVICE_UNAVAILABLE, put_refusal(&node).unwrap_or_default());
     };
     let started = Instant::now();
+    // The master service fences puts by the lease itself (its put path asks the lease before
+    // storing and before acknowledging); a role change under the put is this handler's to see.
     let result = master.put(message).await;
-    if result.status == PutStatus::PutOk {
-        // Fencing: checked right before PUT_OK is answered.
-        let role_after = broker.roles.as_ref().map(|r| r.current());
-        if let Some(c) = broker.coordination() {
-            if !c.lease_open() || role_after != role_before {
-                broker.metrics.record_put(result.status, started.elapsed().as_secs_f64());
-                return lease_lost(
-                    true,
-                    "stored locally but not acknowledged: this broker's lease guard closed",
-                );
-            }
-        }
-    }
     broker.metrics.record_put(result.status, started.elapsed().as_secs_f64());
+    match result.status {
+        PutStatus::LeaseLost => {
+            broker.metrics.record_lease_refusal();
+            return lease_lost(false, "this broker's etcd lease guard is closed: it cannot acknowledge");
+        }
+        PutStatus::LeaseLostAfterStore => {
+            return lease_lost(true, "stored locally but not acknowledged: this broker's lease guard closed");
+        }
+        PutStatus::PutOk
+            if broker.coordination().is_some()
+                && broker.roles.as_ref().map(|r| r.current()) != role_before =>
+        {
+            return lease_lost(
+                true,
+                "stored locally but not acknowledged: this broker changed role meanwhile",
+            );
+        }
+        _ => {}
+    }
     let mut body = json!({
         "status": result.status.rocketmq_name(),
         "stored": result.status.is_stored(),
@@ -436,21 +444,19 @@ async fn put_message(
     (put_http_status(result.status), Json(body)).into_response()
 }
 
-/// A master whose lease guard is closed: 503 `LEASE_LOST`, never `PUT_OK`.
+/// A master whose lease guard is closed ([`PutStatus::LeaseLost`], or
+/// [`PutStatus::LeaseLostAfterStore`] with `stored`): 503 `LEASE_LOST`, never `PUT_OK`.
 fn lease_lost(stored: bool, why: &str) -> Response {
     let body = json!({ "status": "LEASE_LOST", "stored": stored, "error": why });
     (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
 }
 
 /// Automatic failover: a put to a broker that is not master answers 503 `NOT_MASTER` naming
-/// the live master (or `null`); a master with a closed guard answers 503 `LEASE_LOST`.
+/// the live master (or `null`). (A master whose lease is closed refuses the put itself:
+/// [`PutStatus::LeaseLost`], answered 503 `LEASE_LOST`.)
 fn failover_refusal(broker: &Broker, c: &crate::roles::Coordination, node: &Node) -> Option<Response> {
     if matches!(node, Node::Master(_)) {
-        if c.lease_open() {
-            return None;
-        }
-        broker.metrics.record_lease_refusal();
-        return Some(lease_lost(false, "this broker's etcd lease guard is closed: it cannot acknowledge"));
+        return None;
     }
     let view = c.view();
     let master = view.as_ref().and_then(|v| {

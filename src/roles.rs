@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use logship_core::autoswitch::BrokerId;
 use logship_core::failover::{KnownEpochs, RoleChangeError, check_follow, check_promote};
-use logship_core::service::coordinator::{Coordinator, GroupView, LeaseSnapshot, LocalRole};
+use logship_core::service::coordinator::{Coordinator, GroupView, LeaseFence, LeaseSnapshot, LocalRole};
 use logship_core::service::{AuthorityFactory, MemberAddress, MemberDirectory, StartError};
 use logship_core::time::Instant;
 use serde::Deserialize;
@@ -232,8 +232,10 @@ pub async fn promote_with(
         .ok_or(RoleError::NotControllerMode)?;
     if let Some(controller) = config.controller.as_mut() {
         controller.authority = authority;
-        // On etcd, a slave's claimed broker id must come from the HA address it published.
+        // On etcd, a slave's claimed broker id must come from the HA address it published, and
+        // the master service takes and acknowledges puts only while the lease guard is open.
         controller.members = broker.coordination.as_ref().map(|c| c.member_directory());
+        controller.lease = broker.coordination.as_ref().map(|c| c.lease_fence());
     }
     config.validate().map_err(|e| RoleError::BadRequest(e.to_string()))?;
     *given = request.epoch;
@@ -333,8 +335,9 @@ pub async fn step_down(broker: &Broker) {
     stop_current(broker, roles).await;
 }
 
-/// Automatic failover's state shared with the HTTP handlers: the current lease session (whose
-/// guard every `PUT_OK` is checked against) and the group as last read.
+/// Automatic failover's state shared with the HTTP handlers and the master service: the current
+/// lease session (whose guard the master service's put path asks before every put and every
+/// `PUT_OK`, [`lease_fence`](Self::lease_fence)) and the group as last read.
 pub struct Coordination {
     /// The clock the lease guard is stamped with.
     pub clock: Arc<dyn Fn() -> Instant + Send + Sync>,
@@ -450,6 +453,14 @@ impl Coordination {
     /// The group as last read.
     pub fn view(&self) -> Option<GroupView> {
         self.view.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The fence a master service's put path asks ([`LeaseFence`]): open while the lease guard
+    /// is, and always once the broker left automatic failover (an `overrideCoordinator` call:
+    /// its roles are the operator's, and no lease is kept).
+    pub fn lease_fence(self: &Arc<Self>) -> LeaseFence {
+        let weak = Arc::downgrade(self);
+        LeaseFence::new(move || weak.upgrade().is_some_and(|c| c.is_detached() || c.lease_open()))
     }
 
     /// The members' published HA addresses as a master service's [`MemberDirectory`]: a

@@ -1123,6 +1123,7 @@ impl AutoSwitchSim {
                     Some(MemberAddress::Ip(ip(idx)))
                 }
             })),
+            lease: None,
         };
         let nets = (0..self.brokers.len()).map(|i| IpNet::new(ip(i), 32).expect("valid prefix")).collect();
         let config = MasterServiceConfig {
