@@ -1,0 +1,279 @@
+//! The brokers' roles: acting on the group record, becoming master or slave (the production
+//! AutoSwitch drivers), and performing what the drivers ask.
+
+use super::*;
+
+impl AutoSwitchSim {
+    /// Broker `b` acts on the record: becomes its master if elected under its current lease,
+    /// else follows the record's master.
+    pub(super) fn apply_record(&mut self, b: usize) -> R {
+        let (rev, record) = self.coord.record.read();
+        let Some(record) = record.cloned() else { return Ok(()) };
+        let br = &mut self.brokers[b];
+        if br.down {
+            return Ok(());
+        }
+        br.seen_rev = rev;
+        if record.master_id == br.id {
+            let lease = br.lease.as_ref().map(|(id, _)| *id);
+            let elected_now = lease.is_some() && lease == self.coord.master_lease;
+            let already = matches!(&br.role, Role::Master(m) if m.epoch == record.master_epoch);
+            if elected_now && !already {
+                return self.become_master(b, &record, lease.expect("checked"));
+            }
+        } else {
+            let already = matches!(&br.role, Role::Slave(s) if s.master == record.master_id && s.epoch == record.master_epoch);
+            if !already {
+                return self.become_slave(b, record.master_id, record.master_epoch);
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the broker's current role. `silent`: a machine crash, peers are told nothing.
+    pub(super) fn end_role(&mut self, b: usize, silent: bool) -> R {
+        let role = std::mem::replace(&mut self.brokers[b].role, Role::Idle);
+        self.brokers[b].timeout = None;
+        match role {
+            Role::Idle => {}
+            Role::Master(mut m) => {
+                if !silent {
+                    m.driver.shutdown();
+                }
+                for out in take_all(&m.outbox) {
+                    if let Out::WaitDone { id, result } = out {
+                        self.wait_done(id, result)?;
+                    }
+                }
+                let rid = m.rid;
+                let conns: Vec<u64> = self
+                    .conns
+                    .iter()
+                    .filter(|(_, c)| c.master == b && c.master_rid == rid)
+                    .map(|(&k, _)| k)
+                    .collect();
+                for conn in conns {
+                    let c = self.conns.get_mut(&conn).expect("listed");
+                    c.master_open = false;
+                    c.pipes[TO_MASTER].clear();
+                    if !silent {
+                        self.send(conn, TO_SLAVE, Seg::Fin);
+                    }
+                }
+                // Waits the driver still held are gone with it (a crash).
+                let lost: Vec<u64> =
+                    self.waits.iter().filter(|(_, w)| w.b == b && w.rid == rid).map(|(&k, _)| k).collect();
+                for id in lost {
+                    self.waits.remove(&id);
+                    self.stats.puts_not_replicated += 1;
+                }
+            }
+            Role::Slave(s) => {
+                if let Some(conn) = s.conn {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.slave_open = false;
+                        c.pipes[TO_SLAVE].clear();
+                    }
+                    if !silent {
+                        self.send(conn, TO_MASTER, Seg::Fin);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn become_master(&mut self, b: usize, record: &GroupRecord, lease: u64) -> R {
+        self.end_role(b, false)?;
+        let controller = MasterControllerConfig {
+            broker_id: id_of(b),
+            epoch: record.master_epoch,
+            sync_state_set: record.sync_state_set.clone(),
+            sync_state_set_epoch: record.sync_state_set_epoch,
+            sync: SyncPolicy {
+                all_ack_in_sync_state_set: true,
+                in_sync_replicas: 1,
+                min_in_sync_replicas: 1,
+            },
+            ha_max_time_slave_not_catchup: self.d.not_catchup,
+            authority: None,
+            // Each broker's HA address, as a coordinator's members publish them: a slave's
+            // claimed id must come from its broker's address.
+            members: Some(MemberDirectory::new({
+                let brokers = self.brokers.len();
+                move |id| {
+                    let idx = usize::try_from(id - 1).ok().filter(|&i| i < brokers)?;
+                    Some(MemberAddress::Ip(ip(idx)))
+                }
+            })),
+            lease: None,
+        };
+        let nets = (0..self.brokers.len()).map(|i| IpNet::new(ip(i), 32).expect("valid prefix")).collect();
+        let config = MasterServiceConfig {
+            core: self.d.master.clone(),
+            admission: Admission::allow_list(nets),
+            controller: Some(controller),
+            ..MasterServiceConfig::default()
+        };
+        let outbox = Outbox::default();
+        let proposals = Proposals::default();
+        let authority = Box::new(CoordinatorAuthority { proposals: proposals.clone() });
+        let disk = self.brokers[b].disk.clone();
+        let driver = AutoSwitchDriver::with_authority(&config, self.at(), disk, authority).map_err(|e| {
+            Violation::DriverRefused { broker: id_of(b), role: "master", error: e.to_string() }
+        })?;
+        let rid = self.next_rid;
+        self.next_rid += 1;
+        self.rec(
+            &Self::name(b),
+            "becomes master",
+            record.master_epoch as u64,
+            self.brokers[b].disk.bounds().max,
+        );
+        self.check_master = true;
+        self.brokers[b].role = Role::Master(Box::new(MasterRole {
+            rid,
+            driver,
+            epoch: record.master_epoch,
+            lease,
+            outbox,
+            proposals,
+        }));
+        self.master_run(b)
+    }
+
+    pub(super) fn become_slave(&mut self, b: usize, master: BrokerId, epoch: i32) -> R {
+        self.end_role(b, false)?;
+        let m = idx_of(master);
+        let mut core = self.d.slave.clone();
+        core.ack_on = self.brokers[b].ack_on;
+        let config = SlaveServiceConfig {
+            core,
+            controller: Some(SlaveControllerConfig {
+                broker_id: id_of(b),
+                master_broker_id: master,
+                master_epoch: epoch,
+                ..SlaveControllerConfig::default()
+            }),
+            ..SlaveServiceConfig::new(ha_addr(m).to_string())
+        };
+        let disk = self.brokers[b].disk.clone();
+        let driver = AutoSwitchSlaveDriver::new(&config, self.at(), disk).map_err(|e| {
+            Violation::DriverRefused { broker: id_of(b), role: "slave", error: e.to_string() }
+        })?;
+        let rid = self.next_rid;
+        self.next_rid += 1;
+        self.rec(&Self::name(b), "follows", master as u64, epoch as u64);
+        self.brokers[b].role =
+            Role::Slave(Box::new(SlaveRole { rid, driver, master, epoch, conn: None, attempt: None }));
+        self.slave_drive(b)
+    }
+
+    /// Drains the master driver and performs what it handed its sinks.
+    pub(super) fn master_run(&mut self, b: usize) -> R {
+        for _ in 0..DRAIN_LIMIT {
+            let now = self.at();
+            let Role::Master(m) = &mut self.brokers[b].role else { return Ok(()) };
+            let at = m.driver.drain();
+            let (rid, epoch) = (m.rid, m.epoch);
+            let outs = take_all(&m.outbox);
+            let proposals: Vec<_> =
+                m.proposals.lock().unwrap_or_else(PoisonError::into_inner).drain(..).collect();
+            self.brokers[b].timeout = Some(Self::to_nanos(at));
+            for (new_set, set_epoch) in proposals {
+                self.brokers[b].proposals_out.push_back(SetChange {
+                    proposer: id_of(b),
+                    master_epoch: epoch,
+                    sync_state_set_epoch: set_epoch,
+                    new_set,
+                });
+            }
+            if !self.brokers[b].coord_cut(self.now) {
+                self.send_proposals(b);
+            }
+            if outs.is_empty() {
+                return Ok(());
+            }
+            let mut sent = Vec::new();
+            for out in outs {
+                match out {
+                    Out::Transmit { conn, transmit } => {
+                        let open =
+                            self.conns.get(&conn).is_some_and(|c| c.master_open && c.master_rid == rid);
+                        if !open {
+                            continue;
+                        }
+                        let mut bytes = BytesMut::from(&transmit.header[..]);
+                        if let Some(span) = transmit.body {
+                            let body = self.brokers[b].disk.read(span).map_err(|e| Violation::Panic {
+                                message: format!("master {} cannot read its span {span:?}: {e}", id_of(b)),
+                            })?;
+                            bytes.extend_from_slice(&body);
+                        }
+                        self.send(conn, TO_SLAVE, Seg::Data(bytes.freeze()));
+                        sent.push(conn);
+                    }
+                    Out::Close { conn } => {
+                        if let Some(c) = self.conns.get_mut(&conn) {
+                            if c.master_open && c.master_rid == rid {
+                                c.master_open = false;
+                                c.pipes[TO_MASTER].clear();
+                                self.send(conn, TO_SLAVE, Seg::Fin);
+                                let lag = self.rng.range(0, 3 * MS);
+                                self.schedule(self.now + lag, Ev::MasterClosed { b, rid, conn });
+                            }
+                        }
+                    }
+                    Out::WaitDone { id, result } => self.wait_done(id, result)?,
+                }
+            }
+            if let Role::Master(m) = &mut self.brokers[b].role {
+                for conn in sent {
+                    m.driver.sent(now, ConnId(conn));
+                }
+            }
+        }
+        Err(Violation::Livelock { node: Self::name(b), what: "master driver never settles" })
+    }
+
+    pub(super) fn slave_drive(&mut self, b: usize) -> R {
+        for _ in 0..DRAIN_LIMIT {
+            let now = self.at();
+            let Role::Slave(s) = &mut self.brokers[b].role else { return Ok(()) };
+            let (rid, conn) = (s.rid, s.conn);
+            match s.driver.next_action(now) {
+                SlaveAction::SleepUntil(at) => {
+                    self.brokers[b].timeout = Some(Self::to_nanos(at));
+                    return Ok(());
+                }
+                SlaveAction::Connect => {
+                    let attempt = self.next_attempt;
+                    self.next_attempt += 1;
+                    s.attempt = Some(attempt);
+                    let at = self.now + self.link_delay() * 2;
+                    self.schedule(at, Ev::ConnectDone { b, rid, attempt });
+                }
+                SlaveAction::Send(bytes) => {
+                    if let Some(conn) = conn {
+                        self.send(conn, TO_MASTER, Seg::Data(bytes));
+                    }
+                }
+                SlaveAction::Flush => {
+                    let at = self.now + self.rng.range(0, 5 * MS);
+                    self.schedule(at, Ev::FlushDone { b, rid });
+                }
+                SlaveAction::Disconnect => {
+                    s.attempt = None;
+                    if let Some(conn) = s.conn.take() {
+                        if let Some(c) = self.conns.get_mut(&conn) {
+                            c.slave_open = false;
+                            c.pipes[TO_SLAVE].clear();
+                        }
+                        self.send(conn, TO_MASTER, Seg::Fin);
+                    }
+                }
+            }
+        }
+        Err(Violation::Livelock { node: Self::name(b), what: "slave driver never sleeps" })
+    }
+}
