@@ -16,6 +16,9 @@ use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
 use logship_core::{AckOn, AckPolicy, MasterConfig, NewSlaveStart, SlaveConfig};
 use logship_core::{BrokerRole, FlushDiskType};
 
+mod remoting;
+pub use remoting::RemotingKeys;
+
 /// A configuration problem that stops the broker before it starts.
 #[derive(thiserror::Error, Debug, PartialEq, Eq)]
 pub enum BrokerConfigError {
@@ -97,7 +100,7 @@ pub struct BrokerSettings {
     pub store_path_epoch_file: Option<PathBuf>,
     /// `brokerIP1`: the address stored in messages and message ids.
     pub broker_ip1: IpAddr,
-    /// `listenPort`: the HTTP API.
+    /// `listenPort`: the remoting port (RocketMQ's clients and NameServers).
     pub listen_port: u16,
     /// `haListenPort`: the HA port (default `listenPort + 1`).
     pub ha_listen_port: u16,
@@ -143,6 +146,8 @@ pub struct BrokerSettings {
     pub ack_policy: Option<AckPolicyKey>,
     /// The HTTP port's exposure and resource limits.
     pub http: HttpSettings,
+    /// The remoting port, NameServer registration and where the HTTP port listens.
+    pub remoting: RemotingKeys,
     /// `brokerClusterName`: the `cluster` label on every metric.
     pub broker_cluster_name: String,
     /// `brokerName`: the `broker_name` label on every metric (default: the host name, as RocketMQ).
@@ -325,12 +330,11 @@ impl ControllerKeys {
     }
 }
 
-/// The HTTP port's bind address, authentication, timeouts and limits, and the per-topic queue
-/// count (the keys of the README's "HTTP port" table).
+/// The HTTP port's authentication, timeouts and limits, and the per-topic queue count (the
+/// keys of the README's "HTTP port" table; its address is `httpListenAddress:httpListenPort`,
+/// in [`RemotingKeys`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct HttpSettings {
-    /// `listenAddress`: the IP the HTTP port binds; when unset, `brokerIP1`.
-    pub listen_address: Option<IpAddr>,
     /// `httpAuthToken` / `httpAuthTokenFile`: the bearer token every request must carry.
     pub auth_token: Option<String>,
     /// `httpHeaderTimeout`: a request header must be complete within this long of the
@@ -372,7 +376,6 @@ pub struct HttpSettings {
 impl Default for HttpSettings {
     fn default() -> Self {
         Self {
-            listen_address: None,
             auth_token: None,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
@@ -503,6 +506,7 @@ impl Default for BrokerSettings {
             slave_ack_on: AckOn::Written,
             ack_policy: None,
             http: HttpSettings::default(),
+            remoting: RemotingKeys::default(),
             broker_cluster_name: "DefaultCluster".into(),
             broker_name: host_name(),
             replica_names: Vec::new(),
@@ -540,14 +544,10 @@ fn host_name() -> String {
 
 /// RocketMQ keys that exist in real `broker.conf` files but mean nothing to logship.
 const IGNORED_ROCKETMQ_KEYS: &[&str] = &[
-    "namesrvAddr",
-    "autoCreateTopicEnable",
-    "autoCreateSubscriptionGroup",
     "storePathConsumeQueue",
     "storePathIndex",
     "storeCheckpoint",
     "abortFile",
-    "brokerIP2",
     "mapedFileSizeConsumeQueue",
     "mappedFileSizeConsumeQueue",
     "sendMessageThreadPoolNums",
@@ -1083,7 +1083,7 @@ fn build(
                 warnings.push(w);
             }
         }
-        if s.store.set(key, v)? || etcd_security.set(key, v) {
+        if s.store.set(key, v)? || etcd_security.set(key, v) || s.remoting.set(key, v)? {
             continue;
         }
         match key.as_str() {
@@ -1169,9 +1169,6 @@ fn build(
                 })
             }
             // The HTTP port and resource limits.
-            "listenAddress" => {
-                s.http.listen_address = Some(v.parse().map_err(|_| invalid(key, v, "an IP address"))?)
-            }
             "httpAuthToken" => s.http.auth_token = Some(auth_token(key, v)?),
             "httpAuthTokenFile" => {
                 s.http.auth_token = Some(auth_token_file(key, v)?);
@@ -1271,7 +1268,10 @@ fn build(
             other => warnings.push(format!("{origin}: unknown key {other}; ignored")),
         }
     }
-    if !ha_port_set {
+    if !ha_port_set && s.listen_port == 0 {
+        // Any remoting port: any HA port too.
+        s.ha_listen_port = 0;
+    } else if !ha_port_set {
         s.ha_listen_port = s.listen_port.checked_add(1).ok_or_else(|| {
             invalid("listenPort", &s.listen_port.to_string(), "leave room for haListenPort = listenPort + 1")
         })?;
@@ -1286,6 +1286,7 @@ fn build(
     if let Some(commit_log) = store_path_commit_log {
         apply_store_path_commit_log(&mut s, raw.contains_key("storePathRootDir"), &commit_log);
     }
+    let broker_id_origin = broker_id.as_ref().map(|(_, origin)| origin.clone());
     if controller_mode {
         c.in_sync_replicas = s.in_sync_replicas;
         c.broker_id = controller_broker_id(broker_id)?;
@@ -1312,10 +1313,11 @@ fn build(
                 raw[key].origin
             ));
         }
-        if let Some((_, origin)) = broker_id {
-            warnings.push(format!(
-                "{origin}: RocketMQ key brokerId is not used by logship outside controller mode; ignored"
-            ));
+        if let Some((v, _)) = &broker_id {
+            match v.parse::<i64>() {
+                Ok(id) if id >= 0 => s.remoting.broker_id = Some(id),
+                _ => return Err(invalid("brokerId", v, "an integer, 0 for a master, 1 or more for a slave")),
+            }
         }
     }
     build_tls(&mut s)?;
@@ -1356,6 +1358,7 @@ fn build(
         });
     }
     check_protected_mode(&s, warnings)?;
+    remoting::check(&s, warnings, broker_id_origin.as_deref())?;
     check_combinations(&s)?;
     Ok(s)
 }
@@ -1526,7 +1529,7 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), BrokerConfigError> {
     if s.listen_port != 0 && s.listen_port == s.ha_listen_port {
         return Err(conflict(
             format!("listenPort={} haListenPort={}", s.listen_port, s.ha_listen_port),
-            "the HTTP port and the HA port must differ",
+            "the remoting port and the HA port must differ",
         ));
     }
     if s.broker_role == BrokerRole::Slave && s.ha_master_address.is_none() && s.controller.is_none() {
@@ -1888,15 +1891,19 @@ impl BrokerSettings {
         }
     }
 
-    /// The HTTP API address: `listenAddress`, else `brokerIP1`, and `listenPort`.
+    /// The HTTP API address: `httpListenAddress`, else the remoting port's IP
+    /// (`listenAddress`, else `brokerIP1`), and `httpListenPort` (default `listenPort + 2`).
     pub fn http_addr(&self) -> SocketAddr {
-        SocketAddr::new(self.http.listen_address.unwrap_or(self.broker_ip1), self.listen_port)
+        SocketAddr::new(
+            self.remoting.http_listen_address.unwrap_or_else(|| self.listen_ip()),
+            self.http_listen_port(),
+        )
     }
 
-    /// The HA listen address: `haListenAddress`, else the HTTP port's (`listenAddress`, else
-    /// `brokerIP1`), so both ports bind the same address unless told otherwise.
+    /// The HA listen address: `haListenAddress`, else the remoting port's IP (`listenAddress`,
+    /// else `brokerIP1`), so the ports bind the same address unless told otherwise.
     pub fn ha_addr(&self) -> SocketAddr {
-        SocketAddr::new(self.ha_listen_address.unwrap_or_else(|| self.http_addr().ip()), self.ha_listen_port)
+        SocketAddr::new(self.ha_listen_address.unwrap_or_else(|| self.listen_ip()), self.ha_listen_port)
     }
 
     /// The protocol core's master configuration.
@@ -2049,8 +2056,9 @@ mod tests {
         assert_eq!(s.ha_listen_port, 30912, "haListenPort defaults to listenPort + 1");
         assert_eq!(s.ha_transfer_batch_size, 32768);
         assert_eq!(s.effective_ack_policy(), AckPolicy::AnySlave);
-        assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
-        assert!(loaded.warnings[0].contains("brokerId"));
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert_eq!(s.registered_broker_id(), 0);
+        assert_eq!((s.listen_port, s.http_listen_port()), (30911, 30913), "the remoting port, HTTP at + 2");
         assert_eq!((s.broker_cluster_name.as_str(), s.broker_name.as_str()), ("DefaultCluster", "broker-a"));
     }
 
@@ -2203,7 +2211,7 @@ mod tests {
         .unwrap()
         .settings;
         let h = &s.http;
-        assert_eq!(s.http_addr(), "0.0.0.0:10911".parse().unwrap());
+        assert_eq!(s.http_addr(), "0.0.0.0:10913".parse().unwrap());
         assert_eq!(h.auth_token.as_deref(), Some("0123456789abcdef"));
         assert_eq!(
             (h.header_timeout, h.body_timeout, h.idle_timeout, h.shutdown_drain_timeout),
@@ -2218,7 +2226,8 @@ mod tests {
         assert_eq!((h.max_transfer_bytes, h.max_transfer_count, h.default_topic_queue_nums), (1000, 3, 4));
         // Defaults: bind brokerIP1, no token, RocketMQ's 8 queues, 256 KiB / 32 messages a pull.
         let d = load_text("brokerIP1=10.1.2.3\nhaListenAddress=127.0.0.1\n").unwrap().settings;
-        assert_eq!(d.http_addr(), "10.1.2.3:10911".parse().unwrap());
+        assert_eq!(d.http_addr(), "10.1.2.3:10913".parse().unwrap());
+        assert_eq!(d.remoting_addr(), "10.1.2.3:10911".parse().unwrap());
         assert_eq!((d.http.auth_token.clone(), d.http.default_topic_queue_nums), (None, 8));
         assert_eq!((d.http.max_transfer_bytes, d.http.max_transfer_count), (256 << 10, 32));
         // One client gets an eighth of the connections and of the in-flight budget by default.
@@ -2482,6 +2491,75 @@ mod tests {
     }
 
     #[test]
+    fn listen_port_is_the_remoting_port_and_http_moves_to_its_own_key() {
+        let s = load_text("listenPort=20911\n").unwrap().settings;
+        assert_eq!(
+            (s.remoting_addr().port(), s.ha_listen_port, s.http_addr().port(), s.fast_remoting_addr()),
+            (20911, 20912, 20913, None)
+        );
+        let s = load_text(
+            "listenPort=20911\nhttpListenPort=8088\nfastListenPort=20909\nhttpListenAddress=0.0.0.0\n",
+        )
+        .unwrap()
+        .settings;
+        assert_eq!(s.http_addr(), "0.0.0.0:8088".parse().unwrap());
+        assert_eq!(s.fast_remoting_addr(), Some("127.0.0.1:20909".parse().unwrap()));
+        assert_eq!(
+            s.remoting_addr(),
+            "127.0.0.1:20911".parse().unwrap(),
+            "listenAddress, not httpListenAddress"
+        );
+        let any = load_text("listenPort=0\n").unwrap().settings;
+        assert_eq!((any.ha_listen_port, any.http_listen_port()), (0, 0), "any port: each on any port");
+        for (text, keys) in [
+            ("listenPort=20911\nhttpListenPort=20912\n", "haListenPort=20912 httpListenPort=20912"),
+            ("listenPort=20911\nhttpListenPort=20911\n", "listenPort=20911 httpListenPort=20911"),
+            ("listenPort=20911\nfastListenPort=20913\n", "httpListenPort=20913 fastListenPort=20913"),
+        ] {
+            let err = load_text(text).unwrap_err().to_string();
+            assert!(err.starts_with(keys), "{text:?}: {err}");
+        }
+        assert!(load_text("listenPort=65534\n").unwrap_err().to_string().contains("httpListenPort"));
+    }
+
+    #[test]
+    fn registration_keys_parse_and_a_registering_slave_needs_its_broker_id() {
+        let s = load_text(
+            "namesrvAddr=10.0.0.1:9876; 10.0.0.2:9876;\nregisterNameServerPeriod=5000\nbrokerIP2=10.0.0.9\n\
+             brokerRole=SLAVE\nhaMasterAddress=10.0.0.3:10912\nbrokerId=2\n",
+        )
+        .unwrap()
+        .settings;
+        assert_eq!(s.remoting.namesrv_addr, ["10.0.0.1:9876", "10.0.0.2:9876"]);
+        assert_eq!(
+            s.remoting.register_name_server_period,
+            Duration::from_secs(10),
+            "clamped as Java clamps it"
+        );
+        assert_eq!(s.ha_server_addr(), "10.0.0.9:10912".parse().unwrap());
+        assert_eq!(s.registered_broker_id(), 2);
+        let err = load_text("namesrvAddr=10.0.0.1:9876\nbrokerRole=SLAVE\nhaMasterAddress=10.0.0.3:10912\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("brokerId=(unset)") && err.contains("1 or more"), "{err}");
+        for bad in
+            ["namesrvAddr=10.0.0.1", "namesrvAddr=:9876", "namesrvAddr=a:b", "brokerId=-1", "brokerId=x"]
+        {
+            assert!(load_text(&format!("{bad}\n")).is_err(), "{bad}");
+        }
+        let m = load_text("brokerId=3\n").unwrap();
+        assert_eq!(m.settings.registered_broker_id(), 0, "a master registers as 0");
+        assert!(m.warnings.iter().any(|w| w.contains("brokerId=3 on a master")), "{:?}", m.warnings);
+        let b = m.settings.broker_crate_settings();
+        assert_eq!((b.broker_id, b.listen_port, b.version()), (0, 10911, 513));
+        let v4 = load_text("rocketmqLine=4.9\nautoCreateTopicEnable=false\n")
+            .unwrap()
+            .settings
+            .broker_crate_settings();
+        assert_eq!((v4.version(), v4.auto_create_topic_enable), (407, false));
+    }
+
+    #[test]
     fn a_master_whose_ha_port_would_count_strangers_refuses_to_start_unless_told_otherwise() {
         for text in ["brokerIP1=10.0.0.5\n", "brokerIP1=10.0.0.5\nlistenAddress=0.0.0.0\n"] {
             let err = load_text(text).unwrap_err();
@@ -2511,7 +2589,11 @@ mod tests {
         assert_eq!(small.master_service_config().admission.max_untrusted_connections, 7);
         let loaded = load_text("listenAddress=0.0.0.0\nhaListenAddress=127.0.0.1\n").unwrap();
         assert_eq!(loaded.settings.ha_addr().ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
-        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert!(
+            loaded.warnings.iter().all(|w| w.starts_with("the remoting port listens on 0.0.0.0:10911")),
+            "only the open remoting port is warned about: {:?}",
+            loaded.warnings
+        );
         let loaded = load_text("haListenAddress=0.0.0.0\nhaReplicaAllowList=10.0.0.7\n").unwrap();
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
         assert_eq!(load_text("").unwrap().settings.ha_addr().ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));

@@ -64,8 +64,9 @@ impl Node {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Its HTTP API: httpListenPort = listenPort + 2.
     fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        format!("http://127.0.0.1:{}{path}", self.port + 2)
     }
 
     /// Its HA port: listenPort + 1.

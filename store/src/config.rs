@@ -33,6 +33,11 @@ pub struct RecoveryOptions {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct StoreConfig {
+    /// RocketMQ's `messageDelayLevel` in milliseconds, level 1 first: in `SCHEDULE_TOPIC_XXXX`
+    /// a message's consume-queue tags code is its delivery time, its store timestamp plus its
+    /// `DELAY` level's delay, as RocketMQ's (see [`cq_tags_code`](crate::codec::cq_tags_code));
+    /// empty: tags codes as in any topic. RocketMQ's 18 default levels by default.
+    pub schedule_delays_ms: Vec<i64>,
     /// Size of each commit-log segment (`mappedFileSizeCommitLog`, 1 GiB). Must be equal on a
     /// master and its slaves. A multiple of the 4 KiB page size.
     pub mapped_file_size_commit_log: u64,
@@ -128,6 +133,13 @@ pub struct StoreConfig {
 impl Default for StoreConfig {
     fn default() -> Self {
         Self {
+            // 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h.
+            schedule_delays_ms: [
+                1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200,
+            ]
+            .iter()
+            .map(|s| s * 1000)
+            .collect(),
             mapped_file_size_commit_log: 1024 * 1024 * 1024,
             mapped_file_size_consume_queue: 300_000 * CQ_ENTRY_SIZE,
             flush_disk_type: FlushDiskType::AsyncFlush,

@@ -341,6 +341,8 @@ pub(crate) struct Dispatcher {
     pub(crate) error: Option<(u64, RecordError)>,
     /// Store timestamp and end offset of the last dispatched message.
     pub(crate) last_message: Option<(i64, u64)>,
+    /// The delay levels (ms) that make the schedule topic's tags codes.
+    schedule_delays_ms: Vec<i64>,
 }
 
 impl Dispatcher {
@@ -354,6 +356,7 @@ impl Dispatcher {
             dispatched: 0,
             error: None,
             last_message: None,
+            schedule_delays_ms: config.schedule_delays_ms.clone(),
         }
     }
 
@@ -630,7 +633,12 @@ impl Dispatcher {
                         if codec::dispatched_sys_flag(v.sys_flag) {
                             if codec::valid_topic(v.topic) && v.queue_id >= 0 && v.queue_offset >= 0 {
                                 let topic = std::str::from_utf8(v.topic).expect("valid topics are ASCII");
-                                let tags = codec::tags_code_of_properties(v.properties);
+                                let tags = codec::cq_tags_code(
+                                    v.topic,
+                                    v.properties,
+                                    v.store_timestamp,
+                                    &self.schedule_delays_ms,
+                                );
                                 if let Err(e) = self.put_entry(
                                     topic,
                                     v.queue_id,

@@ -317,10 +317,11 @@ impl Shared {
     }
 
     fn put(&self, message: Message) -> PutResult {
-        let prepared = match PreparedMessage::new(
+        let prepared = match PreparedMessage::with_delays(
             message,
             self.config.store_host,
             self.config.max_message_size as usize,
+            &self.config.schedule_delays_ms,
         ) {
             Ok(p) => p,
             Err(e) => {
@@ -358,6 +359,10 @@ impl Shared {
         let (topic, queue_id) = (prepared.topic(), prepared.queue_id());
         let queue_offset = if prepared.is_dispatched() { d.next_queue_offset(topic, queue_id) } else { 0 };
         let len = prepared.len();
+        if len as u64 + codec::BLANK_RECORD_LEN as u64 > self.log.segment_size {
+            tracing::debug!(len, "a batch larger than a segment; refused");
+            return PutResult::refused(PutStatus::MessageIllegal);
+        }
         // A slave turned master may hold an incomplete replicated record: it never will be.
         self.drop_pending(&mut w);
         if let Err(e) = self.make_room(&mut w, len) {
@@ -386,11 +391,17 @@ impl Shared {
         // Index it directly (the dispatcher would parse exactly these fields back).
         d.dispatched = new_end;
         if prepared.is_dispatched() {
-            if let Err(e) =
-                d.put_entry(topic, queue_id, queue_offset, offset, len as u32, prepared.tags_code())
-            {
-                tracing::error!(error = %e, offset, "consume-queue write failed; will retry from the log");
-                d.dispatched = offset;
+            let mut at = offset;
+            for (i, record_len) in prepared.record_lens().enumerate() {
+                let tags = prepared.tags_code(i, store_timestamp);
+                if let Err(e) =
+                    d.put_entry(topic, queue_id, queue_offset + i as u64, at, record_len as u32, tags)
+                {
+                    tracing::error!(error = %e, offset = at, "consume-queue write failed; will retry from the log");
+                    d.dispatched = at;
+                    break;
+                }
+                at += record_len as u64;
             }
         }
         d.last_message = Some((store_timestamp, new_end));
@@ -399,13 +410,22 @@ impl Shared {
         }
         self.log.dispatched.store(d.dispatched, Ordering::Release);
         drop(d);
-        PutResult {
-            status: PutStatus::PutOk,
-            offset,
-            wrote_bytes: len as u32,
-            queue_offset,
-            msg_id: codec::offset_msg_id(self.config.store_host, offset),
-        }
+        let msg_id = if prepared.count() == 1 {
+            codec::offset_msg_id(self.config.store_host, offset)
+        } else {
+            // A batch: every message's id, comma-separated (Java's AppendMessageResult).
+            let mut at = offset;
+            let ids: Vec<String> = prepared
+                .record_lens()
+                .map(|l| {
+                    let id = codec::offset_msg_id(self.config.store_host, at);
+                    at += l as u64;
+                    id
+                })
+                .collect();
+            ids.join(",")
+        };
+        PutResult { status: PutStatus::PutOk, offset, wrote_bytes: len as u32, queue_offset, msg_id }
     }
 
     fn append_at(&self, offset: Offset, data: &[u8]) -> Result<Offset, StoreError> {
@@ -833,6 +853,8 @@ pub struct CommitLog {
     pub(crate) shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     report: RecoveryReport,
+    /// Truncations since open (see [`truncations`](Self::truncations)).
+    truncations: AtomicU64,
 }
 
 impl std::fmt::Debug for CommitLog {
@@ -915,7 +937,12 @@ impl CommitLog {
             config,
             env,
         });
-        let log = Self { shared, threads: Mutex::new(Vec::new()), report: recovered.report };
+        let log = Self {
+            shared,
+            threads: Mutex::new(Vec::new()),
+            report: recovered.report,
+            truncations: AtomicU64::new(0),
+        };
         // Each worker thread gets the narrow state it needs, never the commit log itself.
         let sh = &log.shared;
         type Service = (&'static str, Box<dyn FnOnce() + Send>);
@@ -1215,6 +1242,7 @@ impl CommitLog {
         crash_after: Option<TruncateStep>,
     ) -> Result<TruncateReport, StoreError> {
         let result = self.shared.truncate_to(offset, crash_after);
+        self.truncations.fetch_add(1, Ordering::AcqRel);
         if let Err(e) = &result {
             if !matches!(
                 e,
@@ -1229,6 +1257,19 @@ impl CommitLog {
             }
         }
         result
+    }
+
+    /// One past the last record indexed into the consume queues (what readers of the queues,
+    /// and the message index, may see).
+    pub fn dispatched_offset(&self) -> Offset {
+        self.shared.log.dispatched.load(Ordering::Acquire)
+    }
+
+    /// How many truncations ([`truncate_to`](Self::truncate_to)) started since the store was
+    /// opened: what follows the log from outside (the message index) re-reads it when this
+    /// moves.
+    pub fn truncations(&self) -> u64 {
+        self.truncations.load(Ordering::Acquire)
     }
 
     /// Indexes every complete record appended so far into the consume queues, now, on this
