@@ -28,13 +28,13 @@ use crate::config::{AckOn, MasterConfig, SlaveConfig};
 use crate::error::WaitError;
 use crate::log::{EpochLog, LogRead, Offset};
 use crate::service::coordinator::{
-    Choice, ElectionPolicy, GroupRecord, LeaseGuard, MemberState, MemoryRecord, Revision, SetChange,
-    SetChangeRefusal, apply_set_change, choose_master, elected_record,
+    Choice, ElectionPolicy, GroupRecord, LeaseFence, LeaseGuard, LeaseSnapshot, MemberState, MemoryRecord,
+    Revision, SetChange, SetChangeRefusal, apply_set_change, choose_master, elected_record,
 };
 use crate::service::{
     Admission, AutoSwitchDriver, AutoSwitchSlaveDriver, IpNet, MasterControllerConfig, MasterServiceConfig,
-    MemberAddress, MemberDirectory, SlaveAction, SlaveControllerConfig, SlaveServiceConfig,
-    SyncStateSetAuthority,
+    MemberAddress, MemberDirectory, PendingPut, PutGate, SlaveAction, SlaveControllerConfig,
+    SlaveServiceConfig, SyncStateSetAuthority,
 };
 use crate::time::Instant;
 
@@ -47,7 +47,7 @@ use super::stats::Stats;
 use super::violation::{Failure, Outcome, Violation};
 use coordinator::{CoordinatorAuthority, Proposals};
 use draw::{Drawn, draw};
-use log::EpochDisk;
+use log::{EpochDisk, SimMessage};
 use oracle::first_difference;
 
 /// The HA port of every broker.
@@ -83,9 +83,11 @@ struct MasterRole {
     rid: u64,
     driver: MDriver,
     epoch: i32,
-    /// The lease the broker was elected under: it acknowledges only while that lease's guard
-    /// is open.
-    lease: u64,
+    /// The master service's put gate, fenced by the lease the broker was elected under: it
+    /// takes and acknowledges puts only while that lease's guard is open.
+    gate: PutGate,
+    /// The master service's settings (what a put waits for).
+    service: MasterServiceConfig,
     outbox: Outbox,
     proposals: Proposals,
 }
@@ -116,6 +118,9 @@ struct Broker {
     down: bool,
     /// Its current lease (id) and the guard its renewals feed.
     lease: Option<(u64, LeaseGuard)>,
+    /// What its master service's lease fence reads: the lease and the virtual time, as of the
+    /// last [`AutoSwitchSim::refresh_fence`].
+    fence_view: Arc<Mutex<FenceView>>,
     granting: bool,
     cut_peers: Nanos,
     cut_coord: Nanos,
@@ -126,8 +131,14 @@ struct Broker {
 }
 
 impl Broker {
-    fn guard_open(&self, lease: u64, now: Instant) -> bool {
-        self.lease.as_ref().is_some_and(|(id, guard)| *id == lease && guard.is_open(now))
+    /// A lease fence for a master service elected under `lease`: open while that lease's
+    /// guard is, at the virtual time the simulator last handed the broker.
+    fn fence(&self, lease: u64) -> LeaseFence {
+        let view = self.fence_view.clone();
+        LeaseFence::new(move || {
+            let v = view.lock().unwrap_or_else(PoisonError::into_inner);
+            v.lease.is_some_and(|(id, snapshot)| id == lease && snapshot.is_open(v.now))
+        })
     }
     fn peers_cut(&self, now: Nanos) -> bool {
         self.down || self.cut_peers > now
@@ -135,6 +146,14 @@ impl Broker {
     fn coord_cut(&self, now: Nanos) -> bool {
         self.down || self.cut_coord > now
     }
+}
+
+/// The lease and the time a broker's lease fence judges by: the binary's fence reads its guard
+/// and its clock; the simulator hands them over right before the put path asks the fence.
+#[derive(Copy, Clone, Debug)]
+struct FenceView {
+    now: Instant,
+    lease: Option<(u64, LeaseSnapshot)>,
 }
 
 #[derive(Debug)]
@@ -240,7 +259,8 @@ struct WaitRec {
     b: usize,
     rid: u64,
     epoch: i32,
-    lease: u64,
+    /// The shipped put path's part after the append: it says whether the put is acknowledged.
+    pending: PendingPut,
 }
 
 /// The fake coordinator: the group record, and leases in virtual time.
@@ -333,6 +353,7 @@ impl AutoSwitchSim {
                 timeout: None,
                 down: false,
                 lease: None,
+                fence_view: Arc::new(Mutex::new(FenceView { now: Instant::ZERO, lease: None })),
                 granting: false,
                 cut_peers: 0,
                 cut_coord: 0,
@@ -443,6 +464,14 @@ impl AutoSwitchSim {
 
     fn at(&self) -> Instant {
         self.instant(self.now)
+    }
+
+    /// Hands broker `b`'s lease fence the time now and its lease's guard, as the binary's
+    /// fence reads its own: called right before the put path asks the fence.
+    fn refresh_fence(&self, b: usize) {
+        let br = &self.brokers[b];
+        let view = FenceView { now: self.at(), lease: br.lease.as_ref().map(|(id, g)| (*id, g.snapshot())) };
+        *br.fence_view.lock().unwrap_or_else(PoisonError::into_inner) = view;
     }
 
     fn to_nanos(at: Instant) -> Nanos {

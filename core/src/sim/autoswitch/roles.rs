@@ -37,6 +37,7 @@ impl AutoSwitchSim {
         match role {
             Role::Idle => {}
             Role::Master(mut m) => {
+                m.gate.stop();
                 if !silent {
                     m.driver.shutdown();
                 }
@@ -106,7 +107,8 @@ impl AutoSwitchSim {
                     Some(MemberAddress::Ip(ip(idx)))
                 }
             })),
-            lease: None,
+            // The broker's lease guard fences the service's puts, as the binary's does.
+            lease: Some(self.brokers[b].fence(lease)),
         };
         let nets = (0..self.brokers.len()).map(|i| IpNet::new(ip(i), 32).expect("valid prefix")).collect();
         let config = MasterServiceConfig {
@@ -122,6 +124,10 @@ impl AutoSwitchSim {
         let driver = AutoSwitchDriver::with_authority(&config, self.at(), disk, authority).map_err(|e| {
             Violation::DriverRefused { broker: id_of(b), role: "master", error: e.to_string() }
         })?;
+        // The gate the shipped master task builds for this service: fenced while the driver
+        // fences puts, and by the lease.
+        let gate = PutGate::new(driver.fence().is_some())
+            .with_lease(config.controller.as_ref().and_then(|c| c.lease.clone()));
         let rid = self.next_rid;
         self.next_rid += 1;
         self.rec(
@@ -135,7 +141,8 @@ impl AutoSwitchSim {
             rid,
             driver,
             epoch: record.master_epoch,
-            lease,
+            gate,
+            service: config,
             outbox,
             proposals,
         }));
@@ -175,6 +182,8 @@ impl AutoSwitchSim {
             let now = self.at();
             let Role::Master(m) = &mut self.brokers[b].role else { return Ok(()) };
             let at = m.driver.drain();
+            // As the master task does after every turn.
+            m.gate.publish(m.driver.fence());
             let (rid, epoch) = (m.rid, m.epoch);
             let outs = take_all(&m.outbox);
             let proposals: Vec<_> =

@@ -1,6 +1,7 @@
 //! The producers: puts to whichever broker runs as master, and their outcomes.
 
 use super::*;
+use crate::log::PutStatus;
 
 impl AutoSwitchSim {
     pub(super) fn put(&mut self) -> R {
@@ -16,22 +17,27 @@ impl AutoSwitchSim {
         }
         let b = masters[self.rng.below(masters.len() as u64) as usize];
         let now = self.at();
-        let (rid, epoch, lease) = match &self.brokers[b].role {
-            Role::Master(m) => (m.rid, m.epoch, m.lease),
-            _ => unreachable!("picked a master"),
-        };
-        if !self.brokers[b].guard_open(lease, now) {
-            self.stats.puts_refused_guard_closed += 1;
-            return Ok(());
-        }
         let len = self.rng.range(1, self.d.max_message + 1);
+        self.refresh_fence(b);
+        let Role::Master(m) = &self.brokers[b].role else { unreachable!("picked a master") };
+        let (rid, epoch) = (m.rid, m.epoch);
         let generation = (epoch as u64) << 8 | id_of(b) as u64;
-        let (start, end) = self.brokers[b].disk.put(generation, len);
+        // The shipped put path: the gate (lease fence, driver fence, shutdown), then the append.
+        let pending = match m.gate.start(&m.service, &*self.brokers[b].disk, SimMessage { generation, len }) {
+            Ok(pending) => pending,
+            Err(refused) => {
+                if refused.status == PutStatus::LeaseLost {
+                    self.stats.puts_refused_guard_closed += 1;
+                }
+                return Ok(());
+            }
+        };
+        let (start, end) = (pending.end() - len, pending.end());
         self.appended += len;
         self.stats.puts += 1;
         let id = self.next_wait;
         self.next_wait += 1;
-        self.waits.insert(id, WaitRec { b, rid, epoch, lease });
+        self.waits.insert(id, WaitRec { b, rid, epoch, pending });
         self.rec(&Self::name(b), "put", start, end);
         let wait = self.rng.range(0, self.d.wait_max);
         let deadline = self.instant(self.now + wait);
@@ -52,10 +58,16 @@ impl AutoSwitchSim {
             self.stats.puts_not_replicated += 1;
             return Ok(());
         };
-        let now = self.at();
-        if !self.brokers[w.b].guard_open(w.lease, now) {
+        // Every simulated put is flushed as it is appended.
+        let flushed = w.pending.flush.then_some(true);
+        self.refresh_fence(w.b);
+        let status = w.pending.finish(flushed, Some(Ok(offset))).status;
+        if status == PutStatus::LeaseLostAfterStore {
             self.stats.puts_unacked_guard_closed += 1;
             return Ok(());
+        }
+        if status != PutStatus::PutOk {
+            return Err(Violation::Panic { message: format!("a replicated put ended {status:?}") });
         }
         // PUT_OK.
         self.stats.puts_acked += 1;
