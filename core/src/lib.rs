@@ -144,6 +144,12 @@ mod ids;
 mod log;
 mod master;
 pub mod memlog;
+#[cfg(all(feature = "planted-bugs", debug_assertions))]
+#[cfg_attr(docsrs, doc(cfg(feature = "planted-bugs")))]
+pub mod planted;
+#[cfg(not(all(feature = "planted-bugs", debug_assertions)))]
+#[allow(unreachable_pub)]
+mod planted;
 pub mod policy;
 mod roles;
 pub mod service;

@@ -86,6 +86,8 @@ struct MasterRole {
     /// The master service's put gate, fenced by the lease the broker was elected under: it
     /// takes and acknowledges puts only while that lease's guard is open.
     gate: PutGate,
+    /// The lease the broker was elected under.
+    lease: u64,
     /// The master service's settings (what a put waits for).
     service: MasterServiceConfig,
     outbox: Outbox,
@@ -259,6 +261,7 @@ struct WaitRec {
     b: usize,
     rid: u64,
     epoch: i32,
+    lease: u64,
     /// The shipped put path's part after the append: it says whether the put is acknowledged.
     pending: PendingPut,
 }

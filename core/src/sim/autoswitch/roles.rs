@@ -142,6 +142,7 @@ impl AutoSwitchSim {
             driver,
             epoch: record.master_epoch,
             gate,
+            lease,
             service: config,
             outbox,
             proposals,

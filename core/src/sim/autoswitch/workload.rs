@@ -20,7 +20,7 @@ impl AutoSwitchSim {
         let len = self.rng.range(1, self.d.max_message + 1);
         self.refresh_fence(b);
         let Role::Master(m) = &self.brokers[b].role else { unreachable!("picked a master") };
-        let (rid, epoch) = (m.rid, m.epoch);
+        let (rid, epoch, lease) = (m.rid, m.epoch, m.lease);
         let generation = (epoch as u64) << 8 | id_of(b) as u64;
         // The shipped put path: the gate (lease fence, driver fence, shutdown), then the append.
         let pending = match m.gate.start(&m.service, &*self.brokers[b].disk, SimMessage { generation, len }) {
@@ -37,7 +37,7 @@ impl AutoSwitchSim {
         self.stats.puts += 1;
         let id = self.next_wait;
         self.next_wait += 1;
-        self.waits.insert(id, WaitRec { b, rid, epoch, pending });
+        self.waits.insert(id, WaitRec { b, rid, epoch, lease, pending });
         self.rec(&Self::name(b), "put", start, end);
         let wait = self.rng.range(0, self.d.wait_max);
         let deadline = self.instant(self.now + wait);
@@ -72,6 +72,16 @@ impl AutoSwitchSim {
         // PUT_OK.
         self.stats.puts_acked += 1;
         let broker = id_of(w.b);
+        // The lease property: a master acknowledges only while the coordinator holds the lease
+        // it was elected under, so no other master can have been elected meanwhile.
+        if !self
+            .coord
+            .leases
+            .get(&w.lease)
+            .is_some_and(|&(holder, expires)| holder == w.b && expires > self.now)
+        {
+            return Err(Violation::AckedWithoutLease { broker, epoch: w.epoch, lease: w.lease });
+        }
         self.rec(&Self::name(w.b), "PUT_OK", offset, w.epoch as u64);
         if let Some(&first) = self.ackers.get(&w.epoch) {
             if first != broker {
