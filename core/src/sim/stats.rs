@@ -179,6 +179,9 @@ stats! {
         puts_refused_guard_closed,
         /// Puts whose wait timed out or was cancelled.
         puts_not_replicated,
+        /// Follows of the record's master that the role-change check refused (tried again at
+        /// the next read).
+        follows_refused,
         /// Divergent tails cut by a slave (its log held bytes the new master does not).
         truncations,
         /// Bytes cut by those truncations.

@@ -28,8 +28,8 @@ use crate::config::{AckOn, MasterConfig, SlaveConfig};
 use crate::error::WaitError;
 use crate::log::{EpochLog, LogRead, Offset};
 use crate::service::coordinator::{
-    Choice, ElectionPolicy, GroupRecord, LeaseFence, LeaseGuard, LeaseSnapshot, MemberState, MemoryRecord,
-    Revision, SetChange, SetChangeRefusal, apply_set_change, choose_master, elected_record,
+    Choice, ElectionPolicy, GroupRecord, LeaseFence, LeaseGuard, LeaseSnapshot, LocalRole, MemberState,
+    MemoryRecord, Revision, SetChange, SetChangeRefusal, apply_set_change, choose_master, elected_record,
 };
 use crate::service::{
     Admission, AutoSwitchDriver, AutoSwitchSlaveDriver, IpNet, MasterControllerConfig, MasterServiceConfig,
@@ -123,6 +123,9 @@ struct Broker {
     /// What its master service's lease fence reads: the lease and the virtual time, as of the
     /// last [`AutoSwitchSim::refresh_fence`].
     fence_view: Arc<Mutex<FenceView>>,
+    /// The highest master epoch a role change gave it since it started (-1: none), which the
+    /// role-change checks weigh, as the binary's role changes do.
+    given: i32,
     granting: bool,
     cut_peers: Nanos,
     cut_coord: Nanos,
@@ -142,6 +145,15 @@ impl Broker {
             v.lease.is_some_and(|(id, snapshot)| id == lease && snapshot.is_open(v.now))
         })
     }
+    /// Its role as the failover rules see it.
+    fn local_role(&self) -> LocalRole {
+        match &self.role {
+            Role::Idle => LocalRole::None,
+            Role::Master(m) => LocalRole::Master { epoch: m.epoch },
+            Role::Slave(s) => LocalRole::Slave { master: s.master, epoch: s.epoch },
+        }
+    }
+
     fn peers_cut(&self, now: Nanos) -> bool {
         self.down || self.cut_peers > now
     }
@@ -357,6 +369,7 @@ impl AutoSwitchSim {
                 down: false,
                 lease: None,
                 fence_view: Arc::new(Mutex::new(FenceView { now: Instant::ZERO, lease: None })),
+                given: -1,
                 granting: false,
                 cut_peers: 0,
                 cut_coord: 0,
@@ -523,6 +536,7 @@ impl AutoSwitchSim {
         br.role = Role::Idle;
         br.timeout = None;
         br.lease = None;
+        br.given = -1;
         br.granting = false;
         br.seen_rev = 0;
         br.proposals_out.clear();

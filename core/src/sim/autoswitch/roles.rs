@@ -2,6 +2,7 @@
 //! AutoSwitch drivers), and performing what the drivers ask.
 
 use super::*;
+use crate::failover::{KnownEpochs, check_follow, check_promote};
 
 impl AutoSwitchSim {
     /// Broker `b` acts on the record: becomes its master if elected under its current lease,
@@ -19,15 +20,61 @@ impl AutoSwitchSim {
             let elected_now = lease.is_some() && lease == self.coord.master_lease;
             let already = matches!(&br.role, Role::Master(m) if m.epoch == record.master_epoch);
             if elected_now && !already {
+                // The binary's promotion check (forced: the epoch is the one won in the record).
+                let known = KnownEpochs {
+                    log_last: self.brokers[b].disk.epochs().last().map(|e| e.epoch),
+                    given: self.brokers[b].given,
+                    announced: self.announced(b),
+                };
+                if let Err(e) = check_promote(record.master_epoch, known, true) {
+                    // The binary gives the mastership back with its lease; the coordinator
+                    // elected a broker that cannot be its master.
+                    return Err(Violation::DriverRefused {
+                        broker: id_of(b),
+                        role: "master",
+                        error: format!("changeToMaster refused: {e}"),
+                    });
+                }
+                self.brokers[b].given = record.master_epoch;
                 return self.become_master(b, &record, lease.expect("checked"));
             }
         } else {
             let already = matches!(&br.role, Role::Slave(s) if s.master == record.master_id && s.epoch == record.master_epoch);
             if !already {
+                // The binary's follow check: a refused follow is tried again at the next read.
+                let br = &self.brokers[b];
+                let log_last = br.disk.epochs().last().map(|e| e.epoch);
+                if let Err(e) = check_follow(
+                    br.id,
+                    record.master_id,
+                    record.master_epoch,
+                    log_last,
+                    br.given,
+                    br.local_role(),
+                ) {
+                    self.stats.follows_refused += 1;
+                    self.rec(
+                        &Self::name(b),
+                        "follow refused",
+                        record.master_id as u64,
+                        record.master_epoch as u64,
+                    );
+                    debug_assert!(!e.is_malformed(), "the record names a valid master: {e}");
+                    return Ok(());
+                }
+                self.brokers[b].given = self.brokers[b].given.max(record.master_epoch);
                 return self.become_slave(b, record.master_id, record.master_epoch);
             }
         }
         Ok(())
+    }
+
+    /// The last epoch the master broker `b` follows announced in its handshake, and that
+    /// master's id (what the binary's promotion check weighs).
+    fn announced(&self, b: usize) -> Option<(i32, BrokerId)> {
+        let Role::Slave(s) = &self.brokers[b].role else { return None };
+        let epoch = s.driver.status(self.at()).autoswitch?.master_last_epoch?;
+        Some((epoch, s.master))
     }
 
     /// Ends the broker's current role. `silent`: a machine crash, peers are told nothing.
