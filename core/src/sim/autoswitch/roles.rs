@@ -3,30 +3,59 @@
 
 use super::*;
 use crate::failover::{KnownEpochs, check_follow, check_promote};
+use crate::service::coordinator::{Action, Situation, decide};
 
 impl AutoSwitchSim {
-    /// Broker `b` acts on the record: becomes its master if elected under its current lease,
-    /// else follows the record's master.
+    /// Broker `b` reads the record and acts on it by the failover rule the binary's loop
+    /// applies ([`decide`]): promote when elected under its current lease, follow the record's
+    /// live master once it runs, step down when it is master no longer, drop its role when its
+    /// lease is gone. Campaigns are the fake coordinator's (it elects among the live members
+    /// with the same election rule as a campaign).
     pub(super) fn apply_record(&mut self, b: usize) -> R {
         let (rev, record) = self.coord.record.read();
         let Some(record) = record.cloned() else { return Ok(()) };
-        let br = &mut self.brokers[b];
-        if br.down {
+        if self.brokers[b].down {
             return Ok(());
         }
-        br.seen_rev = rev;
-        if record.master_id == br.id {
-            let lease = br.lease.as_ref().map(|(id, _)| *id);
-            let elected_now = lease.is_some() && lease == self.coord.master_lease;
-            let already = matches!(&br.role, Role::Master(m) if m.epoch == record.master_epoch);
-            if elected_now && !already {
+        self.brokers[b].seen_rev = rev;
+        let now = self.at();
+        let br = &self.brokers[b];
+        let lease = br.lease.as_ref().map(|(id, _)| *id);
+        let master_live = self.coord.master_lease.is_some_and(|l| self.coord.leases.contains_key(&l));
+        let m = idx_of(record.master_id);
+        let master_ready = m < self.brokers.len()
+            && !self.brokers[m].down
+            && matches!(&self.brokers[m].role, Role::Master(r) if r.epoch == record.master_epoch);
+        let situation = Situation {
+            me: br.id,
+            role: br.local_role(),
+            record: Some(&record),
+            master_live,
+            elected_epoch: (record.master_id == br.id && lease.is_some() && lease == self.coord.master_lease)
+                .then_some(record.master_epoch),
+            lease_open: br.lease.as_ref().is_some_and(|(_, g)| g.is_open(now)),
+            lease_lost: br.lease.is_none(),
+            bootstrap_done: true,
+            master_ready,
+        };
+        match decide(&situation) {
+            Action::Stay | Action::Campaign => Ok(()),
+            Action::StepDown | Action::NewSession => {
+                if matches!(self.brokers[b].role, Role::Master(_)) {
+                    self.stats.step_downs += 1;
+                    self.rec(&Self::name(b), "steps down", record.master_epoch as u64, 0);
+                    self.end_role(b, false)?;
+                }
+                Ok(())
+            }
+            Action::Promote { epoch, .. } => {
                 // The binary's promotion check (forced: the epoch is the one won in the record).
                 let known = KnownEpochs {
                     log_last: self.brokers[b].disk.epochs().last().map(|e| e.epoch),
                     given: self.brokers[b].given,
                     announced: self.announced(b),
                 };
-                if let Err(e) = check_promote(record.master_epoch, known, true) {
+                if let Err(e) = check_promote(epoch, known, true) {
                     // The binary gives the mastership back with its lease; the coordinator
                     // elected a broker that cannot be its master.
                     return Err(Violation::DriverRefused {
@@ -35,38 +64,23 @@ impl AutoSwitchSim {
                         error: format!("changeToMaster refused: {e}"),
                     });
                 }
-                self.brokers[b].given = record.master_epoch;
-                return self.become_master(b, &record, lease.expect("checked"));
+                self.brokers[b].given = epoch;
+                self.become_master(b, &record, lease.expect("elected under its lease"))
             }
-        } else {
-            let already = matches!(&br.role, Role::Slave(s) if s.master == record.master_id && s.epoch == record.master_epoch);
-            if !already {
+            Action::Follow { master, epoch, .. } => {
                 // The binary's follow check: a refused follow is tried again at the next read.
                 let br = &self.brokers[b];
                 let log_last = br.disk.epochs().last().map(|e| e.epoch);
-                if let Err(e) = check_follow(
-                    br.id,
-                    record.master_id,
-                    record.master_epoch,
-                    log_last,
-                    br.given,
-                    br.local_role(),
-                ) {
+                if let Err(e) = check_follow(br.id, master, epoch, log_last, br.given, br.local_role()) {
                     self.stats.follows_refused += 1;
-                    self.rec(
-                        &Self::name(b),
-                        "follow refused",
-                        record.master_id as u64,
-                        record.master_epoch as u64,
-                    );
+                    self.rec(&Self::name(b), "follow refused", master as u64, epoch as u64);
                     debug_assert!(!e.is_malformed(), "the record names a valid master: {e}");
                     return Ok(());
                 }
-                self.brokers[b].given = self.brokers[b].given.max(record.master_epoch);
-                return self.become_slave(b, record.master_id, record.master_epoch);
+                self.brokers[b].given = self.brokers[b].given.max(epoch);
+                self.become_slave(b, master, epoch)
             }
         }
-        Ok(())
     }
 
     /// The last epoch the master broker `b` follows announced in its handshake, and that
