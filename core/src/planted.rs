@@ -2,7 +2,7 @@
 //! (issue 27): a seed sweep must fail with the bug planted and pass without it.
 //!
 //! Each [`Plant`] names one hook in the code that ships. A hook is live only in a debug build
-//! with the `planted-bugs` feature, and only on the thread that runs [`with_planted`]: a
+//! with the `planted-bugs` feature, and only on the thread that runs `with_planted`: a
 //! release build has no hook at all (each is the constant `false` and compiles away), and a
 //! test that plants nothing, or another test's thread, sees the unplanted code.
 

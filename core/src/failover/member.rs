@@ -170,7 +170,7 @@ impl Session {
     }
 }
 
-/// One broker's part in its group's automatic failover (see the [module docs](self)).
+/// One broker's part in its group's automatic failover (see [`failover`](crate::failover)).
 #[derive(Clone, Debug)]
 pub struct Member {
     config: MemberConfig,

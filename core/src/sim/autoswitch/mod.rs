@@ -5,6 +5,15 @@
 //! The fake coordinator is the production pure logic ([`MemoryRecord`], [`choose_master`],
 //! [`elected_record`], [`apply_set_change`]) run synchronously by the simulator, with leases in
 //! virtual time; each broker keeps a production [`LeaseGuard`] fed by its renewals' answers.
+//!
+//! What ships, run as shipped: each broker acts on the record by the binary's failover rule
+//! ([`decide`](crate::service::coordinator::decide)) and makes its role-change checks
+//! ([`failover::check_promote`](crate::failover::check_promote),
+//! [`failover::check_follow`](crate::failover::check_follow)); a master's puts go through the
+//! master service's [`PutGate`] and [`PendingPut`], fenced by the broker's lease
+//! ([`LeaseFence`]). Not yet: the brokers do not step [`failover::Member`](crate::failover::Member)
+//! (the fake coordinator elects and answers set changes itself), and the drivers are stepped
+//! directly rather than through the service's master and slave tasks.
 
 mod coordinator;
 mod draw;
