@@ -1984,6 +1984,7 @@ impl BrokerSettings {
             ha_max_time_slave_not_catchup: keys.ha_max_time_slave_not_catchup,
             authority: None,
             members: None,
+            lease: None,
         });
         Some(config)
     }

@@ -406,6 +406,10 @@ async fn put_message(
         MasterPut::LeaseLost => {
             return lease_lost(true, "stored locally but not acknowledged: this broker's lease guard closed");
         }
+        MasterPut::Done { result, .. } if result.status == PutStatus::LeaseLost => {
+            broker.metrics.record_lease_refusal();
+            return lease_lost(false, "this broker's etcd lease guard is closed: it cannot acknowledge");
+        }
         MasterPut::Done { result, role_before } => (result, role_before),
     };
     let mut body = json!({
@@ -437,7 +441,8 @@ pub enum MasterPut {
     /// Not tried: this broker is not a master now (why, for the answer).
     NotMaster(&'static str),
     /// Stored, but the failover lease guard closed (or the role changed) under it: it must
-    /// not be acknowledged.
+    /// not be acknowledged. A put refused before it was stored because the lease was closed
+    /// is `Done` with [`PutStatus::LeaseLost`].
     LeaseLost,
     /// The service's result, and the controller-mode role the put started under.
     Done {
@@ -464,14 +469,19 @@ pub async fn put_through_master(broker: &Broker, message: logship_store::Message
     let started = Instant::now();
     let result = master.put(message).await;
     broker.metrics.record_put(result.status, started.elapsed().as_secs_f64());
-    if result.status == PutStatus::PutOk {
-        // Fencing: checked right before PUT_OK is answered.
-        let role_after = broker.roles.as_ref().map(|r| r.current());
-        if let Some(c) = broker.coordination() {
-            if !c.lease_open() || role_after != role_before {
-                return MasterPut::LeaseLost;
-            }
+    // The master service fences puts by the lease itself: it refuses a put while the lease is
+    // closed (`PutStatus::LeaseLost`, nothing stored: answered as the service's result) and
+    // acknowledges none whose waits ended after it closed. A role change under the put is this
+    // layer's to see.
+    match result.status {
+        PutStatus::LeaseLostAfterStore => return MasterPut::LeaseLost,
+        PutStatus::PutOk
+            if broker.coordination().is_some()
+                && broker.roles.as_ref().map(|r| r.current()) != role_before =>
+        {
+            return MasterPut::LeaseLost;
         }
+        _ => {}
     }
     MasterPut::Done { result, role_before }
 }
@@ -490,21 +500,19 @@ pub fn failover_put_refusal(broker: &Broker) -> Option<String> {
     Some("this broker is not the master (automatic failover): send to the group's master".into())
 }
 
-/// A master whose lease guard is closed: 503 `LEASE_LOST`, never `PUT_OK`.
+/// A master whose lease guard is closed ([`PutStatus::LeaseLost`], or
+/// [`PutStatus::LeaseLostAfterStore`] with `stored`): 503 `LEASE_LOST`, never `PUT_OK`.
 fn lease_lost(stored: bool, why: &str) -> Response {
     let body = json!({ "status": "LEASE_LOST", "stored": stored, "error": why });
     (StatusCode::SERVICE_UNAVAILABLE, Json(body)).into_response()
 }
 
 /// Automatic failover: a put to a broker that is not master answers 503 `NOT_MASTER` naming
-/// the live master (or `null`); a master with a closed guard answers 503 `LEASE_LOST`.
+/// the live master (or `null`). (A master whose lease is closed refuses the put itself:
+/// [`PutStatus::LeaseLost`], answered 503 `LEASE_LOST`.)
 fn failover_refusal(broker: &Broker, c: &crate::roles::Coordination, node: &Node) -> Option<Response> {
     if matches!(node, Node::Master(_)) {
-        if c.lease_open() {
-            return None;
-        }
-        broker.metrics.record_lease_refusal();
-        return Some(lease_lost(false, "this broker's etcd lease guard is closed: it cannot acknowledge"));
+        return None;
     }
     let view = c.view();
     let master = view.as_ref().and_then(|v| {
@@ -1162,13 +1170,8 @@ fn role_answer(result: Result<crate::roles::Role, crate::roles::RoleError>) -> R
         Ok(role) => Json(role.json()).into_response(),
         Err(e) => {
             let code = match &e {
-                RoleError::NotControllerMode
-                | RoleError::PromoteEpochNotAbove { .. }
-                | RoleError::FollowEpochBehind { .. }
-                | RoleError::EpochTaken { .. }
-                | RoleError::EpochExhausted { .. }
-                | RoleError::EpochSkips { .. }
-                | RoleError::EpochHeldByAnother { .. } => StatusCode::CONFLICT,
+                RoleError::Refused(r) if r.is_malformed() => StatusCode::BAD_REQUEST,
+                RoleError::NotControllerMode | RoleError::Refused(_) => StatusCode::CONFLICT,
                 RoleError::BadRequest(_) | RoleError::OwnHaPort { .. } => StatusCode::BAD_REQUEST,
                 _ => StatusCode::INTERNAL_SERVER_ERROR,
             };

@@ -12,6 +12,8 @@
 //!   follows another master in (one master per epoch), and at this broker's own HA port.
 //!
 //! No call takes epoch `i32::MAX`: no epoch could follow it, so failover would end for good.
+//! The epoch and role checks are core's ([`logship_core::failover::role_change`]), the ones the
+//! simulator's brokers make too; this module adds the broker's own (its HA port, its store).
 //!
 //! A role change takes the node away (new puts are refused), stops the running service, which
 //! answers the puts in flight itself (a master service's shutdown closes its put gate and lets
@@ -24,7 +26,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use logship_core::autoswitch::BrokerId;
-use logship_core::service::coordinator::{Coordinator, GroupView, LeaseSnapshot};
+use logship_core::failover::{KnownEpochs, RoleChangeError, check_follow, check_promote};
+use logship_core::service::coordinator::{Coordinator, GroupView, LeaseFence, LeaseSnapshot, LocalRole};
 use logship_core::service::{AuthorityFactory, MemberAddress, MemberDirectory, StartError};
 use logship_core::time::Instant;
 use serde::Deserialize;
@@ -40,71 +43,10 @@ pub enum RoleError {
     /// The broker runs the classic protocol.
     #[error("this broker is not in controller mode (enableControllerMode=false): its role is brokerRole")]
     NotControllerMode,
-    /// The epoch is not above what this broker's log or earlier calls hold.
-    #[error(
-        "cannot become master at epoch {epoch}: it must be above every epoch this broker holds (highest {highest})"
-    )]
-    PromoteEpochNotAbove {
-        /// The epoch asked for.
-        epoch: i32,
-        /// The highest epoch held (the log's last, or one given since start).
-        highest: i32,
-    },
-    /// A follow below an epoch this broker holds: a stale command.
-    #[error("cannot follow a master at epoch {epoch}: this broker holds epoch {highest} already")]
-    FollowEpochBehind {
-        /// The epoch asked for.
-        epoch: i32,
-        /// The highest epoch held.
-        highest: i32,
-    },
-    /// One master per epoch: this broker is master, or follows another master, in that epoch.
-    #[error("cannot follow broker {master} at epoch {epoch}: {reason}")]
-    EpochTaken {
-        /// The epoch asked for.
-        epoch: i32,
-        /// The master asked for.
-        master: BrokerId,
-        /// Who holds the epoch.
-        reason: String,
-    },
-    /// `i32::MAX`: no epoch could follow it, so no later election could ever win.
-    #[error(
-        "epoch {epoch} is refused, forced or not: no epoch can follow it (2147483647 is the largest), \
-         so failover would end for good"
-    )]
-    EpochExhausted {
-        /// The epoch asked for.
-        epoch: i32,
-    },
-    /// A promotion skipping epochs, without `force`.
-    #[error(
-        "cannot become master at epoch {epoch}: epochs advance one at a time, and this broker holds epoch \
-         {highest}, so the next is {next}; send \"force\": true to skip ahead (a controller that knows of \
-         later epochs)"
-    )]
-    EpochSkips {
-        /// The epoch asked for.
-        epoch: i32,
-        /// The highest epoch this broker knows.
-        highest: i32,
-        /// The one it may take without force.
-        next: i32,
-    },
-    /// Another broker is master in that epoch (or a later one), as this broker's master said in
-    /// its handshake: one master per epoch.
-    #[error(
-        "cannot become master at epoch {epoch}: broker {master}, the master this broker follows, announced \
-         epoch {held} in its handshake; one master per epoch"
-    )]
-    EpochHeldByAnother {
-        /// The epoch asked for.
-        epoch: i32,
-        /// The epoch the master announced.
-        held: i32,
-        /// That master's broker id.
-        master: BrokerId,
-    },
+    /// The broker's epochs or role do not allow the change, or the request cannot work
+    /// ([`RoleChangeError::is_malformed`]): the checks of `logship_core::failover`.
+    #[error(transparent)]
+    Refused(#[from] RoleChangeError),
     /// Following this broker's own HA port.
     #[error(
         "masterAddress {address} is this broker's own HA port (haListenPort {port}): a broker cannot follow \
@@ -116,7 +58,7 @@ pub enum RoleError {
         /// This broker's HA port.
         port: u16,
     },
-    /// A request that cannot work (a bad address, a negative id, following itself).
+    /// A request that cannot work (a bad address, a negative id in the set).
     #[error("{0}")]
     BadRequest(String),
     /// The new service did not start; the broker has no role now.
@@ -146,6 +88,17 @@ pub enum Role {
 }
 
 impl Role {
+    /// The role as the failover rules see it.
+    pub fn local(&self) -> LocalRole {
+        match self {
+            Self::None => LocalRole::None,
+            Self::Master { epoch } => LocalRole::Master { epoch: *epoch },
+            Self::Slave { master_broker_id, epoch, .. } => {
+                LocalRole::Slave { master: *master_broker_id, epoch: *epoch }
+            }
+        }
+    }
+
     /// The role as `/status` shows it.
     pub fn json(&self) -> Value {
         match self {
@@ -229,84 +182,6 @@ pub struct FollowRequest {
     pub override_coordinator: bool,
 }
 
-/// The epochs a broker knows of when it is told to become master.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct KnownEpochs {
-    /// The local log's last epoch.
-    pub log_last: Option<i32>,
-    /// The highest epoch given since start (-1 for none).
-    pub given: i32,
-    /// The last epoch the master this broker follows announced in its handshake, and that
-    /// master's id.
-    pub announced: Option<(i32, BrokerId)>,
-}
-
-/// Whether promotion at `epoch` may go ahead (see the module docs): never at `i32::MAX`; never
-/// at or below an epoch this broker's master announced, the log's last, or one given since
-/// start; and, unless `force`, only at the next epoch (epochs start at 1).
-pub fn check_promote(epoch: i32, known: KnownEpochs, force: bool) -> Result<(), RoleError> {
-    if epoch == i32::MAX {
-        return Err(RoleError::EpochExhausted { epoch });
-    }
-    if let Some((held, master)) = known.announced {
-        if held >= epoch {
-            return Err(RoleError::EpochHeldByAnother { epoch, held, master });
-        }
-    }
-    let highest = known.log_last.unwrap_or(0).max(known.given).max(known.announced.map_or(0, |a| a.0)).max(0);
-    if epoch <= highest {
-        return Err(RoleError::PromoteEpochNotAbove { epoch, highest });
-    }
-    let next = highest + 1;
-    if epoch > next && !force {
-        return Err(RoleError::EpochSkips { epoch, highest, next });
-    }
-    Ok(())
-}
-
-/// Whether following `master` at `epoch` may go ahead, for broker `own` in role `current`.
-pub fn check_follow(
-    own: BrokerId,
-    master: BrokerId,
-    epoch: i32,
-    log_last: Option<i32>,
-    given: i32,
-    current: &Role,
-) -> Result<(), RoleError> {
-    if master < 0 || epoch < 0 {
-        return Err(RoleError::BadRequest(format!(
-            "masterBrokerId ({master}) and epoch ({epoch}) must not be negative"
-        )));
-    }
-    if master == own {
-        return Err(RoleError::BadRequest(format!(
-            "masterBrokerId {master} is this broker's own brokerId: a broker cannot follow itself"
-        )));
-    }
-    if epoch == i32::MAX {
-        return Err(RoleError::EpochExhausted { epoch });
-    }
-    let highest = log_last.unwrap_or(-1).max(given);
-    if epoch < highest {
-        return Err(RoleError::FollowEpochBehind { epoch, highest });
-    }
-    match current {
-        Role::Master { epoch: e } if *e == epoch => Err(RoleError::EpochTaken {
-            epoch,
-            master,
-            reason: format!("this broker is the master of epoch {epoch}"),
-        }),
-        Role::Slave { master_broker_id, epoch: e, .. } if *e == epoch && *master_broker_id != master => {
-            Err(RoleError::EpochTaken {
-                epoch,
-                master,
-                reason: format!("this broker follows broker {master_broker_id} in epoch {epoch}"),
-            })
-        }
-        _ => Ok(()),
-    }
-}
-
 /// The log's last epoch.
 fn log_last_epoch(broker: &Broker) -> Option<i32> {
     broker.store.epochs().last().map(|e| e.epoch)
@@ -357,8 +232,10 @@ pub async fn promote_with(
         .ok_or(RoleError::NotControllerMode)?;
     if let Some(controller) = config.controller.as_mut() {
         controller.authority = authority;
-        // On etcd, a slave's claimed broker id must come from the HA address it published.
+        // On etcd, a slave's claimed broker id must come from the HA address it published, and
+        // the master service takes and acknowledges puts only while the lease guard is open.
         controller.members = broker.coordination.as_ref().map(|c| c.member_directory());
+        controller.lease = broker.coordination.as_ref().map(|c| c.lease_fence());
     }
     config.validate().map_err(|e| RoleError::BadRequest(e.to_string()))?;
     *given = request.epoch;
@@ -395,7 +272,7 @@ pub async fn follow(broker: &Broker, request: FollowRequest) -> Result<Role, Rol
         request.epoch,
         log_last_epoch(broker),
         *given,
-        &roles.current(),
+        roles.current().local(),
     )?;
     let config = broker
         .settings
@@ -458,8 +335,9 @@ pub async fn step_down(broker: &Broker) {
     stop_current(broker, roles).await;
 }
 
-/// Automatic failover's state shared with the HTTP handlers: the current lease session (whose
-/// guard every `PUT_OK` is checked against) and the group as last read.
+/// Automatic failover's state shared with the HTTP handlers and the master service: the current
+/// lease session (whose guard the master service's put path asks before every put and every
+/// `PUT_OK`, [`lease_fence`](Self::lease_fence)) and the group as last read.
 pub struct Coordination {
     /// The clock the lease guard is stamped with.
     pub clock: Arc<dyn Fn() -> Instant + Send + Sync>,
@@ -577,6 +455,14 @@ impl Coordination {
         self.view.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
+    /// The fence a master service's put path asks ([`LeaseFence`]): open while the lease guard
+    /// is, and always once the broker left automatic failover (an `overrideCoordinator` call:
+    /// its roles are the operator's, and no lease is kept).
+    pub fn lease_fence(self: &Arc<Self>) -> LeaseFence {
+        let weak = Arc::downgrade(self);
+        LeaseFence::new(move || weak.upgrade().is_some_and(|c| c.is_detached() || c.lease_open()))
+    }
+
     /// The members' published HA addresses as a master service's [`MemberDirectory`]: a
     /// slave's claimed broker id is bound to the IP of the HA address that live member
     /// published, as last read from the group.
@@ -598,76 +484,5 @@ async fn stop_current(broker: &Broker, roles: &Roles) {
         Node::Master(m) => m.shutdown().await,
         Node::Slave(s) => s.shutdown().await,
         Node::Unassigned => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn known(log_last: Option<i32>, given: i32) -> KnownEpochs {
-        KnownEpochs { log_last, given, announced: None }
-    }
-
-    #[test]
-    fn promotion_needs_an_epoch_above_the_log_and_every_epoch_given() {
-        assert!(check_promote(1, known(None, -1), false).is_ok(), "an empty log starts at epoch 1");
-        assert!(check_promote(3, known(Some(2), -1), false).is_ok());
-        for (epoch, log, given) in
-            [(2, Some(2), -1), (1, Some(2), -1), (3, Some(1), 3), (-1, None, -1), (0, None, -1)]
-        {
-            let err = check_promote(epoch, known(log, given), true).unwrap_err();
-            assert!(matches!(err, RoleError::PromoteEpochNotAbove { .. }), "{epoch} {log:?} {given}: {err}");
-            assert!(err.to_string().contains(&format!("epoch {epoch}")), "{err}");
-        }
-    }
-
-    #[test]
-    fn promotion_advances_one_epoch_at_a_time_unless_forced_and_never_to_the_last() {
-        let err = check_promote(3, known(None, -1), false).unwrap_err();
-        assert!(matches!(err, RoleError::EpochSkips { epoch: 3, highest: 0, next: 1 }), "{err}");
-        assert!(err.to_string().contains("force"), "{err}");
-        assert!(check_promote(3, known(None, -1), true).is_ok(), "forced");
-        let err = check_promote(9, known(Some(2), 4), false).unwrap_err();
-        assert!(matches!(err, RoleError::EpochSkips { next: 5, .. }), "{err}");
-        for force in [false, true] {
-            let err = check_promote(i32::MAX, known(Some(i32::MAX - 1), -1), force).unwrap_err();
-            assert!(matches!(err, RoleError::EpochExhausted { .. }), "{err}");
-            assert!(err.to_string().contains("2147483647"), "{err}");
-        }
-    }
-
-    #[test]
-    fn promotion_at_an_epoch_the_followed_master_announced_is_refused() {
-        let announced = KnownEpochs { log_last: Some(1), given: 1, announced: Some((2, 1)) };
-        let err = check_promote(2, announced, true).unwrap_err();
-        assert!(matches!(err, RoleError::EpochHeldByAnother { epoch: 2, held: 2, master: 1 }), "{err}");
-        assert!(err.to_string().contains("broker 1"), "{err}");
-        assert!(check_promote(3, announced, false).is_ok(), "the next epoch after the announced one");
-    }
-
-    #[test]
-    fn following_refuses_stale_epochs_itself_and_a_second_master_in_one_epoch() {
-        let none = Role::None;
-        assert!(check_follow(2, 1, 2, Some(1), -1, &none).is_ok(), "a newer master");
-        assert!(check_follow(2, 1, 2, Some(2), -1, &none).is_ok(), "again in the log's epoch (a restart)");
-        assert!(check_follow(3, 2, 2, None, -1, &none).is_ok(), "an empty log");
-        let err = check_follow(2, 1, 1, Some(2), -1, &none).unwrap_err();
-        assert!(matches!(err, RoleError::FollowEpochBehind { epoch: 1, highest: 2 }), "{err}");
-        let err = check_follow(2, 1, 2, None, 3, &none).unwrap_err();
-        assert!(matches!(err, RoleError::FollowEpochBehind { epoch: 2, highest: 3 }), "{err}");
-        let err = check_follow(2, 2, 3, None, -1, &none).unwrap_err();
-        assert!(matches!(err, RoleError::BadRequest(_)) && err.to_string().contains("itself"), "{err}");
-        assert!(matches!(check_follow(2, -1, 3, None, -1, &none), Err(RoleError::BadRequest(_))));
-        let master = Role::Master { epoch: 3 };
-        let err = check_follow(2, 1, 3, Some(3), 3, &master).unwrap_err();
-        assert!(matches!(err, RoleError::EpochTaken { .. }) && err.to_string().contains("master of epoch 3"));
-        let slave = Role::Slave { master_address: "127.0.0.1:1".into(), master_broker_id: 1, epoch: 3 };
-        assert!(check_follow(2, 1, 3, Some(3), 3, &slave).is_ok(), "the same master again");
-        let err = check_follow(2, 4, 3, Some(3), 3, &slave).unwrap_err();
-        assert!(err.to_string().contains("follows broker 1 in epoch 3"), "{err}");
-        assert!(check_follow(2, 4, 4, Some(3), 3, &slave).is_ok(), "a newer epoch");
-        let err = check_follow(2, 1, i32::MAX, None, -1, &none).unwrap_err();
-        assert!(matches!(err, RoleError::EpochExhausted { .. }), "{err}");
     }
 }

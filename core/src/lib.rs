@@ -136,6 +136,7 @@ pub mod autoswitch;
 mod chunks;
 mod config;
 mod error;
+pub mod failover;
 pub mod frame;
 #[doc(hidden)]
 pub mod fuzzing;
@@ -143,6 +144,12 @@ mod ids;
 mod log;
 mod master;
 pub mod memlog;
+#[cfg(all(feature = "planted-bugs", debug_assertions))]
+#[cfg_attr(docsrs, doc(cfg(feature = "planted-bugs")))]
+pub mod planted;
+#[cfg(not(all(feature = "planted-bugs", debug_assertions)))]
+#[allow(unreachable_pub)]
+mod planted;
 pub mod policy;
 mod roles;
 pub mod service;

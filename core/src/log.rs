@@ -187,10 +187,21 @@ pub enum PutStatus {
     PropertiesSizeExceeded,
     /// Not stored: the log could not be written (for example a segment could not be created).
     UnknownError,
+    /// Not stored: the broker's lease is closed (automatic failover), so it may no longer be
+    /// its group's master and takes no writes: RocketMQ's fenced store, which answers
+    /// `SERVICE_NOT_AVAILABLE` ([`rocketmq_name`](Self::rocketmq_name)).
+    LeaseLost,
+    /// Stored locally, but not acknowledged: the broker's lease closed before the put's waits
+    /// ended, so it may no longer be the group's master, and a failover may cut the message
+    /// from its log. Answered `SERVICE_NOT_AVAILABLE` to a RocketMQ client, which sends again
+    /// (to the new master).
+    LeaseLostAfterStore,
 }
 
 impl PutStatus {
-    /// RocketMQ's constant name, e.g. `FLUSH_SLAVE_TIMEOUT`.
+    /// RocketMQ's constant name, e.g. `FLUSH_SLAVE_TIMEOUT`: for a logship status RocketMQ does
+    /// not have, the one a RocketMQ broker in that state answers (`SERVICE_NOT_AVAILABLE` for
+    /// both lease statuses).
     pub fn rocketmq_name(self) -> &'static str {
         match self {
             Self::PutOk => "PUT_OK",
@@ -202,6 +213,7 @@ impl PutStatus {
             Self::MessageIllegal => "MESSAGE_ILLEGAL",
             Self::PropertiesSizeExceeded => "PROPERTIES_SIZE_EXCEEDED",
             Self::UnknownError => "UNKNOWN_ERROR",
+            Self::LeaseLost | Self::LeaseLostAfterStore => "SERVICE_NOT_AVAILABLE",
         }
     }
 
@@ -214,6 +226,7 @@ impl PutStatus {
                 | Self::FlushSlaveTimeout
                 | Self::SlaveNotAvailable
                 | Self::InSyncReplicasNotEnough
+                | Self::LeaseLostAfterStore
         )
     }
 }

@@ -370,6 +370,9 @@ impl Slave {
     }
 
     fn reportable(&self) -> Offset {
+        if crate::planted::planted(crate::planted::Plant::ReportBeforeStore) {
+            return self.append_end.max(self.end);
+        }
         match self.config.ack_on {
             AckOn::Written => self.end,
             AckOn::Flushed => self.flushed.min(self.end),

@@ -66,6 +66,7 @@ fn swarm_seeds_keep_every_autoswitch_invariant() {
             "peer_partitions",
             "connection_resets",
             "puts_refused_guard_closed",
+            "step_downs",
         ] {
             assert!(counter(&total, name) > 0, "the default seeds no longer exercise {name}");
         }

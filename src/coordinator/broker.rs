@@ -1,22 +1,25 @@
-//! Automatic failover of a `logship broker` with `etcdEndpoints`: the coordinator loop (part of
-//! the binary; [`decide`] is the rule, tested in core).
+//! Automatic failover of a `logship broker` with `etcdEndpoints`: the coordinator loop, the
+//! etcd I/O of core's sans-IO [`Member`] (which decides, and which the simulator's brokers step
+//! too; [`decide`](logship_core::service::coordinator::decide) is its rule).
 //!
-//! One lease session at a time ([`EtcdCoordinator`]). Every [`POLL`] the loop publishes this
-//! broker's [`MemberState`] when it changed (at most once per renew interval, and always before
-//! campaigning), reads the group, and acts on [`decide`]: campaign, promote in the record's
-//! epoch, follow the record's master, or step down. A lost lease drops a master's role at once
-//! and starts a new session; the broker then follows whoever won.
+//! One lease session at a time ([`EtcdCoordinator`]). Every [`POLL`] the loop writes the master
+//! service's pending sync-state-set proposals, publishes this broker's [`MemberState`] when the
+//! member says it is due, reads the group, and performs what the member makes of the read:
+//! campaign, promote in the record's epoch, follow the record's master, or step down. A lost
+//! lease drops a master's role at once and starts a new session; the broker then follows
+//! whoever won.
 //!
-//! Every read is judged by a [`RecordAudit`], kept for the broker's life: a record no protocol
-//! step explains is logged at ERROR, shown in `/status` and the metrics, and not acted on (the
-//! loop acts on the last record it trusted), so a forged write neither steps a healthy master
-//! down nor sends the slaves elsewhere.
+//! Every read is judged by the member's record audit, kept for the broker's life: a record no
+//! protocol step explains is logged at ERROR, shown in `/status` and the metrics, and not acted
+//! on (the loop acts on the last record it trusted), so a forged write neither steps a healthy
+//! master down nor sends the slaves elsewhere; a master holding its mastership writes the
+//! trusted record back.
 //!
 //! A master's sync-state-set proposals come here through an [`EtcdAuthority`]: each is written to
 //! the record by compare-and-swap under the master's epoch and mastership, and only a committed
 //! change is applied to the master service (which counts the union of the old and the new set
-//! while one is pending). A refused one is answered with the record's set; one etcd did not
-//! answer is retried.
+//! while one is pending). A refused one is answered with the record's set while it is still the
+//! newest proposal; one etcd did not answer is retried.
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -25,10 +28,10 @@ use std::time::Duration;
 
 use logship::coordinator::{EtcdConfig, EtcdCoordinator};
 use logship_core::autoswitch::BrokerId;
+use logship_core::failover::{ChangeStep, Local, Member, MemberConfig};
 use logship_core::service::coordinator::{
     Action, CampaignOutcome, Coordinator, CoordinatorError, ElectionPolicy, GroupView, LeaseConfig,
-    LocalRole, MemberState, RecordAudit, SetChange, SetChangeOutcome, SetChangeRefusal, Situation, Verdict,
-    decide,
+    MemberState, SetChangeOutcome, Verdict,
 };
 use logship_core::service::{AuthorityFactory, SyncStateSetAuthority};
 use logship_core::time::Instant;
@@ -37,11 +40,11 @@ use tracing::{error, info, warn};
 
 use crate::config::EtcdKeys;
 use crate::http::{Broker, Node};
-use crate::roles::{self, Coordination, FollowRequest, PromoteRequest, Role};
+use crate::roles::{self, Coordination, FollowRequest, PromoteRequest};
 
 /// How often the loop reads the group.
 pub const POLL: Duration = Duration::from_millis(100);
-/// How long a failed role change is not tried again.
+/// How long the loop waits before it opens a new lease session after etcd refused one.
 const RETRY_PAUSE: Duration = Duration::from_millis(500);
 
 /// A sync-state-set change the master service proposed.
@@ -91,16 +94,6 @@ fn etcd_config(broker: &Broker, keys: &EtcdKeys, broker_id: BrokerId) -> EtcdCon
     c
 }
 
-fn local_role(role: &Role) -> LocalRole {
-    match role {
-        Role::None => LocalRole::None,
-        Role::Master { epoch } => LocalRole::Master { epoch: *epoch },
-        Role::Slave { master_broker_id, epoch, .. } => {
-            LocalRole::Slave { master: *master_broker_id, epoch: *epoch }
-        }
-    }
-}
-
 /// The loop: runs until `stop` turns true, then resigns the lease (so the group need not wait
 /// for it to expire) after stepping down.
 pub async fn run(
@@ -120,8 +113,14 @@ pub async fn run(
     let ha_addr = SocketAddr::new(advertised, broker.settings.ha_addr().port());
     let http_addr = SocketAddr::new(advertised, http_addr.port());
     let policy = ElectionPolicy { unclean: keys.elect_unclean_master };
-    // What this broker trusts of the group outlives its lease sessions.
-    let mut audit = RecordAudit::new();
+    // The member's decisions, and what it trusts of the group, outlive the lease sessions.
+    let member_config = MemberConfig {
+        broker_id: me,
+        policy,
+        lease_ttl: keys.lease_ttl,
+        renew_interval: keys.lease_renew_interval,
+    };
+    let mut member = Member::new(member_config, (coordination.clock)());
     loop {
         if *stop.borrow() {
             return;
@@ -144,6 +143,7 @@ pub async fn run(
             }
         };
         coordination.set_session(Some(session.clone() as Arc<dyn Coordinator>));
+        member.new_session((coordination.clock)());
         let mut s = SessionLoop {
             broker: &broker,
             coordination: &coordination,
@@ -151,17 +151,9 @@ pub async fn run(
             me,
             ha_addr,
             http_addr,
-            policy,
-            renew: keys.lease_renew_interval,
-            bootstrap_until: (coordination.clock)() + keys.lease_ttl,
-            elected_epoch: None,
-            published: None,
+            member: &mut member,
             proposals: None,
-            retry: None,
-            failed: None,
             warned: None,
-            again: false,
-            audit: &mut audit,
         };
         let ended = s.run(&mut stop).await;
         if ended == Ended::Detached {
@@ -211,25 +203,12 @@ struct SessionLoop<'a> {
     me: BrokerId,
     ha_addr: SocketAddr,
     http_addr: SocketAddr,
-    policy: ElectionPolicy,
-    renew: Duration,
-    bootstrap_until: Instant,
-    /// The master epoch this session won.
-    elected_epoch: Option<i32>,
-    /// The state last published, and when.
-    published: Option<(MemberState, Instant)>,
+    /// The decisions (core's [`Member`]); this loop does their I/O.
+    member: &'a mut Member,
     /// The current master service's proposals.
     proposals: Option<mpsc::UnboundedReceiver<Proposal>>,
-    /// A proposal etcd did not answer, to send again.
-    retry: Option<Proposal>,
-    /// The last role change that failed, and when.
-    failed: Option<(Action, Instant)>,
     /// When a failed request was last logged.
     warned: Option<Instant>,
-    /// Run the next round at once (this broker just won an election).
-    again: bool,
-    /// The judge of every read.
-    audit: &'a mut RecordAudit,
 }
 
 impl SessionLoop<'_> {
@@ -247,24 +226,24 @@ impl SessionLoop<'_> {
         }
     }
 
-    /// Publishes the state when it changed (at most once per renew interval).
-    async fn publish(&mut self) -> Result<(), CoordinatorError> {
-        let state = self.member_state();
-        let now = self.now();
-        // An epoch change goes out at once (a new master's slaves wait for it); offsets at
-        // most once per renew interval.
-        let due = match &self.published {
-            None => true,
-            Some((last, at)) => {
-                last.epoch != state.epoch
-                    || (*last != state && now.saturating_duration_since(*at) >= self.renew)
-            }
-        };
-        if due {
-            self.session.publish(state.clone()).await?;
-            self.published = Some((state, now));
+    /// What the member decides from: the role, the lease and the state now.
+    fn local(&self) -> Local {
+        let roles = self.broker.roles.as_ref().expect("controller mode");
+        Local {
+            role: roles.current().local(),
+            lease: self.session.lease(),
+            lease_id: self.session.lease_id(),
+            state: self.member_state(),
         }
-        Ok(())
+    }
+
+    /// Hands every proposal the master service made to the member.
+    fn take_proposals(&mut self) {
+        if let Some(rx) = self.proposals.as_mut() {
+            while let Ok(p) = rx.try_recv() {
+                self.member.proposed(p.proposed, p.set_epoch);
+            }
+        }
     }
 
     /// Runs until the lease is lost, `stop` turns true, or an admin call takes the role over.
@@ -277,8 +256,8 @@ impl SessionLoop<'_> {
                 return Ended::Detached;
             }
             match self.step().await {
-                Ok(true) => {}
-                Ok(false) => return Ended::Lost,
+                Ok(()) if self.member.session_over() => return Ended::Lost,
+                Ok(()) => {}
                 Err(CoordinatorError::LeaseLost) => return Ended::Lost,
                 Err(e) => {
                     // At most one line a second while etcd is away.
@@ -292,7 +271,10 @@ impl SessionLoop<'_> {
                     }
                 }
             }
-            if std::mem::take(&mut self.again) {
+            if self.member.session_over() {
+                return Ended::Lost;
+            }
+            if self.member.run_again() {
                 continue;
             }
             let proposals = self.proposals.as_mut();
@@ -304,108 +286,101 @@ impl SessionLoop<'_> {
                         Some(rx) => rx.recv().await,
                         None => std::future::pending().await,
                     }
-                } => self.retry = Some(p),
+                } => self.member.proposed(p.proposed, p.set_epoch),
             }
         }
     }
 
-    /// One round; `Ok(false)`: the session is over.
-    async fn step(&mut self) -> Result<bool, CoordinatorError> {
-        if let Some(p) = self.retry.take() {
-            self.change_set(p).await?;
-        }
+    /// One round (see [`Member`]): set changes, publish, read, act.
+    async fn step(&mut self) -> Result<(), CoordinatorError> {
+        self.change_sets().await?;
         if self.session.lease().lost {
-            return Ok(false);
+            return Err(CoordinatorError::LeaseLost);
         }
-        self.publish().await?;
-        let read = self.session.group().await?;
-        let verdict = self.audit.check(&read);
-        self.report(&read, &verdict);
-        if !verdict.trusted {
-            self.restore_record(&read, &verdict).await?;
-        }
-        // What the loop acts on: the record it trusts, with the liveness of that record's master.
-        let view = GroupView { record: verdict.record.clone(), master_live: verdict.master_live, ..read };
-        self.coordination.set_view(view.clone());
-        if !verdict.act {
-            // Nothing trusted to act on (this broker started after the forgery): stay as is.
-            return Ok(true);
-        }
-        let roles = self.broker.roles.as_ref().expect("controller mode");
-        let role = local_role(&roles.current());
+        let state = self.member_state();
         let now = self.now();
-        let lease = self.session.lease();
-        let situation = Situation {
-            me: self.me,
-            role,
-            record: view.record.as_ref().map(|r| &r.value),
-            master_live: view.master_live,
-            elected_epoch: self.elected_epoch,
-            lease_open: lease.is_open(now),
-            lease_lost: lease.lost,
-            bootstrap_done: now >= self.bootstrap_until,
-            master_ready: view.record.as_ref().is_some_and(|r| {
-                view.live.iter().any(|m| m.broker_id == r.value.master_id && m.epoch == r.value.master_epoch)
-            }),
-        };
-        let action = decide(&situation);
-        if let Some((failed, at)) = &self.failed {
-            if *failed == action && now.saturating_duration_since(*at) < RETRY_PAUSE {
-                return Ok(true);
-            }
+        if self.member.publish_due(now, &state) {
+            self.session.publish(state.clone()).await?;
+            self.member.published(now, state);
         }
-        match action {
-            Action::Stay => {}
-            Action::NewSession => return Ok(false),
+        let read = self.session.group().await?;
+        let local = self.local();
+        let round = self.member.read(self.now(), &read, &local);
+        self.report(&read, &round.verdict);
+        if let Some(restore) = &round.restore {
+            let restored = self.session.restore_record(&restore.trusted, restore.read_revision).await?;
+            if let Some(r) = &restored {
+                error!(
+                    set = ?r.value.sync_state_set,
+                    set_epoch = r.value.sync_state_set_epoch,
+                    revision = r.revision,
+                    "restored the group record this master holds from its last trusted version"
+                );
+            }
+            self.member.restored(restored);
+        }
+        self.coordination.set_view(round.view.clone());
+        let action = round.action;
+        match &action {
+            Action::Stay | Action::NewSession => {}
             Action::StepDown => {
                 self.proposals = None;
                 roles::step_down(self.broker).await;
+                self.member.acted(self.now(), &action, true);
             }
-            Action::Campaign => self.campaign(&view).await?,
-            Action::Promote { epoch, ref sync_state_set, sync_state_set_epoch } => {
+            Action::Campaign => {
+                let me = self.member_state();
+                let audit = self.member.audit().clone();
+                let outcome = self.session.campaign(me.clone(), self.member.config().policy, audit).await?;
+                if let CampaignOutcome::Elected(record) = &outcome {
+                    info!(epoch = record.value.master_epoch, "won the election");
+                    // Promote at once rather than one poll later.
+                    let mut elected = round.view.clone();
+                    elected.record = Some(record.clone());
+                    elected.master_live = true;
+                    self.coordination.set_view(elected);
+                }
+                self.member.campaigned(self.now(), me, &outcome);
+            }
+            Action::Promote { epoch, sync_state_set, sync_state_set_epoch } => {
                 let (tx, rx) = mpsc::unbounded_channel();
                 let factory =
                     AuthorityFactory::new(move || Box::new(EtcdAuthority { proposals: tx.clone() }));
                 // The epoch is the one this broker won in the record: the coordinator's
                 // decision, which may skip epochs this broker never saw.
                 let request = PromoteRequest {
-                    epoch,
+                    epoch: *epoch,
                     sync_state_set: Some(sync_state_set.clone()),
-                    sync_state_set_epoch: Some(sync_state_set_epoch),
+                    sync_state_set_epoch: Some(*sync_state_set_epoch),
                     force: true,
                     override_coordinator: false,
                 };
-                match roles::promote_with(self.broker, request, Some(factory)).await {
-                    Ok(_) => {
-                        self.proposals = Some(rx);
-                        self.failed = None;
-                    }
-                    Err(e) => {
-                        // Give the mastership back (the lease goes with it) so the group elects
-                        // again at once, in a new epoch.
-                        warn!(%e, epoch, "cannot become master in the epoch this broker won; resigning");
-                        return Ok(false);
-                    }
+                let result = roles::promote_with(self.broker, request, Some(factory)).await;
+                if let Err(e) = &result {
+                    // The member gives the mastership back (the lease goes with it) so the group
+                    // elects again at once, in a new epoch.
+                    warn!(%e, epoch, "cannot become master in the epoch this broker won; resigning");
+                } else {
+                    self.proposals = Some(rx);
                 }
+                self.member.acted(self.now(), &action, result.is_ok());
             }
             Action::Follow { master, ha_addr, epoch } => {
                 self.proposals = None;
                 let request = FollowRequest {
                     master_address: ha_addr.to_string(),
-                    master_broker_id: master,
-                    epoch,
+                    master_broker_id: *master,
+                    epoch: *epoch,
                     override_coordinator: false,
                 };
-                match roles::follow(self.broker, request).await {
-                    Ok(_) => self.failed = None,
-                    Err(e) => {
-                        warn!(%e, master, epoch, "cannot follow the group's master");
-                        self.failed = Some((action.clone(), now));
-                    }
+                let result = roles::follow(self.broker, request).await;
+                if let Err(e) = &result {
+                    warn!(%e, master, epoch, "cannot follow the group's master");
                 }
+                self.member.acted(self.now(), &action, result.is_ok());
             }
         }
-        Ok(true)
+        Ok(())
     }
 
     /// Logs each anomaly of `read` at ERROR once per state of the keys (not every round), and
@@ -429,142 +404,50 @@ impl SessionLoop<'_> {
         }
     }
 
-    /// A master that holds its mastership rewrites a record it does not trust from the last
-    /// one it trusted (its own latest write), the set epoch one up: only this master writes the
-    /// record while it holds the mastership, so anything else there was written by nobody in the
-    /// group. The others then trust the record again at once, and an election after this
-    /// master's death starts from the right sync-state-set.
-    async fn restore_record(&mut self, read: &GroupView, verdict: &Verdict) -> Result<(), CoordinatorError> {
-        let roles = self.broker.roles.as_ref().expect("controller mode");
-        let (Role::Master { epoch }, Some(trusted), Some(key)) =
-            (roles.current(), verdict.record.as_ref(), read.mastership.live())
-        else {
-            return Ok(());
-        };
-        let mine =
-            key.broker_id == self.me && key.master_epoch == epoch && key.lease == self.session.lease_id();
-        if !mine || trusted.value.master_id != self.me || trusted.value.master_epoch != epoch {
-            return Ok(());
-        }
-        if let Some(restored) = self.session.restore_record(&trusted.value, read.record_revision).await? {
-            self.audit.trust_own(restored.clone());
-            error!(
-                set = ?restored.value.sync_state_set,
-                set_epoch = restored.value.sync_state_set_epoch,
-                revision = restored.revision,
-                "restored the group record this master holds from its last trusted version"
-            );
-        }
-        Ok(())
-    }
-
-    async fn campaign(&mut self, view: &GroupView) -> Result<(), CoordinatorError> {
-        let me = self.member_state();
-        match self.session.campaign(me.clone(), self.policy, self.audit.clone()).await? {
-            CampaignOutcome::Elected(record) => {
-                info!(epoch = record.value.master_epoch, "won the election");
-                self.audit.trust_own(record.clone());
-                self.elected_epoch = Some(record.value.master_epoch);
-                self.published = Some((me, self.now()));
-                // Promote at once rather than one poll later.
-                let mut elected = view.clone();
-                elected.record = Some(record);
-                elected.master_live = true;
-                self.coordination.set_view(elected);
-                self.again = true;
-            }
-            CampaignOutcome::MasterAlive(_)
-            | CampaignOutcome::Outranked(_)
-            | CampaignOutcome::NoCandidate
-            | CampaignOutcome::LostRace
-            | CampaignOutcome::Untrusted => {}
-        }
-        Ok(())
-    }
-
-    /// The newest proposal the master service has made since `p` (its proposals are
-    /// cumulative: each is the whole set it wants).
-    fn newest(&mut self, mut p: Proposal) -> Proposal {
-        if let Some(rx) = self.proposals.as_mut() {
-            while let Ok(newer) = rx.try_recv() {
-                p = newer;
-            }
-        }
-        p
-    }
-
-    /// Writes the master's proposed set to the record, and applies to the master service only
-    /// what etcd committed. The master proposes one change at a time and counts the union of the
-    /// set in force and its proposal until the answer is applied, so it never counts fewer
-    /// members than the record names; should a newer proposal be queued all the same, the
-    /// committed set is applied first and the newer one is written on top of it.
-    async fn change_set(&mut self, p: Proposal) -> Result<(), CoordinatorError> {
-        let roles = self.broker.roles.as_ref().expect("controller mode");
-        let (Role::Master { epoch }, Node::Master(master)) = (roles.current(), self.broker.node()) else {
-            return Ok(());
-        };
-        let mut p = self.newest(p);
-        for _ in 0..8 {
-            let change = SetChange {
-                proposer: self.me,
-                master_epoch: epoch,
-                sync_state_set_epoch: p.set_epoch,
-                new_set: p.proposed.clone(),
-            };
-            let committed = match self.session.change_sync_state_set(change).await {
-                Ok(SetChangeOutcome::Applied(record)) => {
-                    self.audit.trust_own(record.clone());
-                    info!(
-                        set = ?record.value.sync_state_set,
-                        set_epoch = record.value.sync_state_set_epoch,
-                        "sync-state-set change committed"
-                    );
-                    record
-                }
+    /// Writes the master service's proposals to the record, and applies to the master service
+    /// only what etcd committed (or, for a refused proposal, the set in force), as the member
+    /// says ([`Member::next_change`]).
+    async fn change_sets(&mut self) -> Result<(), CoordinatorError> {
+        self.take_proposals();
+        loop {
+            let local = self.local();
+            let Some(change) = self.member.next_change(&local) else { return Ok(()) };
+            let outcome = self.session.change_sync_state_set(change.clone()).await;
+            match &outcome {
+                Ok(SetChangeOutcome::Applied(record)) => info!(
+                    set = ?record.value.sync_state_set,
+                    set_epoch = record.value.sync_state_set_epoch,
+                    "sync-state-set change committed"
+                ),
                 Ok(SetChangeOutcome::Refused(refusal)) => {
-                    let view = self.session.group().await?;
-                    let Some(record) =
-                        view.record.filter(|r| r.value.master_id == self.me && r.value.master_epoch == epoch)
-                    else {
-                        warn!(%refusal, "sync-state-set change refused: no longer this epoch's master");
-                        return Ok(());
-                    };
-                    if record.value.sync_state_set != p.proposed
-                        && matches!(refusal, SetChangeRefusal::StaleSetEpoch { .. })
-                    {
-                        // Written against an older set epoch: write it on top of the current.
-                        p.set_epoch = record.value.sync_state_set_epoch;
-                        p = self.newest(p);
-                        continue;
-                    }
-                    if record.value.sync_state_set != p.proposed {
-                        warn!(%refusal, proposed = ?p.proposed, "sync-state-set change refused");
-                    }
-                    record
+                    info!(%refusal, proposed = ?change.new_set, "sync-state-set change refused")
                 }
-                Err(CoordinatorError::LeaseLost) => return Err(CoordinatorError::LeaseLost),
-                Err(e) => {
-                    warn!(%e, "sync-state-set change not answered by etcd; trying again");
-                    self.retry = Some(p);
-                    return Ok(());
-                }
-            };
-            // What etcd committed is the set an election reads: the master applies it at once,
-            // even when a newer proposal waits, so that it never counts fewer members than the
-            // record names (a member added, then proposed out, stays counted until that commits).
-            let set_epoch = committed.value.sync_state_set_epoch;
-            if let Err(e) = master.set_sync_state_set(committed.value.sync_state_set, set_epoch).await {
-                warn!(%e, set_epoch, "the master did not apply the committed sync-state-set");
+                Err(e) => warn!(%e, "sync-state-set change not answered by etcd; trying again"),
             }
-            let newer = self.newest(Proposal { proposed: p.proposed.clone(), set_epoch: -1 });
-            if newer.set_epoch != -1 {
-                p = Proposal { set_epoch, ..newer };
-                continue;
+            self.take_proposals();
+            let mut step = self.member.changed(outcome.as_ref());
+            if step == ChangeStep::ReadGroup {
+                let Ok(SetChangeOutcome::Refused(refusal)) = &outcome else {
+                    unreachable!("read after a refusal")
+                };
+                let read = self.session.group().await?;
+                self.take_proposals();
+                step = self.member.change_refused(refusal, &read, &self.local());
             }
-            return Ok(());
+            match step {
+                ChangeStep::Apply { set, epoch } => self.apply_set(set, epoch).await,
+                ChangeStep::Next | ChangeStep::ReadGroup => {}
+                ChangeStep::Retry => return Ok(()),
+                ChangeStep::SessionOver => return Err(CoordinatorError::LeaseLost),
+            }
         }
-        // The record kept moving: try again next round from the newest state.
-        self.retry = Some(p);
-        Ok(())
+    }
+
+    /// Applies a set the record holds to the master service.
+    async fn apply_set(&self, set: BTreeSet<BrokerId>, epoch: i32) {
+        let Node::Master(master) = self.broker.node() else { return };
+        if let Err(e) = master.set_sync_state_set(set, epoch).await {
+            warn!(%e, set_epoch = epoch, "the master did not apply the sync-state-set the record holds");
+        }
     }
 }

@@ -516,6 +516,7 @@ impl AutoSwitchSlave {
         // What may be acknowledged: written bytes, or with `AckOn::Flushed` durable ones.
         let ackable = match self.config.ack_on {
             AckOn::Written => end,
+            AckOn::Flushed if crate::planted::planted(crate::planted::Plant::AckBeforeFlush) => end,
             AckOn::Flushed => self.flushed.min(end),
         };
         let settled = self.unanswered == 0 && self.truncation.is_none();

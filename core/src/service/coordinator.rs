@@ -13,7 +13,8 @@
 //! - **Set changes** ([`apply_set_change`]): only the master of the current epoch, from the
 //!   set epoch it read, and never without itself.
 //! - **Fencing** ([`LeaseGuard`]): a master stops acknowledging `margin` before its lease
-//!   could expire, so it has stopped before anyone can be elected in its place.
+//!   could expire, so it has stopped before anyone can be elected in its place. The put path
+//!   asks the broker's [`LeaseFence`] before it stores a put and before it acknowledges one.
 //! - **Audit** ([`RecordAudit`]): what a read saw is checked against what these steps can
 //!   write; a record no step explains is reported as a [`RecordAnomaly`] and not acted on.
 //!
@@ -49,7 +50,7 @@ pub use election::{
     CasConflict, Choice, ElectionError, ElectionPolicy, MemoryRecord, Revision, SetChange, SetChangeRefusal,
     apply_set_change, choose_master, elected_record,
 };
-pub use lease::{LeaseConfig, LeaseConfigError, LeaseGuard, LeaseSnapshot};
+pub use lease::{LeaseConfig, LeaseConfigError, LeaseFence, LeaseGuard, LeaseSnapshot};
 pub use record::{GroupRecord, MAX_RECORD_LEN, MAX_SET_MEMBERS, MemberState, RECORD_VERSION, RecordError};
 
 use crate::autoswitch::BrokerId;

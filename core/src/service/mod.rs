@@ -35,7 +35,8 @@
 //!
 //! - configuration and start errors: [`MasterServiceConfig`], [`SlaveServiceConfig`],
 //!   [`StartError`];
-//! - the put path: [`PutGate`], [`PendingPut`], [`put_status`];
+//! - the put path: [`PutGate`], [`PendingPut`], [`put_status`]; fenced by the broker's lease
+//!   in controller mode ([`coordinator::LeaseFence`], [`MasterControllerConfig::lease`]);
 //! - what adapters implement: [`Runtime`]; what a lower-level user implements: [`ConnSink`],
 //!   [`WaitSink`], [`Reply`], fed with [`MasterCommand`]s;
 //! - the adapters' tasks: [`MasterTask`], [`TaskCommand`], [`MasterWake`], [`SlaveTask`],

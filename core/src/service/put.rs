@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::*;
 use crate::error::WaitError;
 use crate::log::{MessageLog, Offset, PutResult, PutStatus};
+use crate::service::coordinator::LeaseFence;
 use crate::{BrokerRole, FlushDiskType};
 
 /// A put whose message is appended and which may still wait for the disk and for slaves: the
@@ -15,6 +16,8 @@ use crate::{BrokerRole, FlushDiskType};
 #[must_use]
 pub struct PendingPut {
     appended: PutResult,
+    /// Asked again before the put is acknowledged.
+    lease: Option<LeaseFence>,
     /// Wait until the message is durable, up to `sync_flush_timeout` (SYNC_FLUSH).
     pub flush: bool,
     /// Wait for the slaves the ack policy needs, up to `slave_timeout` (SYNC_MASTER). When
@@ -40,6 +43,7 @@ impl PendingPut {
         }
         Ok(Self {
             appended,
+            lease: None,
             flush: config.flush_disk_type == FlushDiskType::SyncFlush,
             replicate: config.role == BrokerRole::SyncMaster,
         })
@@ -51,9 +55,19 @@ impl PendingPut {
     }
 
     /// The put's result from the outcomes of the waits it asked for (`None` for a wait it did
-    /// not ask for; `Some(true)` when the bytes became durable in time).
+    /// not ask for; `Some(true)` when the bytes became durable in time). A put that would be
+    /// acknowledged is not when the service's lease has closed meanwhile
+    /// ([`PutStatus::LeaseLostAfterStore`]).
     pub fn finish(self, flushed: Option<bool>, replicated: Option<Result<Offset, WaitError>>) -> PutResult {
-        PutResult { status: put_status(self.appended.status, flushed, replicated), ..self.appended }
+        let mut status = put_status(self.appended.status, flushed, replicated);
+        // Fencing: checked right before the acknowledgement leaves the service.
+        if status == PutStatus::PutOk
+            && self.lease.as_ref().is_some_and(|lease| !lease.is_open())
+            && !crate::planted::planted(crate::planted::Plant::LeaseFenceRemoved)
+        {
+            status = PutStatus::LeaseLostAfterStore;
+        }
+        PutResult { status, ..self.appended }
     }
 }
 
@@ -98,22 +112,35 @@ impl PendingPut {
 
 /// Whether a master service takes puts: the one gate a service's handles and its master task
 /// share. A handle asks it before every put; the master task publishes the driver's fence into
-/// it after every turn ([`MasterTask`]), and a shutdown closes it for good.
+/// it after every turn ([`MasterTask`]), and a shutdown closes it for good. With a lease
+/// ([`MasterControllerConfig::lease`]) it also refuses puts while the lease is closed, and hands
+/// the lease to each put, which asks it again before it is acknowledged.
 #[derive(Debug, Default)]
 pub struct PutGate {
     stopping: AtomicBool,
     fenced: AtomicBool,
+    lease: Option<LeaseFence>,
 }
 
 impl PutGate {
     /// A gate for a service whose driver fences puts now or not.
     pub fn new(fenced: bool) -> Self {
-        Self { stopping: AtomicBool::new(false), fenced: AtomicBool::new(fenced) }
+        Self { stopping: AtomicBool::new(false), fenced: AtomicBool::new(fenced), lease: None }
+    }
+
+    /// The gate also fenced by `lease` (see [`PendingPut::finish`]).
+    pub fn with_lease(self, lease: Option<LeaseFence>) -> Self {
+        Self { lease, ..self }
     }
 
     /// Whether puts are refused now: the service is stopping, or the driver fences puts.
     pub fn refuses(&self) -> bool {
         self.stopping.load(Ordering::Acquire) || self.fenced.load(Ordering::Acquire)
+    }
+
+    /// Whether the service's lease is closed now (never, without a lease).
+    pub fn lease_closed(&self) -> bool {
+        self.lease.as_ref().is_some_and(|lease| !lease.is_open())
     }
 
     /// Whether [`stop`](Self::stop) was called.
@@ -131,15 +158,20 @@ impl PutGate {
         self.fenced.store(fence.is_some(), Ordering::Release);
     }
 
-    /// Starts a put through the gate: refused (`ServiceNotAvailable`) when the gate is closed,
-    /// else appended as [`PendingPut::start`] does.
+    /// Starts a put through the gate: refused (`LeaseLost`) while the lease is closed, refused
+    /// (`ServiceNotAvailable`) when the gate is closed, else appended as [`PendingPut::start`]
+    /// does, the put fenced by the lease until it is acknowledged.
     pub fn start<L: MessageLog>(
         &self,
         config: &MasterServiceConfig,
         log: &L,
         message: L::Message,
     ) -> Result<PendingPut, PutResult> {
-        PendingPut::start(config, log, message, self.refuses())
+        if self.lease_closed() && !crate::planted::planted(crate::planted::Plant::LeaseFenceRemoved) {
+            return Err(PutResult::refused(PutStatus::LeaseLost));
+        }
+        let pending = PendingPut::start(config, log, message, self.refuses())?;
+        Ok(PendingPut { lease: self.lease.clone(), ..pending })
     }
 }
 

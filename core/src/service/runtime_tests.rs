@@ -197,6 +197,56 @@ fn a_sync_master_put_ends_with_the_outcome_of_its_replication_wait() {
     assert_eq!(sync_put_answered(None), PutStatus::ServiceNotAvailable, "a task gone is a cancelled wait");
 }
 
+/// A controller-mode master (sync-state-set {1}) whose puts are fenced by `lease`.
+fn leased_master(lease: &Arc<std::sync::atomic::AtomicBool>) -> Master {
+    let open = lease.clone();
+    let controller = MasterControllerConfig {
+        sync_state_set: [1].into(),
+        lease: Some(coordinator::LeaseFence::new(move || open.load(std::sync::atomic::Ordering::SeqCst))),
+        ..MasterControllerConfig::default()
+    };
+    let config = MasterServiceConfig {
+        role: BrokerRole::SyncMaster,
+        controller: Some(controller),
+        ..Default::default()
+    };
+    master(config, at_origin())
+}
+
+/// Issue 27: a library user with a coordinator got no lease fencing (the check lived in the
+/// binary's HTTP handler). The put path itself refuses a put while the lease is closed, and
+/// never acknowledges one whose lease closed while it waited.
+#[test]
+fn a_master_with_a_lease_refuses_puts_while_it_is_closed_and_acknowledges_none_after_it_closed() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let lease = Arc::new(AtomicBool::new(false));
+    let m = leased_master(&lease);
+    let refused = now_or_never(m.handle.put(b"refused".to_vec()));
+    assert_eq!(refused.status, PutStatus::LeaseLost);
+    assert!(!refused.status.is_stored());
+    assert_eq!(m.log.bounds().max, 0, "nothing stored while the lease is closed");
+    assert!(m.task.wait_queue().is_empty() && take(&m.appended).is_none(), "the task is not bothered");
+
+    lease.store(true, Ordering::SeqCst);
+    let mut put = pin!(m.handle.put(b"acked".to_vec()));
+    assert!(poll_once(put.as_mut()).is_pending());
+    let wait = m.task.wait_queue().take().remove(0);
+    wait.reply.send(Ok(wait.offset));
+    let Poll::Ready(acked) = poll_once(put.as_mut()) else { panic!("answered, but the put waits") };
+    assert_eq!(acked.status, PutStatus::PutOk, "an open lease acknowledges");
+
+    let mut put = pin!(m.handle.put(b"late".to_vec()));
+    assert!(poll_once(put.as_mut()).is_pending());
+    let wait = m.task.wait_queue().take().remove(0);
+    lease.store(false, Ordering::SeqCst);
+    wait.reply.send(Ok(wait.offset));
+    let Poll::Ready(late) = poll_once(put.as_mut()) else { panic!("answered, but the put waits") };
+    assert_eq!(late.status, PutStatus::LeaseLostAfterStore, "replicated, but the lease closed first");
+    assert!(late.status.is_stored());
+    assert_eq!(late.end(), m.log.bounds().max, "stored locally, unacknowledged");
+    assert_eq!(late.status.rocketmq_name(), "SERVICE_NOT_AVAILABLE", "what a RocketMQ client is told");
+}
+
 type PutFuture<'a> = std::pin::Pin<Box<dyn Future<Output = crate::log::PutResult> + Send + 'a>>;
 
 /// A SYNC_MASTER task with one streaming slave connection (reported 0); its writer's queue.

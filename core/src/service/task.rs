@@ -137,7 +137,8 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
     pub fn start(config: &MasterServiceConfig, now: Instant, log: Arc<L>) -> Result<Self, StartError> {
         config.validate_with(&*log)?;
         let mut driver = AnyMasterDriver::for_service(config, now, log.clone())?;
-        let gate = Arc::new(PutGate::new(driver.fence().is_some()));
+        let lease = config.controller.as_ref().and_then(|c| c.lease.clone());
+        let gate = Arc::new(PutGate::new(driver.fence().is_some()).with_lease(lease));
         let deadline = driver.drain();
         let in_sync = Vec::new();
         let waits = Arc::new(WaitQueue::default());

@@ -235,6 +235,7 @@ mod config;
 mod draw;
 pub(crate) use crate::memlog;
 mod rng;
+mod shared;
 mod stats;
 mod violation;
 mod world;

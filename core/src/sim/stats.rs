@@ -179,6 +179,12 @@ stats! {
         puts_refused_guard_closed,
         /// Puts whose wait timed out or was cancelled.
         puts_not_replicated,
+        /// Masters that dropped their role by the failover rule (no longer the live master, or
+        /// their lease gone).
+        step_downs,
+        /// Follows of the record's master that the role-change check refused (tried again at
+        /// the next read).
+        follows_refused,
         /// Divergent tails cut by a slave (its log held bytes the new master does not).
         truncations,
         /// Bytes cut by those truncations.

@@ -255,6 +255,17 @@ pub enum Violation {
         /// That broker's log end.
         end: u64,
     },
+    /// AutoSwitch: a master acknowledged a put when the coordinator no longer held the lease it
+    /// was elected under (expired or gone): the group may have elected another master by then.
+    #[error("broker {broker} acknowledged a put in epoch {epoch} after its lease {lease} expired")]
+    AckedWithoutLease {
+        /// The broker.
+        broker: i64,
+        /// Its master epoch.
+        epoch: i32,
+        /// The lease it was elected under.
+        lease: u64,
+    },
     /// AutoSwitch: two brokers acknowledged puts in the same master epoch.
     #[error("brokers {first} and {second} both acknowledged puts in epoch {epoch}")]
     TwoMastersInEpoch {

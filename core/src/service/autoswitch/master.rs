@@ -83,6 +83,12 @@ pub struct MasterControllerConfig {
     /// members published); `None`: no binding, so only connections the admission identifies
     /// count, with whatever id they claim.
     pub members: Option<MemberDirectory>,
+    /// The broker's lease (automatic failover): while it is closed puts are refused
+    /// ([`PutStatus::LeaseLost`](crate::PutStatus::LeaseLost)), and a put whose waits end after
+    /// it closed is not acknowledged
+    /// ([`PutStatus::LeaseLostAfterStore`](crate::PutStatus::LeaseLostAfterStore)). `None`: no
+    /// lease (roles given by an operator).
+    pub lease: Option<crate::service::coordinator::LeaseFence>,
 }
 
 /// Looks up the identity a broker id is bound to ([`MemberAddress`]): a handshake claiming the
@@ -160,6 +166,7 @@ impl Default for MasterControllerConfig {
             ha_max_time_slave_not_catchup: sync_state::DEFAULT_HA_MAX_TIME_SLAVE_NOT_CATCHUP,
             authority: None,
             members: None,
+            lease: None,
         }
     }
 }

@@ -8,6 +8,7 @@
 //! acknowledgement leaving the broker. A new master is only elected once the old master's lease
 //! has expired, so the old one has stopped acknowledging by then.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::time::Instant;
@@ -156,3 +157,41 @@ impl LeaseGuard {
         LeaseSnapshot { open_until: self.open_until, lost: self.lost }
     }
 }
+
+/// Whether a master may take and acknowledge puts now, as its broker's lease says: the put path
+/// asks it before a put is stored and again right before the put is acknowledged
+/// ([`MasterControllerConfig::lease`](crate::service::MasterControllerConfig::lease)), so
+/// every user of the service layer gets the fence, whatever answers its clients (the binary's
+/// HTTP API, a RocketMQ remoting server, an embedder, the simulator).
+///
+/// It answers on the clock the lease's renewals are stamped with (a [`LeaseGuard`] is judged
+/// against instants of that clock), which need not be the service's own: whoever keeps the
+/// lease reads that clock, the service layer never does. Compared by identity.
+#[derive(Clone)]
+pub struct LeaseFence(Arc<dyn Fn() -> bool + Send + Sync>);
+
+impl LeaseFence {
+    /// A fence that is open while `open` says so.
+    pub fn new(open: impl Fn() -> bool + Send + Sync + 'static) -> Self {
+        Self(Arc::new(open))
+    }
+
+    /// Whether puts may be taken and acknowledged now.
+    pub fn is_open(&self) -> bool {
+        (self.0)()
+    }
+}
+
+impl std::fmt::Debug for LeaseFence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LeaseFence(..)")
+    }
+}
+
+impl PartialEq for LeaseFence {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for LeaseFence {}

@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use bytes::Bytes;
 
 use crate::autoswitch::{EpochCache, EpochEntry};
-use crate::log::{EpochLog, LogBounds, LogRead, LogSpan, LogWrite, Offset};
+use crate::log::{EpochLog, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
 use crate::sim::memlog::MemLog;
 
 /// Why the simulated log refused an operation.
@@ -67,6 +67,38 @@ impl EpochDisk {
         s.epochs.truncate_from(end + 1);
         s.confirm = s.confirm.min(end);
         lost
+    }
+}
+
+/// A producer's message in the simulation: `len` bytes of a generation's content.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct SimMessage {
+    /// Whose content (the master and its epoch): divergent logs differ in their bytes.
+    pub(crate) generation: u64,
+    /// How many bytes.
+    pub(crate) len: u64,
+}
+
+/// The log the shipped put path appends to ([`PutGate::start`](crate::service::PutGate::start)).
+impl MessageLog for EpochDisk {
+    type Message = SimMessage;
+    type Durable = std::future::Ready<Result<Offset, EpochDiskError>>;
+
+    fn put(&self, message: SimMessage) -> PutResult {
+        let Ok(wrote_bytes) = u32::try_from(message.len) else {
+            return PutResult::refused(PutStatus::MessageIllegal);
+        };
+        let (offset, _) = Self::put(self, message.generation, message.len);
+        PutResult { status: PutStatus::PutOk, offset, wrote_bytes, queue_offset: 0, msg_id: String::new() }
+    }
+
+    /// Every put is flushed as it is appended.
+    fn durable(&self, _offset: Offset) -> Self::Durable {
+        std::future::ready(Ok(self.lock().log.durable()))
+    }
+
+    fn flush_settings(&self) -> Option<crate::FlushSettings> {
+        None
     }
 }
 

@@ -1,12 +1,10 @@
 //! A node's simulated disk as the production drivers see it: the simulator's byte log behind
-//! the core's log traits, and the sinks through which the master driver hands the simulated
-//! network its frames, closes and wait outcomes.
+//! the core's log traits.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::*;
 use crate::log::{LogBounds, LogRead, LogWrite};
-use crate::service::{ConnSink, Transmit, WaitSink};
 
 /// Why the simulated disk refused a read or an append.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -97,53 +95,5 @@ impl LogWrite for Disk {
 
     fn flush(&self) -> Result<Offset, DiskError> {
         Ok(self.lock().flush())
-    }
-}
-
-/// What the master driver handed the simulator during one call, in order.
-#[derive(Debug)]
-pub(crate) enum Out {
-    Transmit { conn: u64, transmit: Transmit },
-    Close { conn: u64 },
-    WaitDone { id: u64, result: Result<Offset, WaitError> },
-}
-
-pub(crate) type Outbox = Arc<Mutex<VecDeque<Out>>>;
-
-pub(crate) fn push(outbox: &Outbox, out: Out) {
-    outbox.lock().unwrap_or_else(PoisonError::into_inner).push_back(out);
-}
-
-pub(crate) fn pop(outbox: &Outbox) -> Option<Out> {
-    outbox.lock().unwrap_or_else(PoisonError::into_inner).pop_front()
-}
-
-/// A simulated connection's writer, as the master driver sees it.
-#[derive(Debug)]
-pub(crate) struct SimConn {
-    pub(crate) conn: u64,
-    pub(crate) outbox: Outbox,
-}
-
-impl ConnSink for SimConn {
-    fn transmit(&mut self, transmit: Transmit) {
-        push(&self.outbox, Out::Transmit { conn: self.conn, transmit });
-    }
-
-    fn close(&mut self) {
-        push(&self.outbox, Out::Close { conn: self.conn });
-    }
-}
-
-/// A simulated producer waiting for replication.
-#[derive(Debug)]
-pub(crate) struct SimWait {
-    pub(crate) id: u64,
-    pub(crate) outbox: Outbox,
-}
-
-impl WaitSink for SimWait {
-    fn complete(self, result: Result<Offset, WaitError>) {
-        push(&self.outbox, Out::WaitDone { id: self.id, result });
     }
 }

@@ -169,7 +169,7 @@ impl Simulation {
     fn perform_master_outbox_inner(&mut self) -> R {
         for _ in 0..DRAIN_LIMIT {
             let outbox = Arc::clone(&self.master.outbox);
-            let Some(out) = disk::pop(&outbox) else { return Ok(()) };
+            let Some(out) = pop(&outbox) else { return Ok(()) };
             match out {
                 Out::Transmit { conn, transmit } => {
                     let header = <[u8; 12]>::try_from(&transmit.header[..]).map_err(|_| {

@@ -2,7 +2,6 @@
 //! between them, the disks, the workload, the fault plan, and the oracle that checks every step.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::hash::{Hash, Hasher};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, MutexGuard};
 use std::time::Duration;
@@ -33,26 +32,15 @@ use super::config::{FaultRates, SimConfig};
 use super::draw::{Drawn, Workload, draw};
 use super::memlog::MemLog;
 use super::rng::SimRng;
+use super::shared::{DRAIN_LIMIT, MS, Nanos, Out, Outbox, Queue, SimConn, SimWait, Trace, nanos, pop};
 use super::stats::Stats;
 use super::violation::{Failure, Outcome, Violation};
-use disk::{Disk, Out, Outbox, SimConn, SimWait};
+use disk::Disk;
 use master::MasterCall;
 use slave::SlaveCall;
 
-/// Virtual time: nanoseconds since the simulation's epoch.
-type Nanos = u64;
-
-const MS: Nanos = 1_000_000;
-/// A `poll_output` drain longer than this never ends.
-const DRAIN_LIMIT: usize = 100_000;
 /// Timeouts at one instant, without time moving, before a node counts as spinning.
 const SPIN_LIMIT: u32 = 10_000;
-/// Events kept for a failure report.
-const RECENT: usize = 200;
-
-fn nanos(d: Duration) -> Nanos {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
-}
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Dir {
@@ -385,22 +373,6 @@ impl std::fmt::Display for Rec {
     }
 }
 
-/// FNV-1a, 64 bits: a stable hash for the event trace.
-#[derive(Debug)]
-struct Fnv(u64);
-
-impl Hasher for Fnv {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 ^= u64::from(b);
-            self.0 = self.0.wrapping_mul(0x0100_0000_01B3);
-        }
-    }
-}
-
 type R<T = ()> = Result<T, Violation>;
 
 /// One deterministic run of a cluster under faults, from a seed.
@@ -423,8 +395,7 @@ pub struct Simulation {
     slaves: Vec<SlaveNode>,
     intruders: BTreeMap<u64, Intruder>,
     conns: BTreeMap<u64, Conn>,
-    queue: BTreeMap<(Nanos, u64), Ev>,
-    seq: u64,
+    queue: Queue<Ev>,
     next_conn: u64,
     next_wait: u64,
     next_attempt: u64,
@@ -442,8 +413,7 @@ pub struct Simulation {
     before_input: Vec<(u64, Option<Offset>)>,
     quarantine: Vec<(usize, PeerError)>,
     stats: Stats,
-    hash: Fnv,
-    recent: VecDeque<Rec>,
+    trace: Trace<Rec>,
 }
 
 impl std::fmt::Debug for Simulation {
@@ -579,8 +549,7 @@ impl Simulation {
             slaves,
             intruders: BTreeMap::new(),
             conns: BTreeMap::new(),
-            queue: BTreeMap::new(),
-            seq: 0,
+            queue: Queue::default(),
             next_conn: 1,
             next_wait: 1,
             next_attempt: 1,
@@ -594,8 +563,7 @@ impl Simulation {
             before_input: Vec::new(),
             quarantine: Vec::new(),
             stats,
-            hash: Fnv(0xCBF2_9CE4_8422_2325),
-            recent: VecDeque::new(),
+            trace: Trace::new(config.print_trace),
             cfg: config,
         })
     }
@@ -622,7 +590,7 @@ impl Simulation {
                 Ok(Outcome {
                     seed: self.seed,
                     stats: self.stats,
-                    trace_hash: self.hash.finish(),
+                    trace_hash: self.trace.hash(),
                     summary: self.summary,
                 })
             }
@@ -639,7 +607,7 @@ impl Simulation {
             violation,
             summary: self.summary.clone(),
             replay: self.cfg.replay_command.replace("{seed}", &format!("{:#x}", self.seed)),
-            recent: self.recent.iter().map(ToString::to_string).collect(),
+            recent: self.trace.recent(),
             stats: self.stats.clone(),
         }
     }
@@ -655,20 +623,11 @@ impl Simulation {
     }
 
     fn schedule(&mut self, at: Nanos, ev: Ev) {
-        self.seq += 1;
-        self.queue.insert((at.max(self.now), self.seq), ev);
+        self.queue.schedule(self.now, at, ev);
     }
 
     fn rec(&mut self, node: Node, what: &'static str, a: u64, b: u64, detail: Detail) {
-        let r = Rec { t: self.now, node, what, a, b, detail };
-        r.hash(&mut self.hash);
-        if self.cfg.print_trace {
-            eprintln!("{r}");
-        }
-        if self.recent.len() == RECENT {
-            self.recent.pop_front();
-        }
-        self.recent.push_back(r);
+        self.trace.record(Rec { t: self.now, node, what, a, b, detail });
     }
 
     fn between(&mut self, lo: Nanos, hi: Nanos) -> Nanos {
@@ -731,7 +690,7 @@ impl Simulation {
                 }
             }
         };
-        consider(self.queue.keys().next().map(|&(t, _)| t), 0);
+        consider(self.queue.next_at(), 0);
         consider(self.master.timeout, 1);
         for (i, s) in self.slaves.iter().enumerate() {
             consider(s.timeout, 2 + i);
@@ -747,7 +706,7 @@ impl Simulation {
         self.now = self.now.max(t);
         match who {
             0 => {
-                let (_, ev) = self.queue.pop_first().expect("peeked above");
+                let ev = self.queue.pop().expect("peeked above");
                 self.on_event(ev)?;
             }
             1 => self.master_timeout()?,
