@@ -319,3 +319,47 @@ fn go_producers_find_a_logship_sync_master_and_store_exactly_what_they_sent() {
         go.produce(&java_args(&ns, topic, instance, "sync", "1")).finish(BIG)
     });
 }
+
+/// A slave given `namesrvAddr` and no `haMasterAddress` registers as its `brokerId`, takes the
+/// master's `haServerAddr` from the NameServer's REGISTER_BROKER reply and replicates from it;
+/// when the master comes back on another address, the next reply names that one, and the
+/// slave follows it.
+#[test]
+fn a_slave_with_only_namesrv_addr_follows_the_master_the_name_server_names() {
+    let test = "a_slave_with_only_namesrv_addr_follows_the_master_the_name_server_names";
+    let Some(apps) = java_apps(CLIENT_5, test) else { return };
+    let namesrv = Namesrv::start(&apps, &[]);
+    let ns = format!("namesrvAddr={}", namesrv.addr());
+    let dir = tempfile::tempdir().unwrap();
+    let common = ["--set", &ns, "--set", "brokerName=learner", "--set", "registerNameServerPeriod=1000"];
+    let mut master_args = vec!["--role", "SYNC_MASTER", "--set", "slaveTimeout=3000"];
+    master_args.extend(common);
+    let mut master = Broker::start("master", &dir.path().join("m"), free_port_pair(), &master_args);
+    let mut slave_args = vec!["--set", "brokerId=1"];
+    slave_args.extend(common);
+    let slave = Broker::start("slave", &dir.path().join("s"), free_port_pair(), &slave_args);
+    let send = |master: &Broker, body: &str| {
+        let mut c = Client::connect(master.remoting_addr());
+        let r = c.call(remoting_support::send_request("Learned", 0, "", body.as_bytes()));
+        assert_eq!(r.code, 0, "SEND_OK once the slave acked: {:?}\n{}", r.remark, master.log());
+        remoting_support::sent(&r).msg_id
+    };
+    let on_slave = |id: &str| {
+        let mut c = Client::connect(slave.remoting_addr());
+        eventually("the slave to hold the message", || stored(&mut c, id).is_some());
+    };
+    eventually("the slave to connect to the master it was told", || {
+        master.status()["slaves"].as_array().is_some_and(|s| s.len() == 1)
+    });
+    on_slave(&send(&master, "first"));
+
+    // The master comes back elsewhere (same store, new ports).
+    assert!(master.terminate().is_some_and(|s| s.success()));
+    let old_ha = master.ha_addr();
+    master = Broker::start("master", &dir.path().join("m"), free_port_pair(), &master_args);
+    assert_ne!(master.ha_addr(), old_ha);
+    eventually("the slave to follow the master to its new address", || {
+        master.status()["slaves"].as_array().is_some_and(|s| s.len() == 1)
+    });
+    on_slave(&send(&master, "second"));
+}
