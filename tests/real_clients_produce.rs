@@ -55,6 +55,10 @@ fn group(namesrv: &str) -> Group {
             "SYNC_MASTER",
             "--set",
             "slaveTimeout=1000",
+            // Java's default: a stopped slave stays connected (and so in sync) that long, the
+            // time a producer JVM needs to start and send while the slaves are stopped.
+            "--set",
+            "haHousekeepingInterval=20000",
             "--set",
             &ns,
             "--set",
@@ -237,6 +241,29 @@ fn slaves_stopped_then_gone(g: &mut Group, mut send_one: impl FnMut(&str) -> Vec
     assert_eq!(send_statuses(&lines), BTreeMap::from([("SLAVE_NOT_AVAILABLE".to_string(), 1)]), "{lines:?}");
 }
 
+/// `mqadmin` against the logship group: the route names the master as id 0 and both slaves;
+/// `topicStatus` (GET_TOPIC_STATS_INFO, and on 5.x GET_TOPIC_CONFIG) adds up every message.
+fn assert_mqadmin_sees_the_group(apps: &JavaApps, ns: &str, g: &Group, topic: &str) {
+    let master_addr = g.master.remoting_addr().to_string();
+    let route = apps.mqadmin(&["topicRoute", "-n", ns, "-t", topic]);
+    assert_eq!(route["ok"], true, "{route}");
+    let rtext = route["text"].as_str().unwrap();
+    assert!(rtext.contains(&format!("\"brokerName\":\"{BROKER_NAME}\"")), "topicRoute:\n{rtext}");
+    assert!(rtext.contains(&format!("0:\"{master_addr}\"")), "the master is id 0:\n{rtext}");
+    for s in &g.slaves {
+        assert!(rtext.contains(&s.remoting_addr().to_string()), "the route names each slave:\n{rtext}");
+    }
+    let status = apps.mqadmin(&["topicStatus", "-n", ns, "-t", topic]);
+    assert_eq!(status["ok"], true, "{status}");
+    let text = status["text"].as_str().unwrap();
+    let max_sum: u64 = text
+        .lines()
+        .filter(|l| l.contains(BROKER_NAME))
+        .filter_map(|l| l.split_whitespace().nth(3).and_then(|x| x.parse::<u64>().ok()))
+        .sum();
+    assert_eq!(max_sum, 4 * PER_MODE, "topicStatus max offsets add up to every message:\n{text}");
+}
+
 fn java_producers(line: ClientLine, test: &str) {
     let Some(apps) = java_apps(line, test) else { return };
     let namesrv = Namesrv::start(&apps, &[]);
@@ -266,6 +293,7 @@ fn java_producers(line: ClientLine, test: &str) {
     eventually("every message, one-way ones included, stored", || {
         stored_count(&g, topic, 4) == 4 * PER_MODE as i64
     });
+    assert_mqadmin_sees_the_group(&apps, &ns, &g, topic);
     slaves_stopped_then_gone(&mut g, |instance| {
         apps.produce(&java_args(&ns, topic, instance, "sync", "1")).finish(BIG)
     });
@@ -312,9 +340,19 @@ fn go_producers_find_a_logship_sync_master_and_store_exactly_what_they_sent() {
         assert_eq!(acked.len() as u64, PER_MODE, "{mode}");
         assert_stored_as_sent(&g, topic, &instance, &acked);
     }
-    eventually("every message, one-way ones included, stored", || {
-        stored_count(&g, topic, 4) == 4 * PER_MODE as i64
-    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while stored_count(&g, topic, 4) != 4 * PER_MODE as i64 {
+        let log = g.master.log();
+        let closes: Vec<&str> = log.lines().filter(|l| l.contains("remoting connection closed")).collect();
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} messages stored; the master's closes:\n{}",
+            stored_count(&g, topic, 4),
+            4 * PER_MODE,
+            closes.join("\n")
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     slaves_stopped_then_gone(&mut g, |instance| {
         go.produce(&java_args(&ns, topic, instance, "sync", "1")).finish(BIG)
     });
