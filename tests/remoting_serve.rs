@@ -149,11 +149,14 @@ fn a_slave_refuses_sends_and_serves_lookups() {
         (2, Some("[REJECTREQUEST]system busy, start flow control for a while"))
     );
     eventually("the slave to hold the message", || view(&mut slave, offset_of(&id)).code == 0);
-    let r = slave.call(
-        RemotingCommand::request(RequestCode::GET_MAX_OFFSET)
-            .with_header(&GetMaxOffsetRequestHeader::new("TopicS", 0)),
-    );
-    assert_eq!(r.ext_fields["offset"], "1");
+    // The slave's consume queue follows its log a moment later.
+    eventually("the slave's queue to count the message", || {
+        let r = slave.call(
+            RemotingCommand::request(RequestCode::GET_MAX_OFFSET)
+                .with_header(&GetMaxOffsetRequestHeader::new("TopicS", 0)),
+        );
+        r.ext_fields["offset"] == "1"
+    });
 }
 
 #[test]
