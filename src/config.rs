@@ -1551,10 +1551,15 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), BrokerConfigError> {
             "the remoting port and the HA port must differ",
         ));
     }
-    if s.broker_role == BrokerRole::Slave && s.ha_master_address.is_none() && s.controller.is_none() {
+    if s.broker_role == BrokerRole::Slave
+        && s.ha_master_address.is_none()
+        && s.controller.is_none()
+        && s.remoting.namesrv_addr.is_empty()
+    {
         return Err(conflict(
-            "brokerRole=SLAVE haMasterAddress=(unset)".into(),
-            "a slave needs haMasterAddress: set it in broker.conf or pass --master HOST:PORT",
+            "brokerRole=SLAVE haMasterAddress=(unset) namesrvAddr=(unset)".into(),
+            "a slave needs haMasterAddress (set it in broker.conf or pass --master HOST:PORT), or \
+             namesrvAddr to learn its master from the NameServer",
         ));
     }
     if s.ha_send_heartbeat_interval >= s.ha_housekeeping_interval {
@@ -1807,7 +1812,11 @@ fn build_tls(s: &mut BrokerSettings) -> Result<(), BrokerConfigError> {
             (Some(name), _) => name.clone(),
             // Replaced by the host of each master followed (`controller_slave_config`).
             (None, true) => "localhost".to_string(),
-            (None, false) => address_host(s.ha_master_address.as_deref().unwrap_or_default()).to_string(),
+            (None, false) => match &s.ha_master_address {
+                Some(address) => address_host(address).to_string(),
+                // Replaced by the host of the master each NameServer reply names.
+                None => "localhost".to_string(),
+            },
         };
         s.slave_tls = Some(SlaveTls::new(pem, &server_name).map_err(failed)?);
     }
@@ -2021,6 +2030,29 @@ impl BrokerSettings {
         Some(Ok(config))
     }
 
+    /// Whether this is a classic slave that learns its master's HA address from the
+    /// NameServers' REGISTER_BROKER replies (`namesrvAddr` set, `haMasterAddress` not), as
+    /// Java's `updateMasterHAServerAddrPeriodically`; a static `haMasterAddress` wins.
+    pub fn learns_master_from_name_server(&self) -> bool {
+        self.broker_role == BrokerRole::Slave
+            && self.controller.is_none()
+            && self.ha_master_address.is_none()
+            && !self.remoting.namesrv_addr.is_empty()
+    }
+
+    /// The slave service configuration following the master at `master_address` (its HA port),
+    /// as a NameServer named it. With `haTlsEnable=true` the master's certificate must carry
+    /// `haTlsServerName`, or unset, the host of `master_address`.
+    pub fn named_master_slave_config(&self, master_address: &str) -> Result<SlaveServiceConfig, TlsError> {
+        let mut config = self.slave_service_config();
+        config.master_address = master_address.to_string();
+        config.tls = match (&self.slave_tls, &self.ha_tls_server_name) {
+            (Some(tls), None) => Some(tls.with_server_name(address_host(master_address))?),
+            (tls, _) => tls.clone(),
+        };
+        Ok(config)
+    }
+
     /// The slave service configuration (for `brokerRole=SLAVE`).
     pub fn slave_service_config(&self) -> SlaveServiceConfig {
         let mut c = SlaveServiceConfig::new(self.ha_master_address.clone().unwrap_or_default());
@@ -2126,10 +2158,23 @@ mod tests {
         let err = load_text("brokerRole=SLAVE\n").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "brokerRole=SLAVE haMasterAddress=(unset): a slave needs haMasterAddress: set it in broker.conf \
-             or pass --master HOST:PORT"
+            "brokerRole=SLAVE haMasterAddress=(unset) namesrvAddr=(unset): a slave needs haMasterAddress \
+             (set it in broker.conf or pass --master HOST:PORT), or namesrvAddr to learn its master from the \
+             NameServer"
         );
         load_text("brokerRole=SLAVE\nhaMasterAddress=10.0.0.1:10912\n").unwrap();
+        let named = load_text("brokerRole=SLAVE\nnamesrvAddr=10.0.0.1:9876\nbrokerId=1\n").unwrap().settings;
+        assert!(named.learns_master_from_name_server());
+        assert_eq!(
+            named.named_master_slave_config("10.0.0.3:10912").unwrap().master_address,
+            "10.0.0.3:10912"
+        );
+        let fixed =
+            "brokerRole=SLAVE\nnamesrvAddr=10.0.0.1:9876\nbrokerId=1\nhaMasterAddress=10.0.0.2:10912\n";
+        assert!(
+            !load_text(fixed).unwrap().settings.learns_master_from_name_server(),
+            "a static address wins"
+        );
         let err = load_text("brokerRole=SLAVE\nhaMasterAddress=10.0.0.1\n").unwrap_err();
         assert!(err.to_string().contains("haMasterAddress"), "{err}");
     }

@@ -104,6 +104,8 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
     let node = match settings.broker_role {
         // Controller mode: no HA role until an admin call (RocketMQ: the controller) gives one.
         _ if roles.is_some() => Node::Unassigned,
+        // No HA link until a NameServer names the master (`remoting::follow_named_master`).
+        BrokerRole::Slave if settings.learns_master_from_name_server() => Node::Unassigned,
         BrokerRole::Slave => {
             let slave = logship_tokio::spawn_slave(settings.slave_service_config(), store.clone()).await?;
             Node::Slave(slave)

@@ -317,7 +317,7 @@ fn bad_config_fails_before_starting_naming_key_and_value() {
         (
             "slave",
             "brokerRole=SLAVE\n",
-            "brokerRole=SLAVE haMasterAddress=(unset): a slave needs haMasterAddress",
+            "brokerRole=SLAVE haMasterAddress=(unset) namesrvAddr=(unset): a slave needs haMasterAddress",
         ),
         ("master", "listenPort=20911\nhaListenPort=20911\n", "listenPort=20911 haListenPort=20911"),
         ("master", "brokerRole=SLAVE\nhaMasterAddress=127.0.0.1:1\n", "use `logship slave`"),

@@ -47,6 +47,10 @@ pub async fn dispatch(ctx: RequestContext, request: RemotingCommand) -> Option<R
         RequestCode::VIEW_MESSAGE_BY_ID => lookup::view_message_by_id(&ctx, &request),
         RequestCode::QUERY_MESSAGE => lookup::query_message(&ctx, &request),
         RequestCode::GET_ALL_TOPIC_CONFIG => admin::get_all_topic_config(&ctx, &request),
+        RequestCode::GET_TOPIC_STATS_INFO => admin::get_topic_stats_info(&ctx, &request),
+        RequestCode::GET_TOPIC_CONFIG if ctx.broker.settings.line == crate::settings::RocketmqLine::V5 => {
+            admin::get_topic_config(&ctx, &request)
+        }
         code => Ok(not_supported(&ctx, &request, code)),
     };
     Some(processed.unwrap_or_else(|refusal| ctx.refusal_response(&request, refusal)))

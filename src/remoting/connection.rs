@@ -57,6 +57,9 @@ pub async fn run(
     let mut draining: Option<tokio::time::Instant> = None;
     let version = shared.config.version;
     loop {
+        // Finished tasks stay in the set until reaped: without this a long-lived connection
+        // keeps one entry per request it ever made.
+        while tasks.try_join_next().is_some() {}
         while let Some(request) = conn.poll_request() {
             let bytes = request.command.body.len() + 256;
             let Some(permit) = shared.budget.try_acquire(bytes) else {
@@ -127,7 +130,11 @@ pub async fn run(
         }
     }
     let _ = wr.shutdown().await;
-    tasks.shutdown().await;
+    // Every request read is carried out even though its answer has nowhere to go, as a Java
+    // broker does: a client sends its last one-way messages and hangs up at once, and aborting
+    // here lost them (or cut a put short). Each task still holds its share of the in-flight
+    // budget until it ends; a SYNC_MASTER send ends within slaveTimeout.
+    tasks.detach_all();
     note_close(&shared, &conn);
     broker.connection_closed(&connection);
 }

@@ -265,6 +265,13 @@ pub async fn start(
         stats.clone(),
         settings.http.shutdown_drain_timeout,
     );
+    let (learned_master, learned) = match settings.learns_master_from_name_server() {
+        true => {
+            let (tx, rx) = watch::channel(None);
+            (Some(tx), Some(rx))
+        }
+        false => (None, None),
+    };
     let registration = (!r.namesrv_addr.is_empty()).then(|| {
         let roles_http = http.clone();
         let fixed_id = settings.registered_broker_id();
@@ -282,12 +289,21 @@ pub async fn start(
             ha_server_addr: settings.ha_server_addr().to_string(),
             period: r.register_name_server_period,
             timeout: r.register_broker_timeout,
+            learned_master,
         };
         Arc::new(registration::Registration::start(&r.namesrv_addr, target, topics_rx))
     });
     let state = Arc::new(RemotingState { addrs, broker: broker.clone(), stats, budget, registration });
     let (stop, background_stopped) = watch::channel(false);
     let mut background = vec![tokio::spawn(persist_metadata(metadata, background_stopped.clone()))];
+    if let Some(learned) = learned {
+        background.push(tokio::spawn(follow_named_master(
+            http.clone(),
+            store.clone(),
+            learned,
+            background_stopped.clone(),
+        )));
+    }
     if let Some(index) = index {
         background.push(tokio::spawn(follow_index(index, store, background_stopped)));
     }
@@ -379,4 +395,45 @@ async fn follow_index(
         }
     }
     let _ = tokio::task::spawn_blocking(move || index.flush()).await;
+}
+
+/// A slave without `haMasterAddress`: replicates from the master the NameServers name (the
+/// `haServerAddr` of their REGISTER_BROKER replies), and when a reply names another address,
+/// stops the HA link and follows that one. Ends on `stopped`, leaving the last link to the
+/// broker's shutdown.
+async fn follow_named_master(
+    http: Arc<crate::http::Broker>,
+    store: Arc<logship_store::CommitLog>,
+    mut learned: watch::Receiver<Option<String>>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    use crate::http::Node;
+    loop {
+        tokio::select! {
+            () = until_stopped(&mut stopped) => return,
+            changed = learned.changed() => if changed.is_err() { return },
+        }
+        let Some(master) = learned.borrow_and_update().clone() else { continue };
+        let config = match http.settings.named_master_slave_config(&master) {
+            Ok(config) => config,
+            Err(e) => {
+                warn!(%e, master_ha = %master, "the named master's host is no TLS server name; not following it");
+                continue;
+            }
+        };
+        if let Err(e) = config.validate() {
+            warn!(%e, master_ha = %master, "the NameServer named an unusable master address; not following it");
+            continue;
+        }
+        if let Node::Slave(old) = http.set_node(Node::Unassigned) {
+            old.shutdown().await;
+        }
+        match logship_tokio::spawn_slave(config, store.clone()).await {
+            Ok(slave) => {
+                info!(master_ha = %master, "following the master the NameServer names");
+                http.set_node(Node::Slave(slave));
+            }
+            Err(e) => warn!(%e, master_ha = %master, "cannot start replicating from the named master"),
+        }
+    }
 }

@@ -33,6 +33,9 @@ pub struct RegistrationTarget {
     pub period: Duration,
     /// `registerBrokerTimeoutMills`: one request's limit (the connection's included).
     pub timeout: Duration,
+    /// A slave that learns its master from the NameServers: each reply's `haServerAddr` goes
+    /// here (the latest reply naming one wins, as Java's does).
+    pub learned_master: Option<watch::Sender<Option<String>>>,
 }
 
 /// The running registration tasks.
@@ -211,6 +214,16 @@ async fn run(
                     info!(broker_id, master = ?result.master_addr, "registered with the NameServer");
                 }
                 registered_as = Some(broker_id);
+                if let (Some(learned), Some(ha)) = (&target.learned_master, &result.ha_server_addr) {
+                    learned.send_if_modified(|current| {
+                        let changed = current.as_deref() != Some(ha.as_str());
+                        if changed {
+                            info!(master_ha = %ha, "the NameServer names the master");
+                            *current = Some(ha.clone());
+                        }
+                        changed
+                    });
+                }
                 with(&mut |s| s.succeeded(Instant::now(), result.clone()));
             }
             Err(e) => {

@@ -145,12 +145,30 @@ pub fn ready_addresses(log: &str) -> Option<(SocketAddr, Option<SocketAddr>)> {
     Some((field("http=")?, field("ha=")))
 }
 
-/// Sends `sig` (`-STOP`, `-CONT`, `-TERM`, ...) to `pid`.
+/// Sends `sig` (`-STOP`, `-CONT`, `-TERM`, ...) to `pid`. `-STOP` returns only once every
+/// thread of the process is stopped: `kill` returns when the signal is queued, and on a loaded
+/// machine a thread may still run (and, say, ack a replica) for a moment after.
 pub fn signal(pid: u32, sig: &str) {
     assert!(
         Command::new("kill").args([sig, &pid.to_string()]).status().unwrap().success(),
         "kill {sig} {pid}"
     );
+    if sig == "-STOP" {
+        let all_stopped = || {
+            let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return true };
+            tasks.flatten().all(|t| {
+                // `pid (comm) S ...`: the state follows the last ')'.
+                std::fs::read_to_string(t.path().join("stat")).map_or(true, |stat| {
+                    stat.rsplit_once(')')
+                        .is_some_and(|(_, rest)| matches!(rest.trim_start().chars().next(), Some('T' | 't')))
+                })
+            })
+        };
+        let start = Instant::now();
+        while !all_stopped() && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
 /// Waits up to 30 s for `check`.

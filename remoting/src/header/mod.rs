@@ -18,6 +18,7 @@
 //! Java adds fields to its headers from release to release, and so will these types: build
 //! one with its `new` where it has one, or with `..Default::default()`.
 
+mod admin;
 mod client;
 mod namesrv;
 mod offset;
@@ -27,6 +28,7 @@ mod send;
 
 use std::fmt;
 
+pub use admin::{GetTopicConfigRequestHeader, GetTopicStatsInfoRequestHeader};
 pub use client::{
     ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
     NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,
