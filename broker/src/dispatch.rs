@@ -14,7 +14,7 @@
 use logship_remoting::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::serve::{Processed, RequestContext};
-use crate::{admin, lookup, send};
+use crate::{admin, lookup, send, topic_admin};
 
 /// Request codes that change a broker's (or a NameServer's, or a controller's) configuration
 /// over the network: never served (see the [module docs](self)).
@@ -47,6 +47,7 @@ pub async fn dispatch(ctx: RequestContext, request: RemotingCommand) -> Option<R
         RequestCode::VIEW_MESSAGE_BY_ID => lookup::view_message_by_id(&ctx, &request),
         RequestCode::QUERY_MESSAGE => lookup::query_message(&ctx, &request),
         RequestCode::GET_ALL_TOPIC_CONFIG => admin::get_all_topic_config(&ctx, &request),
+        RequestCode::UPDATE_AND_CREATE_TOPIC => topic_admin::update_and_create_topic(&ctx, &request),
         code => Ok(not_supported(&ctx, &request, code)),
     };
     Some(processed.unwrap_or_else(|refusal| ctx.refusal_response(&request, refusal)))
