@@ -5,8 +5,11 @@
 
 mod process;
 mod remoting_support;
+mod support;
 
 use std::time::{Duration, Instant};
+
+use serde_json::Value;
 
 use logship_broker::acl::sign_request;
 use logship_remoting::body::{JsonBody, TopicConfigSerializeWrapper};
@@ -161,4 +164,129 @@ fn acl_enabled_without_a_usable_file_refuses_to_start() {
         let text = log.lock().unwrap().clone();
         assert!(text.contains(name), "{name}: the file is named: {text}");
     }
+}
+
+/// A logship master with ACL registered with a real Apache NameServer, `TopicA` and `TopicB`
+/// created by the admin account: `(namesrv, broker, acl dir)`.
+fn with_namesrv(apps: &support::apps::JavaApps, dir: &std::path::Path) -> (support::apps::Namesrv, Broker) {
+    let ns = support::apps::Namesrv::start(apps, &[]);
+    let acl = dir.join("plain_acl.yml");
+    std::fs::write(&acl, ACL).unwrap();
+    let file = format!("aclFile={}", acl.display());
+    let namesrv = format!("namesrvAddr={}", ns.addr());
+    let broker = Broker::start(
+        "master",
+        &dir.join("m"),
+        free_port_pair(),
+        &["--set", "aclEnable=true", "--set", &file, "--set", &namesrv, "--set", "brokerName=acl-b"],
+    );
+    let mut c = Client::connect(broker.remoting_addr());
+    for t in ["TopicA", "TopicB"] {
+        let r = c.call(signed(create_topic(t), "adminKey", "adminSecret"));
+        assert_eq!(r.code, 0, "{:?}", r.remark);
+    }
+    // Registered at once on the change; clients that look the route up first must find it.
+    let addr = ns.addr();
+    for t in ["TopicA", "TopicB"] {
+        eventually("the NameServer to route the topic", || {
+            apps.mqadmin(&["topicRoute", "-n", &addr, "-t", t])["ok"] == true
+        });
+    }
+    (ns, broker)
+}
+
+/// Runs a producer of 3 messages to `topic` with credentials; returns (SEND_OK count, the
+/// responseCodes of its send errors).
+fn produce(app: support::apps::App) -> (u64, Vec<Value>) {
+    let (_, lines) = app.finish_any(Duration::from_secs(120));
+    let ok = support::apps::events(&lines, "send").len() as u64;
+    let errors =
+        support::apps::events(&lines, "send_error").iter().map(|e| e["responseCode"].clone()).collect();
+    (ok, errors)
+}
+
+fn java_producers_sign_as_logship_checks(line: support::apps::ClientLine, test: &str) {
+    let Some(apps) = support::apps::java_apps(line, test) else { return };
+    let apps = apps.with_jvm_options(&["-Xmx256m"]);
+    let dir = tempfile::tempdir().unwrap();
+    let (ns, broker) = with_namesrv(&apps, dir.path());
+    let addr = ns.addr();
+    let run = |topic: &str, sk: &str| {
+        produce(apps.produce(&[
+            "--namesrv",
+            &addr,
+            "--topic",
+            topic,
+            "--count",
+            "3",
+            "--retries",
+            "0",
+            "--access-key",
+            "producerKey",
+            "--secret-key",
+            sk,
+        ]))
+    };
+    let (ok, errors) = run("TopicA", "producerSecret");
+    assert_eq!((ok, errors.len()), (3, 0), "{errors:?}\n{}", broker.log());
+    let (ok, errors) = run("TopicA", "wrongSecret");
+    assert_eq!(ok, 0);
+    assert!(!errors.is_empty() && errors.iter().all(|c| c == 1), "SYSTEM_ERROR: {errors:?}");
+    let (ok, errors) = run("TopicB", "producerSecret");
+    assert_eq!(ok, 0);
+    assert!(!errors.is_empty() && errors.iter().all(|c| c == 1), "denied: {errors:?}");
+    assert!(broker.log().contains("No default permission for topic:TopicB"));
+}
+
+#[test]
+fn java_5_5_0_producers_with_acl_credentials_send_and_bad_ones_are_refused() {
+    java_producers_sign_as_logship_checks(
+        support::apps::CLIENT_5,
+        "java_5_5_0_producers_with_acl_credentials_send_and_bad_ones_are_refused",
+    );
+}
+
+#[test]
+fn java_4_9_7_producers_with_acl_credentials_send_and_bad_ones_are_refused() {
+    java_producers_sign_as_logship_checks(
+        support::apps::CLIENT_4,
+        "java_4_9_7_producers_with_acl_credentials_send_and_bad_ones_are_refused",
+    );
+}
+
+#[test]
+fn go_producers_with_acl_credentials_send_and_bad_ones_are_refused() {
+    let test = "go_producers_with_acl_credentials_send_and_bad_ones_are_refused";
+    let (Some(apps), Some(go)) =
+        (support::apps::java_apps(support::apps::CLIENT_5, test), support::apps::go_client(test))
+    else {
+        return;
+    };
+    let apps = apps.with_jvm_options(&["-Xmx256m"]);
+    let dir = tempfile::tempdir().unwrap();
+    let (ns, broker) = with_namesrv(&apps, dir.path());
+    let addr = ns.addr();
+    let run = |topic: &str, sk: &str| {
+        produce(go.produce(&[
+            "--namesrv",
+            &addr,
+            "--topic",
+            topic,
+            "--count",
+            "3",
+            "--retries",
+            "0",
+            "--access-key",
+            "producerKey",
+            "--secret-key",
+            sk,
+        ]))
+    };
+    let (ok, errors) = run("TopicA", "producerSecret");
+    assert_eq!((ok, errors.len()), (3, 0), "{errors:?}\n{}", broker.log());
+    let (ok, errors) = run("TopicA", "wrongSecret");
+    assert_eq!(ok, 0, "{errors:?}");
+    let (ok, _) = run("TopicB", "producerSecret");
+    assert_eq!(ok, 0);
+    assert!(broker.log().contains("No default permission for topic:TopicB"));
 }
