@@ -2636,6 +2636,20 @@ mod tests {
     }
 
     #[test]
+    fn acl_is_off_by_default_and_its_file_key_takes_a_path() {
+        let d = load_text("").unwrap().settings;
+        assert_eq!((d.remoting.acl_enable, d.remoting.acl_file.clone()), (false, None));
+        let on = load_text("aclEnable=true\naclFile=/etc/logship/plain_acl.yml\n").unwrap().settings;
+        assert!(on.remoting.acl_enable);
+        let file = on.remoting.acl_file.as_deref();
+        assert_eq!(file, Some(std::path::Path::new("/etc/logship/plain_acl.yml")));
+        let e = load_text("aclFile= \n").unwrap_err().to_string();
+        assert!(e.contains("aclFile") && e.contains("plain_acl.yml"), "{e}");
+        let maybe = load_text("aclEnable=maybe\n").unwrap().settings;
+        assert!(!maybe.remoting.acl_enable, "Java's Boolean.parseBoolean: off");
+    }
+
+    #[test]
     fn a_master_whose_ha_port_would_count_strangers_refuses_to_start_unless_told_otherwise() {
         for text in ["brokerIP1=10.0.0.5\n", "brokerIP1=10.0.0.5\nlistenAddress=0.0.0.0\n"] {
             let err = load_text(text).unwrap_err();

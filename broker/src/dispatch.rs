@@ -14,7 +14,7 @@
 use logship_remoting::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::serve::{Processed, RequestContext};
-use crate::{admin, lookup, send};
+use crate::{admin, lookup, send, topic_admin};
 
 /// Request codes that change a broker's (or a NameServer's, or a controller's) configuration
 /// over the network: never served (see the [module docs](self)).
@@ -51,6 +51,7 @@ pub async fn dispatch(ctx: RequestContext, request: RemotingCommand) -> Option<R
         RequestCode::GET_TOPIC_CONFIG if ctx.broker.settings.line == crate::settings::RocketmqLine::V5 => {
             admin::get_topic_config(&ctx, &request)
         }
+        RequestCode::UPDATE_AND_CREATE_TOPIC => topic_admin::update_and_create_topic(&ctx, &request),
         code => Ok(not_supported(&ctx, &request, code)),
     };
     Some(processed.unwrap_or_else(|refusal| ctx.refusal_response(&request, refusal)))

@@ -46,6 +46,7 @@
 //!   Members a newer RocketMQ adds to a topic or group are kept and written back.
 #![forbid(unsafe_code)]
 
+pub mod acl;
 mod admin;
 pub mod delay;
 pub mod dispatch;
@@ -64,6 +65,7 @@ pub mod serve;
 pub mod settings;
 pub mod subscription;
 pub mod topic;
+mod topic_admin;
 
 use std::path::{Path, PathBuf};
 

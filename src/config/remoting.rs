@@ -77,6 +77,12 @@ pub struct RemotingKeys {
     pub max_hash_slot_num: u32,
     /// See `max_hash_slot_num`.
     pub max_index_num: u32,
+    /// `aclEnable` (false, Java's key): check every remoting request against RocketMQ ACL 1.0.
+    pub acl_enable: bool,
+    /// `aclFile`: the `plain_acl.yml` read with `aclEnable` (Java's `-Drocketmq.acl.plain.file`,
+    /// which is relative to `ROCKETMQ_HOME`); unset, `plain_acl.yml` in the broker's config
+    /// directory (`storePathRootDir/config`).
+    pub acl_file: Option<std::path::PathBuf>,
 }
 
 impl Default for RemotingKeys {
@@ -110,6 +116,8 @@ impl Default for RemotingKeys {
             message_index_enable: true,
             max_hash_slot_num: 5_000_000,
             max_index_num: 20_000_000,
+            acl_enable: false,
+            acl_file: None,
         }
     }
 }
@@ -163,6 +171,9 @@ impl RemotingKeys {
             "messageIndexEnable" => self.message_index_enable = boolean(key, v)?,
             "maxHashSlotNum" => self.max_hash_slot_num = number(key, v, 1, 50_000_000)? as u32,
             "maxIndexNum" => self.max_index_num = number(key, v, 1, 100_000_000)? as u32,
+            "aclEnable" => self.acl_enable = boolean(key, v)?,
+            "aclFile" if v.trim().is_empty() => return Err(invalid(key, v, "the path of a plain_acl.yml")),
+            "aclFile" => self.acl_file = Some(v.trim().into()),
             _ => return Ok(false),
         }
         Ok(true)

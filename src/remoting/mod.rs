@@ -251,7 +251,25 @@ pub async fn start(
     };
     let (topics_tx, topics_rx) = watch::channel(0u64);
     let host = Arc::new(host::BinaryHost::new(http.clone(), topics_tx));
-    let broker = Arc::new(Broker::new(broker_settings, store.clone(), metadata.clone(), index.clone(), host));
+    let mut broker = Broker::new(broker_settings, store.clone(), metadata.clone(), index.clone(), host);
+    let acl = match settings.remoting.acl_enable {
+        true => {
+            let path = settings
+                .remoting
+                .acl_file
+                .clone()
+                .unwrap_or_else(|| settings.store_path_root_dir.join("config").join("plain_acl.yml"));
+            let acl = Arc::new(
+                logship_broker::acl::PlainAcl::load(&path)
+                    .context("aclEnable=true but the ACL file cannot be used; the broker does not start")?,
+            );
+            info!(file = %path.display(), accounts = acl.config().accounts.len(), "ACL enabled");
+            broker = broker.with_authorizer(acl.clone());
+            Some(acl)
+        }
+        false => None,
+    };
+    let broker = Arc::new(broker);
     let listeners = bind(settings.remoting_addr(), settings.fast_remoting_addr()).await?;
     let addrs: Vec<SocketAddr> = listeners.iter().filter_map(|l| l.local_addr().ok()).collect();
     let stats = Arc::new(RemotingStats::default());
@@ -304,6 +322,9 @@ pub async fn start(
             background_stopped.clone(),
         )));
     }
+    if let Some(acl) = acl {
+        background.push(tokio::spawn(reload_acl(acl, background_stopped.clone())));
+    }
     if let Some(index) = index {
         background.push(tokio::spawn(follow_index(index, store, background_stopped)));
     }
@@ -351,6 +372,26 @@ async fn persist_metadata(metadata: Arc<logship_broker::BrokerMetadata>, mut sto
         Err(e) => warn!(%e, "the metadata persist task failed"),
     }
 }
+
+/// Reloads `plain_acl.yml` when it changes, checked every [`ACL_RELOAD_INTERVAL`] (Java's
+/// file watcher polls every 500 ms). A file that no longer parses keeps the accounts in force.
+async fn reload_acl(acl: Arc<logship_broker::acl::PlainAcl>, mut stopped: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(ACL_RELOAD_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            () = until_stopped(&mut stopped) => break,
+            _ = tick.tick() => match acl.reload_if_changed() {
+                Ok(true) => info!(file = %acl.path().display(), accounts = acl.config().accounts.len(), "ACL file reloaded"),
+                Ok(false) => {}
+                Err(e) => warn!(error = %e, "the changed ACL file is not used; the previous accounts stay in force"),
+            },
+        }
+    }
+}
+
+/// How often the ACL file is checked for changes.
+const ACL_RELOAD_INTERVAL: Duration = Duration::from_millis(500);
 
 /// Indexes what the store dispatched (and re-reads after a truncation), every
 /// [`INDEX_INTERVAL`]; flushes the index once stopped.
