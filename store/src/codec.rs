@@ -512,6 +512,45 @@ pub(crate) fn tags_code_of_properties(props: &[u8]) -> i64 {
     }
 }
 
+/// The property holding a message's delay level (`MessageConst.PROPERTY_DELAY_TIME_LEVEL`).
+pub const PROPERTY_DELAY_TIME_LEVEL: &str = "DELAY";
+
+/// The topic delayed messages wait in, one queue per delay level (`RMQ_SYS_SCHEDULE_TOPIC`).
+pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+
+/// The consume-queue tag code Java's dispatch (`CommitLog.checkMessageAndReturnSize`) gives a
+/// message: in [`SCHEDULE_TOPIC`], a message whose `DELAY` property is a level above 0 is
+/// indexed by its delivery time, `store_timestamp + delay(level)` (the level clamped to the
+/// highest of `delay_millis`; a level without a delay is due a second after it was stored, as
+/// Java's `computeDeliverTimestamp`); every other message by `tags_code`. A `DELAY` that is not
+/// a number makes Java's dispatch fail; here the message keeps its tag code.
+pub fn consume_queue_tags_code(
+    topic: &str,
+    tags_code: i64,
+    delay_level: Option<&str>,
+    store_timestamp: i64,
+    delay_millis: &[i64],
+) -> i64 {
+    if topic != SCHEDULE_TOPIC {
+        return tags_code;
+    }
+    let Some(level) = delay_level.and_then(|d| d.parse::<i32>().ok()) else {
+        return tags_code;
+    };
+    let max = i32::try_from(delay_millis.len()).unwrap_or(i32::MAX);
+    let level = level.min(max);
+    if level <= 0 {
+        return tags_code;
+    }
+    let delay = delay_millis.get(level as usize - 1).copied().unwrap_or(1000);
+    store_timestamp.saturating_add(delay)
+}
+
+/// The value of the last `name` property of an encoded properties string.
+pub(crate) fn property_of_encoded<'a>(props: &'a [u8], name: &str) -> Option<&'a [u8]> {
+    property_entries(props).filter(|(n, _)| *n == name.as_bytes()).last().map(|(_, v)| v)
+}
+
 /// Whether `topic` is a legal topic name (RocketMQ 5.x `TopicValidator`: 1 to 127 characters of
 /// `[%|a-zA-Z0-9_-]`, up to 255 for retry and DLQ topics). The store uses the topic as a
 /// directory name, so this also keeps paths safe.
@@ -590,6 +629,11 @@ impl PreparedMessage {
 
     pub(crate) fn tags_code(&self) -> i64 {
         self.tags_code
+    }
+
+    /// The message's `DELAY` property.
+    pub(crate) fn delay_level(&self) -> Option<&str> {
+        property(&self.message.properties, PROPERTY_DELAY_TIME_LEVEL)
     }
 
     /// Whether the message goes into a consume queue (prepared and rolled-back transactional

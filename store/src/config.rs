@@ -111,6 +111,13 @@ pub struct StoreConfig {
     /// the classic mode. A put indexes its own message (and what precedes it) at once and
     /// raises the confirm offset to its end.
     pub dispatch_up_to_confirm: bool,
+    /// The delay of each level of `messageDelayLevel`, in milliseconds (`millis[level - 1]`;
+    /// RocketMQ's 18 levels `1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h` by
+    /// default). The consume queues of `SCHEDULE_TOPIC_XXXX` index a message by its delivery
+    /// time, `store timestamp + delay(level)` with the level of its `DELAY` property (clamped to
+    /// the highest), as Java's dispatch does; a slave and a master must agree on it. The broker
+    /// sets it from the same `messageDelayLevel` its schedule service uses.
+    pub message_delay_level_millis: Vec<i64>,
 }
 
 impl Default for StoreConfig {
@@ -143,9 +150,17 @@ impl Default for StoreConfig {
             store_path_commit_log: None,
             store_path_epoch_file: None,
             dispatch_up_to_confirm: false,
+            message_delay_level_millis: DEFAULT_DELAY_LEVEL_MILLIS.to_vec(),
         }
     }
 }
+
+/// The delays of RocketMQ's default `messageDelayLevel` (`1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m
+/// 9m 10m 20m 30m 1h 2h`), in milliseconds.
+pub const DEFAULT_DELAY_LEVEL_MILLIS: [i64; 18] = [
+    1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000, 420_000, 480_000,
+    540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
+];
 
 impl StoreConfig {
     /// Checks every field; the error names the first bad field and its value.
@@ -203,6 +218,13 @@ impl StoreConfig {
             if !(r > 0.0 && r <= 1.0) {
                 return Err(StoreConfigError::new(field, r, "must be a fraction in (0, 1]"));
             }
+        }
+        if let Some(bad) = self.message_delay_level_millis.iter().find(|&&ms| ms < 0) {
+            return Err(StoreConfigError::new(
+                "message_delay_level_millis",
+                bad,
+                "delays must not be negative",
+            ));
         }
         if self.delete_files_batch_max == 0 {
             return Err(StoreConfigError::new(

@@ -341,6 +341,10 @@ pub(crate) struct Dispatcher {
     pub(crate) error: Option<(u64, RecordError)>,
     /// Store timestamp and end offset of the last dispatched message.
     pub(crate) last_message: Option<(i64, u64)>,
+    /// The delays of the delay levels, for the tag codes of `SCHEDULE_TOPIC_XXXX`.
+    delay_millis: Vec<i64>,
+    /// Told of every new entry.
+    pub(crate) listener: crate::arrival::ListenerSlot,
 }
 
 impl Dispatcher {
@@ -354,7 +358,21 @@ impl Dispatcher {
             dispatched: 0,
             error: None,
             last_message: None,
+            delay_millis: config.message_delay_level_millis.clone(),
+            listener: crate::arrival::ListenerSlot::default(),
         }
+    }
+
+    /// The tag code a message of `topic` gets in its consume queue
+    /// ([`codec::consume_queue_tags_code`]).
+    pub(crate) fn tags_code_for(
+        &self,
+        topic: &str,
+        tags_code: i64,
+        delay_level: Option<&str>,
+        store_timestamp: i64,
+    ) -> i64 {
+        codec::consume_queue_tags_code(topic, tags_code, delay_level, store_timestamp, &self.delay_millis)
     }
 
     /// The queue offset the next message of `(topic, queue_id)` gets.
@@ -388,6 +406,7 @@ impl Dispatcher {
         physical_offset: u64,
         size: u32,
         tags_code: i64,
+        store_timestamp: i64,
     ) -> Result<(), StoreError> {
         // Queue offsets come from log bytes; one that cannot name a file is not indexed.
         if queue_offset > i64::MAX as u64 / CQ_ENTRY_SIZE {
@@ -479,6 +498,15 @@ impl Dispatcher {
             writer.publish();
         }
         cq.max.store(queue_offset + 1, Ordering::Release);
+        if let Some(listener) = &self.listener.0 {
+            listener.message_arrived(&crate::arrival::Arrival {
+                topic,
+                queue_id,
+                queue_offset,
+                tags_code,
+                store_timestamp,
+            });
+        }
         Ok(())
     }
 
@@ -631,6 +659,13 @@ impl Dispatcher {
                             if codec::valid_topic(v.topic) && v.queue_id >= 0 && v.queue_offset >= 0 {
                                 let topic = std::str::from_utf8(v.topic).expect("valid topics are ASCII");
                                 let tags = codec::tags_code_of_properties(v.properties);
+                                let delay = codec::property_of_encoded(
+                                    v.properties,
+                                    codec::PROPERTY_DELAY_TIME_LEVEL,
+                                )
+                                .map(String::from_utf8_lossy);
+                                let tags =
+                                    self.tags_code_for(topic, tags, delay.as_deref(), v.store_timestamp);
                                 if let Err(e) = self.put_entry(
                                     topic,
                                     v.queue_id,
@@ -638,6 +673,7 @@ impl Dispatcher {
                                     phys,
                                     v.total as u32,
                                     tags,
+                                    v.store_timestamp,
                                 ) {
                                     self.dispatched = phys;
                                     return Err(e);

@@ -380,8 +380,9 @@ impl Shared {
         // Index it directly (the dispatcher would parse exactly these fields back).
         d.dispatched = new_end;
         if prepared.is_dispatched() {
+            let tags = d.tags_code_for(topic, prepared.tags_code(), prepared.delay_level(), store_timestamp);
             if let Err(e) =
-                d.put_entry(topic, queue_id, queue_offset, offset, len as u32, prepared.tags_code())
+                d.put_entry(topic, queue_id, queue_offset, offset, len as u32, tags, store_timestamp)
             {
                 tracing::error!(error = %e, offset, "consume-queue write failed; will retry from the log");
                 d.dispatched = offset;
@@ -1211,6 +1212,13 @@ impl CommitLog {
             }
         }
         result
+    }
+
+    /// Sets (or with `None` removes) the [`ArrivalListener`](crate::ArrivalListener) told of
+    /// every message indexed into a consume queue from now on: the hook of a broker's long
+    /// polling. It is called under the dispatch lock; see the trait for what it may do.
+    pub fn set_arrival_listener(&self, listener: Option<std::sync::Arc<dyn crate::ArrivalListener>>) {
+        lock(&self.shared.dispatcher).listener = crate::arrival::ListenerSlot(listener);
     }
 
     /// Indexes every complete record appended so far into the consume queues, now, on this
