@@ -324,6 +324,19 @@ pub(crate) fn flush_queues(queues: &[Arc<ConsumeQueue>]) -> Result<(), StoreErro
     Ok(())
 }
 
+/// What [`Dispatcher::put_entry`] indexes about a message besides its queue and offset.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NewEntry {
+    /// Where the message starts in the commit log.
+    pub(crate) physical_offset: u64,
+    /// Its size in the log.
+    pub(crate) size: u32,
+    /// Its tag code (or delivery time).
+    pub(crate) tags_code: i64,
+    /// Its store timestamp, for the arrival notice.
+    pub(crate) store_timestamp: i64,
+}
+
 /// All consume queues, by topic and queue id, for readers.
 pub(crate) type QueueRegistry = RwLock<HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>>;
 
@@ -403,11 +416,9 @@ impl Dispatcher {
         topic: &str,
         queue_id: i32,
         queue_offset: u64,
-        physical_offset: u64,
-        size: u32,
-        tags_code: i64,
-        store_timestamp: i64,
+        entry: NewEntry,
     ) -> Result<(), StoreError> {
+        let NewEntry { physical_offset, size, tags_code, store_timestamp } = entry;
         // Queue offsets come from log bytes; one that cannot name a file is not indexed.
         if queue_offset > i64::MAX as u64 / CQ_ENTRY_SIZE {
             tracing::warn!(
@@ -670,10 +681,12 @@ impl Dispatcher {
                                     topic,
                                     v.queue_id,
                                     v.queue_offset as u64,
-                                    phys,
-                                    v.total as u32,
-                                    tags,
-                                    v.store_timestamp,
+                                    NewEntry {
+                                        physical_offset: phys,
+                                        size: v.total as u32,
+                                        tags_code: tags,
+                                        store_timestamp: v.store_timestamp,
+                                    },
                                 ) {
                                     self.dispatched = phys;
                                     return Err(e);

@@ -381,9 +381,17 @@ impl Shared {
         d.dispatched = new_end;
         if prepared.is_dispatched() {
             let tags = d.tags_code_for(topic, prepared.tags_code(), prepared.delay_level(), store_timestamp);
-            if let Err(e) =
-                d.put_entry(topic, queue_id, queue_offset, offset, len as u32, tags, store_timestamp)
-            {
+            if let Err(e) = d.put_entry(
+                topic,
+                queue_id,
+                queue_offset,
+                crate::consume_queue::NewEntry {
+                    physical_offset: offset,
+                    size: len as u32,
+                    tags_code: tags,
+                    store_timestamp,
+                },
+            ) {
                 tracing::error!(error = %e, offset, "consume-queue write failed; will retry from the log");
                 d.dispatched = offset;
             }
