@@ -16,6 +16,9 @@ use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
 use logship_core::{AckOn, AckPolicy, MasterConfig, NewSlaveStart, SlaveConfig};
 use logship_core::{BrokerRole, FlushDiskType};
 
+mod remoting;
+pub use remoting::RemotingKeys;
+
 /// A configuration problem that stops the broker before it starts.
 #[derive(thiserror::Error, Debug, PartialEq, Eq)]
 pub enum BrokerConfigError {
@@ -97,7 +100,7 @@ pub struct BrokerSettings {
     pub store_path_epoch_file: Option<PathBuf>,
     /// `brokerIP1`: the address stored in messages and message ids.
     pub broker_ip1: IpAddr,
-    /// `listenPort`: the HTTP API.
+    /// `listenPort`: the remoting port (RocketMQ's clients and NameServers).
     pub listen_port: u16,
     /// `haListenPort`: the HA port (default `listenPort + 1`).
     pub ha_listen_port: u16,
@@ -143,6 +146,8 @@ pub struct BrokerSettings {
     pub ack_policy: Option<AckPolicyKey>,
     /// The HTTP port's exposure and resource limits.
     pub http: HttpSettings,
+    /// The remoting port, NameServer registration and where the HTTP port listens.
+    pub remoting: RemotingKeys,
     /// `brokerClusterName`: the `cluster` label on every metric.
     pub broker_cluster_name: String,
     /// `brokerName`: the `broker_name` label on every metric (default: the host name, as RocketMQ).
@@ -158,9 +163,15 @@ pub struct BrokerSettings {
     /// logship `haListenAddress`: the HA port's bind address; unset, `brokerIP1` if loopback,
     /// else `0.0.0.0` (with a warning).
     pub ha_listen_address: Option<IpAddr>,
-    /// logship `haReplicaAllowList`: replica addresses or networks; empty admits everyone
-    /// and trusts no one.
+    /// logship `haReplicaAllowList`: replica addresses or networks; empty (without TLS):
+    /// protected mode, only loopback peers are admitted and identified.
     pub ha_replica_allow_list: Vec<IpNet>,
+    /// logship `haTrustAnyReplica` (false): admit any connection that would be a stranger and
+    /// count its acknowledgements (RocketMQ's open admission), though it never fences; warned
+    /// at start and in `/status`.
+    pub ha_trust_any_replica: bool,
+    /// logship `haMaxUntrustedConnections`: live HA connections not identified as replicas.
+    pub ha_max_untrusted_connections: usize,
     /// logship `haMaxConnectionsPerPeer`.
     pub ha_max_connections_per_peer: usize,
     /// logship `haMaxConnections`.
@@ -218,6 +229,14 @@ pub struct ControllerKeys {
     /// `readUnCommitted` (false): index replicated messages into the consume queues at once
     /// instead of only below the confirmOffset.
     pub read_uncommitted: bool,
+    /// logship `haSlaveDropConfirmed` (unset): `POINT-CONFIRM`, the one range of confirmed
+    /// bytes a slave may drop to follow a master whose log agrees only up to `POINT`, exactly
+    /// as the refusal named it. Unset: a slave never truncates below its confirmOffset.
+    pub drop_confirmed: Option<std::ops::Range<u64>>,
+    /// logship `adoptLogWithoutEpochs` (unset): the end offset of a log without an epoch file
+    /// to take as it is once (a store from the classic mode); see
+    /// [`logship_store::StoreConfig::adopt_log_without_epochs`].
+    pub adopt_log_without_epochs: Option<u64>,
     /// Automatic failover on etcd (`etcdEndpoints` set); `None`: roles come from the admin calls.
     pub etcd: Option<EtcdKeys>,
 }
@@ -311,12 +330,11 @@ impl ControllerKeys {
     }
 }
 
-/// The HTTP port's bind address, authentication, timeouts and limits, and the per-topic queue
-/// count (the keys of the README's "HTTP port" table).
+/// The HTTP port's authentication, timeouts and limits, and the per-topic queue count (the
+/// keys of the README's "HTTP port" table; its address is `httpListenAddress:httpListenPort`,
+/// in [`RemotingKeys`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct HttpSettings {
-    /// `listenAddress`: the IP the HTTP port binds; when unset, `brokerIP1`.
-    pub listen_address: Option<IpAddr>,
     /// `httpAuthToken` / `httpAuthTokenFile`: the bearer token every request must carry.
     pub auth_token: Option<String>,
     /// `httpHeaderTimeout`: a request header must be complete within this long of the
@@ -358,7 +376,6 @@ pub struct HttpSettings {
 impl Default for HttpSettings {
     fn default() -> Self {
         Self {
-            listen_address: None,
             auth_token: None,
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
@@ -489,6 +506,7 @@ impl Default for BrokerSettings {
             slave_ack_on: AckOn::Written,
             ack_policy: None,
             http: HttpSettings::default(),
+            remoting: RemotingKeys::default(),
             broker_cluster_name: "DefaultCluster".into(),
             broker_name: host_name(),
             replica_names: Vec::new(),
@@ -496,6 +514,8 @@ impl Default for BrokerSettings {
             controller: None,
             ha_listen_address: None,
             ha_replica_allow_list: Vec::new(),
+            ha_trust_any_replica: false,
+            ha_max_untrusted_connections: logship_core::service::DEFAULT_MAX_UNTRUSTED_CONNECTIONS,
             ha_max_connections_per_peer: logship_core::service::DEFAULT_MAX_CONNECTIONS_PER_PEER,
             ha_max_connections: logship_core::service::DEFAULT_MAX_CONNECTIONS,
             ha_first_report_timeout: logship_core::DEFAULT_FIRST_REPORT_TIMEOUT,
@@ -524,14 +544,10 @@ fn host_name() -> String {
 
 /// RocketMQ keys that exist in real `broker.conf` files but mean nothing to logship.
 const IGNORED_ROCKETMQ_KEYS: &[&str] = &[
-    "namesrvAddr",
-    "autoCreateTopicEnable",
-    "autoCreateSubscriptionGroup",
     "storePathConsumeQueue",
     "storePathIndex",
     "storeCheckpoint",
     "abortFile",
-    "brokerIP2",
     "mapedFileSizeConsumeQueue",
     "mappedFileSizeConsumeQueue",
     "sendMessageThreadPoolNums",
@@ -777,6 +793,7 @@ const BOOLEAN_KEYS: &[&str] = &[
     "asyncLearner",
     "syncFromLastFile",
     "readUnCommitted",
+    "haTrustAnyReplica",
 ];
 
 /// The keys only controller mode reads: set without `enableControllerMode=true`, a warning.
@@ -800,7 +817,23 @@ const CONTROLLER_KEYS: &[&str] = &[
     "asyncLearner",
     "syncFromLastFile",
     "readUnCommitted",
+    "haSlaveDropConfirmed",
+    "adoptLogWithoutEpochs",
 ];
+
+/// `haSlaveDropConfirmed`: `FROM-TO`, a range of at least one byte; empty is unset.
+fn offset_range(key: &str, v: &str) -> Result<Option<std::ops::Range<u64>>, BrokerConfigError> {
+    if v.is_empty() {
+        return Ok(None);
+    }
+    let rule = "FROM-TO, the offsets a refusal to truncate below the confirmOffset named (FROM below TO)";
+    let (from, to) = v.split_once('-').ok_or_else(|| invalid(key, v, rule))?;
+    let parse = |s: &str| s.trim().parse::<u64>().ok().filter(|&o| o <= i64::MAX as u64);
+    match (parse(from), parse(to)) {
+        (Some(from), Some(to)) if from < to => Ok(Some(from..to)),
+        _ => Err(invalid(key, v, rule)),
+    }
+}
 
 /// Where a setting came from, for messages.
 #[derive(Clone, Debug)]
@@ -1023,6 +1056,7 @@ fn build(
 ) -> Result<BrokerSettings, BrokerConfigError> {
     let mut s = BrokerSettings::default();
     let mut ha_port_set = false;
+    let mut untrusted_set = false;
     let mut token_file_set = false;
     let mut store_path_commit_log: Option<String> = None;
     let mut controller_mode = false;
@@ -1036,6 +1070,8 @@ fn build(
         async_learner: false,
         sync_from_last_file: false,
         read_uncommitted: false,
+        drop_confirmed: None,
+        adopt_log_without_epochs: None,
         etcd: None,
     };
     let mut etcd = EtcdKeys::default();
@@ -1047,7 +1083,7 @@ fn build(
                 warnings.push(w);
             }
         }
-        if s.store.set(key, v)? || etcd_security.set(key, v) {
+        if s.store.set(key, v)? || etcd_security.set(key, v) || s.remoting.set(key, v)? {
             continue;
         }
         match key.as_str() {
@@ -1133,9 +1169,6 @@ fn build(
                 })
             }
             // The HTTP port and resource limits.
-            "listenAddress" => {
-                s.http.listen_address = Some(v.parse().map_err(|_| invalid(key, v, "an IP address"))?)
-            }
             "httpAuthToken" => s.http.auth_token = Some(auth_token(key, v)?),
             "httpAuthTokenFile" => {
                 s.http.auth_token = Some(auth_token_file(key, v)?);
@@ -1171,6 +1204,11 @@ fn build(
             "asyncLearner" => c.async_learner = boolean(key, v)?,
             "syncFromLastFile" => c.sync_from_last_file = boolean(key, v)?,
             "readUnCommitted" => c.read_uncommitted = boolean(key, v)?,
+            "haSlaveDropConfirmed" => c.drop_confirmed = offset_range(key, v)?,
+            "adoptLogWithoutEpochs" => {
+                c.adopt_log_without_epochs =
+                    if v.is_empty() { None } else { Some(number(key, v, 1, i64::MAX as u64)?) }
+            }
             "etcdEndpoints" => etcd.endpoints = etcd_endpoints(key, v)?,
             "etcdKeyPrefix" => etcd.key_prefix = v.to_string(),
             "etcdLeaseTtlMs" => etcd.lease_ttl = millis(key, v)?,
@@ -1205,6 +1243,11 @@ fn build(
             }
             "haMaxConnectionsPerPeer" => s.ha_max_connections_per_peer = number(key, v, 1, 65_535)? as usize,
             "haMaxConnections" => s.ha_max_connections = number(key, v, 1, 65_535)? as usize,
+            "haMaxUntrustedConnections" => {
+                s.ha_max_untrusted_connections = number(key, v, 1, 65_535)? as usize;
+                untrusted_set = true;
+            }
+            "haTrustAnyReplica" => s.ha_trust_any_replica = boolean(key, v)?,
             "haFirstReportTimeout" => s.ha_first_report_timeout = millis(key, v)?,
             "haSlaveMaxFirstOffset" => s.ha_slave_max_first_offset = number(key, v, 1, i64::MAX as u64)?,
             "haTlsMode" => {
@@ -1225,7 +1268,10 @@ fn build(
             other => warnings.push(format!("{origin}: unknown key {other}; ignored")),
         }
     }
-    if !ha_port_set {
+    if !ha_port_set && s.listen_port == 0 {
+        // Any remoting port: any HA port too.
+        s.ha_listen_port = 0;
+    } else if !ha_port_set {
         s.ha_listen_port = s.listen_port.checked_add(1).ok_or_else(|| {
             invalid("listenPort", &s.listen_port.to_string(), "leave room for haListenPort = listenPort + 1")
         })?;
@@ -1240,6 +1286,7 @@ fn build(
     if let Some(commit_log) = store_path_commit_log {
         apply_store_path_commit_log(&mut s, raw.contains_key("storePathRootDir"), &commit_log);
     }
+    let broker_id_origin = broker_id.as_ref().map(|(_, origin)| origin.clone());
     if controller_mode {
         c.in_sync_replicas = s.in_sync_replicas;
         c.broker_id = controller_broker_id(broker_id)?;
@@ -1266,10 +1313,11 @@ fn build(
                 raw[key].origin
             ));
         }
-        if let Some((_, origin)) = broker_id {
-            warnings.push(format!(
-                "{origin}: RocketMQ key brokerId is not used by logship outside controller mode; ignored"
-            ));
+        if let Some((v, _)) = &broker_id {
+            match v.parse::<i64>() {
+                Ok(id) if id >= 0 => s.remoting.broker_id = Some(id),
+                _ => return Err(invalid("brokerId", v, "an integer, 0 for a master, 1 or more for a slave")),
+            }
         }
     }
     build_tls(&mut s)?;
@@ -1281,25 +1329,36 @@ fn build(
         warnings.push("haTlsEnable is a slave key; a master uses haTlsMode: ignored".to_string());
     }
     if s.master_tls.is_some() && s.ha_tls_mode == TlsMode::Optional && s.ha_replica_allow_list.is_empty() {
-        warnings.push(
-            "haTlsMode=optional without haReplicaAllowList: plain HA connections from any address are \
-             admitted (untrusted) and count for SYNC waits; list the plain slaves in haReplicaAllowList, \
-             or set haTlsMode=required"
-                .to_string(),
-        );
-    }
-    if !s.ha_addr().ip().is_loopback()
-        && s.ha_replica_allow_list.is_empty()
-        && s.master_tls.is_none()
-        && (s.broker_role != BrokerRole::Slave || s.controller.is_some())
-    {
-        let every = if s.ha_addr().ip().is_unspecified() { " (every interface)" } else { "" };
+        let counted = if s.ha_trust_any_replica {
+            "and count for SYNC waits (haTrustAnyReplica=true)"
+        } else {
+            "as strangers: they may read the log, but never count for SYNC waits"
+        };
         warnings.push(format!(
-            "the HA port listens on {}{every} and admits any replica that reaches it: strangers can read \
-             the log and count for SYNC waits; set haReplicaAllowList or haTlsMode to admit only replicas",
-            s.ha_addr()
+            "haTlsMode=optional without haReplicaAllowList: plain HA connections from any address \
+             (loopback included) are admitted {counted}; list the plain slaves in haReplicaAllowList, or \
+             set haTlsMode=required"
         ));
     }
+    if !untrusted_set {
+        // Unset: the default share, within a smaller table.
+        s.ha_max_untrusted_connections =
+            s.ha_max_untrusted_connections.min(s.ha_max_connections.saturating_sub(1));
+    }
+    if let Err(e) = s.master_service_config().admission.validate() {
+        return Err(BrokerConfigError::Conflict {
+            keys: format!(
+                "haMaxConnections={} haMaxUntrustedConnections={}",
+                s.ha_max_connections, s.ha_max_untrusted_connections
+            ),
+            reason: format!(
+                "connections not identified as replicas may hold fewer slots than there are, so that a \
+                 replica always finds one ({e})"
+            ),
+        });
+    }
+    check_protected_mode(&s, warnings)?;
+    remoting::check(&s, warnings, broker_id_origin.as_deref())?;
     check_combinations(&s)?;
     Ok(s)
 }
@@ -1316,6 +1375,41 @@ fn per_client_defaults(s: &mut BrokerSettings, raw: &BTreeMap<String, Setting>) 
         s.http.max_in_flight_bytes_per_ip =
             share.max(u64::from(s.max_message_size)).min(s.http.max_in_flight_bytes);
     }
+}
+
+/// Protected mode (like Redis's): without an allow-list or TLS, a master trusts only loopback
+/// peers. A broker whose HA port would take acknowledgements from off-loopback strangers (it
+/// listens off loopback, names no replica, and no etcd member directory identifies them)
+/// refuses to start, unless `haTrustAnyReplica=true` opts in to RocketMQ's open admission,
+/// which is warned loudly.
+fn check_protected_mode(s: &BrokerSettings, warnings: &mut Vec<String>) -> Result<(), BrokerConfigError> {
+    let takes_acks = s.broker_role != BrokerRole::Slave || s.controller.is_some();
+    let unnamed = s.ha_replica_allow_list.is_empty() && s.master_tls.is_none();
+    let on_etcd = s.controller.as_ref().is_some_and(|c| c.etcd.is_some());
+    let off_loopback = !s.ha_addr().ip().is_loopback();
+    if s.ha_trust_any_replica {
+        warnings.push(format!(
+            "haTrustAnyReplica=true: any connection to the HA port {} counts as a replica for SYNC waits \
+             (RocketMQ's open admission): a stranger can turn SLAVE_NOT_AVAILABLE into PUT_OK with a forged \
+             acknowledgement, and none of them can fence this master when it lost data; name the replicas \
+             in haReplicaAllowList or admit them by TLS instead",
+            s.ha_addr()
+        ));
+        return Ok(());
+    }
+    if takes_acks && unnamed && off_loopback && !on_etcd {
+        let every = if s.ha_addr().ip().is_unspecified() { " (every interface)" } else { "" };
+        return Err(BrokerConfigError::Conflict {
+            keys: format!("haListenAddress={}{every} haReplicaAllowList=(unset) haTlsMode=off", s.ha_addr().ip()),
+            reason: "the HA port would take acknowledgements from strangers: without an allow-list or TLS a \
+                     master trusts only loopback peers (protected mode). Name the replicas in \
+                     haReplicaAllowList, admit them by TLS (haTlsMode), bind the HA port to loopback \
+                     (haListenAddress=127.0.0.1), or accept any replica with haTrustAnyReplica=true (RocketMQ's \
+                     open admission: strangers count for SYNC waits)"
+                .into(),
+        });
+    }
+    Ok(())
 }
 
 /// `brokerId` in controller mode: required, 0 or more. RocketMQ's `-1` (ask the controller for
@@ -1435,7 +1529,7 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), BrokerConfigError> {
     if s.listen_port != 0 && s.listen_port == s.ha_listen_port {
         return Err(conflict(
             format!("listenPort={} haListenPort={}", s.listen_port, s.ha_listen_port),
-            "the HTTP port and the HA port must differ",
+            "the remoting port and the HA port must differ",
         ));
     }
     if s.broker_role == BrokerRole::Slave && s.ha_master_address.is_none() && s.controller.is_none() {
@@ -1464,12 +1558,13 @@ fn check_combinations(s: &BrokerSettings) -> Result<(), BrokerConfigError> {
         && s.broker_role != BrokerRole::Slave
         && s.ha_replica_allow_list.is_empty()
         && s.ha_tls_mode == TlsMode::Off
+        && !s.ha_addr().ip().is_loopback()
     {
         return Err(conflict(
             format!("totalReplicas={} haReplicaAllowList=(unset) haTlsMode=off", s.total_replicas),
-            "after a crash the master waits for totalReplicas - 1 trusted replicas, and only replicas \
-             listed in haReplicaAllowList or admitted by TLS certificate are trusted: list the slaves' \
-             addresses, or set haTlsMode",
+            "after a crash the master waits for totalReplicas - 1 named replicas, and off loopback only \
+             replicas listed in haReplicaAllowList or admitted by TLS certificate are named: list the \
+             slaves' addresses, or set haTlsMode",
         ));
     }
     if s.total_replicas > 1 && s.broker_role != BrokerRole::Slave {
@@ -1796,15 +1891,19 @@ impl BrokerSettings {
         }
     }
 
-    /// The HTTP API address: `listenAddress`, else `brokerIP1`, and `listenPort`.
+    /// The HTTP API address: `httpListenAddress`, else the remoting port's IP
+    /// (`listenAddress`, else `brokerIP1`), and `httpListenPort` (default `listenPort + 2`).
     pub fn http_addr(&self) -> SocketAddr {
-        SocketAddr::new(self.http.listen_address.unwrap_or(self.broker_ip1), self.listen_port)
+        SocketAddr::new(
+            self.remoting.http_listen_address.unwrap_or_else(|| self.listen_ip()),
+            self.http_listen_port(),
+        )
     }
 
-    /// The HA listen address: `haListenAddress`, else the HTTP port's (`listenAddress`, else
-    /// `brokerIP1`), so both ports bind the same address unless told otherwise.
+    /// The HA listen address: `haListenAddress`, else the remoting port's IP (`listenAddress`,
+    /// else `brokerIP1`), so the ports bind the same address unless told otherwise.
     pub fn ha_addr(&self) -> SocketAddr {
-        SocketAddr::new(self.ha_listen_address.unwrap_or_else(|| self.http_addr().ip()), self.ha_listen_port)
+        SocketAddr::new(self.ha_listen_address.unwrap_or_else(|| self.listen_ip()), self.ha_listen_port)
     }
 
     /// The protocol core's master configuration.
@@ -1835,7 +1934,9 @@ impl BrokerSettings {
                 allow: self.ha_replica_allow_list.clone(),
                 max_connections_per_peer: self.ha_max_connections_per_peer,
                 max_connections: self.ha_max_connections,
+                max_untrusted_connections: self.ha_max_untrusted_connections,
                 tls: self.master_tls.clone(),
+                trust_any: self.ha_trust_any_replica,
             },
             controller: None,
         }
@@ -1862,6 +1963,7 @@ impl BrokerSettings {
             sync: keys.sync_policy(),
             ha_max_time_slave_not_catchup: keys.ha_max_time_slave_not_catchup,
             authority: None,
+            members: None,
         });
         Some(config)
     }
@@ -1893,6 +1995,7 @@ impl BrokerSettings {
             master_epoch,
             async_learner: keys.async_learner,
             sync_from_last_file: keys.sync_from_last_file,
+            drop_confirmed: keys.drop_confirmed.clone(),
         });
         Some(Ok(config))
     }
@@ -1952,8 +2055,9 @@ mod tests {
         assert_eq!(s.ha_listen_port, 30912, "haListenPort defaults to listenPort + 1");
         assert_eq!(s.ha_transfer_batch_size, 32768);
         assert_eq!(s.effective_ack_policy(), AckPolicy::AnySlave);
-        assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
-        assert!(loaded.warnings[0].contains("brokerId"));
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert_eq!(s.registered_broker_id(), 0);
+        assert_eq!((s.listen_port, s.http_listen_port()), (30911, 30913), "the remoting port, HTTP at + 2");
         assert_eq!((s.broker_cluster_name.as_str(), s.broker_name.as_str()), ("DefaultCluster", "broker-a"));
     }
 
@@ -2098,7 +2202,7 @@ mod tests {
     #[test]
     fn http_keys_parse_and_check_their_ranges() {
         let s = load_text(
-            "listenAddress=0.0.0.0\nhttpAuthToken=0123456789abcdef\nhttpHeaderTimeout=1500\n\
+            "listenAddress=0.0.0.0\nhaListenAddress=127.0.0.1\nhttpAuthToken=0123456789abcdef\nhttpHeaderTimeout=1500\n\
              httpBodyTimeout=2500\nhttpIdleTimeout=6500\nhttpMaxConnections=7\n\
              httpMaxInFlightBytes=8388608\nmaxTransferBytesOnMessageInMemory=1000\n\
              maxTransferCountOnMessageInMemory=3\nshutdownDrainTimeout=250\ndefaultTopicQueueNums=4\n",
@@ -2106,7 +2210,7 @@ mod tests {
         .unwrap()
         .settings;
         let h = &s.http;
-        assert_eq!(s.http_addr(), "0.0.0.0:10911".parse().unwrap());
+        assert_eq!(s.http_addr(), "0.0.0.0:10913".parse().unwrap());
         assert_eq!(h.auth_token.as_deref(), Some("0123456789abcdef"));
         assert_eq!(
             (h.header_timeout, h.body_timeout, h.idle_timeout, h.shutdown_drain_timeout),
@@ -2120,8 +2224,9 @@ mod tests {
         assert_eq!((h.max_connections, h.max_in_flight_bytes), (7, 8 << 20));
         assert_eq!((h.max_transfer_bytes, h.max_transfer_count, h.default_topic_queue_nums), (1000, 3, 4));
         // Defaults: bind brokerIP1, no token, RocketMQ's 8 queues, 256 KiB / 32 messages a pull.
-        let d = load_text("brokerIP1=10.1.2.3\n").unwrap().settings;
-        assert_eq!(d.http_addr(), "10.1.2.3:10911".parse().unwrap());
+        let d = load_text("brokerIP1=10.1.2.3\nhaListenAddress=127.0.0.1\n").unwrap().settings;
+        assert_eq!(d.http_addr(), "10.1.2.3:10913".parse().unwrap());
+        assert_eq!(d.remoting_addr(), "10.1.2.3:10911".parse().unwrap());
         assert_eq!((d.http.auth_token.clone(), d.http.default_topic_queue_nums), (None, 8));
         assert_eq!((d.http.max_transfer_bytes, d.http.max_transfer_count), (256 << 10, 32));
         // One client gets an eighth of the connections and of the in-flight budget by default.
@@ -2375,30 +2480,119 @@ mod tests {
     }
 
     #[test]
-    fn total_replicas_needs_an_allow_list() {
-        let err = load_text("brokerRole=SYNC_MASTER\ntotalReplicas=2\n").unwrap_err();
+    fn total_replicas_needs_named_replicas() {
+        // On loopback (protected mode) each loopback replica is named while it is connected.
+        load_text("brokerRole=SYNC_MASTER\ntotalReplicas=2\n").unwrap();
+        let opt_in =
+            "brokerRole=SYNC_MASTER\ntotalReplicas=2\nhaListenAddress=10.0.0.5\nhaTrustAnyReplica=true\n";
+        let err = load_text(opt_in).unwrap_err();
         assert!(err.to_string().contains("haReplicaAllowList"), "{err}");
     }
 
     #[test]
-    fn the_ha_port_binds_brokerip1_unless_told_otherwise_and_warns_when_open_off_loopback() {
-        let loaded = load_text("brokerIP1=10.0.0.5\n").unwrap();
-        assert_eq!(loaded.settings.ha_addr(), "10.0.0.5:10912".parse().unwrap());
-        assert!(
-            loaded.warnings.iter().any(|w| w.contains("haReplicaAllowList") && w.contains("10.0.0.5:10912")),
-            "an open HA port off loopback is warned about: {:?}",
-            loaded.warnings
+    fn listen_port_is_the_remoting_port_and_http_moves_to_its_own_key() {
+        let s = load_text("listenPort=20911\n").unwrap().settings;
+        assert_eq!(
+            (s.remoting_addr().port(), s.ha_listen_port, s.http_addr().port(), s.fast_remoting_addr()),
+            (20911, 20912, 20913, None)
         );
-        let loaded = load_text("brokerIP1=10.0.0.5\nlistenAddress=0.0.0.0\n").unwrap();
-        assert_eq!(loaded.settings.ha_addr().ip(), IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        let s = load_text(
+            "listenPort=20911\nhttpListenPort=8088\nfastListenPort=20909\nhttpListenAddress=0.0.0.0\n",
+        )
+        .unwrap()
+        .settings;
+        assert_eq!(s.http_addr(), "0.0.0.0:8088".parse().unwrap());
+        assert_eq!(s.fast_remoting_addr(), Some("127.0.0.1:20909".parse().unwrap()));
+        assert_eq!(
+            s.remoting_addr(),
+            "127.0.0.1:20911".parse().unwrap(),
+            "listenAddress, not httpListenAddress"
+        );
+        let any = load_text("listenPort=0\n").unwrap().settings;
+        assert_eq!((any.ha_listen_port, any.http_listen_port()), (0, 0), "any port: each on any port");
+        for (text, keys) in [
+            ("listenPort=20911\nhttpListenPort=20912\n", "haListenPort=20912 httpListenPort=20912"),
+            ("listenPort=20911\nhttpListenPort=20911\n", "listenPort=20911 httpListenPort=20911"),
+            ("listenPort=20911\nfastListenPort=20913\n", "httpListenPort=20913 fastListenPort=20913"),
+        ] {
+            let err = load_text(text).unwrap_err().to_string();
+            assert!(err.starts_with(keys), "{text:?}: {err}");
+        }
+        assert!(load_text("listenPort=65534\n").unwrap_err().to_string().contains("httpListenPort"));
+    }
+
+    #[test]
+    fn registration_keys_parse_and_a_registering_slave_needs_its_broker_id() {
+        let s = load_text(
+            "namesrvAddr=10.0.0.1:9876; 10.0.0.2:9876;\nregisterNameServerPeriod=5000\nbrokerIP2=10.0.0.9\n\
+             brokerRole=SLAVE\nhaMasterAddress=10.0.0.3:10912\nbrokerId=2\n",
+        )
+        .unwrap()
+        .settings;
+        assert_eq!(s.remoting.namesrv_addr, ["10.0.0.1:9876", "10.0.0.2:9876"]);
+        assert_eq!(
+            s.remoting.register_name_server_period,
+            Duration::from_secs(10),
+            "clamped as Java clamps it"
+        );
+        assert_eq!(s.ha_server_addr(), "10.0.0.9:10912".parse().unwrap());
+        assert_eq!(s.registered_broker_id(), 2);
+        let err = load_text("namesrvAddr=10.0.0.1:9876\nbrokerRole=SLAVE\nhaMasterAddress=10.0.0.3:10912\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("brokerId=(unset)") && err.contains("1 or more"), "{err}");
+        for bad in
+            ["namesrvAddr=10.0.0.1", "namesrvAddr=:9876", "namesrvAddr=a:b", "brokerId=-1", "brokerId=x"]
+        {
+            assert!(load_text(&format!("{bad}\n")).is_err(), "{bad}");
+        }
+        let m = load_text("brokerId=3\n").unwrap();
+        assert_eq!(m.settings.registered_broker_id(), 0, "a master registers as 0");
+        assert!(m.warnings.iter().any(|w| w.contains("brokerId=3 on a master")), "{:?}", m.warnings);
+        let b = m.settings.broker_crate_settings();
+        assert_eq!((b.broker_id, b.listen_port, b.version()), (0, 10911, 513));
+        let v4 = load_text("rocketmqLine=4.9\nautoCreateTopicEnable=false\n")
+            .unwrap()
+            .settings
+            .broker_crate_settings();
+        assert_eq!((v4.version(), v4.auto_create_topic_enable), (407, false));
+    }
+
+    #[test]
+    fn a_master_whose_ha_port_would_count_strangers_refuses_to_start_unless_told_otherwise() {
+        for text in ["brokerIP1=10.0.0.5\n", "brokerIP1=10.0.0.5\nlistenAddress=0.0.0.0\n"] {
+            let err = load_text(text).unwrap_err();
+            let shown = err.to_string();
+            for key in ["haListenAddress", "haReplicaAllowList", "haTlsMode", "haTrustAnyReplica=true"] {
+                assert!(shown.contains(key), "{text:?}: names {key}: {shown}");
+            }
+        }
+        // The opt-in starts it, warned loudly.
+        let loaded = load_text("brokerIP1=10.0.0.5\nhaTrustAnyReplica=true\n").unwrap();
+        assert_eq!(loaded.settings.ha_addr(), "10.0.0.5:10912".parse().unwrap());
+        assert!(loaded.settings.master_service_config().admission.trust_any);
         assert!(
-            loaded.warnings.iter().any(|w| w.contains("haReplicaAllowList") && w.contains("0.0.0.0")),
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w.contains("haTrustAnyReplica=true") && w.contains("10.0.0.5:10912")),
             "{:?}",
             loaded.warnings
         );
+        // A slave takes no acknowledgements.
+        load_text("brokerIP1=10.0.0.5\nbrokerRole=SLAVE\nhaMasterAddress=10.0.0.6:10912\n").unwrap();
+        // The strangers' share of slots must leave room for replicas.
+        let err = load_text("haMaxConnections=8\nhaMaxUntrustedConnections=8\n").unwrap_err();
+        assert!(err.to_string().contains("haMaxUntrustedConnections"), "{err}");
+        let small = load_text("haMaxConnections=8\n").unwrap().settings;
+        assert_eq!(small.master_service_config().admission.max_untrusted_connections, 7);
         let loaded = load_text("listenAddress=0.0.0.0\nhaListenAddress=127.0.0.1\n").unwrap();
         assert_eq!(loaded.settings.ha_addr().ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
-        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+        assert!(
+            loaded.warnings.iter().all(|w| w.starts_with("the remoting port listens on 0.0.0.0:10911")),
+            "only the open remoting port is warned about: {:?}",
+            loaded.warnings
+        );
         let loaded = load_text("haListenAddress=0.0.0.0\nhaReplicaAllowList=10.0.0.7\n").unwrap();
         assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
         assert_eq!(load_text("").unwrap().settings.ha_addr().ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
@@ -2472,7 +2666,9 @@ mod tests {
         std::fs::copy(dir.path().join("ca.pem"), dir.path().join("ca.pem.tmp")).unwrap();
         assert!(load_text(&swapped).unwrap_err().to_string().contains("key"), "a certificate is no key");
         assert!(load_text("haTlsMode=on\n").unwrap_err().to_string().contains("haTlsMode"));
-        let err = load_text("totalReplicas=2\n").unwrap_err().to_string();
+        let err = load_text("totalReplicas=2\nhaListenAddress=10.0.0.5\nhaTrustAnyReplica=true\n")
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("haReplicaAllowList") && err.contains("haTlsMode"), "{err}");
     }
     const ETCD_BASE: &str = "enableControllerMode=true\nbrokerId=2\nhttpAuthToken=0123456789abcdef\n";
@@ -2673,6 +2869,35 @@ mod tests {
         let classic = load_text("").unwrap().settings;
         assert!(classic.controller.is_none() && classic.controller_master_config(1, [].into(), 1).is_none());
         assert!(!crate::server::store_config(&classic).dispatch_up_to_confirm);
+    }
+
+    #[test]
+    fn the_truncation_override_and_the_adoption_key_reach_the_slave_and_the_store() {
+        let base = "enableControllerMode=true\nbrokerId=2\nhttpAuthToken=0123456789abcdef\n";
+        let s = load_text(base).unwrap().settings;
+        let store = crate::server::store_config(&s);
+        assert!(store.require_epoch_file, "controller mode needs the epoch file");
+        assert_eq!(store.adopt_log_without_epochs, None);
+        let sl = s.controller_slave_config("127.0.0.1:10912", 1, 3).unwrap().unwrap();
+        assert_eq!(sl.controller.unwrap().drop_confirmed, None, "never below the confirmOffset by default");
+        let text = format!("{base}haSlaveDropConfirmed=516000-774000\nadoptLogWithoutEpochs=1828\n");
+        let s = load_text(&text).unwrap().settings;
+        let sl = s.controller_slave_config("127.0.0.1:10912", 1, 3).unwrap().unwrap();
+        assert_eq!(sl.controller.unwrap().drop_confirmed, Some(516_000..774_000));
+        assert_eq!(crate::server::store_config(&s).adopt_log_without_epochs, Some(1828));
+        for bad in
+            ["haSlaveDropConfirmed=774000-516000", "haSlaveDropConfirmed=5-5", "haSlaveDropConfirmed=516000"]
+        {
+            let e = load_text(&format!("{base}{bad}\n")).unwrap_err();
+            assert!(e.to_string().contains("haSlaveDropConfirmed"), "{bad}: {e}");
+        }
+        let classic = load_text("haSlaveDropConfirmed=1-2\n").unwrap();
+        assert!(!crate::server::store_config(&classic.settings).require_epoch_file);
+        assert!(
+            classic.warnings.iter().any(|w| w.contains("haSlaveDropConfirmed")),
+            "{:?}",
+            classic.warnings
+        );
     }
 
     #[test]

@@ -93,6 +93,8 @@ pub struct Broker {
     /// Automatic failover on etcd (`etcdEndpoints`): the lease every `PUT_OK` is checked
     /// against, and the group as last read; `None`: roles come from the admin calls.
     pub coordination: Option<Arc<crate::roles::Coordination>>,
+    /// The remoting port and the NameServer registrations, once started.
+    pub remoting: std::sync::OnceLock<Arc<crate::remoting::RemotingState>>,
 }
 
 impl Broker {
@@ -390,30 +392,13 @@ async fn put_message(
     let mut message = params.into_message(topic, body);
     message.born_timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64);
     message.born_host = peer;
-    // A role change may stop this service under the put: its shutdown answers the put (the
-    // replication wait ends by its deadline, a put past the closed gate is refused). The role
-    // is read before the node: a PUT_OK names the epoch only if the role is the same after.
-    let role_before = broker.roles.as_ref().map(|r| r.current());
-    let node = broker.node();
-    let Node::Master(master) = &node else {
-        return refused(StatusCode::SERVICE_UNAVAILABLE, put_refusal(&node).unwrap_or_default());
-    };
-    let started = Instant::now();
-    let result = master.put(message).await;
-    if result.status == PutStatus::PutOk {
-        // Fencing: checked right before PUT_OK is answered.
-        let role_after = broker.roles.as_ref().map(|r| r.current());
-        if let Some(c) = broker.coordination() {
-            if !c.lease_open() || role_after != role_before {
-                broker.metrics.record_put(result.status, started.elapsed().as_secs_f64());
-                return lease_lost(
-                    true,
-                    "stored locally but not acknowledged: this broker's lease guard closed",
-                );
-            }
+    let (result, role_before) = match put_through_master(&broker, message).await {
+        MasterPut::NotMaster(refusal) => return refused(StatusCode::SERVICE_UNAVAILABLE, refusal),
+        MasterPut::LeaseLost => {
+            return lease_lost(true, "stored locally but not acknowledged: this broker's lease guard closed");
         }
-    }
-    broker.metrics.record_put(result.status, started.elapsed().as_secs_f64());
+        MasterPut::Done { result, role_before } => (result, role_before),
+    };
     let mut body = json!({
         "status": result.status.rocketmq_name(),
         "stored": result.status.is_stored(),
@@ -434,6 +419,64 @@ async fn put_message(
         body["queueOffset"] = json!(result.queue_offset);
     }
     (put_http_status(result.status), Json(body)).into_response()
+}
+
+/// How a put through this broker's master service ended.
+pub enum MasterPut {
+    /// Not tried: this broker is not a master now (why, for the answer).
+    NotMaster(&'static str),
+    /// Stored, but the failover lease guard closed (or the role changed) under it: it must
+    /// not be acknowledged.
+    LeaseLost,
+    /// The service's result, and the controller-mode role the put started under.
+    Done {
+        /// The put's result.
+        result: logship_core::PutResult,
+        /// The role before the put (controller mode), for the epoch the answer names.
+        role_before: Option<crate::roles::Role>,
+    },
+}
+
+/// The put path every way in to the broker shares (the HTTP API and the remoting port): the
+/// current master service's put (append, then the flush and replication waits the role asks
+/// for), fenced by the failover lease right before success is reported, and counted in the
+/// metrics. The callers check their own refusals first (the lease guard, the role).
+pub async fn put_through_master(broker: &Broker, message: logship_store::Message) -> MasterPut {
+    // A role change may stop this service under the put: its shutdown answers the put (the
+    // replication wait ends by its deadline, a put past the closed gate is refused). The role
+    // is read before the node: a PUT_OK names the epoch only if the role is the same after.
+    let role_before = broker.roles.as_ref().map(|r| r.current());
+    let node = broker.node();
+    let Node::Master(master) = &node else {
+        return MasterPut::NotMaster(put_refusal(&node).unwrap_or_default());
+    };
+    let started = Instant::now();
+    let result = master.put(message).await;
+    broker.metrics.record_put(result.status, started.elapsed().as_secs_f64());
+    if result.status == PutStatus::PutOk {
+        // Fencing: checked right before PUT_OK is answered.
+        let role_after = broker.roles.as_ref().map(|r| r.current());
+        if let Some(c) = broker.coordination() {
+            if !c.lease_open() || role_after != role_before {
+                return MasterPut::LeaseLost;
+            }
+        }
+    }
+    MasterPut::Done { result, role_before }
+}
+
+/// Why a put must not start now on a broker with automatic failover: its lease guard is
+/// closed (a master), or it is not the master (`None`: it may put).
+pub fn failover_put_refusal(broker: &Broker) -> Option<String> {
+    let c = broker.coordination()?;
+    if matches!(broker.node(), Node::Master(_)) {
+        if c.lease_open() {
+            return None;
+        }
+        broker.metrics.record_lease_refusal();
+        return Some("this broker's etcd lease guard is closed: it cannot acknowledge".into());
+    }
+    Some("this broker is not the master (automatic failover): send to the group's master".into())
 }
 
 /// A master whose lease guard is closed: 503 `LEASE_LOST`, never `PUT_OK`.
@@ -476,7 +519,7 @@ fn failover_refusal(broker: &Broker, c: &crate::roles::Coordination, node: &Node
 }
 
 /// Why a broker in this role refuses puts; `None` for a master.
-fn put_refusal(node: &Node) -> Option<&'static str> {
+pub fn put_refusal(node: &Node) -> Option<&'static str> {
     match node {
         Node::Master(_) => None,
         Node::Slave(_) => Some("this broker is a SLAVE: put to its master"),
@@ -722,6 +765,9 @@ async fn status(State(broker): State<Arc<Broker>>) -> Response {
 /// The `/status` document; with automatic failover, `group` too.
 pub async fn status_json(broker: &Broker) -> Option<Value> {
     let mut v = node_status_json(broker).await?;
+    if let Some(remoting) = broker.remoting.get() {
+        v["remoting"] = remoting.json();
+    }
     match (broker.coordination(), &broker.coordination) {
         (Some(c), _) => {
             broker.metrics.observe_group(c);
@@ -824,6 +870,7 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
                         "inSync": l.in_sync,
                         "connectedSeconds": l.connected_for.as_secs_f64(),
                         "trusted": l.trusted,
+                        "counted": l.counted,
                         "replica": l.identity,
                     })
                 })
@@ -859,9 +906,12 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
                 "replicasExpected": broker.metrics.replicas_expected(),
                 "bytesReplicated": s.bytes_replicated,
                 "fence": s.fence.as_ref().map(ToString::to_string),
+                "haTrust": ha_trust_json(&broker.settings),
                 "haRefusals": {
                     "notAdmitted": s.refusals.not_admitted,
                     "overLimit": s.refusals.over_limit,
+                    "displaced": s.refusals.displaced,
+                    "identityRefused": s.refusals.identity_refused,
                     "firstReportTimeouts": s.refusals.first_report_timeouts,
                     "untrustedAhead": s.refusals.untrusted_ahead,
                     "diverged": s.refusals.diverged,
@@ -903,6 +953,14 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
                     "consistentPoint": a.consistent_point,
                     "truncations": a.truncations,
                     "truncatedBytes": a.truncated_bytes,
+                    "refusals": {
+                        "current": a.refusals.current,
+                        "masterBehindElectedEpoch": a.refusals.master_behind_elected_epoch,
+                        "masterBehindLocalEpoch": a.refusals.master_behind_local_epoch,
+                        "epochAboveElected": a.refusals.epoch_above_elected,
+                        "wouldTruncateConfirmed": a.refusals.would_truncate_confirmed,
+                        "noConsistentPoint": a.refusals.no_consistent_point,
+                    },
                 })
             });
             Some(json!({
@@ -929,6 +987,23 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
             }))
         }
     }
+}
+
+/// The HA port's trust model in `/status` (see docs/trust.md): `mode` is `protected` (only
+/// loopback peers are identified), `allowList`, `tls`, or `allowListAndTls`; `trustAnyReplica`
+/// and its `warning` say that strangers count (haTrustAnyReplica=true).
+fn ha_trust_json(settings: &crate::config::BrokerSettings) -> Value {
+    let mode = match (!settings.ha_replica_allow_list.is_empty(), settings.master_tls.is_some()) {
+        (false, false) => "protected",
+        (true, false) => "allowList",
+        (false, true) => "tls",
+        (true, true) => "allowListAndTls",
+    };
+    let warning = settings.ha_trust_any_replica.then_some(
+        "haTrustAnyReplica=true: any connection counts as a replica for SYNC waits, and none can fence this \
+         master; name the replicas in haReplicaAllowList or admit them by TLS",
+    );
+    json!({ "mode": mode, "trustAnyReplica": settings.ha_trust_any_replica, "warning": warning })
 }
 
 /// An epoch list in `/status`: `[{"epoch", "startOffset"}]`, oldest first.

@@ -12,6 +12,7 @@ mod demo;
 mod failover;
 mod http;
 mod metrics;
+mod remoting;
 mod restart_fence;
 mod roles;
 mod server;
@@ -60,9 +61,12 @@ struct ServeArgs {
     /// storePathRootDir.
     #[arg(long)]
     store: Option<PathBuf>,
-    /// listenPort (the HTTP API).
+    /// listenPort (the remoting port RocketMQ clients connect to).
     #[arg(long)]
     listen_port: Option<u16>,
+    /// httpListenPort (the HTTP API, metrics and status page; default listenPort + 2).
+    #[arg(long)]
+    http_port: Option<u16>,
     /// haListenPort (default listenPort + 1).
     #[arg(long)]
     ha_listen_port: Option<u16>,
@@ -93,6 +97,7 @@ impl ServeArgs {
         add("storePathRootDir", self.store.as_ref().map(|p| p.display().to_string()));
         add("listenPort", self.listen_port.map(|p| p.to_string()));
         add("haListenPort", self.ha_listen_port.map(|p| p.to_string()));
+        add("httpListenPort", self.http_port.map(|p| p.to_string()));
         add("haMasterAddress", self.master.clone());
         add("brokerRole", self.role.clone());
         out

@@ -172,6 +172,8 @@ pub struct Metrics {
     has_role: Gauge,
     truncations: Counter,
     truncated_bytes: Counter,
+    follow_refusals: Family<ReasonLabels, Counter>,
+    follow_refused: Gauge,
     group: GroupMetrics,
     /// The totals last seen in a status, per counter, so each counter grows by the difference.
     totals_seen: Mutex<BTreeMap<String, u64>>,
@@ -338,6 +340,20 @@ impl Metrics {
             "Bytes cut by those truncations (controller mode, slave)",
             truncated_bytes.clone(),
         );
+        let (follow_refusals, follow_refused) =
+            (Family::<ReasonLabels, Counter>::default(), Gauge::default());
+        registry.register(
+            "follow_refusals",
+            "Masters this slave refused to follow before truncating or writing anything, by reason: a stale \
+             master's epoch, an epoch above the elected one, a truncation below the confirmOffset (controller \
+             mode, slave)",
+            follow_refusals.clone(),
+        );
+        registry.register(
+            "follow_refused",
+            "1 while the latest handshake with the master was refused (see /status) (controller mode, slave)",
+            follow_refused.clone(),
+        );
         let group = GroupMetrics::default();
         if settings.controller.as_ref().is_some_and(|c| c.etcd.is_some()) {
             group.register(&mut registry);
@@ -354,6 +370,8 @@ impl Metrics {
             has_role,
             truncations,
             truncated_bytes,
+            follow_refusals,
+            follow_refused,
             ha_refusals,
             fenced,
             write_refused,
@@ -478,17 +496,20 @@ impl Metrics {
             ("not_admitted", r.not_admitted),
             ("over_limit", r.over_limit),
             ("first_report_timeout", r.first_report_timeouts),
+            ("displaced", r.displaced),
             ("untrusted_ahead", r.untrusted_ahead),
             ("diverged", r.diverged),
             ("implausible_report", r.implausible_reports),
             ("plain_refused", r.plain_refused),
             ("tls_refused", r.tls_refused),
+            ("identity_refused", r.identity_refused),
         ] {
             let counter =
                 self.ha_refusals.get_or_create(&ReasonLabels { reason: reason.to_string() }).clone();
             self.grow_to(&format!("ha_refusals/{reason}"), &counter, total);
         }
         self.fenced.set(i64::from(status.fence.is_some()));
+        self.follow_refused.set(0);
         self.slave_lag_bytes.clear();
         self.slave_lag_seconds.clear();
         self.slave_in_sync.clear();
@@ -569,6 +590,14 @@ impl Metrics {
             self.sync_state_set_size.set(0);
             self.grow_to("truncations", &self.truncations, a.truncations);
             self.grow_to("truncated_bytes", &self.truncated_bytes, a.truncated_bytes);
+            for (reason, total) in a.refusals.by_reason() {
+                let counter =
+                    self.follow_refusals.get_or_create(&ReasonLabels { reason: reason.to_string() }).clone();
+                self.grow_to(&format!("follow_refusals/{reason}"), &counter, total);
+            }
+            self.follow_refused.set(i64::from(a.refusals.current.is_some()));
+        } else {
+            self.follow_refused.set(0);
         }
         self.set_log(min_offset, status.max_offset, status.flushed_offset, disk);
     }
@@ -590,6 +619,7 @@ impl Metrics {
         last_epoch: Option<i32>,
     ) {
         self.has_role.set(0);
+        self.follow_refused.set(0);
         self.master_epoch.set(i64::from(last_epoch.unwrap_or(0)));
         self.confirm_offset.set(confirm as i64);
         self.slave_lag_bytes.clear();
@@ -730,7 +760,8 @@ mod tests {
             in_sync,
             connected_for: Duration::from_secs(1),
             bytes_sent: ack,
-            trusted: false,
+            trusted: true,
+            counted: true,
             identity: None,
         }
     }

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use logship_core::autoswitch::BrokerId;
 use logship_core::service::coordinator::{Coordinator, GroupView, LeaseSnapshot};
-use logship_core::service::{AuthorityFactory, StartError};
+use logship_core::service::{AuthorityFactory, MemberAddress, MemberDirectory, StartError};
 use logship_core::time::Instant;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -357,6 +357,8 @@ pub async fn promote_with(
         .ok_or(RoleError::NotControllerMode)?;
     if let Some(controller) = config.controller.as_mut() {
         controller.authority = authority;
+        // On etcd, a slave's claimed broker id must come from the HA address it published.
+        controller.members = broker.coordination.as_ref().map(|c| c.member_directory());
     }
     config.validate().map_err(|e| RoleError::BadRequest(e.to_string()))?;
     *given = request.epoch;
@@ -573,6 +575,17 @@ impl Coordination {
     /// The group as last read.
     pub fn view(&self) -> Option<GroupView> {
         self.view.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// The members' published HA addresses as a master service's [`MemberDirectory`]: a
+    /// slave's claimed broker id is bound to the IP of the HA address that live member
+    /// published, as last read from the group.
+    pub fn member_directory(self: &Arc<Self>) -> MemberDirectory {
+        let weak = Arc::downgrade(self);
+        MemberDirectory::new(move |id| {
+            let view = weak.upgrade()?.view()?;
+            view.live.iter().find(|m| m.broker_id == id).map(|m| MemberAddress::Ip(m.ha_addr.ip()))
+        })
     }
 }
 

@@ -42,6 +42,10 @@ pub fn store_config(s: &BrokerSettings) -> StoreConfig {
     // Controller mode: consumers read replicated messages only below the confirmOffset, unless
     // readUnCommitted=true (RocketMQ's default is false).
     c.dispatch_up_to_confirm = s.controller.as_ref().is_some_and(|k| !k.read_uncommitted);
+    // Controller mode: a store holding data without its epoch file refuses to open (its log
+    // cannot be checked against a master's), unless the operator adopts it at its end.
+    c.require_epoch_file = s.controller.is_some();
+    c.adopt_log_without_epochs = s.controller.as_ref().and_then(|k| k.adopt_log_without_epochs);
     s.store.apply(&mut c);
     c
 }
@@ -51,6 +55,15 @@ fn open_hint(e: &StoreError) -> &'static str {
     match e {
         StoreError::ConsumeQueueCorrupt { .. } => {
             "; set rebuildConsumeQueues=true (broker.conf or --set) to rebuild the consume queues from the commit log"
+        }
+        StoreError::EpochFileMissing { .. } => {
+            "; to refetch everything from the master, stop the broker, move storePathRootDir aside and start \
+             it again (the procedure is in the README, Security: epochs); to take a log from the classic mode \
+             as it is, set adoptLogWithoutEpochs to the end offset named above (broker.conf or --set)"
+        }
+        StoreError::EpochFileCorrupt { .. } => {
+            "; to refetch everything from the master, stop the broker, move storePathRootDir aside and start \
+             it again (the procedure is in the README, Security: epochs)"
         }
         StoreError::Corrupt { .. } | StoreError::MissingSegments { .. } => {
             "; set truncateOnCorruption=true (broker.conf or --set) to accept the loss: the log is cut at the damage, discarding what follows it"
@@ -108,7 +121,10 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
     };
     let http_addr = settings.http_addr();
     let listener = tokio::net::TcpListener::bind(http_addr).await.with_context(|| {
-        format!("cannot listen on {http_addr} (listenAddress, default brokerIP1, and listenPort)")
+        format!(
+            "cannot listen on {http_addr} (httpListenAddress, default listenAddress or brokerIP1, and \
+             httpListenPort, default listenPort + 2)"
+        )
     })?;
     let http_addr = listener.local_addr().unwrap_or(http_addr);
     let coordination = failover_coordination(&settings);
@@ -122,6 +138,7 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         in_flight: InFlight::new(settings.http.max_in_flight_bytes, settings.http.max_in_flight_bytes_per_ip),
         coordination,
         settings,
+        remoting: std::sync::OnceLock::new(),
     });
     let role = if broker.roles.is_some() {
         "NONE (controller mode)"
@@ -140,9 +157,26 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         http_client_certs = broker.settings.http.tls_client_ca_file.is_some(),
         "logship ready"
     );
+    let (stop, stopped) = watch::channel(false);
+    let remoting = crate::remoting::start(broker.clone(), store.clone(), stopped.clone()).await?;
+    let _ = broker.remoting.set(remoting.state.clone());
+    info!(
+        remoting = %remoting.state.addrs.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
+        namesrv = %broker.settings.remoting.namesrv_addr.join(";"),
+        "remoting ready"
+    );
     let tls = tls_acceptor(&broker.settings.http)?;
     let failover = start_failover(&broker, http_addr);
-    serve_http(listener, router(broker.clone()), &broker.settings.http, tls, shutdown_signal()).await;
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    let mut http_stopped = stopped.clone();
+    let http_stop = async move {
+        let _ = http_stopped.wait_for(|s| *s).await;
+    };
+    serve_http(listener, router(broker.clone()), &broker.settings.http, tls, http_stop).await;
+    remoting.shutdown().await;
     if let Some((stop, task)) = failover {
         // Steps down and revokes the lease, so the group elects at once.
         let _ = stop.send(true);

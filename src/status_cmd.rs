@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 /// `logship status` options.
 #[derive(Args, Debug)]
 pub struct StatusArgs {
-    /// The broker's HTTP address (listenPort).
-    #[arg(long, short, default_value = "127.0.0.1:10911", value_name = "HOST:PORT")]
+    /// The broker's HTTP address (httpListenPort, default listenPort + 2).
+    #[arg(long, short, default_value = "127.0.0.1:10913", value_name = "HOST:PORT")]
     pub broker: String,
     /// Report again every SECS seconds (transfer rates are measured between reports).
     #[arg(long, short = 'i', value_name = "SECS")]

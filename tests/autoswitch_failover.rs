@@ -7,7 +7,9 @@
 //! The masters apply their own sync-state-set proposals (the local authority, until a
 //! coordinator exists): a slave that disconnects leaves the set at once, so the old master's
 //! tail is confirmed by the master alone, and the test plays the controller that elects the
-//! slave anyway.
+//! slave anyway (an unclean election). The old master then refuses to cut its confirmed tail
+//! until the test, playing the operator, names exactly those bytes (`drop_confirmed`, the
+//! broker key `haSlaveDropConfirmed`).
 
 mod support;
 
@@ -117,6 +119,30 @@ fn assert_same_bytes(a: &CommitLog, b: &CommitLog, end: u64) {
     }
 }
 
+/// The old master rejoins as a slave with `config`: its tail `[shared, tail)` was confirmed (by
+/// it alone, then the master), so it refuses to cut it, says so naming the override, and keeps
+/// its log; restarted with the override naming exactly those bytes, it cuts them and follows.
+async fn rejoin_dropping_the_confirmed_tail(
+    side: &Side,
+    config: SlaveServiceConfig,
+    store: &Arc<CommitLog>,
+    shared: u64,
+    tail: u64,
+) -> AnySlave {
+    let refusing = side.slave(config.clone(), store.clone()).await;
+    let why = eventually(Duration::from_secs(20), "the old master to refuse cutting its tail", || async {
+        let refusals = refusing.status().await.autoswitch?.refusals;
+        (refusals.would_truncate_confirmed > 0).then_some(refusals.current?)
+    })
+    .await;
+    assert!(why.contains(&format!("haSlaveDropConfirmed={shared}-{tail}")), "{why}");
+    assert_eq!(store.bounds().max, tail, "nothing was cut");
+    refusing.shutdown().await;
+    let mut config = config;
+    config.controller.as_mut().expect("controller mode").drop_confirmed = Some(shared..tail);
+    side.slave(config, store.clone()).await
+}
+
 fn entries(list: &[(i32, u64)]) -> Vec<EpochEntry> {
     list.iter().map(|&(epoch, start_offset)| EpochEntry { epoch, start_offset }).collect()
 }
@@ -150,7 +176,9 @@ fn the_old_master_cuts_its_divergent_tail_and_a_new_broker_gets_both_epochs(side
         assert_eq!(b.epochs(), both);
 
         // A rejoins as B's slave: it cuts its epoch-1 tail at the consistent point and follows.
-        let a_slave = side.slave(slave_config(&b_master, 1, 2, 2), a.clone()).await;
+        let a_slave =
+            rejoin_dropping_the_confirmed_tail(&side, slave_config(&b_master, 1, 2, 2), &a, shared, tail)
+                .await;
         until_caught_up(&a_slave, &a, end).await;
         let status = a_slave.status().await.autoswitch.unwrap();
         assert_eq!(status.consistent_point, Some(shared));
@@ -204,11 +232,13 @@ fn a_cut_old_master_reopens_with_the_new_masters_epochs_and_bytes() {
         until_caught_up(&b_slave, &b, shared).await;
         b_slave.shutdown().await;
         until_alone(&a_master, 1).await;
-        put_all(&a_master, 20, 5, 500, PutStatus::PutOk).await;
+        let tail = put_all(&a_master, 20, 5, 500, PutStatus::PutOk).await;
         a_master.shutdown().await;
         let b_master = side.master(master_config(2, 2), b.clone()).await;
         let end = put_all(&b_master, 30, 10, 600, PutStatus::PutOk).await;
-        let a_slave = side.slave(slave_config(&b_master, 1, 2, 2), a.clone()).await;
+        let a_slave =
+            rejoin_dropping_the_confirmed_tail(&side, slave_config(&b_master, 1, 2, 2), &a, shared, tail)
+                .await;
         until_caught_up(&a_slave, &a, end).await;
         a_slave.shutdown().await;
         b_master.shutdown().await;
@@ -218,6 +248,57 @@ fn a_cut_old_master_reopens_with_the_new_masters_epochs_and_bytes() {
         assert_eq!(a.epochs(), entries(&[(1, 0), (2, shared)]));
         assert_eq!(a.bounds().max, end);
         assert_same_bytes(&a, &b, end);
+    });
+}
+
+/// A coordinator that never answers: the sync-state-set stays as the master started.
+struct Silent;
+
+impl logship_core::service::SyncStateSetAuthority for Silent {
+    fn propose(&mut self, _: &BTreeSet<i64>, _: &BTreeSet<i64>, _: i32) -> Option<(BTreeSet<i64>, i32)> {
+        None
+    }
+}
+
+/// The tail an old master stored but no member acknowledged (its puts timed out) is no
+/// confirmed data: the old master cuts it without any override when it rejoins, although its
+/// own puts raised the store's confirm offset (for its consume queues) over it.
+#[test]
+fn an_old_masters_tail_no_member_acknowledged_is_cut_without_an_override() {
+    let side = Side::tokio();
+    run(async {
+        let (adir, bdir) = (temp(), temp());
+        // As a broker opens them in controller mode: consumers read below the confirm offset.
+        let open = |dir: &std::path::Path| {
+            let mut c = store_config();
+            c.dispatch_up_to_confirm = true;
+            Arc::new(CommitLog::open(dir, c).unwrap())
+        };
+        let (a, b) = (open(adir.path()), open(bdir.path()));
+        let mut config = master_config(1, 1);
+        let controller = config.controller.as_mut().unwrap();
+        controller.sync_state_set = BTreeSet::from([1, 2]);
+        controller.authority = Some(logship_core::service::AuthorityFactory::new(|| Box::new(Silent)));
+        let a_master = side.master(config, a.clone()).await;
+        let b_slave = side.slave(slave_config(&a_master, 2, 1, 1), b.clone()).await;
+        let shared = put_all(&a_master, 0, 20, 500, PutStatus::PutOk).await;
+        until_caught_up(&b_slave, &b, shared).await;
+        b_slave.shutdown().await;
+        let tail = put_all(&a_master, 20, 3, 500, PutStatus::FlushSlaveTimeout).await;
+        assert!(tail > shared);
+        assert_eq!(a.confirmed_offset(), shared, "the tail was never confirmed");
+        assert!(a.confirm_offset() >= tail, "though its own puts are indexed");
+        a_master.shutdown().await;
+        let b_master = side.master(master_config(2, 2), b.clone()).await;
+        let end = put_all(&b_master, 30, 10, 600, PutStatus::PutOk).await;
+        let a_slave = side.slave(slave_config(&b_master, 1, 2, 2), a.clone()).await;
+        until_caught_up(&a_slave, &a, end).await;
+        let status = a_slave.status().await.autoswitch.unwrap();
+        assert_eq!((status.truncations, status.truncated_bytes), (1, tail - shared));
+        assert_eq!(status.refusals.would_truncate_confirmed, 0);
+        assert_same_bytes(&a, &b, end);
+        a_slave.shutdown().await;
+        b_master.shutdown().await;
     });
 }
 
@@ -268,12 +349,13 @@ fn controller_mode_fails_over_over_tls_with_a_group_name(side: Side) {
         assert_eq!(status.slaves[0].identity, Some(broker_name(2)), "B came in over TLS as itself");
         b_slave.shutdown().await;
         until_alone(&a_master, 1).await;
-        put_all(&a_master, 30, 5, 600, PutStatus::PutOk).await;
+        let tail = put_all(&a_master, 30, 5, 600, PutStatus::PutOk).await;
         a_master.shutdown().await;
 
         let b_master = side.master(tls_master(2, 2), b.clone()).await;
         let end = put_all(&b_master, 40, 10, 700, PutStatus::PutOk).await;
-        let a_slave = side.slave(tls_slave(&b_master, 1, 2, 2), a.clone()).await;
+        let a_slave =
+            rejoin_dropping_the_confirmed_tail(&side, tls_slave(&b_master, 1, 2, 2), &a, shared, tail).await;
         until_caught_up(&a_slave, &a, end).await;
         assert_eq!(a.epochs(), entries(&[(1, 0), (2, shared)]));
         assert_same_bytes(&a, &b, end);

@@ -2,7 +2,9 @@
 //! master A after each step of its truncation, on each adapter.
 //!
 //! A leads epoch 1, its slave B leaves, A writes a tail B never gets and stops; B becomes
-//! master at epoch 2 and writes. A then rejoins as B's slave in a child process (this test
+//! master at epoch 2 and writes. A's tail was confirmed (by A alone), so A cuts it only with
+//! the operator's override naming exactly those bytes (`drop_confirmed`, the broker key
+//! `haSlaveDropConfirmed`). A then rejoins as B's slave in a child process (this test
 //! binary, run again) whose log stops its truncation right after one [`TruncateStep`] and
 //! says so; the parent SIGKILLs it there. A reopens (recovery), follows B again in the parent
 //! and must end byte-identical with B: the same commit log and epoch list, consume queues never
@@ -37,7 +39,8 @@ use support::*;
 
 const HEARTBEAT: Duration = Duration::from_millis(100);
 
-/// Makes [`kill_child`] run: `<side>|<store dir>|<master address>|<step index>`.
+/// Makes [`kill_child`] run: `<side>|<store dir>|<master address>|<step index>|<from>-<to>`, the
+/// last the confirmed bytes A may drop.
 const CHILD_ENV: &str = "LOGSHIP_AUTOSWITCH_KILL_CHILD";
 /// What the child prints once the truncation stopped after its step.
 const STEP_DONE: &str = "TRUNCATION-STOPPED";
@@ -210,6 +213,10 @@ impl EpochLog for CrashingLog {
     fn confirm_offset(&self) -> Offset {
         EpochLog::confirm_offset(&*self.inner)
     }
+
+    fn confirmed_offset(&self) -> Offset {
+        EpochLog::confirmed_offset(&*self.inner)
+    }
 }
 
 impl LogWrite for CrashingLog {
@@ -228,7 +235,7 @@ impl LogWrite for CrashingLog {
 fn kill_child() {
     let Ok(spec) = std::env::var(CHILD_ENV) else { return };
     let parts: Vec<&str> = spec.split('|').collect();
-    let [side, dir, master, step] = parts[..] else { panic!("bad {CHILD_ENV}: {spec}") };
+    let [side, dir, master, step, drop] = parts[..] else { panic!("bad {CHILD_ENV}: {spec}") };
     let side = match side {
         "tokio" => Side::tokio(),
         "smol" => Side::smol(),
@@ -236,17 +243,28 @@ fn kill_child() {
     };
     let step = TruncateStep::ALL[step.parse::<usize>().unwrap()];
     let log = Arc::new(CrashingLog { inner: open_broker(std::path::Path::new(dir)), step });
+    let (from, to) = drop.split_once('-').expect("FROM-TO");
+    let mut config = slave_config(master, A, B, 2);
+    config.controller.as_mut().unwrap().drop_confirmed = Some(from.parse().unwrap()..to.parse().unwrap());
     run(async {
-        let _slave = side.slave(slave_config(master, A, B, 2), log).await;
+        let _slave = side.slave(config, log).await;
         sleep(Duration::from_secs(600)).await;
     });
 }
 
-/// Runs [`kill_child`] for `step`; returns once it reported the stop, after killing it.
-async fn run_child_and_kill(side: &Side, dir: &std::path::Path, master: &str, step: usize) {
+/// Runs [`kill_child`] for `step`, allowed to drop the confirmed bytes `drop`; returns once it
+/// reported the stop, after killing it.
+async fn run_child_and_kill(
+    side: &Side,
+    dir: &std::path::Path,
+    master: &str,
+    step: usize,
+    drop: std::ops::Range<u64>,
+) {
+    let spec = format!("{}|{}|{master}|{step}|{}-{}", side.name(), dir.display(), drop.start, drop.end);
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "kill_child", "--ignored", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, format!("{}|{}|{master}|{step}", side.name(), dir.display()))
+        .env(CHILD_ENV, spec)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -309,7 +327,7 @@ fn old_master_killed_at_each_truncation_step_ends_identical_with_the_new_master(
             let both = entries(&[(1, 0), (2, shared)]);
 
             // A rejoins in a child process and is killed right after the step.
-            run_child_and_kill(&side, adir.path(), &b_master.addr().to_string(), step).await;
+            run_child_and_kill(&side, adir.path(), &b_master.addr().to_string(), step, shared..tail).await;
 
             // A reopens: whatever step it died after, the cut is finished and the tail is gone.
             let a = open_broker(adir.path());

@@ -64,8 +64,9 @@ impl Node {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Its HTTP API: httpListenPort = listenPort + 2.
     fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        format!("http://127.0.0.1:{}{path}", self.port + 2)
     }
 
     /// Its HA port: listenPort + 1.
@@ -214,6 +215,76 @@ fn promtool_passes(text: &str) {
     let out = child.wait_with_output().unwrap();
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert!(out.status.success(), "promtool check metrics failed:\n{said}\n--- metrics:\n{text}");
+}
+
+/// A slave told to follow a master elected in epoch 1 refuses one that announces epoch 2 (a
+/// stale order, or a rogue master) before it writes anything, and says why in `/status` and
+/// `/metrics`; told the right epoch, it follows.
+#[test]
+fn a_slave_refuses_a_master_whose_epoch_it_was_not_told_and_shows_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Node::start(&dir.path().join("a"), 1, &[]);
+    let b = Node::start(&dir.path().join("b"), 2, &[]);
+    assert_eq!(a.promote(1, &[]).0, 200);
+    assert_eq!(a.promote(2, &[]).0, 200, "epochs advance one at a time");
+    assert_eq!(a.put("in epoch 2").0, 200);
+    assert_eq!(b.follow(&a, 1, 1).0, 200, "{}", b.log());
+    eventually("the refusal in /status", || {
+        b.status()["controller"]["refusals"]["epochAboveElected"].as_u64().unwrap_or(0) >= 1
+    });
+    let refusals = b.status()["controller"]["refusals"].clone();
+    let current = refusals["current"].as_str().unwrap_or_default().to_string();
+    assert!(current.contains("above the epoch 1"), "{refusals}");
+    assert_eq!(b.max_offset(), 0, "nothing written");
+    assert_eq!(b.epochs(), json!([]), "no epoch recorded");
+    let metrics = b.metrics();
+    let refused = sample(&metrics, "logship_follow_refusals_total{").is_some()
+        && metrics.lines().any(|l| {
+            l.starts_with("logship_follow_refusals_total{")
+                && l.contains("reason=\"epoch_above_elected\"")
+                && l.rsplit(' ').next().and_then(|v| v.parse::<f64>().ok()).is_some_and(|v| v >= 1.0)
+        });
+    assert!(refused, "{metrics}");
+    assert_eq!(sample(&metrics, "logship_follow_refused{"), Some(1.0), "{metrics}");
+    promtool_passes(&metrics);
+    // Told the epoch the master was elected in, it follows.
+    assert_eq!(b.follow(&a, 1, 2).0, 200, "{}", b.log());
+    eventually("b to follow", || b.max_offset() == a.max_offset());
+    eventually("the refusal to clear", || b.status()["controller"]["refusals"]["current"].is_null());
+    assert_eq!(sample(&b.metrics(), "logship_follow_refused{"), Some(0.0));
+}
+
+/// A controller-mode broker whose store holds data but lost `epochFileCheckpoint` and its
+/// `.bak` refuses to start, naming both files and the ways out; told to adopt the log at its
+/// exact end, it starts.
+#[test]
+fn a_broker_whose_epoch_files_are_gone_refuses_to_start_naming_both_and_the_ways_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("a");
+    let mut a = Node::start(&store, 1, &[]);
+    assert_eq!(a.promote(1, &[]).0, 200);
+    assert_eq!(a.put("kept").0, 200);
+    let end = a.max_offset();
+    assert!(process::terminate(&mut a.child).is_some_and(|s| s.success()), "{}", a.log());
+    std::fs::remove_file(store.join("epochFileCheckpoint")).unwrap();
+    std::fs::remove_file(store.join("epochFileCheckpoint.bak")).unwrap();
+    let (mut child, stderr) = spawn_logship(&a.args, None);
+    let status = process::wait_exit(&mut child).expect("it exits");
+    let said = stderr.lock().unwrap().clone();
+    assert!(!status.success(), "{said}");
+    for needle in [
+        "epochFileCheckpoint ".to_string(),
+        "epochFileCheckpoint.bak".to_string(),
+        "refetch everything from the master".to_string(),
+        format!("adoptLogWithoutEpochs={end}"),
+    ] {
+        assert!(said.contains(&needle), "names {needle}: {said}");
+    }
+    let mut args = a.args.clone();
+    args.extend(process::test_settings(&[&format!("adoptLogWithoutEpochs={end}")]));
+    let adopted = Node::spawn(args, &store, a.port);
+    assert_eq!(adopted.max_offset(), end);
+    assert!(store.join("epochFileCheckpoint").exists(), "an empty epoch file is written at once");
 }
 
 #[test]
@@ -468,9 +539,13 @@ fn admin_calls_refuse_what_a_controller_would_refuse() {
     let (code, reply) = set(json!({ "syncStateSet": [1, 2], "syncStateSetEpoch": 2 }));
     assert_eq!(code, 200, "a connected member may be named: {reply}");
 
-    // A becomes master of epoch 2. B, still following A, hears of epoch 2 from A's handshake:
-    // told to become master of epoch 2 too, it refuses (one master per epoch).
+    // A becomes master of epoch 2, and B is told to follow it there (a slave refuses a master
+    // announcing an epoch above the one it was told, so an unconfirmed claim is never evidence).
+    // B hears of epoch 2 from A's handshake: told to become master of epoch 2 too, it refuses
+    // (one master per epoch).
     let (code, reply) = admin(&a, "/ha/changeToMaster", json!({ "epoch": 2, "syncStateSet": [1, 2] }));
+    assert_eq!(code, 200, "{reply}");
+    let (code, reply) = b.follow(&a, 1, 2);
     assert_eq!(code, 200, "{reply}");
     eventually("B to hear of epoch 2 from A", || b.status()["controller"]["masterLastEpoch"] == 2);
     let (code, reply) = admin(&b, "/ha/changeToMaster", json!({ "epoch": 2 }));

@@ -77,12 +77,13 @@ impl Node {
         self.stderr.lock().unwrap().clone()
     }
 
+    /// Its HTTP API: httpListenPort = listenPort + 2.
     fn http_addr(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("127.0.0.1:{}", self.port + 2)
     }
 
     fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        format!("http://{}{path}", self.http_addr())
     }
 
     fn get(&self, path: &str) -> (u16, Value) {
@@ -145,7 +146,7 @@ impl Drop for Node {
     }
 }
 
-/// Two consecutive free ports below Linux's ephemeral range (32768 up): a broker binds its HA
+/// Three consecutive free ports (remoting, HA, HTTP) below Linux's ephemeral range (32768 up): a broker binds its HA
 /// port again at each promotion, and a port from the ephemeral range may by then be some
 /// outgoing connection's local port.
 fn quiet_port_pair() -> u16 {
@@ -161,11 +162,12 @@ fn quiet_port_pair() -> u16 {
         let port = 20_000 + ((x >> 33) % 12_000) as u16;
         if TcpListener::bind(("127.0.0.1", port)).is_ok()
             && TcpListener::bind(("127.0.0.1", port + 1)).is_ok()
+            && TcpListener::bind(("127.0.0.1", port + 2)).is_ok()
         {
             return port;
         }
     }
-    panic!("no two consecutive free ports below 32000");
+    panic!("no three consecutive free ports below 32000");
 }
 
 /// Waits (bounded, generously: this is not a timing test) for `check`.

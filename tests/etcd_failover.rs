@@ -388,7 +388,10 @@ fn a_partition_cuts_the_master_off_from_the_slaves_etcd_and_clients_as_told_and_
         .map(|s| s.to_string())
         .collect();
     args.extend([dir.path().display().to_string(), "--listen-port".into(), "10911".into()]);
-    args.extend(process::test_settings(&[&format!("brokerIP1={}", net.broker_ip(0))]));
+    // Off loopback a master must name its replicas (protected mode): the broker in namespace 1.
+    let settings =
+        [format!("brokerIP1={}", net.broker_ip(0)), format!("haReplicaAllowList={}", net.broker_ip(1))];
+    args.extend(process::test_settings(&settings.iter().map(String::as_str).collect::<Vec<_>>()));
     let mut child = std::process::Command::new("ip")
         .args(&args)
         .stdout(std::process::Stdio::null())

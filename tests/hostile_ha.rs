@@ -1,5 +1,7 @@
-//! Strangers on the HA port, over real loopback sockets (issue 14): stray bytes, slowloris
-//! connections, strangers outside the allow-list, and fake slaves.
+//! Strangers on the HA port, over real loopback sockets (issues 14 and 22): stray bytes,
+//! slowloris connections, strangers outside the allow-list, fake slaves, and (in the default
+//! configuration, where loopback replicas are identified) a replica holding bytes the master
+//! lost.
 
 mod support;
 
@@ -113,7 +115,9 @@ fn stray_bytes_on_the_ha_port_never_stop_writes(side: Side) {
             read_until_closed(&mut prober).await;
             let status = master.status().await;
             assert_eq!(status.fence, None, "{:?} fenced the master", String::from_utf8_lossy(probe));
-            assert_eq!(status.refusals.untrusted_ahead, i as u64 + 1, "refused and counted");
+            // Loopback peers are identified in the default configuration: their stray bytes
+            // are no real offset (2^56 bytes or more past the end).
+            assert_eq!(status.refusals.implausible_reports, i as u64 + 1, "refused and counted");
             assert_eq!(master.put(message(10 + i as u64, 100)).await.status, PutStatus::PutOk);
         }
         master.shutdown().await;
@@ -284,6 +288,40 @@ fn a_slave_whose_log_ends_inside_a_master_record_is_refused_and_keeps_its_store(
     });
 }
 
+/// Old #16 under the trust model: in the default configuration (protected mode, loopback
+/// replicas identified) the master lost its unflushed tail, and the slave that returns holds 5
+/// PUT_OK messages the master no longer has. It fences the master (puts get
+/// SERVICE_NOT_AVAILABLE) instead of a WARN while the master keeps answering.
+fn a_loopback_slave_holding_the_masters_lost_tail_fences_it_by_default(master_side: Side, slave_side: Side) {
+    run(async {
+        let (mdir, sdir) = (temp(), temp());
+        let sstore = open_store(sdir.path());
+        fill(&sstore, 0, 15, 100);
+        let slave_end = sstore.max_offset();
+        let mstore = open_store(mdir.path());
+        fill(&mstore, 0, 10, 100);
+        let master_end = mstore.max_offset();
+        assert!(slave_end > master_end);
+        let master = master_side.master(master_config(BrokerRole::SyncMaster), mstore.clone()).await;
+        let slave = slave_side.slave(slave_config(master.addr()), sstore.clone()).await;
+        eventually(Duration::from_secs(10), "the master to fence", || async {
+            master.status().await.fence.is_some().then_some(())
+        })
+        .await;
+        let status = master.status().await;
+        assert!(
+            matches!(status.fence, Some(Fence::Diverged { reported, end, .. }) if reported == slave_end && end == master_end),
+            "{:?}",
+            status.fence
+        );
+        assert_eq!(master.put(message(10, 100)).await.status, PutStatus::ServiceNotAvailable);
+        assert_eq!(mstore.max_offset(), master_end, "nothing appended over the slave's bytes");
+        slave.shutdown().await;
+        assert_eq!(sstore.max_offset(), slave_end, "the slave keeps the messages");
+        master.shutdown().await;
+    });
+}
+
 /// A fake master: accepts the slave, reads its first report, then runs `act`.
 async fn fake_master(side: &Side, act: impl AsyncFnOnce(&mut TcpStream, &CommitLog)) {
     let sdir = temp();
@@ -340,4 +378,7 @@ on_each_runtime!(
     a_stranger_outside_the_allow_list_reads_nothing_and_counts_for_nothing,
 );
 
-on_every_runtime!(a_stalled_stranger_does_not_hold_all_in_sync_puts);
+on_every_runtime!(
+    a_stalled_stranger_does_not_hold_all_in_sync_puts,
+    a_loopback_slave_holding_the_masters_lost_tail_fences_it_by_default,
+);

@@ -392,6 +392,10 @@ fn a_non_loopback_broker_ip_is_not_bound_on_every_interface() {
             "0",
             "--set",
             "brokerIP1=192.0.2.1",
+            // The HA port on loopback: off it, with no replica named, the broker refuses to
+            // start before it binds anything (protected mode).
+            "--set",
+            "haListenAddress=127.0.0.1",
         ]
         .map(String::from),
         None,

@@ -956,8 +956,9 @@ mod logship_slave {
     }
 
     /// A (Java, epoch 1) feeds the logship slave S and Java B; B stops; A writes a tail only S
-    /// gets; A goes away and B becomes master at epoch 2 and writes; S, now following B, cuts
-    /// the tail and ends byte-identical to B up to confirmOffset, with B's epoch list, its
+    /// gets; A goes away and B becomes master at epoch 2 and writes; S, now following B,
+    /// refuses to cut the tail (A confirmed it) until the operator allows exactly those bytes,
+    /// then cuts it and ends byte-identical to B up to confirmOffset, with B's epoch list, its
     /// consume queues never past confirmOffset.
     fn a_logship_slave_truncates_the_old_masters_tail_and_follows_the_new_java_master(side: Side) {
         let Some(h) = harness(ROCKETMQ_5, "a_logship_slave_truncates_the_old_masters_tail") else { return };
@@ -1015,9 +1016,23 @@ mod logship_slave {
         let diverged = store.max_offset();
         assert!(diverged > replicated && end != diverged);
 
-        // changeToSlave: a new slave service over the same store follows B at epoch 2.
+        // changeToSlave: a new slave service over the same store follows B at epoch 2. A's
+        // tail was confirmed (A alone in its set), so S refuses to cut it, names the exact
+        // bytes, and cuts them only once the operator allows exactly that range.
         run(async {
-            let slave = side.slave(follow(b_ha, 2, 2), store.clone()).await;
+            let refusing = side.slave(follow(b_ha, 2, 2), store.clone()).await;
+            let why =
+                eventually(Duration::from_secs(30), "S to refuse cutting its confirmed tail", || async {
+                    let refusals = refusing.status().await.autoswitch?.refusals;
+                    (refusals.would_truncate_confirmed > 0).then_some(refusals.current?)
+                })
+                .await;
+            assert!(why.contains(&format!("haSlaveDropConfirmed={replicated}-{diverged}")), "{why}");
+            assert_eq!(store.max_offset(), diverged, "nothing was cut");
+            refusing.shutdown().await;
+            let mut allowed = follow(b_ha, 2, 2);
+            allowed.controller.as_mut().unwrap().drop_confirmed = Some(replicated..diverged);
+            let slave = side.slave(allowed, store.clone()).await;
             let s = eventually(Duration::from_secs(30), "S to follow B", || async {
                 let s = slave.status().await;
                 (s.max_offset == end && confirm(&s) == end).then_some(s)

@@ -223,18 +223,22 @@ fn in_optional_mode_a_plain_classic_slave_still_replicates(master_side: Side, sl
         let plain_store = open_store(plain_dir.path());
         let plain = slave_side.slave(slave_config(master.addr(), None), plain_store.clone()).await;
         caught_up(&mstore, &plain_store).await;
-        assert_eq!(master.put(message(20, 500)).await.status, PutStatus::PutOk);
+        // Without an allow-list a plain link is a stranger (loopback too, once TLS is
+        // configured): it replicates, but its acks count for nothing.
+        assert_eq!(master.put(message(20, 500)).await.status, PutStatus::SlaveNotAvailable);
         caught_up(&mstore, &plain_store).await;
-        // A TLS replica alongside it.
+        // A TLS replica alongside it counts.
         let tls_store = open_store(tls_dir.path());
         let tls = slave_tls(&ca, "replica-b", &ca);
         let secure = slave_side.slave(slave_config(master.addr(), Some(tls)), tls_store.clone()).await;
         caught_up(&mstore, &tls_store).await;
+        assert_eq!(master.put(message(21, 500)).await.status, PutStatus::PutOk);
+        caught_up(&mstore, &plain_store).await;
         let status = master.status().await;
-        let mut links: Vec<_> = status.slaves.iter().map(|s| (s.identity.clone(), s.trusted)).collect();
+        let mut links: Vec<_> =
+            status.slaves.iter().map(|s| (s.identity.clone(), s.trusted, s.counted)).collect();
         links.sort();
-        // Open admission for plain links: admitted, not trusted.
-        assert_eq!(links, [(None, false), (Some("replica-b".into()), true)]);
+        assert_eq!(links, [(None, false, false), (Some("replica-b".into()), true, true)]);
         plain.shutdown().await;
         secure.shutdown().await;
         master.shutdown().await;

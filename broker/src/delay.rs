@@ -7,11 +7,11 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::data_version::DataVersion;
 use crate::error::BrokerError;
 use crate::file::{ConfigFile, DELAY_OFFSET_FILE};
 use crate::managed::{Managed, from_value, to_value};
 use crate::settings::{BrokerSettings, RocketmqLine};
+use logship_remoting::body::{DataVersion, JsonBody};
 
 /// RocketMQ's default `messageDelayLevel`: levels 1 to 18.
 pub const DEFAULT_DELAY_LEVELS: &str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
@@ -103,13 +103,7 @@ pub struct DelayOffsetSerializeWrapper {
 }
 
 impl DelayOffsetSerializeWrapper {
-    /// Decodes fastjson's JSON (a file or a reply body).
-    pub fn decode(text: &str) -> Result<Self, BrokerError> {
-        let v = crate::json::parse(text)
-            .map_err(|source| BrokerError::BadJson { what: "delay offsets", source })?;
-        Self::from_json(&v)
-    }
-
+    /// Reads a delay table (a file's parsed content).
     pub(crate) fn from_json(v: &Value) -> Result<Self, BrokerError> {
         if !v.is_object() {
             return Err(BrokerError::BadContent {
@@ -117,13 +111,12 @@ impl DelayOffsetSerializeWrapper {
                 reason: "not a JSON object".into(),
             });
         }
-        from_value("delay offsets", v)
+        from_value("delay offsets", v.clone())
     }
+}
 
-    /// The wrapper as JSON.
-    pub fn to_json(&self) -> Value {
-        to_value(self)
-    }
+impl JsonBody for DelayOffsetSerializeWrapper {
+    const JAVA_CLASS: &'static str = "DelayOffsetSerializeWrapper";
 }
 
 #[derive(Debug)]
@@ -144,11 +137,10 @@ pub struct DelayOffsetManager {
 
 fn encode_delays(line: RocketmqLine) -> impl FnOnce(&Delays) -> Value {
     move |s| {
-        DelayOffsetSerializeWrapper {
+        to_value(&DelayOffsetSerializeWrapper {
             offset_table: s.table.clone(),
             data_version: (line == RocketmqLine::V5).then_some(s.data_version),
-        }
-        .to_json()
+        })
     }
 }
 
@@ -330,7 +322,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let m = DelayOffsetManager::open(d.path(), BrokerSettings::default(), 1).unwrap();
         m.update_offset(2, 5, 1);
-        let w = DelayOffsetSerializeWrapper::decode("{\n\t\"offsetTable\":{1:10,3:8,18:0\n\t}\n}").unwrap();
+        let w = DelayOffsetSerializeWrapper::decode(b"{\n\t\"offsetTable\":{1:10,3:8,18:0\n\t}\n}").unwrap();
         assert!(m.replace_from_master(&w));
         assert_eq!(m.table(), [(1, 10), (2, 5), (3, 8), (18, 0)].into());
         assert!(!m.replace_from_master(&w));

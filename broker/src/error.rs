@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::json::JsonError;
+use logship_remoting::body::fastjson::JsonError;
 
 /// What went wrong with broker metadata: a file that cannot be read or written, content that is
 /// not RocketMQ's, or a request that RocketMQ would refuse.

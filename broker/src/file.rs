@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use crate::error::BrokerError;
-use crate::json;
+use logship_remoting::body::fastjson as json;
 
 /// The directory under the store root that holds the config files.
 pub const CONFIG_DIR: &str = "config";
@@ -163,7 +163,7 @@ impl ConfigFile {
         match fs::read(&self.path) {
             // Only content that reads back becomes the backup: a torn file (the one a load just
             // fell back from) must not replace the good backup.
-            Ok(previous) if std::str::from_utf8(&previous).is_ok_and(|t| json::parse(t).is_ok()) => {
+            Ok(previous) if json::parse(&previous).is_ok() => {
                 write_atomically(&self.bak_path(), &previous)?;
             }
             Ok(_) => {
@@ -203,7 +203,7 @@ fn read_json(path: &Path) -> Result<Option<Value>, String> {
     if text.trim().is_empty() {
         return Err("blank".to_string());
     }
-    json::parse(text).map(Some).map_err(|e| format!("not JSON: {e}"))
+    json::parse(text.as_bytes()).map(Some).map_err(|e| format!("not JSON: {e}"))
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), BrokerError> {

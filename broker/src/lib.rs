@@ -1,6 +1,13 @@
-//! logship-broker: a RocketMQ broker's metadata (topic configs, consumer offsets, subscription
-//! groups, delay offsets), kept in RocketMQ's own files so a Java broker opened on the same
-//! store directory sees the same content, and the other way round.
+//! logship-broker: a RocketMQ broker's request processors and its metadata.
+//!
+//! - **Processors** ([`serve`], [`dispatch`]): the broker side of RocketMQ's remoting protocol,
+//!   one `async fn` per request code, over the store, the metadata and a [`Host`] that supplies
+//!   the put path, the role and the clocks. No async runtime here: the binary's socket glue
+//!   decodes frames ([`logship_remoting::server`]), dispatches each request and writes the
+//!   answer.
+//! - **Metadata** (topic configs, consumer offsets, subscription groups, delay offsets), kept in
+//!   RocketMQ's own files so a Java broker opened on the same store directory sees the same
+//!   content, and the other way round.
 //!
 //! # Layout
 //!
@@ -17,6 +24,9 @@
 //! - **One owner.** Open the metadata of a store root only while holding that root's
 //!   `CommitLog` (which locks `<root>/lock`, as a Java broker does): nothing else may write
 //!   the files meanwhile.
+//! - **One set of types.** The tables' types (`TopicConfig`, the serialize wrappers,
+//!   [`DataVersion`], ...) are `logship-remoting`'s protocol bodies, re-exported here: a file
+//!   and a reply carry the same JSON.
 //! - **Sans-IO but for the files.** The managers hold their tables in memory behind a lock
 //!   (every method takes `&self`); only `open`, `persist` and `persist_if_dirty` touch the
 //!   disk. No clock is read: every change that moves a data version takes `now_ms`.
@@ -30,32 +40,41 @@
 //!   [`BrokerMetadata::persist_if_dirty`] from its timer. Each write is atomic and durable and
 //!   keeps `.bak` ([`mod@file`]); a load falls back to `.bak` as Java does, and fails with
 //!   [`BrokerError::Corrupt`] rather than forgetting offsets when both are unreadable.
-//! - **fastjson both ways.** Java writes JSON with bare integer keys (`{0:12}`); [`json`]
-//!   reads it. logship writes standard JSON in fastjson's layout, which Java reads
+//! - **fastjson both ways.** Java writes JSON with bare integer keys (`{0:12}`);
+//!   [`logship_remoting::body::fastjson`] reads it. logship writes standard JSON in fastjson's layout, which Java reads
 //!   (`broker/tests/java_config_files.rs` checks both directions against the real managers).
 //!   Members a newer RocketMQ adds to a topic or group are kept and written back.
 #![forbid(unsafe_code)]
 
-pub mod data_version;
+mod admin;
 pub mod delay;
+pub mod dispatch;
 pub mod error;
 pub mod file;
 #[doc(hidden)]
 pub mod fuzzing;
-pub mod json;
+mod lookup;
 mod managed;
 pub mod names;
 pub mod offset;
+pub mod properties;
+pub mod register;
+pub mod send;
+pub mod serve;
 pub mod settings;
 pub mod subscription;
 pub mod topic;
 
 use std::path::{Path, PathBuf};
 
-pub use data_version::DataVersion;
 pub use delay::{DelayLevels, DelayOffsetManager, DelayOffsetSerializeWrapper};
 pub use error::BrokerError;
+pub use logship_remoting::body::DataVersion;
 pub use offset::{ConsumerOffsetManager, ConsumerOffsetSerializeWrapper, FirstMessage, QueryOffsetAnswer};
+pub use serve::{
+    Authorizer, Broker, Connection, Host, HostFuture, Outbound, Processed, PutOutcome, Refusal,
+    RequestContext,
+};
 pub use settings::{BrokerSettings, RocketmqLine};
 pub use subscription::{SubscriptionGroupConfig, SubscriptionGroupManager, SubscriptionGroupWrapper};
 pub use topic::{

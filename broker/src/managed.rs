@@ -4,6 +4,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
+use logship_remoting::BodyError;
+use logship_remoting::body::JsonBody;
 use serde_json::Value;
 
 use crate::error::BrokerError;
@@ -84,26 +86,20 @@ impl<S> Managed<S> {
     }
 }
 
-/// Drops `null` members of objects, recursively: fastjson treats a null field as absent.
-pub(crate) fn strip_nulls(v: &mut Value) {
-    match v {
-        Value::Object(map) => {
-            map.retain(|_, v| !v.is_null());
-            map.values_mut().for_each(strip_nulls);
-        }
-        Value::Array(items) => items.iter_mut().for_each(strip_nulls),
-        _ => {}
-    }
+/// Decodes `v` as the body `T` (`null` fields are absent, as in fastjson), naming `what` in
+/// the error.
+pub(crate) fn from_value<T: JsonBody>(what: &'static str, v: Value) -> Result<T, BrokerError> {
+    T::decode_value(v).map_err(|e| BrokerError::BadContent { what, reason: body_reason(e) })
 }
 
-/// Decodes `v` (nulls stripped) as `T`, naming `what` in the error.
-pub(crate) fn from_value<T: serde::de::DeserializeOwned>(
-    what: &'static str,
-    v: &Value,
-) -> Result<T, BrokerError> {
-    let mut v = v.clone();
-    strip_nulls(&mut v);
-    serde_json::from_value(v).map_err(|e| BrokerError::BadContent { what, reason: e.to_string() })
+/// A body error's reason without its class name (the broker's error names the table).
+fn body_reason(e: BodyError) -> String {
+    match e {
+        BodyError::Json { reason, .. }
+        | BodyError::Compressed { reason, .. }
+        | BodyError::Unencodable { reason, .. } => reason,
+        other => other.to_string(),
+    }
 }
 
 /// Serializes `t` (which cannot fail for the crate's types: string keys, no floats).

@@ -93,41 +93,7 @@ pub fn is_not_allowed_send_topic(topic: &str) -> bool {
     NOT_ALLOWED_SEND_TOPICS.contains(&topic)
 }
 
-/// Permission bits of a topic (`PermName`).
-pub mod perm {
-    /// The broker's topic is in the route only for lookups of this broker (`PERM_PRIORITY`).
-    pub const PRIORITY: i32 = 0x1 << 3;
-    /// Consumers may read.
-    pub const READ: i32 = 0x1 << 2;
-    /// Producers may write.
-    pub const WRITE: i32 = 0x1 << 1;
-    /// New topics inherit this topic's config (only `TBW102` and the cluster/broker topics).
-    pub const INHERIT: i32 = 0x1;
-
-    /// Whether `perm` allows reading.
-    pub fn is_readable(perm: i32) -> bool {
-        perm & READ == READ
-    }
-
-    /// Whether `perm` allows writing.
-    pub fn is_writeable(perm: i32) -> bool {
-        perm & WRITE == WRITE
-    }
-
-    /// Whether `perm` lets new topics inherit.
-    pub fn is_inherited(perm: i32) -> bool {
-        perm & INHERIT == INHERIT
-    }
-
-    /// `perm` as `PermName.perm2String` shows it: `RWX` with `-` for each missing bit.
-    pub fn to_string(perm: i32) -> String {
-        let mut s = String::with_capacity(3);
-        s.push(if is_readable(perm) { 'R' } else { '-' });
-        s.push(if is_writeable(perm) { 'W' } else { '-' });
-        s.push(if is_inherited(perm) { 'X' } else { '-' });
-        s
-    }
-}
+pub use logship_remoting::body::perm;
 
 fn cut(s: &str) -> String {
     s.chars().take(300).collect()

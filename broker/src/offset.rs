@@ -4,18 +4,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
+use logship_remoting::body::DataVersion;
 use serde_json::{Map, Value};
 
-use crate::data_version::DataVersion;
 use crate::error::BrokerError;
 use crate::file::{CONSUMER_OFFSET_FILE, ConfigFile};
 use crate::managed::{Managed, from_value, to_value};
 use crate::names::TOPIC_GROUP_SEPARATOR;
 use crate::settings::{BrokerSettings, RocketmqLine};
 
-/// Offsets by `topic@group`, then by queue id.
-pub type OffsetTable = BTreeMap<String, BTreeMap<i32, i64>>;
+pub use logship_remoting::body::OffsetTable;
 
 /// The key of `(topic, group)` in the offset table: `topic@group`.
 pub fn offset_key(topic: &str, group: &str) -> String {
@@ -32,42 +30,14 @@ pub fn split_offset_key(key: &str) -> Option<(&str, &str)> {
     }
 }
 
-/// The offset table with its version (`ConsumerOffsetSerializeWrapper`): what
-/// `GET_ALL_CONSUMER_OFFSET` returns and (with 5.x's extras) what `consumerOffset.json` holds.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[non_exhaustive]
-pub struct ConsumerOffsetSerializeWrapper {
-    /// Offsets by `topic@group` and queue id.
-    #[serde(default)]
-    pub offset_table: OffsetTable,
-    /// The table's version (5.x; absent in 4.9, which never versions it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data_version: Option<DataVersion>,
-}
+pub use logship_remoting::body::ConsumerOffsetSerializeWrapper;
 
-impl ConsumerOffsetSerializeWrapper {
-    /// Decodes fastjson's JSON (a file or a reply body, bare integer keys and all).
-    pub fn decode(text: &str) -> Result<Self, BrokerError> {
-        let v = crate::json::parse(text)
-            .map_err(|source| BrokerError::BadJson { what: "consumer offsets", source })?;
-        Self::from_json(&v)
+/// Reads an offset table (a file's parsed content).
+pub(crate) fn wrapper_from_json(v: &Value) -> Result<ConsumerOffsetSerializeWrapper, BrokerError> {
+    if !v.is_object() {
+        return Err(BrokerError::BadContent { what: "consumer offsets", reason: "not a JSON object".into() });
     }
-
-    pub(crate) fn from_json(v: &Value) -> Result<Self, BrokerError> {
-        if !v.is_object() {
-            return Err(BrokerError::BadContent {
-                what: "consumer offsets",
-                reason: "not a JSON object".into(),
-            });
-        }
-        from_value("consumer offsets", v)
-    }
-
-    /// The wrapper as JSON.
-    pub fn to_json(&self) -> Value {
-        to_value(self)
-    }
+    from_value("consumer offsets", v.clone())
 }
 
 #[derive(Debug)]
@@ -91,11 +61,11 @@ pub struct ConsumerOffsetManager {
 
 fn encode_offsets(line: RocketmqLine) -> impl FnOnce(&Offsets) -> Value {
     move |s| {
-        let mut v = ConsumerOffsetSerializeWrapper {
+        let mut v = to_value(&ConsumerOffsetSerializeWrapper {
             offset_table: s.table.clone(),
             data_version: (line == RocketmqLine::V5).then_some(s.data_version),
-        }
-        .to_json();
+            ..Default::default()
+        });
         if line == RocketmqLine::V5 {
             // 5.x writes its getters too: the group → topics map, and the (unpersisted, so
             // always empty on disk after a restart) pull offsets. Java ignores both on load.
@@ -123,7 +93,7 @@ impl ConsumerOffsetManager {
     /// `.bak`). `now_ms` stamps the data version when the file has none (4.9, or a new store).
     pub fn open(root: &Path, settings: BrokerSettings, now_ms: i64) -> Result<Self, BrokerError> {
         let file = ConfigFile::in_store(root, CONSUMER_OFFSET_FILE, "consumer offsets");
-        let loaded = file.load(ConsumerOffsetSerializeWrapper::from_json)?;
+        let loaded = file.load(wrapper_from_json)?;
         let (table, data_version) = match loaded {
             Some(w) => (w.offset_table, w.data_version.unwrap_or_else(|| DataVersion::new(now_ms))),
             None => (OffsetTable::new(), DataVersion::new(now_ms)),
@@ -187,6 +157,7 @@ impl ConsumerOffsetManager {
         self.inner.read(|s| ConsumerOffsetSerializeWrapper {
             offset_table: s.table.clone(),
             data_version: versioned.then_some(s.data_version),
+            ..Default::default()
         })
     }
 
@@ -341,6 +312,7 @@ pub fn query_consumer_offset(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use logship_remoting::body::JsonBody;
     use proptest::prelude::*;
 
     fn open(d: &Path, line: RocketmqLine) -> ConsumerOffsetManager {
@@ -407,7 +379,7 @@ mod tests {
         m.commit_offset("g", "t", 1, 9, 1);
         m.commit_offset("slave", "t", 0, 4, 1);
         let master = ConsumerOffsetSerializeWrapper::decode(
-            r#"{"offsetTable":{"t@g":{0:7}},"dataVersion":{"counter":3,"timestamp":9}}"#,
+            br#"{"offsetTable":{"t@g":{0:7}},"dataVersion":{"counter":3,"timestamp":9}}"#,
         )
         .unwrap();
         assert!(m.replace_from_master(&master));

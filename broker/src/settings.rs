@@ -1,5 +1,7 @@
-//! The broker settings the metadata depends on, named as in RocketMQ's `BrokerConfig` and
-//! `MessageStoreConfig`.
+//! The broker settings the metadata and the request processors depend on, named as in
+//! RocketMQ's `BrokerConfig` and `MessageStoreConfig`.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 /// Which RocketMQ line's defaults the broker creates (the default topics and groups differ).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
@@ -12,7 +14,7 @@ pub enum RocketmqLine {
     V5,
 }
 
-/// The settings the metadata managers use. Defaults are RocketMQ's.
+/// The settings the metadata managers and the processors use. Defaults are RocketMQ's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct BrokerSettings {
@@ -50,6 +52,44 @@ pub struct BrokerSettings {
     pub delay_offset_update_version_step: u64,
     /// `messageDelayLevel` (default `1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h`).
     pub message_delay_level: String,
+    // ---- what the processors need ----
+    /// `brokerId`: 0 for a master, 1 or more for a slave (in controller mode, the id the group
+    /// gave this broker).
+    pub broker_id: i64,
+    /// `brokerIP1`: the address clients reach this broker at, written into every stored message
+    /// (`storeHost`, with `listenPort`) and into offset message ids.
+    pub broker_ip1: IpAddr,
+    /// `listenPort`: the remoting port.
+    pub listen_port: u16,
+    /// `brokerPermission` (default 6, read and write): a broker without write permission
+    /// refuses sends to ordered topics.
+    pub broker_permission: i32,
+    /// `regionId` (default `DefaultRegion`): the `MSG_REGION` every send response carries.
+    pub region_id: String,
+    /// `traceOn` (default true): the `TRACE_ON` every send response carries.
+    pub trace_on: bool,
+    /// `maxMessageSize` (default 4 MiB): the largest body, or the largest batch.
+    pub max_message_size: u32,
+    /// `startAcceptSendRequestTimeStamp` (default 0): sends before this time (ms) are refused.
+    pub start_accept_send_request_time_stamp: i64,
+    /// `slaveReadEnable` (default false).
+    pub slave_read_enable: bool,
+}
+
+impl BrokerSettings {
+    /// The address written as every stored message's `storeHost`: `brokerIP1:listenPort`.
+    pub fn store_host(&self) -> SocketAddr {
+        SocketAddr::new(self.broker_ip1, self.listen_port)
+    }
+
+    /// The protocol version responses carry: the `CURRENT_VERSION` of the line emulated (407
+    /// for 4.9.7, 513 for 5.5.0). Clients record it from the heartbeat answer as the broker's.
+    pub fn version(&self) -> i32 {
+        match self.line {
+            RocketmqLine::V4_9 => logship_remoting::version::V4_9_7,
+            RocketmqLine::V5 => logship_remoting::version::V5_5_0,
+        }
+    }
 }
 
 impl Default for BrokerSettings {
@@ -71,6 +111,15 @@ impl Default for BrokerSettings {
             consumer_offset_update_version_step: 500,
             delay_offset_update_version_step: 200,
             message_delay_level: crate::delay::DEFAULT_DELAY_LEVELS.to_string(),
+            broker_id: 0,
+            broker_ip1: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            listen_port: 10911,
+            broker_permission: crate::names::perm::READ | crate::names::perm::WRITE,
+            region_id: "DefaultRegion".to_string(),
+            trace_on: true,
+            max_message_size: 4 << 20,
+            start_accept_send_request_time_stamp: 0,
+            slave_read_enable: false,
         }
     }
 }

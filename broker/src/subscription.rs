@@ -4,164 +4,30 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use logship_remoting::body::DataVersion;
+use serde_json::Value;
 
-use crate::data_version::DataVersion;
 use crate::error::BrokerError;
 use crate::file::{ConfigFile, SUBSCRIPTION_GROUP_FILE};
 use crate::managed::{Managed, from_value, to_value};
 use crate::names;
 use crate::settings::{BrokerSettings, RocketmqLine};
 
-fn yes() -> bool {
-    true
-}
-fn one_i32() -> i32 {
-    1
-}
-fn one_i64() -> i64 {
-    1
-}
-fn sixteen() -> i32 {
-    16
-}
-fn fifteen() -> i32 {
-    15
-}
-fn customized() -> Value {
-    json!({"type": "CUSTOMIZED"})
-}
+pub use logship_remoting::body::{SubscriptionGroupConfig, SubscriptionGroupWrapper};
 
-/// One consumer group's config (`SubscriptionGroupConfig`), with RocketMQ's defaults. Fields
-/// RocketMQ adds later are kept as read ([`extra`](Self::extra)).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[non_exhaustive]
-pub struct SubscriptionGroupConfig {
-    /// The group.
-    #[serde(default)]
-    pub group_name: String,
-    /// Whether the group may consume (default true).
-    #[serde(default = "yes")]
-    pub consume_enable: bool,
-    /// Whether a new group starts from the queue's minimum (default true).
-    #[serde(default = "yes")]
-    pub consume_from_min_enable: bool,
-    /// Whether broadcast consumption is allowed (default true).
-    #[serde(default = "yes")]
-    pub consume_broadcast_enable: bool,
-    /// Whether the group consumes orderly (5.x, default false).
-    #[serde(default)]
-    pub consume_message_orderly: bool,
-    /// Queues of the group's retry topic (default 1).
-    #[serde(default = "one_i32")]
-    pub retry_queue_nums: i32,
-    /// Redeliveries before a message goes to the dead-letter topic (default 16).
-    #[serde(default = "sixteen")]
-    pub retry_max_times: i32,
-    /// The retry policy (5.x `GroupRetryPolicy`, kept as JSON; default `{"type":"CUSTOMIZED"}`).
-    #[serde(default = "customized")]
-    pub group_retry_policy: Value,
-    /// The broker id consumers read from (default 0, the master).
-    #[serde(default)]
-    pub broker_id: i64,
-    /// The broker id a consumer reading far behind is sent to (default 1).
-    #[serde(default = "one_i64")]
-    pub which_broker_when_consume_slowly: i64,
-    /// Whether consumers are told when the group's members change (default true).
-    #[serde(default = "yes")]
-    pub notify_consumer_ids_changed_enable: bool,
-    /// Group system flags (5.x).
-    #[serde(default)]
-    pub group_sys_flag: i32,
-    /// Push consumers' consume timeout in minutes (5.x, default 15).
-    #[serde(default = "fifteen")]
-    pub consume_timeout_minute: i32,
-    /// 5.x's subscription data set, kept as JSON when present.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub subscription_data_set: Option<Value>,
-    /// 5.x attributes.
-    #[serde(default)]
-    pub attributes: BTreeMap<String, String>,
-    /// Fields this version does not know, kept verbatim.
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
-impl SubscriptionGroupConfig {
-    /// A group with RocketMQ's defaults.
-    pub fn new(group_name: impl Into<String>) -> Self {
-        Self {
-            group_name: group_name.into(),
-            consume_enable: true,
-            consume_from_min_enable: true,
-            consume_broadcast_enable: true,
-            consume_message_orderly: false,
-            retry_queue_nums: 1,
-            retry_max_times: 16,
-            group_retry_policy: customized(),
-            broker_id: names::MASTER_ID,
-            which_broker_when_consume_slowly: 1,
-            notify_consumer_ids_changed_enable: true,
-            group_sys_flag: 0,
-            consume_timeout_minute: 15,
-            subscription_data_set: None,
-            attributes: BTreeMap::new(),
-            extra: Map::new(),
-        }
+/// Reads a group table (a file's parsed content); `now_ms` stamps a missing data version.
+pub(crate) fn wrapper_from_json(v: &Value, now_ms: i64) -> Result<SubscriptionGroupWrapper, BrokerError> {
+    let mut v = v.clone();
+    let Some(obj) = v.as_object_mut() else {
+        return Err(BrokerError::BadContent {
+            what: "subscription groups",
+            reason: "not a JSON object".into(),
+        });
+    };
+    if obj.get("dataVersion").is_none_or(Value::is_null) {
+        obj.insert("dataVersion".into(), to_value(&DataVersion::new(now_ms)));
     }
-}
-
-/// Groups with their version (`SubscriptionGroupWrapper`, and the content of
-/// `subscriptionGroup.json` with 5.x's `forbiddenTable`): what
-/// `GET_ALL_SUBSCRIPTIONGROUP_CONFIG` returns.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[non_exhaustive]
-pub struct SubscriptionGroupWrapper {
-    /// Groups by name.
-    #[serde(default)]
-    pub subscription_group_table: BTreeMap<String, SubscriptionGroupConfig>,
-    /// 5.x: forbidden bits by group, then topic.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub forbidden_table: Option<BTreeMap<String, BTreeMap<String, i32>>>,
-    /// The table's version.
-    pub data_version: DataVersion,
-}
-
-impl SubscriptionGroupWrapper {
-    /// Decodes fastjson's JSON (a file or a reply body).
-    pub fn decode(text: &str) -> Result<Self, BrokerError> {
-        let v = crate::json::parse(text)
-            .map_err(|source| BrokerError::BadJson { what: "subscription groups", source })?;
-        Self::from_json(&v, 0)
-    }
-
-    pub(crate) fn from_json(v: &Value, now_ms: i64) -> Result<Self, BrokerError> {
-        let mut v = v.clone();
-        let Some(obj) = v.as_object_mut() else {
-            return Err(BrokerError::BadContent {
-                what: "subscription groups",
-                reason: "not a JSON object".into(),
-            });
-        };
-        if obj.get("dataVersion").is_none_or(Value::is_null) {
-            obj.insert("dataVersion".into(), to_value(&DataVersion::new(now_ms)));
-        }
-        let mut w: Self = from_value("subscription groups", &v)?;
-        for (name, g) in &mut w.subscription_group_table {
-            if g.group_name.is_empty() {
-                g.group_name.clone_from(name);
-            }
-        }
-        Ok(w)
-    }
-
-    /// The wrapper as JSON.
-    pub fn to_json(&self) -> Value {
-        to_value(self)
-    }
+    from_value("subscription groups", v)
 }
 
 #[derive(Debug)]
@@ -199,12 +65,12 @@ pub struct SubscriptionGroupManager {
 
 fn encode_groups(line: RocketmqLine) -> impl FnOnce(&Groups) -> Value {
     move |s| {
-        SubscriptionGroupWrapper {
+        to_value(&SubscriptionGroupWrapper {
             subscription_group_table: s.table.clone(),
             forbidden_table: (line == RocketmqLine::V5).then(|| s.forbidden.clone()),
             data_version: s.data_version,
-        }
-        .to_json()
+            ..Default::default()
+        })
     }
 }
 
@@ -213,7 +79,7 @@ impl SubscriptionGroupManager {
     /// file (or its `.bak`) holds over them, as Java's `init` then `load`.
     pub fn open(root: &Path, settings: BrokerSettings, now_ms: i64) -> Result<Self, BrokerError> {
         let file = ConfigFile::in_store(root, SUBSCRIPTION_GROUP_FILE, "subscription groups");
-        let loaded = file.load(|v| SubscriptionGroupWrapper::from_json(v, now_ms))?;
+        let loaded = file.load(|v| wrapper_from_json(v, now_ms))?;
         let mut table: BTreeMap<String, SubscriptionGroupConfig> =
             default_groups(settings.line).into_iter().map(|g| (g.group_name.clone(), g)).collect();
         let mut forbidden = BTreeMap::new();
@@ -261,6 +127,7 @@ impl SubscriptionGroupManager {
             subscription_group_table: s.table.clone(),
             forbidden_table: v5.then(|| s.forbidden.clone()),
             data_version: s.data_version,
+            ..Default::default()
         })
     }
 
@@ -399,6 +266,8 @@ impl SubscriptionGroupManager {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use logship_remoting::body::JsonBody;
+    use serde_json::json;
 
     fn open(d: &Path, s: BrokerSettings) -> SubscriptionGroupManager {
         SubscriptionGroupManager::open(d, s, 1).unwrap()
@@ -471,7 +340,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let m = open(d.path(), BrokerSettings::default());
         let w = SubscriptionGroupWrapper::decode(
-            r#"{"subscriptionGroupTable":{"G":{"retryMaxTimes":2,"brandNew":true}},"dataVersion":{"counter":5,"timestamp":8}}"#,
+            br#"{"subscriptionGroupTable":{"G":{"retryMaxTimes":2,"brandNew":true}},"dataVersion":{"counter":5,"timestamp":8}}"#,
         )
         .unwrap();
         assert!(m.replace_from_master(&w));

@@ -4,164 +4,36 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
+use logship_remoting::body::DataVersion;
+use serde_json::Value;
 
-use crate::data_version::DataVersion;
 use crate::error::BrokerError;
 use crate::file::{ConfigFile, TOPICS_FILE};
 use crate::managed::{Managed, from_value, to_value};
 use crate::names::{self, perm};
 use crate::settings::{BrokerSettings, RocketmqLine};
 
-/// Queues of a topic whose config does not say (`TopicConfig.defaultReadQueueNums`).
-pub const DEFAULT_QUEUE_NUMS: i32 = 16;
 /// Queues of `SCHEDULE_TOPIC_XXXX`: one per default delay level.
 pub const SCHEDULE_TOPIC_QUEUE_NUM: i32 = 18;
 
-/// How a topic's messages are filtered (`TopicFilterType`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
-pub enum TopicFilterType {
-    /// One tag per message (the default).
-    #[default]
-    #[serde(rename = "SINGLE_TAG")]
-    SingleTag,
-    /// Several tags per message.
-    #[serde(rename = "MULTI_TAG")]
-    MultiTag,
-}
-
-impl TopicFilterType {
-    /// The name Java gives it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SingleTag => "SINGLE_TAG",
-            Self::MultiTag => "MULTI_TAG",
-        }
-    }
-}
-
-fn default_queue_nums() -> i32 {
-    DEFAULT_QUEUE_NUMS
-}
+pub use logship_remoting::body::{
+    DEFAULT_QUEUE_NUMS, TopicConfig, TopicConfigSerializeWrapper, TopicFilterType,
+};
 
 fn default_perm() -> i32 {
     perm::READ | perm::WRITE
 }
 
-/// One topic's config (`TopicConfig`). Fields RocketMQ adds later are kept as they are read
-/// ([`extra`](Self::extra)) and written back.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[non_exhaustive]
-pub struct TopicConfig {
-    /// The topic.
-    #[serde(default)]
-    pub topic_name: String,
-    /// Queues consumers read (`readQueueNums`).
-    #[serde(default = "default_queue_nums")]
-    pub read_queue_nums: i32,
-    /// Queues producers write (`writeQueueNums`).
-    #[serde(default = "default_queue_nums")]
-    pub write_queue_nums: i32,
-    /// Permission bits ([`perm`]).
-    #[serde(default = "default_perm")]
-    pub perm: i32,
-    /// The filter type.
-    #[serde(default)]
-    pub topic_filter_type: TopicFilterType,
-    /// `TopicSysFlag` bits (unit flags).
-    #[serde(default)]
-    pub topic_sys_flag: i32,
-    /// Whether the topic is ordered.
-    #[serde(default)]
-    pub order: bool,
-    /// 5.x attributes (`message.type`, `queue.type`, `cleanup.policy`), without the `+`.
-    #[serde(default)]
-    pub attributes: BTreeMap<String, String>,
-    /// Fields this version does not know, kept verbatim.
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
-impl TopicConfig {
-    /// A config as Java's `new TopicConfig(name)`: 16 read and write queues, read-write.
-    pub fn new(topic_name: impl Into<String>) -> Self {
-        Self {
-            topic_name: topic_name.into(),
-            read_queue_nums: DEFAULT_QUEUE_NUMS,
-            write_queue_nums: DEFAULT_QUEUE_NUMS,
-            perm: default_perm(),
-            topic_filter_type: TopicFilterType::SingleTag,
-            topic_sys_flag: 0,
-            order: false,
-            attributes: BTreeMap::new(),
-            extra: Map::new(),
-        }
+/// Reads a topic table (a file's parsed content); `now_ms` stamps a missing data version.
+pub(crate) fn wrapper_from_json(v: &Value, now_ms: i64) -> Result<TopicConfigSerializeWrapper, BrokerError> {
+    let mut v = v.clone();
+    let Some(obj) = v.as_object_mut() else {
+        return Err(BrokerError::BadContent { what: "topic configs", reason: "not a JSON object".into() });
+    };
+    if obj.get("dataVersion").is_none_or(Value::is_null) {
+        obj.insert("dataVersion".into(), to_value(&DataVersion::new(now_ms)));
     }
-
-    /// [`new`](Self::new) with these queue counts and permission bits.
-    pub fn with_queues(topic_name: impl Into<String>, read: i32, write: i32, perm: i32) -> Self {
-        Self { read_queue_nums: read, write_queue_nums: write, perm, ..Self::new(topic_name) }
-    }
-}
-
-/// A topic table with its data version (`TopicConfigSerializeWrapper`): the content of
-/// `topics.json` and of a `GET_ALL_TOPIC_CONFIG` reply. Other members (5.x's static-topic
-/// mapping tables in the reply) are kept in [`extra`](Self::extra).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-#[non_exhaustive]
-pub struct TopicConfigSerializeWrapper {
-    /// The topics by name.
-    #[serde(default)]
-    pub topic_config_table: BTreeMap<String, TopicConfig>,
-    /// The table's version.
-    pub data_version: DataVersion,
-    /// Members this version does not model.
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
-
-impl TopicConfigSerializeWrapper {
-    /// A wrapper of `table` at `data_version`.
-    pub fn new(topic_config_table: BTreeMap<String, TopicConfig>, data_version: DataVersion) -> Self {
-        Self { topic_config_table, data_version, extra: Map::new() }
-    }
-
-    /// Decodes a wrapper from fastjson's JSON (a file or a reply body). A config without a
-    /// `topicName` takes its key's.
-    pub fn decode(text: &str) -> Result<Self, BrokerError> {
-        let v = crate::json::parse(text)
-            .map_err(|source| BrokerError::BadJson { what: "topic configs", source })?;
-        Self::from_json(&v, 0)
-    }
-
-    /// Decodes a parsed wrapper; `now_ms` stamps a missing data version.
-    pub(crate) fn from_json(v: &Value, now_ms: i64) -> Result<Self, BrokerError> {
-        let mut v = v.clone();
-        let Some(obj) = v.as_object_mut() else {
-            return Err(BrokerError::BadContent {
-                what: "topic configs",
-                reason: "not a JSON object".into(),
-            });
-        };
-        if !obj.contains_key("dataVersion") || obj["dataVersion"].is_null() {
-            obj.insert("dataVersion".into(), to_value(&DataVersion::new(now_ms)));
-        }
-        let mut w: Self = from_value("topic configs", &v)?;
-        for (name, c) in &mut w.topic_config_table {
-            if c.topic_name.is_empty() {
-                c.topic_name.clone_from(name);
-            }
-        }
-        Ok(w)
-    }
-
-    /// The wrapper as JSON (what `topics.json` holds; compact, it is a reply body).
-    pub fn to_json(&self) -> Value {
-        to_value(self)
-    }
+    from_value("topic configs", v)
 }
 
 /// What a create call found or made.
@@ -263,7 +135,7 @@ pub fn default_topics(settings: &BrokerSettings) -> Vec<TopicConfig> {
 }
 
 fn encode_topics(s: &Topics) -> Value {
-    TopicConfigSerializeWrapper::new(s.table.clone(), s.data_version).to_json()
+    to_value(&TopicConfigSerializeWrapper::new(s.table.clone(), s.data_version))
 }
 
 /// The attributes RocketMQ 5 knows (`TopicAttributes.ALL`): name, whether it may change after
@@ -322,7 +194,7 @@ impl TopicConfigManager {
     /// in Java). `now_ms` stamps the data version of a new table.
     pub fn open(root: &Path, settings: BrokerSettings, now_ms: i64) -> Result<Self, BrokerError> {
         let file = ConfigFile::in_store(root, TOPICS_FILE, "topic configs");
-        let loaded = file.load(|v| TopicConfigSerializeWrapper::from_json(v, now_ms))?;
+        let loaded = file.load(|v| wrapper_from_json(v, now_ms))?;
         let mut table: BTreeMap<String, TopicConfig> =
             default_topics(&settings).into_iter().map(|c| (c.topic_name.clone(), c)).collect();
         let data_version = match loaded {
@@ -736,13 +608,16 @@ mod tests {
     #[test]
     fn decodes_a_wrapper_with_unknown_members_and_keeps_them() {
         let text = r#"{"dataVersion":{"counter":2,"timestamp":5},"topicConfigTable":{"T":{"perm":6,"readQueueNums":2,"writeQueueNums":2,"topicFilterType":"MULTI_TAG","future":[1]}},"mappingDataVersion":{"counter":0}}"#;
-        let w = TopicConfigSerializeWrapper::decode(text).unwrap();
+        let w =
+            wrapper_from_json(&logship_remoting::body::fastjson::parse(text.as_bytes()).unwrap(), 0).unwrap();
         let t = &w.topic_config_table["T"];
         assert_eq!(
             (t.topic_name.as_str(), t.topic_filter_type, t.extra["future"].clone()),
             ("T", TopicFilterType::MultiTag, serde_json::json!([1]))
         );
         assert!(w.extra.contains_key("mappingDataVersion"));
-        assert!(TopicConfigSerializeWrapper::decode(r#"{"topicConfigTable":{"T":{"perm":"x"}}}"#).is_err());
+        let bad =
+            logship_remoting::body::fastjson::parse(br#"{"topicConfigTable":{"T":{"perm":"x"}}}"#).unwrap();
+        assert!(wrapper_from_json(&bad, 0).is_err());
     }
 }

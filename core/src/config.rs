@@ -111,6 +111,11 @@ pub struct MasterConfig {
     /// boundary ([`MasterEvent::VerifyReport`](crate::MasterEvent::VerifyReport)). Off by
     /// default for bare cores; the service layer turns it on and answers from the log.
     pub verify_first_reports: bool,
+    /// Count only connections the driver identified ([`MasterInput::Replica`](crate::MasterInput::Replica)) for
+    /// replication waits: an unidentified connection may stream, but its acks release no wait
+    /// and make no slave available. Off by default for bare cores (every connection counts);
+    /// the service layer turns it on and identifies only connections its admission trusts.
+    pub identified_only: bool,
 }
 
 impl Default for MasterConfig {
@@ -126,6 +131,7 @@ impl Default for MasterConfig {
             ha_max_gap_not_in_sync: DEFAULT_HA_MAX_GAP_NOT_IN_SYNC,
             max_inflight: DEFAULT_MAX_INFLIGHT,
             verify_first_reports: false,
+            identified_only: false,
         }
     }
 }

@@ -102,6 +102,9 @@ pub enum CloseReason {
     Superseded,
     /// The connection sent no complete first report within `first_report_timeout` (master).
     FirstReportTimeout,
+    /// Closed to make room for a more trusted connection: the connection table or a limit
+    /// of it was full (master).
+    Displaced,
 }
 
 impl std::fmt::Display for CloseReason {
@@ -114,6 +117,7 @@ impl std::fmt::Display for CloseReason {
             Self::FirstReportTimeout => {
                 f.write_str("no complete first report within the first-report timeout")
             }
+            Self::Displaced => f.write_str("displaced by a more trusted connection: the slots were full"),
         }
     }
 }

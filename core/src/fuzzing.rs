@@ -217,6 +217,7 @@ pub fn small_master_config(b: u8) -> MasterConfig {
         ha_max_gap_not_in_sync: 2_000,
         max_inflight: 1 + u32::from((b >> 2) % 3),
         verify_first_reports: false,
+        identified_only: false,
     }
 }
 

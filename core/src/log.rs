@@ -109,6 +109,12 @@ pub trait EpochLog: Send + Sync {
 
     /// The confirm offset in force.
     fn confirm_offset(&self) -> Offset;
+
+    /// The replication-confirmed offset: the highest confirm offset
+    /// [`set_confirm_offset`](Self::set_confirm_offset) was given (what a master's
+    /// sync-state-set acknowledged), which local puts never raise, kept durably. A slave never
+    /// truncates below it. A log whose puts do not raise its confirm offset returns that.
+    fn confirmed_offset(&self) -> Offset;
 }
 
 /// Write access to a slave's log, used by a slave driver to store replicated bytes.

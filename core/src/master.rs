@@ -62,8 +62,9 @@ pub enum MasterInput {
     /// waits (a slave that rebooted reconnects before its dead connection times out, and that
     /// one's ack may name bytes the reboot lost), until one of them acknowledges a byte sent
     /// to it after that, which proves it alive (two slaves behind one address). Connections
-    /// never identified count each on their own. Feed it before the connection's first
-    /// report; unknown or closing connections are ignored.
+    /// never identified count each on their own, unless `identified_only` is set: then they
+    /// do not count at all. Feed it before the connection's first report; unknown or closing
+    /// connections are ignored.
     Replica {
         /// The connection.
         conn: ConnId,
@@ -682,14 +683,17 @@ impl Master {
     }
 
     /// Runs `f` over the acks that count for replication waits: one per streaming connection,
-    /// except those a newer connection of their replica superseded. Without allocating for
+    /// except those a newer connection of their replica superseded and, with
+    /// `identified_only`, those the driver did not identify. Without allocating for
     /// the few connections a master has: it runs for every put a SYNC_MASTER waits on.
     fn with_acks<T>(&self, f: impl FnOnce(&[Offset]) -> T) -> T {
         const INLINE: usize = 8;
         let mut inline = [0; INLINE];
         let mut len = 0;
         let mut spilled = Vec::new();
-        for ack in self.conns.values().filter(|c| c.superseded.is_none()).filter_map(SlaveConn::ack) {
+        let identified_only = self.config.identified_only;
+        let counted = |c: &&SlaveConn| c.superseded.is_none() && (!identified_only || c.replica.is_some());
+        for ack in self.conns.values().filter(counted).filter_map(SlaveConn::ack) {
             if len < INLINE {
                 inline[len] = ack;
                 len += 1;

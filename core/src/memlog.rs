@@ -378,6 +378,11 @@ impl EpochLog for MemoryLog {
     fn confirm_offset(&self) -> Offset {
         self.lock().confirm
     }
+
+    fn confirmed_offset(&self) -> Offset {
+        // Puts never raise this log's confirm offset.
+        self.lock().confirm
+    }
 }
 
 impl LogWrite for MemoryLog {

@@ -348,3 +348,169 @@ fn with_ack_on_flushed_only_durable_bytes_are_acknowledged() {
     s.handle_input(clock.at(4), SlaveInput::Flushed { end: 150 }).unwrap();
     assert_eq!(acks(&drain(&mut s).0), [150]);
 }
+
+// ---- Issue 22: epochs from the master are trusted only as far as the controller said ----
+
+/// A slave told to follow a master elected in `elected`, connected and past its handshake
+/// send, whose log recorded `confirmed` as its confirmOffset.
+fn following(
+    clock: &Clock,
+    elected: i32,
+    end: u64,
+    local: &[(i32, u64)],
+    confirmed: u64,
+    drop_confirmed: Option<std::ops::Range<u64>>,
+) -> AutoSwitchSlave {
+    let cfg = AutoSwitchSlaveConfig { master_epoch: Some(elected), drop_confirmed, ..config() };
+    let mut s = AutoSwitchSlave::new(cfg, clock.at(0), end, end, cache(local))
+        .unwrap()
+        .with_confirm_offset(confirmed);
+    assert_eq!(s.poll_output(), SlaveOutput::Connect);
+    s.handle_input(clock.at(0), SlaveInput::Connected).unwrap();
+    let _ = drain(&mut s);
+    s
+}
+
+fn writes(out: &[SlaveOutput]) -> Vec<&SlaveOutput> {
+    out.iter()
+        .filter(|o| {
+            matches!(
+                o,
+                SlaveOutput::Truncate { .. } | SlaveOutput::StoreEpochs(_) | SlaveOutput::Append { .. }
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_master_whose_last_epoch_is_below_the_elected_epoch_is_refused_before_anything_is_truncated() {
+    // The issue's case: epochs {1,2,3} up to 774000, told to follow epoch 4, and the master at
+    // that address answers with last epoch 2 and ends at 516000.
+    let clock = Clock::new();
+    let mut s = following(&clock, 4, 774_000, &[(1, 0), (2, 258_000), (3, 516_000)], 0, None);
+    s.handle_input(clock.at(1), SlaveInput::Received(reply(516_000, &[(1, 0), (2, 258_000)]))).unwrap();
+    let (out, next) = drain(&mut s);
+    assert_eq!(peer_errors(&out), [PeerError::MasterBehindElectedEpoch { master_last_epoch: 2, elected: 4 }]);
+    assert!(writes(&out).is_empty(), "nothing truncated or written: {out:?}");
+    assert!(acks(&out).is_empty());
+    assert_eq!(s.end(), 774_000);
+    assert_eq!(s.epochs(), &cache(&[(1, 0), (2, 258_000), (3, 516_000)]));
+    // It tries again after the back-off.
+    s.handle_timeout(next);
+    assert_eq!(s.poll_output(), SlaveOutput::Connect);
+}
+
+#[test]
+fn a_master_whose_last_epoch_is_below_this_logs_last_epoch_is_refused() {
+    // Told epoch 2 (a stale order) by a master whose last epoch is 2, while this log holds 3.
+    let clock = Clock::new();
+    let mut s = following(&clock, 2, 774_000, &[(1, 0), (2, 258_000), (3, 516_000)], 0, None);
+    s.handle_input(clock.at(1), SlaveInput::Received(reply(516_000, &[(1, 0), (2, 258_000)]))).unwrap();
+    let (out, _) = drain(&mut s);
+    assert_eq!(
+        peer_errors(&out),
+        [PeerError::MasterBehindLocalEpoch { master_last_epoch: 2, local_last_epoch: 3 }]
+    );
+    assert!(writes(&out).is_empty(), "{out:?}");
+    // The handshake's last-epoch field cannot hide a list that ends lower.
+    let mut s = following(&clock, 3, 774_000, &[(1, 0), (2, 258_000), (3, 516_000)], 0, None);
+    let entries =
+        vec![EpochEntry { epoch: 1, start_offset: 0 }, EpochEntry { epoch: 2, start_offset: 258_000 }];
+    let lying = HandshakeReply { max_offset: 516_000, last_epoch: 3, entries }.encode();
+    s.handle_input(clock.at(1), SlaveInput::Received(Bytes::from(lying))).unwrap();
+    let (out, _) = drain(&mut s);
+    assert_eq!(peer_errors(&out), [PeerError::MasterBehindElectedEpoch { master_last_epoch: 2, elected: 3 }]);
+    assert!(writes(&out).is_empty(), "{out:?}");
+}
+
+#[test]
+fn an_epoch_above_the_elected_one_is_refused_before_it_is_recorded() {
+    let clock = Clock::new();
+    // In the handshake: a fake master announcing epoch 2147483647.
+    let mut s = following(&clock, 4, 1000, &[(1, 0)], 0, None);
+    s.handle_input(clock.at(1), SlaveInput::Received(reply(2000, &[(1, 0), (i32::MAX, 1000)]))).unwrap();
+    let (out, _) = drain(&mut s);
+    assert_eq!(peer_errors(&out), [PeerError::EpochAboveElected { epoch: i32::MAX, elected: 4 }]);
+    assert!(writes(&out).is_empty(), "{out:?}");
+    assert_eq!(s.epochs(), &cache(&[(1, 0)]));
+    // In a transfer frame, after an honest handshake.
+    let mut s = following(&clock, 4, 1000, &[(1, 0)], 0, None);
+    s.handle_input(clock.at(1), SlaveInput::Received(reply(1000, &[(1, 0), (4, 1000)]))).unwrap();
+    assert_eq!(acks(&drain(&mut s).0), [1000]);
+    s.handle_input(clock.at(2), SlaveInput::Received(transfer(1000, i32::MAX, 1000, 1500, &[9; 500])))
+        .unwrap();
+    let (out, _) = drain(&mut s);
+    assert_eq!(peer_errors(&out), [PeerError::EpochAboveElected { epoch: i32::MAX, elected: 4 }]);
+    assert!(writes(&out).is_empty(), "{out:?}");
+    assert!(!out.iter().any(|o| matches!(o, SlaveOutput::ConfirmOffset(_))), "{out:?}");
+    assert_eq!(s.epochs(), &cache(&[(1, 0)]));
+    // The elected epoch itself is recorded as usual.
+    let mut s = following(&clock, 4, 1000, &[(1, 0)], 0, None);
+    s.handle_input(clock.at(1), SlaveInput::Received(reply(1000, &[(1, 0), (4, 1000)]))).unwrap();
+    let _ = drain(&mut s);
+    s.handle_input(clock.at(2), SlaveInput::Received(transfer(1000, 4, 1000, 1000, &[9; 500]))).unwrap();
+    let (out, _) = drain(&mut s);
+    assert!(peer_errors(&out).is_empty(), "{out:?}");
+    assert_eq!(s.epochs(), &cache(&[(1, 0), (4, 1000)]));
+}
+
+#[test]
+fn a_truncation_below_the_recorded_confirm_offset_is_refused_unless_exactly_those_bytes_are_allowed() {
+    let clock = Clock::new();
+    // Old master: epochs 1@0, 2@300, wrote to 700, all of it confirmed. New master (epoch 3)
+    // ended epoch 2 at 450.
+    let local = [(1, 0), (2, 300)];
+    let master = [(1, 0), (2, 300), (3, 450)];
+    let mut s = following(&clock, 3, 700, &local, 700, None);
+    s.handle_input(clock.at(1), SlaveInput::Received(reply(900, &master))).unwrap();
+    let (out, _) = drain(&mut s);
+    let errors = peer_errors(&out);
+    assert_eq!(errors, [PeerError::WouldTruncateConfirmed { point: 450, confirm_offset: 700 }]);
+    let text = errors[0].to_string();
+    assert!(text.contains("haSlaveDropConfirmed=450-700") && text.contains("250 confirmed bytes"), "{text}");
+    assert!(writes(&out).is_empty(), "{out:?}");
+    assert_eq!(s.end(), 700);
+    // An override naming other bytes changes nothing.
+    let mut s = following(&clock, 3, 700, &local, 700, Some(450..699));
+    s.handle_input(clock.at(1), SlaveInput::Received(reply(900, &master))).unwrap();
+    let (out, _) = drain(&mut s);
+    assert_eq!(peer_errors(&out), [PeerError::WouldTruncateConfirmed { point: 450, confirm_offset: 700 }]);
+    assert!(writes(&out).is_empty(), "{out:?}");
+    // The override naming exactly them lets the truncation go ahead.
+    let mut s = following(&clock, 3, 700, &local, 700, Some(450..700));
+    s.handle_input(clock.at(1), SlaveInput::Received(reply(900, &master))).unwrap();
+    let (out, _) = drain(&mut s);
+    assert!(peer_errors(&out).is_empty(), "{out:?}");
+    assert!(out.contains(&SlaveOutput::Truncate {
+        offset: 450,
+        epochs: vec![EpochEntry { epoch: 1, start_offset: 0 }, EpochEntry { epoch: 2, start_offset: 300 }]
+    }));
+    // Above the confirmOffset, a divergent tail is truncated as before.
+    let mut s = following(&clock, 3, 700, &local, 400, None);
+    s.handle_input(clock.at(1), SlaveInput::Received(reply(900, &master))).unwrap();
+    assert!(drain(&mut s).0.iter().any(|o| matches!(o, SlaveOutput::Truncate { offset: 450, .. })));
+}
+
+#[test]
+fn a_confirm_offset_learned_while_streaming_also_bounds_the_next_truncation() {
+    let clock = Clock::new();
+    let mut s = following(&clock, 2, 300, &[(1, 0), (2, 300)], 0, None);
+    s.handle_input(clock.at(1), SlaveInput::Received(reply(300, &[(1, 0), (2, 300)]))).unwrap();
+    let _ = drain(&mut s);
+    s.handle_input(clock.at(2), SlaveInput::Received(transfer(300, 2, 300, 700, &[1; 400]))).unwrap();
+    let _ = drain(&mut s);
+    s.handle_input(clock.at(2), SlaveInput::Appended { end: 700 }).unwrap();
+    let _ = drain(&mut s);
+    assert_eq!(s.confirm_floor(), 700);
+    // The connection drops; whoever answers next has only up to 450 of epoch 2.
+    s.handle_input(clock.at(3), SlaveInput::Closed).unwrap();
+    let (_, next) = drain(&mut s);
+    s.handle_timeout(next);
+    assert_eq!(s.poll_output(), SlaveOutput::Connect);
+    s.handle_input(next, SlaveInput::Connected).unwrap();
+    let _ = drain(&mut s);
+    s.handle_input(next, SlaveInput::Received(reply(450, &[(1, 0), (2, 300)]))).unwrap();
+    let (out, _) = drain(&mut s);
+    assert!(writes(&out).is_empty(), "{out:?}");
+    assert!(acks(&out).is_empty());
+}

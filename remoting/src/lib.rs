@@ -19,6 +19,9 @@
 //! - **Typed headers and bodies** ([`header`], [`body`]): Java's `CommandCustomHeader` classes
 //!   over extFields, with required-field checks and errors a broker can answer with Java's code
 //!   and remark, and the JSON bodies simple enough to be protocol types.
+//! - **The server's connection** ([`server`]): one accepted connection's state machine
+//!   (requests out, responses in any order, one-way handling, the in-flight cap, idle, slow and
+//!   bad-frame closes), and the caps on connections and requests across connections.
 //!
 //! ## Errors
 //!
@@ -71,6 +74,7 @@ mod frame;
 pub mod fuzzing;
 pub mod header;
 mod json;
+pub mod server;
 
 pub use code::{LanguageCode, RequestCode, ResponseCode};
 pub use command::{ExtFields, FLAG_ONEWAY, FLAG_RESPONSE, MAX_HEADER_LEN, RemotingCommand, SerializeType};
@@ -84,6 +88,8 @@ pub mod version {
     /// `V3_0_11`: a NameServer reads `REGISTER_BROKER` bodies as `RegisterBrokerBody` (with
     /// filter servers) from this version on.
     pub const V3_0_11: i32 = 37;
+    /// `V3_4_9`: a broker honours a retry send's `maxReconsumeTimes` from this version on.
+    pub const V3_4_9: i32 = 121;
     /// `V4_9_4`: a NameServer sends routes as standard JSON (quoted keys) from this version on.
     pub const V4_9_4: i32 = 401;
     /// `V4_9_7`: rocketmq-client 4.9.7's `CURRENT_VERSION`.

@@ -390,15 +390,17 @@ pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-/// Two consecutive free ports (listenPort, haListenPort = listenPort + 1).
+/// Three consecutive free ports (listenPort, haListenPort = listenPort + 1, httpListenPort =
+/// listenPort + 2).
 pub fn free_port_pair() -> anyhow::Result<u16> {
     for _ in 0..200 {
         let port = free_port()?;
-        if port < 65535 && std::net::TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+        let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
+        if port < 65534 && free(port + 1) && free(port + 2) {
             return Ok(port);
         }
     }
-    bail!("no two consecutive free ports")
+    bail!("no three consecutive free ports")
 }
 
 /// A spawned `logship slave` with default config but for the settings given.
@@ -444,7 +446,7 @@ impl LogshipSlave {
                 }
             }
         });
-        Ok(Self { child, port, stderr })
+        Ok(Self { child, port: port + 2, stderr })
     }
 
     /// Its last lines on stderr.

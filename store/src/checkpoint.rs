@@ -9,8 +9,11 @@
 //! The logship block at byte 256 records what recovery needs to be exact rather than heuristic:
 //! the flushed message boundary (everything before it is durable and whole, so an invalid record
 //! before it is corruption, not a torn tail), whether the last shutdown was clean and where the
-//! log ended then, the first offset of a log that adopted a non-segment-aligned start, and the
-//! commit-log offset up to which the consume queues are durable. It is protected by a CRC32.
+//! log ended then, the first offset of a log that adopted a non-segment-aligned start, the
+//! commit-log offset up to which the consume queues are durable, and (version 2) the
+//! replication-confirmed offset of controller mode, which local puts never raise (a slave
+//! never truncates below it). It is protected by a CRC32. Version 1 blocks still read; their
+//! confirmed offset is taken to be `confirmPhyOffset`.
 //! The page's other bytes are preserved as found.
 //!
 //! Everything the store reads lies in the page's first 512-byte sector, which disks write
@@ -26,9 +29,12 @@ use crate::error::{IoContext, StoreError};
 /// Length of the checkpoint file: one OS page, as RocketMQ maps it.
 pub(crate) const CHECKPOINT_LEN: usize = 4096;
 const BLOCK_AT: usize = 256;
-const BLOCK_LEN: usize = 8 + 4 + 4 + 8 * 4 + 4;
+/// A version 1 block: magic, version, flags, four offsets, CRC.
+const BLOCK_LEN_V1: usize = 8 + 4 + 4 + 8 * 4 + 4;
+/// A version 2 block: the same and the confirmed offset before the CRC.
+const BLOCK_LEN: usize = BLOCK_LEN_V1 + 8;
 const MAGIC: [u8; 8] = *b"LOGSHIP1";
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 const FLAG_CLEAN: u32 = 1;
 
 /// The logship block of the checkpoint.
@@ -44,6 +50,9 @@ pub(crate) struct LogshipState {
     pub(crate) min_offset: u64,
     /// The commit-log offset up to which consume-queue entries are durable.
     pub(crate) dispatched: u64,
+    /// The replication-confirmed offset (controller mode: what a master's sync-state-set
+    /// acknowledged, as this broker learned it); `None` in a version 1 block.
+    pub(crate) confirmed: Option<u64>,
 }
 
 /// The checkpoint's contents.
@@ -98,13 +107,15 @@ pub(crate) fn parse(path: &Path, page: &[u8]) -> Result<Checkpoint, StoreError> 
     }
     let block = &page[BLOCK_AT..BLOCK_AT + BLOCK_LEN];
     let logship = if block[..8] == MAGIC {
-        let crc = be_u32(block, BLOCK_LEN - 4);
-        if crc32fast::hash(&block[..BLOCK_LEN - 4]) != crc {
-            return Err(corrupt("logship block CRC mismatch".into()));
-        }
         let version = be_u32(block, 8);
-        if version != VERSION {
-            return Err(corrupt(format!("unsupported logship block version {version}")));
+        let len = match version {
+            1 => BLOCK_LEN_V1,
+            VERSION => BLOCK_LEN,
+            _ => return Err(corrupt(format!("unsupported logship block version {version}"))),
+        };
+        let crc = be_u32(block, len - 4);
+        if crc32fast::hash(&block[..len - 4]) != crc {
+            return Err(corrupt("logship block CRC mismatch".into()));
         }
         let flags = be_u32(block, 12);
         if flags & !FLAG_CLEAN != 0 {
@@ -116,12 +127,14 @@ pub(crate) fn parse(path: &Path, page: &[u8]) -> Result<Checkpoint, StoreError> 
             clean_end: be_u64(block, 24),
             min_offset: be_u64(block, 32),
             dispatched: be_u64(block, 40),
+            confirmed: (version >= 2).then(|| be_u64(block, 48)),
         };
         for (name, v) in [
             ("flushed", state.flushed),
             ("clean_end", state.clean_end),
             ("min_offset", state.min_offset),
             ("dispatched", state.dispatched),
+            ("confirmed", state.confirmed.unwrap_or(0)),
         ] {
             if v > i64::MAX as u64 {
                 return Err(corrupt(format!("logship {name} offset {v} is out of range")));
@@ -166,6 +179,7 @@ fn render(page: &mut [u8], ckpt: &Checkpoint) {
             block[24..32].copy_from_slice(&s.clean_end.to_be_bytes());
             block[32..40].copy_from_slice(&s.min_offset.to_be_bytes());
             block[40..48].copy_from_slice(&s.dispatched.to_be_bytes());
+            block[48..56].copy_from_slice(&s.confirmed.unwrap_or(0).to_be_bytes());
             let crc = crc32fast::hash(&block[..BLOCK_LEN - 4]);
             block[BLOCK_LEN - 4..].copy_from_slice(&crc.to_be_bytes());
         }
@@ -241,8 +255,23 @@ mod tests {
                 clean_end: 200,
                 min_offset: 5,
                 dispatched: 150,
+                confirmed: Some(120),
             }),
         }
+    }
+
+    #[test]
+    fn a_version_1_block_still_reads_without_a_confirmed_offset() {
+        let mut page = vec![0; CHECKPOINT_LEN];
+        let block = &mut page[BLOCK_AT..BLOCK_AT + BLOCK_LEN_V1];
+        block[..8].copy_from_slice(&MAGIC);
+        block[8..12].copy_from_slice(&1u32.to_be_bytes());
+        block[16..24].copy_from_slice(&100u64.to_be_bytes());
+        let crc = crc32fast::hash(&block[..BLOCK_LEN_V1 - 4]);
+        block[BLOCK_LEN_V1 - 4..].copy_from_slice(&crc.to_be_bytes());
+        let c = parse(Path::new("c"), &page).unwrap();
+        let state = c.logship.unwrap();
+        assert_eq!((state.flushed, state.confirmed), (100, None));
     }
 
     #[test]

@@ -260,6 +260,28 @@ pub struct Message {
     pub reconsume_times: i32,
     /// For transactional messages: the offset of the prepared message.
     pub prepared_transaction_offset: i64,
+    /// Java's `propertiesString`: when set, stored as the properties exactly as it is (a Java
+    /// broker's layout and order, which [`properties`](Self::properties) cannot express);
+    /// `properties` is then not stored. At most 32 767 bytes.
+    pub properties_string: Option<String>,
+    /// A batch (`SEND_BATCH_MESSAGE`, Java's `MessageExtBatch`): when not empty, these are
+    /// stored instead of this message's own body, flag and properties, one record each, on
+    /// consecutive queue offsets of this message's topic and queue, in one append (they are
+    /// never split across segments), each with this message's `sysFlag`, born timestamp and
+    /// host, and reconsume times.
+    pub batch: Vec<BatchEntry>,
+}
+
+/// One message of a batch ([`Message::batch`]): what differs between the batch's messages.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchEntry {
+    /// The application flag.
+    pub flag: i32,
+    /// The body.
+    pub body: Bytes,
+    /// The properties string, stored as it is (Java 5.5 stores each message's as the producer
+    /// encoded it).
+    pub properties_string: String,
 }
 
 impl Message {
@@ -276,6 +298,8 @@ impl Message {
             born_host: SocketAddr::from(([127, 0, 0, 1], 0)),
             reconsume_times: 0,
             prepared_transaction_offset: 0,
+            properties_string: None,
+            batch: Vec::new(),
         }
     }
 
@@ -297,10 +321,43 @@ impl Message {
         self
     }
 
-    /// The value of the `TAGS` property.
+    /// The value of the `TAGS` property (of [`properties`](Self::properties)).
     pub fn tags(&self) -> Option<&str> {
         property(&self.properties, PROPERTY_TAGS)
     }
+}
+
+/// RocketMQ's topic of delayed messages (`TopicValidator.RMQ_SYS_SCHEDULE_TOPIC`): its
+/// consume-queue tags codes are delivery times.
+pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
+/// The property holding a message's delay level (`MessageConst.PROPERTY_DELAY_TIME_LEVEL`).
+pub const PROPERTY_DELAY_TIME_LEVEL: &str = "DELAY";
+
+/// The consume-queue tags code of a message stored at `store_timestamp` in `topic` with these
+/// encoded properties (RocketMQ's `checkMessageAndReturnSize`): in [`SCHEDULE_TOPIC`], a
+/// message with a `DELAY` level above 0 gets its delivery time, `store_timestamp` plus the
+/// level's delay from `delays_ms` (level 1 first; a level beyond the last is the last); any
+/// other message the Java hash of its `TAGS` (0 without).
+pub fn cq_tags_code(topic: &[u8], properties: &[u8], store_timestamp: i64, delays_ms: &[i64]) -> i64 {
+    match schedule_delay(topic, properties, delays_ms) {
+        Some(delay) => store_timestamp.saturating_add(delay),
+        None => tags_code_of_properties(properties),
+    }
+}
+
+/// The delay of a message of the schedule topic with a `DELAY` level above 0 (see
+/// [`cq_tags_code`]); `None` for any other.
+fn schedule_delay(topic: &[u8], properties: &[u8], delays_ms: &[i64]) -> Option<i64> {
+    if topic != SCHEDULE_TOPIC.as_bytes() || delays_ms.is_empty() {
+        return None;
+    }
+    let level = property_entries(properties)
+        .filter(|(name, _)| *name == PROPERTY_DELAY_TIME_LEVEL.as_bytes())
+        .last()
+        .and_then(|(_, v)| std::str::from_utf8(v).ok()?.parse::<i64>().ok())
+        .filter(|&l| l > 0)?;
+    let at = usize::try_from(level.min(delays_ms.len() as i64) - 1).ok()?;
+    Some(delays_ms[at])
 }
 
 /// The fields the store fills in when it writes a message.
@@ -512,45 +569,6 @@ pub(crate) fn tags_code_of_properties(props: &[u8]) -> i64 {
     }
 }
 
-/// The property holding a message's delay level (`MessageConst.PROPERTY_DELAY_TIME_LEVEL`).
-pub const PROPERTY_DELAY_TIME_LEVEL: &str = "DELAY";
-
-/// The topic delayed messages wait in, one queue per delay level (`RMQ_SYS_SCHEDULE_TOPIC`).
-pub const SCHEDULE_TOPIC: &str = "SCHEDULE_TOPIC_XXXX";
-
-/// The consume-queue tag code Java's dispatch (`CommitLog.checkMessageAndReturnSize`) gives a
-/// message: in [`SCHEDULE_TOPIC`], a message whose `DELAY` property is a level above 0 is
-/// indexed by its delivery time, `store_timestamp + delay(level)` (the level clamped to the
-/// highest of `delay_millis`; a level without a delay is due a second after it was stored, as
-/// Java's `computeDeliverTimestamp`); every other message by `tags_code`. A `DELAY` that is not
-/// a number makes Java's dispatch fail; here the message keeps its tag code.
-pub fn consume_queue_tags_code(
-    topic: &str,
-    tags_code: i64,
-    delay_level: Option<&str>,
-    store_timestamp: i64,
-    delay_millis: &[i64],
-) -> i64 {
-    if topic != SCHEDULE_TOPIC {
-        return tags_code;
-    }
-    let Some(level) = delay_level.and_then(|d| d.parse::<i32>().ok()) else {
-        return tags_code;
-    };
-    let max = i32::try_from(delay_millis.len()).unwrap_or(i32::MAX);
-    let level = level.min(max);
-    if level <= 0 {
-        return tags_code;
-    }
-    let delay = delay_millis.get(level as usize - 1).copied().unwrap_or(1000);
-    store_timestamp.saturating_add(delay)
-}
-
-/// The value of the last `name` property of an encoded properties string.
-pub(crate) fn property_of_encoded<'a>(props: &'a [u8], name: &str) -> Option<&'a [u8]> {
-    property_entries(props).filter(|(n, _)| *n == name.as_bytes()).last().map(|(_, v)| v)
-}
-
 /// Whether `topic` is a legal topic name (RocketMQ 5.x `TopicValidator`: 1 to 127 characters of
 /// `[%|a-zA-Z0-9_-]`, up to 255 for retry and DLQ topics). The store uses the topic as a
 /// directory name, so this also keeps paths safe.
@@ -569,16 +587,66 @@ fn valid_topic_chars(topic: &[u8]) -> bool {
         && topic.iter().all(|&b| b.is_ascii_alphanumeric() || matches!(b, b'%' | b'|' | b'_' | b'-'))
 }
 
-/// A message validated and encoded as far as possible before the put lock is taken: only the
-/// queue offset, physical offset and store timestamp remain to be filled in.
+/// The properties of one record, as they will be written.
+enum Props {
+    Pairs(Vec<(String, String)>),
+    Raw(String),
+}
+
+impl Props {
+    fn write(&self, w: &mut SliceWriter<'_>) {
+        match self {
+            Self::Pairs(pairs) => {
+                for (name, value) in pairs {
+                    w.bytes(name.as_bytes());
+                    w.bytes(&[NAME_VALUE_SEPARATOR as u8]);
+                    w.bytes(value.as_bytes());
+                    w.bytes(&[PROPERTY_SEPARATOR as u8]);
+                }
+            }
+            Self::Raw(raw) => w.bytes(raw.as_bytes()),
+        }
+    }
+
+    fn encoded(&self) -> Vec<u8> {
+        let mut out = vec![0; self.len()];
+        self.write(&mut SliceWriter { out: &mut out, at: 0 });
+        out
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Self::Pairs(pairs) => pairs.iter().map(|(n, v)| n.len() + v.len() + 2).sum(),
+            Self::Raw(raw) => raw.len(),
+        }
+    }
+}
+
+/// One record of a prepared put.
+struct PreparedRecord {
+    flag: i32,
+    body: Bytes,
+    props: Props,
+    body_crc: i32,
+    len: usize,
+    /// The tags code, or the delay to add to the store timestamp (the schedule topic).
+    tags: Tags,
+}
+
+#[derive(Clone, Copy)]
+enum Tags {
+    Code(i64),
+    DeliverAfter(i64),
+}
+
+/// A message (or batch) validated and encoded as far as possible before the put lock is taken:
+/// only the queue offsets, physical offsets and store timestamp remain to be filled in.
 pub(crate) struct PreparedMessage {
     message: Message,
-    properties_len: usize,
+    records: Vec<PreparedRecord>,
     sys_flag: i32,
-    body_crc: i32,
     store_host: SocketAddr,
     len: usize,
-    tags_code: i64,
 }
 
 impl PreparedMessage {
@@ -587,16 +655,23 @@ impl PreparedMessage {
         store_host: SocketAddr,
         max_message_size: usize,
     ) -> Result<Self, EncodeError> {
+        Self::with_delays(message, store_host, max_message_size, &[])
+    }
+
+    /// [`new`](Self::new), with the delay levels that give the schedule topic's tags codes
+    /// ([`cq_tags_code`]).
+    pub(crate) fn with_delays(
+        mut message: Message,
+        store_host: SocketAddr,
+        max_message_size: usize,
+        delays_ms: &[i64],
+    ) -> Result<Self, EncodeError> {
         // The writer writes V1, whose topic length is one byte.
         if !valid_topic(message.topic.as_bytes()) || message.topic.len() > MAX_TOPIC_LEN {
             return Err(EncodeError::IllegalTopic { topic: message.topic });
         }
         if message.queue_id < 0 {
             return Err(EncodeError::IllegalQueueId { queue_id: message.queue_id });
-        }
-        let properties_len = properties_len(&message.properties)?;
-        if properties_len > MAX_PROPERTIES_LEN {
-            return Err(EncodeError::PropertiesTooLong { len: properties_len });
         }
         let mut sys_flag = message.sys_flag & !(sys_flag::BORNHOST_V6 | sys_flag::STOREHOST_V6);
         if message.born_host.is_ipv6() {
@@ -605,18 +680,71 @@ impl PreparedMessage {
         if store_host.is_ipv6() {
             sys_flag |= sys_flag::STOREHOST_V6;
         }
-        let len =
-            stored_len(MessageVersion::V1, sys_flag, message.body.len(), message.topic.len(), properties_len);
-        if len > max_message_size || len > i32::MAX as usize {
-            return Err(EncodeError::TooLarge { len, max: max_message_size.min(i32::MAX as usize) });
+        let batch = std::mem::take(&mut message.batch);
+        let mut parts: Vec<(i32, Bytes, Props)> = Vec::with_capacity(batch.len().max(1));
+        if batch.is_empty() {
+            let props = match message.properties_string.take() {
+                Some(raw) => Props::Raw(raw),
+                None => {
+                    properties_len(&message.properties)?;
+                    Props::Pairs(std::mem::take(&mut message.properties))
+                }
+            };
+            parts.push((message.flag, message.body.clone(), props));
+        } else {
+            parts.extend(batch.into_iter().map(|e| (e.flag, e.body, Props::Raw(e.properties_string))));
         }
-        let body_crc = body_crc(&message.body);
-        let tags_code = message.tags().map_or(0, tags_code);
-        Ok(Self { message, properties_len, sys_flag, body_crc, store_host, len, tags_code })
+        let mut records = Vec::with_capacity(parts.len());
+        let mut len = 0usize;
+        let schedule = message.topic == SCHEDULE_TOPIC;
+        for (flag, body, props) in parts {
+            let properties_len = props.len();
+            if properties_len > MAX_PROPERTIES_LEN {
+                return Err(EncodeError::PropertiesTooLong { len: properties_len });
+            }
+            let record_len =
+                stored_len(MessageVersion::V1, sys_flag, body.len(), message.topic.len(), properties_len);
+            if record_len > max_message_size || record_len > i32::MAX as usize {
+                return Err(EncodeError::TooLarge {
+                    len: record_len,
+                    max: max_message_size.min(i32::MAX as usize),
+                });
+            }
+            let tags = if schedule {
+                let encoded = props.encoded();
+                match schedule_delay(message.topic.as_bytes(), &encoded, delays_ms) {
+                    Some(delay) => Tags::DeliverAfter(delay),
+                    None => Tags::Code(tags_code_of_properties(&encoded)),
+                }
+            } else {
+                match &props {
+                    Props::Pairs(pairs) => Tags::Code(property(pairs, PROPERTY_TAGS).map_or(0, tags_code)),
+                    Props::Raw(raw) => Tags::Code(tags_code_of_properties(raw.as_bytes())),
+                }
+            };
+            let body_crc = body_crc(&body);
+            len += record_len;
+            records.push(PreparedRecord { flag, body, props, body_crc, len: record_len, tags });
+        }
+        if len > i32::MAX as usize {
+            return Err(EncodeError::TooLarge { len, max: i32::MAX as usize });
+        }
+        Ok(Self { message, records, sys_flag, store_host, len })
     }
 
+    /// Bytes of every record together.
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// How many records (1, or a batch's messages).
+    pub(crate) fn count(&self) -> usize {
+        self.records.len()
+    }
+
+    /// Each record's length.
+    pub(crate) fn record_lens(&self) -> impl Iterator<Item = usize> + '_ {
+        self.records.iter().map(|r| r.len)
     }
 
     pub(crate) fn topic(&self) -> &str {
@@ -627,13 +755,12 @@ impl PreparedMessage {
         self.message.queue_id
     }
 
-    pub(crate) fn tags_code(&self) -> i64 {
-        self.tags_code
-    }
-
-    /// The message's `DELAY` property.
-    pub(crate) fn delay_level(&self) -> Option<&str> {
-        property(&self.message.properties, PROPERTY_DELAY_TIME_LEVEL)
+    /// Record `i`'s tags code, for a store timestamp.
+    pub(crate) fn tags_code(&self, i: usize, store_timestamp: i64) -> i64 {
+        match self.records[i].tags {
+            Tags::Code(c) => c,
+            Tags::DeliverAfter(d) => store_timestamp.saturating_add(d),
+        }
     }
 
     /// Whether the message goes into a consume queue (prepared and rolled-back transactional
@@ -642,7 +769,9 @@ impl PreparedMessage {
         dispatched_sys_flag(self.sys_flag)
     }
 
-    /// Writes the message into `out`, which must be exactly [`len`](Self::len) bytes.
+    /// Writes every record into `out`, which must be exactly [`len`](Self::len) bytes: record
+    /// `i` at queue offset `queue_offset + i` (or 0, undispatched), back to back from
+    /// `physical_offset`.
     pub(crate) fn write(
         &self,
         out: &mut [u8],
@@ -653,30 +782,30 @@ impl PreparedMessage {
         debug_assert_eq!(out.len(), self.len);
         let m = &self.message;
         let mut w = SliceWriter { out, at: 0 };
-        w.i32(self.len as i32);
-        w.i32(MESSAGE_MAGIC_CODE_V1);
-        w.i32(self.body_crc);
-        w.i32(m.queue_id);
-        w.i32(m.flag);
-        w.i64(queue_offset);
-        w.i64(physical_offset);
-        w.i32(self.sys_flag);
-        w.i64(m.born_timestamp);
-        w.host(m.born_host);
-        w.i64(store_timestamp);
-        w.host(self.store_host);
-        w.i32(m.reconsume_times);
-        w.i64(m.prepared_transaction_offset);
-        w.i32(m.body.len() as i32);
-        w.bytes(&m.body);
-        w.bytes(&[m.topic.len() as u8]);
-        w.bytes(m.topic.as_bytes());
-        w.bytes(&(self.properties_len as i16).to_be_bytes());
-        for (name, value) in &m.properties {
-            w.bytes(name.as_bytes());
-            w.bytes(&[NAME_VALUE_SEPARATOR as u8]);
-            w.bytes(value.as_bytes());
-            w.bytes(&[PROPERTY_SEPARATOR as u8]);
+        for (i, r) in self.records.iter().enumerate() {
+            let start = w.at;
+            let qo = if self.is_dispatched() { queue_offset + i as i64 } else { queue_offset };
+            w.i32(r.len as i32);
+            w.i32(MESSAGE_MAGIC_CODE_V1);
+            w.i32(r.body_crc);
+            w.i32(m.queue_id);
+            w.i32(r.flag);
+            w.i64(qo);
+            w.i64(physical_offset + start as i64);
+            w.i32(self.sys_flag);
+            w.i64(m.born_timestamp);
+            w.host(m.born_host);
+            w.i64(store_timestamp);
+            w.host(self.store_host);
+            w.i32(m.reconsume_times);
+            w.i64(m.prepared_transaction_offset);
+            w.i32(r.body.len() as i32);
+            w.bytes(&r.body);
+            w.bytes(&[m.topic.len() as u8]);
+            w.bytes(m.topic.as_bytes());
+            w.bytes(&(r.props.len() as i16).to_be_bytes());
+            r.props.write(&mut w);
+            debug_assert_eq!(w.at - start, r.len);
         }
         debug_assert_eq!(w.at, self.len);
     }
@@ -1194,7 +1323,7 @@ mod tests {
             }
             let msg = Message {
                 topic, queue_id, flag, body: Bytes::from(body), properties, sys_flag, born_timestamp, born_host,
-                reconsume_times, prepared_transaction_offset,
+                reconsume_times, prepared_transaction_offset, properties_string: None, batch: Vec::new(),
             };
             let fields = StoreFields { queue_offset, physical_offset, store_timestamp, store_host };
             let bytes = Bytes::from(encode(&msg, &fields).unwrap());

@@ -33,6 +33,11 @@ pub struct RecoveryOptions {
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub struct StoreConfig {
+    /// RocketMQ's `messageDelayLevel` in milliseconds, level 1 first: in `SCHEDULE_TOPIC_XXXX`
+    /// a message's consume-queue tags code is its delivery time, its store timestamp plus its
+    /// `DELAY` level's delay, as RocketMQ's (see [`cq_tags_code`](crate::codec::cq_tags_code));
+    /// empty: tags codes as in any topic. RocketMQ's 18 default levels by default.
+    pub schedule_delays_ms: Vec<i64>,
     /// Size of each commit-log segment (`mappedFileSizeCommitLog`, 1 GiB). Must be equal on a
     /// master and its slaves. A multiple of the 4 KiB page size.
     pub mapped_file_size_commit_log: u64,
@@ -111,18 +116,30 @@ pub struct StoreConfig {
     /// the classic mode. A put indexes its own message (and what precedes it) at once and
     /// raises the confirm offset to its end.
     pub dispatch_up_to_confirm: bool,
-    /// The delay of each level of `messageDelayLevel`, in milliseconds (`millis[level - 1]`;
-    /// RocketMQ's 18 levels `1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h` by
-    /// default). The consume queues of `SCHEDULE_TOPIC_XXXX` index a message by its delivery
-    /// time, `store timestamp + delay(level)` with the level of its `DELAY` property (clamped to
-    /// the highest), as Java's dispatch does; a slave and a master must agree on it. The broker
-    /// sets it from the same `messageDelayLevel` its schedule service uses.
-    pub message_delay_level_millis: Vec<i64>,
+    /// Controller mode (RocketMQ's `enableControllerMode=true`): a store holding data must
+    /// have a readable epoch file (the main one or its `.bak`), or it refuses to open with
+    /// [`StoreError::EpochFileMissing`](crate::StoreError::EpochFileMissing): without its
+    /// epochs, its log cannot be checked against a master's, and a divergent tail would be kept
+    /// and streamed on. A store without an epoch file gets an empty one at open, so that one
+    /// deleted later is noticed. Default false (the classic mode has no epochs).
+    pub require_epoch_file: bool,
+    /// With [`require_epoch_file`](Self::require_epoch_file): take a log without an epoch file
+    /// as it is, once, if its end is exactly this offset (a store that ran in the classic mode
+    /// entering controller mode, whose bytes carry no epoch). Naming the end keeps the override
+    /// from ever applying to another log: once the log grows, it no longer matches.
+    pub adopt_log_without_epochs: Option<u64>,
 }
 
 impl Default for StoreConfig {
     fn default() -> Self {
         Self {
+            // 1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h.
+            schedule_delays_ms: [
+                1, 5, 10, 30, 60, 120, 180, 240, 300, 360, 420, 480, 540, 600, 1200, 1800, 3600, 7200,
+            ]
+            .iter()
+            .map(|s| s * 1000)
+            .collect(),
             mapped_file_size_commit_log: 1024 * 1024 * 1024,
             mapped_file_size_consume_queue: 300_000 * CQ_ENTRY_SIZE,
             flush_disk_type: FlushDiskType::AsyncFlush,
@@ -150,17 +167,11 @@ impl Default for StoreConfig {
             store_path_commit_log: None,
             store_path_epoch_file: None,
             dispatch_up_to_confirm: false,
-            message_delay_level_millis: DEFAULT_DELAY_LEVEL_MILLIS.to_vec(),
+            require_epoch_file: false,
+            adopt_log_without_epochs: None,
         }
     }
 }
-
-/// The delays of RocketMQ's default `messageDelayLevel` (`1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m
-/// 9m 10m 20m 30m 1h 2h`), in milliseconds.
-pub const DEFAULT_DELAY_LEVEL_MILLIS: [i64; 18] = [
-    1_000, 5_000, 10_000, 30_000, 60_000, 120_000, 180_000, 240_000, 300_000, 360_000, 420_000, 480_000,
-    540_000, 600_000, 1_200_000, 1_800_000, 3_600_000, 7_200_000,
-];
 
 impl StoreConfig {
     /// Checks every field; the error names the first bad field and its value.
@@ -218,13 +229,6 @@ impl StoreConfig {
             if !(r > 0.0 && r <= 1.0) {
                 return Err(StoreConfigError::new(field, r, "must be a fraction in (0, 1]"));
             }
-        }
-        if let Some(bad) = self.message_delay_level_millis.iter().find(|&&ms| ms < 0) {
-            return Err(StoreConfigError::new(
-                "message_delay_level_millis",
-                bad,
-                "delays must not be negative",
-            ));
         }
         if self.delete_files_batch_max == 0 {
             return Err(StoreConfigError::new(

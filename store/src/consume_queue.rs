@@ -354,8 +354,8 @@ pub(crate) struct Dispatcher {
     pub(crate) error: Option<(u64, RecordError)>,
     /// Store timestamp and end offset of the last dispatched message.
     pub(crate) last_message: Option<(i64, u64)>,
-    /// The delays of the delay levels, for the tag codes of `SCHEDULE_TOPIC_XXXX`.
-    delay_millis: Vec<i64>,
+    /// The delay levels (ms) that make the schedule topic's tags codes.
+    schedule_delays_ms: Vec<i64>,
     /// Told of every new entry.
     pub(crate) listener: crate::arrival::ListenerSlot,
 }
@@ -371,21 +371,9 @@ impl Dispatcher {
             dispatched: 0,
             error: None,
             last_message: None,
-            delay_millis: config.message_delay_level_millis.clone(),
+            schedule_delays_ms: config.schedule_delays_ms.clone(),
             listener: crate::arrival::ListenerSlot::default(),
         }
-    }
-
-    /// The tag code a message of `topic` gets in its consume queue
-    /// ([`codec::consume_queue_tags_code`]).
-    pub(crate) fn tags_code_for(
-        &self,
-        topic: &str,
-        tags_code: i64,
-        delay_level: Option<&str>,
-        store_timestamp: i64,
-    ) -> i64 {
-        codec::consume_queue_tags_code(topic, tags_code, delay_level, store_timestamp, &self.delay_millis)
     }
 
     /// The queue offset the next message of `(topic, queue_id)` gets.
@@ -669,14 +657,12 @@ impl Dispatcher {
                         if codec::dispatched_sys_flag(v.sys_flag) {
                             if codec::valid_topic(v.topic) && v.queue_id >= 0 && v.queue_offset >= 0 {
                                 let topic = std::str::from_utf8(v.topic).expect("valid topics are ASCII");
-                                let tags = codec::tags_code_of_properties(v.properties);
-                                let delay = codec::property_of_encoded(
+                                let tags = codec::cq_tags_code(
+                                    v.topic,
                                     v.properties,
-                                    codec::PROPERTY_DELAY_TIME_LEVEL,
-                                )
-                                .map(String::from_utf8_lossy);
-                                let tags =
-                                    self.tags_code_for(topic, tags, delay.as_deref(), v.store_timestamp);
+                                    v.store_timestamp,
+                                    &self.schedule_delays_ms,
+                                );
                                 if let Err(e) = self.put_entry(
                                     topic,
                                     v.queue_id,

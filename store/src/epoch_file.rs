@@ -165,6 +165,11 @@ impl EpochFile {
         with_suffix(&self.path, ".bak")
     }
 
+    /// Whether the main file or its `.bak` copy exists (valid or not).
+    pub fn exists(&self) -> bool {
+        self.path.exists() || self.backup_path().exists()
+    }
+
     /// Reads the list: from the main file, or from the `.bak` copy when the main one is missing
     /// or invalid. Neither file present: an empty list (a store that never had an epoch).
     ///

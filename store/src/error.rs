@@ -297,7 +297,12 @@ pub enum StoreError {
     },
 
     /// Neither the epoch file nor its `.bak` copy holds a valid epoch list.
-    #[error("epoch file {path} is invalid ({reason}) and so is its copy {backup} ({backup_reason})")]
+    #[error(
+        "epoch file {path} is invalid ({reason}) and so is its copy {backup} ({backup_reason}). Ways out: \
+         restore either file from a backup of this broker; or refetch everything from the master (stop the \
+         broker, move the store directory aside, start it again with an empty store: it replicates the \
+         master's whole log)"
+    )]
     EpochFileCorrupt {
         /// The main epoch file.
         path: PathBuf,
@@ -307,6 +312,26 @@ pub enum StoreError {
         backup: PathBuf,
         /// What is wrong with the copy (or `missing`).
         backup_reason: String,
+    },
+
+    /// Controller mode ([`StoreConfig::require_epoch_file`](crate::StoreConfig::require_epoch_file)):
+    /// the store holds data but neither the epoch file nor its `.bak` copy exists, so its log
+    /// cannot be checked against a master's. Nothing was changed.
+    #[error(
+        "the store holds data up to offset {end} but neither its epoch file {path} nor its copy {backup} \
+         exists: controller mode cannot check this log against a master's. Ways out: restore either \
+         file from a backup of this broker; or refetch everything from the master (stop the broker, \
+         move the store directory aside, start it again with an empty store: it replicates the master's \
+         whole log); or, for a store that ran in the classic mode and never had epochs, take the log as \
+         it is once (adopt_log_without_epochs = {end}, the broker key adoptLogWithoutEpochs={end})"
+    )]
+    EpochFileMissing {
+        /// The main epoch file.
+        path: PathBuf,
+        /// The `.bak` copy.
+        backup: PathBuf,
+        /// The log's end after recovery.
+        end: u64,
     },
 
     /// An epoch list that an epoch file cannot hold (epochs not increasing, starts decreasing,

@@ -157,7 +157,7 @@ mod truncate;
 
 pub use arrival::{Arrival, ArrivalListener};
 pub use codec::{Message, MessageVersion, RecordError, StoreFields, StoredMessage};
-pub use config::{CQ_ENTRY_SIZE, DEFAULT_DELAY_LEVEL_MILLIS, FlushDiskType, RecoveryOptions, StoreConfig};
+pub use config::{CQ_ENTRY_SIZE, FlushDiskType, RecoveryOptions, StoreConfig};
 pub use consume_queue::CqEntry;
 pub use env::{Clock, DiskUsage, OsDiskUsage, StoreEnv, SystemClock};
 pub use epoch_file::{EpochEntry, EpochFile};

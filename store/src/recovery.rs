@@ -92,6 +92,8 @@ pub(crate) struct Recovered {
     pub(crate) report: RecoveryReport,
     pub(crate) epochs: EpochState,
     pub(crate) confirm: u64,
+    /// The replication-confirmed offset to start from.
+    pub(crate) confirmed: u64,
 }
 
 struct Loaded {
@@ -340,10 +342,33 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
     let kept = cut_log(&mut ctx, &commitlog_dir, end, &mut report)?;
     let (min, end) = if kept.is_empty() { (0, 0) } else { (min, end) };
     report.end = end;
+    let missing_epochs = config.require_epoch_file && !epoch_file.exists();
+    if missing_epochs && end > 0 && config.adopt_log_without_epochs != Some(end) {
+        return Err(StoreError::EpochFileMissing {
+            path: epoch_file.path().to_path_buf(),
+            backup: epoch_file.backup_path(),
+            end,
+        });
+    }
+    if missing_epochs && end > 0 {
+        tracing::warn!(
+            end,
+            path = %epoch_file.path().display(),
+            "taking a log without epochs as it is, as adopt_log_without_epochs says: its bytes cannot be \
+             checked against a master's"
+        );
+    }
     let (segments, active) = install_segments(kept, size, end, &report)?;
     // The confirm offset (controller mode) never exceeds the recovered end; with
     // `dispatch_up_to_confirm` nothing past it is indexed.
     let confirm = loaded.as_ref().map_or(0, |c| c.confirm_phy_offset as u64).min(end);
+    // A checkpoint from before the confirmed offset was kept (or from Java) takes its
+    // confirmPhyOffset for it.
+    let confirmed = loaded
+        .as_ref()
+        .map_or(0, |c| c.logship.and_then(|l| l.confirmed).unwrap_or(c.confirm_phy_offset as u64))
+        .min(end);
+    let confirmed = intent.map_or(confirmed, |cut| confirmed.min(cut));
     let dispatch_end = if config.dispatch_up_to_confirm { confirm.max(min) } else { end };
     let (dispatcher, queues, segments) = recover_consume_queues(
         root,
@@ -358,7 +383,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
 
     // Epochs that start past the recovered end lost their bytes in the crash.
     epochs.retain(|e| e.start_offset <= end);
-    if epochs != epochs_before || (intent.is_some() && epoch_file.path().exists()) {
+    if epochs != epochs_before || (intent.is_some() && epoch_file.path().exists()) || missing_epochs {
         epoch_file.write(&epochs)?;
     }
 
@@ -375,6 +400,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
         clean_end: 0,
         min_offset: min,
         dispatched: dispatcher.dispatched,
+        confirmed: Some(confirmed),
     });
     checkpoint.write(ckpt)?;
     if intent.is_some() {
@@ -397,6 +423,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
         report,
         epochs: EpochState { file: epoch_file, entries: epochs },
         confirm,
+        confirmed,
     })
 }
 

@@ -87,8 +87,13 @@ pub(crate) struct Shared {
     /// The epoch list of controller mode and its file.
     pub(crate) epochs: Mutex<EpochState>,
     /// The confirm offset (controller mode): with `dispatch_up_to_confirm`, replicated bytes are
-    /// indexed only below it. Recorded as the checkpoint's `confirmPhyOffset`.
+    /// indexed only below it. Recorded as the checkpoint's `confirmPhyOffset`. A put raises it
+    /// to its end (a master indexes its own messages at once).
     pub(crate) confirm: AtomicU64,
+    /// The replication-confirmed offset: the confirm offsets the HA layer set
+    /// ([`CommitLog::set_confirm_offset`]), never raised by a put. A slave never truncates
+    /// below it. Recorded in the checkpoint's logship block.
+    pub(crate) confirmed: AtomicU64,
 }
 
 impl Shared {
@@ -122,6 +127,7 @@ impl Shared {
             clean_end: if clean { end } else { 0 },
             min_offset: self.log.min.load(Ordering::Acquire),
             dispatched: cq_durable.unwrap_or(old.dispatched),
+            confirmed: Some(self.confirmed.load(Ordering::Acquire).min(i64::MAX as u64)),
         };
         c.confirm_phy_offset = self.confirm.load(Ordering::Acquire).min(i64::MAX as u64) as i64;
         if let Some((ts, msg_end)) = last {
@@ -311,10 +317,11 @@ impl Shared {
     }
 
     fn put(&self, message: Message) -> PutResult {
-        let prepared = match PreparedMessage::new(
+        let prepared = match PreparedMessage::with_delays(
             message,
             self.config.store_host,
             self.config.max_message_size as usize,
+            &self.config.schedule_delays_ms,
         ) {
             Ok(p) => p,
             Err(e) => {
@@ -352,6 +359,10 @@ impl Shared {
         let (topic, queue_id) = (prepared.topic(), prepared.queue_id());
         let queue_offset = if prepared.is_dispatched() { d.next_queue_offset(topic, queue_id) } else { 0 };
         let len = prepared.len();
+        if len as u64 + codec::BLANK_RECORD_LEN as u64 > self.log.segment_size {
+            tracing::debug!(len, "a batch larger than a segment; refused");
+            return PutResult::refused(PutStatus::MessageIllegal);
+        }
         // A slave turned master may hold an incomplete replicated record: it never will be.
         self.drop_pending(&mut w);
         if let Err(e) = self.make_room(&mut w, len) {
@@ -380,20 +391,21 @@ impl Shared {
         // Index it directly (the dispatcher would parse exactly these fields back).
         d.dispatched = new_end;
         if prepared.is_dispatched() {
-            let tags = d.tags_code_for(topic, prepared.tags_code(), prepared.delay_level(), store_timestamp);
-            if let Err(e) = d.put_entry(
-                topic,
-                queue_id,
-                queue_offset,
-                crate::consume_queue::NewEntry {
-                    physical_offset: offset,
-                    size: len as u32,
+            let mut at = offset;
+            for (i, record_len) in prepared.record_lens().enumerate() {
+                let tags = prepared.tags_code(i, store_timestamp);
+                let entry = crate::consume_queue::NewEntry {
+                    physical_offset: at,
+                    size: record_len as u32,
                     tags_code: tags,
                     store_timestamp,
-                },
-            ) {
-                tracing::error!(error = %e, offset, "consume-queue write failed; will retry from the log");
-                d.dispatched = offset;
+                };
+                if let Err(e) = d.put_entry(topic, queue_id, queue_offset + i as u64, entry) {
+                    tracing::error!(error = %e, offset = at, "consume-queue write failed; will retry from the log");
+                    d.dispatched = at;
+                    break;
+                }
+                at += record_len as u64;
             }
         }
         d.last_message = Some((store_timestamp, new_end));
@@ -402,13 +414,22 @@ impl Shared {
         }
         self.log.dispatched.store(d.dispatched, Ordering::Release);
         drop(d);
-        PutResult {
-            status: PutStatus::PutOk,
-            offset,
-            wrote_bytes: len as u32,
-            queue_offset,
-            msg_id: codec::offset_msg_id(self.config.store_host, offset),
-        }
+        let msg_id = if prepared.count() == 1 {
+            codec::offset_msg_id(self.config.store_host, offset)
+        } else {
+            // A batch: every message's id, comma-separated (Java's AppendMessageResult).
+            let mut at = offset;
+            let ids: Vec<String> = prepared
+                .record_lens()
+                .map(|l| {
+                    let id = codec::offset_msg_id(self.config.store_host, at);
+                    at += l as u64;
+                    id
+                })
+                .collect();
+            ids.join(",")
+        };
+        PutResult { status: PutStatus::PutOk, offset, wrote_bytes: len as u32, queue_offset, msg_id }
     }
 
     fn append_at(&self, offset: Offset, data: &[u8]) -> Result<Offset, StoreError> {
@@ -836,6 +857,8 @@ pub struct CommitLog {
     pub(crate) shared: Arc<Shared>,
     threads: Mutex<Vec<JoinHandle<()>>>,
     report: RecoveryReport,
+    /// Truncations since open (see [`truncations`](Self::truncations)).
+    truncations: AtomicU64,
 }
 
 impl std::fmt::Debug for CommitLog {
@@ -914,10 +937,16 @@ impl CommitLog {
             lock_file: recovered.lock_file,
             epochs: Mutex::new(recovered.epochs),
             confirm: AtomicU64::new(recovered.confirm),
+            confirmed: AtomicU64::new(recovered.confirmed),
             config,
             env,
         });
-        let log = Self { shared, threads: Mutex::new(Vec::new()), report: recovered.report };
+        let log = Self {
+            shared,
+            threads: Mutex::new(Vec::new()),
+            report: recovered.report,
+            truncations: AtomicU64::new(0),
+        };
         // Each worker thread gets the narrow state it needs, never the commit log itself.
         let sh = &log.shared;
         type Service = (&'static str, Box<dyn FnOnce() + Send>);
@@ -1143,13 +1172,24 @@ impl CommitLog {
     /// nothing; only [`truncate_to`](Self::truncate_to) lowers it (to the cut). Recorded in the
     /// checkpoint (`confirmPhyOffset`) at the next checkpoint; after a crash, dispatch resumes
     /// below the recorded value until a new one is set. Returns the confirm offset in force.
+    ///
+    /// It also raises the replication-confirmed offset ([`confirmed_offset`](Self::confirmed_offset)),
+    /// which puts never raise.
     pub fn set_confirm_offset(&self, offset: Offset) -> Offset {
         let s = &self.shared;
+        s.confirmed.fetch_max(offset.min(s.log.end.load(Ordering::Acquire)), Ordering::AcqRel);
         let old = s.confirm.fetch_max(offset, Ordering::AcqRel);
         if offset > old {
             s.wake_reput();
         }
         old.max(offset)
+    }
+
+    /// The replication-confirmed offset of controller mode: the highest confirm offset the HA
+    /// layer set ([`set_confirm_offset`](Self::set_confirm_offset)) within the log, which local
+    /// puts never raise, kept in the checkpoint. Lowered only by a truncation.
+    pub fn confirmed_offset(&self) -> Offset {
+        self.shared.confirmed.load(Ordering::Acquire)
     }
 
     /// The epoch list of controller mode (`epochFileCheckpoint`), oldest first: which leader
@@ -1206,6 +1246,7 @@ impl CommitLog {
         crash_after: Option<TruncateStep>,
     ) -> Result<TruncateReport, StoreError> {
         let result = self.shared.truncate_to(offset, crash_after);
+        self.truncations.fetch_add(1, Ordering::AcqRel);
         if let Err(e) = &result {
             if !matches!(
                 e,
@@ -1227,6 +1268,19 @@ impl CommitLog {
     /// polling. It is called under the dispatch lock; see the trait for what it may do.
     pub fn set_arrival_listener(&self, listener: Option<std::sync::Arc<dyn crate::ArrivalListener>>) {
         lock(&self.shared.dispatcher).listener = crate::arrival::ListenerSlot(listener);
+    }
+
+    /// One past the last record indexed into the consume queues (what readers of the queues,
+    /// and the message index, may see).
+    pub fn dispatched_offset(&self) -> Offset {
+        self.shared.log.dispatched.load(Ordering::Acquire)
+    }
+
+    /// How many truncations ([`truncate_to`](Self::truncate_to)) started since the store was
+    /// opened: what follows the log from outside (the message index) re-reads it when this
+    /// moves.
+    pub fn truncations(&self) -> u64 {
+        self.truncations.load(Ordering::Acquire)
     }
 
     /// Indexes every complete record appended so far into the consume queues, now, on this
@@ -1542,8 +1596,10 @@ impl Shared {
         state.flushed = state.flushed.min(offset);
         state.dispatched = state.dispatched.min(offset);
         state.min_offset = min;
+        state.confirmed = Some(state.confirmed.unwrap_or(c.confirm_phy_offset as u64).min(offset));
         c.logship = Some(state);
         self.confirm.fetch_min(offset, Ordering::AcqRel);
+        self.confirmed.fetch_min(offset, Ordering::AcqRel);
         c.confirm_phy_offset = c.confirm_phy_offset.min(offset as i64);
         c.master_flushed_offset = c.master_flushed_offset.min(offset as i64);
         ckpt.write(c)?;
@@ -1672,6 +1728,10 @@ impl EpochLog for CommitLog {
 
     fn confirm_offset(&self) -> Offset {
         self.shared.confirm.load(Ordering::Acquire)
+    }
+
+    fn confirmed_offset(&self) -> Offset {
+        Self::confirmed_offset(self)
     }
 }
 

@@ -6,7 +6,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use common::{Env, T0, config, eventually};
-use logship_store::codec::{PROPERTY_DELAY_TIME_LEVEL, SCHEDULE_TOPIC, consume_queue_tags_code, tags_code};
+use logship_store::codec::{PROPERTY_DELAY_TIME_LEVEL, SCHEDULE_TOPIC, tags_code};
 use logship_store::{Arrival, ArrivalListener, CommitLog, LogSpan, Message, PutStatus};
 
 type Seen = Arc<Mutex<Vec<(String, i32, u64, i64, i64, (u64, u64))>>>;
@@ -79,7 +79,7 @@ fn schedule_topic_entries_are_indexed_by_delivery_time_on_master_and_slave() {
     let (mdir, sdir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let env = Env::default();
     let mut cfg = config();
-    cfg.message_delay_level_millis = vec![1_000, 5_000, 10_000];
+    cfg.schedule_delays_ms = vec![1_000, 5_000, 10_000];
     let master = env.open(mdir.path(), cfg.clone()).unwrap();
     let delayed = |level: &str| {
         Message::new(SCHEDULE_TOPIC, 2, &b"x"[..])
@@ -109,21 +109,8 @@ fn schedule_topic_entries_are_indexed_by_delivery_time_on_master_and_slave() {
     drop(master);
     // A rebuild from the log (recovery) gives the same codes.
     let mut rebuild = config();
-    rebuild.message_delay_level_millis = vec![1_000, 5_000, 10_000];
+    rebuild.schedule_delays_ms = vec![1_000, 5_000, 10_000];
     rebuild.recovery.rebuild_consume_queues = true;
     let reopened = env.open(mdir.path(), rebuild).unwrap();
     assert_eq!(codes(&reopened), expected);
-}
-
-#[test]
-fn delivery_time_tag_codes_follow_javas_rules() {
-    let levels = [1_000, 5_000];
-    assert_eq!(consume_queue_tags_code(SCHEDULE_TOPIC, 7, Some("1"), 100, &levels), 1_100);
-    assert_eq!(consume_queue_tags_code(SCHEDULE_TOPIC, 7, Some("2"), 100, &levels), 5_100);
-    assert_eq!(consume_queue_tags_code(SCHEDULE_TOPIC, 7, Some("18"), 100, &levels), 5_100);
-    assert_eq!(consume_queue_tags_code(SCHEDULE_TOPIC, 7, Some("-1"), 100, &levels), 7);
-    assert_eq!(consume_queue_tags_code(SCHEDULE_TOPIC, 7, None, 100, &levels), 7);
-    assert_eq!(consume_queue_tags_code(SCHEDULE_TOPIC, 7, Some("1"), 100, &[]), 7, "no levels");
-    assert_eq!(consume_queue_tags_code("T", 7, Some("1"), 100, &levels), 7);
-    assert_eq!(consume_queue_tags_code(SCHEDULE_TOPIC, 7, Some("1"), i64::MAX, &levels), i64::MAX);
 }

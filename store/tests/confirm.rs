@@ -110,3 +110,31 @@ fn a_put_on_a_confirm_bounded_store_is_its_own_confirmation() {
     assert_eq!(indexed(&log), [1, 1, 0]);
     assert_eq!(log.status().confirm_offset, r.end());
 }
+
+#[test]
+fn a_put_never_raises_the_replication_confirmed_offset_and_it_survives_a_crash_and_a_cut() {
+    // A master's own puts are indexed (the confirm offset covers them), but only the HA layer
+    // says what is confirmed: a slave never truncates below that, and a master's unacknowledged
+    // tail must stay cuttable.
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), slave_config()).unwrap();
+    let first = replicate(&log, 0);
+    log.set_confirm_offset(first);
+    let own = log.put(Message::new("T1", 1, &b"own, never acknowledged"[..]));
+    assert_eq!(own.status, PutStatus::PutOk);
+    assert_eq!(log.status().confirm_offset, own.end(), "its own put is indexed");
+    assert_eq!(log.confirmed_offset(), first, "but not confirmed");
+    log.checkpoint().unwrap();
+    log.abandon();
+    let log = env.open(dir.path(), slave_config()).unwrap();
+    assert_eq!(log.confirmed_offset(), first, "kept by the checkpoint");
+    let third = replicate(&log, 2);
+    log.set_confirm_offset(third);
+    assert_eq!(log.confirmed_offset(), third);
+    log.truncate_to(first).unwrap();
+    assert_eq!(log.confirmed_offset(), first, "a truncation lowers it to the cut");
+    // A value past the end is never recorded as confirmed.
+    log.set_confirm_offset(first + 1_000_000);
+    assert_eq!(log.confirmed_offset(), first);
+}

@@ -270,3 +270,82 @@ fn a_cut_at_the_end_drops_only_the_epochs_that_hold_no_data() {
     let log = env.open(dir.path(), config()).unwrap();
     assert_eq!((log.max_offset(), log.epochs()), (end, vec![entry(2, 0)]));
 }
+
+/// A controller-mode store configuration.
+fn controller_mode() -> logship_store::StoreConfig {
+    let mut c = config();
+    c.require_epoch_file = true;
+    c
+}
+
+#[test]
+fn a_controller_mode_store_holding_data_without_its_epoch_files_refuses_to_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), controller_mode()).unwrap();
+    log.append_epoch(entry(1, 0)).unwrap();
+    put_all(&log, 0..3);
+    let end = log.max_offset();
+    log.shutdown().unwrap();
+    drop(log);
+    let file = EpochFile::in_root(dir.path());
+    std::fs::remove_file(file.path()).unwrap();
+    std::fs::remove_file(file.backup_path()).unwrap();
+    for _ in 0..2 {
+        match env.open(dir.path(), controller_mode()) {
+            Err(e @ StoreError::EpochFileMissing { .. }) => {
+                let text = e.to_string();
+                let main = file.path().display().to_string();
+                let backup = file.backup_path().display().to_string();
+                assert!(text.contains(&main) && text.contains(&backup), "names both files: {text}");
+                assert!(text.contains("refetch everything from the master"), "{text}");
+                assert!(text.contains(&format!("adoptLogWithoutEpochs={end}")), "{text}");
+            }
+            other => panic!("expected EpochFileMissing, got {other:?}"),
+        }
+        assert!(!file.exists(), "a refused open writes no epoch file");
+    }
+    // The classic mode has no epochs to lose.
+    let log = env.open(dir.path(), config()).unwrap();
+    assert_eq!(log.epochs(), vec![]);
+}
+
+#[test]
+fn a_log_without_epochs_is_adopted_only_at_the_end_the_operator_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), config()).unwrap();
+    put_all(&log, 0..3);
+    let end = log.max_offset();
+    log.shutdown().unwrap();
+    drop(log);
+    let mut wrong = controller_mode();
+    wrong.adopt_log_without_epochs = Some(end - 1);
+    assert!(matches!(env.open(dir.path(), wrong), Err(StoreError::EpochFileMissing { .. })));
+    let mut adopt = controller_mode();
+    adopt.adopt_log_without_epochs = Some(end);
+    let log = env.open(dir.path(), adopt.clone()).unwrap();
+    assert_eq!(log.epochs(), vec![]);
+    assert!(EpochFile::in_root(dir.path()).exists(), "the empty list is written at once");
+    log.shutdown().unwrap();
+    drop(log);
+    // From now on the file is there; deleting it again is noticed, whatever the key says.
+    let log = env.open(dir.path(), controller_mode()).unwrap();
+    put_all(&log, 3..5);
+    log.shutdown().unwrap();
+    drop(log);
+    let file = EpochFile::in_root(dir.path());
+    std::fs::remove_file(file.path()).unwrap();
+    std::fs::remove_file(file.backup_path()).unwrap();
+    assert!(matches!(env.open(dir.path(), adopt), Err(StoreError::EpochFileMissing { .. })));
+}
+
+#[test]
+fn an_empty_controller_mode_store_opens_and_writes_an_empty_epoch_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let log = env.open(dir.path(), controller_mode()).unwrap();
+    assert_eq!(log.max_offset(), 0);
+    assert_eq!(EpochFile::in_root(dir.path()).read().unwrap(), vec![]);
+    assert!(EpochFile::in_root(dir.path()).exists());
+}

@@ -29,7 +29,7 @@ pub struct Broker {
     pub id: i64,
     /// The address it binds and publishes (`brokerIP1`).
     pub ip: IpAddr,
-    /// Its HTTP port (`listenPort`; HA is `listenPort + 1`).
+    /// Its `listenPort` (remoting; HA is `listenPort + 1`, HTTP `listenPort + 2`).
     pub port: u16,
     /// Its store (`storePathRootDir`).
     pub dir: PathBuf,
@@ -78,9 +78,9 @@ impl Broker {
         }
     }
 
-    /// `ip:port` of its HTTP API.
+    /// `ip:port` of its HTTP API (httpListenPort = listenPort + 2).
     pub fn http_addr(&self) -> String {
-        format!("{}:{}", self.ip, self.port)
+        format!("{}:{}", self.ip, self.port + 2)
     }
 
     /// Whether its process runs (paused counts as running).

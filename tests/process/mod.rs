@@ -48,15 +48,19 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// Two consecutive free ports: listenPort and haListenPort = listenPort + 1.
+/// Three consecutive free ports: listenPort (remoting), haListenPort = listenPort + 1 and
+/// httpListenPort = listenPort + 2 (the defaults).
 pub fn free_port_pair() -> u16 {
     for _ in 0..200 {
         let port = free_port();
-        if port < 65535 && TcpListener::bind(("127.0.0.1", port + 1)).is_ok() {
+        if port < 65534
+            && TcpListener::bind(("127.0.0.1", port + 1)).is_ok()
+            && TcpListener::bind(("127.0.0.1", port + 2)).is_ok()
+        {
             return port;
         }
     }
-    panic!("no two consecutive free ports");
+    panic!("no three consecutive free ports");
 }
 
 /// An HTTP client that returns error statuses as responses, with a 10 s timeout.
@@ -252,6 +256,15 @@ impl Broker {
     /// `host:port` of the HTTP API.
     pub fn http_addr(&self) -> String {
         format!("127.0.0.1:{}", self.port)
+    }
+
+    /// The remoting address it bound (`listenPort`), once it logged it.
+    pub fn remoting_addr(&self) -> SocketAddr {
+        let log = self.log_until("remoting ready");
+        let line = strip_ansi(log.lines().find(|l| l.contains("remoting ready")).expect("logged"));
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix("remoting=")?.split(',').next()?.parse().ok())
+            .unwrap_or_else(|| panic!("no remoting address in {line:?}"))
     }
 
     /// `host:port` of the HA listener (a master's).

@@ -429,8 +429,9 @@ impl Logship {
         self.port + 1
     }
 
+    /// Its HTTP API: httpListenPort = listenPort + 2.
     fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
+        format!("http://127.0.0.1:{}{path}", self.port + 2)
     }
 
     pub fn status(&self) -> Value {

@@ -13,6 +13,7 @@ use logship_core::service::{
 };
 use logship_core::{LogWrite, MessageLog, PutResult};
 
+pub mod apps;
 pub mod pki;
 
 /// Where a service runs.

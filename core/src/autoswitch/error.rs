@@ -107,6 +107,60 @@ pub enum PeerError {
         /// The first ack.
         reported: Offset,
     },
+    /// The master's last epoch is below the epoch the controller said it was elected in: a
+    /// stale master (a former master that has not learned it was replaced). Refused before
+    /// anything is truncated; the slave tries again after the back-off.
+    #[error(
+        "the master's last epoch {master_last_epoch} is below the epoch {elected} it was elected in: \
+         a stale master; not following it"
+    )]
+    MasterBehindElectedEpoch {
+        /// The master's last epoch (the lower of its handshake's last epoch and its list's).
+        master_last_epoch: i32,
+        /// The epoch the slave was told to follow.
+        elected: i32,
+    },
+    /// The master's last epoch is below this log's last epoch: this log holds a newer epoch
+    /// than the master, which is stale. Refused before anything is truncated.
+    #[error(
+        "the master's last epoch {master_last_epoch} is below this log's last epoch {local_last_epoch}: \
+         a stale master; not following it"
+    )]
+    MasterBehindLocalEpoch {
+        /// The master's last epoch.
+        master_last_epoch: i32,
+        /// This log's last epoch.
+        local_last_epoch: i32,
+    },
+    /// The master announced (in its handshake or a transfer frame) an epoch above the one the
+    /// controller said it was elected in: a rogue or misconfigured master. Refused before the
+    /// epoch, or anything else, is written.
+    #[error(
+        "the master announces epoch {epoch}, above the epoch {elected} it was elected in; not recording it"
+    )]
+    EpochAboveElected {
+        /// The epoch announced.
+        epoch: i32,
+        /// The epoch the slave was told to follow.
+        elected: i32,
+    },
+    /// Following the master would truncate this log to `point`, below the confirmOffset the
+    /// slave recorded: confirmed bytes would be lost. Refused, and nothing is truncated, unless
+    /// the operator allowed dropping exactly `[point, confirm_offset)`
+    /// ([`AutoSwitchSlaveConfig::drop_confirmed`](super::AutoSwitchSlaveConfig::drop_confirmed),
+    /// the broker key `haSlaveDropConfirmed`).
+    #[error(
+        "following the master would truncate this log to {point}, below the confirmOffset {confirm_offset} \
+         it recorded: {bytes} confirmed bytes [{point}, {confirm_offset}) would be dropped; to drop exactly \
+         them, set haSlaveDropConfirmed={point}-{confirm_offset}",
+        bytes = confirm_offset - point
+    )]
+    WouldTruncateConfirmed {
+        /// The consistent point with the master's log.
+        point: Offset,
+        /// The confirmOffset this slave recorded.
+        confirm_offset: Offset,
+    },
     /// A second handshake on a connection that already shook hands with another identity.
     #[error("slave changed its identity from broker {previous} to {claimed} on one connection")]
     IdentityChanged {

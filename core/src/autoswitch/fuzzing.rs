@@ -139,6 +139,7 @@ pub fn master_session(data: &[u8]) {
             min_in_sync_replicas: u32::from(b >> 7) + 1,
         },
         verify_first_acks: b & 0x04 != 0,
+        identified_only: false,
     };
     let max = u64::from(u.u16() % 2000);
     let epochs = small_epochs(&mut u, max);
@@ -299,7 +300,8 @@ fn drain_master(
 
 /// Fuzz body `autoswitch_slave_session`: a slave under arbitrary master bytes and well-formed
 /// C and D frames, with a driver that answers as a store would. Checks that appends continue
-/// the log, truncations only cut, and confirmOffset never passes the end.
+/// the log, truncations only cut and never below the confirmOffset, confirmOffset never
+/// passes the end, and, told the epoch its master was elected in, no epoch above it is stored.
 pub fn slave_session(data: &[u8]) {
     let mut u = Unstructured::new(data);
     let b = u.u8();
@@ -311,12 +313,17 @@ pub fn slave_session(data: &[u8]) {
         max_frame_body: 256,
         max_unstored: 16_384,
         ack_on: if b & 8 == 0 { AckOn::Written } else { AckOn::Flushed },
+        master_epoch: (b & 16 != 0).then(|| i32::from(u.u8() % 4) + 1),
         ..Default::default()
     };
+    let elected = config.master_epoch;
     let mut end = if b & 1 == 0 { 0 } else { u64::from(u.u16() % 1000) };
     let local = if b & 2 == 0 { EpochCache::new() } else { small_epochs(&mut u, end) };
+    let confirmed = if b & 32 == 0 { 0 } else { u64::from(u.u16()) % (end + 1) };
     let mut now = Instant::ZERO;
-    let mut s = AutoSwitchSlave::new(config, now, end, end, local).expect("valid config");
+    let mut s = AutoSwitchSlave::new(config, now, end, end, local)
+        .expect("valid config")
+        .with_confirm_offset(confirmed);
     let mut requested = end;
     let mut connect_pending = false;
     let mut truncate_pending = None;
@@ -377,6 +384,7 @@ pub fn slave_session(data: &[u8]) {
                     &mut connect_pending,
                     &mut truncate_pending,
                     &mut flush_pending,
+                    elected,
                 );
                 continue;
             }
@@ -411,6 +419,7 @@ pub fn slave_session(data: &[u8]) {
             &mut connect_pending,
             &mut truncate_pending,
             &mut flush_pending,
+            elected,
         );
         assert!(s.confirm_offset().is_none_or(|c| c <= s.end()));
         assert_eq!(s.end(), end);
@@ -424,8 +433,10 @@ fn drain_slave(
     connect_pending: &mut bool,
     truncate_pending: &mut Option<Offset>,
     flush_pending: &mut bool,
+    elected: Option<i32>,
 ) {
     loop {
+        let floor = s.confirm_floor();
         match s.poll_output() {
             SlaveOutput::Timeout(_) => break,
             SlaveOutput::Connect => {
@@ -434,6 +445,7 @@ fn drain_slave(
             }
             SlaveOutput::Truncate { offset, .. } => {
                 assert!(offset < *end, "a truncation only cuts");
+                assert!(offset >= floor, "no truncation below the confirmOffset {floor}: {offset}");
                 *truncate_pending = Some(offset);
             }
             SlaveOutput::Append { offset, data } => {
@@ -447,7 +459,12 @@ fn drain_slave(
                 *truncate_pending = None;
             }
             SlaveOutput::Flush => *flush_pending = true,
-            SlaveOutput::Transmit(_) | SlaveOutput::StoreEpochs(_) | SlaveOutput::Event(_) => {}
+            SlaveOutput::StoreEpochs(entries) => {
+                if let Some(elected) = elected {
+                    assert!(entries.iter().all(|e| e.epoch <= elected), "{entries:?} above epoch {elected}");
+                }
+            }
+            SlaveOutput::Transmit(_) | SlaveOutput::Event(_) => {}
         }
     }
 }

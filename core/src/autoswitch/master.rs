@@ -53,6 +53,11 @@ pub struct AutoSwitchMasterConfig {
     /// gets no divergence check from the handshake. Off for bare cores; a service answers
     /// from its log.
     pub verify_first_acks: bool,
+    /// Count only connections the driver identified ([`MasterInput::Identified`]): an
+    /// unidentified one may stream, but never joins the sync-state-set, moves the
+    /// confirmOffset or releases a SYNC wait. Off for bare cores (every handshake's broker id
+    /// is taken at its word); a service identifies only connections its admission trusts.
+    pub identified_only: bool,
 }
 
 impl Default for AutoSwitchMasterConfig {
@@ -68,6 +73,7 @@ impl Default for AutoSwitchMasterConfig {
             ha_max_time_slave_not_catchup: DEFAULT_HA_MAX_TIME_SLAVE_NOT_CATCHUP,
             sync: SyncPolicy::default(),
             verify_first_acks: false,
+            identified_only: false,
         }
     }
 }
@@ -174,6 +180,14 @@ pub enum MasterInput {
         conn: ConnId,
         /// Whether the offset is a message boundary.
         boundary: bool,
+    },
+    /// With `identified_only`: the driver established that `conn` is who its handshake's
+    /// broker id says (its identity matches that id), so its acks count from now on. Refused
+    /// with [`CloseReason::DuplicateBrokerId`] if another counted connection holds the id.
+    /// Before the handshake, and for unknown or closing connections, ignored.
+    Identified {
+        /// The connection.
+        conn: ConnId,
     },
     /// The coordinator applied this sync-state-set (Java `setSyncStateSet`). Clears a pending
     /// proposal.
@@ -287,7 +301,8 @@ pub struct SlaveProgress {
     pub ack: Option<Offset>,
     /// One past the last byte handed out for sending.
     pub sent: Offset,
-    /// Whether its acks count (past the handshake, not a learner, not a duplicate id).
+    /// Whether its acks count (past the handshake, not a learner, not a duplicate id, and
+    /// with `identified_only` identified by the driver).
     pub counted: bool,
     /// Bytes it lacks: the master's end minus its ack (the whole log before an ack).
     pub lag_bytes: u64,
@@ -313,6 +328,8 @@ struct Conn {
     last_read: Instant,
     last_send: Instant,
     inflight: u32,
+    /// Whether its acks may count: identified by the driver, or `identified_only` is off.
+    vouched: bool,
 }
 
 impl Conn {
@@ -325,10 +342,12 @@ impl Conn {
         }
     }
 
-    /// The ack of a counted connection: past its first ack and not a learner.
+    /// The ack of a counted connection: vouched for, past its first ack and not a learner.
     fn member_ack(&self) -> Option<(BrokerId, Offset)> {
         match self.phase {
-            Phase::Transfer { request, ack, .. } if !request.async_learner => Some((request.broker_id, ack)),
+            Phase::Transfer { request, ack, .. } if self.vouched && !request.async_learner => {
+                Some((request.broker_id, ack))
+            }
             _ => None,
         }
     }
@@ -454,10 +473,12 @@ impl AutoSwitchMaster {
                         last_read: now,
                         last_send: now,
                         inflight: 0,
+                        vouched: !self.config.identified_only,
                     },
                 );
             }
             MasterInput::Received { conn, data } => self.on_received(conn, &data),
+            MasterInput::Identified { conn } => self.on_identified(conn),
             MasterInput::Sent { conn } => {
                 if let Some(c) = self.conns.get_mut(&conn) {
                     c.inflight -= 1;
@@ -673,10 +694,12 @@ impl AutoSwitchMaster {
             debug!(?conn, "duplicate handshake ignored");
             return Ok(());
         }
-        // Broker ids are self-declared: a second live connection claiming one is refused, so
-        // it can neither count twice nor stand in for a member.
+        // Broker ids are self-declared: a second live connection claiming one a counted
+        // connection holds is refused, so it can neither count twice nor stand in for a
+        // member. (With `identified_only`, an unidentified holder blocks nothing: it counts for
+        // nothing, and a stranger claiming a member's id first must not lock the member out.)
         let taken = self.conns.iter().any(|(&other, oc)| {
-            other != conn && oc.request().is_some_and(|r| r.broker_id == request.broker_id)
+            other != conn && oc.vouched && oc.request().is_some_and(|r| r.broker_id == request.broker_id)
         });
         if taken || request.broker_id == self.config.broker_id {
             return Err(CloseReason::DuplicateBrokerId { broker_id: request.broker_id });
@@ -772,6 +795,33 @@ impl AutoSwitchMaster {
         self.update_confirm();
         self.complete_waits();
         Ok(())
+    }
+
+    fn on_identified(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get(&conn) else { return };
+        let Some(request) = c.request() else { return };
+        if c.vouched {
+            return;
+        }
+        let taken = self.conns.iter().any(|(&other, oc)| {
+            other != conn && oc.vouched && oc.request().is_some_and(|r| r.broker_id == request.broker_id)
+        });
+        if taken || request.broker_id == self.config.broker_id {
+            self.close(conn, CloseReason::DuplicateBrokerId { broker_id: request.broker_id });
+            return;
+        }
+        let c = self.conns.get_mut(&conn).expect("checked above");
+        c.vouched = true;
+        let ack = c.member_ack().map(|(_, ack)| ack);
+        info!(?conn, broker_id = request.broker_id, "slave identified: its acks count");
+        if let Some(ack) = ack {
+            if ack >= self.log.max {
+                self.mark_caught_up(conn);
+            }
+            self.maybe_expand(conn);
+            self.update_confirm();
+            self.complete_waits();
+        }
     }
 
     fn on_verified(&mut self, conn: ConnId, boundary: bool) {

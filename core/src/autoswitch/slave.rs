@@ -2,6 +2,7 @@
 //! have the driver truncate to the consistent point, then stream (frames D) and ack (frame B).
 
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::time::Duration;
 
 use crate::time::Instant;
@@ -48,6 +49,15 @@ pub struct AutoSwitchSlaveConfig {
     pub max_first_offset: u64,
     /// When bytes count as acknowledged: once written (Java) or once flushed.
     pub ack_on: AckOn,
+    /// The epoch the master was elected in, as the controller said (`changeToSlave`'s
+    /// `newMasterEpoch`); `None`: not checked (a bare core). A master whose last epoch is below
+    /// it, or below this log's last epoch, is refused before anything is truncated; an epoch
+    /// above it is refused before anything is written.
+    pub master_epoch: Option<i32>,
+    /// The one range of confirmed bytes a truncation may drop: an operator's explicit override
+    /// (`haSlaveDropConfirmed`) naming exactly `[point, confirmOffset)` of a refusal
+    /// ([`PeerError::WouldTruncateConfirmed`]). `None`: never truncate below the confirmOffset.
+    pub drop_confirmed: Option<Range<Offset>>,
 }
 
 impl Default for AutoSwitchSlaveConfig {
@@ -63,6 +73,8 @@ impl Default for AutoSwitchSlaveConfig {
             max_unstored: DEFAULT_MAX_UNSTORED,
             max_first_offset: DEFAULT_MAX_FIRST_OFFSET,
             ack_on: AckOn::Written,
+            master_epoch: None,
+            drop_confirmed: None,
         }
     }
 }
@@ -262,6 +274,9 @@ pub struct AutoSwitchSlave {
     master_confirm: Option<Offset>,
     /// The confirmOffset last emitted.
     confirm: Option<Offset>,
+    /// The confirmOffset the log held at start ([`with_confirm_offset`](Self::with_confirm_offset)):
+    /// with `confirm`, the floor no truncation goes below.
+    recorded_confirm: Offset,
     queue: VecDeque<SlaveOutput>,
 }
 
@@ -289,8 +304,25 @@ impl AutoSwitchSlave {
             truncation: None,
             master_confirm: None,
             confirm: None,
+            recorded_confirm: 0,
             queue: VecDeque::new(),
         })
+    }
+
+    /// The same slave, knowing that the log's replication-confirmed offset is `offset` (as the
+    /// store's checkpoint keeps it, [`EpochLog::confirmed_offset`](crate::EpochLog::confirmed_offset)): no truncation goes below it, nor
+    /// below any confirmOffset learned since, unless [`AutoSwitchSlaveConfig::drop_confirmed`]
+    /// names exactly the bytes dropped.
+    #[must_use]
+    pub fn with_confirm_offset(mut self, offset: Offset) -> Self {
+        self.recorded_confirm = offset.min(self.end);
+        self
+    }
+
+    /// The confirmOffset no truncation may go below: the one recorded at start or the last
+    /// one in force since, whichever is higher, within the log.
+    pub fn confirm_floor(&self) -> Offset {
+        self.recorded_confirm.max(self.confirm.unwrap_or(0)).min(self.end)
     }
 
     /// The configuration.
@@ -380,6 +412,9 @@ impl AutoSwitchSlave {
                 self.flushed = self.flushed.min(end);
                 self.requested = end;
                 self.epochs.truncate_from(end);
+                // The override named these bytes; they are gone, and so is their confirmation.
+                self.recorded_confirm = self.recorded_confirm.min(end);
+                self.confirm = self.confirm.map(|c| c.min(end));
                 self.update_confirm();
                 info!(end, "truncated to the consistent point");
                 if let State::Connected(c) = &mut self.state {
@@ -577,12 +612,38 @@ impl AutoSwitchSlave {
         }
     }
 
+    /// Refuses a master whose epochs this slave must not follow, before anything is truncated
+    /// or written: one announcing an epoch above the one it was elected in, one whose last
+    /// epoch is below that, and one whose last epoch is below this log's (a stale master).
+    /// The handshake's last epoch and its list's last entry are both taken at their worst.
+    fn check_master_epochs(&self, master: &EpochCache, master_last: i32) -> Result<(), PeerError> {
+        let listed = master.last_epoch();
+        let (low, high) = (master_last.min(listed), master_last.max(listed));
+        if let Some(elected) = self.config.master_epoch {
+            if high > elected {
+                return Err(PeerError::EpochAboveElected { epoch: high, elected });
+            }
+            if low < elected {
+                return Err(PeerError::MasterBehindElectedEpoch { master_last_epoch: low, elected });
+            }
+        }
+        let local = self.epochs.last_epoch();
+        if !self.epochs.is_empty() && low < local {
+            return Err(PeerError::MasterBehindLocalEpoch {
+                master_last_epoch: low,
+                local_last_epoch: local,
+            });
+        }
+        Ok(())
+    }
+
     fn on_handshake(
         &mut self,
         master: EpochCache,
         master_max: Offset,
         master_last: i32,
     ) -> Result<(), PeerError> {
+        self.check_master_epochs(&master, master_last)?;
         let first_start = self.epochs.entries().next().map(|e| e.start_offset);
         let point = if self.epochs.is_empty() {
             // Java: a store without epochs (new, or upgraded from classic mode) is not checked.
@@ -605,6 +666,20 @@ impl AutoSwitchSlave {
                 },
             )?)
         };
+        if let Some(p) = point.filter(|&p| p < self.end) {
+            let floor = self.confirm_floor();
+            if p < floor && self.config.drop_confirmed != Some(p..floor) {
+                return Err(PeerError::WouldTruncateConfirmed { point: p, confirm_offset: floor });
+            }
+            if p < floor {
+                warn!(
+                    point = p,
+                    confirm_offset = floor,
+                    bytes = floor - p,
+                    "truncating below the confirmOffset, as the operator allowed for exactly these bytes"
+                );
+            }
+        }
         info!(master_max, master_last, ?point, "handshake reply");
         self.queue.push_back(SlaveOutput::Event(SlaveEvent::Handshake {
             master_max_offset: master_max,
@@ -630,6 +705,9 @@ impl AutoSwitchSlave {
         let Phase::Transfer { master, .. } = &mut c.phase else {
             return Err(PeerError::TransferBeforeHandshake);
         };
+        if let Some(elected) = self.config.master_epoch.filter(|&e| header.epoch > e) {
+            return Err(PeerError::EpochAboveElected { epoch: header.epoch, elected });
+        }
         if let Some(confirm) = header.confirm_offset {
             self.master_confirm = Some(confirm);
         }

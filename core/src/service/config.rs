@@ -33,8 +33,9 @@ pub struct MasterServiceConfig {
     /// once). Set it to the number of slaves after a crash recovery: a slave may hold bytes
     /// the master lost, and the master must not append over that offset before it has heard
     /// from every slave. Only replicas named exactly lift it: an address entry of the
-    /// allow-list (`admission.allow`; a network entry never counts) or a TLS replica name
-    /// (`admission.tls`); a fence more replicas must lift than are named is refused
+    /// allow-list (`admission.allow`; a network entry never counts), a TLS replica name
+    /// (`admission.tls`), or in protected mode (neither configured) a loopback replica while it
+    /// is connected; a fence more replicas must lift than are named is refused
     /// ([`Admission::check_restart_fence`]).
     pub restart_fence: usize,
     /// Which connections are admitted as replicas and which are trusted.
@@ -74,13 +75,6 @@ impl MasterServiceConfig {
                     reason: "has no meaning in controller mode: slaves truncate a divergent tail themselves",
                 });
             }
-        }
-        if self.restart_fence > 0 && !self.admission.can_trust() {
-            return Err(CoreConfigError::Invalid {
-                field: "restart_fence",
-                value: self.restart_fence.to_string(),
-                reason: "needs an allow-list (admission.allow) or TLS (admission.tls): only trusted replicas lift it",
-            });
         }
         self.admission.check_restart_fence(self.restart_fence)?;
         if self.role == BrokerRole::Slave {

@@ -14,15 +14,24 @@ use crate::config::{CoreConfigError, MasterConfig};
 use crate::error::{ApiMisuse, PeerError, WaitError};
 use crate::log::LogRead;
 use crate::log::{LogBounds, MessageLog, Offset};
-use crate::service::Admission;
-use crate::service::tls::{Link, PLAIN_REPORT_LIMIT, TlsMode};
+use crate::service::admission::{Slot, Trust};
+use crate::service::autoswitch::master_admission::{Negotiation, decide_link, refuse_at_accept};
+use crate::service::tls::Link;
+use crate::service::{Admission, Refusals};
 use crate::{ConnId, Master, MasterEvent, MasterInput, MasterOutput, ReplicaId, WaitId};
+
+/// A report this far past the master's end, or further, is no lost tail but stray bytes (an
+/// HTTP request, a Redis `PING`, a TLS ClientHello to a plain port): every real offset a
+/// master could have lost fits below 2^56 bytes (64 PiB), and text or a TLS record opens with
+/// a byte of 0x09 or more. It never fences, even from an identified replica.
+pub const IMPLAUSIBLE_AHEAD: Offset = 1 << 56;
 
 struct ConnEntry<C> {
     sink: C,
     address: SocketAddr,
     since: Instant,
-    trusted: bool,
+    /// What the connection may do; `None` while TLS is negotiated.
+    trust: Option<Trust>,
     /// The TLS replica name.
     identity: Option<String>,
     /// Waiting for `Negotiated` (TLS configured); its bytes are dropped until then.
@@ -37,6 +46,9 @@ struct ConnEntry<C> {
 /// A replica as replication waits and the restart fence count it: a TLS replica by the name its
 /// certificate carries; a plain one by host, except on loopback, where one host runs several
 /// slaves (tests, the demo) and each live connection is one replica.
+///
+/// Only connections whose acknowledgements count are keyed (identified, or admitted by
+/// `haTrustAnyReplica`): the core counts no other ([`MasterConfig::identified_only`]).
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum ReplicaKey {
     Identity(String),
@@ -113,10 +125,15 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         }
     }
 
-    /// A bare driver for a log that currently spans `log`: open admission, no restart fence,
+    /// A bare driver for a log that currently spans `log`: the default admission (protected
+    /// mode, see [`Admission`]), no restart fence,
     /// and first reports are not checked against the log. Services use
     /// [`for_service`](Self::for_service).
+    ///
+    /// The driver is the trust boundary: the core counts only the connections it identifies
+    /// ([`MasterConfig::identified_only`] is set), those its admission trusts.
     pub fn new(config: MasterConfig, now: Instant, log: LogBounds) -> Result<Self, CoreConfigError> {
+        let config = MasterConfig { identified_only: true, ..config };
         Ok(Self {
             master: Master::new(config, now, log)?,
             now,
@@ -180,8 +197,8 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     pub fn set_restart_fence(&mut self, slaves: usize) {
         if slaves > 0 && self.fence.is_none() {
             warn!(slaves, "restarted after a crash: refusing puts until the slaves report");
-            if !self.admission.can_trust() {
-                warn!("no replica allow-list and no TLS: no connection is trusted to lift the restart fence");
+            if self.admission.is_protected() {
+                warn!("no replica allow-list and no TLS: only loopback replicas can lift the restart fence");
             }
             self.fence = Some(Fence::Restart { waiting_for: slaves });
             self.restart = Some(RestartFence { needed: slaves, heard: BTreeSet::new() });
@@ -205,19 +222,16 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     pub fn accept(&mut self, now: Instant, conn: ConnId, address: SocketAddr, mut sink: C) {
         self.now = self.now.max(now);
         let ip = address.ip().to_canonical();
-        let from_peer = self.conns.values().filter(|e| e.address.ip().to_canonical() == ip).count();
         let negotiating = self.admission.tls.is_some();
-        let refusal = if !negotiating && !self.admission.admits(ip) {
-            self.refusals.not_admitted += 1;
-            Some("not in the replica allow-list")
-        } else if !ip.is_loopback() && from_peer >= self.admission.max_connections_per_peer {
-            self.refusals.over_limit += 1;
-            Some("too many HA connections from this address")
-        } else if self.conns.len() >= self.admission.max_connections {
-            self.refusals.over_limit += 1;
-            Some("too many HA connections")
-        } else {
-            None
+        let trust = (!negotiating).then(|| self.admission.plain_trust(ip));
+        let slots = self.slots();
+        let refusal = match refuse_at_accept(&self.admission, ip, trust, &slots, false, &mut self.refusals) {
+            Ok(Some(victim)) => {
+                self.displace(now, victim, address);
+                None
+            }
+            Ok(None) => None,
+            Err(why) => Some(why),
         };
         if let Some(why) = refusal {
             warn!(?conn, peer = %address, why, "HA connection refused");
@@ -228,12 +242,11 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         }
         self.feed(now, MasterInput::Accepted { conn });
         self.connections_accepted += 1;
-        let trusted = !negotiating && self.admission.trusts(ip);
         let entry = ConnEntry {
             sink,
             address,
             since: now,
-            trusted,
+            trust,
             identity: None,
             negotiating,
             refused: false,
@@ -245,14 +258,43 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         }
     }
 
+    /// The live connections as [`Admission::allot`] weighs them.
+    fn slots(&self) -> Vec<Slot> {
+        // Only connections the core still holds: one it closed (displaced, evicted) holds no
+        // slot, though its teardown may not have been reported yet.
+        self.master
+            .slaves()
+            .filter_map(|info| {
+                let e = self.conns.get(&info.conn).filter(|e| !e.refused)?;
+                Some(Slot {
+                    conn: info.conn,
+                    ip: e.address.ip().to_canonical(),
+                    trust: e.trust,
+                    reported: info.start.is_some(),
+                    since: e.since,
+                })
+            })
+            .collect()
+    }
+
+    /// Closes `victim` to make room for a more trusted connection from `newcomer`.
+    fn displace(&mut self, now: Instant, victim: ConnId, newcomer: SocketAddr) {
+        let peer = self.conns.get(&victim).map(|e| e.address);
+        warn!(conn = ?victim, ?peer, %newcomer, "HA slots full: displacing a less trusted connection");
+        self.refusals.displaced += 1;
+        self.feed(now, MasterInput::Evict { conn: victim, reason: crate::CloseReason::Displaced });
+    }
+
     /// Tells the core which replica `conn` is, so that a quorum counts replicas, not
-    /// connections (see [`MasterInput::Replica`]); loopback connections count each on their own.
+    /// connections (see [`MasterInput::Replica`]); loopback connections count each on their
+    /// own. A connection whose acknowledgements do not count (a stranger) is never identified:
+    /// the core counts it for nothing.
     fn identify(&mut self, now: Instant, conn: ConnId) {
         let Some(entry) = self.conns.get_mut(&conn) else { return };
-        let key = ReplicaKey::of(conn, entry.address, entry.identity.as_ref());
-        if matches!(key, ReplicaKey::Loopback(_)) {
+        if !entry.trust.is_some_and(Trust::counts) {
             return;
         }
+        let key = ReplicaKey::of(conn, entry.address, entry.identity.as_ref());
         entry.replica = Some(key.clone());
         let next = &mut self.next_replica;
         let replica = *self.replicas.entry(key).or_insert_with(|| {
@@ -263,58 +305,37 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     }
 
     /// A connection's negotiation ended (TLS configured). A plain link is closed if TLS is
-    /// required, else it follows the allow-list (or open admission); a TLS link is admitted and
-    /// trusted if its certificate names a listed replica, else closed. Refusals are counted and
+    /// required, else it follows the allow-list (without one, it is a stranger, or counted
+    /// under `trust_any`); a TLS link is admitted and identified if its certificate names a
+    /// listed replica, else closed. Refusals are counted and
     /// logged at WARN; the connection's teardown must still be reported.
     pub fn negotiated(&mut self, now: Instant, conn: ConnId, link: Link) {
         self.now = self.now.max(now);
-        let Some(tls) = self.admission.tls.as_ref() else {
-            debug!(?conn, "negotiation reported without TLS configured: ignored");
-            return;
-        };
         let Some(entry) = self.conns.get_mut(&conn) else { return };
         if !entry.negotiating {
             return;
         }
-        entry.negotiating = false;
         let ip = entry.address.ip().to_canonical();
-        let refusal = match link {
-            Link::Plain if tls.mode() == TlsMode::Required => {
-                self.refusals.plain_refused += 1;
-                Some("a plain link, and TLS is required".to_string())
-            }
-            Link::Plain if !self.admission.admits(ip) => {
-                self.refusals.not_admitted += 1;
-                Some("a plain link not in the replica allow-list".to_string())
-            }
-            Link::Plain => {
-                entry.trusted = self.admission.trusts(ip);
-                None
-            }
-            Link::Tls { peer_certificates } => match tls.identify(&peer_certificates) {
-                Ok(name) => {
-                    info!(?conn, peer = %entry.address, replica = %name, "TLS replica admitted");
-                    entry.trusted = true;
-                    entry.identity = Some(name);
-                    None
-                }
-                Err(e) => {
-                    self.refusals.tls_refused += 1;
-                    Some(e.to_string())
-                }
-            },
-            Link::TlsFailed { error } => {
-                self.refusals.tls_refused += 1;
-                Some(format!("TLS handshake failed: {error}"))
-            }
+        let Some(decision) = decide_link(&self.admission, ip, link, &mut self.refusals) else {
+            debug!(?conn, "negotiation reported without TLS configured: ignored");
+            return;
         };
-        if let Some(why) = refusal {
-            warn!(?conn, peer = %entry.address, why, "HA connection refused");
-            self.refusals.last = Some(format!("{}: {why}", entry.address));
-            entry.refused = true;
-            entry.sink.close();
-        } else {
-            self.identify(now, conn);
+        entry.negotiating = false;
+        match decision {
+            Negotiation::Admitted { trust, identity } => {
+                if let Some(name) = &identity {
+                    info!(?conn, peer = %entry.address, replica = %name, "TLS replica admitted");
+                }
+                entry.trust = Some(trust);
+                entry.identity = identity;
+                self.identify(now, conn);
+            }
+            Negotiation::Refused(why) => {
+                warn!(?conn, peer = %entry.address, why, "HA connection refused");
+                self.refusals.last = Some(format!("{}: {why}", entry.address));
+                entry.refused = true;
+                entry.sink.close();
+            }
         }
     }
 
@@ -481,10 +502,11 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                     ack: info.ack,
                     lag_bytes: info.lag_bytes,
                     lag: info.lag,
-                    in_sync: info.in_sync,
+                    in_sync: info.in_sync && entry.trust.is_some_and(Trust::counts),
                     connected_for: now.saturating_duration_since(entry.since),
                     bytes_sent: info.bytes_sent,
-                    trusted: entry.trusted,
+                    trusted: entry.trust == Some(Trust::Identified),
+                    counted: entry.trust.is_some_and(Trust::counts),
                     identity: entry.identity.clone(),
                 })
             })
@@ -520,7 +542,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     /// below the end, or behind retention): if trusted, one more replica heard from.
     fn count_report(&mut self, conn: ConnId) {
         let Some(entry) = self.conns.get(&conn) else { return };
-        if !entry.trusted {
+        if entry.trust != Some(Trust::Identified) {
             return;
         }
         let key = ReplicaKey::of(conn, entry.address, entry.identity.as_ref());
@@ -584,9 +606,10 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     }
 
     fn refuse_report(&mut self, conn: ConnId, peer: Option<SocketAddr>, error: PeerError) {
-        let trusted = self.conns.get(&conn).is_some_and(|e| e.trusted);
-        if let PeerError::SlaveAhead { reported, .. } = error {
-            if trusted && reported >= PLAIN_REPORT_LIMIT {
+        let trust = self.conns.get(&conn).and_then(|e| e.trust);
+        let trusted = trust == Some(Trust::Identified);
+        if let PeerError::SlaveAhead { reported, end } = error {
+            if trusted && reported.saturating_sub(end) >= IMPLAUSIBLE_AHEAD {
                 // Stray bytes (a ClientHello to a plain port) from a trusted address: no log is
                 // that long, so this is not a divergence.
                 self.refusals.implausible_reports += 1;
@@ -614,12 +637,28 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             self.refusals.last = Some(format!("{shown}: {error}"));
             self.fence = Some(fence);
             self.restart = None;
+        } else if let PeerError::SlaveAhead { reported, end } = error {
+            // Either a stranger, or a replica holding bytes this master lost: it cannot be
+            // told which, so it never fences; fail loudly and name what would let it.
+            self.refusals.untrusted_ahead += 1;
+            let kind = trust.map_or("undecided", Trust::name);
+            error!(
+                ?conn,
+                ?peer,
+                reported,
+                end,
+                trust = kind,
+                "a connection reports bytes past this master's end: if it is a replica, this master lost \
+                 acknowledged messages it holds; it is not identified, so it does not fence the master: name \
+                 the replicas in haReplicaAllowList (or admit them by TLS) so that one does"
+            );
+            self.refusals.last = Some(format!(
+                "{shown}: {error} ({kind}, not fencing: name the replicas in haReplicaAllowList or haTlsReplicaNames \
+                 so that a replica ahead of the master fences it)"
+            ));
         } else {
-            if matches!(error, PeerError::SlaveAhead { .. }) {
-                self.refusals.untrusted_ahead += 1;
-            }
-            warn!(?conn, ?peer, %error, "untrusted connection refused; not fencing (only allow-listed replicas fence)");
-            self.refusals.last = Some(format!("{shown}: {error} (untrusted, not fencing)"));
+            warn!(?conn, ?peer, %error, "unidentified connection refused; not fencing (only identified replicas fence)");
+            self.refusals.last = Some(format!("{shown}: {error} (not identified, not fencing)"));
         }
     }
 

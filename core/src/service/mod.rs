@@ -82,13 +82,16 @@ mod wake;
 mod wire;
 
 pub use admission::{
-    Admission, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_PEER, IpNet, IpNetError, parse_allow_list,
+    Admission, Allotment, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_PEER,
+    DEFAULT_MAX_UNTRUSTED_CONNECTIONS, IpNet, IpNetError, MemberAddress, Slot, Trust, parse_allow_list,
 };
 pub use autoswitch::{
     AnyMasterDriver, AuthorityFactory, AutoSwitchDriver, AutoSwitchMasterStatus, AutoSwitchSlaveInfo,
-    LocalAuthority, MasterControllerConfig, SyncStateSetAuthority,
+    LocalAuthority, MasterControllerConfig, MemberDirectory, SyncStateSetAuthority,
 };
-pub use autoswitch::{AnySlaveDriver, AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, SlaveControllerConfig};
+pub use autoswitch::{
+    AnySlaveDriver, AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, FollowRefusals, SlaveControllerConfig,
+};
 pub use autoswitch::{SyncStateSetError, check_sync_state_set};
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_SLAVE_TIMEOUT, DEFAULT_SYNC_FLUSH_TIMEOUT, MasterServiceConfig,
@@ -96,7 +99,7 @@ pub use config::{
 };
 pub use handle::{MasterHandle, MasterService, ServiceFuture, SlaveHandle, SlaveService};
 pub use in_sync::{InSyncError, InSyncWait, in_sync_slaves};
-pub use master::MasterDriver;
+pub use master::{IMPLAUSIBLE_AHEAD, MasterDriver};
 pub use put::{PendingPut, PutGate, QueuedWait, WaitQueue, put_status};
 pub use runtime::{
     ConnHandle, MasterCommandOn, MasterTaskOn, ReplySlot, Runtime, SlaveCommandOn, join, settled,

@@ -82,8 +82,13 @@ pub struct ConnectedSlave {
     pub connected_for: Duration,
     /// Log bytes sent on this connection.
     pub bytes_sent: u64,
-    /// Whether the connection is trusted (admitted by a configured allow-list, or by TLS).
+    /// Whether the connection is identified as a replica (a loopback peer in protected mode,
+    /// an allow-list entry, a TLS name, or in controller mode its broker id's published
+    /// address): only such a connection fences the master.
     pub trusted: bool,
+    /// Whether its acknowledgements count for SYNC waits (identified, or admitted by
+    /// `haTrustAnyReplica`); a stranger's never do.
+    pub counted: bool,
     /// The replica name its TLS client certificate carries; `None` for a plain link.
     pub identity: Option<String>,
 }
@@ -91,25 +96,32 @@ pub struct ConnectedSlave {
 /// Connections and reports the master refused since start, for status pages and metrics.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Refusals {
-    /// Connections closed at accept: their address is not in the allow-list.
+    /// Connections closed at accept: their address is not in the allow-list (or, in protected
+    /// mode, not loopback).
     pub not_admitted: u64,
     /// Connections closed at accept: over the per-address or total connection limit.
     pub over_limit: u64,
     /// Connections closed without a complete first report in time.
     pub first_report_timeouts: u64,
-    /// Untrusted connections that reported past the master's end (`SlaveAhead`): refused and
-    /// counted, never fencing.
+    /// Connections closed to make room for a more trusted one (the slots were full).
+    pub displaced: u64,
+    /// Unidentified connections that reported past the master's end (`SlaveAhead`): refused,
+    /// logged at ERROR naming the key that would let a replica fence, never fencing.
     pub untrusted_ahead: u64,
     /// Connections whose first report was not a record boundary (`SlaveDiverged`).
     pub diverged: u64,
-    /// Trusted connections whose report was at or above [`PLAIN_REPORT_LIMIT`](super::tls::PLAIN_REPORT_LIMIT) (stray bytes or
-    /// a TLS ClientHello, never a real offset): refused, never fencing.
+    /// Identified connections whose report was [`IMPLAUSIBLE_AHEAD`](super::IMPLAUSIBLE_AHEAD)
+    /// or more past the master's end (stray bytes or a TLS ClientHello, never a real offset):
+    /// refused, never fencing.
     pub implausible_reports: u64,
     /// Plain connections closed unread because TLS is required (`haTlsMode=required`).
     pub plain_refused: u64,
     /// TLS connections refused: a failed handshake (no client certificate, another CA) or a
     /// certificate naming no listed replica.
     pub tls_refused: u64,
+    /// Controller mode: handshakes refused because the broker id claimed is bound to another
+    /// identity (the HA address its member published, or the configuration's).
+    pub identity_refused: u64,
     /// The latest refusal, in words (address and reason).
     pub last: Option<String>,
 }

@@ -170,7 +170,7 @@ fn driver_at(end: Offset) -> (MasterDriver<Sink, Reply>, Instant) {
 }
 
 fn trusting(d: &mut MasterDriver<Sink, Reply>, net: &str) {
-    d.set_admission(Admission::allow_list(vec![net.parse().unwrap()]));
+    d.set_admission(Admission::allow_list(crate::service::parse_allow_list(net).unwrap()));
 }
 
 #[test]
@@ -186,8 +186,10 @@ fn a_trusted_slave_ahead_of_the_master_fences_puts() {
 }
 
 #[test]
-fn an_untrusted_connection_ahead_of_the_master_is_refused_and_counted_without_fencing() {
+fn an_unidentified_connection_ahead_of_the_master_is_refused_loudly_without_fencing() {
+    // Admitted by haTrustAnyReplica: it counts, but is not identified, so it cannot fence.
     let (mut d, now) = driver_at(100);
+    d.set_admission(Admission { trust_any: true, ..Admission::default() });
     let sink = Sink::default();
     let closed = sink.closed.clone();
     d.accept(now, ConnId(1), "10.0.0.7:4000".parse().unwrap(), sink);
@@ -197,7 +199,29 @@ fn an_untrusted_connection_ahead_of_the_master_is_refused_and_counted_without_fe
     assert!(*closed.borrow());
     let status = d.status(now, BrokerRole::SyncMaster, 0);
     assert_eq!(status.refusals.untrusted_ahead, 1);
-    assert!(status.refusals.last.as_deref().is_some_and(|l| l.contains("10.0.0.7:4000")), "{status:?}");
+    let last = status.refusals.last.clone().unwrap_or_default();
+    assert!(last.contains("10.0.0.7:4000") && last.contains("haReplicaAllowList"), "names the key: {last}");
+}
+
+#[test]
+fn in_protected_mode_an_off_loopback_connection_is_closed_unread_and_a_loopback_replica_ahead_fences() {
+    let (mut d, now) = driver_at(100);
+    let sink = Sink::default();
+    let closed = sink.closed.clone();
+    d.accept(now, ConnId(1), "10.0.0.7:4000".parse().unwrap(), sink);
+    d.received(now, ConnId(1), Bytes::copy_from_slice(&encode_report(150)));
+    let _ = d.drain();
+    assert!(*closed.borrow(), "closed at accept");
+    let status = d.status(now, BrokerRole::SyncMaster, 0);
+    assert_eq!((status.refusals.not_admitted, status.refusals.untrusted_ahead), (1, 0));
+    assert!(status.refusals.last.is_some_and(|l| l.contains("protected mode")));
+    assert_eq!(d.fence(), None);
+    // A loopback replica holding bytes this master lost (old #16) fences it.
+    let slave: SocketAddr = "127.0.0.1:4001".parse().unwrap();
+    d.accept(now, ConnId(2), slave, Sink::default());
+    d.received(now, ConnId(2), Bytes::copy_from_slice(&encode_report(150)));
+    let _ = d.drain();
+    assert_eq!(d.fence(), Some(&Fence::Diverged { slave, reported: 150, end: 100 }));
 }
 
 #[test]
@@ -217,6 +241,7 @@ fn the_restart_fence_lifts_once_every_slave_reported() {
 #[test]
 fn a_host_that_connects_again_replaces_its_older_silent_connection() {
     let (mut d, now) = driver_at(100);
+    trusting(&mut d, "10.0.0.0/24, 127.0.0.1");
     let old = Sink::default();
     let closed = old.closed.clone();
     d.accept(now, ConnId(1), "10.0.0.9:5000".parse().unwrap(), old);
@@ -253,11 +278,14 @@ pub(super) fn origin() -> Instant {
 }
 
 /// A driver over a log of `end` bytes whose SYNC waits need two slaves (a quorum of three).
+/// Replicas on 10.0.0.0/24 and loopback are listed.
 fn quorum_driver(end: Offset) -> (MasterDriver<Sink, Reply>, Instant) {
     let now = Instant::ZERO;
     let config =
         MasterConfig { ack_policy: crate::AckPolicy::Quorum { in_sync_replicas: 3 }, ..Default::default() };
-    (MasterDriver::new(config, now, LogBounds { min: 0, max: end }).unwrap(), now)
+    let mut d = MasterDriver::new(config, now, LogBounds { min: 0, max: end }).unwrap();
+    trusting(&mut d, "10.0.0.0/24, 127.0.0.1");
+    (d, now)
 }
 
 /// Connects `conn` from `addr`, reports 0, is sent the log up to its end and acks `ack`.
@@ -395,6 +423,7 @@ fn a_rebooted_slave_stays_in_an_all_in_sync_wait_while_its_old_connection_is_evi
     let config = MasterConfig { ack_policy: crate::AckPolicy::AllInSync, ..Default::default() };
     let mut d: MasterDriver<Sink, Reply> =
         MasterDriver::new(config, now, LogBounds { min: 0, max: 100 }).unwrap();
+    trusting(&mut d, "10.0.0.0/24");
     streaming_slave(&mut d, now, 1, "10.0.0.7:4000", 50);
     streaming_slave(&mut d, now, 2, "10.0.0.8:4000", 100);
     let results = Rc::new(RefCell::new(Vec::new()));

@@ -43,7 +43,7 @@ pub enum TlsMode {
     #[default]
     Off,
     /// TLS and plain links: TLS slaves are trusted by certificate; plain ones follow the
-    /// replica allow-list, or open admission without one.
+    /// replica allow-list, and are strangers without one (they may replicate, never count).
     Optional,
     /// TLS links only: a plain connection is closed unread.
     Required,

@@ -90,6 +90,7 @@ fn draw_master(rng: &mut SimRng, slaves: usize) -> MasterConfig {
         ha_max_gap_not_in_sync: if rng.chance(0.7) { 1 << 30 } else { rng.range(segment, 4 * segment) },
         max_inflight: rng.range(1, 8) as u32,
         verify_first_reports: false,
+        identified_only: false,
     }
 }
 

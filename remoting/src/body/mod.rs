@@ -1,12 +1,13 @@
 //! JSON bodies that are protocol types, as fastjson writes and reads them.
 //!
 //! Field names are Java's bean properties; fields only 5.x has are `Option`s (or default when
-//! absent) and documented so. Reading goes through [`fastjson::standardize`], so fastjson's bare
-//! map keys (`{0:"addr"}`) read like quoted ones, accepts numbers written as strings (fastjson's
-//! `BrowserCompatible` output, which the NameServer uses for new clients), takes a missing or
-//! `null` collection as empty, and ignores unknown fields, except where a type keeps them in
-//! `extra` so that what a Java broker sent survives a read and a write. Writing gives standard
-//! JSON with quoted keys, which fastjson reads.
+//! absent) and documented so. Reading goes through [`fastjson::parse`], so fastjson's bare
+//! map keys (`{0:"addr"}`) read like quoted ones; it accepts numbers written as strings
+//! (fastjson's `BrowserCompatible` output, which the NameServer uses for new clients), takes a
+//! `null` field as absent (as fastjson does) and a missing collection as empty, and ignores
+//! unknown fields, except where a type keeps them in `extra` so that what a Java broker sent
+//! survives a read and a write. Writing gives standard JSON with quoted keys, which fastjson
+//! reads.
 //!
 //! Java adds fields to these classes, and so will these types: build them with
 //! `..Default::default()` or their `new`.
@@ -31,9 +32,12 @@ pub use heartbeat::{
     ConsumerData, GetConsumerListByGroupResponseBody, HeartbeatData, LockBatchRequestBody,
     LockBatchResponseBody, MessageQueue, ProducerData, SubscriptionData, UnlockBatchRequestBody,
 };
-pub use metadata::{ConsumerOffsetSerializeWrapper, SubscriptionGroupConfig, SubscriptionGroupWrapper};
-pub use register::{DEFAULT_MAX_INFLATED_LEN, RegisterBrokerBody, TopicConfig, TopicConfigSerializeWrapper};
-pub use route::{BrokerData, DataVersion, QueueData, TopicRouteData};
+pub use metadata::{
+    ConsumerOffsetSerializeWrapper, DEFAULT_QUEUE_NUMS, DataVersion, OffsetTable, SubscriptionGroupConfig,
+    SubscriptionGroupWrapper, TopicConfig, TopicConfigSerializeWrapper, TopicFilterType, perm,
+};
+pub use register::{DEFAULT_MAX_INFLATED_LEN, RegisterBrokerBody};
+pub use route::{BrokerData, QueueData, TopicRouteData};
 
 use crate::error::BodyError;
 
@@ -44,10 +48,15 @@ pub trait JsonBody: Serialize + DeserializeOwned {
 
     /// Reads the body as fastjson would (see the [module docs](self)).
     fn decode(body: &[u8]) -> Result<Self, BodyError> {
-        let json = fastjson::standardize(body)
-            .map_err(|reason| BodyError::Json { body: Self::JAVA_CLASS, reason })?;
-        serde_json::from_slice(&json)
-            .map_err(|e| BodyError::Json { body: Self::JAVA_CLASS, reason: e.to_string() })
+        let v = fastjson::parse(body)
+            .map_err(|e| BodyError::Json { body: Self::JAVA_CLASS, reason: e.to_string() })?;
+        Self::decode_value(v)
+    }
+
+    /// Reads the body from JSON already parsed (a config file's content, say); `null` fields
+    /// count as absent.
+    fn decode_value(v: serde_json::Value) -> Result<Self, BodyError> {
+        from_value(Self::JAVA_CLASS, v)
     }
 
     /// Writes the body as standard JSON.
@@ -58,6 +67,15 @@ pub trait JsonBody: Serialize + DeserializeOwned {
 
 /// Unknown fields a type keeps, by name.
 pub type Extra = BTreeMap<String, serde_json::Value>;
+
+/// `v`, its `null` fields dropped (fastjson reads them as absent), as a `T`.
+pub(crate) fn from_value<T: DeserializeOwned>(
+    java_class: &'static str,
+    mut v: serde_json::Value,
+) -> Result<T, BodyError> {
+    fastjson::strip_nulls(&mut v);
+    serde_json::from_value(v).map_err(|e| BodyError::Json { body: java_class, reason: e.to_string() })
+}
 
 /// serde helpers for Java's way with numbers and nulls.
 pub(crate) mod lenient {

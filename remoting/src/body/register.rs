@@ -1,182 +1,12 @@
-//! Topic configs and the broker registration body.
+//! The broker registration body.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 
 use serde::{Deserialize, Serialize};
 
-use super::{DataVersion, Extra, JsonBody, lenient};
+use super::{DataVersion, Extra, JsonBody, TopicConfig, TopicConfigSerializeWrapper, lenient};
 use crate::error::BodyError;
-
-/// `TopicConfig`: one topic's queues and permissions, as `topics.json`, `GET_ALL_TOPIC_CONFIG`
-/// and registration carry it.
-///
-/// Fields this crate does not model (5.x's derived `topicMessageType`, 5.5's
-/// `liteTopicExpiration`, ...) are kept in [`extra`](Self::extra) and written back.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TopicConfig {
-    /// `attributes` (5.x).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub attributes: Option<BTreeMap<String, String>>,
-    /// `order`: an ordered topic.
-    #[serde(default, deserialize_with = "lenient::null_default")]
-    pub order: bool,
-    /// `perm`: `PermName` bits (read 4, write 2, inherit 1); Java's default 6.
-    #[serde(default = "default_perm", deserialize_with = "lenient::number")]
-    pub perm: i32,
-    /// `readQueueNums`; Java's default 16.
-    #[serde(default = "default_queue_nums", deserialize_with = "lenient::number")]
-    pub read_queue_nums: i32,
-    /// `topicFilterType`: `SINGLE_TAG` (the default) or `MULTI_TAG`.
-    #[serde(default = "default_filter_type")]
-    pub topic_filter_type: String,
-    /// `topicName`.
-    #[serde(default, deserialize_with = "lenient::null_default")]
-    pub topic_name: String,
-    /// `topicSysFlag`.
-    #[serde(default, deserialize_with = "lenient::number")]
-    pub topic_sys_flag: i32,
-    /// `writeQueueNums`; Java's default 16.
-    #[serde(default = "default_queue_nums", deserialize_with = "lenient::number")]
-    pub write_queue_nums: i32,
-    /// Fields not modelled here, as they came.
-    #[serde(flatten)]
-    pub extra: Extra,
-}
-
-fn default_perm() -> i32 {
-    6
-}
-
-fn default_queue_nums() -> i32 {
-    16
-}
-
-fn default_filter_type() -> String {
-    "SINGLE_TAG".to_owned()
-}
-
-impl Default for TopicConfig {
-    /// Java's `new TopicConfig()`: 16 read and write queues, read and write permission.
-    fn default() -> Self {
-        Self {
-            attributes: None,
-            order: false,
-            perm: default_perm(),
-            read_queue_nums: default_queue_nums(),
-            topic_filter_type: default_filter_type(),
-            topic_name: String::new(),
-            topic_sys_flag: 0,
-            write_queue_nums: default_queue_nums(),
-            extra: Extra::new(),
-        }
-    }
-}
-
-impl TopicConfig {
-    /// A readable and writable topic with `queues` read and write queues.
-    pub fn new(topic_name: impl Into<String>, queues: i32) -> Self {
-        Self {
-            topic_name: topic_name.into(),
-            read_queue_nums: queues,
-            write_queue_nums: queues,
-            ..Self::default()
-        }
-    }
-
-    /// Java's `TopicConfig.encode()`: the space-separated text of the compressed registration,
-    /// `name read write perm filterType`, then the attributes' JSON when there are any. The text
-    /// cannot carry `order` or `topicSysFlag` (neither can Java's). A 4.9.x NameServer reads
-    /// exactly five words and fails the whole registration on a sixth, so a topic with
-    /// attributes needs a 5.x NameServer or the uncompressed body.
-    pub fn encode_text(&self) -> Result<String, BodyError> {
-        for (what, text) in [("topic name", &self.topic_name), ("topicFilterType", &self.topic_filter_type)] {
-            if text.is_empty() || text.contains(' ') {
-                return Err(BodyError::Unencodable {
-                    body: "TopicConfig",
-                    reason: format!(
-                        "{what} {text:?} is empty or has a space, which the compressed text cannot carry"
-                    ),
-                });
-            }
-        }
-        let mut out = format!(
-            "{} {} {} {} {}",
-            self.topic_name, self.read_queue_nums, self.write_queue_nums, self.perm, self.topic_filter_type
-        );
-        if let Some(attributes) = self.attributes.as_ref().filter(|a| !a.is_empty()) {
-            out.push(' ');
-            out.push_str(&serde_json::to_string(attributes).expect("a string map serializes"));
-        }
-        Ok(out)
-    }
-
-    /// Java 5.x's `TopicConfig.decode(String)`: at least five space-separated words; the rest
-    /// after the fifth space is the attributes' JSON, ignored when it does not parse (as Java
-    /// ignores it). Empty attributes (`{}`, what 5.x writes for none) read as none.
-    pub fn decode_text(text: &str) -> Result<Self, BodyError> {
-        let bad = |reason: String| BodyError::Compressed { body: "TopicConfig", reason };
-        // Java's split(" ") drops trailing empty words.
-        let trimmed = text.trim_end_matches(' ');
-        let mut words = trimmed.splitn(6, ' ');
-        let mut next = |what: &str| {
-            words.next().filter(|w| !w.is_empty()).ok_or_else(|| bad(format!("{text:?} has no {what}")))
-        };
-        let topic_name = next("topic name")?.to_owned();
-        let mut int = |what: &str| -> Result<i32, BodyError> {
-            let w = next(what)?;
-            w.parse().map_err(|_| bad(format!("{what} {w:?} of {topic_name:?} is not an int")))
-        };
-        let read_queue_nums = int("readQueueNums")?;
-        let write_queue_nums = int("writeQueueNums")?;
-        let perm = int("perm")?;
-        let topic_filter_type = next("topicFilterType")?.to_owned();
-        if topic_filter_type != "SINGLE_TAG" && topic_filter_type != "MULTI_TAG" {
-            return Err(bad(format!(
-                "topicFilterType {topic_filter_type:?} is neither SINGLE_TAG nor MULTI_TAG"
-            )));
-        }
-        // Java 5.x writes `{}` for a topic without attributes: none, as the writer sees it.
-        let attributes = words
-            .next()
-            .and_then(|json| serde_json::from_str::<BTreeMap<String, String>>(json).ok())
-            .filter(|a| !a.is_empty());
-        Ok(Self {
-            attributes,
-            perm,
-            read_queue_nums,
-            topic_filter_type,
-            topic_name,
-            write_queue_nums,
-            ..Self::default()
-        })
-    }
-}
-
-/// `TopicConfigSerializeWrapper`: every topic config of a broker with their version; the
-/// answer to `GET_ALL_TOPIC_CONFIG` and the heart of a registration.
-///
-/// 5.x's `TopicConfigAndMappingSerializeWrapper` adds `mappingDataVersion`,
-/// `topicQueueMappingInfoMap` and `topicQueueMappingDetailMap` (static topics), which are kept
-/// in [`extra`](Self::extra).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TopicConfigSerializeWrapper {
-    /// `dataVersion`.
-    #[serde(default, deserialize_with = "lenient::null_default")]
-    pub data_version: DataVersion,
-    /// `topicConfigTable`: by topic name.
-    #[serde(default, deserialize_with = "lenient::null_default")]
-    pub topic_config_table: BTreeMap<String, TopicConfig>,
-    /// Fields not modelled here, as they came.
-    #[serde(flatten)]
-    pub extra: Extra,
-}
-
-impl JsonBody for TopicConfigSerializeWrapper {
-    const JAVA_CLASS: &'static str = "TopicConfigSerializeWrapper";
-}
 
 /// `RegisterBrokerBody`: the body of `REGISTER_BROKER`.
 ///
@@ -351,11 +181,11 @@ mod tests {
     use super::*;
 
     fn body() -> RegisterBrokerBody {
-        let mut ordered = TopicConfig::new("Ordered", 8);
-        ordered.attributes = Some([("+message.type".to_string(), "FIFO".to_string())].into());
+        let mut ordered = TopicConfig::with_queues("Ordered", 8, 8, 6);
+        ordered.attributes = [("+message.type".to_string(), "FIFO".to_string())].into();
         RegisterBrokerBody::new(
-            DataVersion::new(1_700_000_000_000, 5),
-            [TopicConfig::new("TopicA", 4), ordered],
+            DataVersion { timestamp: 1_700_000_000_000, counter: 5, state_version: 0 },
+            [TopicConfig::with_queues("TopicA", 4, 4, 6), ordered],
         )
     }
 
@@ -364,27 +194,6 @@ mod tests {
         let b = body();
         let z = b.encode_compressed().unwrap();
         assert_eq!(RegisterBrokerBody::decode_compressed(&z, DEFAULT_MAX_INFLATED_LEN).unwrap(), b);
-    }
-
-    #[test]
-    fn topic_config_text_is_java_s() {
-        assert_eq!(TopicConfig::new("TopicA", 4).encode_text().unwrap(), "TopicA 4 4 6 SINGLE_TAG");
-        let t = TopicConfig::decode_text("TopicA 4 4 6 SINGLE_TAG ").unwrap();
-        assert_eq!(t, TopicConfig::new("TopicA", 4));
-        let t = TopicConfig::decode_text(r#"T 1 2 4 MULTI_TAG {"a":"b c"}"#).unwrap();
-        assert_eq!((t.read_queue_nums, t.write_queue_nums, t.perm), (1, 2, 4));
-        assert_eq!(t.attributes.unwrap()["a"], "b c");
-        let t = TopicConfig::decode_text("TopicA 4 4 6 SINGLE_TAG {}").unwrap();
-        assert_eq!(t, TopicConfig::new("TopicA", 4), "Java 5's empty attributes are none");
-        let t = TopicConfig::decode_text("T 1 2 4 SINGLE_TAG not-json").unwrap();
-        assert_eq!(t.attributes, None, "Java ignores attributes it cannot parse");
-        for bad in ["", "T 1 2 4", "T x 2 4 SINGLE_TAG", "T 1 2 4 OTHER", "T  1 2 4 SINGLE_TAG"] {
-            assert!(TopicConfig::decode_text(bad).is_err(), "{bad:?}");
-        }
-        let mut spaced = TopicConfig::new("a b", 1);
-        assert!(spaced.encode_text().is_err());
-        spaced.topic_name = String::new();
-        assert!(spaced.encode_text().is_err());
     }
 
     #[test]
@@ -421,20 +230,5 @@ mod tests {
         negative.write_all(&(-1i32).to_be_bytes()).unwrap();
         let negative = negative.finish().unwrap();
         assert!(RegisterBrokerBody::decode_compressed(&negative, DEFAULT_MAX_INFLATED_LEN).is_err());
-    }
-
-    #[test]
-    fn unknown_topic_config_fields_survive_a_read_and_a_write() {
-        let json = br#"{"attributes":{},"liteTopicExpiration":-1,"order":false,"perm":6,"readQueueNums":4,"topicFilterType":"SINGLE_TAG","topicMessageType":"NORMAL","topicName":"T","topicSysFlag":0,"writeQueueNums":4}"#;
-        let t: TopicConfig = serde_json::from_slice(json).unwrap();
-        assert_eq!(t.extra["liteTopicExpiration"], -1);
-        let back: serde_json::Value = serde_json::from_slice(&serde_json::to_vec(&t).unwrap()).unwrap();
-        assert_eq!(back, serde_json::from_slice::<serde_json::Value>(json).unwrap());
-    }
-
-    #[test]
-    fn missing_topic_config_fields_take_java_s_defaults() {
-        let t: TopicConfig = serde_json::from_slice(br#"{"topicName":"T"}"#).unwrap();
-        assert_eq!(t, TopicConfig::new("T", 16));
     }
 }

@@ -1,4 +1,4 @@
-//! Routes: `TopicRouteData` from the NameServer, and `DataVersion`.
+//! Routes: `TopicRouteData` from the NameServer.
 
 use std::collections::BTreeMap;
 
@@ -83,32 +83,6 @@ pub struct QueueData {
     pub write_queue_nums: i32,
 }
 
-/// `DataVersion`: a metadata table's version (topic configs, subscription groups, ...).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DataVersion {
-    /// `counter`: bumped on every change.
-    #[serde(default, deserialize_with = "lenient::number")]
-    pub counter: i64,
-    /// `stateVersion` (5.x).
-    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient::option_number")]
-    pub state_version: Option<i64>,
-    /// `timestamp`: when it was made, in ms.
-    #[serde(default, deserialize_with = "lenient::number")]
-    pub timestamp: i64,
-}
-
-impl DataVersion {
-    /// The version with `counter` made at `timestamp` (ms).
-    pub fn new(timestamp: i64, counter: i64) -> Self {
-        Self { counter, state_version: None, timestamp }
-    }
-}
-
-impl JsonBody for DataVersion {
-    const JAVA_CLASS: &'static str = "DataVersion";
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -142,15 +116,5 @@ mod tests {
             String::from_utf8(route.encode()).unwrap(),
             r#"{"brokerDatas":[{"brokerAddrs":{"0":"a:1"},"brokerName":"b","cluster":"c"}],"filterServerTable":{},"queueDatas":[]}"#
         );
-    }
-
-    #[test]
-    fn numbers_may_be_strings() {
-        let v = DataVersion::decode(
-            br#"{"counter":"5","timestamp":"1700000000000","stateVersion":"9007199254740993"}"#,
-        )
-        .unwrap();
-        assert_eq!(v.counter, 5);
-        assert_eq!(v.state_version, Some(9_007_199_254_740_993));
     }
 }

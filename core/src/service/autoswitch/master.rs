@@ -14,9 +14,19 @@
 //!   that do not parse (`truncateInvalidMsg`), which logship's store already drops when it
 //!   recovers at open. The tail above the old confirmOffset was written by the previous master
 //!   and replicated here; keeping it loses nothing, and slaves that lack it get it;
-//! - starts from the log's persisted confirmOffset, which the machine raises as the
+//! - starts from the log's replication-confirmed offset (which local puts never raise; see
+//!   [`EpochLog::confirmed_offset`](crate::EpochLog::confirmed_offset)), which the machine raises as the
 //!   sync-state-set acknowledges; every change goes back to the log
 //!   ([`EpochLog::set_confirm_offset`](crate::EpochLog::set_confirm_offset)).
+//!
+//! **Identity.** Broker ids are self-declared in the handshake, so a connection's acks count
+//! (the sync-state-set, the confirmOffset, SYNC waits) only once the driver identified it
+//! (the core's [`AutoSwitchMasterConfig::identified_only`]): its admission must trust it
+//! ([`Trust`]), and the broker id it claims must match the identity that id is bound to in the
+//! [`MemberDirectory`] (on etcd, the HA address the member published), if any. A claim that
+//! contradicts its binding is refused; a stranger is identified only by a binding its address
+//! matches, possibly later (a member's address may be published after it connected), and
+//! until then streams but counts for nothing.
 //!
 //! The sync-state-set is an input: the master proposes changes
 //! ([`MasterEvent::SyncStateSetChange`]) to a [`SyncStateSetAuthority`]. Until a coordinator
@@ -39,6 +49,7 @@ use crate::autoswitch::{
 use crate::config::CoreConfigError;
 use crate::error::WaitError;
 use crate::log::{LogBounds, LogRead, Offset};
+use crate::service::admission::{MemberAddress, Slot, Trust};
 use crate::service::tls::Link;
 use crate::service::{
     Admission, ConnSink, ConnectedSlave, Fence, MasterServiceConfig, MasterStatus, Refusals, StartError,
@@ -68,7 +79,44 @@ pub struct MasterControllerConfig {
     /// Who decides the sync-state-set of the service started with this config (`None`:
     /// [`LocalAuthority`], every proposal applied at once).
     pub authority: Option<AuthorityFactory>,
+    /// The identity each member's broker id is bound to (on etcd, the HA addresses the
+    /// members published); `None`: no binding, so only connections the admission identifies
+    /// count, with whatever id they claim.
+    pub members: Option<MemberDirectory>,
 }
+
+/// Looks up the identity a broker id is bound to ([`MemberAddress`]): a handshake claiming the
+/// id must come from it. Consulted at every handshake, and again for a connection not yet
+/// identified, so it may change over time (members publishing their addresses). Compared by
+/// identity.
+#[derive(Clone)]
+pub struct MemberDirectory(Arc<dyn Fn(BrokerId) -> Option<MemberAddress> + Send + Sync>);
+
+impl MemberDirectory {
+    /// A directory answering with `lookup`.
+    pub fn new(lookup: impl Fn(BrokerId) -> Option<MemberAddress> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(lookup))
+    }
+
+    /// The identity `broker_id` is bound to, if any.
+    pub fn lookup(&self, broker_id: BrokerId) -> Option<MemberAddress> {
+        (self.0)(broker_id)
+    }
+}
+
+impl std::fmt::Debug for MemberDirectory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("MemberDirectory(..)")
+    }
+}
+
+impl PartialEq for MemberDirectory {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for MemberDirectory {}
 
 /// Makes the [`SyncStateSetAuthority`] of each master service started with a config (a
 /// coordinator's, whose answers come later through the handle). Compared by identity.
@@ -111,6 +159,7 @@ impl Default for MasterControllerConfig {
             sync: SyncPolicy::default(),
             ha_max_time_slave_not_catchup: sync_state::DEFAULT_HA_MAX_TIME_SLAVE_NOT_CATCHUP,
             authority: None,
+            members: None,
         }
     }
 }
@@ -275,7 +324,13 @@ struct ConnEntry<C> {
     sink: C,
     address: SocketAddr,
     since: Instant,
-    trusted: bool,
+    /// What the admission made of it; `None` while TLS is negotiated.
+    admitted: Option<Trust>,
+    /// What it may do now: the admission's verdict until its handshake was weighed, then the
+    /// identity of its claim; `None` while either is pending.
+    trust: Option<Trust>,
+    /// Fed to the core as identified: its acks count.
+    vouched: bool,
     identity: Option<String>,
     /// Waiting for `Negotiated` (TLS configured); its bytes are dropped until then.
     negotiating: bool,
@@ -305,6 +360,7 @@ pub struct AutoSwitchDriver<L, C, W> {
     refused: BTreeSet<ConnId>,
     refusals: Refusals,
     authority: Box<dyn SyncStateSetAuthority>,
+    members: Option<MemberDirectory>,
 }
 
 impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
@@ -347,11 +403,12 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             ha_max_time_slave_not_catchup: controller.ha_max_time_slave_not_catchup,
             sync: controller.sync,
             verify_first_acks: true,
+            identified_only: true,
         };
         // Checked before the epoch is recorded: a refused start leaves the log as it was.
         core.validate()?;
         let epochs = record_epoch(&*log, controller.epoch)?;
-        let confirm_offset = log.epoch_log().map_or(0, |e| e.confirm_offset());
+        let confirm_offset = log.epoch_log().map_or(0, |e| e.confirmed_offset());
         let start = MasterStart {
             log: log.bounds(),
             epochs,
@@ -382,6 +439,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             refused: BTreeSet::new(),
             refusals: Refusals::default(),
             authority,
+            members: controller.members.clone(),
         })
     }
 
@@ -406,25 +464,36 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
     pub fn accept(&mut self, now: Instant, conn: ConnId, address: SocketAddr, mut sink: C) {
         self.now = self.now.max(now);
         let ip = address.ip().to_canonical();
-        let from_peer = self.conns.values().filter(|e| e.address.ip().to_canonical() == ip).count();
-        if let Some(why) =
-            refuse_at_accept(&self.admission, ip, from_peer, self.conns.len(), &mut self.refusals)
-        {
-            warn!(?conn, peer = %address, why, "HA connection refused");
-            self.refusals.last = Some(format!("{address}: {why}"));
-            self.refused.insert(conn);
-            sink.close();
-            return;
+        let negotiating = self.admission.tls.is_some();
+        let admitted = (!negotiating).then(|| self.admission.plain_trust(ip));
+        // A stranger the member directory may identify by its handshake is undecided till then.
+        let directory = self.members.is_some();
+        let trust = admitted.filter(|&t| !(t == Trust::Stranger && directory));
+        let slots = self.slots();
+        match refuse_at_accept(&self.admission, ip, trust, &slots, directory, &mut self.refusals) {
+            Ok(Some(victim)) => {
+                warn!(conn = ?victim, %address, "HA slots full: displacing a less trusted connection");
+                self.refusals.displaced += 1;
+                self.feed(now, MasterInput::Evict { conn: victim });
+            }
+            Ok(None) => {}
+            Err(why) => {
+                warn!(?conn, peer = %address, why, "HA connection refused");
+                self.refusals.last = Some(format!("{address}: {why}"));
+                self.refused.insert(conn);
+                sink.close();
+                return;
+            }
         }
         self.feed(now, MasterInput::Accepted { conn });
         self.connections_accepted += 1;
-        let negotiating = self.admission.tls.is_some();
-        let trusted = !negotiating && self.admission.trusts(ip);
         let entry = ConnEntry {
             sink,
             address,
             since: now,
-            trusted,
+            admitted,
+            trust,
+            vouched: false,
             identity: None,
             negotiating,
             refused: false,
@@ -449,11 +518,12 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
         };
         entry.negotiating = false;
         match decision {
-            Negotiation::Admitted { trusted, identity } => {
+            Negotiation::Admitted { trust, identity } => {
                 if let Some(name) = &identity {
                     info!(?conn, peer = %entry.address, replica = %name, "TLS replica admitted");
                 }
-                entry.trusted = trusted;
+                entry.admitted = Some(trust);
+                entry.trust = Some(trust).filter(|&t| !(t == Trust::Stranger && self.members.is_some()));
                 entry.identity = identity;
             }
             Negotiation::Refused(why) => {
@@ -554,6 +624,18 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
     pub fn handle_timeout(&mut self, now: Instant) {
         self.now = self.now.max(now);
         self.master.handle_timeout(now);
+        if self.members.is_some() {
+            // Strangers whose member may have published its address since their handshake.
+            let strangers: Vec<ConnId> = self
+                .conns
+                .iter()
+                .filter(|(_, e)| !e.vouched && e.trust == Some(Trust::Stranger) && !e.refused)
+                .map(|(&conn, _)| conn)
+                .collect();
+            for conn in strangers {
+                self.weigh_claim(now, conn);
+            }
+        }
     }
 
     /// Performs every pending output and returns when to call
@@ -644,7 +726,8 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
                 in_sync: broker_id.is_some_and(|id| set.applied.contains(&id)),
                 connected_for: now.saturating_duration_since(entry.since),
                 bytes_sent: entry.bytes_sent,
-                trusted: entry.trusted,
+                trusted: entry.trust == Some(Trust::Identified),
+                counted: progress.counted,
                 identity: entry.identity.clone(),
             });
         }
@@ -712,6 +795,93 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
         }
     }
 
+    /// The live connections as [`Admission::allot`](crate::service::Admission::allot) weighs them.
+    fn slots(&self) -> Vec<Slot> {
+        // Only connections the core still holds: one it closed (displaced, evicted) holds no
+        // slot, though its teardown may not have been reported yet.
+        self.master
+            .slaves()
+            .filter_map(|p| {
+                let e = self.conns.get(&p.conn).filter(|e| !e.refused)?;
+                Some(Slot {
+                    conn: p.conn,
+                    ip: e.address.ip().to_canonical(),
+                    trust: e.trust,
+                    reported: p.ack.is_some(),
+                    since: e.since,
+                })
+            })
+            .collect()
+    }
+
+    /// Weighs the broker id `conn` claimed in its handshake against its identity (see the
+    /// module docs): identifies it to the core, refuses it (a claim its binding contradicts),
+    /// or leaves it a stranger for now.
+    fn weigh_claim(&mut self, now: Instant, conn: ConnId) {
+        let Some(claimed) =
+            self.master.slaves().find(|p| p.conn == conn).and_then(|p| p.handshake).map(|h| h.broker_id)
+        else {
+            return;
+        };
+        let Some(entry) = self.conns.get_mut(&conn).filter(|e| !e.refused && !e.negotiating && !e.vouched)
+        else {
+            return;
+        };
+        let Some(admitted) = entry.admitted else { return };
+        let ip = entry.address.ip().to_canonical();
+        let binding = self.members.as_ref().and_then(|m| m.lookup(claimed));
+        let matches = |b: &MemberAddress| match b {
+            MemberAddress::Ip(bound) => bound.to_canonical() == ip,
+            MemberAddress::TlsName(name) => entry.identity.as_ref() == Some(name),
+        };
+        let verdict = match &binding {
+            Some(b) if matches(b) => Ok(Trust::Identified),
+            Some(b) if admitted == Trust::Counted => {
+                warn!(?conn, peer = %entry.address, broker_id = claimed, bound = ?b, "broker id claimed from another identity than its member's; counted anyway (haTrustAnyReplica)");
+                Ok(Trust::Counted)
+            }
+            Some(b) => Err(format!(
+                "claims broker id {claimed}, which is bound to {}, not to this connection",
+                match b {
+                    MemberAddress::Ip(bound) => format!("the HA address its member published ({bound})"),
+                    MemberAddress::TlsName(name) => format!("the TLS replica name {name}"),
+                }
+            )),
+            None => Ok(admitted),
+        };
+        match verdict {
+            Ok(Trust::Stranger) => {
+                entry.trust = Some(Trust::Stranger);
+                debug!(?conn, peer = %entry.address, broker_id = claimed, "a stranger's handshake: it streams but counts for nothing");
+            }
+            Ok(trust) => {
+                entry.trust = Some(trust);
+                entry.vouched = true;
+                info!(?conn, peer = %entry.address, broker_id = claimed, trust = trust.name(), "slave identified");
+                self.feed(now, MasterInput::Identified { conn });
+                // A stranger holding the same id counts for nothing and may be an impostor.
+                let impostors: Vec<ConnId> = self
+                    .master
+                    .slaves()
+                    .filter(|p| p.conn != conn && p.handshake.is_some_and(|h| h.broker_id == claimed))
+                    .filter(|p| self.conns.get(&p.conn).is_some_and(|e| !e.vouched))
+                    .map(|p| p.conn)
+                    .collect();
+                for other in impostors {
+                    warn!(conn = ?other, broker_id = claimed, "an unidentified connection claimed an identified member's broker id: closing it");
+                    self.feed(now, MasterInput::Evict { conn: other });
+                }
+            }
+            Err(why) => {
+                warn!(?conn, peer = %entry.address, broker_id = claimed, why, "HA handshake refused");
+                self.refusals.identity_refused += 1;
+                self.refusals.last = Some(format!("{}: {why}", entry.address));
+                entry.trust = Some(Trust::Stranger);
+                self.feed(now, MasterInput::Evict { conn });
+            }
+        }
+    }
+
     fn confirm(&mut self, offset: Offset) {
         match self.log.epoch_log() {
             Some(epochs) => {
@@ -763,6 +933,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
                     learner = request.async_learner,
                     "slave handshake"
                 );
+                self.weigh_claim(now, conn);
             }
             MasterEvent::SlaveStarted { conn, requested, start } => {
                 info!(?conn, requested, start, "slave streaming");
@@ -770,7 +941,13 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
                     entry.start = Some(start);
                 }
             }
-            MasterEvent::SlaveAcked { .. } => {}
+            MasterEvent::SlaveAcked { conn, .. } => {
+                // A stranger may be identified later: its member's address may be published
+                // after it connected.
+                if self.members.is_some() && self.conns.get(&conn).is_some_and(|e| !e.vouched) {
+                    self.weigh_claim(now, conn);
+                }
+            }
             MasterEvent::SlaveDisconnected { conn } => debug!(?conn, "slave disconnected"),
         }
     }

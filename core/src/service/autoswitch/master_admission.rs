@@ -1,47 +1,55 @@
 //! The admission decisions of a master service's connections, as plain functions over an
-//! [`Admission`]: which connection is closed at accept, and what a TLS negotiation makes of
-//! one. The AutoSwitch driver calls them; they follow the classic driver's rules exactly (see
-//! [`MasterDriver::accept`](crate::service::MasterDriver::accept) and
-//! [`MasterDriver::negotiated`](crate::service::MasterDriver::negotiated)), so both protocols
-//! admit and trust the same connections.
+//! [`Admission`]: which connection is closed at accept or displaced to make room, and what a
+//! TLS negotiation makes of one. Both drivers call them, so both protocols admit and trust the
+//! same connections (see [`MasterDriver::accept`](crate::service::MasterDriver::accept) and
+//! [`MasterDriver::negotiated`](crate::service::MasterDriver::negotiated)).
 
 use std::net::IpAddr;
 
+use crate::ConnId;
+use crate::service::admission::{Allotment, Slot, Trust};
 use crate::service::tls::{Link, TlsMode};
 use crate::service::{Admission, Refusals};
 
-/// Why a connection is closed at accept, if it is, counting the refusal: not in the
-/// allow-list (without TLS; with it, the list waits for the negotiation), or over a connection
-/// limit (the per-address limit does not apply to loopback). `from_peer` is the number of live
-/// connections from `ip`, `total` of all live connections.
+/// Decides a new connection from `ip` at accept, counting a refusal: closed if not admitted
+/// (without TLS: not in the allow-list, or in protected mode off loopback unless a member
+/// directory is to identify it, `directory`), else given a slot ([`Admission::allot`]) by its
+/// `trust` (`None`: still to be decided). `Ok(None)`: a free slot; `Ok(Some(victim))`: the
+/// slot of a less trusted connection, which the caller closes (counted as displaced by it);
+/// `Err(why)`: refused.
 pub(crate) fn refuse_at_accept(
     admission: &Admission,
     ip: IpAddr,
-    from_peer: usize,
-    total: usize,
+    trust: Option<Trust>,
+    slots: &[Slot],
+    directory: bool,
     refusals: &mut Refusals,
-) -> Option<&'static str> {
-    if admission.tls.is_none() && !admission.admits(ip) {
+) -> Result<Option<ConnId>, &'static str> {
+    if admission.tls.is_none() && !admission.admits_plain(ip, directory) {
         refusals.not_admitted += 1;
-        Some("not in the replica allow-list")
-    } else if !ip.is_loopback() && from_peer >= admission.max_connections_per_peer {
-        refusals.over_limit += 1;
-        Some("too many HA connections from this address")
-    } else if total >= admission.max_connections {
-        refusals.over_limit += 1;
-        Some("too many HA connections")
-    } else {
-        None
+        return Err(if admission.is_protected() {
+            "protected mode: without haReplicaAllowList or TLS only loopback peers are admitted"
+        } else {
+            "not in the replica allow-list"
+        });
+    }
+    match admission.allot(slots, ip, trust) {
+        Allotment::Admit => Ok(None),
+        Allotment::Displace(victim) => Ok(Some(victim)),
+        Allotment::Refuse(why) => {
+            refusals.over_limit += 1;
+            Err(why)
+        }
     }
 }
 
 /// What a finished negotiation (TLS configured) makes of a connection from `ip`.
 #[derive(Debug)]
 pub(crate) enum Negotiation {
-    /// Admitted; trusted or not, with the replica name its certificate carries.
+    /// Admitted; with its trust and the replica name its certificate carries.
     Admitted {
-        /// Whether its reports are trusted.
-        trusted: bool,
+        /// What it may do.
+        trust: Trust,
         /// The TLS replica name; `None` for a plain link.
         identity: Option<String>,
     },
@@ -50,8 +58,9 @@ pub(crate) enum Negotiation {
 }
 
 /// Decides a negotiated link: a plain one is refused if TLS is required, else follows the
-/// allow-list; a TLS one is admitted and trusted if its certificate names a listed replica.
-/// `None` when TLS is not configured (nothing to decide). Counts refusals.
+/// allow-list (unlisted plain links are strangers without one); a TLS one is admitted and
+/// identified if its certificate names a listed replica. `None` when TLS is not configured
+/// (nothing to decide). Counts refusals.
 pub(crate) fn decide_link(
     admission: &Admission,
     ip: IpAddr,
@@ -68,9 +77,9 @@ pub(crate) fn decide_link(
             refusals.not_admitted += 1;
             Negotiation::Refused("a plain link not in the replica allow-list".to_string())
         }
-        Link::Plain => Negotiation::Admitted { trusted: admission.trusts(ip), identity: None },
+        Link::Plain => Negotiation::Admitted { trust: admission.plain_trust(ip), identity: None },
         Link::Tls { peer_certificates } => match tls.identify(&peer_certificates) {
-            Ok(name) => Negotiation::Admitted { trusted: true, identity: Some(name) },
+            Ok(name) => Negotiation::Admitted { trust: Trust::Identified, identity: Some(name) },
             Err(e) => {
                 refusals.tls_refused += 1;
                 Negotiation::Refused(e.to_string())

@@ -122,6 +122,14 @@ fn addr(text: &str) -> SocketAddr {
     text.parse().unwrap()
 }
 
+/// `config` with the replicas on 10.0.0.0/24 listed (admitted and identified).
+fn on_network(config: MasterServiceConfig) -> MasterServiceConfig {
+    MasterServiceConfig {
+        admission: Admission::allow_list(parse_allow_list("10.0.0.0/24").unwrap()),
+        ..config
+    }
+}
+
 /// A master task and what its connections were handed.
 struct Harness {
     task: Task,
@@ -579,7 +587,7 @@ fn shutdown_closes_every_connection_and_cancels_waits() {
 
 #[test]
 fn a_restarted_slave_whose_old_connection_is_silent_gets_back_in_on_its_next_attempt() {
-    let cfg = config(controller(1, &[]));
+    let cfg = on_network(config(controller(1, &[])));
     let heartbeat = cfg.core.heartbeat_interval;
     let mut h = Harness::start(&cfg, log_with(10, &[])).unwrap();
     let old = h.connect(1, "10.0.0.2:5000");
@@ -603,7 +611,7 @@ fn a_restarted_slave_whose_old_connection_is_silent_gets_back_in_on_its_next_att
 
 #[test]
 fn a_live_slave_keeps_its_id_against_a_second_claimant() {
-    let cfg = config(controller(1, &[]));
+    let cfg = on_network(config(controller(1, &[])));
     let heartbeat = cfg.core.heartbeat_interval;
     let mut h = Harness::start(&cfg, log_with(10, &[])).unwrap();
     let live = h.connect(1, "10.0.0.2:5000");
@@ -621,7 +629,7 @@ fn a_live_slave_keeps_its_id_against_a_second_claimant() {
 
 #[test]
 fn another_host_claiming_a_silent_slaves_id_evicts_nothing() {
-    let cfg = config(controller(1, &[]));
+    let cfg = on_network(config(controller(1, &[])));
     let heartbeat = cfg.core.heartbeat_interval;
     let mut h = Harness::start(&cfg, log_with(10, &[])).unwrap();
     let old = h.connect(1, "10.0.0.2:5000");
@@ -633,4 +641,112 @@ fn another_host_claiming_a_silent_slaves_id_evicts_nothing() {
     h.handshake(stranger, 2);
     assert!(h.closed(stranger));
     assert!(!h.closed(old), "only the same replica replaces a silent connection");
+}
+
+// ---- Issue 22: a connection's claimed broker id counts only once its identity backs it ----
+
+/// A master in epoch 1 with member 2 in the sync-state-set but away, whose puts need two
+/// copies (`minInSyncReplicas=2`, every member acks).
+fn two_copies(admission: Admission, members: Option<MemberDirectory>) -> MasterServiceConfig {
+    let sync = SyncPolicy { all_ack_in_sync_state_set: true, in_sync_replicas: 2, min_in_sync_replicas: 2 };
+    MasterServiceConfig {
+        admission,
+        ..config(MasterControllerConfig { sync, members, ..controller(1, &[2]) })
+    }
+}
+
+/// `conn` handshakes as broker `id`, is sent the log and acks all `end` bytes of it.
+fn stream_as(h: &mut Harness, conn: ConnId, id: BrokerId, end: Offset) {
+    h.handshake(conn, id);
+    h.deliver(conn);
+    h.send(conn, &encode_ack(0));
+    h.deliver(conn);
+    h.send(conn, &encode_ack(end));
+}
+
+#[test]
+fn in_protected_mode_a_stranger_claiming_an_away_members_id_is_closed_and_counts_for_nothing() {
+    let cfg = two_copies(Admission::default(), None);
+    let mut h = Harness::start(&cfg, log_with(10, &[])).unwrap();
+    let stranger = h.connect(1, "203.0.113.9:5000");
+    stream_as(&mut h, stranger, 2, 10);
+    assert!(h.closed(stranger), "closed at accept, unread");
+    let status = h.status();
+    assert_eq!(status.refusals.not_admitted, 1);
+    let auto = status.autoswitch.unwrap();
+    assert_eq!(auto.sync_state_set, BTreeSet::from([1, 2]));
+    assert_eq!(auto.confirm_offset, 0, "no stranger's ack moves the confirmOffset");
+    assert_eq!(h.log.inner.confirm_offset(), 0);
+}
+
+#[test]
+fn a_claim_the_member_directory_contradicts_is_refused_and_a_stranger_counts_only_once_published() {
+    // Member 2 published 10.0.0.2; member 3 has published nothing yet.
+    let published = Arc::new(std::sync::Mutex::new(BTreeMap::from([(2, addr("10.0.0.2:10912").ip())])));
+    let directory = {
+        let published = published.clone();
+        MemberDirectory::new(move |id| published.lock().unwrap().get(&id).copied().map(MemberAddress::Ip))
+    };
+    let sync = SyncPolicy { all_ack_in_sync_state_set: true, in_sync_replicas: 2, min_in_sync_replicas: 1 };
+    let cfg = config(MasterControllerConfig { sync, members: Some(directory), ..controller(1, &[]) });
+    let mut h = Harness::start(&cfg, log_with(10, &[])).unwrap();
+    // Another host claims broker 2: refused, counted.
+    let impostor = h.connect(1, "10.0.0.9:5000");
+    h.handshake(impostor, 2);
+    assert!(h.closed(impostor), "its claim contradicts the address member 2 published");
+    let status = h.status();
+    assert_eq!(status.refusals.identity_refused, 1);
+    assert!(status.refusals.last.clone().unwrap().contains("10.0.0.2"), "{:?}", status.refusals.last);
+    // Broker 2 from its published address is identified and joins the set.
+    let real = h.connect(2, "10.0.0.2:5000");
+    stream_as(&mut h, real, 2, 10);
+    assert!(!h.closed(real));
+    let auto = h.autoswitch();
+    assert_eq!(auto.sync_state_set, BTreeSet::from([1, 2]));
+    assert_eq!(auto.confirm_offset, 10);
+    assert!(h.status().slaves.iter().any(|s| s.conn == real && s.trusted && s.counted));
+    // A stranger claiming broker 3, which published nothing: it streams, but counts for nothing.
+    let early = h.connect(3, "10.0.0.3:5000");
+    stream_as(&mut h, early, 3, 10);
+    assert!(!h.closed(early));
+    assert_eq!(h.autoswitch().sync_state_set, BTreeSet::from([1, 2]));
+    assert!(h.status().slaves.iter().any(|s| s.conn == early && !s.trusted && !s.counted));
+    // Member 3 publishes that address: the connection is identified on its next beat.
+    published.lock().unwrap().insert(3, addr("10.0.0.3:10912").ip());
+    h.advance(cfg.core.heartbeat_interval);
+    h.send(early, &encode_ack(10));
+    assert_eq!(h.autoswitch().sync_state_set, BTreeSet::from([1, 2, 3]));
+}
+
+#[test]
+fn an_identified_host_claiming_another_members_bound_id_is_refused() {
+    let directory = MemberDirectory::new(|id| (id == 2).then(|| MemberAddress::Ip(addr("10.0.0.2:1").ip())));
+    let admission = Admission::allow_list(parse_allow_list("10.0.0.0/24").unwrap());
+    let cfg = two_copies(admission, Some(directory));
+    let mut h = Harness::start(&cfg, log_with(10, &[])).unwrap();
+    let listed = h.connect(1, "10.0.0.3:5000");
+    stream_as(&mut h, listed, 2, 10);
+    assert!(h.closed(listed));
+    assert_eq!(h.status().refusals.identity_refused, 1);
+    assert_eq!(h.autoswitch().confirm_offset, 0);
+    // A put still needs its second copy.
+    let (_pending, waits) = h.put(&cfg, b"m");
+    h.advance(cfg.slave_timeout);
+    assert_eq!(waits.borrow().as_slice(), &[Err(WaitError::Timeout)]);
+}
+
+#[test]
+fn a_stranger_holding_a_members_id_first_does_not_lock_the_member_out() {
+    let directory = MemberDirectory::new(|id| (id == 2).then(|| MemberAddress::Ip(addr("10.0.0.2:1").ip())));
+    let admission = Admission { tls: None, ..Admission::default() };
+    let cfg = two_copies(admission, Some(directory));
+    let mut h = Harness::start(&cfg, log_with(10, &[])).unwrap();
+    // A stranger whose address no member published claims the unbound id 5 and streams...
+    let squatter = h.connect(1, "10.0.0.9:5000");
+    stream_as(&mut h, squatter, 5, 10);
+    assert!(!h.closed(squatter));
+    // ...and a loopback process (identified in protected mode) claiming id 5 replaces it.
+    let member = h.connect(2, "127.0.0.1:5000");
+    stream_as(&mut h, member, 5, 10);
+    assert!(!h.closed(member) && h.closed(squatter), "the unidentified holder of the id is closed");
 }

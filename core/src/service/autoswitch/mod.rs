@@ -3,7 +3,7 @@
 //! layer so that adapters run either protocol unchanged.
 
 mod master;
-mod master_admission;
+pub(crate) mod master_admission;
 mod master_task;
 #[cfg(test)]
 mod master_tests;
@@ -14,8 +14,8 @@ mod slave_tests;
 
 pub use master::{
     AuthorityFactory, AutoSwitchDriver, AutoSwitchMasterStatus, AutoSwitchSlaveInfo, LocalAuthority,
-    MasterControllerConfig, SyncStateSetAuthority, SyncStateSetError, check_sync_state_set,
+    MasterControllerConfig, MemberDirectory, SyncStateSetAuthority, SyncStateSetError, check_sync_state_set,
 };
 pub use master_task::AnyMasterDriver;
-pub use slave::{AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, SlaveControllerConfig};
+pub use slave::{AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, FollowRefusals, SlaveControllerConfig};
 pub use slave_task::AnySlaveDriver;

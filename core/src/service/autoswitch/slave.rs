@@ -23,10 +23,18 @@
 //!   reconnects, heartbeats and housekeeping as the machine asks.
 //!
 //! The configured master epoch and broker id are what the controller said; the handshake tells
-//! what the master really holds. A master whose last epoch differs is logged and shown in the
-//! status, not refused: a Java master drops an epoch that wrote nothing, so its last epoch may
-//! be below the one it was elected in.
+//! what the master really holds. Before anything is truncated or written the core refuses a
+//! master whose last epoch is below the epoch it was elected in or below this log's last epoch
+//! (a stale master), and any epoch above the elected one (a rogue master); it also refuses a
+//! truncation below the confirmOffset the store recorded, unless
+//! [`SlaveControllerConfig::drop_confirmed`] names exactly those bytes. Each refusal closes
+//! the connection; the slave tries again after the back-off, and the status says why
+//! ([`FollowRefusals`]). A Java master re-elected after an epoch in which it wrote nothing does
+//! not record its new epoch (RocketMQ's `appendEntry` refuses an entry at the previous one's
+//! start), so its last epoch stays below the one it was elected in: a logship slave does not
+//! follow it until the controller elects it again.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -37,8 +45,8 @@ use crate::ApiMisuse;
 use crate::SlaveState;
 use crate::autoswitch::frame::SlaveFrame;
 use crate::autoswitch::{
-    AutoSwitchSlave, AutoSwitchSlaveConfig, BrokerId, EpochCache, EpochEntry, EpochError, SlaveEvent,
-    SlaveInput, SlaveOutput, SlaveState as AutoSwitchState,
+    AutoSwitchSlave, AutoSwitchSlaveConfig, BrokerId, EpochCache, EpochEntry, EpochError, PeerError,
+    SlaveEvent, SlaveInput, SlaveOutput, SlaveState as AutoSwitchState,
 };
 use crate::config::CoreConfigError;
 use crate::log::{LogWrite, Offset};
@@ -59,6 +67,11 @@ pub struct SlaveControllerConfig {
     pub async_learner: bool,
     /// `isSyncFromLastFile`: an empty slave asks only for the master's last segment.
     pub sync_from_last_file: bool,
+    /// The operator's explicit override (`haSlaveDropConfirmed`): the one range of confirmed
+    /// bytes `[point, confirmOffset)` a truncation may drop, exactly as a
+    /// [`PeerError::WouldTruncateConfirmed`] refusal named it. `None`: never below the
+    /// confirmOffset.
+    pub drop_confirmed: Option<Range<Offset>>,
 }
 
 impl Default for SlaveControllerConfig {
@@ -69,6 +82,7 @@ impl Default for SlaveControllerConfig {
             master_epoch: 1,
             async_learner: false,
             sync_from_last_file: false,
+            drop_confirmed: None,
         }
     }
 }
@@ -97,6 +111,13 @@ impl SlaveControllerConfig {
         if self.master_epoch < 0 {
             return invalid("controller.master_epoch", self.master_epoch.to_string(), "must not be negative");
         }
+        if let Some(range) = self.drop_confirmed.as_ref().filter(|r| r.start >= r.end) {
+            return invalid(
+                "controller.drop_confirmed",
+                format!("{}-{}", range.start, range.end),
+                "must name a range of at least one byte, start below end",
+            );
+        }
         Ok(())
     }
 
@@ -114,7 +135,58 @@ impl SlaveControllerConfig {
             max_unstored: core.max_unstored,
             max_first_offset: core.max_first_offset,
             ack_on: core.ack_on,
+            master_epoch: Some(self.master_epoch),
+            drop_confirmed: self.drop_confirmed.clone(),
         }
+    }
+}
+
+/// Masters an AutoSwitch slave refused to follow since it started, by reason, and why the
+/// latest handshake was refused ([`AutoSwitchSlaveStatus::refusals`]). Each refusal closed
+/// the connection before anything was truncated or written; the slave tries again after the
+/// back-off.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FollowRefusals {
+    /// The master's last epoch was below the epoch it was elected in (a stale master).
+    pub master_behind_elected_epoch: u64,
+    /// The master's last epoch was below this log's last epoch (a stale master).
+    pub master_behind_local_epoch: u64,
+    /// The master announced an epoch above the one it was elected in (a rogue master).
+    pub epoch_above_elected: u64,
+    /// Following would have truncated below the recorded confirmOffset.
+    pub would_truncate_confirmed: u64,
+    /// No epoch of this log matches the master's (Java's `findConsistentPoint` gives -1).
+    pub no_consistent_point: u64,
+    /// Why the latest handshake was refused, in words (it names the override for a
+    /// truncation below the confirmOffset); `None` once a handshake is accepted.
+    pub current: Option<String>,
+}
+
+impl FollowRefusals {
+    /// Every counter with its metric label (`reason`), for metrics.
+    pub fn by_reason(&self) -> [(&'static str, u64); 5] {
+        [
+            ("master_behind_elected_epoch", self.master_behind_elected_epoch),
+            ("master_behind_local_epoch", self.master_behind_local_epoch),
+            ("epoch_above_elected", self.epoch_above_elected),
+            ("would_truncate_confirmed", self.would_truncate_confirmed),
+            ("no_consistent_point", self.no_consistent_point),
+        ]
+    }
+
+    /// Counts `error` if it is a refusal to follow; returns whether it was.
+    fn count(&mut self, error: &PeerError) -> bool {
+        let counter = match error {
+            PeerError::MasterBehindElectedEpoch { .. } => &mut self.master_behind_elected_epoch,
+            PeerError::MasterBehindLocalEpoch { .. } => &mut self.master_behind_local_epoch,
+            PeerError::EpochAboveElected { .. } => &mut self.epoch_above_elected,
+            PeerError::WouldTruncateConfirmed { .. } => &mut self.would_truncate_confirmed,
+            PeerError::NoConsistentPoint { .. } => &mut self.no_consistent_point,
+            _ => return false,
+        };
+        *counter += 1;
+        self.current = Some(error.to_string());
+        true
     }
 }
 
@@ -141,6 +213,9 @@ pub struct AutoSwitchSlaveStatus {
     pub truncations: u64,
     /// Bytes cut by those truncations.
     pub truncated_bytes: u64,
+    /// Masters refused (stale, rogue, or a truncation below the confirmOffset), and why the
+    /// latest handshake was.
+    pub refusals: FollowRefusals,
 }
 
 /// An [`AutoSwitchSlave`] with the bookkeeping every adapter needs: it performs the log's part
@@ -168,6 +243,7 @@ pub struct AutoSwitchSlaveDriver<L> {
     truncated_bytes: u64,
     /// Epochs to record once the log reaches their start, oldest first.
     pending_epochs: Vec<EpochEntry>,
+    refusals: FollowRefusals,
 }
 
 impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
@@ -191,7 +267,8 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
             .map_err(|e: EpochError| StartError::InvalidEpochList { reason: e.to_string() })?;
         let bounds = log.bounds();
         let core =
-            AutoSwitchSlave::new(controller.core_config(config), now, bounds.max, log.flushed(), epochs)?;
+            AutoSwitchSlave::new(controller.core_config(config), now, bounds.max, log.flushed(), epochs)?
+                .with_confirm_offset(epoch_log.confirmed_offset());
         info!(
             broker_id = controller.broker_id,
             master = %config.master_address,
@@ -218,6 +295,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
             truncations: 0,
             truncated_bytes: 0,
             pending_epochs: Vec::new(),
+            refusals: FollowRefusals::default(),
         })
     }
 
@@ -294,13 +372,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
                 self.master_offset = Some(master_max_offset);
                 self.master_last_epoch = Some(master_last_epoch);
                 self.consistent_point = consistent_point;
-                if master_last_epoch != self.controller.master_epoch {
-                    warn!(
-                        master_last_epoch,
-                        configured = self.controller.master_epoch,
-                        "the master's last epoch is not the one it was elected in"
-                    );
-                }
+                self.refusals.current = None;
             }
             SlaveEvent::EpochRecorded(entry) => {
                 info!(epoch = entry.epoch, start = entry.start_offset, "epoch recorded")
@@ -313,7 +385,16 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
             }
             SlaveEvent::PeerError(error) => {
                 self.peer_errors += 1;
-                warn!(%error, "master broke the protocol");
+                if self.refusals.count(&error) {
+                    error!(
+                        %error,
+                        master = %self.master_address,
+                        elected_epoch = self.controller.master_epoch,
+                        "refusing to follow this master; nothing was truncated or written, trying again later"
+                    );
+                } else {
+                    warn!(%error, "master broke the protocol");
+                }
             }
         }
     }
@@ -463,6 +544,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
                 consistent_point: self.consistent_point,
                 truncations: self.truncations,
                 truncated_bytes: self.truncated_bytes,
+                refusals: self.refusals.clone(),
             }),
         }
     }

@@ -14,6 +14,10 @@ use crate::service::{
 use crate::time::Instant;
 
 /// Either slave driver, with the calls a slave task makes of it.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "one driver per slave service, owned by its task: its size does not matter"
+)]
 pub enum AnySlaveDriver<L> {
     /// The classic protocol.
     Classic(SlaveDriver<L>),

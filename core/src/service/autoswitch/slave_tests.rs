@@ -86,6 +86,9 @@ impl EpochLog for TestLog {
     fn confirm_offset(&self) -> Offset {
         self.inner.confirm_offset()
     }
+    fn confirmed_offset(&self) -> Offset {
+        self.inner.confirmed_offset()
+    }
 }
 
 impl LogWrite for TestLog {
@@ -102,7 +105,13 @@ fn controller() -> SlaveControllerConfig {
 }
 
 fn config() -> SlaveServiceConfig {
-    SlaveServiceConfig { controller: Some(controller()), ..SlaveServiceConfig::new("127.0.0.1:1") }
+    config_in(2)
+}
+
+/// Following a master elected in `epoch`.
+fn config_in(epoch: i32) -> SlaveServiceConfig {
+    let controller = SlaveControllerConfig { master_epoch: epoch, ..controller() };
+    SlaveServiceConfig { controller: Some(controller), ..SlaveServiceConfig::new("127.0.0.1:1") }
 }
 
 fn reply(max_offset: Offset, entries: &[EpochEntry]) -> Bytes {
@@ -140,9 +149,14 @@ fn ack(offset: Offset) -> Bytes {
     Bytes::copy_from_slice(&encode_ack(offset))
 }
 
-/// A driver over `log`, connected, its handshake sent.
+/// A driver over `log`, following a master elected in epoch 2, connected, its handshake sent.
 fn connected(log: &Arc<TestLog>) -> AutoSwitchSlaveDriver<TestLog> {
-    let mut d = AutoSwitchSlaveDriver::new(&config(), origin(), log.clone()).unwrap();
+    connected_with(log, &config())
+}
+
+/// A driver over `log` with `config`, connected, its handshake sent.
+fn connected_with(log: &Arc<TestLog>, config: &SlaveServiceConfig) -> AutoSwitchSlaveDriver<TestLog> {
+    let mut d = AutoSwitchSlaveDriver::new(config, origin(), log.clone()).unwrap();
     assert_eq!(actions(&mut d, origin()), [SlaveAction::Connect]);
     d.connected(origin());
     let handshake = HandshakeRequest { sync_from_last_file: false, async_learner: false, broker_id: 2 };
@@ -208,7 +222,10 @@ fn a_divergent_tail_is_truncated_through_the_log_before_anything_streams() {
     // Epoch 1 wrote [0, 100), epoch 2 (a master the new one never followed) [100, 150).
     let log = Arc::new(TestLog::with(150, &[e(1, 0), e(2, 100)]));
     log.set_confirm_offset(150);
-    let mut d = connected(&log);
+    // All of [100, 150) was confirmed: the operator allowed dropping exactly those bytes.
+    let mut config = config_in(3);
+    config.controller.as_mut().unwrap().drop_confirmed = Some(100..150);
+    let mut d = connected_with(&log, &config);
     let now = origin() + Duration::from_millis(1);
     // The new master at epoch 3 holds epoch 1 up to 100, then its own.
     d.received(now, reply(200, &[e(1, 0), e(3, 100)]));
@@ -240,7 +257,7 @@ fn a_divergent_tail_is_truncated_through_the_log_before_anything_streams() {
 fn a_failed_truncation_streams_nothing_and_is_retried_on_the_next_connection() {
     let log = Arc::new(TestLog::with(150, &[e(1, 0), e(2, 100)]));
     log.fail_truncate.store(true, Ordering::Relaxed);
-    let mut d = connected(&log);
+    let mut d = connected_with(&log, &config_in(3));
     d.received(origin(), reply(200, &[e(1, 0), e(3, 100)]));
     let out = actions(&mut d, origin());
     assert_eq!(out, [SlaveAction::Disconnect], "no ack: the log still holds the divergent tail");
@@ -294,7 +311,7 @@ fn an_empty_slave_learns_its_epochs_and_follows_the_confirm_offset() {
 #[test]
 fn a_store_failure_on_append_closes_and_reconnects_from_the_log_end() {
     let log = Arc::new(TestLog::with(100, &[e(1, 0)]));
-    let mut d = connected(&log);
+    let mut d = connected_with(&log, &config_in(1));
     d.received(origin(), reply(200, &[e(1, 0)]));
     assert_eq!(sends(&actions(&mut d, origin())), [ack(100)]);
     // Someone else appended meanwhile: the log refuses the master's bytes at 100.
@@ -309,7 +326,7 @@ fn a_store_failure_on_append_closes_and_reconnects_from_the_log_end() {
 #[test]
 fn the_slave_heartbeats_closes_a_silent_master_and_reconnects_after_the_back_off() {
     let log = Arc::new(TestLog::with(100, &[e(1, 0)]));
-    let mut d = connected(&log);
+    let mut d = connected_with(&log, &config_in(1));
     d.received(origin(), reply(100, &[e(1, 0)]));
     assert_eq!(sends(&actions(&mut d, origin())), [ack(100)]);
     let core = SlaveServiceConfig::new("127.0.0.1:1").core;
@@ -339,4 +356,57 @@ fn epochs_that_hold_no_data_are_dropped_from_the_log_when_the_master_does_not_kn
     assert_eq!(sends(&actions(&mut d, origin())), [ack(50)]);
     assert_eq!(log.epochs(), [e(2, 0)]);
     assert_eq!(d.status(origin()).append_error, None);
+}
+
+#[test]
+fn a_stale_or_rogue_master_is_refused_and_the_status_says_why_until_a_good_one_answers() {
+    // Epochs {1, 2} up to 150, all confirmed; told to follow a master elected in epoch 3.
+    let log = Arc::new(TestLog::with(150, &[e(1, 0), e(2, 100)]));
+    log.set_confirm_offset(150);
+    let mut d = connected_with(&log, &config_in(3));
+    // The master at that address answers with last epoch 1: stale.
+    d.received(origin(), reply(100, &[e(1, 0)]));
+    assert_eq!(actions(&mut d, origin()), [SlaveAction::Disconnect]);
+    assert_eq!((log.bounds().max, log.epochs(), log.confirm_offset()), (150, vec![e(1, 0), e(2, 100)], 150));
+    let auto = d.status(origin()).autoswitch.unwrap();
+    assert_eq!(auto.refusals.master_behind_elected_epoch, 1);
+    let why = auto.refusals.current.clone().expect("the refusal is shown");
+    assert!(why.contains("stale master"), "{why}");
+    assert_eq!(auto.truncations, 0);
+    // Next, a rogue master announcing 2147483647.
+    let later = origin() + Duration::from_secs(10);
+    d.handle_timeout(later);
+    assert_eq!(actions(&mut d, later), [SlaveAction::Connect]);
+    d.connected(later);
+    let _ = actions(&mut d, later);
+    d.received(later, reply(150, &[e(1, 0), e(2, 100), e(i32::MAX, 150)]));
+    assert_eq!(actions(&mut d, later), [SlaveAction::Disconnect]);
+    assert_eq!(log.epochs(), [e(1, 0), e(2, 100)], "nothing recorded");
+    let auto = d.status(later).autoswitch.unwrap();
+    assert_eq!(auto.refusals.epoch_above_elected, 1);
+    // Then one whose log agrees only below the confirmOffset: refused, naming the override.
+    let later = later + Duration::from_secs(10);
+    d.handle_timeout(later);
+    assert_eq!(actions(&mut d, later), [SlaveAction::Connect]);
+    d.connected(later);
+    let _ = actions(&mut d, later);
+    d.received(later, reply(300, &[e(1, 0), e(3, 120)]));
+    assert_eq!(actions(&mut d, later), [SlaveAction::Disconnect]);
+    assert_eq!(log.bounds().max, 150, "nothing truncated");
+    let auto = d.status(later).autoswitch.unwrap();
+    assert_eq!(auto.refusals.would_truncate_confirmed, 1);
+    let why = auto.refusals.current.clone().unwrap();
+    assert!(why.contains("haSlaveDropConfirmed=100-150") && why.contains("50 confirmed bytes"), "{why}");
+    // The real master of epoch 3 answers: followed, and the refusal is no longer current.
+    let later = later + Duration::from_secs(10);
+    d.handle_timeout(later);
+    assert_eq!(actions(&mut d, later), [SlaveAction::Connect]);
+    d.connected(later);
+    let _ = actions(&mut d, later);
+    d.received(later, reply(300, &[e(1, 0), e(2, 100), e(3, 150)]));
+    assert_eq!(sends(&actions(&mut d, later)), [ack(150)]);
+    let auto = d.status(later).autoswitch.unwrap();
+    assert_eq!(auto.refusals.current, None);
+    let counted: Vec<u64> = auto.refusals.by_reason().iter().map(|r| r.1).collect();
+    assert_eq!(counted, [1, 0, 1, 1, 0]);
 }

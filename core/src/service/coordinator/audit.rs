@@ -253,7 +253,7 @@ pub struct Verdict {
     pub anomalies: Vec<RecordAnomaly>,
 }
 
-/// The memory [`check`](Self::check) judges each read by (see the [module docs](self)).
+/// The memory [`check`](Self::check) judges each read by.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RecordAudit {
     trusted: Option<Versioned<GroupRecord>>,

@@ -153,6 +153,11 @@ impl EpochLog for EpochDisk {
     fn confirm_offset(&self) -> Offset {
         self.lock().confirm
     }
+
+    fn confirmed_offset(&self) -> Offset {
+        // Puts never raise this log's confirm offset.
+        self.lock().confirm
+    }
 }
 
 impl LogWrite for EpochDisk {

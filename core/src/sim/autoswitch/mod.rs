@@ -27,8 +27,8 @@ use crate::service::coordinator::{
 };
 use crate::service::{
     Admission, AutoSwitchDriver, AutoSwitchSlaveDriver, ConnSink, IpNet, MasterControllerConfig,
-    MasterServiceConfig, SlaveAction, SlaveControllerConfig, SlaveServiceConfig, SyncStateSetAuthority,
-    Transmit, WaitSink,
+    MasterServiceConfig, MemberAddress, MemberDirectory, SlaveAction, SlaveControllerConfig,
+    SlaveServiceConfig, SyncStateSetAuthority, Transmit, WaitSink,
 };
 use crate::time::Instant;
 
@@ -1114,6 +1114,15 @@ impl AutoSwitchSim {
             },
             ha_max_time_slave_not_catchup: self.d.not_catchup,
             authority: None,
+            // Each broker's HA address, as a coordinator's members publish them: a slave's
+            // claimed id must come from its broker's address.
+            members: Some(MemberDirectory::new({
+                let brokers = self.brokers.len();
+                move |id| {
+                    let idx = usize::try_from(id - 1).ok().filter(|&i| i < brokers)?;
+                    Some(MemberAddress::Ip(ip(idx)))
+                }
+            })),
         };
         let nets = (0..self.brokers.len()).map(|i| IpNet::new(ip(i), 32).expect("valid prefix")).collect();
         let config = MasterServiceConfig {

@@ -336,7 +336,7 @@ impl Simulation {
             // fences it until it restarts, unless its report is no real offset.
             PeerError::SlaveAhead { reported, end } => {
                 let driver = self.master.driver.as_ref().expect("receiving");
-                if reported >= crate::service::tls::PLAIN_REPORT_LIMIT {
+                if reported.saturating_sub(end) >= crate::service::IMPLAUSIBLE_AHEAD {
                     if driver.refusals().implausible_reports != implausible_before + 1 {
                         return Err(Violation::FenceDiffers {
                             expected: "an implausible report counted, and no fence".into(),

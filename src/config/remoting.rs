@@ -1,0 +1,339 @@
+//! The remoting port's keys (what RocketMQ clients and NameServers see), the NameServer
+//! registration keys, and where the HTTP port moved (`httpListenPort`).
+
+use std::net::{IpAddr, SocketAddr};
+use std::time::Duration;
+
+use logship_broker::RocketmqLine;
+
+use super::{BrokerConfigError, BrokerSettings, boolean, invalid, millis, number, port};
+
+/// The remoting port and registration, as the keys set them (the README's "Remoting port"
+/// table).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RemotingKeys {
+    /// `listenAddress`: the IP the remoting port binds (and, by default, the HTTP and HA ports);
+    /// unset, `brokerIP1`.
+    pub listen_address: Option<IpAddr>,
+    /// `fastListenPort`: a second remoting port, RocketMQ's VIP channel (`listenPort - 2` in
+    /// Java), for clients up to 4.4.0 that send there; 0 (the default): none.
+    pub fast_listen_port: u16,
+    /// `httpListenPort`: the HTTP API, metrics and status page; unset, `listenPort + 2` (0 when
+    /// `listenPort` is 0).
+    pub http_listen_port: Option<u16>,
+    /// `httpListenAddress`: the IP the HTTP port binds; unset, `listenAddress`'s.
+    pub http_listen_address: Option<IpAddr>,
+    /// `namesrvAddr`: NameServers, `host:port` separated by `;` (RocketMQ's format).
+    pub namesrv_addr: Vec<String>,
+    /// `registerNameServerPeriod` (30000 ms, at least 10000 ms as in Java).
+    pub register_name_server_period: Duration,
+    /// `registerBrokerTimeoutMills` (6000 ms): one registration's limit.
+    pub register_broker_timeout: Duration,
+    /// `brokerIP2`: the host of the HA address registered (`haServerAddr`); unset, `brokerIP1`.
+    pub broker_ip2: Option<IpAddr>,
+    /// `brokerId` outside controller mode: 0 for a master (Java forces it), 1 or more for a
+    /// slave (required with `namesrvAddr`: the NameServer keys a group's brokers by id).
+    pub broker_id: Option<i64>,
+    /// `autoCreateTopicEnable` (true).
+    pub auto_create_topic_enable: bool,
+    /// `autoCreateSubscriptionGroup` (true).
+    pub auto_create_subscription_group: bool,
+    /// `rocketmqLine`: `5` (the default: answer as RocketMQ 5.5.0 does) or `4.9` (as 4.9.7).
+    pub rocketmq_line: RocketmqLine,
+    /// `regionId` (`DefaultRegion`) and `traceOn` (true): what every send answer carries.
+    pub region_id: String,
+    /// See `region_id`.
+    pub trace_on: bool,
+    /// `brokerPermission` (6): 4 read, 2 write.
+    pub broker_permission: i32,
+    /// `remotingMaxConnections` (1024): client connections in all; more are closed at accept.
+    pub max_connections: usize,
+    /// `remotingMaxConnectionsPerIp` (unset: an eighth of `remotingMaxConnections`; 0: none).
+    pub max_connections_per_ip: usize,
+    /// `remotingMaxInFlightPerConnection` (1024): requests one connection may have in flight
+    /// (held pulls included); more are answered `SYSTEM_BUSY`.
+    pub max_in_flight_per_connection: usize,
+    /// `remotingMaxInFlight` (16384): requests in flight in all.
+    pub max_in_flight: usize,
+    /// `remotingMaxInFlightBytes` (256 MiB): request bytes in flight in all.
+    pub max_in_flight_bytes: u64,
+    /// `remotingFrameMaxLength` (16 MiB, Java's `com.rocketmq.remoting.frameMaxLength`).
+    pub frame_max_length: usize,
+    /// `serverChannelMaxIdleTimeSeconds` (120 s, Java's key): a connection without traffic and
+    /// with nothing in flight this long is closed.
+    pub idle_timeout: Duration,
+    /// `remotingFrameTimeout` (30000 ms): a frame begun must arrive within this long.
+    pub frame_timeout: Duration,
+    /// `remotingWriteTimeout` (30000 ms): answers a client does not read for this long close
+    /// its connection.
+    pub write_timeout: Duration,
+    /// `remotingMaxQueuedBytes` (64 MiB): answers waiting for a slow client beyond which its
+    /// requests are no longer read.
+    pub max_queued_bytes: usize,
+    /// `messageIndexEnable` (true): keep RocketMQ's message index (`index/`) for `QUERY_MESSAGE`.
+    pub message_index_enable: bool,
+    /// `maxHashSlotNum` (5,000,000) and `maxIndexNum` (20,000,000): the index files' sizes, as
+    /// RocketMQ's (a Java broker on the same store must use the same).
+    pub max_hash_slot_num: u32,
+    /// See `max_hash_slot_num`.
+    pub max_index_num: u32,
+}
+
+impl Default for RemotingKeys {
+    fn default() -> Self {
+        Self {
+            listen_address: None,
+            fast_listen_port: 0,
+            http_listen_port: None,
+            http_listen_address: None,
+            namesrv_addr: Vec::new(),
+            register_name_server_period: Duration::from_secs(30),
+            register_broker_timeout: Duration::from_secs(6),
+            broker_ip2: None,
+            broker_id: None,
+            auto_create_topic_enable: true,
+            auto_create_subscription_group: true,
+            rocketmq_line: RocketmqLine::V5,
+            region_id: "DefaultRegion".into(),
+            trace_on: true,
+            broker_permission: 6,
+            max_connections: 1024,
+            max_connections_per_ip: 1024 / super::PER_CLIENT_SHARE,
+            max_in_flight_per_connection: 1024,
+            max_in_flight: 16384,
+            max_in_flight_bytes: 256 << 20,
+            frame_max_length: logship_remoting::DEFAULT_MAX_FRAME_LEN,
+            idle_timeout: Duration::from_secs(120),
+            frame_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
+            max_queued_bytes: 64 << 20,
+            message_index_enable: true,
+            max_hash_slot_num: 5_000_000,
+            max_index_num: 20_000_000,
+        }
+    }
+}
+
+impl RemotingKeys {
+    /// Parses `key` if it is one of these keys; `Ok(false)` if it is not.
+    pub fn set(&mut self, key: &str, v: &str) -> Result<bool, BrokerConfigError> {
+        let ip = |v: &str| v.parse::<IpAddr>().map_err(|_| invalid(key, v, "an IP address"));
+        match key {
+            "listenAddress" => self.listen_address = Some(ip(v)?),
+            "fastListenPort" => self.fast_listen_port = port(key, v)?,
+            "httpListenPort" => self.http_listen_port = Some(port(key, v)?),
+            "httpListenAddress" => self.http_listen_address = Some(ip(v)?),
+            "namesrvAddr" => self.namesrv_addr = namesrv_addr(key, v)?,
+            "registerNameServerPeriod" => {
+                self.register_name_server_period =
+                    millis(key, v)?.clamp(Duration::from_secs(10), Duration::from_secs(60))
+            }
+            "registerBrokerTimeoutMills" => self.register_broker_timeout = millis(key, v)?,
+            "brokerIP2" => self.broker_ip2 = Some(ip(v)?),
+            "autoCreateTopicEnable" => self.auto_create_topic_enable = boolean(key, v)?,
+            "autoCreateSubscriptionGroup" => self.auto_create_subscription_group = boolean(key, v)?,
+            "rocketmqLine" => {
+                self.rocketmq_line = match v {
+                    "5" | "5.x" | "5.5" | "5.5.0" => RocketmqLine::V5,
+                    "4" | "4.9" | "4.9.7" => RocketmqLine::V4_9,
+                    _ => return Err(invalid(key, v, "5 (answer as RocketMQ 5.5.0) or 4.9 (as 4.9.7)")),
+                }
+            }
+            "regionId" => self.region_id = v.to_string(),
+            "traceOn" => self.trace_on = boolean(key, v)?,
+            "brokerPermission" => self.broker_permission = number(key, v, 0, 7)? as i32,
+            "remotingMaxConnections" => self.max_connections = number(key, v, 1, 1 << 20)? as usize,
+            "remotingMaxConnectionsPerIp" => {
+                self.max_connections_per_ip = number(key, v, 0, 1 << 20)? as usize
+            }
+            "remotingMaxInFlightPerConnection" => {
+                self.max_in_flight_per_connection = number(key, v, 1, 1 << 20)? as usize
+            }
+            "remotingMaxInFlight" => self.max_in_flight = number(key, v, 1, 1 << 24)? as usize,
+            "remotingMaxInFlightBytes" => self.max_in_flight_bytes = number(key, v, 1 << 20, 1 << 40)?,
+            "remotingFrameMaxLength" => {
+                self.frame_max_length = number(key, v, 1024, i32::MAX as u64)? as usize
+            }
+            "serverChannelMaxIdleTimeSeconds" => {
+                self.idle_timeout = Duration::from_secs(number(key, v, 1, 86_400)?)
+            }
+            "remotingFrameTimeout" => self.frame_timeout = millis(key, v)?,
+            "remotingWriteTimeout" => self.write_timeout = millis(key, v)?,
+            "remotingMaxQueuedBytes" => self.max_queued_bytes = number(key, v, 1 << 16, 1 << 40)? as usize,
+            "messageIndexEnable" => self.message_index_enable = boolean(key, v)?,
+            "maxHashSlotNum" => self.max_hash_slot_num = number(key, v, 1, 50_000_000)? as u32,
+            "maxIndexNum" => self.max_index_num = number(key, v, 1, 100_000_000)? as u32,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// `namesrvAddr`: `host:port` entries separated by `;` (empty entries skipped).
+fn namesrv_addr(key: &str, v: &str) -> Result<Vec<String>, BrokerConfigError> {
+    let mut out = Vec::new();
+    for entry in v.split(';').map(str::trim).filter(|e| !e.is_empty()) {
+        let ok = entry
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0));
+        if !ok {
+            return Err(invalid(
+                key,
+                v,
+                &format!("host:port entries separated by ';' ({entry:?} is not host:port)"),
+            ));
+        }
+        out.push(entry.to_string());
+    }
+    Ok(out)
+}
+
+impl BrokerSettings {
+    /// The IP the remoting port binds: `listenAddress`, else `brokerIP1`.
+    pub fn listen_ip(&self) -> IpAddr {
+        self.remoting.listen_address.unwrap_or(self.broker_ip1)
+    }
+
+    /// The remoting address: `listenAddress` (else `brokerIP1`) and `listenPort`.
+    pub fn remoting_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.listen_ip(), self.listen_port)
+    }
+
+    /// The VIP channel's address (`fastListenPort`), when there is one.
+    pub fn fast_remoting_addr(&self) -> Option<SocketAddr> {
+        (self.remoting.fast_listen_port != 0)
+            .then(|| SocketAddr::new(self.listen_ip(), self.remoting.fast_listen_port))
+    }
+
+    /// `httpListenPort`, or its default `listenPort + 2` (0 when `listenPort` is 0).
+    pub fn http_listen_port(&self) -> u16 {
+        match (self.remoting.http_listen_port, self.listen_port) {
+            (Some(p), _) => p,
+            (None, 0) => 0,
+            (None, l) => l.saturating_add(2),
+        }
+    }
+
+    /// The HA address registered with the NameServers (`haServerAddr`): `brokerIP2` (else
+    /// `brokerIP1`) and `haListenPort`.
+    pub fn ha_server_addr(&self) -> SocketAddr {
+        SocketAddr::new(self.remoting.broker_ip2.unwrap_or(self.broker_ip1), self.ha_listen_port)
+    }
+
+    /// The broker id registered: controller mode's `brokerId`, else 0 for a master and
+    /// `brokerId` for a slave.
+    pub fn registered_broker_id(&self) -> i64 {
+        if let Some(c) = &self.controller {
+            return c.broker_id;
+        }
+        match self.broker_role {
+            logship_core::BrokerRole::Slave => self.remoting.broker_id.unwrap_or(1),
+            _ => 0,
+        }
+    }
+
+    /// The settings of `logship-broker`'s processors and metadata.
+    pub fn broker_crate_settings(&self) -> logship_broker::BrokerSettings {
+        let mut b = logship_broker::BrokerSettings::default();
+        b.line = self.remoting.rocketmq_line;
+        b.broker_cluster_name = self.broker_cluster_name.clone();
+        b.broker_name = self.broker_name.clone();
+        b.auto_create_topic_enable = self.remoting.auto_create_topic_enable;
+        b.auto_create_subscription_group = self.remoting.auto_create_subscription_group;
+        b.broker_id = self.registered_broker_id();
+        b.broker_ip1 = self.broker_ip1;
+        b.listen_port = self.listen_port;
+        b.broker_permission = self.remoting.broker_permission;
+        b.region_id = self.remoting.region_id.clone();
+        b.trace_on = self.remoting.trace_on;
+        b.max_message_size = self.max_message_size;
+        b.default_topic_queue_nums = self.http.default_topic_queue_nums as i32;
+        b.slave_read_enable = self.slave_read_enable;
+        b
+    }
+
+    /// The message index's sizes.
+    pub fn index_config(&self) -> logship_store::IndexConfig {
+        let mut c = logship_store::IndexConfig::default();
+        c.max_hash_slot_num = self.remoting.max_hash_slot_num;
+        c.max_index_num = self.remoting.max_index_num;
+        c
+    }
+
+    /// The remoting connections' limits.
+    pub fn remoting_server_config(&self) -> logship_remoting::server::ServerConfig {
+        let r = &self.remoting;
+        let mut c = logship_remoting::server::ServerConfig::default();
+        c.max_frame_len = r.frame_max_length;
+        c.max_in_flight = r.max_in_flight_per_connection;
+        c.max_queued_bytes = r.max_queued_bytes;
+        c.idle_timeout = r.idle_timeout;
+        c.frame_timeout = r.frame_timeout;
+        c.write_timeout = r.write_timeout;
+        c.version = self.broker_crate_settings().version();
+        c
+    }
+}
+
+/// Checks the remoting keys against the rest, after everything is read.
+pub(super) fn check(
+    s: &BrokerSettings,
+    warnings: &mut Vec<String>,
+    broker_id_set: Option<&str>,
+) -> Result<(), BrokerConfigError> {
+    let conflict =
+        |keys: String, reason: &str| BrokerConfigError::Conflict { keys, reason: reason.to_string() };
+    if s.remoting.http_listen_port.is_none() && s.listen_port > u16::MAX - 2 {
+        return Err(invalid(
+            "listenPort",
+            &s.listen_port.to_string(),
+            "leave room for httpListenPort = listenPort + 2, or set httpListenPort",
+        ));
+    }
+    let ports = [
+        ("listenPort", s.listen_port),
+        ("haListenPort", s.ha_listen_port),
+        ("httpListenPort", s.http_listen_port()),
+        ("fastListenPort", s.remoting.fast_listen_port),
+    ];
+    for (i, (a, pa)) in ports.iter().enumerate() {
+        for (b, pb) in &ports[i + 1..] {
+            if *pa != 0 && pa == pb {
+                return Err(conflict(format!("{a}={pa} {b}={pb}"), "each port needs its own number"));
+            }
+        }
+    }
+    if s.controller.is_none() {
+        if let Some(origin) = broker_id_set {
+            let id = s.remoting.broker_id.unwrap_or(0);
+            if s.broker_role != logship_core::BrokerRole::Slave && id != 0 {
+                warnings.push(format!(
+                    "{origin}: brokerId={id} on a master: a master registers as brokerId 0 (RocketMQ forces it)"
+                ));
+            }
+        }
+        if s.broker_role == logship_core::BrokerRole::Slave
+            && !s.remoting.namesrv_addr.is_empty()
+            && s.remoting.broker_id.is_none_or(|id| id <= 0)
+        {
+            return Err(conflict(
+                format!(
+                    "brokerRole=SLAVE namesrvAddr={} brokerId={}",
+                    s.remoting.namesrv_addr.join(";"),
+                    s.remoting.broker_id.map_or("(unset)".to_string(), |id| id.to_string())
+                ),
+                "a slave registering with NameServers needs brokerId 1 or more, distinct within its group \
+                 (the NameServer keys a group's brokers by id)",
+            ));
+        }
+    }
+    if !s.listen_ip().is_loopback() {
+        let every = if s.listen_ip().is_unspecified() { " (every interface)" } else { "" };
+        warnings.push(format!(
+            "the remoting port listens on {}{every}: RocketMQ clients are not authenticated (no ACL yet), so \
+             anyone who reaches it can produce and read; keep it behind a firewall",
+            s.remoting_addr()
+        ));
+    }
+    Ok(())
+}

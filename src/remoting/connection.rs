@@ -1,0 +1,164 @@
+//! One remoting connection on tokio: the driver loop of its [`ServerConnection`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use logship_broker::{Connection, Outbound, RequestContext};
+use logship_remoting::RemotingCommand;
+use logship_remoting::server::{CloseReason, RequestId, ServerConnection, busy_response};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinSet;
+use tracing::{debug, info, warn};
+
+use super::Shared;
+
+/// What the connection's other tasks hand its driver.
+enum Event {
+    /// A processor's answer.
+    Answer(RequestId, Option<RemotingCommand>),
+    /// A command the broker starts.
+    Send(RemotingCommand),
+}
+
+/// The broker-started commands of one connection, into its driver.
+struct ChannelOutbound(mpsc::UnboundedSender<Event>);
+
+impl Outbound for ChannelOutbound {
+    fn send(&self, command: RemotingCommand) -> bool {
+        self.0.send(Event::Send(command)).is_ok()
+    }
+}
+
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+/// Runs one connection until it closes (the peer, a limit, or the broker's shutdown).
+pub async fn run(
+    stream: TcpStream,
+    peer: SocketAddr,
+    id: u64,
+    shared: Arc<Shared>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let local = stream.local_addr().unwrap_or(peer);
+    let (mut rd, mut wr) = stream.into_split();
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let connection = Arc::new(Connection::new(id, peer, local, Arc::new(ChannelOutbound(tx.clone()))));
+    let broker = shared.broker.clone();
+    broker.connection_opened(&connection);
+    let mut conn = ServerConnection::new(shared.config.clone(), now());
+    let mut buf = vec![0u8; 64 << 10];
+    let mut tasks = JoinSet::new();
+    let mut draining: Option<tokio::time::Instant> = None;
+    let version = shared.config.version;
+    loop {
+        while let Some(request) = conn.poll_request() {
+            let bytes = request.command.body.len() + 256;
+            let Some(permit) = shared.budget.try_acquire(bytes) else {
+                shared.stats.busy.fetch_add(1, Ordering::Relaxed);
+                let busy = (!request.id.oneway).then(|| busy_response(&request.command, version));
+                let _ = conn.respond(now(), request.id, busy);
+                continue;
+            };
+            let ctx = RequestContext::new(broker.clone(), connection.clone());
+            let tx = tx.clone();
+            tasks.spawn(async move {
+                let answer = logship_broker::dispatch::dispatch(ctx, request.command).await;
+                drop(permit);
+                let _ = tx.send(Event::Answer(request.id, answer));
+            });
+        }
+        if conn.is_finished() {
+            break;
+        }
+        if let Some(deadline) = draining {
+            if conn.in_flight() == 0 && conn.transmit().is_none() {
+                break;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                conn.close(now(), "the broker is shutting down");
+                break;
+            }
+        }
+        let timeout = conn.poll_timeout().map(tokio::time::Instant::from_std);
+        let out = conn.transmit_bytes();
+        let reading = conn.wants_read() && draining.is_none();
+        tokio::select! {
+            read = rd.read(&mut buf), if reading => match read {
+                Ok(0) => conn.handle_read_closed(now()),
+                Ok(n) => conn.handle_read(now(), &buf[..n]),
+                Err(e) => {
+                    debug!(%e, "remoting read failed");
+                    conn.handle_read_closed(now());
+                }
+            },
+            written = wr.write(out.as_deref().unwrap_or_default()), if out.is_some() => match written {
+                Ok(n) => {
+                    if let Err(e) = conn.handle_written(now(), n) {
+                        warn!(%e, "remoting write accounting");
+                        break;
+                    }
+                }
+                Err(e) => {
+                    debug!(%e, "remoting write failed");
+                    conn.close(now(), format!("write failed: {e}"));
+                }
+            },
+            Some(event) = rx.recv() => match event {
+                Event::Answer(id, answer) => {
+                    if let Err(e) = conn.respond(now(), id, answer) {
+                        warn!(%e, "remoting answer");
+                    }
+                }
+                Event::Send(command) => {
+                    let _ = conn.send(now(), command);
+                }
+            },
+            () = sleep_until(timeout), if timeout.is_some() => conn.handle_timeout(now()),
+            () = super::until_stopped(&mut stopped), if draining.is_none() => {
+                draining = Some(tokio::time::Instant::now() + shared.drain_timeout);
+            }
+            () = sleep_until(draining), if draining.is_some() => {}
+        }
+    }
+    let _ = wr.shutdown().await;
+    tasks.shutdown().await;
+    note_close(&shared, &conn);
+    broker.connection_closed(&connection);
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Logs why the connection closed, and counts it.
+fn note_close(shared: &Shared, conn: &ServerConnection) {
+    let stats = conn.stats();
+    shared.stats.busy.fetch_add(stats.busy, Ordering::Relaxed);
+    match conn.close_reason() {
+        Some(reason @ (CloseReason::Decode(_) | CloseReason::TruncatedFrame { .. })) => {
+            shared.stats.bad_frames.fetch_add(1, Ordering::Relaxed);
+            info!(reason = reason.kind(), error = %reason, requests = stats.requests, "remoting connection closed");
+        }
+        Some(
+            reason @ (CloseReason::Idle { .. }
+            | CloseReason::FrameTimeout { .. }
+            | CloseReason::WriteStalled { .. }),
+        ) => {
+            shared.stats.timed_out.fetch_add(1, Ordering::Relaxed);
+            info!(reason = reason.kind(), error = %reason, requests = stats.requests, "remoting connection closed");
+        }
+        Some(reason) => {
+            debug!(reason = reason.kind(), requests = stats.requests, "remoting connection closed")
+        }
+        None => debug!(requests = stats.requests, "remoting connection closed"),
+    }
+}

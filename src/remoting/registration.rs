@@ -1,0 +1,242 @@
+//! Registration with the NameServers on tokio: one task per `namesrvAddr` entry, each with its
+//! own long-lived connection and [`RegistrationSchedule`], so that a NameServer that is down,
+//! slow or answers garbage delays nothing but its own registrations (never a put, never
+//! replication, never another NameServer). The requests and replies are
+//! `logship_broker::register`'s.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use logship_broker::register::{
+    RegistrationError, RegistrationSchedule, Registrations, parse_register_response,
+    parse_unregister_response, register_broker_request, unregister_broker_request,
+};
+use logship_remoting::{FrameDecoder, RemotingCommand};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::{debug, info, warn};
+
+/// What the registration tasks need to know about the broker.
+#[derive(Clone)]
+pub struct RegistrationTarget {
+    /// The processors' broker (settings and topics).
+    pub broker: Arc<logship_broker::Broker>,
+    /// The broker id to register under now; `None`: do not register (controller mode without a
+    /// role).
+    pub broker_id: Arc<dyn Fn() -> Option<i64> + Send + Sync>,
+    /// `haServerAddr`: `brokerIP2:haListenPort`.
+    pub ha_server_addr: String,
+    /// `registerNameServerPeriod`.
+    pub period: Duration,
+    /// `registerBrokerTimeoutMills`: one request's limit (the connection's included).
+    pub timeout: Duration,
+}
+
+/// The running registration tasks.
+pub struct Registration {
+    /// Every NameServer's schedule, for `/status`.
+    pub status: Arc<Mutex<Registrations>>,
+    stop: watch::Sender<bool>,
+    tasks: tokio::sync::Mutex<JoinSet<()>>,
+}
+
+impl Registration {
+    /// Starts one task per NameServer in `addrs`; each wakes at once when `topics` changes.
+    pub fn start(addrs: &[String], target: RegistrationTarget, topics: watch::Receiver<u64>) -> Self {
+        let now = Instant::now();
+        let status: Registrations =
+            addrs.iter().map(|a| (a.clone(), RegistrationSchedule::new(now, target.period))).collect();
+        let status = Arc::new(Mutex::new(status));
+        let (stop, stopped) = watch::channel(false);
+        let mut tasks = JoinSet::new();
+        for addr in addrs {
+            let span = tracing::info_span!("namesrv", addr = %addr);
+            tasks.spawn(tracing::Instrument::instrument(
+                run(addr.clone(), target.clone(), status.clone(), topics.clone(), stopped.clone()),
+                span,
+            ));
+        }
+        if !addrs.is_empty() {
+            info!(
+                namesrv = addrs.join(";"),
+                period_ms = target.period.as_millis() as u64,
+                "registering with the NameServers"
+            );
+        }
+        Self { status, stop, tasks: tokio::sync::Mutex::new(tasks) }
+    }
+
+    /// The schedules as JSON.
+    pub fn json(&self) -> serde_json::Value {
+        let now = Instant::now();
+        let status = self.status.lock().unwrap_or_else(|e| e.into_inner());
+        serde_json::Value::Object(status.iter().map(|(a, s)| (a.clone(), s.json(now))).collect())
+    }
+
+    /// Stops registering and unregisters from every NameServer (each within 3 s, in parallel).
+    pub async fn stop(&self) {
+        let _ = self.stop.send(true);
+        let mut tasks = self.tasks.lock().await;
+        while tasks.join_next().await.is_some() {}
+    }
+}
+
+/// The one connection to a NameServer, and its frame decoder.
+struct NameServer {
+    stream: TcpStream,
+    decoder: FrameDecoder,
+    next_opaque: i32,
+}
+
+impl NameServer {
+    async fn connect(addr: &str) -> Result<Self, RegistrationError> {
+        let stream = TcpStream::connect(addr).await.map_err(|e| RegistrationError::Connect(e.to_string()))?;
+        let _ = stream.set_nodelay(true);
+        Ok(Self { stream, decoder: FrameDecoder::new(), next_opaque: 1 })
+    }
+
+    /// Sends `request` and reads its answer (other frames are skipped).
+    async fn call(&mut self, mut request: RemotingCommand) -> Result<RemotingCommand, RegistrationError> {
+        let broken = |e: String| RegistrationError::Connection(e);
+        let opaque = self.next_opaque;
+        self.next_opaque = self.next_opaque.wrapping_add(1).max(1);
+        request.opaque = opaque;
+        let mut wire = BytesMut::new();
+        request.encode(&mut wire).map_err(|e| broken(e.to_string()))?;
+        self.stream.write_all(&wire).await.map_err(|e| broken(e.to_string()))?;
+        let mut buf = vec![0u8; 16 << 10];
+        loop {
+            match self.decoder.decode() {
+                Ok(Some(cmd)) if cmd.is_response() && cmd.opaque == opaque => return Ok(cmd),
+                Ok(Some(_)) => continue,
+                Ok(None) => {}
+                Err(e) => {
+                    return Err(broken(format!(
+                        "the NameServer sent bytes that are not a remoting frame: {e}"
+                    )));
+                }
+            }
+            let n = self.stream.read(&mut buf).await.map_err(|e| broken(e.to_string()))?;
+            if n == 0 {
+                return Err(broken("the NameServer closed the connection".into()));
+            }
+            self.decoder.feed(&buf[..n]);
+        }
+    }
+}
+
+async fn register(
+    addr: &str,
+    connection: &mut Option<NameServer>,
+    target: &RegistrationTarget,
+    broker_id: i64,
+) -> Result<logship_broker::register::RegisterBrokerResult, RegistrationError> {
+    let work = async {
+        if connection.is_none() {
+            *connection = Some(NameServer::connect(addr).await?);
+        }
+        let b = &target.broker;
+        let request = register_broker_request(
+            &b.settings,
+            broker_id,
+            &target.ha_server_addr,
+            &b.metadata.topics.serialize_wrapper(),
+        );
+        let conn = connection.as_mut().expect("connected above");
+        parse_register_response(&conn.call(request).await?)
+    };
+    match tokio::time::timeout(target.timeout, work).await {
+        Ok(r) => r,
+        Err(_) => Err(RegistrationError::Timeout(target.timeout.as_millis())),
+    }
+}
+
+/// Waits until the NameServer closes `connection` (or sends garbage); pending while there is none.
+async fn closed(connection: &mut Option<NameServer>) {
+    let Some(c) = connection else { return std::future::pending().await };
+    let mut buf = [0u8; 4096];
+    loop {
+        match c.stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => c.decoder.feed(&buf[..n]),
+        }
+    }
+}
+
+async fn run(
+    addr: String,
+    target: RegistrationTarget,
+    status: Arc<Mutex<Registrations>>,
+    mut topics: watch::Receiver<u64>,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let mut connection: Option<NameServer> = None;
+    let mut registered_as: Option<i64> = None;
+    let with = |f: &mut dyn FnMut(&mut RegistrationSchedule)| {
+        let mut s = status.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(s) = s.get_mut(&addr) {
+            f(s);
+        }
+    };
+    loop {
+        let next = status.lock().unwrap_or_else(|e| e.into_inner()).get(&addr).map(|s| s.next());
+        let next = tokio::time::Instant::from_std(next.unwrap_or_else(Instant::now));
+        tokio::select! {
+            () = super::until_stopped(&mut stopped) => break,
+            changed = topics.changed() => {
+                if changed.is_ok() {
+                    with(&mut |s| s.due_now(Instant::now()));
+                }
+                continue;
+            }
+            () = closed(&mut connection) => {
+                // The NameServer dropped the connection, and the broker from its route with it.
+                debug!("the NameServer closed the connection; registering again");
+                connection = None;
+                with(&mut |s| s.due_now(Instant::now()));
+                continue;
+            }
+            () = tokio::time::sleep_until(next) => {}
+        }
+        let Some(broker_id) = (target.broker_id)() else {
+            with(&mut |s| s.postpone(Instant::now()));
+            continue;
+        };
+        match register(&addr, &mut connection, &target, broker_id).await {
+            Ok(result) => {
+                if registered_as != Some(broker_id) {
+                    info!(broker_id, master = ?result.master_addr, "registered with the NameServer");
+                }
+                registered_as = Some(broker_id);
+                with(&mut |s| s.succeeded(Instant::now(), result.clone()));
+            }
+            Err(e) => {
+                connection = None;
+                let failures =
+                    status.lock().unwrap_or_else(|e| e.into_inner()).get(&addr).map_or(0, |s| s.failures());
+                if failures == 0 {
+                    warn!(error = %e, "registration with the NameServer failed; retrying with backoff");
+                } else {
+                    debug!(error = %e, failures, "registration with the NameServer failed again");
+                }
+                with(&mut |s| s.failed(Instant::now(), e.clone()));
+            }
+        }
+    }
+    let Some(broker_id) = registered_as else { return };
+    let unregister = async {
+        if connection.is_none() {
+            connection = Some(NameServer::connect(&addr).await?);
+        }
+        let request = unregister_broker_request(&target.broker.settings, broker_id);
+        parse_unregister_response(&connection.as_mut().expect("connected above").call(request).await?)
+    };
+    match tokio::time::timeout(Duration::from_secs(3), unregister).await {
+        Ok(Ok(())) => info!(broker_id, "unregistered from the NameServer"),
+        Ok(Err(e)) => warn!(error = %e, "unregistering from the NameServer failed"),
+        Err(_) => warn!("unregistering from the NameServer timed out (3 s)"),
+    }
+}
