@@ -730,7 +730,17 @@ impl Relay {
             if check(&r) {
                 return r;
             }
-            assert!(Instant::now() < deadline, "the relay never saw {what}");
+            if Instant::now() >= deadline {
+                let seen: Vec<String> = r
+                    .iter()
+                    .map(|c| {
+                        let (up, down) =
+                            (c.stream(Direction::ToMaster).len(), c.stream(Direction::ToSlave).len());
+                        format!("{} chunks, {up} bytes to the master, {down} to the slave", c.chunks.len())
+                    })
+                    .collect();
+                panic!("the relay never saw {what} in 60 s; its connections: {seen:?}");
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
