@@ -311,7 +311,8 @@ impl ClientRegistry {
         if remaining.is_empty() {
             consumers.remove(group);
         }
-        (notify && !remaining.is_empty()).then(|| GroupNotice { group: group.to_string(), connections: remaining })
+        (notify && !remaining.is_empty())
+            .then(|| GroupNotice { group: group.to_string(), connections: remaining })
     }
 
     /// `registerProducer`: registers `channel` as a producer of `group`, or refreshes it.
@@ -439,7 +440,12 @@ impl ClientRegistry {
     /// The connection of a client of `group` by its client id (`findChannel`).
     pub fn find_consumer_channel(&self, group: &str, client_id: &str) -> Option<ClientChannel> {
         let t = self.tables();
-        t.consumers.get(group)?.channels.values().find(|e| e.info.client_id == client_id).map(|e| e.info.clone())
+        t.consumers
+            .get(group)?
+            .channels
+            .values()
+            .find(|e| e.info.client_id == client_id)
+            .map(|e| e.info.clone())
     }
 
     /// Every consumer group registered, with its member count.
@@ -532,7 +538,12 @@ fn channel_of(conn: &ClientConnection, client_id: &str, request: &RemotingComman
 /// The answer is `SUCCESS` without ext fields: logship does not offer 5.x's heartbeat V2, so
 /// clients keep sending whole heartbeats (and a `withoutSub` heartbeat leaves the group's
 /// subscriptions as they are).
-pub fn heart_beat(ctx: &ConsumeContext<'_>, conn: &ClientConnection, request: &RemotingCommand, now: Now) -> Reply {
+pub(crate) fn heart_beat(
+    ctx: &ConsumeContext<'_>,
+    conn: &ClientConnection,
+    request: &RemotingCommand,
+    now: Now,
+) -> Reply {
     let hb = match HeartbeatData::decode(&request.body) {
         Ok(hb) => hb,
         Err(e) => return Reply::to(request, bad_body(request, &e)),
@@ -599,9 +610,11 @@ pub fn heart_beat(ctx: &ConsumeContext<'_>, conn: &ClientConnection, request: &R
         if data.group_name.trim().is_empty() {
             continue;
         }
-        if let Err(e) =
-            ctx.clients.register_producer(&data.group_name, channel_of(conn, &hb.client_id, request), now.instant)
-        {
+        if let Err(e) = ctx.clients.register_producer(
+            &data.group_name,
+            channel_of(conn, &hb.client_id, request),
+            now.instant,
+        ) {
             tracing::warn!(group = %data.group_name, addr = %conn.remote_addr, error = %e, "heartbeat refused");
             return Reply::to(request, answer(request, ResponseCode::SYSTEM_ERROR, e.to_string()))
                 .with_effects(effects);
@@ -613,7 +626,12 @@ pub fn heart_beat(ctx: &ConsumeContext<'_>, conn: &ClientConnection, request: &R
 /// `UNREGISTER_CLIENT` (35): removes `conn` from the named producer group and/or consumer
 /// group; the consumer group's remaining members are told (with the group's
 /// `notifyConsumerIdsChangedEnable`). Always `SUCCESS`.
-pub fn unregister_client(ctx: &ConsumeContext<'_>, conn: &ClientConnection, request: &RemotingCommand, now: Now) -> Reply {
+pub(crate) fn unregister_client(
+    ctx: &ConsumeContext<'_>,
+    conn: &ClientConnection,
+    request: &RemotingCommand,
+    now: Now,
+) -> Reply {
     let header: UnregisterClientRequestHeader = match request.decode_header() {
         Ok(h) => h,
         Err(e) => return Reply::to(request, bad_header(request, &e)),
@@ -624,7 +642,9 @@ pub fn unregister_client(ctx: &ConsumeContext<'_>, conn: &ClientConnection, requ
     }
     if let Some(group) = &header.consumer_group {
         let mut notify = true;
-        if let Some((config, created)) = ctx.metadata.groups.find_subscription_group_config(group, now.wall_ms) {
+        if let Some((config, created)) =
+            ctx.metadata.groups.find_subscription_group_config(group, now.wall_ms)
+        {
             effects.groups_created |= created;
             notify = config.notify_consumer_ids_changed_enable;
         }
@@ -637,7 +657,7 @@ pub fn unregister_client(ctx: &ConsumeContext<'_>, conn: &ClientConnection, requ
 /// `CHECK_CLIENT_CONFIG` (46): a TAG subscription is fine; any other expression type is
 /// refused as a Java broker without `enablePropertyFilter` refuses it (logship has no SQL92
 /// filter), so such consumers fail at start rather than lose messages.
-pub fn check_client_config(request: &RemotingCommand) -> Reply {
+pub(crate) fn check_client_config(request: &RemotingCommand) -> Reply {
     let body = match CheckClientRequestBody::decode(&request.body) {
         Ok(b) => b,
         Err(e) => return Reply::to(request, bad_body(request, &e)),
@@ -659,7 +679,7 @@ pub fn check_client_config(request: &RemotingCommand) -> Reply {
 
 /// `GET_CONSUMER_CONNECTION_LIST` (203): the group's connections and subscriptions, or
 /// `CONSUMER_NOT_ONLINE` (206).
-pub fn get_consumer_connection_list(ctx: &ConsumeContext<'_>, request: &RemotingCommand) -> Reply {
+pub(crate) fn get_consumer_connection_list(ctx: &ConsumeContext<'_>, request: &RemotingCommand) -> Reply {
     let group = match required_text(&request.ext_fields, "consumerGroup") {
         Ok(g) => g,
         Err(e) => return Reply::to(request, bad_header(request, &e)),
@@ -668,14 +688,18 @@ pub fn get_consumer_connection_list(ctx: &ConsumeContext<'_>, request: &Remoting
         Some(body) => Reply::to(request, success(request).with_body(body.encode())),
         None => Reply::to(
             request,
-            answer(request, ResponseCode::CONSUMER_NOT_ONLINE, format!("the consumer group[{group}] not online")),
+            answer(
+                request,
+                ResponseCode::CONSUMER_NOT_ONLINE,
+                format!("the consumer group[{group}] not online"),
+            ),
         ),
     }
 }
 
 /// `GET_PRODUCER_CONNECTION_LIST` (204): the group's connections, or `SYSTEM_ERROR` as Java
 /// answers an unknown group.
-pub fn get_producer_connection_list(ctx: &ConsumeContext<'_>, request: &RemotingCommand) -> Reply {
+pub(crate) fn get_producer_connection_list(ctx: &ConsumeContext<'_>, request: &RemotingCommand) -> Reply {
     let group = match required_text(&request.ext_fields, "producerGroup") {
         Ok(g) => g,
         Err(e) => return Reply::to(request, bad_header(request, &e)),

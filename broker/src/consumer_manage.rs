@@ -17,7 +17,12 @@ use crate::settings::RocketmqLine;
 /// lies within `memory_limit` bytes of the commit log's end (the reach Java counts as in
 /// memory, `accessMessageInMemoryMaxRatio` of the RAM: 4.9's own rule, and what logship takes
 /// for 5.x's page-cache residency test, which its store cannot ask), on disk otherwise.
-pub fn first_message(store: &logship_store::CommitLog, topic: &str, queue_id: i32, memory_limit: u64) -> FirstMessage {
+pub fn first_message(
+    store: &logship_store::CommitLog,
+    topic: &str,
+    queue_id: i32,
+    memory_limit: u64,
+) -> FirstMessage {
     let (min, max) = store.queue_bounds(topic, queue_id);
     if min > 0 || max == 0 {
         return FirstMessage::Absent;
@@ -42,7 +47,7 @@ pub fn first_message(store: &logship_store::CommitLog, topic: &str, queue_id: i3
 /// [`first_message`]; 4.9 also answers 0 for an empty queue), else `QUERY_NOT_FOUND` (22),
 /// after which the client starts where its `consumeFromWhere` says. 5.x's
 /// `setZeroIfNotFound=false` always gets 22.
-pub fn query_consumer_offset_request(ctx: &ConsumeContext<'_>, request: &RemotingCommand) -> Reply {
+pub(crate) fn query_consumer_offset_request(ctx: &ConsumeContext<'_>, request: &RemotingCommand) -> Reply {
     let header: QueryConsumerOffsetRequestHeader = match request.decode_header() {
         Ok(h) => h,
         Err(e) => return Reply::to(request, bad_header(request, &e)),
@@ -82,16 +87,15 @@ pub fn query_consumer_offset_request(ctx: &ConsumeContext<'_>, request: &Remotin
 /// (`SUBSCRIPTION_GROUP_NOT_EXIST`, `TOPIC_NOT_EXIST`) and answers a missing queue id or offset
 /// with `INVALID_PARAMETER`; 4.9 stores whatever it gets. Answered unless the request is
 /// one-way (Java clients send it one-way, the Go client two-way and drops the answer).
-pub fn update_consumer_offset(ctx: &ConsumeContext<'_>, request: &RemotingCommand, now: Now) -> Reply {
+pub(crate) fn update_consumer_offset(ctx: &ConsumeContext<'_>, request: &RemotingCommand, now: Now) -> Reply {
     let ext = &request.ext_fields;
     let text = |name: &'static str| ext.get(name).map(String::as_str);
     let number = |name: &'static str, java: &'static str| -> Result<Option<i64>, HeaderError> {
         text(name)
             .map(|t| {
-                t.parse::<i64>()
-                    .ok()
-                    .filter(|v| java != "Integer" || i32::try_from(*v).is_ok())
-                    .ok_or_else(|| HeaderError::InvalidField { field: name, expected: java, value: t.to_string() })
+                t.parse::<i64>().ok().filter(|v| java != "Integer" || i32::try_from(*v).is_ok()).ok_or_else(
+                    || HeaderError::InvalidField { field: name, expected: java, value: t.to_string() },
+                )
             })
             .transpose()
     };
@@ -107,7 +111,11 @@ pub fn update_consumer_offset(ctx: &ConsumeContext<'_>, request: &RemotingComman
         if !ctx.metadata.groups.contains(group) {
             return Reply::to(
                 request,
-                answer(request, ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST, format!("Group {group} not exist!")),
+                answer(
+                    request,
+                    ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST,
+                    format!("Group {group} not exist!"),
+                ),
             );
         }
         if !ctx.metadata.topics.contains(topic) {
@@ -119,7 +127,11 @@ pub fn update_consumer_offset(ctx: &ConsumeContext<'_>, request: &RemotingComman
         if queue_id.is_none() {
             return Reply::to(
                 request,
-                answer(request, ResponseCode::INVALID_PARAMETER, format!("QueueId is null, topic is {topic}")),
+                answer(
+                    request,
+                    ResponseCode::INVALID_PARAMETER,
+                    format!("QueueId is null, topic is {topic}"),
+                ),
             );
         }
         if offset.is_none() {
@@ -140,7 +152,7 @@ pub fn update_consumer_offset(ctx: &ConsumeContext<'_>, request: &RemotingComman
 
 /// `GET_CONSUMER_LIST_BY_GROUP` (38): the client ids of the group's members, or
 /// `SYSTEM_ERROR` `no consumer for this group, <group>` (the client then skips this rebalance).
-pub fn get_consumer_list_by_group(ctx: &ConsumeContext<'_>, request: &RemotingCommand) -> Reply {
+pub(crate) fn get_consumer_list_by_group(ctx: &ConsumeContext<'_>, request: &RemotingCommand) -> Reply {
     let header: GetConsumerListByGroupRequestHeader = match request.decode_header() {
         Ok(h) => h,
         Err(e) => return Reply::to(request, bad_header(request, &e)),

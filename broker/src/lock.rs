@@ -17,10 +17,10 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use logship_remoting::RemotingCommand;
 use logship_remoting::body::{
     JsonBody, LockBatchRequestBody, LockBatchResponseBody, MessageQueue, UnlockBatchRequestBody,
 };
-use logship_remoting::RemotingCommand;
 
 use crate::consume::{ConsumeContext, Now, Reply, bad_body, success};
 
@@ -177,7 +177,7 @@ impl RebalanceLockManager {
 /// `LOCK_BATCH_MQ` (41): the body names the group, the client and the queues; the answer's
 /// `lockOKMQSet` is the queues the client holds now. Always `SUCCESS` (a body that is not the
 /// JSON Java sends is `SYSTEM_ERROR`).
-pub fn lock_batch_mq(ctx: &ConsumeContext<'_>, request: &RemotingCommand, now: Now) -> Reply {
+pub(crate) fn lock_batch_mq(ctx: &ConsumeContext<'_>, request: &RemotingCommand, now: Now) -> Reply {
     let body = match LockBatchRequestBody::decode(&request.body) {
         Ok(b) => b,
         Err(e) => return Reply::to(request, bad_body(request, &e)),
@@ -187,7 +187,7 @@ pub fn lock_batch_mq(ctx: &ConsumeContext<'_>, request: &RemotingCommand, now: N
 }
 
 /// `UNLOCK_BATCH_MQ` (42): frees the named queues the client holds. Always `SUCCESS`, no body.
-pub fn unlock_batch_mq(ctx: &ConsumeContext<'_>, request: &RemotingCommand) -> Reply {
+pub(crate) fn unlock_batch_mq(ctx: &ConsumeContext<'_>, request: &RemotingCommand) -> Reply {
     let body = match UnlockBatchRequestBody::decode(&request.body) {
         Ok(b) => b,
         Err(e) => return Reply::to(request, bad_body(request, &e)),
@@ -251,7 +251,11 @@ mod tests {
         assert_eq!(m.try_lock_batch("g", &[mq(0), mq(1), mq(2)], "c1", t0), vec![mq(0), mq(1)]);
         let later = t0 + Duration::from_secs(61);
         assert_eq!(m.try_lock_batch("g", &[mq(1)], "c1", later), vec![mq(1)], "renewing needs no room");
-        assert_eq!(m.try_lock_batch("g", &[mq(2)], "c1", later), vec![mq(2)], "queue 0 expired and was dropped");
+        assert_eq!(
+            m.try_lock_batch("g", &[mq(2)], "c1", later),
+            vec![mq(2)],
+            "queue 0 expired and was dropped"
+        );
         assert_eq!(m.len(), 2);
         assert!(m.try_lock_batch("g", &[mq(3)], "c1", later).is_empty());
     }

@@ -174,7 +174,7 @@ fn forbidden(kind: i32, remark: impl Into<String>) -> Early {
 }
 
 /// Runs a pull (see the [module docs](self)).
-pub fn process_pull(
+pub(crate) fn process_pull(
     ctx: &ConsumeContext<'_>,
     conn: &ClientConnection,
     request: &RemotingCommand,
@@ -223,7 +223,8 @@ fn run(
             format!("the broker[{}] for lite pull consumer is forbidden", s.broker_ip1),
         ));
     }
-    let Some((group_config, created)) = ctx.metadata.groups.find_subscription_group_config(group, now.wall_ms)
+    let Some((group_config, created)) =
+        ctx.metadata.groups.find_subscription_group_config(group, now.wall_ms)
     else {
         return Err(early(
             ResponseCode::SUBSCRIPTION_GROUP_NOT_EXIST,
@@ -244,7 +245,10 @@ fn run(
         ));
     };
     if !perm::is_readable(topic_config.perm) {
-        return Err(forbidden(forbidden_type::TOPIC, format!("the topic[{topic}] pulling message is forbidden")));
+        return Err(forbidden(
+            forbidden_type::TOPIC,
+            format!("the topic[{topic}] pulling message is forbidden"),
+        ));
     }
     let queue_id = header.queue_id;
     if queue_id < 0 || queue_id >= topic_config.read_queue_nums {
@@ -256,8 +260,12 @@ fn run(
         tracing::warn!(%text, "pull of an illegal queue");
         return Err(early(s.invalid_parameter_code(), text));
     }
-    let not_supported =
-        |kind: &str| early(ResponseCode::SYSTEM_ERROR, format!("The broker does not support consumer to filter message by {kind}"));
+    let not_supported = |kind: &str| {
+        early(
+            ResponseCode::SYSTEM_ERROR,
+            format!("The broker does not support consumer to filter message by {kind}"),
+        )
+    };
     let filter = if has(sys_flag::SUBSCRIPTION) {
         let kind = header.expression_type.as_deref();
         if !is_tag_type(kind) {
@@ -317,13 +325,14 @@ fn run(
     };
     options.correct_next_offset = !slave || s.offset_check_in_slave;
     let max_msg_nums = u32::try_from(header.max_msg_nums).unwrap_or(0);
-    let result = match ctx.store.get_message(topic, queue_id, header.queue_offset, max_msg_nums, &filter, &options) {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::error!(topic, queue_id, error = %e, "pull read failed");
-            return Err(early(ResponseCode::SYSTEM_ERROR, "store getMessage return null"));
-        }
-    };
+    let result =
+        match ctx.store.get_message(topic, queue_id, header.queue_offset, max_msg_nums, &filter, &options) {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!(topic, queue_id, error = %e, "pull read failed");
+                return Err(early(ResponseCode::SYSTEM_ERROR, "store getMessage return null"));
+            }
+        };
 
     let mut code = match result.status {
         GetMessageStatus::Found => ResponseCode::SUCCESS,
@@ -337,8 +346,12 @@ fn run(
                 ResponseCode::PULL_NOT_FOUND
             }
         }
-        GetMessageStatus::OffsetFoundNull | GetMessageStatus::OffsetOverflowOne => ResponseCode::PULL_NOT_FOUND,
-        GetMessageStatus::OffsetOverflowBadly | GetMessageStatus::OffsetTooSmall => ResponseCode::PULL_OFFSET_MOVED,
+        GetMessageStatus::OffsetFoundNull | GetMessageStatus::OffsetOverflowOne => {
+            ResponseCode::PULL_NOT_FOUND
+        }
+        GetMessageStatus::OffsetOverflowBadly | GetMessageStatus::OffsetTooSmall => {
+            ResponseCode::PULL_OFFSET_MOVED
+        }
         _ => ResponseCode::PULL_NOT_FOUND,
     };
     let mut suggest = if s.slave_read_enable {
@@ -355,7 +368,13 @@ fn run(
             // A slave does not correct offsets: the consumer retries, from its master.
             suggest = group_config.broker_id;
             code = ResponseCode::PULL_RETRY_IMMEDIATELY;
-            tracing::warn!(topic, queue_id, group, offset = header.queue_offset, "offset out of range on a slave; not corrected");
+            tracing::warn!(
+                topic,
+                queue_id,
+                group,
+                offset = header.queue_offset,
+                "offset out of range on a slave; not corrected"
+            );
         } else {
             tracing::warn!(
                 topic,
@@ -369,15 +388,13 @@ fn run(
         }
     }
 
-    if execution == Execution::First
-        && has(sys_flag::COMMIT_OFFSET)
-        && (v5 || !slave)
-    {
+    if execution == Execution::First && has(sys_flag::COMMIT_OFFSET) && (v5 || !slave) {
         ctx.metadata.offsets.commit_offset(group, topic, queue_id, header.commit_offset, now.wall_ms);
     }
 
     if code == ResponseCode::PULL_NOT_FOUND && execution == Execution::First && has(sys_flag::SUSPEND) {
-        let hold_ms = if s.long_polling_enable { header.suspend_timeout_millis } else { s.short_polling_time_mills };
+        let hold_ms =
+            if s.long_polling_enable { header.suspend_timeout_millis } else { s.short_polling_time_mills };
         let hold = Duration::from_millis(u64::try_from(hold_ms).unwrap_or(0)).min(s.max_pull_hold);
         return Ok(PullOutcome::Hold(Box::new(HeldPull {
             connection: conn.id,

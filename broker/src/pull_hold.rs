@@ -173,7 +173,11 @@ impl Table {
     }
 
     /// Takes the slots of `key` for which `wake` says yes.
-    fn take_where(&mut self, key: &(String, i32), mut wake: impl FnMut(u64, &HeldPull) -> bool) -> Vec<HeldPull> {
+    fn take_where(
+        &mut self,
+        key: &(String, i32),
+        mut wake: impl FnMut(u64, &HeldPull) -> bool,
+    ) -> Vec<HeldPull> {
         let Some(slots) = self.by_queue.get_mut(key) else { return Vec::new() };
         let mut woken = Vec::new();
         let mut kept = VecDeque::with_capacity(slots.len());

@@ -105,7 +105,8 @@ pub fn schedule_if_delayed(mut message: Message, levels: &DelayLevels) -> Result
     let level: i32 =
         value.parse().map_err(|_| DelayError::NotALevel { value: value.chars().take(64).collect(), max })?;
     let tran = message.sys_flag & sys_flag::TRANSACTION_MASK;
-    let transactional = tran == sys_flag::TRANSACTION_PREPARED_TYPE || tran == sys_flag::TRANSACTION_ROLLBACK_TYPE;
+    let transactional =
+        tran == sys_flag::TRANSACTION_PREPARED_TYPE || tran == sys_flag::TRANSACTION_ROLLBACK_TYPE;
     if level <= 0 || max <= 0 || transactional {
         return Ok(message);
     }
@@ -144,6 +145,8 @@ pub fn message_time_up(stored: &StoredMessage) -> Result<Message, String> {
         born_host: stored.born_host,
         reconsume_times: stored.reconsume_times,
         prepared_transaction_offset: stored.prepared_transaction_offset,
+        properties_string: None,
+        batch: Vec::new(),
     })
 }
 
@@ -218,7 +221,10 @@ impl ScheduleService {
             .iter()
             .map(|(level, _)| {
                 let offset = offsets.offset(level).unwrap_or(0);
-                (level, Level { offset, next_run_ms: now_ms.saturating_add(FIRST_DELAY_MS), in_flight: false })
+                (
+                    level,
+                    Level { offset, next_run_ms: now_ms.saturating_add(FIRST_DELAY_MS), in_flight: false },
+                )
             })
             .collect();
         Self { levels, state, batch: DEFAULT_BATCH }
@@ -254,7 +260,13 @@ impl ScheduleService {
             let (min, max) = store.queue_bounds(SCHEDULE_TOPIC, queue_id);
             let (min, max) = (min as i64, max as i64);
             if st.offset < min || st.offset > max {
-                tracing::error!(level, offset = st.offset, min, max, "schedule offset outside its queue; corrected");
+                tracing::error!(
+                    level,
+                    offset = st.offset,
+                    min,
+                    max,
+                    "schedule offset outside its queue; corrected"
+                );
                 st.offset = st.offset.clamp(min, max.max(min));
                 offsets.update_offset(level, st.offset, now_ms);
             }
@@ -310,7 +322,13 @@ impl ScheduleService {
 
     /// Reports how the puts of `delivery` went; the level's offset moves past what was stored
     /// (and past a message refused for itself, which is skipped).
-    pub fn delivered(&mut self, delivery: &Delivery, outcome: DeliveryOutcome, now_ms: i64, offsets: &DelayOffsetManager) {
+    pub fn delivered(
+        &mut self,
+        delivery: &Delivery,
+        outcome: DeliveryOutcome,
+        now_ms: i64,
+        offsets: &DelayOffsetManager,
+    ) {
         let Some(st) = self.state.get_mut(&delivery.level) else { return };
         st.in_flight = false;
         let offset = match outcome {
