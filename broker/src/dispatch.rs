@@ -14,7 +14,7 @@
 use logship_remoting::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::serve::{Processed, RequestContext};
-use crate::{admin, consume, lookup, send};
+use crate::{admin, consume, lookup, retry, send};
 
 /// Request codes that change a broker's (or a NameServer's, or a controller's) configuration
 /// over the network: never served (see the [module docs](self)).
@@ -57,6 +57,7 @@ pub async fn dispatch(ctx: RequestContext, request: RemotingCommand) -> Option<R
         RequestCode::GET_CONSUMER_LIST_BY_GROUP => consume::serve_consumer_list_by_group(&ctx, &request),
         RequestCode::LOCK_BATCH_MQ => consume::serve_lock_batch_mq(&ctx, &request),
         RequestCode::UNLOCK_BATCH_MQ => consume::serve_unlock_batch_mq(&ctx, &request),
+        RequestCode::CONSUMER_SEND_MSG_BACK => retry::consumer_send_msg_back(&ctx, &request).await,
         RequestCode::CHECK_CLIENT_CONFIG => consume::serve_check_client_config(&ctx, &request),
         RequestCode::GET_CONSUMER_CONNECTION_LIST => consume::serve_consumer_connection_list(&ctx, &request),
         RequestCode::GET_PRODUCER_CONNECTION_LIST => consume::serve_producer_connection_list(&ctx, &request),

@@ -65,6 +65,7 @@ pub mod properties;
 pub mod pull;
 pub mod pull_hold;
 pub mod register;
+pub mod retry;
 pub mod schedule;
 pub mod send;
 pub mod serve;
