@@ -144,12 +144,14 @@ fn wait_rebalanced(c: &mut App, topic: &str, members: u64) {
 /// member's offsets of a queue go up one by one.
 fn assert_once_per_queue(all: &[Vec<Value>], orderly: bool) {
     let mut seen: BTreeMap<(u64, i64), u64> = BTreeMap::new();
-    for lines in all {
+    let mut by: BTreeMap<(u64, i64), Vec<usize>> = BTreeMap::new();
+    for (member, lines) in all.iter().enumerate() {
         let mut last: BTreeMap<u64, i64> = BTreeMap::new();
         for v in events(lines, "msg") {
             let queue = v["queue"].as_u64().unwrap();
             let offset = v["queueOffset"].as_i64().unwrap();
             *seen.entry((queue, offset)).or_default() += 1;
+            by.entry((queue, offset)).or_default().push(member);
             if orderly {
                 if let Some(prev) = last.insert(queue, offset) {
                     assert_eq!(offset, prev + 1, "queue {queue}: offset {offset} after {prev}");
@@ -157,8 +159,8 @@ fn assert_once_per_queue(all: &[Vec<Value>], orderly: bool) {
             }
         }
     }
-    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(twice.is_empty(), "consumed more than once: {twice:?}");
+    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).map(|(k, _)| (k, &by[k])).collect();
+    assert!(twice.is_empty(), "(queue, offset) consumed more than once, by members: {twice:?}");
 }
 
 fn produce(apps: &JavaApps, ns: &str, topic: &str, instance: &str, count: u64) -> Vec<Value> {
@@ -320,4 +322,69 @@ fn java_4_9_7_concurrent_push_group_retry_dlq_and_lite_pull_against_logship() {
 #[test]
 fn java_4_9_7_orderly_push_group_against_logship() {
     scenario(CLIENT_4, true, "java_4_9_7_orderly_push_group_against_logship");
+}
+
+/// Open finding: in two runs the group consumed the last offsets of some queues (14, 15) twice,
+/// by different members, while the members were being stopped one by one (the rebalance after
+/// each stop hands queues over before the leaving member's last offsets are committed?). Not
+/// yet told apart from a broker bug; run it with `--ignored`.
+#[test]
+#[ignore = "open finding: Go members re-consume the last queue offsets while the group stops"]
+fn go_push_group_of_three_consumes_every_message_once_and_resumes_against_logship() {
+    let test = "go_push_group_of_three_consumes_every_message_once_and_resumes_against_logship";
+    let Some(go) = go_client(test) else { return };
+    let Some(apps) = java_apps(CLIENT_5, test) else { return };
+    let dir = tempfile::Builder::new().prefix("logship-consume-go-").tempdir().unwrap();
+    let namesrv = Namesrv::start(&apps, &[]);
+    let ns = namesrv.addr();
+    let g = group(dir.path(), &ns, "lbgo");
+    let topic = "GoConsumeTopic";
+    create_topic(&apps, &g, &ns, topic);
+    let group_name = "logship_go_group";
+    let member = |instance: &str| {
+        go.consume(&["--namesrv", &ns, "--topic", topic, "--group", group_name, "--instance", instance])
+    };
+    let mut consumers = vec![member("g1"), member("g2"), member("g3")];
+    for c in &mut consumers {
+        wait_rebalanced(c, topic, 3);
+    }
+    let sent = |instance: &str, count: u64| {
+        let count = count.to_string();
+        let lines = go
+            .produce(&[
+                "--namesrv",
+                &ns,
+                "--topic",
+                topic,
+                "--instance",
+                instance,
+                "--mode",
+                "sync",
+                "--count",
+                &count,
+                "--size",
+                "200",
+                "--tags",
+                TAGS,
+            ])
+            .finish(BIG);
+        assert_eq!(summary(&lines)["errors"], 0, "{:?}", events(&lines, "send_error"));
+    };
+    sent("p-go-first", 60);
+    let all = consume_all(consumers, &expected("p-go-first", 0..60));
+    assert_once_per_queue(&all, false);
+    let mut total = BTreeMap::new();
+    for lines in &all {
+        for (k, n) in consumed(lines) {
+            *total.entry(k).or_insert(0) += n;
+        }
+    }
+    assert!(total.values().all(|&n| n == 1), "every message once across the group: {total:?}");
+
+    sent("p-go-second", 20);
+    let again = consume_all(vec![member("g4")], &expected("p-go-second", 0..20));
+    let producers: BTreeSet<String> = consumed(&again[0]).into_keys().map(|(p, _)| p).collect();
+    assert_eq!(producers, BTreeSet::from(["p-go-second".to_string()]), "resumed from the committed offsets");
+    drop(g);
+    drop(namesrv);
 }
