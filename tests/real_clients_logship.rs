@@ -251,7 +251,11 @@ fn scenario(line: ClientLine, orderly: bool, test: &str) {
         wait_rebalanced(c, topic, 3);
     }
     produce(&apps, &ns, topic, "p-first", 60);
-    let all = consume_all(consumers, &expected("p-first", 0..60));
+    // Stopped only once everything is committed: a stopping member's queues go to the others
+    // at once, from the committed offsets.
+    let all = consume_all_then(consumers, &expected("p-first", 0..60), || {
+        wait_committed(&g, group_name, topic);
+    });
     assert_once_per_queue(&all, orderly);
     let mut total = BTreeMap::new();
     for lines in &all {
