@@ -14,7 +14,7 @@
 use logship_remoting::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::serve::{Processed, RequestContext};
-use crate::{admin, lookup, send, topic_admin};
+use crate::{admin, consume, lookup, retry, send, topic_admin};
 
 /// Request codes that change a broker's (or a NameServer's, or a controller's) configuration
 /// over the network: never served (see the [module docs](self)).
@@ -52,6 +52,20 @@ pub async fn dispatch(ctx: RequestContext, request: RemotingCommand) -> Option<R
             admin::get_topic_config(&ctx, &request)
         }
         RequestCode::UPDATE_AND_CREATE_TOPIC => topic_admin::update_and_create_topic(&ctx, &request),
+        RequestCode::PULL_MESSAGE | RequestCode::LITE_PULL_MESSAGE => {
+            consume::serve_pull(&ctx, &request).await
+        }
+        RequestCode::QUERY_CONSUMER_OFFSET => consume::serve_query_consumer_offset(&ctx, &request),
+        RequestCode::UPDATE_CONSUMER_OFFSET => consume::serve_update_consumer_offset(&ctx, &request),
+        RequestCode::HEART_BEAT => consume::serve_heart_beat(&ctx, &request),
+        RequestCode::UNREGISTER_CLIENT => consume::serve_unregister_client(&ctx, &request),
+        RequestCode::GET_CONSUMER_LIST_BY_GROUP => consume::serve_consumer_list_by_group(&ctx, &request),
+        RequestCode::LOCK_BATCH_MQ => consume::serve_lock_batch_mq(&ctx, &request),
+        RequestCode::UNLOCK_BATCH_MQ => consume::serve_unlock_batch_mq(&ctx, &request),
+        RequestCode::CONSUMER_SEND_MSG_BACK => retry::consumer_send_msg_back(&ctx, &request).await,
+        RequestCode::CHECK_CLIENT_CONFIG => consume::serve_check_client_config(&ctx, &request),
+        RequestCode::GET_CONSUMER_CONNECTION_LIST => consume::serve_consumer_connection_list(&ctx, &request),
+        RequestCode::GET_PRODUCER_CONNECTION_LIST => consume::serve_producer_connection_list(&ctx, &request),
         code => Ok(not_supported(&ctx, &request, code)),
     };
     Some(processed.unwrap_or_else(|refusal| ctx.refusal_response(&request, refusal)))

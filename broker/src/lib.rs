@@ -48,18 +48,26 @@
 
 pub mod acl;
 mod admin;
+pub mod clients;
+pub mod consume;
+pub mod consumer_manage;
 pub mod delay;
 pub mod dispatch;
 pub mod error;
 pub mod file;
 #[doc(hidden)]
 pub mod fuzzing;
+pub mod lock;
 mod lookup;
 mod managed;
 pub mod names;
 pub mod offset;
 pub mod properties;
+pub mod pull;
+pub mod pull_hold;
 pub mod register;
+pub mod retry;
+pub mod schedule;
 pub mod send;
 pub mod serve;
 pub mod settings;

@@ -169,6 +169,8 @@ pub struct Broker {
     pub host: Arc<dyn Host>,
     /// Checks each request before dispatch; `None` lets every request through.
     pub authorizer: Option<Arc<dyn Authorizer>>,
+    /// The consume side's clients, locks and held pulls.
+    pub consume: Arc<crate::consume::ConsumeState>,
     connections: AtomicU64,
     requests: AtomicU64,
 }
@@ -188,7 +190,12 @@ impl Broker {
         index: Option<Arc<MessageIndex>>,
         host: Arc<dyn Host>,
     ) -> Self {
+        let consume = Arc::new(crate::consume::ConsumeState::new(
+            crate::consume::ConsumeSettings::from_broker(&settings),
+        ));
+        consume.install(&store);
         Self {
+            consume,
             settings,
             store,
             metadata,
@@ -220,6 +227,7 @@ impl Broker {
 
     /// A client connection closed: whatever the processors keep about it goes.
     pub fn connection_closed(&self, connection: &Connection) {
+        self.consume.connection_closed(connection);
         let open = self.connections.fetch_sub(1, Ordering::AcqRel).saturating_sub(1);
         tracing::debug!(conn = connection.id, peer = %connection.peer, open, "remoting connection closed");
     }
@@ -300,7 +308,16 @@ pub(crate) mod testing {
             self.now_ms.load(Ordering::Acquire)
         }
         fn sleep(&self, duration: Duration) -> HostFuture<'static, ()> {
-            Box::pin(async move { std::thread::sleep(duration) })
+            // A timer on its own thread, so that a future racing it (a held pull's wake-up)
+            // is polled meanwhile.
+            let (tx, rx) = async_channel::bounded::<()>(1);
+            std::thread::spawn(move || {
+                std::thread::sleep(duration);
+                let _ = tx.try_send(());
+            });
+            Box::pin(async move {
+                let _ = rx.recv().await;
+            })
         }
         fn role(&self) -> Option<BrokerRole> {
             *self.role.lock().unwrap()

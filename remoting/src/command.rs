@@ -254,6 +254,15 @@ impl RemotingCommand {
     ///
     /// On error nothing is appended.
     pub fn encode_head(&self, dst: &mut BytesMut) -> Result<(), EncodeError> {
+        self.encode_head_for_body(dst, self.body.len())
+    }
+
+    /// Appends everything but a body of `body_len` bytes that is kept elsewhere (in several
+    /// pieces, such as the stored messages of a pull response, written after it without a
+    /// copy); [`body`](Self::body) is not counted and not written.
+    ///
+    /// On error nothing is appended.
+    pub fn encode_head_for_body(&self, dst: &mut BytesMut, body_len: usize) -> Result<(), EncodeError> {
         let start = dst.len();
         dst.put_u64(0); // the two words, filled in below
         if let Err(e) = self.write_header(dst) {
@@ -261,7 +270,7 @@ impl RemotingCommand {
             return Err(e);
         }
         let header_len = dst.len() - start - 8;
-        let total = match frame_len(header_len, self.body.len()) {
+        let total = match frame_len(header_len, body_len) {
             Ok(total) => total,
             Err(e) => {
                 dst.truncate(start);
@@ -359,5 +368,8 @@ mod tests {
         assert_eq!(&whole[head.len()..], b"hello");
         assert_eq!(u32::from_be_bytes(head[..4].try_into().unwrap()) as usize, whole.len() - 4);
         assert_eq!(cmd.encoded_len().unwrap(), whole.len());
+        let mut split = BytesMut::new();
+        cmd.clone().with_body(Bytes::new()).encode_head_for_body(&mut split, 5).unwrap();
+        assert_eq!(split, head, "a body kept elsewhere is counted as given");
     }
 }

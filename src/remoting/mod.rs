@@ -6,6 +6,7 @@
 mod connection;
 pub mod host;
 pub mod registration;
+mod schedule;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -313,7 +314,10 @@ pub async fn start(
     });
     let state = Arc::new(RemotingState { addrs, broker: broker.clone(), stats, budget, registration });
     let (stop, background_stopped) = watch::channel(false);
-    let mut background = vec![tokio::spawn(persist_metadata(metadata, background_stopped.clone()))];
+    let mut background = vec![
+        tokio::spawn(persist_metadata(metadata, background_stopped.clone())),
+        tokio::spawn(schedule::run(broker.clone(), background_stopped.clone())),
+    ];
     if let Some(learned) = learned {
         background.push(tokio::spawn(follow_named_master(
             http.clone(),

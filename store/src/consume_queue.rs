@@ -324,6 +324,19 @@ pub(crate) fn flush_queues(queues: &[Arc<ConsumeQueue>]) -> Result<(), StoreErro
     Ok(())
 }
 
+/// What [`Dispatcher::put_entry`] indexes about a message besides its queue and offset.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NewEntry {
+    /// Where the message starts in the commit log.
+    pub(crate) physical_offset: u64,
+    /// Its size in the log.
+    pub(crate) size: u32,
+    /// Its tag code (or delivery time).
+    pub(crate) tags_code: i64,
+    /// Its store timestamp, for the arrival notice.
+    pub(crate) store_timestamp: i64,
+}
+
 /// All consume queues, by topic and queue id, for readers.
 pub(crate) type QueueRegistry = RwLock<HashMap<String, HashMap<i32, Arc<ConsumeQueue>>>>;
 
@@ -343,6 +356,8 @@ pub(crate) struct Dispatcher {
     pub(crate) last_message: Option<(i64, u64)>,
     /// The delay levels (ms) that make the schedule topic's tags codes.
     schedule_delays_ms: Vec<i64>,
+    /// Told of every new entry.
+    pub(crate) listener: crate::arrival::ListenerSlot,
 }
 
 impl Dispatcher {
@@ -357,6 +372,7 @@ impl Dispatcher {
             error: None,
             last_message: None,
             schedule_delays_ms: config.schedule_delays_ms.clone(),
+            listener: crate::arrival::ListenerSlot::default(),
         }
     }
 
@@ -388,10 +404,9 @@ impl Dispatcher {
         topic: &str,
         queue_id: i32,
         queue_offset: u64,
-        physical_offset: u64,
-        size: u32,
-        tags_code: i64,
+        entry: NewEntry,
     ) -> Result<(), StoreError> {
+        let NewEntry { physical_offset, size, tags_code, store_timestamp } = entry;
         // Queue offsets come from log bytes; one that cannot name a file is not indexed.
         if queue_offset > i64::MAX as u64 / CQ_ENTRY_SIZE {
             tracing::warn!(
@@ -482,6 +497,15 @@ impl Dispatcher {
             writer.publish();
         }
         cq.max.store(queue_offset + 1, Ordering::Release);
+        if let Some(listener) = &self.listener.0 {
+            listener.message_arrived(&crate::arrival::Arrival {
+                topic,
+                queue_id,
+                queue_offset,
+                tags_code,
+                store_timestamp,
+            });
+        }
         Ok(())
     }
 
@@ -643,9 +667,12 @@ impl Dispatcher {
                                     topic,
                                     v.queue_id,
                                     v.queue_offset as u64,
-                                    phys,
-                                    v.total as u32,
-                                    tags,
+                                    NewEntry {
+                                        physical_offset: phys,
+                                        size: v.total as u32,
+                                        tags_code: tags,
+                                        store_timestamp: v.store_timestamp,
+                                    },
                                 ) {
                                     self.dispatched = phys;
                                     return Err(e);

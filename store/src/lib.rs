@@ -129,6 +129,8 @@
 
 pub mod codec;
 
+mod arrival;
+
 #[doc(hidden)]
 pub mod bench;
 
@@ -153,6 +155,7 @@ mod store;
 mod sync;
 mod truncate;
 
+pub use arrival::{Arrival, ArrivalListener};
 pub use codec::{Message, MessageVersion, RecordError, StoreFields, StoredMessage};
 pub use config::{CQ_ENTRY_SIZE, FlushDiskType, RecoveryOptions, StoreConfig};
 pub use consume_queue::CqEntry;

@@ -394,9 +394,13 @@ impl Shared {
             let mut at = offset;
             for (i, record_len) in prepared.record_lens().enumerate() {
                 let tags = prepared.tags_code(i, store_timestamp);
-                if let Err(e) =
-                    d.put_entry(topic, queue_id, queue_offset + i as u64, at, record_len as u32, tags)
-                {
+                let entry = crate::consume_queue::NewEntry {
+                    physical_offset: at,
+                    size: record_len as u32,
+                    tags_code: tags,
+                    store_timestamp,
+                };
+                if let Err(e) = d.put_entry(topic, queue_id, queue_offset + i as u64, entry) {
                     tracing::error!(error = %e, offset = at, "consume-queue write failed; will retry from the log");
                     d.dispatched = at;
                     break;
@@ -1260,6 +1264,13 @@ impl CommitLog {
             }
         }
         result
+    }
+
+    /// Sets (or with `None` removes) the [`ArrivalListener`](crate::ArrivalListener) told of
+    /// every message indexed into a consume queue from now on: the hook of a broker's long
+    /// polling. It is called under the dispatch lock; see the trait for what it may do.
+    pub fn set_arrival_listener(&self, listener: Option<std::sync::Arc<dyn crate::ArrivalListener>>) {
+        lock(&self.shared.dispatcher).listener = crate::arrival::ListenerSlot(listener);
     }
 
     /// One past the last record indexed into the consume queues (what readers of the queues,

@@ -15,6 +15,7 @@
 //! `tests/java_vectors.rs` reads bodies Java wrote and checks that Java reads back what this
 //! crate writes, for both client lines.
 
+mod connection;
 pub mod fastjson;
 mod heartbeat;
 mod metadata;
@@ -26,6 +27,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub use connection::{CheckClientRequestBody, Connection, ConsumerConnection, ProducerConnection};
 pub use heartbeat::{
     ConsumerData, GetConsumerListByGroupResponseBody, HeartbeatData, LockBatchRequestBody,
     LockBatchResponseBody, MessageQueue, ProducerData, SubscriptionData, UnlockBatchRequestBody,

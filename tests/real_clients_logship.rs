@@ -1,0 +1,431 @@
+//! Unchanged RocketMQ consumers against logship: a logship SYNC_MASTER with two logship slaves,
+//! registered with the real Apache NameServer, and the Java client (5.5.0 and 4.9.7 lines).
+//! A push consumer group of three (concurrent, then orderly) consumes every message exactly once
+//! per queue and commits its offsets; a consumer started again in the group resumes from the
+//! committed offsets; RECONSUME_LATER goes through `%RETRY%group` to `%DLQ%group`; a lite pull
+//! consumer seeks by timestamp.
+//!
+//! Skips without Java unless `LOGSHIP_REQUIRE_JAVA=1`.
+
+mod process;
+mod remoting_support;
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use logship_remoting::header::GetMaxOffsetRequestHeader;
+use logship_remoting::{RemotingCommand, RequestCode};
+use process::{Broker, eventually, free_port_pair};
+use remoting_support::{Client, send_request};
+use serde_json::Value;
+use support::apps::*;
+
+const BIG: Duration = Duration::from_secs(180);
+const TAGS: &str = "TagA,TagB";
+
+/// A logship SYNC_MASTER and two slaves, all registered with `namesrv`.
+struct Group {
+    master: Broker,
+    slaves: Vec<Broker>,
+}
+
+fn group(dir: &Path, namesrv: &str, name: &str) -> Group {
+    let ns = format!("namesrvAddr={namesrv}");
+    let bn = format!("brokerName={name}");
+    let master = Broker::start(
+        "master",
+        &dir.join("m"),
+        free_port_pair(),
+        &["--role", "SYNC_MASTER", "--set", &ns, "--set", &bn, "--set", "slaveTimeout=3000"],
+    );
+    let ha = master.ha_addr();
+    let slaves: Vec<Broker> = (1..=2)
+        .map(|i| {
+            let id = format!("brokerId={i}");
+            Broker::start(
+                "slave",
+                &dir.join(format!("s{i}")),
+                free_port_pair(),
+                &["--master", &ha, "--set", &id, "--set", &ns, "--set", &bn],
+            )
+        })
+        .collect();
+    eventually("both slaves to connect", || {
+        master.status()["slaves"].as_array().is_some_and(|s| s.len() == 2)
+    });
+    Group { master, slaves }
+}
+
+/// Creates `topic` on the master (a send auto-creates it with four queues, and the master
+/// registers it at once), then waits until the NameServer routes it.
+fn create_topic(apps: &JavaApps, g: &Group, ns: &str, topic: &str) {
+    let mut c = Client::connect(g.master.remoting_addr());
+    let r = c.call(send_request(topic, 0, "", b"seed"));
+    assert_eq!(r.code, 0, "the seed send: {:?}", r.remark);
+    let deadline = Instant::now() + BIG;
+    loop {
+        let route = apps.mqadmin(&["topicRoute", "-n", ns, "-t", topic]);
+        if route["ok"] == true && route["text"].as_str().is_some_and(|t| t.contains("writeQueueNums")) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the NameServer never routed {topic}: {route}");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// `(producer, seq)` of every message consumed successfully, with how often.
+fn consumed(lines: &[Value]) -> BTreeMap<(String, u64), u64> {
+    let mut m = BTreeMap::new();
+    for v in events(lines, "msg") {
+        if v["answer"] != "SUCCESS" && !v["answer"].is_null() {
+            continue;
+        }
+        let Some(producer) = v["props"]["producer"].as_str() else { continue };
+        let seq: u64 = v["props"]["seq"].as_str().and_then(|s| s.parse().ok()).unwrap_or(u64::MAX);
+        *m.entry((producer.to_string(), seq)).or_default() += 1;
+    }
+    m
+}
+
+fn expected(instance: &str, range: std::ops::Range<u64>) -> BTreeSet<(String, u64)> {
+    range.map(|i| (instance.to_string(), i)).collect()
+}
+
+/// Waits until `consumers` together consumed all of `want`, then stops them cleanly (which
+/// commits their offsets); returns their lines.
+fn consume_all(consumers: Vec<App>, want: &BTreeSet<(String, u64)>) -> Vec<Vec<Value>> {
+    consume_all_then(consumers, want, || {})
+}
+
+/// [`consume_all`], running `before_stop` once everything is consumed.
+fn consume_all_then(
+    mut consumers: Vec<App>,
+    want: &BTreeSet<(String, u64)>,
+    before_stop: impl FnOnce(),
+) -> Vec<Vec<Value>> {
+    let deadline = Instant::now() + BIG;
+    loop {
+        let mut union = BTreeSet::new();
+        for c in &consumers {
+            union.extend(consumed(&c.lines()).into_keys());
+        }
+        if want.is_subset(&union) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the group consumed {} of {}; missing e.g. {:?}\n{}",
+            want.intersection(&union).count(),
+            want.len(),
+            want.difference(&union).take(5).collect::<Vec<_>>(),
+            consumers.iter_mut().map(|c| c.stderr()).collect::<Vec<_>>().join("\n---\n")
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    before_stop();
+    consumers.into_iter().map(|c| c.stop(BIG)).collect()
+}
+
+/// Waits until `group` committed the end of each of `topic`'s four queues on the master.
+fn wait_committed(g: &Group, group: &str, topic: &str) {
+    let mut c = Client::connect(g.master.remoting_addr());
+    let deadline = Instant::now() + BIG;
+    for queue in 0..4 {
+        loop {
+            let max = c.call(
+                RemotingCommand::request(RequestCode::GET_MAX_OFFSET)
+                    .with_version(513)
+                    .with_header(&GetMaxOffsetRequestHeader::new(topic, queue)),
+            );
+            let committed = c.call(
+                RemotingCommand::request(RequestCode::QUERY_CONSUMER_OFFSET)
+                    .with_version(513)
+                    .with_ext_field("consumerGroup", group)
+                    .with_ext_field("topic", topic)
+                    .with_ext_field("queueId", queue.to_string()),
+            );
+            if committed.code == 0 && committed.ext_fields.get("offset") == max.ext_fields.get("offset") {
+                break;
+            }
+            assert!(Instant::now() < deadline, "{group} never committed the end of {topic}-{queue}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+fn wait_rebalanced(c: &mut App, topic: &str, members: u64) {
+    let deadline = Instant::now() + BIG;
+    loop {
+        let settled = c
+            .events("rebalance")
+            .iter()
+            .rev()
+            .find(|v| v["topic"] == topic)
+            .is_some_and(|v| v["consumers"] == members && !v["queues"].as_array().unwrap().is_empty());
+        if settled {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never rebalanced {topic} among {members}:\n{}",
+            c.name,
+            c.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Across the group each (queue, offset) was consumed at most once; with `orderly`, each
+/// member's offsets of a queue go up one by one.
+fn assert_once_per_queue(all: &[Vec<Value>], orderly: bool) {
+    let mut seen: BTreeMap<(u64, i64), u64> = BTreeMap::new();
+    let mut by: BTreeMap<(u64, i64), Vec<usize>> = BTreeMap::new();
+    for (member, lines) in all.iter().enumerate() {
+        let mut last: BTreeMap<u64, i64> = BTreeMap::new();
+        for v in events(lines, "msg") {
+            let queue = v["queue"].as_u64().unwrap();
+            let offset = v["queueOffset"].as_i64().unwrap();
+            *seen.entry((queue, offset)).or_default() += 1;
+            by.entry((queue, offset)).or_default().push(member);
+            if orderly {
+                if let Some(prev) = last.insert(queue, offset) {
+                    assert_eq!(offset, prev + 1, "queue {queue}: offset {offset} after {prev}");
+                }
+            }
+        }
+    }
+    let twice: Vec<_> = seen.iter().filter(|(_, n)| **n > 1).map(|(k, _)| (k, &by[k])).collect();
+    assert!(twice.is_empty(), "(queue, offset) consumed more than once, by members: {twice:?}");
+}
+
+fn produce(apps: &JavaApps, ns: &str, topic: &str, instance: &str, count: u64) -> Vec<Value> {
+    let count = count.to_string();
+    let lines = apps
+        .produce(&[
+            "--namesrv",
+            ns,
+            "--topic",
+            topic,
+            "--count",
+            &count,
+            "--size",
+            "200",
+            "--tags",
+            TAGS,
+            "--instance",
+            instance,
+            "--mode",
+            "sync",
+        ])
+        .finish(BIG);
+    assert_eq!(summary(&lines)["errors"], 0, "{:?}", events(&lines, "send_error"));
+    for (status, n) in send_statuses(&lines) {
+        assert_eq!(status, "SEND_OK", "{n} sends answered {status}");
+    }
+    lines
+}
+
+fn scenario(line: ClientLine, orderly: bool, test: &str) {
+    let Some(apps) = java_apps(line, test) else { return };
+    let dir = tempfile::Builder::new().prefix("logship-consume-").tempdir().unwrap();
+    let namesrv = Namesrv::start(&apps, &[]);
+    let ns = namesrv.addr();
+    let g = group(dir.path(), &ns, "lb1");
+    let topic = "ConsumeTopic";
+    create_topic(&apps, &g, &ns, topic);
+
+    // A push group of three; every member holds queues before anything is sent.
+    let group_name = "logship_group";
+    let member = |instance: &str| {
+        let mut args =
+            vec!["--namesrv", &ns, "--topic", topic, "--group", group_name, "--instance", instance];
+        if orderly {
+            args.push("--orderly");
+        }
+        apps.push_consume(&args)
+    };
+    let mut consumers = vec![member("c1"), member("c2"), member("c3")];
+    for c in &mut consumers {
+        wait_rebalanced(c, topic, 3);
+    }
+    produce(&apps, &ns, topic, "p-first", 60);
+    // Stopped only once everything is committed: a stopping member's queues go to the others
+    // at once, from the committed offsets.
+    let all = consume_all_then(consumers, &expected("p-first", 0..60), || {
+        wait_committed(&g, group_name, topic);
+    });
+    assert_once_per_queue(&all, orderly);
+    let mut total = BTreeMap::new();
+    for lines in &all {
+        for (k, n) in consumed(lines) {
+            *total.entry(k).or_insert(0) += n;
+        }
+    }
+    assert!(total.values().all(|&n| n == 1), "every message once across the group: {total:?}");
+
+    // Restarted, the group resumes from its committed offsets: only what came since.
+    produce(&apps, &ns, topic, "p-second", 20);
+    let again = consume_all(vec![member("c4")], &expected("p-second", 0..20));
+    let keys: BTreeSet<String> = consumed(&again[0]).into_keys().map(|(p, _)| p).collect();
+    assert_eq!(keys, BTreeSet::from(["p-second".to_string()]), "resumed from the committed offsets");
+
+    // RECONSUME_LATER: retried through %RETRY%, then in %DLQ% after maxReconsumeTimes (1).
+    if !orderly {
+        let dlq_group = "logship_later";
+        let later = apps.push_consume(&[
+            "--namesrv",
+            &ns,
+            "--topic",
+            topic,
+            "--group",
+            dlq_group,
+            "--instance",
+            "l1",
+            "--later-keys",
+            "key-3",
+            "--max-reconsume",
+            "1",
+            "--from",
+            "first",
+        ]);
+        let dlq = format!("%DLQ%{dlq_group}");
+        // Both messages with key-3 (one of each run) end there, and nothing else.
+        let mut c = Client::connect(g.master.remoting_addr());
+        let deadline = Instant::now() + BIG;
+        loop {
+            let r = c.call(
+                RemotingCommand::request(RequestCode::GET_MAX_OFFSET)
+                    .with_version(513)
+                    .with_header(&GetMaxOffsetRequestHeader::new(&dlq, 0)),
+            );
+            let dead: u64 = r.ext_fields.get("offset").and_then(|o| o.parse().ok()).unwrap_or(0);
+            if dead >= 2 {
+                assert_eq!(dead, 2, "only the key-3 messages are dead");
+                break;
+            }
+            assert!(Instant::now() < deadline, "{dead} messages reached {dlq}\n{}", later.stderr());
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        let lines = later.stop(BIG);
+        let tries = events(&lines, "msg").iter().filter(|v| v["keys"] == "key-3").count();
+        assert!(tries >= 4, "each key-3 message was delivered again from %RETRY% before the DLQ: {tries}");
+    }
+
+    // The lite pull consumer seeks by timestamp: from between the runs, only the second run.
+    let between =
+        events(&all[0], "msg").iter().filter_map(|v| v["storeTimestamp"].as_u64()).max().unwrap_or(0) + 1;
+    let ts = between.to_string();
+    let pull = apps
+        .lite_pull(&[
+            "--namesrv",
+            &ns,
+            "--topic",
+            topic,
+            "--group",
+            "logship_lite",
+            "--timestamp",
+            &ts,
+            "--idle-ms",
+            "3000",
+            "--duration-ms",
+            "60000",
+        ])
+        .finish(BIG);
+    let pulled = consumed(&pull);
+    assert!(
+        expected("p-second", 0..20).iter().all(|k| pulled.contains_key(k)),
+        "the lite pull consumer got the second run: {pulled:?}"
+    );
+
+    let Group { master, slaves } = g;
+    drop(slaves);
+    drop(master);
+    drop(namesrv);
+}
+
+#[test]
+fn java_5_5_0_concurrent_push_group_retry_dlq_and_lite_pull_against_logship() {
+    scenario(CLIENT_5, false, "java_5_5_0_concurrent_push_group_retry_dlq_and_lite_pull_against_logship");
+}
+
+#[test]
+fn java_5_5_0_orderly_push_group_against_logship() {
+    scenario(CLIENT_5, true, "java_5_5_0_orderly_push_group_against_logship");
+}
+
+#[test]
+fn java_4_9_7_concurrent_push_group_retry_dlq_and_lite_pull_against_logship() {
+    scenario(CLIENT_4, false, "java_4_9_7_concurrent_push_group_retry_dlq_and_lite_pull_against_logship");
+}
+
+#[test]
+fn java_4_9_7_orderly_push_group_against_logship() {
+    scenario(CLIENT_4, true, "java_4_9_7_orderly_push_group_against_logship");
+}
+
+/// The Go client unregisters a stopping consumer before it commits its offsets
+/// (`pushConsumer.Shutdown`), so the members that take its queues over would consume its last
+/// messages again: the group is stopped only once it committed everything.
+#[test]
+fn go_push_group_of_three_consumes_every_message_once_and_resumes_against_logship() {
+    let test = "go_push_group_of_three_consumes_every_message_once_and_resumes_against_logship";
+    let Some(go) = go_client(test) else { return };
+    let Some(apps) = java_apps(CLIENT_5, test) else { return };
+    let dir = tempfile::Builder::new().prefix("logship-consume-go-").tempdir().unwrap();
+    let namesrv = Namesrv::start(&apps, &[]);
+    let ns = namesrv.addr();
+    let g = group(dir.path(), &ns, "lbgo");
+    let topic = "GoConsumeTopic";
+    create_topic(&apps, &g, &ns, topic);
+    let group_name = "logship_go_group";
+    let member = |instance: &str| {
+        go.consume(&["--namesrv", &ns, "--topic", topic, "--group", group_name, "--instance", instance])
+    };
+    let mut consumers = vec![member("g1"), member("g2"), member("g3")];
+    for c in &mut consumers {
+        wait_rebalanced(c, topic, 3);
+    }
+    let sent = |instance: &str, count: u64| {
+        let count = count.to_string();
+        let lines = go
+            .produce(&[
+                "--namesrv",
+                &ns,
+                "--topic",
+                topic,
+                "--instance",
+                instance,
+                "--mode",
+                "sync",
+                "--count",
+                &count,
+                "--size",
+                "200",
+                "--tags",
+                TAGS,
+            ])
+            .finish(BIG);
+        assert_eq!(summary(&lines)["errors"], 0, "{:?}", events(&lines, "send_error"));
+    };
+    sent("p-go-first", 60);
+    let all = consume_all_then(consumers, &expected("p-go-first", 0..60), || {
+        wait_committed(&g, group_name, topic);
+    });
+    assert_once_per_queue(&all, false);
+    let mut total = BTreeMap::new();
+    for lines in &all {
+        for (k, n) in consumed(lines) {
+            *total.entry(k).or_insert(0) += n;
+        }
+    }
+    assert!(total.values().all(|&n| n == 1), "every message once across the group: {total:?}");
+
+    sent("p-go-second", 20);
+    let again = consume_all(vec![member("g4")], &expected("p-go-second", 0..20));
+    let producers: BTreeSet<String> = consumed(&again[0]).into_keys().map(|(p, _)| p).collect();
+    assert_eq!(producers, BTreeSet::from(["p-go-second".to_string()]), "resumed from the committed offsets");
+    drop(g);
+    drop(namesrv);
+}
