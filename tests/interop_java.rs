@@ -488,7 +488,7 @@ fn logship_opens_a_java_store_after_a_clean_stop_and_after_kill_9(h: &Harness) {
         }
         assert_eq!(jdir.path().join("abort").exists(), crash, "Java's abort file says how it stopped");
         let mut master = Logship::start("master", jdir.path(), &[]);
-        let kind = if crash { "kind: ForeignCrash" } else { "kind: ForeignClean" };
+        let kind = if crash { "kind=\"foreign_crash\"" } else { "kind=\"foreign_clean\"" };
         master.stderr_until(kind);
         assert_eq!(master.max_offset(), end, "crash={crash}: logship recovered every message");
         let ours = logship_queues(&master, theirs.len());
