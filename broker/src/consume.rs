@@ -7,7 +7,7 @@
 //! [`dispatch`](crate::dispatch::dispatch) calls this module's `serve_*` functions with the
 //! serving side's [`RequestContext`] and gets a [`Processed`] back, like every other family.
 //! Inside, each processor is a sans-IO function over a borrowed view of the broker
-//! ([`ConsumeContext`], crate-private) that returns the response and the [`Effects`] the
+//! (`ConsumeContext`, crate-private) that returns the response and the [`Effects`] the
 //! serve function then carries out: notices go out on the group's other connections
 //! ([`Connection::send`]), a created topic makes the host register with the NameServers at
 //! once; the metadata timer persists what changed (offsets every 5 s, in

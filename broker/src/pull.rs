@@ -31,7 +31,7 @@
 //!   `slaveReadEnable`), and holds them like a master instead of 5.x's immediate
 //!   `PULL_RETRY_IMMEDIATELY` to a slave's consumers: consumers keep reading from a slave while
 //!   their master is away, without spinning.
-//! - A pull is held at most [`ConsumeSettings::max_pull_hold`](crate::ConsumeSettings), and
+//! - A pull is held at most [`ConsumeSettings::max_pull_hold`](crate::consume::ConsumeSettings), and
 //!   answered at its deadline, not at the next 5 s tick.
 //! - 4.9's `OFFSET_MOVED_EVENT` messages are not written (5.x does not write them either).
 

@@ -29,7 +29,7 @@
 //! 1. Install a [`logship_store::ArrivalListener`] on the store whose callback calls
 //!    [`on_arrival`](PullHoldTable::on_arrival) with the arrival (`max_offset =
 //!    queue_offset + 1`, `Some(tags_code)`) and hands the returned pulls to a task that re-runs
-//!    them ([`pull::process_pull`](crate::pull::process_pull) with
+//!    them (`pull::process_pull` with
 //!    [`Execution::Rerun`](crate::pull::Execution::Rerun)) and writes their answers. The
 //!    callback runs under the store's dispatch lock: it must not re-run pulls itself. Hold the
 //!    table and the store weakly in it, or remove it before dropping them.

@@ -19,7 +19,7 @@ pub fn master_conn_span(conn: ConnId, peer: SocketAddr) -> Span {
 }
 
 /// The span of a slave service's task: its connection cycle to `master_address`. Each
-/// connection runs in a [`slave_link_span`] inside it (opened by
+/// connection runs in a `link` span inside it (opened by
 /// [`SlaveDriver::connected`](super::SlaveDriver::connected)).
 pub fn slave_span(master_address: &str) -> Span {
     info_span!("ha_conn", role = "slave", peer = %master_address)
