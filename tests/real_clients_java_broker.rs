@@ -124,29 +124,6 @@ fn assert_each_queue_offset_once(all: &[Vec<Value>]) {
     }
 }
 
-/// Waits until a push consumer's latest allocation of `topic` is among `members` consumers.
-fn wait_rebalanced(c: &mut App, topic: &str, members: u64) {
-    let deadline = Instant::now() + BIG;
-    loop {
-        let settled = c
-            .events("rebalance")
-            .iter()
-            .rev()
-            .find(|v| v["topic"] == topic)
-            .is_some_and(|v| v["consumers"] == members && !v["queues"].as_array().unwrap().is_empty());
-        if settled {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never rebalanced {topic} among {members}:\n{}",
-            c.name,
-            c.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn expected(instance: &str, range: std::ops::Range<u64>) -> BTreeSet<(String, u64)> {
     range.map(|i| (instance.to_string(), i)).collect()
 }
@@ -232,7 +209,7 @@ fn java_scenario(line: ClientLine, orderly: bool, test: &str) {
     // Both members hold queues before anything is sent: otherwise the first would consume
     // everything before the group rebalanced.
     for c in &mut consumers {
-        wait_rebalanced(c, topic, 2);
+        wait_rebalanced(c, topic, 2, BIG);
     }
     // Sync, async and one-way (messages 0..150 of p-java); then, a second later, batches
     // (messages 0..50 of p-java-batch).
@@ -447,7 +424,7 @@ fn go_client_produces_every_send_mode_and_a_go_push_group_consumes_everything() 
         .map(|i| go.consume(&["--namesrv", &ns, "--topic", topic, "--group", group_name, "--instance", i]))
         .collect();
     for c in &mut consumers {
-        wait_rebalanced(c, topic, 2);
+        wait_rebalanced(c, topic, 2, BIG);
     }
 
     let count = PER_MODE.to_string();

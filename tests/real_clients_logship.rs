@@ -155,28 +155,6 @@ fn wait_committed(g: &Group, group: &str, topic: &str) {
     }
 }
 
-fn wait_rebalanced(c: &mut App, topic: &str, members: u64) {
-    let deadline = Instant::now() + BIG;
-    loop {
-        let settled = c
-            .events("rebalance")
-            .iter()
-            .rev()
-            .find(|v| v["topic"] == topic)
-            .is_some_and(|v| v["consumers"] == members && !v["queues"].as_array().unwrap().is_empty());
-        if settled {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never rebalanced {topic} among {members}:\n{}",
-            c.name,
-            c.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 /// Across the group each (queue, offset) was consumed at most once; with `orderly`, each
 /// member's offsets of a queue go up one by one.
 fn assert_once_per_queue(all: &[Vec<Value>], orderly: bool) {
@@ -248,7 +226,7 @@ fn scenario(line: ClientLine, orderly: bool, test: &str) {
     };
     let mut consumers = vec![member("c1"), member("c2"), member("c3")];
     for c in &mut consumers {
-        wait_rebalanced(c, topic, 3);
+        wait_rebalanced(c, topic, 3, BIG);
     }
     produce(&apps, &ns, topic, "p-first", 60);
     // Stopped only once everything is committed: a stopping member's queues go to the others
@@ -385,7 +363,7 @@ fn go_push_group_of_three_consumes_every_message_once_and_resumes_against_logshi
     };
     let mut consumers = vec![member("g1"), member("g2"), member("g3")];
     for c in &mut consumers {
-        wait_rebalanced(c, topic, 3);
+        wait_rebalanced(c, topic, 3, BIG);
     }
     let sent = |instance: &str, count: u64| {
         let count = count.to_string();

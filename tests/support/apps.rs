@@ -1124,3 +1124,27 @@ pub fn read_capture(path: &Path) -> (Value, Vec<Captured>) {
         .collect();
     (meta, frames)
 }
+
+/// Waits until a push consumer's latest allocation of `topic` is among `members` consumers and
+/// gives it at least one queue; panics with its log after `within`.
+pub fn wait_rebalanced(c: &mut App, topic: &str, members: u64, within: Duration) {
+    let deadline = Instant::now() + within;
+    loop {
+        let settled = c
+            .events("rebalance")
+            .iter()
+            .rev()
+            .find(|v| v["topic"] == topic)
+            .is_some_and(|v| v["consumers"] == members && !v["queues"].as_array().unwrap().is_empty());
+        if settled {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never rebalanced {topic} among {members}:\n{}",
+            c.name,
+            c.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
