@@ -205,28 +205,32 @@ fn produce(app: support::apps::App) -> (u64, Vec<Value>) {
     (ok, errors)
 }
 
+/// A producer program's arguments: three sends to `topic` as account `producerKey` signing
+/// with `secret`, found through the NameServer at `namesrv`, no retries.
+fn signed_producer_args<'a>(namesrv: &'a str, topic: &'a str, secret: &'a str) -> [&'a str; 12] {
+    [
+        "--namesrv",
+        namesrv,
+        "--topic",
+        topic,
+        "--count",
+        "3",
+        "--retries",
+        "0",
+        "--access-key",
+        "producerKey",
+        "--secret-key",
+        secret,
+    ]
+}
+
 fn java_producers_sign_as_logship_checks(line: support::apps::ClientLine, test: &str) {
     let Some(apps) = support::apps::java_apps(line, test) else { return };
     let apps = apps.with_jvm_options(&["-Xmx256m"]);
     let dir = tempfile::tempdir().unwrap();
     let (ns, broker) = with_namesrv(&apps, dir.path());
     let addr = ns.addr();
-    let run = |topic: &str, sk: &str| {
-        produce(apps.produce(&[
-            "--namesrv",
-            &addr,
-            "--topic",
-            topic,
-            "--count",
-            "3",
-            "--retries",
-            "0",
-            "--access-key",
-            "producerKey",
-            "--secret-key",
-            sk,
-        ]))
-    };
+    let run = |topic: &str, sk: &str| produce(apps.produce(&signed_producer_args(&addr, topic, sk)));
     let (ok, errors) = run("TopicA", "producerSecret");
     assert_eq!((ok, errors.len()), (3, 0), "{errors:?}\n{}", broker.log());
     let (ok, errors) = run("TopicA", "wrongSecret");
@@ -266,22 +270,7 @@ fn go_producers_with_acl_credentials_send_and_bad_ones_are_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (ns, broker) = with_namesrv(&apps, dir.path());
     let addr = ns.addr();
-    let run = |topic: &str, sk: &str| {
-        produce(go.produce(&[
-            "--namesrv",
-            &addr,
-            "--topic",
-            topic,
-            "--count",
-            "3",
-            "--retries",
-            "0",
-            "--access-key",
-            "producerKey",
-            "--secret-key",
-            sk,
-        ]))
-    };
+    let run = |topic: &str, sk: &str| produce(go.produce(&signed_producer_args(&addr, topic, sk)));
     let (ok, errors) = run("TopicA", "producerSecret");
     assert_eq!((ok, errors.len()), (3, 0), "{errors:?}\n{}", broker.log());
     let (ok, errors) = run("TopicA", "wrongSecret");
