@@ -19,3 +19,31 @@ command_header! {
         pub logical: Option<bool> => optional "lo",
     }
 }
+
+command_header! {
+    /// `GetConsumeStatsRequestHeader`: the header of `GET_CONSUME_STATS` (208).
+    pub struct GetConsumeStatsRequestHeader {
+        /// `consumerGroup`.
+        pub consumer_group: String => required "consumerGroup",
+        /// `topic`: one topic; absent or blank for every topic the group committed offsets of.
+        pub topic: Option<String> => optional "topic",
+        /// `topicList` (5.x): topics separated by `;`, collected without the subscription check.
+        pub topic_list: Option<String> => optional "topicList",
+    }
+}
+
+command_header! {
+    /// `QueryTopicConsumeByWhoRequestHeader`: the header of `QUERY_TOPIC_CONSUME_BY_WHO` (300).
+    pub struct QueryTopicConsumeByWhoRequestHeader {
+        /// `topic`.
+        pub topic: String => required "topic",
+    }
+}
+
+command_header! {
+    /// `GetBrokerConfigResponseHeader`: the header of `GET_BROKER_CONFIG`'s (26) answer.
+    pub struct GetBrokerConfigResponseHeader {
+        /// `version`: the configuration's data version, as JSON.
+        pub version: String => required "version",
+    }
+}
