@@ -183,6 +183,12 @@ impl ConsumeSettings {
             broker_name: settings.broker_name.clone(),
             broker_permission: settings.broker_permission,
             slave_read_enable: settings.slave_read_enable,
+            long_polling_enable: settings.long_polling_enable,
+            short_polling_time_mills: settings.short_polling_time_mills,
+            offset_check_in_slave: settings.offset_check_in_slave,
+            lite_pull_message_enable: settings.lite_pull_message_enable,
+            notify_consumer_ids_changed_enable: settings.notify_consumer_ids_changed_enable,
+            channel_expired_timeout: settings.channel_expired_timeout,
             ..Self::default()
         }
     }
