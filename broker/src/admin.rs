@@ -570,7 +570,7 @@ mod tests {
         let r = ask(
             &ctx,
             RequestCode::QUERY_TOPIC_CONSUME_BY_WHO,
-            &QueryTopicConsumeByWhoRequestHeader { topic: "TopicA".into() },
+            &QueryTopicConsumeByWhoRequestHeader { topic: "TopicA".into(), ..Default::default() },
         );
         assert_eq!(r.code, 0, "{:?}", r.remark);
         assert_eq!(String::from_utf8_lossy(&r.body), "{\"groupList\":[\"g1\"]}");

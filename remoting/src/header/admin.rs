@@ -1,6 +1,6 @@
 //! Admin reads (`mqadmin`): a topic's statistics and its config.
 
-use super::command_header;
+use super::{RpcFields, command_header};
 
 command_header! {
     /// `GetTopicStatsInfoRequestHeader`: the header of `GET_TOPIC_STATS_INFO` (202).
@@ -29,6 +29,10 @@ command_header! {
         pub topic: Option<String> => optional "topic",
         /// `topicList` (5.x): topics separated by `;`, collected without the subscription check.
         pub topic_list: Option<String> => optional "topicList",
+        /// `lo` (5.x): static-topic logical queues.
+        pub logical: Option<bool> => optional "lo",
+        /// The RPC fields (5.x).
+        pub rpc: RpcFields => flatten,
     }
 }
 
@@ -37,6 +41,10 @@ command_header! {
     pub struct QueryTopicConsumeByWhoRequestHeader {
         /// `topic`.
         pub topic: String => required "topic",
+        /// `lo` (5.x): static-topic logical queues.
+        pub logical: Option<bool> => optional "lo",
+        /// The RPC fields (5.x).
+        pub rpc: RpcFields => flatten,
     }
 }
 
