@@ -1,7 +1,7 @@
 //! The real `mqadmin` (rocketmq-tools 5.5.0 and 4.9.7) against one logship broker group: a
 //! SYNC_MASTER and a slave registered with the real Apache NameServer, a Java producer and a
 //! Java push consumer. `clusterList`, `topicRoute`, `topicStatus`, `brokerStatus`,
-//! `consumerProgress`, `consumerConnection` and `queryMsgById` are each checked field by field
+//! `consumerProgress`, `consumerConnection`, `producerConnection` and `queryMsgById` are each checked field by field
 //! against what the group holds, with both tool lines.
 //!
 //! Skips without Java unless `LOGSHIP_REQUIRE_JAVA=1`.
@@ -295,6 +295,38 @@ fn mqadmin_5_5_0_and_4_9_7_report_a_logship_group_as_it_is() {
         assert!(text.contains(&key) && text.contains(TOPIC), "{who} queryMsgById:\n{text}");
         assert!(text.contains(id), "{who}: the id it was asked:\n{text}");
     }
+
+    // producerConnection: a producer sending now (so its heartbeat reached the broker) is
+    // listed with its client id, address, language and version, by both tool lines.
+    let mut producer = apps5.produce(&[
+        "--namesrv",
+        &ns,
+        "--topic",
+        TOPIC,
+        "--group",
+        "admin_producer",
+        "--instance",
+        "p2",
+        "--size",
+        "50",
+        "--mode",
+        "sync",
+        "--until-stopped",
+        "--interval-ms",
+        "200",
+    ]);
+    producer.wait_event("send", BIG);
+    for (apps, line) in [(&apps5, CLIENT_5), (&apps4, CLIENT_4)] {
+        let args = ["producerConnection", "-n", &ns, "-g", "admin_producer", "-t", TOPIC];
+        let text = ok(&apps.mqadmin(&args), "producerConnection");
+        let row = rows(&text, "0001");
+        assert_eq!(row.len(), 1, "mqadmin {} producerConnection:\n{text}", line.version);
+        let cells = &row[0];
+        assert!(cells[1].ends_with("@p2"), "the client id: {cells:?}");
+        assert!(cells[2].starts_with("127.0.0.1:"), "the address: {cells:?}");
+        assert_eq!((cells[3], cells[4]), ("JAVA", "V5_5_0"), "language and version: {cells:?}");
+    }
+    producer.stop(BIG);
     let admin = started.elapsed();
 
     consumer.stop(BIG);
