@@ -1,8 +1,14 @@
 //! Read-only admin requests (`AdminBrokerProcessor`): what `mqadmin` and slaves ask a broker.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use logship_remoting::body::{DataVersion, JsonBody};
-use logship_remoting::header::{GetTopicConfigRequestHeader, GetTopicStatsInfoRequestHeader};
+use logship_remoting::header::{
+    GetBrokerConfigResponseHeader, GetConsumeStatsRequestHeader, GetTopicConfigRequestHeader,
+    GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader,
+};
 use logship_remoting::{RemotingCommand, ResponseCode};
+use logship_store::DiskUsage;
 use serde_json::{Value, json};
 
 use crate::serve::{Processed, Refusal, RequestContext};
@@ -68,6 +74,241 @@ pub(crate) fn get_topic_config(ctx: &RequestContext, request: &RemotingCommand) 
             format!("No topic in this broker. topic: {}", h.topic),
         )),
     }
+}
+
+/// Java's `MESSAGE_STORE_TIMESTAMP_POSITION + 8`: the bytes of a record up to its store time.
+const STORE_TIMESTAMP_END: i32 = 56 + 8;
+
+/// Java's `MixAll.humanReadableByteCount(bytes, false)`: `354 B`, `1.5 KiB`, ...
+fn human_bytes(bytes: u64) -> String {
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let exp = ((bytes as f64).ln() / 1024f64.ln()) as i32;
+    let unit = ["K", "M", "G", "T", "P", "E"][(exp as usize - 1).min(5)];
+    format!("{:.1} {unit}iB", bytes as f64 / 1024f64.powi(exp))
+}
+
+/// The used fraction of the disk holding `path`, rounded as Java's
+/// `getDiskPartitionSpaceUsedPercent` does; -1 when it cannot be read.
+fn disk_ratio(path: &std::path::Path) -> String {
+    match logship_store::OsDiskUsage.used_ratio(path) {
+        Ok(r) => crate::stats::java_double((r * 100.0).round() / 100.0),
+        Err(_) => "-1.0".into(),
+    }
+}
+
+/// The runtime table of `GET_BROKER_RUNTIME_INFO`, keyed as the emulated line's broker keys it
+/// (see [`get_broker_runtime_info`]).
+pub(crate) fn runtime_info(ctx: &RequestContext) -> BTreeMap<String, String> {
+    let b = &ctx.broker;
+    let v5 = b.settings.line == RocketmqLine::V5;
+    let now = ctx.now_ms();
+    let mut t: BTreeMap<String, String> = b.stats.runtime_entries(now, v5).into_iter().collect();
+    let mut put = |k: &str, v: String| {
+        t.insert(k.to_string(), v);
+    };
+    let store = &b.store;
+    let (min, max) = (store.min_offset(), store.max_offset());
+    put("commitLogMinOffset", min.to_string());
+    put("commitLogMaxOffset", max.to_string());
+    let earliest = if max > min { store.pickup_store_timestamp(min as i64, STORE_TIMESTAMP_END) } else { -1 };
+    put("earliestMessageTimeStamp", earliest.to_string());
+    put("dispatchBehindBytes", max.saturating_sub(store.dispatched_offset()).to_string());
+    put("remainHowManyDataToFlush", human_bytes(max.saturating_sub(store.flushed_offset())));
+    let root = b.metadata.root();
+    let commitlog = root.join("commitlog");
+    let ratio = disk_ratio(&commitlog);
+    put(&format!("commitLogDiskRatio_{}", commitlog.display()), ratio.clone());
+    put("commitLogDiskRatio", ratio);
+    put("consumeQueueDiskRatio", disk_ratio(&root.join("consumequeue")));
+    put("startAcceptSendRequestTimeStamp", b.settings.start_accept_send_request_time_stamp.to_string());
+    let version = b.settings.version();
+    put("brokerVersionDesc", if v5 { "V5_5_0" } else { "V4_9_7" }.to_string());
+    if v5 {
+        // Java: whether the master-only services (schedule, transaction check) run.
+        put("brokerActive", (!b.is_slave()).to_string());
+        for k in ["timerReadBehind", "timerOffsetBehind", "timerCongestNum"] {
+            put(k, "0".into());
+        }
+        put("timerEnqueueTps", "0.0".into());
+        put("timerDequeueTps", "0.0".into());
+    } else {
+        put("brokerVersion", version.to_string());
+    }
+    // Requests run as they arrive (bounded per connection), not through Java's thread-pool
+    // queues: those queues are always empty here.
+    for pool in ["send", "pull", "query"] {
+        put(&format!("{pool}ThreadPoolQueueSize"), "0".into());
+        put(&format!("{pool}ThreadPoolQueueHeadWaitTimeMills"), "0".into());
+    }
+    put("pageCacheLockTimeMills", "0".into());
+    // ScheduleMessageService.buildRunningStats: each level's delivered and stored offsets.
+    for (level, delivered) in b.metadata.delays.table() {
+        let queue = crate::delay::delay_level_to_queue_id(level);
+        let (_, stored) = store.queue_bounds(crate::names::SCHEDULE_TOPIC, queue);
+        put(&format!("scheduleMessageOffset_{level}"), format!("{delivered},{stored}"));
+    }
+    t
+}
+
+/// `GET_BROKER_RUNTIME_INFO` (28): a `KVTable` of the broker's counters and state, what
+/// `mqadmin brokerStatus` prints and `clusterList` reads (`putTps`, `getTransferredTps`,
+/// `brokerVersionDesc`, `earliestMessageTimeStamp`, `commitLogDiskRatio`, ...): puts and pulls
+/// counted since boot, their rates, commit-log offsets, disk use, delay-level progress, and the
+/// line's version. Keys for Java machinery logship has no counterpart of (thread-pool queues,
+/// page-cache locks, the timer wheel) are there with the values a Java broker shows when idle
+/// or with the feature off.
+pub(crate) fn get_broker_runtime_info(ctx: &RequestContext, request: &RemotingCommand) -> Processed {
+    let table = runtime_info(ctx);
+    let body = serde_json::to_vec(&json!({ "table": table }))
+        .map_err(|e| Refusal::system_error(format!("cannot encode the runtime table: {e}")))?;
+    Ok(ctx.response(request, ResponseCode::SUCCESS).with_body(body))
+}
+
+/// The configuration `GET_BROKER_CONFIG` reports: the broker's settings under RocketMQ's key
+/// names. Built from an allow-list of non-secret settings, never from the configuration file,
+/// so nothing secret (ACL secret keys, TLS key material, tokens, file paths of either) can be
+/// in it whatever the operator configured.
+pub(crate) fn reported_config(ctx: &RequestContext) -> Vec<(&'static str, String)> {
+    let s = &ctx.broker.settings;
+    let c = &ctx.broker.consume.settings;
+    let v5 = s.line == RocketmqLine::V5;
+    let role = ctx.broker.host.role().map_or("SLAVE", |r| r.rocketmq_name());
+    let mut out = vec![
+        ("brokerClusterName", s.broker_cluster_name.clone()),
+        ("brokerName", s.broker_name.clone()),
+        ("brokerId", s.broker_id.to_string()),
+        ("brokerIP1", s.broker_ip1.to_string()),
+        ("listenPort", s.listen_port.to_string()),
+        ("brokerRole", role.to_string()),
+        ("brokerPermission", s.broker_permission.to_string()),
+        ("autoCreateTopicEnable", s.auto_create_topic_enable.to_string()),
+        ("autoCreateSubscriptionGroup", s.auto_create_subscription_group.to_string()),
+        ("defaultTopicQueueNums", s.default_topic_queue_nums.to_string()),
+        ("clusterTopicEnable", s.cluster_topic_enable.to_string()),
+        ("brokerTopicEnable", s.broker_topic_enable.to_string()),
+        ("traceTopicEnable", s.trace_topic_enable.to_string()),
+        ("msgTraceTopicName", s.msg_trace_topic_name.clone()),
+        ("messageDelayLevel", s.message_delay_level.clone()),
+        ("regionId", s.region_id.clone()),
+        ("traceOn", s.trace_on.to_string()),
+        ("maxMessageSize", s.max_message_size.to_string()),
+        ("startAcceptSendRequestTimeStamp", s.start_accept_send_request_time_stamp.to_string()),
+        ("slaveReadEnable", s.slave_read_enable.to_string()),
+        ("offsetCheckInSlave", c.offset_check_in_slave.to_string()),
+        ("longPollingEnable", c.long_polling_enable.to_string()),
+        ("shortPollingTimeMills", c.short_polling_time_mills.to_string()),
+        ("notifyConsumerIdsChangedEnable", c.notify_consumer_ids_changed_enable.to_string()),
+        ("channelExpiredTimeout", c.channel_expired_timeout.as_millis().to_string()),
+        ("aclEnable", ctx.broker.authorizer.is_some().to_string()),
+    ];
+    if v5 {
+        out.extend([
+            ("enableCreateSysGroup", s.enable_create_sys_group.to_string()),
+            ("reviveQueueNum", s.revive_queue_num.to_string()),
+            ("timerWheelEnable", s.timer_wheel_enable.to_string()),
+            ("litePullMessageEnable", c.lite_pull_message_enable.to_string()),
+            ("consumerOffsetUpdateVersionStep", s.consumer_offset_update_version_step.to_string()),
+            ("delayOffsetUpdateVersionStep", s.delay_offset_update_version_step.to_string()),
+        ]);
+    }
+    out
+}
+
+/// `GET_BROKER_CONFIG` (26): the [reported configuration](reported_config) as Java's
+/// properties text (`key=value` lines), with the configuration's data version in the header.
+/// logship never changes its configuration over the network, so the version is the boot's.
+pub(crate) fn get_broker_config(ctx: &RequestContext, request: &RemotingCommand) -> Processed {
+    let mut text = String::new();
+    for (k, v) in reported_config(ctx) {
+        text.push_str(k);
+        text.push('=');
+        text.push_str(&v);
+        text.push('\n');
+    }
+    let version = serde_json::to_string(&DataVersion::new(ctx.broker.stats.boot_ms()))
+        .map_err(|e| Refusal::system_error(format!("cannot encode the data version: {e}")))?;
+    let header = GetBrokerConfigResponseHeader { version };
+    Ok(ctx.response(request, ResponseCode::SUCCESS).with_header(&header).with_body(text.into_bytes()))
+}
+
+/// The topics `GET_CONSUME_STATS` reports for a group (Java's
+/// `getTopicsForCollectingConsumeStats`): the `topicList` as given (5.x); else the one topic, or
+/// every topic the group committed offsets of, less those its online members do not subscribe.
+fn consume_stats_topics(ctx: &RequestContext, h: &GetConsumeStatsRequestHeader) -> BTreeSet<String> {
+    let v5 = ctx.broker.settings.line == RocketmqLine::V5;
+    if v5 {
+        let list: BTreeSet<String> = h
+            .topic_list
+            .as_deref()
+            .unwrap_or("")
+            .split(';')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(str::to_string)
+            .collect();
+        if !list.is_empty() {
+            return list;
+        }
+    }
+    let group = &h.consumer_group;
+    let mut topics = match h.topic.as_deref().map(str::trim) {
+        Some(t) if !t.is_empty() => BTreeSet::from([t.to_string()]),
+        _ => ctx.broker.metadata.offsets.topics_of_group(group),
+    };
+    let clients = &ctx.broker.consume.clients;
+    if clients.subscription_count(group) > 0 {
+        topics.retain(|t| clients.subscribes(group, t));
+    }
+    topics
+}
+
+/// `GET_CONSUME_STATS` (208): per read queue of each [topic](consume_stats_topics), the
+/// queue's max offset (`brokerOffset`), the group's committed offset (`consumerOffset`, 0 when
+/// none) and the store time of the last consumed message, as a `ConsumeStats`; 5.x adds
+/// `pullOffset` (the committed offset here: logship keeps no separate pull offsets, so
+/// mqadmin's `#Inflight` is 0). `consumeTps` is not measured per group (0.0). Written by hand
+/// for the same reason as [`get_topic_stats_info`].
+pub(crate) fn get_consume_stats(ctx: &RequestContext, request: &RemotingCommand) -> Processed {
+    let h: GetConsumeStatsRequestHeader = request.decode_header()?;
+    let b = &ctx.broker;
+    let v5 = b.settings.line == RocketmqLine::V5;
+    let mut entries = Vec::new();
+    for topic in consume_stats_topics(ctx, &h) {
+        let Some(config) = b.metadata.topics.select(&topic) else {
+            tracing::warn!(topic, "consumeStats: no such topic");
+            continue;
+        };
+        for queue_id in 0..config.read_queue_nums.max(0) {
+            let (_, max) = b.store.queue_bounds(&topic, queue_id);
+            let consumer = b.metadata.offsets.query_offset(&h.consumer_group, &topic, queue_id).max(0);
+            let last = match consumer {
+                0 => 0,
+                c => b.store.message_store_timestamp(&topic, queue_id, c - 1).max(0),
+            };
+            let key = json!({"brokerName": b.settings.broker_name, "queueId": queue_id, "topic": topic});
+            let mut value = json!({"brokerOffset": max, "consumerOffset": consumer, "lastTimestamp": last});
+            if v5 {
+                value["pullOffset"] = json!(consumer);
+            }
+            entries.push(format!("{key}:{value}"));
+        }
+    }
+    let body = format!("{{\"consumeTps\":0.0,\"offsetTable\":{{{}}}}}", entries.join(","));
+    Ok(ctx.response(request, ResponseCode::SUCCESS).with_body(body.into_bytes()))
+}
+
+/// `QUERY_TOPIC_CONSUME_BY_WHO` (300): the groups consuming `topic`, as a `GroupList`: those
+/// with an online member subscribing it and those with committed offsets of it (what
+/// `mqadmin queryMsgById` and `topicStatus` callers ask).
+pub(crate) fn query_topic_consume_by_who(ctx: &RequestContext, request: &RemotingCommand) -> Processed {
+    let h: QueryTopicConsumeByWhoRequestHeader = request.decode_header()?;
+    let mut groups = ctx.broker.consume.clients.groups_subscribing(&h.topic);
+    groups.extend(ctx.broker.metadata.offsets.groups_of_topic(&h.topic));
+    let body = serde_json::to_vec(&json!({ "groupList": groups }))
+        .map_err(|e| Refusal::system_error(format!("cannot encode the group list: {e}")))?;
+    Ok(ctx.response(request, ResponseCode::SUCCESS).with_body(body))
 }
 
 #[cfg(test)]
@@ -166,5 +407,172 @@ mod tests {
             ResponseCode::REQUEST_CODE_NOT_SUPPORTED.0,
             "4.9.7 has no 351"
         );
+    }
+
+    fn table(ctx: &RequestContext) -> serde_json::Map<String, Value> {
+        let r = call(ctx, RemotingCommand::request(RequestCode::GET_BROKER_RUNTIME_INFO));
+        assert_eq!(r.code, 0, "{:?}", r.remark);
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        v["table"].as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn runtime_info_counts_puts_and_pulls_and_names_the_commit_log_offsets() {
+        let d = tempfile::tempdir().unwrap();
+        let (ctx, host) = broker(d.path(), BrokerSettings::default());
+        let t = table(&ctx);
+        assert_eq!(t["msgPutTotalTodayNow"], "0");
+        assert_eq!(t["commitLogMaxOffset"], "0");
+        assert_eq!(t["earliestMessageTimeStamp"], "-1");
+        put(&ctx, 0);
+        put(&ctx, 1);
+        put(&ctx, 1);
+        let pull = RemotingCommand::request(RequestCode::PULL_MESSAGE)
+            .with_ext_field("consumerGroup", "cg")
+            .with_ext_field("topic", "TopicA")
+            .with_ext_field("queueId", "1")
+            .with_ext_field("queueOffset", "0")
+            .with_ext_field("maxMsgNums", "32")
+            .with_ext_field("sysFlag", "4")
+            .with_ext_field("commitOffset", "0")
+            .with_ext_field("suspendTimeoutMillis", "0")
+            .with_ext_field("subscription", "*")
+            .with_ext_field("subVersion", "1")
+            .with_ext_field("expressionType", "TAG");
+        assert_eq!(call(&ctx, pull).code, 0);
+        host.now_ms.fetch_add(11_000, std::sync::atomic::Ordering::AcqRel);
+        let t = table(&ctx);
+        assert_eq!(t["msgPutTotalTodayNow"], "3");
+        assert_eq!(t["msgGetTotalTodayNow"], "2", "the pull carried queue 1's two messages");
+        assert_eq!(t["commitLogMaxOffset"], ctx.broker.store.max_offset().to_string());
+        assert!(ctx.broker.store.max_offset() > 0);
+        assert_eq!(t["commitLogMinOffset"], "0");
+        let first = ctx.broker.store.message_store_timestamp("TopicA", 0, 0);
+        assert_eq!(t["earliestMessageTimeStamp"], first.to_string());
+        assert_eq!(t["brokerVersionDesc"], "V5_5_0");
+        assert_eq!(t["brokerActive"], "true", "a master runs the master-only services");
+        // Three puts in the 11 s since the first sample; the 60 s and 600 s windows are empty.
+        let put_tps = t["putTps"].as_str().unwrap();
+        let ten: f64 = put_tps.split(' ').next().unwrap().parse().unwrap();
+        assert!((ten - 3.0 / 11.0).abs() < 1e-9, "{put_tps}");
+        assert_eq!(put_tps.split(' ').count(), 2, "5.5.0 reports 10 s and 60 s");
+        assert!(t.contains_key("getTransferredTps") && !t.contains_key("getTransferedTps"));
+        let ratio: f64 = t["commitLogDiskRatio"].as_str().unwrap().parse().unwrap();
+        assert!((0.0..=1.0).contains(&ratio), "{ratio}");
+
+        let d4 = tempfile::tempdir().unwrap();
+        let (ctx4, _) =
+            broker(d4.path(), BrokerSettings { line: RocketmqLine::V4_9, ..BrokerSettings::default() });
+        let t4 = table(&ctx4);
+        assert_eq!(
+            (t4["brokerVersionDesc"].as_str(), t4["brokerVersion"].as_str()),
+            (Some("V4_9_7"), Some("407"))
+        );
+        assert!(t4.contains_key("getTransferedTps"), "4.9.7's spelling");
+        assert!(!t4.contains_key("brokerActive"));
+    }
+
+    #[test]
+    fn a_slave_reports_itself_inactive() {
+        let d = tempfile::tempdir().unwrap();
+        let (ctx, host) = broker(d.path(), BrokerSettings::default());
+        *host.role.lock().unwrap() = Some(logship_core::BrokerRole::Slave);
+        assert_eq!(table(&ctx)["brokerActive"], "false");
+    }
+
+    #[test]
+    fn broker_config_is_properties_text_of_allow_listed_settings_only() {
+        let d = tempfile::tempdir().unwrap();
+        let settings = BrokerSettings { broker_name: "b1".into(), ..BrokerSettings::default() };
+        let (ctx, _) = broker(d.path(), settings);
+        let r = call(&ctx, RemotingCommand::request(RequestCode::GET_BROKER_CONFIG));
+        assert_eq!(r.code, 0, "{:?}", r.remark);
+        let version: Value = serde_json::from_str(&r.ext_fields["version"]).unwrap();
+        assert!(version["timestamp"].as_i64().is_some() && version["counter"].as_i64().is_some());
+        let text = String::from_utf8(r.body.to_vec()).unwrap();
+        let props: BTreeMap<&str, &str> = text.lines().map(|l| l.split_once('=').unwrap()).collect();
+        assert_eq!(props["brokerName"], "b1");
+        assert_eq!(props["brokerRole"], "ASYNC_MASTER");
+        assert_eq!(props["aclEnable"], "false");
+        for k in props.keys() {
+            let k = k.to_lowercase();
+            assert!(
+                !["secret", "password", "token", "tls", "key", "cert"].iter().any(|w| k.contains(w)),
+                "no secret-bearing key: {k}"
+            );
+        }
+    }
+
+    fn stats(ctx: &RequestContext, group: &str, topic: Option<&str>) -> String {
+        let h = GetConsumeStatsRequestHeader {
+            consumer_group: group.into(),
+            topic: topic.map(str::to_string),
+            ..Default::default()
+        };
+        let r = ask(ctx, RequestCode::GET_CONSUME_STATS, &h);
+        assert_eq!(r.code, 0, "{:?}", r.remark);
+        String::from_utf8(r.body.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn consume_stats_show_each_queue_s_broker_and_consumer_offsets() {
+        let d = tempfile::tempdir().unwrap();
+        let settings = BrokerSettings { broker_name: "b1".into(), ..BrokerSettings::default() };
+        let (ctx, _) = broker(d.path(), settings);
+        put(&ctx, 0);
+        put(&ctx, 0);
+        put(&ctx, 0);
+        put(&ctx, 2);
+        ctx.broker.metadata.offsets.commit_offset("cg", "TopicA", 0, 2, 5);
+        let t = ctx.broker.store.message_store_timestamp("TopicA", 0, 1);
+        let q = |id: i32, max: u64, consumer: i64, last: i64| {
+            format!(
+                "{{\"brokerName\":\"b1\",\"queueId\":{id},\"topic\":\"TopicA\"}}:\
+                 {{\"brokerOffset\":{max},\"consumerOffset\":{consumer},\"lastTimestamp\":{last},\"pullOffset\":{consumer}}}"
+            )
+        };
+        let want = format!(
+            "{{\"consumeTps\":0.0,\"offsetTable\":{{{},{},{},{}}}}}",
+            q(0, 3, 2, t),
+            q(1, 0, 0, 0),
+            q(2, 1, 0, 0),
+            q(3, 0, 0, 0)
+        );
+        // Every topic the group committed, and the one topic asked for, say the same.
+        assert_eq!(stats(&ctx, "cg", None), want);
+        assert_eq!(stats(&ctx, "cg", Some("TopicA")), want);
+        assert_eq!(stats(&ctx, "cg", Some("Nope")), "{\"consumeTps\":0.0,\"offsetTable\":{}}");
+        assert_eq!(stats(&ctx, "other", None), "{\"consumeTps\":0.0,\"offsetTable\":{}}");
+
+        let d4 = tempfile::tempdir().unwrap();
+        let (ctx4, _) =
+            broker(d4.path(), BrokerSettings { line: RocketmqLine::V4_9, ..BrokerSettings::default() });
+        put(&ctx4, 0);
+        ctx4.broker.metadata.offsets.commit_offset("cg", "TopicA", 0, 1, 5);
+        let body = stats(&ctx4, "cg", None);
+        assert!(
+            body.contains("\"brokerOffset\":1,\"consumerOffset\":1,\"lastTimestamp\":")
+                && !body.contains("pullOffset"),
+            "{body}"
+        );
+    }
+
+    #[test]
+    fn consume_stats_need_a_group_and_topic_consumers_are_listed() {
+        let d = tempfile::tempdir().unwrap();
+        let (ctx, _) = broker(d.path(), BrokerSettings::default());
+        let r =
+            call(&ctx, RemotingCommand::request(RequestCode::GET_CONSUME_STATS).with_ext_field("topic", "T"));
+        assert_eq!(r.code, ResponseCode::SYSTEM_ERROR.0);
+        assert!(r.remark.unwrap().contains("consumerGroup"));
+        put(&ctx, 0);
+        ctx.broker.metadata.offsets.commit_offset("g1", "TopicA", 0, 1, 5);
+        let r = ask(
+            &ctx,
+            RequestCode::QUERY_TOPIC_CONSUME_BY_WHO,
+            &QueryTopicConsumeByWhoRequestHeader { topic: "TopicA".into(), ..Default::default() },
+        );
+        assert_eq!(r.code, 0, "{:?}", r.remark);
+        assert_eq!(String::from_utf8_lossy(&r.body), "{\"groupList\":[\"g1\"]}");
     }
 }

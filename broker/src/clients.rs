@@ -198,6 +198,16 @@ pub enum RegistrationRefused {
     },
 }
 
+/// What [`ClientRegistry::scan_expired`] dropped.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Swept {
+    /// The connections whose registrations expired: close them.
+    pub close: Vec<ConnectionId>,
+    /// The consumer groups that lost members, with the members left to tell.
+    pub notices: Vec<GroupNotice>,
+}
+
 /// The broker's producer and consumer registrations. Every method takes `&self`.
 #[derive(Debug)]
 pub struct ClientRegistry {
@@ -384,30 +394,39 @@ impl ClientRegistry {
     }
 
     /// `scanNotActiveChannel`: drops every registration without a heartbeat for
-    /// `channelExpiredTimeout`, silently as Java does, and returns the connections to close.
-    pub fn scan_expired(&self, now: Instant) -> Vec<ConnectionId> {
+    /// `channelExpiredTimeout` at `now`. Returns the connections to close and, for each
+    /// consumer group that lost a member and still has others, the notice to tell them (Java
+    /// closes the channel and its close event usually finds the registration already gone, so
+    /// there the others learn at their next rebalance; logship tells them at once, as it does
+    /// for a closed connection).
+    pub fn scan_expired(&self, now: Instant) -> Swept {
         let expiry = self.expiry;
         let expired = |e: &ChannelEntry| now.saturating_duration_since(e.last_update) > expiry;
         let mut t = self.tables();
         let Tables { consumers, producers, registrations } = &mut *t;
         let mut close = BTreeSet::new();
+        let mut notices = Vec::new();
         for (group, g) in consumers.iter_mut() {
+            let before = g.channels.len();
             g.channels.retain(|&id, e| {
                 let keep = !expired(e);
                 if !keep {
-                    tracing::warn!(group, connection = id, client = %e.info.client_id, "consumer registration expired");
+                    tracing::warn!(group, connection = id, client = %e.info.client_id, addr = %e.info.connection.remote_addr, "consumer registration expired: no heartbeat");
                     close.insert(id);
                     *registrations -= 1;
                 }
                 keep
             });
+            if g.channels.len() < before && !g.channels.is_empty() {
+                notices.push(GroupNotice { group: group.clone(), connections: g.connections() });
+            }
         }
         consumers.retain(|_, g| !g.channels.is_empty());
         for (group, g) in producers.iter_mut() {
             g.retain(|&id, e| {
                 let keep = !expired(e);
                 if !keep {
-                    tracing::warn!(group, connection = id, client = %e.info.client_id, "producer registration expired");
+                    tracing::warn!(group, connection = id, client = %e.info.client_id, addr = %e.info.connection.remote_addr, "producer registration expired: no heartbeat");
                     close.insert(id);
                     *registrations -= 1;
                 }
@@ -415,7 +434,7 @@ impl ClientRegistry {
             });
         }
         producers.retain(|_, g| !g.is_empty());
-        close.into_iter().collect()
+        Swept { close: close.into_iter().collect(), notices }
     }
 
     /// The client ids of `group`'s members (`getAllClientId`), `None` for an unknown group.
@@ -451,6 +470,27 @@ impl ClientRegistry {
     /// Every consumer group registered, with its member count.
     pub fn consumer_groups(&self) -> BTreeMap<String, usize> {
         self.tables().consumers.iter().map(|(k, g)| (k.clone(), g.channels.len())).collect()
+    }
+
+    /// `findSubscriptionDataCount`: how many topics `group`'s members subscribe (0 for a group
+    /// without members).
+    pub fn subscription_count(&self, group: &str) -> usize {
+        self.tables().consumers.get(group).map_or(0, |g| g.subscriptions.len())
+    }
+
+    /// Whether `group`'s members subscribe `topic` (`findSubscriptionData` is not null).
+    pub fn subscribes(&self, group: &str, topic: &str) -> bool {
+        self.tables().consumers.get(group).is_some_and(|g| g.subscriptions.contains_key(topic))
+    }
+
+    /// `queryTopicConsumeByWho`: the groups with a member subscribing `topic`.
+    pub fn groups_subscribing(&self, topic: &str) -> BTreeSet<String> {
+        let t = self.tables();
+        t.consumers
+            .iter()
+            .filter(|(_, g)| g.subscriptions.contains_key(topic))
+            .map(|(k, _)| k.clone())
+            .collect()
     }
 
     /// Registrations held (producers and consumers).

@@ -183,6 +183,12 @@ impl ConsumeSettings {
             broker_name: settings.broker_name.clone(),
             broker_permission: settings.broker_permission,
             slave_read_enable: settings.slave_read_enable,
+            long_polling_enable: settings.long_polling_enable,
+            short_polling_time_mills: settings.short_polling_time_mills,
+            offset_check_in_slave: settings.offset_check_in_slave,
+            lite_pull_message_enable: settings.lite_pull_message_enable,
+            notify_consumer_ids_changed_enable: settings.notify_consumer_ids_changed_enable,
+            channel_expired_timeout: settings.channel_expired_timeout,
             ..Self::default()
         }
     }
@@ -385,6 +391,25 @@ impl ConsumeState {
         self.send_notices(&notices)
     }
 
+    /// Drops the registrations silent since before `now` minus `channelExpiredTimeout`, closes
+    /// their connections and tells the groups that lost members (see
+    /// [`ClientRegistry::scan_expired`]). Returns the connections closed.
+    pub fn sweep_expired(&self, now: Instant) -> usize {
+        let swept = self.clients.scan_expired(now);
+        let mut closed = 0;
+        {
+            let connections = Self::table(&self.connections);
+            for id in &swept.close {
+                if let Some(c) = connections.get(id).and_then(Weak::upgrade) {
+                    c.close("no heartbeat for channelExpiredTimeout");
+                    closed += 1;
+                }
+            }
+        }
+        self.send_notices(&swept.notices);
+        closed
+    }
+
     fn send_notices(&self, notices: &[GroupNotice]) -> usize {
         if !self.settings.notify_consumer_ids_changed_enable {
             return 0;
@@ -436,7 +461,7 @@ impl ConsumeContext<'_> {
 }
 
 fn now_of(ctx: &RequestContext) -> Now {
-    Now::new(Instant::now(), ctx.now_ms())
+    Now::new(ctx.broker.host.now(), ctx.now_ms())
 }
 
 fn client_of(ctx: &RequestContext) -> ClientConnection {
@@ -526,6 +551,23 @@ pub fn serve_unlock_batch_mq(ctx: &RequestContext, request: &RemotingCommand) ->
     finish(ctx, request, reply)
 }
 
+/// Counts a pull's answer in the broker's statistics: the messages it carries, or a miss
+/// (`PULL_NOT_FOUND`, `PULL_RETRY_IMMEDIATELY`, `PULL_OFFSET_MOVED`). Refusals are not pulls.
+fn count_pull(ctx: &RequestContext, r: &crate::pull::PullResponse) {
+    let code = ResponseCode(r.command.code);
+    if code == ResponseCode::SUCCESS {
+        ctx.broker.stats.pulled(r.messages.len() as u64);
+    } else if [
+        ResponseCode::PULL_NOT_FOUND,
+        ResponseCode::PULL_RETRY_IMMEDIATELY,
+        ResponseCode::PULL_OFFSET_MOVED,
+    ]
+    .contains(&code)
+    {
+        ctx.broker.stats.pulled(0);
+    }
+}
+
 /// `PULL_MESSAGE` (11) and `LITE_PULL_MESSAGE` (361), with long polling (see the
 /// [module docs](self)).
 pub async fn serve_pull(ctx: &RequestContext, request: &RemotingCommand) -> Processed {
@@ -540,7 +582,10 @@ pub async fn serve_pull(ctx: &RequestContext, request: &RemotingCommand) -> Proc
     );
     carry_out(ctx, reply.effects);
     let held = match reply.outcome {
-        PullOutcome::Respond(r) => return Ok(r.into_command().with_version(ctx.broker.settings.version())),
+        PullOutcome::Respond(r) => {
+            count_pull(ctx, &r);
+            return Ok(r.into_command().with_version(ctx.broker.settings.version()));
+        }
         PullOutcome::Hold(held) => held,
     };
     let deadline = held.deadline;
@@ -561,11 +606,11 @@ pub async fn serve_pull(ctx: &RequestContext, request: &RemotingCommand) -> Proc
         }
     };
     if !woken_now {
-        let wait = deadline.saturating_duration_since(Instant::now());
+        let wait = deadline.saturating_duration_since(ctx.broker.host.now());
         let timer = ctx.broker.host.sleep(wait);
         futures_lite::future::or(async { rx.recv().await.ok().unwrap_or(()) }, timer).await;
         // Out of the table whether woken or timed out (a no-op if it was taken).
-        let expired = state.holds.poll_expired(Instant::now());
+        let expired = state.holds.poll_expired(ctx.broker.host.now());
         state.wake(expired);
     }
     ConsumeState::table(&state.waiters).remove(&key);
@@ -578,8 +623,14 @@ pub async fn serve_pull(ctx: &RequestContext, request: &RemotingCommand) -> Proc
     );
     carry_out(ctx, rerun.effects);
     let answer = match rerun.outcome {
-        PullOutcome::Respond(r) => r.into_command(),
-        PullOutcome::Hold(h) => answer(&h.request, ResponseCode::PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE"),
+        PullOutcome::Respond(r) => {
+            count_pull(ctx, &r);
+            r.into_command()
+        }
+        PullOutcome::Hold(h) => {
+            ctx.broker.stats.pulled(0);
+            answer(&h.request, ResponseCode::PULL_NOT_FOUND, "OFFSET_OVERFLOW_ONE")
+        }
     };
     Ok(answer.with_version(ctx.broker.settings.version()))
 }
@@ -815,5 +866,45 @@ mod tests {
         ctx.broker.connection_closed(&conn.connection);
         assert_eq!(ctx.broker.consume.holds.len(), 0);
         assert_eq!(ctx.broker.consume.holds.bytes(), 0);
+    }
+
+    #[test]
+    fn a_client_silent_for_the_expiry_is_swept_its_connection_closed_and_its_group_told() {
+        let d = tempfile::tempdir().unwrap();
+        let (ctx, host) = crate::serve::testing::broker(d.path(), BrokerSettings::default());
+        ctx.broker.metadata.topics.create_if_absent(TopicConfig::with_queues(TOPIC, 4, 4, 6), 1).unwrap();
+        let (quiet, quiet_sent) = on_connection(&ctx, 2, 40002);
+        let (chatty, chatty_sent) = on_connection(&ctx, 3, 40003);
+        assert_eq!(call(&quiet, heartbeat("c1")).code, 0);
+        assert_eq!(call(&chatty, heartbeat("c2")).code, 0);
+        let advance = |s: u64| host.advanced_ms.fetch_add(s * 1000, std::sync::atomic::Ordering::AcqRel);
+        // 60 s on, only the chatty one beats again; at 119 s nobody has been silent past 120 s.
+        advance(60);
+        assert_eq!(call(&chatty, heartbeat("c2")).code, 0);
+        advance(59);
+        assert_eq!(ctx.broker.sweep_clients(), 0, "119 s is not past the expiry");
+        let told_before = chatty_sent.0.lock().unwrap().len();
+        advance(2);
+        assert_eq!(ctx.broker.sweep_clients(), 1);
+        assert!(quiet_sent.1.lock().unwrap().as_deref().is_some_and(|r| r.contains("heartbeat")));
+        assert!(chatty_sent.1.lock().unwrap().is_none());
+        let ids = |c: &RequestContext| {
+            let r = call(
+                c,
+                RemotingCommand::request(RequestCode::GET_CONSUMER_LIST_BY_GROUP)
+                    .with_ext_field("consumerGroup", GROUP),
+            );
+            GetConsumerListByGroupResponseBody::decode(&r.body).unwrap().consumer_id_list
+        };
+        assert_eq!(ids(&chatty), ["c2"]);
+        let told: Vec<_> = chatty_sent.0.lock().unwrap()[told_before..].to_vec();
+        assert!(
+            told.iter().any(|n| n.code == RequestCode::NOTIFY_CONSUMER_IDS_CHANGED.0),
+            "the member left is told: {told:?}"
+        );
+        // The rest expires too once silent, and its group goes.
+        advance(121);
+        assert_eq!(ctx.broker.sweep_clients(), 1);
+        assert_eq!(ctx.broker.consume.clients.registrations(), 0);
     }
 }

@@ -489,7 +489,9 @@ async fn send_single(ctx: &RequestContext, request: &RemotingCommand, checked: C
         properties_string: Some(properties_string),
         ..Message::new(topic, queue_id, request.body.clone())
     };
+    let started = ctx.now_ms();
     let outcome = b.host.put(message).await;
+    count_put(ctx, &outcome, 1, started);
     answer(ctx, request, outcome, answered_queue, (line == RocketmqLine::V5).then_some(uniq_key).flatten())
 }
 
@@ -548,6 +550,7 @@ async fn send_batch(ctx: &RequestContext, request: &RemotingCommand, checked: Ch
             e.properties_string.push_str(&suffix);
         }
     }
+    let messages = entries.len() as u64;
     let message = Message {
         sys_flag: stored_sys_flag(header.sys_flag, &topic_config),
         born_timestamp: header.born_timestamp,
@@ -556,7 +559,9 @@ async fn send_batch(ctx: &RequestContext, request: &RemotingCommand, checked: Ch
         batch: entries,
         ..Message::new(topic, queue_id, Bytes::new())
     };
+    let started = ctx.now_ms();
     let outcome = b.host.put(message).await;
+    count_put(ctx, &outcome, messages, started);
     let batch_uniq = (line == RocketmqLine::V5)
         .then(|| header_props.get(property::UNIQ_KEY).map(str::to_string))
         .flatten();
@@ -608,6 +613,24 @@ pub fn decode_batch(body: &Bytes) -> Result<Vec<BatchEntry>, String> {
         at += end;
     }
     Ok(out)
+}
+
+/// Counts a put of `messages` messages that started at `started_ms` in the broker's
+/// statistics: stored (whatever the replication or flush wait said), or refused by the store.
+/// A put the host refused before the store saw it is not counted.
+fn count_put(ctx: &RequestContext, outcome: &PutOutcome, messages: u64, started_ms: i64) {
+    let PutOutcome::Put(result) = outcome else { return };
+    let stats = &ctx.broker.stats;
+    match result.status {
+        PutStatus::PutOk
+        | PutStatus::FlushDiskTimeout
+        | PutStatus::FlushSlaveTimeout
+        | PutStatus::SlaveNotAvailable => {
+            let took = u64::try_from(ctx.now_ms().saturating_sub(started_ms)).unwrap_or(0);
+            stats.put_stored(messages, u64::from(result.wrote_bytes), took);
+        }
+        _ => stats.put_failed(),
+    }
 }
 
 /// The answer to a put (Java's `handlePutMessageResult`).

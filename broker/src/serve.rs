@@ -20,13 +20,16 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use logship_core::{BrokerRole, PutResult};
 use logship_remoting::{HeaderError, RemotingCommand, ResponseCode};
 use logship_store::{CommitLog, Message, MessageIndex};
 
 use crate::{BrokerMetadata, BrokerSettings};
+
+/// How often the host runs [`Broker::sweep_clients`] (Java's 10 s).
+pub const HOUSEKEEPING_INTERVAL: Duration = Duration::from_secs(10);
 
 /// A boxed future the [`Host`] returns.
 pub type HostFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -37,6 +40,10 @@ pub type HostFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub trait Host: Send + Sync + 'static {
     /// Milliseconds since the Unix epoch (stamps data versions; the store stamps messages).
     fn now_ms(&self) -> i64;
+
+    /// Monotonic time now: when heartbeats came, and when a silent client expires (Java's
+    /// `ClientHousekeepingService`). Tests give a clock they move by hand.
+    fn now(&self) -> Instant;
 
     /// A future that completes after `duration` (long polls, retries).
     fn sleep(&self, duration: Duration) -> HostFuture<'static, ()>;
@@ -80,6 +87,9 @@ pub trait Authorizer: Send + Sync + 'static {
 pub trait Outbound: Send + Sync + 'static {
     /// Queues `command` on the connection; false once it is closed.
     fn send(&self, command: RemotingCommand) -> bool;
+
+    /// Closes the connection (its answers in flight are dropped), logging `reason`.
+    fn close(&self, reason: &str);
 }
 
 /// One client connection, as processors see it (Java's `Channel`).
@@ -110,6 +120,11 @@ impl Connection {
     /// Sends a command the broker starts to the peer (see [`Outbound::send`]).
     pub fn send(&self, command: RemotingCommand) -> bool {
         self.outbound.send(command)
+    }
+
+    /// Closes the connection (see [`Outbound::close`]).
+    pub fn close(&self, reason: &str) {
+        self.outbound.close(reason);
     }
 }
 
@@ -171,6 +186,8 @@ pub struct Broker {
     pub authorizer: Option<Arc<dyn Authorizer>>,
     /// The consume side's clients, locks and held pulls.
     pub consume: Arc<crate::consume::ConsumeState>,
+    /// Put and pull counters (`GET_BROKER_RUNTIME_INFO`).
+    pub stats: Arc<crate::stats::BrokerStats>,
     connections: AtomicU64,
     requests: AtomicU64,
 }
@@ -194,8 +211,10 @@ impl Broker {
             crate::consume::ConsumeSettings::from_broker(&settings),
         ));
         consume.install(&store);
+        let stats = Arc::new(crate::stats::BrokerStats::new(host.now_ms()));
         Self {
             consume,
+            stats,
             settings,
             store,
             metadata,
@@ -230,6 +249,14 @@ impl Broker {
         self.consume.connection_closed(connection);
         let open = self.connections.fetch_sub(1, Ordering::AcqRel).saturating_sub(1);
         tracing::debug!(conn = connection.id, peer = %connection.peer, open, "remoting connection closed");
+    }
+
+    /// The housekeeping tick the host runs every [`HOUSEKEEPING_INTERVAL`] (Java's
+    /// `ClientHousekeepingService`, every 10 s): drops the producer and consumer registrations
+    /// silent for `channelExpiredTimeout` (120 s) by the host's clock, closes their
+    /// connections and tells the groups that lost members. Returns the connections closed.
+    pub fn sweep_clients(&self) -> usize {
+        self.consume.sweep_expired(self.host.now())
     }
 
     /// Client connections open now.
@@ -297,6 +324,8 @@ pub(crate) mod testing {
     pub(crate) struct TestHost {
         pub(crate) store: Arc<CommitLog>,
         pub(crate) now_ms: AtomicI64,
+        /// The monotonic clock: real time plus `advanced_ms` moved by hand.
+        pub(crate) advanced_ms: AtomicU64,
         pub(crate) role: Mutex<Option<BrokerRole>>,
         pub(crate) topics_changed: AtomicU64,
         /// Set: every put is answered this instead of being stored.
@@ -306,6 +335,9 @@ pub(crate) mod testing {
     impl Host for TestHost {
         fn now_ms(&self) -> i64 {
             self.now_ms.load(Ordering::Acquire)
+        }
+        fn now(&self) -> Instant {
+            Instant::now() + Duration::from_millis(self.advanced_ms.load(Ordering::Acquire))
         }
         fn sleep(&self, duration: Duration) -> HostFuture<'static, ()> {
             // A timer on its own thread, so that a future racing it (a held pull's wake-up)
@@ -333,14 +365,17 @@ pub(crate) mod testing {
         }
     }
 
-    /// An outbound that keeps what is sent.
+    /// An outbound that keeps what is sent, and why it was closed.
     #[derive(Default)]
-    pub(crate) struct Sent(pub(crate) Mutex<Vec<RemotingCommand>>);
+    pub(crate) struct Sent(pub(crate) Mutex<Vec<RemotingCommand>>, pub(crate) Mutex<Option<String>>);
 
     impl Outbound for Sent {
         fn send(&self, command: RemotingCommand) -> bool {
             self.0.lock().unwrap().push(command);
             true
+        }
+        fn close(&self, reason: &str) {
+            *self.1.lock().unwrap() = Some(reason.to_string());
         }
     }
 
@@ -355,6 +390,7 @@ pub(crate) mod testing {
         let host = Arc::new(TestHost {
             store: store.clone(),
             now_ms: AtomicI64::new(1_700_000_000_000),
+            advanced_ms: AtomicU64::new(0),
             role: Mutex::new(Some(BrokerRole::AsyncMaster)),
             topics_changed: AtomicU64::new(0),
             refuse: Mutex::new(None),

@@ -74,6 +74,19 @@ pub struct BrokerSettings {
     pub start_accept_send_request_time_stamp: i64,
     /// `slaveReadEnable` (default false).
     pub slave_read_enable: bool,
+    /// `longPollingEnable` (default true): hold a pull that finds nothing for the client's
+    /// `suspendTimeoutMillis`, else for `shortPollingTimeMills`.
+    pub long_polling_enable: bool,
+    /// `shortPollingTimeMills` (default 1000).
+    pub short_polling_time_mills: i64,
+    /// `offsetCheckInSlave` (default false).
+    pub offset_check_in_slave: bool,
+    /// `litePullMessageEnable` (default true, 5.x).
+    pub lite_pull_message_enable: bool,
+    /// `notifyConsumerIdsChangedEnable` (default true).
+    pub notify_consumer_ids_changed_enable: bool,
+    /// `channelExpiredTimeout` (default 120 s).
+    pub channel_expired_timeout: std::time::Duration,
 }
 
 impl BrokerSettings {
@@ -120,6 +133,12 @@ impl Default for BrokerSettings {
             max_message_size: 4 << 20,
             start_accept_send_request_time_stamp: 0,
             slave_read_enable: false,
+            long_polling_enable: true,
+            short_polling_time_mills: 1000,
+            offset_check_in_slave: false,
+            lite_pull_message_enable: true,
+            notify_consumer_ids_changed_enable: true,
+            channel_expired_timeout: std::time::Duration::from_secs(120),
         }
     }
 }

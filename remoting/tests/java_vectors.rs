@@ -167,6 +167,11 @@ fn header_round_trip(class: &str, ext: &ExtFields) -> Result<ExtFields, String> 
         "header.namesrv.RegisterBrokerResponseHeader" => rt::<header::RegisterBrokerResponseHeader>(ext),
         "header.namesrv.UnRegisterBrokerRequestHeader" => rt::<header::UnRegisterBrokerRequestHeader>(ext),
         "header.namesrv.GetRouteInfoRequestHeader" => rt::<header::GetRouteInfoRequestHeader>(ext),
+        "header.GetConsumeStatsRequestHeader" => rt::<header::GetConsumeStatsRequestHeader>(ext),
+        "header.QueryTopicConsumeByWhoRequestHeader" => {
+            rt::<header::QueryTopicConsumeByWhoRequestHeader>(ext)
+        }
+        "header.GetBrokerConfigResponseHeader" => rt::<header::GetBrokerConfigResponseHeader>(ext),
         other => panic!("no Rust header for {other}"),
     }
 }
@@ -200,6 +205,9 @@ fn schema(class: &str) -> Vec<header::FieldSpec> {
         "RegisterBrokerResponseHeader" => header::RegisterBrokerResponseHeader::schema(),
         "UnRegisterBrokerRequestHeader" => header::UnRegisterBrokerRequestHeader::schema(),
         "GetRouteInfoRequestHeader" => header::GetRouteInfoRequestHeader::schema(),
+        "GetConsumeStatsRequestHeader" => header::GetConsumeStatsRequestHeader::schema(),
+        "QueryTopicConsumeByWhoRequestHeader" => header::QueryTopicConsumeByWhoRequestHeader::schema(),
+        "GetBrokerConfigResponseHeader" => header::GetBrokerConfigResponseHeader::schema(),
         other => panic!("no Rust header for {other}"),
     }
 }

@@ -83,6 +83,21 @@ pub struct RemotingKeys {
     /// which is relative to `ROCKETMQ_HOME`); unset, `plain_acl.yml` in the broker's config
     /// directory (`storePathRootDir/config`).
     pub acl_file: Option<std::path::PathBuf>,
+    /// `longPollingEnable` (true): a pull that finds nothing is held for the client's
+    /// `suspendTimeoutMillis`; false, for `shortPollingTimeMills`.
+    pub long_polling_enable: bool,
+    /// `shortPollingTimeMills` (1000 ms).
+    pub short_polling_time_mills: i64,
+    /// `offsetCheckInSlave` (false): a slave corrects out-of-range pull offsets
+    /// (`PULL_OFFSET_MOVED`) instead of answering `PULL_RETRY_IMMEDIATELY`.
+    pub offset_check_in_slave: bool,
+    /// `litePullMessageEnable` (true): serve `LITE_PULL_MESSAGE`.
+    pub lite_pull_message_enable: bool,
+    /// `notifyConsumerIdsChangedEnable` (true): tell a group's consumers when its members change.
+    pub notify_consumer_ids_changed_enable: bool,
+    /// `channelExpiredTimeout` (120000 ms): a client without a heartbeat this long is dropped
+    /// and its connection closed (checked every 10 s).
+    pub channel_expired_timeout: Duration,
 }
 
 impl Default for RemotingKeys {
@@ -118,6 +133,12 @@ impl Default for RemotingKeys {
             max_index_num: 20_000_000,
             acl_enable: false,
             acl_file: None,
+            long_polling_enable: true,
+            short_polling_time_mills: 1000,
+            offset_check_in_slave: false,
+            lite_pull_message_enable: true,
+            notify_consumer_ids_changed_enable: true,
+            channel_expired_timeout: Duration::from_secs(120),
         }
     }
 }
@@ -174,6 +195,14 @@ impl RemotingKeys {
             "aclEnable" => self.acl_enable = boolean(key, v)?,
             "aclFile" if v.trim().is_empty() => return Err(invalid(key, v, "the path of a plain_acl.yml")),
             "aclFile" => self.acl_file = Some(v.trim().into()),
+            "longPollingEnable" => self.long_polling_enable = boolean(key, v)?,
+            "shortPollingTimeMills" => self.short_polling_time_mills = number(key, v, 1, 60_000)? as i64,
+            "offsetCheckInSlave" => self.offset_check_in_slave = boolean(key, v)?,
+            "litePullMessageEnable" => self.lite_pull_message_enable = boolean(key, v)?,
+            "notifyConsumerIdsChangedEnable" => self.notify_consumer_ids_changed_enable = boolean(key, v)?,
+            "channelExpiredTimeout" => {
+                self.channel_expired_timeout = Duration::from_millis(number(key, v, 1000, 86_400_000)?)
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -260,6 +289,13 @@ impl BrokerSettings {
         b.max_message_size = self.max_message_size;
         b.default_topic_queue_nums = self.http.default_topic_queue_nums as i32;
         b.slave_read_enable = self.slave_read_enable;
+        let r = &self.remoting;
+        b.long_polling_enable = r.long_polling_enable;
+        b.short_polling_time_mills = r.short_polling_time_mills;
+        b.offset_check_in_slave = r.offset_check_in_slave;
+        b.lite_pull_message_enable = r.lite_pull_message_enable;
+        b.notify_consumer_ids_changed_enable = r.notify_consumer_ids_changed_enable;
+        b.channel_expired_timeout = r.channel_expired_timeout;
         b
     }
 
@@ -347,4 +383,47 @@ pub(super) fn check(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod consume_keys_tests {
+    use std::time::Duration;
+
+    fn consume_settings(overrides: &[(&str, &str)]) -> logship_broker::consume::ConsumeSettings {
+        let overrides: Vec<(String, String)> =
+            overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let loaded = super::super::load(&[], None, &overrides).expect("loads");
+        logship_broker::consume::ConsumeSettings::from_broker(&loaded.settings.broker_crate_settings())
+    }
+
+    #[test]
+    fn consume_keys_default_to_java_s_values_and_reach_the_processors() {
+        let d = consume_settings(&[]);
+        assert!(d.long_polling_enable && d.lite_pull_message_enable && d.notify_consumer_ids_changed_enable);
+        assert!(!d.offset_check_in_slave);
+        assert_eq!((d.short_polling_time_mills, d.channel_expired_timeout), (1000, Duration::from_secs(120)));
+        let s = consume_settings(&[
+            ("longPollingEnable", "false"),
+            ("shortPollingTimeMills", "250"),
+            ("offsetCheckInSlave", "true"),
+            ("litePullMessageEnable", "false"),
+            ("notifyConsumerIdsChangedEnable", "false"),
+            ("channelExpiredTimeout", "30000"),
+        ]);
+        assert!(
+            !s.long_polling_enable && !s.lite_pull_message_enable && !s.notify_consumer_ids_changed_enable
+        );
+        assert!(s.offset_check_in_slave);
+        assert_eq!((s.short_polling_time_mills, s.channel_expired_timeout), (250, Duration::from_secs(30)));
+    }
+
+    #[test]
+    fn bad_consume_values_are_refused_naming_the_key() {
+        for (k, v) in
+            [("shortPollingTimeMills", "abc"), ("shortPollingTimeMills", "0"), ("channelExpiredTimeout", "5")]
+        {
+            let e = super::super::load(&[], None, &[(k.to_string(), v.to_string())]).unwrap_err();
+            assert!(e.error.to_string().contains(k), "{k}={v}: {}", e.error);
+        }
+    }
 }

@@ -22,6 +22,8 @@ enum Event {
     Answer(RequestId, Option<RemotingCommand>),
     /// A command the broker starts.
     Send(RemotingCommand),
+    /// The broker closes the connection.
+    Close(String),
 }
 
 /// The broker-started commands of one connection, into its driver.
@@ -30,6 +32,10 @@ struct ChannelOutbound(mpsc::UnboundedSender<Event>);
 impl Outbound for ChannelOutbound {
     fn send(&self, command: RemotingCommand) -> bool {
         self.0.send(Event::Send(command)).is_ok()
+    }
+
+    fn close(&self, reason: &str) {
+        let _ = self.0.send(Event::Close(reason.to_string()));
     }
 }
 
@@ -120,6 +126,10 @@ pub async fn run(
                 }
                 Event::Send(command) => {
                     let _ = conn.send(now(), command);
+                }
+                Event::Close(reason) => {
+                    info!(reason, "the broker closes the connection");
+                    conn.close(now(), reason);
                 }
             },
             () = sleep_until(timeout), if timeout.is_some() => conn.handle_timeout(now()),

@@ -34,6 +34,10 @@ impl Host for BinaryHost {
         now_ms()
     }
 
+    fn now(&self) -> std::time::Instant {
+        tokio::time::Instant::now().into_std()
+    }
+
     fn sleep(&self, duration: Duration) -> HostFuture<'static, ()> {
         Box::pin(tokio::time::sleep(duration))
     }

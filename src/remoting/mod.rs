@@ -317,6 +317,7 @@ pub async fn start(
     let mut background = vec![
         tokio::spawn(persist_metadata(metadata, background_stopped.clone())),
         tokio::spawn(schedule::run(broker.clone(), background_stopped.clone())),
+        tokio::spawn(housekeeping(broker.clone(), background_stopped.clone())),
     ];
     if let Some(learned) = learned {
         background.push(tokio::spawn(follow_named_master(
@@ -349,6 +350,29 @@ impl Running {
         let _ = self.stop.send(true);
         for task in self.background {
             let _ = task.await;
+        }
+    }
+}
+
+/// Samples the broker's counters every second (the rates `GET_BROKER_RUNTIME_INFO` reports)
+/// and drops silent clients every [`logship_broker::serve::HOUSEKEEPING_INTERVAL`].
+async fn housekeeping(broker: Arc<logship_broker::Broker>, mut stopped: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let every = logship_broker::serve::HOUSEKEEPING_INTERVAL.as_secs().max(1);
+    let mut ticks: u64 = 0;
+    loop {
+        tokio::select! {
+            () = until_stopped(&mut stopped) => break,
+            _ = tick.tick() => {}
+        }
+        broker.stats.sample(broker.host.now_ms());
+        ticks += 1;
+        if ticks % every == 0 {
+            let closed = broker.sweep_clients();
+            if closed > 0 {
+                info!(closed, "closed connections of clients without heartbeat");
+            }
         }
     }
 }

@@ -28,7 +28,10 @@ mod send;
 
 use std::fmt;
 
-pub use admin::{GetTopicConfigRequestHeader, GetTopicStatsInfoRequestHeader};
+pub use admin::{
+    GetBrokerConfigResponseHeader, GetConsumeStatsRequestHeader, GetTopicConfigRequestHeader,
+    GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader,
+};
 pub use client::{
     ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
     NotifyConsumerIdsChangedRequestHeader, UnregisterClientRequestHeader,
