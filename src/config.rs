@@ -16,7 +16,10 @@ use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
 use logship_core::{AckOn, AckPolicy, MasterConfig, NewSlaveStart, SlaveConfig};
 use logship_core::{BrokerRole, FlushDiskType};
 
+mod broker_keys;
+mod keys;
 mod remoting;
+mod rocketmq_keys;
 pub use remoting::RemotingKeys;
 
 /// A configuration problem that stops the broker before it starts.
@@ -322,6 +325,23 @@ impl Default for EtcdKeys {
 }
 
 impl ControllerKeys {
+    /// The controller keys' defaults, before the file is read.
+    fn unset() -> Self {
+        Self {
+            broker_id: 0,
+            all_ack_in_sync_state_set: false,
+            in_sync_replicas: 1,
+            min_in_sync_replicas: 1,
+            ha_max_time_slave_not_catchup: Duration::from_millis(15_000),
+            async_learner: false,
+            sync_from_last_file: false,
+            read_uncommitted: false,
+            drop_confirmed: None,
+            adopt_log_without_epochs: None,
+            etcd: None,
+        }
+    }
+
     /// The sync policy of a master in controller mode.
     pub fn sync_policy(&self) -> SyncPolicy {
         SyncPolicy {
@@ -443,17 +463,7 @@ impl Default for StoreKeys {
 impl StoreKeys {
     /// Parses `key` if it is one of these keys; `Ok(false)` if it is not.
     pub fn set(&mut self, key: &str, v: &str) -> Result<bool, BrokerConfigError> {
-        match key {
-            "cleanFileForciblyEnable" => self.clean_file_forcibly_enable = boolean(key, v)?,
-            "diskSpaceCleanForciblyRatio" => self.disk_space_clean_forcibly_ratio = fraction(key, v)?,
-            "diskSpaceWarningLevelRatio" => self.disk_space_warning_level_ratio = fraction(key, v)?,
-            "warmMapedFileEnable" => self.warm_maped_file_enable = boolean(key, v)?,
-            "rebuildConsumeQueues" => self.rebuild_consume_queues = boolean(key, v)?,
-            "truncateOnCorruption" => self.truncate_on_corruption = boolean(key, v)?,
-            "scrubBytesPerSecond" => self.scrub_bytes_per_second = number(key, v, 0, u64::MAX)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
+        broker_keys::set_store(self, key, v)
     }
 
     /// Writes these settings into a store configuration.
@@ -544,25 +554,6 @@ fn host_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// RocketMQ keys that exist in real `broker.conf` files but mean nothing to logship.
-const IGNORED_ROCKETMQ_KEYS: &[&str] = &[
-    "storePathConsumeQueue",
-    "storePathIndex",
-    "storeCheckpoint",
-    "abortFile",
-    "mapedFileSizeConsumeQueue",
-    "mappedFileSizeConsumeQueue",
-    "sendMessageThreadPoolNums",
-    "pullMessageThreadPoolNums",
-];
-
-/// RocketMQ switches for modes logship does not implement: `true` is an error (the broker
-/// would not do what the operator asked), `false` is RocketMQ's default and fine.
-const UNSUPPORTED_ROCKETMQ_MODES: &[(&str, &str)] = &[(
-    "enableDLegerCommitLog",
-    "logship does not implement DLedger (Raft) commit logs; use master/slave HA",
-)];
-
 /// The failover keys other than `etcdEndpoints`: set without it, a warning.
 const ETCD_KEYS: &[&str] = &[
     "etcdKeyPrefix",
@@ -596,18 +587,8 @@ struct EtcdSecurityKeys {
 
 impl EtcdSecurityKeys {
     /// Parses `key` if it is one of these; `false` if it is not.
-    fn set(&mut self, key: &str, v: &str) -> bool {
-        let slot = match key {
-            "etcdTlsCaPath" => &mut self.ca,
-            "etcdTlsCertPath" => &mut self.cert,
-            "etcdTlsKeyPath" => &mut self.key,
-            "etcdTlsServerName" => &mut self.server_name,
-            "etcdUser" => &mut self.user,
-            "etcdPasswordFile" => &mut self.password_file,
-            _ => return false,
-        };
-        *slot = (!v.is_empty()).then(|| v.to_string());
-        true
+    fn set(&mut self, key: &str, v: &str) -> Result<bool, BrokerConfigError> {
+        broker_keys::set_etcd_security(self, key, v)
     }
 
     /// Reads and checks the files: the TLS settings (which need `https://` endpoints, and the
@@ -798,30 +779,11 @@ const BOOLEAN_KEYS: &[&str] = &[
     "haTrustAnyReplica",
 ];
 
-/// The keys only controller mode reads: set without `enableControllerMode=true`, a warning.
-const CONTROLLER_KEYS: &[&str] = &[
-    "etcdEndpoints",
-    "etcdTlsCaPath",
-    "etcdTlsCertPath",
-    "etcdTlsKeyPath",
-    "etcdTlsServerName",
-    "etcdUser",
-    "etcdPasswordFile",
-    "etcdKeyPrefix",
-    "etcdLeaseTtlMs",
-    "etcdLeaseMarginMs",
-    "etcdLeaseRenewIntervalMs",
-    "etcdRequestTimeoutMs",
-    "enableElectUncleanMaster",
-    "allAckInSyncStateSet",
-    "minInSyncReplicas",
-    "haMaxTimeSlaveNotCatchup",
-    "asyncLearner",
-    "syncFromLastFile",
-    "readUnCommitted",
-    "haSlaveDropConfirmed",
-    "adoptLogWithoutEpochs",
-];
+/// The keys only controller mode reads (`logship broker` alone): set without
+/// `enableControllerMode=true`, a warning.
+fn controller_only_keys() -> impl Iterator<Item = &'static str> {
+    SECTIONS.iter().flat_map(|s| s.keys.iter()).filter(|k| k.roles == keys::BROKER).map(|k| k.name)
+}
 
 /// `haSlaveDropConfirmed`: `FROM-TO`, a range of at least one byte; empty is unset.
 fn offset_range(key: &str, v: &str) -> Result<Option<std::ops::Range<u64>>, BrokerConfigError> {
@@ -844,6 +806,58 @@ struct Setting {
     origin: String,
 }
 
+/// What the parsers of [`broker_keys`] note beyond the settings, for the checks after them.
+#[derive(Default)]
+struct Flags {
+    ha_port_set: bool,
+    untrusted_set: bool,
+    token_file_set: bool,
+    store_path_commit_log: Option<String>,
+    controller_mode: bool,
+    broker_id: Option<(String, String)>,
+}
+
+/// Every declared key section, in the configuration reference's order.
+pub const SECTIONS: &[keys::Section] = &[
+    broker_keys::ROCKETMQ_KEYS,
+    broker_keys::STORE_KEYS,
+    remoting::REMOTING_KEYS,
+    broker_keys::HTTP_KEYS,
+    broker_keys::LOGSHIP_KEYS,
+    broker_keys::CONTROLLER_KEYS,
+    broker_keys::ETCD_SECURITY_KEYS,
+];
+
+/// The configuration reference's key tables (`logship config-keys`).
+pub fn reference_tables() -> String {
+    keys::markdown(SECTIONS)
+}
+
+/// Every declared key and alias.
+fn all_key_names() -> impl Iterator<Item = &'static str> + Clone {
+    SECTIONS
+        .iter()
+        .flat_map(|s| s.keys.iter())
+        .flat_map(|k| std::iter::once(k.name).chain(k.aliases.iter().copied()))
+}
+
+/// Parses `key` if it is one of the sections of [`broker_keys`] that set the settings.
+#[allow(clippy::too_many_arguments)]
+fn set_broker_key(
+    s: &mut BrokerSettings,
+    c: &mut ControllerKeys,
+    etcd: &mut EtcdKeys,
+    f: &mut Flags,
+    origin: &str,
+    key: &str,
+    v: &str,
+) -> Result<bool, BrokerConfigError> {
+    Ok(broker_keys::set_rocketmq(s, c, etcd, f, origin, key, v)?
+        || broker_keys::set_logship(s, c, etcd, f, origin, key, v)?
+        || broker_keys::set_controller(s, c, etcd, f, origin, key, v)?
+        || broker_keys::set_http(s, c, etcd, f, origin, key, v)?)
+}
+
 /// Parsed settings plus the warnings to print before starting.
 #[derive(Clone, Debug)]
 pub struct Loaded {
@@ -851,6 +865,48 @@ pub struct Loaded {
     pub settings: BrokerSettings,
     /// One line per ignored or unknown key.
     pub warnings: Vec<String>,
+    /// Every declared key's value and where it came from, in the reference's order.
+    pub effective: Vec<EffectiveKey>,
+}
+
+/// A key's value as the broker reads it, and its source (for `--print-config`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EffectiveKey {
+    /// The key.
+    pub key: &'static str,
+    /// The value given, or the default (a derived default is described, not computed).
+    pub value: String,
+    /// `default`, `<file>:<line>` or `command line`.
+    pub source: String,
+}
+
+/// Every declared key's value and source.
+fn effective(raw: &BTreeMap<String, Setting>) -> Vec<EffectiveKey> {
+    let mut out = Vec::new();
+    for k in SECTIONS.iter().flat_map(|s| s.keys.iter()) {
+        let given = std::iter::once(k.name).chain(k.aliases.iter().copied()).find_map(|n| raw.get(n));
+        let (value, source) = match (given, k.default) {
+            (Some(s), _) => (s.value.clone(), s.origin.clone()),
+            (None, keys::KeyDefault::Value(v)) => (v.to_string(), "default".to_string()),
+            (None, keys::KeyDefault::Note(n)) => (String::new(), format!("default: {}", n.replace('`', ""))),
+        };
+        out.push(EffectiveKey { key: k.name, value, source });
+    }
+    out
+}
+
+/// `key=value` lines with each source as a trailing comment, aligned; secrets (the HTTP
+/// token) are shown as `<set>`.
+pub fn print_effective(keys: &[EffectiveKey]) -> String {
+    let lines: Vec<String> = keys
+        .iter()
+        .map(|k| {
+            let value = if k.key == "httpAuthToken" && !k.value.is_empty() { "<set>" } else { &k.value };
+            format!("{}={value}", k.key)
+        })
+        .collect();
+    let width = lines.iter().map(String::len).max().unwrap_or(0).min(60);
+    lines.iter().zip(keys).map(|(l, k)| format!("{l:width$}  # {}\n", k.source)).collect()
 }
 
 /// Java properties, read as `java.util.Properties.load(InputStream)` reads them (RocketMQ
@@ -1038,7 +1094,7 @@ pub fn load(
     }
     let mut warnings = Vec::new();
     match build(&raw, &mut warnings) {
-        Ok(settings) => Ok(Loaded { settings, warnings }),
+        Ok(settings) => Ok(Loaded { settings, warnings, effective: effective(&raw) }),
         Err(error) => Err(LoadError { error, warnings }),
     }
 }
@@ -1047,7 +1103,7 @@ pub fn load(
 fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, BrokerConfigError> {
     let mut warnings = Vec::new();
     let settings = build(&raw, &mut warnings)?;
-    Ok(Loaded { settings, warnings })
+    Ok(Loaded { settings, warnings, effective: effective(&raw) })
 }
 
 /// Where a setting's origin comes in the order the operator wrote the settings: defaults,
@@ -1070,25 +1126,8 @@ fn build(
     warnings: &mut Vec<String>,
 ) -> Result<BrokerSettings, BrokerConfigError> {
     let mut s = BrokerSettings::default();
-    let mut ha_port_set = false;
-    let mut untrusted_set = false;
-    let mut token_file_set = false;
-    let mut store_path_commit_log: Option<String> = None;
-    let mut controller_mode = false;
-    let mut broker_id: Option<(String, String)> = None;
-    let mut c = ControllerKeys {
-        broker_id: 0,
-        all_ack_in_sync_state_set: false,
-        in_sync_replicas: 1,
-        min_in_sync_replicas: 1,
-        ha_max_time_slave_not_catchup: Duration::from_millis(15_000),
-        async_learner: false,
-        sync_from_last_file: false,
-        read_uncommitted: false,
-        drop_confirmed: None,
-        adopt_log_without_epochs: None,
-        etcd: None,
-    };
+    let mut f = Flags::default();
+    let mut c = ControllerKeys::unset();
     let mut etcd = EtcdKeys::default();
     let mut etcd_security = EtcdSecurityKeys::default();
     // In the order the operator wrote them: defaults, then each file by line, then the
@@ -1102,213 +1141,44 @@ fn build(
                 warnings.push(w);
             }
         }
-        if s.store.set(key, v)? || etcd_security.set(key, v) || s.remoting.set(key, v)? {
+        let known = s.store.set(key, v)?
+            || etcd_security.set(key, v)?
+            || s.remoting.set(key, v)?
+            || set_broker_key(&mut s, &mut c, &mut etcd, &mut f, origin, key, v)?;
+        if known {
             continue;
         }
-        match key.as_str() {
-            "brokerRole" => {
-                s.broker_role = match v {
-                    "ASYNC_MASTER" => BrokerRole::AsyncMaster,
-                    "SYNC_MASTER" => BrokerRole::SyncMaster,
-                    "SLAVE" => BrokerRole::Slave,
-                    _ => return Err(invalid(key, v, "ASYNC_MASTER, SYNC_MASTER or SLAVE")),
-                }
-            }
-            "flushDiskType" => {
-                s.flush_disk_type = match v {
-                    "ASYNC_FLUSH" => FlushDiskType::AsyncFlush,
-                    "SYNC_FLUSH" => FlushDiskType::SyncFlush,
-                    _ => return Err(invalid(key, v, "ASYNC_FLUSH or SYNC_FLUSH")),
-                }
-            }
-            "storePathRootDir" => {
-                if v.is_empty() {
-                    return Err(invalid(key, v, "a directory"));
-                }
-                s.store_path_root_dir = PathBuf::from(v);
-            }
-            "brokerIP1" => s.broker_ip1 = v.parse().map_err(|_| invalid(key, v, "an IP address"))?,
-            "listenPort" => s.listen_port = port(key, v)?,
-            "haListenPort" => {
-                s.ha_listen_port = port(key, v)?;
-                ha_port_set = true;
-            }
-            "haMasterAddress" => {
-                s.ha_master_address = if v.is_empty() { None } else { Some(master_address(key, v)?) };
-            }
-            "mappedFileSizeCommitLog" => s.mapped_file_size_commit_log = number(key, v, 4096, 1 << 31)?,
-            "haSendHeartbeatInterval" => s.ha_send_heartbeat_interval = millis(key, v)?,
-            "haHousekeepingInterval" => s.ha_housekeeping_interval = millis(key, v)?,
-            "haTransferBatchSize" => {
-                s.ha_transfer_batch_size =
-                    number(key, v, 1, u64::from(logship_core::frame::MAX_JAVA_FRAME_BODY))? as u32
-            }
-            "haMaxGapNotInSync" | "haSlaveFallbehindMax" => {
-                s.ha_max_gap_not_in_sync = number(key, v, 1, i64::MAX as u64)?
-            }
-            "slaveTimeout" => s.slave_timeout = millis(key, v)?,
-            "syncFlushTimeout" => s.sync_flush_timeout = millis(key, v)?,
-            "flushIntervalCommitLog" => s.flush_interval_commit_log = millis(key, v)?,
-            "maxMessageSize" => s.max_message_size = number(key, v, 1, i32::MAX as u64)? as u32,
-            "inSyncReplicas" => s.in_sync_replicas = number(key, v, 1, 64)? as u32,
-            "totalReplicas" => s.total_replicas = number(key, v, 1, 64)? as u32,
-            "fileReservedTime" => s.file_reserved_time = number(key, v, 1, 24 * 365 * 10)? as u32,
-            "deleteWhen" => {
-                let ok = !v.is_empty() && v.split(';').all(|h| h.trim().parse::<u32>().is_ok_and(|h| h < 24));
-                if !ok {
-                    return Err(invalid(key, v, "hours of day separated by ';', e.g. 04"));
-                }
-                s.delete_when = v.to_string();
-            }
-            "diskMaxUsedSpaceRatio" => s.disk_max_used_space_ratio = number(key, v, 10, 95)? as u32,
-            "slaveReadEnable" => s.slave_read_enable = boolean(key, v)?,
-            "accessMessageInMemoryMaxRatio" => {
-                s.access_message_in_memory_max_ratio = number(key, v, 1, 100)? as u32
-            }
-            "newSlaveStart" => {
-                s.new_slave_start = match v {
-                    "EARLIEST" => NewSlaveStart::Earliest,
-                    "LAST_FILE" => NewSlaveStart::LastFile,
-                    _ => return Err(invalid(key, v, "EARLIEST or LAST_FILE")),
-                }
-            }
-            "slaveAckOn" => {
-                s.slave_ack_on = match v {
-                    "WRITTEN" => AckOn::Written,
-                    "FLUSHED" => AckOn::Flushed,
-                    _ => return Err(invalid(key, v, "WRITTEN or FLUSHED")),
-                }
-            }
-            "ackPolicy" => {
-                s.ack_policy = Some(match v {
-                    "ANY_SLAVE" => AckPolicyKey::AnySlave,
-                    "QUORUM" => AckPolicyKey::Quorum,
-                    "ALL_IN_SYNC" => AckPolicyKey::AllInSync,
-                    _ => return Err(invalid(key, v, "ANY_SLAVE, QUORUM or ALL_IN_SYNC")),
-                })
-            }
-            // The HTTP port and resource limits.
-            "httpAuthToken" => s.http.auth_token = Some(auth_token(key, v)?),
-            "httpAuthTokenFile" => {
-                s.http.auth_token = Some(auth_token_file(key, v)?);
-                token_file_set = true;
-            }
-            "httpHeaderTimeout" => s.http.header_timeout = millis(key, v)?,
-            "httpBodyTimeout" => s.http.body_timeout = millis(key, v)?,
-            "httpIdleTimeout" => s.http.idle_timeout = millis(key, v)?,
-            "httpMaxConnections" => s.http.max_connections = number(key, v, 1, 1 << 20)? as usize,
-            "httpMaxConnectionsPerIp" => s.http.max_connections_per_ip = number(key, v, 0, 1 << 20)? as usize,
-            "httpMaxInFlightBytes" => s.http.max_in_flight_bytes = number(key, v, 1, 1 << 40)?,
-            "httpMaxInFlightBytesPerIp" => s.http.max_in_flight_bytes_per_ip = number(key, v, 0, 1 << 40)?,
-            "maxTransferBytesOnMessageInMemory" => s.http.max_transfer_bytes = number(key, v, 1, 1 << 30)?,
-            "maxTransferCountOnMessageInMemory" => {
-                s.http.max_transfer_count = number(key, v, 1, MAX_PULL_COUNT as u64)? as usize
-            }
-            "shutdownDrainTimeout" => s.http.shutdown_drain_timeout = millis(key, v)?,
-            "defaultTopicQueueNums" => s.http.default_topic_queue_nums = number(key, v, 1, 1024)? as u32,
-            "httpTlsCertFile" => s.http.tls_cert_file = (!v.is_empty()).then(|| PathBuf::from(v)),
-            "httpTlsKeyFile" => s.http.tls_key_file = (!v.is_empty()).then(|| PathBuf::from(v)),
-            "httpTlsClientCaFile" => s.http.tls_client_ca_file = (!v.is_empty()).then(|| PathBuf::from(v)),
-            "storePathCommitLog" => store_path_commit_log = (!v.is_empty()).then(|| v.to_string()),
-            "storePathEpochFile" => s.store_path_epoch_file = (!v.is_empty()).then(|| PathBuf::from(v)),
-            "brokerClusterName" => s.broker_cluster_name = label_value(key, v)?,
-            "brokerName" => s.broker_name = label_value(key, v)?,
-            "replicaNames" => s.replica_names = replica_names(key, v)?,
-            // ---- controller mode ----
-            "enableControllerMode" => controller_mode = boolean(key, v)?,
-            "brokerId" => broker_id = Some((v.to_string(), origin.clone())),
-            "allAckInSyncStateSet" => c.all_ack_in_sync_state_set = boolean(key, v)?,
-            "minInSyncReplicas" => c.min_in_sync_replicas = number(key, v, 1, 64)? as u32,
-            "haMaxTimeSlaveNotCatchup" => c.ha_max_time_slave_not_catchup = millis(key, v)?,
-            "asyncLearner" => c.async_learner = boolean(key, v)?,
-            "syncFromLastFile" => c.sync_from_last_file = boolean(key, v)?,
-            "readUnCommitted" => c.read_uncommitted = boolean(key, v)?,
-            "haSlaveDropConfirmed" => c.drop_confirmed = offset_range(key, v)?,
-            "adoptLogWithoutEpochs" => {
-                c.adopt_log_without_epochs =
-                    if v.is_empty() { None } else { Some(number(key, v, 1, i64::MAX as u64)?) }
-            }
-            "etcdEndpoints" => etcd.endpoints = etcd_endpoints(key, v)?,
-            "etcdKeyPrefix" => etcd.key_prefix = v.to_string(),
-            "etcdLeaseTtlMs" => etcd.lease_ttl = millis(key, v)?,
-            "etcdLeaseMarginMs" => etcd.lease_margin = millis(key, v)?,
-            "etcdLeaseRenewIntervalMs" => etcd.lease_renew_interval = millis(key, v)?,
-            "etcdRequestTimeoutMs" => etcd.request_timeout = millis(key, v)?,
-            "enableElectUncleanMaster" => etcd.elect_unclean_master = boolean(key, v)?,
-            k if UNSUPPORTED_ROCKETMQ_MODES.iter().any(|(m, _)| *m == k) => {
-                if boolean(key, v)? {
-                    let reason =
-                        UNSUPPORTED_ROCKETMQ_MODES.iter().find(|(m, _)| *m == k).map_or("", |(_, r)| r);
-                    return Err(BrokerConfigError::Unsupported {
-                        origin: origin.clone(),
-                        key: key.clone(),
-                        value: v.to_string(),
-                        reason: reason.to_string(),
-                    });
-                }
-            }
-            // ---- HA port security (logship keys) ----
-            "haListenAddress" => {
-                s.ha_listen_address = if v.is_empty() {
-                    None
-                } else {
-                    Some(v.parse().map_err(|_| invalid(key, v, "an IP address to bind the HA port to"))?)
-                }
-            }
-            "haReplicaAllowList" => {
-                s.ha_replica_allow_list = logship_core::service::parse_allow_list(v).map_err(|e| {
-                    invalid(key, v, &format!("comma-separated IP addresses or CIDR networks ({e})"))
-                })?
-            }
-            "haMaxConnectionsPerPeer" => s.ha_max_connections_per_peer = number(key, v, 1, 65_535)? as usize,
-            "haMaxConnections" => s.ha_max_connections = number(key, v, 1, 65_535)? as usize,
-            "haMaxUntrustedConnections" => {
-                s.ha_max_untrusted_connections = number(key, v, 1, 65_535)? as usize;
-                untrusted_set = true;
-            }
-            "haTrustAnyReplica" => s.ha_trust_any_replica = boolean(key, v)?,
-            "haFirstReportTimeout" => s.ha_first_report_timeout = millis(key, v)?,
-            "haSlaveMaxFirstOffset" => s.ha_slave_max_first_offset = number(key, v, 1, i64::MAX as u64)?,
-            "haTlsMode" => {
-                s.ha_tls_mode = v.parse().map_err(|_| invalid(key, v, "off, optional or required"))?
-            }
-            "haTlsEnable" => s.ha_tls_enable = boolean(key, v)?,
-            "haTlsCertPath" => s.ha_tls_cert_path = path_or_none(v),
-            "haTlsKeyPath" => s.ha_tls_key_path = path_or_none(v),
-            "haTlsCaPath" => s.ha_tls_ca_path = path_or_none(v),
-            "haTlsReplicaNames" => {
-                s.ha_tls_replica_names =
-                    v.split(',').map(str::trim).filter(|n| !n.is_empty()).map(String::from).collect()
-            }
-            "haTlsServerName" => s.ha_tls_server_name = (!v.is_empty()).then(|| v.to_string()),
-            k if IGNORED_ROCKETMQ_KEYS.contains(&k) => {
-                warnings.push(format!("{origin}: RocketMQ key {k} is not used by logship; ignored"));
-            }
-            other => warnings.push(format!("{origin}: unknown key {other}; ignored")),
+        if rocketmq_keys::is_rocketmq_key(key) {
+            warnings.push(format!("{origin}: RocketMQ key {key} is not used by logship; ignored"));
+        } else {
+            let hint = keys::suggestion(key, all_key_names())
+                .map(|k| format!(" (did you mean {k}?)"))
+                .unwrap_or_default();
+            warnings.push(format!("{origin}: unknown key {key}; ignored{hint}"));
         }
     }
-    if !ha_port_set && s.listen_port == 0 {
+    if !f.ha_port_set && s.listen_port == 0 {
         // Any remoting port: any HA port too.
         s.ha_listen_port = 0;
-    } else if !ha_port_set {
+    } else if !f.ha_port_set {
         s.ha_listen_port = s.listen_port.checked_add(1).ok_or_else(|| {
             invalid("listenPort", &s.listen_port.to_string(), "leave room for haListenPort = listenPort + 1")
         })?;
     }
     per_client_defaults(&mut s, raw);
-    if token_file_set && raw.contains_key("httpAuthToken") {
+    if f.token_file_set && raw.contains_key("httpAuthToken") {
         return Err(BrokerConfigError::Conflict {
             keys: "httpAuthToken httpAuthTokenFile".into(),
             reason: "set the token one way only".into(),
         });
     }
-    if let Some(commit_log) = store_path_commit_log {
+    if let Some(commit_log) = f.store_path_commit_log.take() {
         apply_store_path_commit_log(&mut s, raw.contains_key("storePathRootDir"), &commit_log);
     }
-    let broker_id_origin = broker_id.as_ref().map(|(_, origin)| origin.clone());
-    if controller_mode {
+    let broker_id_origin = f.broker_id.as_ref().map(|(_, origin)| origin.clone());
+    if f.controller_mode {
         c.in_sync_replicas = s.in_sync_replicas;
-        c.broker_id = controller_broker_id(broker_id)?;
+        c.broker_id = controller_broker_id(f.broker_id.take())?;
         check_controller_mode(&s, raw, warnings)?;
         if !etcd.endpoints.is_empty() {
             check_etcd(&etcd)?;
@@ -1326,13 +1196,15 @@ fn build(
         }
         s.controller = Some(c);
     } else {
-        for key in CONTROLLER_KEYS.iter().copied().filter(|k| raw.contains_key(*k)) {
+        let mut set: Vec<&str> = controller_only_keys().filter(|k| raw.contains_key(*k)).collect();
+        set.sort_by_key(|k| origin_order(&raw[*k].origin));
+        for key in set {
             warnings.push(format!(
                 "{}: {key} is a controller-mode key and has no effect without enableControllerMode=true",
                 raw[key].origin
             ));
         }
-        if let Some((v, _)) = &broker_id {
+        if let Some((v, _)) = &f.broker_id {
             match v.parse::<i64>() {
                 Ok(id) if id >= 0 => s.remoting.broker_id = Some(id),
                 _ => return Err(invalid("brokerId", v, "an integer, 0 for a master, 1 or more for a slave")),
@@ -1359,7 +1231,7 @@ fn build(
              set haTlsMode=required"
         ));
     }
-    if !untrusted_set {
+    if !f.untrusted_set {
         // Unset: the default share, within a smaller table.
         s.ha_max_untrusted_connections =
             s.ha_max_untrusted_connections.min(s.ha_max_connections.saturating_sub(1));
@@ -2136,8 +2008,167 @@ mod tests {
 
     #[test]
     fn unknown_key_is_a_warning_naming_it() {
-        let loaded = load_text("brokerRole=ASYNC_MASTER\nhaTransferBatchSzie=65536\n").unwrap();
-        assert_eq!(loaded.warnings, ["broker.conf:2: unknown key haTransferBatchSzie; ignored"]);
+        let loaded = load_text("brokerRole=ASYNC_MASTER\nzzzUnheardOf=65536\n").unwrap();
+        assert_eq!(loaded.warnings, ["broker.conf:2: unknown key zzzUnheardOf; ignored"]);
+    }
+
+    #[test]
+    fn an_unknown_key_names_the_key_meant() {
+        let loaded =
+            load_text("brokerrole=ASYNC_MASTER\nhaTransferBatchSzie=65536\nhaMasterAdress=h:1\n").unwrap();
+        assert_eq!(
+            loaded.warnings,
+            [
+                "broker.conf:1: unknown key brokerrole; ignored (did you mean brokerRole?)",
+                "broker.conf:2: unknown key haTransferBatchSzie; ignored (did you mean haTransferBatchSize?)",
+                "broker.conf:3: unknown key haMasterAdress; ignored (did you mean haMasterAddress?)",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_legacy_spelling_maped_file_size_commit_log_sets_the_segment_size() {
+        let loaded = load_text("mapedFileSizeCommitLog=16777216\n").unwrap();
+        assert_eq!(loaded.settings.mapped_file_size_commit_log, 16 << 20);
+        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    }
+
+    #[test]
+    fn rocketmq_keys_logship_does_not_use_are_named_as_such() {
+        let loaded =
+            load_text("useReentrantLockWhenPutMessage=true\nwaitTimeMillsInSendQueue=200\n").unwrap();
+        assert_eq!(
+            loaded.warnings,
+            [
+                "broker.conf:1: RocketMQ key useReentrantLockWhenPutMessage is not used by logship; ignored",
+                "broker.conf:2: RocketMQ key waitTimeMillsInSendQueue is not used by logship; ignored",
+            ]
+        );
+    }
+
+    /// The setters (`set<Key>`) of the classes a Java broker loads `broker.conf` into, read with
+    /// `javap` from the jars in the local Maven repository.
+    fn java_setters(jar: &Path, class: &str) -> Vec<String> {
+        let out =
+            std::process::Command::new("javap").arg("-cp").arg(jar).arg(class).output().expect("javap runs");
+        assert!(out.status.success(), "javap {class}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once(" void set")?.1.split_once('(').map(|(name, _)| name.to_string()))
+            .map(|name| name[..1].to_ascii_lowercase() + &name[1..])
+            .collect()
+    }
+
+    #[test]
+    fn every_java_broker_and_store_key_of_4_9_and_5_is_known() {
+        let required = std::env::var("LOGSHIP_REQUIRE_JAVA").is_ok_and(|v| !v.is_empty() && v != "0");
+        let m2 = PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+            .join(".m2/repository/org/apache/rocketmq");
+        let classes = [
+            ("rocketmq-common", "org.apache.rocketmq.common.BrokerConfig"),
+            ("rocketmq-common", "org.apache.rocketmq.common.BrokerIdentity"),
+            ("rocketmq-store", "org.apache.rocketmq.store.config.MessageStoreConfig"),
+            ("rocketmq-remoting", "org.apache.rocketmq.remoting.netty.NettyServerConfig"),
+            ("rocketmq-remoting", "org.apache.rocketmq.remoting.netty.NettyClientConfig"),
+        ];
+        let mut missing = Vec::new();
+        let mut read = 0;
+        for version in ["4.9.7", "5.5.0"] {
+            for (artifact, class) in classes {
+                let jar = m2.join(format!("{artifact}/{version}/{artifact}-{version}.jar"));
+                if !jar.exists() {
+                    assert!(!required, "{} is missing (LOGSHIP_REQUIRE_JAVA is set)", jar.display());
+                    continue;
+                }
+                if version == "4.9.7" && class.ends_with("BrokerIdentity") {
+                    continue;
+                }
+                for key in java_setters(&jar, class) {
+                    read += 1;
+                    let declared = all_key_names().any(|k| k == key);
+                    if !declared && !rocketmq_keys::is_rocketmq_key(&key) {
+                        missing.push(format!("{key} ({class} {version})"));
+                    }
+                }
+            }
+        }
+        if read == 0 {
+            assert!(!required, "no RocketMQ jar read");
+            eprintln!("skipped: no RocketMQ jars in {}", m2.display());
+        }
+        assert!(missing.is_empty(), "RocketMQ keys unknown to logship: {missing:?}");
+    }
+
+    #[test]
+    fn every_declared_default_value_is_what_the_broker_uses() {
+        let base = BrokerSettings::default();
+        for k in SECTIONS.iter().flat_map(|s| s.keys.iter()) {
+            let keys::KeyDefault::Value(v) = k.default else { continue };
+            let raw =
+                BTreeMap::from([(k.name.to_string(), Setting { value: v.into(), origin: "test".into() })]);
+            let loaded = from_map(raw).unwrap_or_else(|e| panic!("{}={v}: {e}", k.name));
+            let mut s = loaded.settings;
+            if k.roles == keys::BROKER {
+                continue;
+            }
+            s.controller = None;
+            assert_eq!(s, base, "{}: the declared default {v:?} is not the default", k.name);
+        }
+        let mut c = ControllerKeys::unset();
+        let mut etcd = EtcdKeys::default();
+        for k in SECTIONS.iter().flat_map(|s| s.keys.iter()).filter(|k| k.roles == keys::BROKER) {
+            let keys::KeyDefault::Value(v) = k.default else { continue };
+            let (mut s, mut f) = (BrokerSettings::default(), Flags::default());
+            assert!(
+                set_broker_key(&mut s, &mut c, &mut etcd, &mut f, "test", k.name, v).unwrap(),
+                "{}",
+                k.name
+            );
+            assert_eq!((&c, &etcd), (&ControllerKeys::unset(), &EtcdKeys::default()), "{}={v}", k.name);
+        }
+    }
+
+    #[test]
+    fn the_configuration_reference_lists_the_declared_keys() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/configuration.md");
+        let doc = std::fs::read_to_string(&path).unwrap_or_default();
+        let tables = keys::markdown(SECTIONS);
+        let (begin, end) =
+            ("<!-- keys: generated by `logship config-keys`; do not edit -->\n", "<!-- end of keys -->");
+        let inside = doc.split_once(begin).and_then(|(_, rest)| rest.split_once(end)).map(|(t, _)| t);
+        assert!(
+            inside == Some(tables.as_str()),
+            "docs/configuration.md's key tables differ from the declarations in src/config/: run \
+             `cargo run -- config-keys` and paste its output between the markers"
+        );
+    }
+
+    #[test]
+    fn controller_key_warnings_come_in_line_order() {
+        let loaded = load_text("readUnCommitted=true\nallAckInSyncStateSet=true\n").unwrap();
+        assert_eq!(loaded.warnings.len(), 2, "{:?}", loaded.warnings);
+        assert!(loaded.warnings[0].starts_with("broker.conf:1: readUnCommitted"), "{:?}", loaded.warnings);
+        assert!(
+            loaded.warnings[1].starts_with("broker.conf:2: allAckInSyncStateSet"),
+            "{:?}",
+            loaded.warnings
+        );
+    }
+
+    #[test]
+    fn print_config_names_each_values_source() {
+        let loaded = load_text("brokerRole=SYNC_MASTER\n").unwrap();
+        let text = print_effective(&loaded.effective);
+        let line = |key: &str| {
+            text.lines().find(|l| l.starts_with(&format!("{key}="))).unwrap_or_default().to_string()
+        };
+        assert!(
+            line("brokerRole").starts_with("brokerRole=SYNC_MASTER")
+                && line("brokerRole").ends_with("# broker.conf:1"),
+            "{text}"
+        );
+        assert!(line("haTransferBatchSize").ends_with("# default"), "{text}");
+        assert!(line("haListenPort").ends_with("# default: listenPort + 1"), "{text}");
     }
 
     #[test]
