@@ -353,7 +353,7 @@ impl ControllerKeys {
 }
 
 /// The HTTP port's authentication, timeouts and limits, and the per-topic queue count (the
-/// keys of the README's "HTTP port" table; its address is `httpListenAddress:httpListenPort`,
+/// keys of docs/configuration.md's "HTTP port" table; its address is `httpListenAddress:httpListenPort`,
 /// in [`RemotingKeys`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct HttpSettings {

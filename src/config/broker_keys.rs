@@ -254,7 +254,7 @@ declare_keys! {
                 }
             };
     "haReplicaAllowList", ALL, Note "empty",
-        "comma-separated replica addresses or CIDR networks (`10.0.0.7, 10.1.0.0/16`). Set: only these may connect to the HA port, and they are identified (count, and fence). Empty, without TLS: protected mode, only loopback peers connect and are identified. Only an address entry (no prefix, `/32` or `/128`) names a replica for the restart fence; a network admits and trusts any host on it (see [docs/trust.md](trust.md))"
+        "comma-separated replica addresses or CIDR networks (`10.0.0.7, 10.1.0.0/16`). Set: only these may connect to the HA port, and they are identified (count, and fence). Empty, without TLS: protected mode, only loopback peers connect and are identified. Only an address entry (no prefix, `/32` or `/128`) names a replica for the restart fence; a network admits and trusts any host on it (see [trust.md](trust.md))"
         => {
                 s.ha_replica_allow_list = logship_core::service::parse_allow_list(v).map_err(|e| {
                     invalid(key, v, &format!("comma-separated IP addresses or CIDR networks ({e})"))

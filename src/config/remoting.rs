@@ -9,7 +9,7 @@ use logship_broker::RocketmqLine;
 use super::keys::{ALL, declare_keys};
 use super::{BrokerConfigError, BrokerSettings, boolean, invalid, millis, number, port};
 
-/// The remoting port and registration, as the keys set them (the README's "Remoting port"
+/// The remoting port and registration, as the keys set them (docs/configuration.md's "Remoting port"
 /// table).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RemotingKeys {
