@@ -555,20 +555,13 @@ fn host_name() -> String {
 }
 
 /// The failover keys other than `etcdEndpoints`: set without it, a warning.
-const ETCD_KEYS: &[&str] = &[
-    "etcdKeyPrefix",
-    "etcdLeaseTtlMs",
-    "etcdLeaseMarginMs",
-    "etcdLeaseRenewIntervalMs",
-    "etcdRequestTimeoutMs",
-    "enableElectUncleanMaster",
-    "etcdTlsCaPath",
-    "etcdTlsCertPath",
-    "etcdTlsKeyPath",
-    "etcdTlsServerName",
-    "etcdUser",
-    "etcdPasswordFile",
-];
+fn etcd_keys() -> impl Iterator<Item = &'static str> {
+    [broker_keys::FAILOVER_KEYS, broker_keys::ETCD_SECURITY_KEYS]
+        .into_iter()
+        .flat_map(|s| s.keys.iter())
+        .map(|k| k.name)
+        .filter(|&k| k != "etcdEndpoints")
+}
 
 /// The most bytes a PEM file of the etcd TLS keys may hold.
 const MAX_PEM_FILE_BYTES: u64 = 1 << 20;
@@ -766,18 +759,14 @@ fn check_etcd(etcd: &EtcdKeys) -> Result<(), BrokerConfigError> {
     })
 }
 
-/// Keys read with `boolean`, for the warning on values Java reads as false by accident.
-const BOOLEAN_KEYS: &[&str] = &[
-    "enableElectUncleanMaster",
-    "slaveReadEnable",
-    "enableDLegerCommitLog",
-    "enableControllerMode",
-    "allAckInSyncStateSet",
-    "asyncLearner",
-    "syncFromLastFile",
-    "readUnCommitted",
-    "haTrustAnyReplica",
-];
+/// Whether `key` is a boolean (its declared default is `true` or `false`), for the warning on
+/// values Java reads as false by accident.
+fn is_boolean_key(key: &str) -> bool {
+    SECTIONS.iter().flat_map(|s| s.keys.iter()).any(|k| {
+        k.name == key
+            && matches!(k.default, keys::KeyDefault::Value("true") | keys::KeyDefault::Value("false"))
+    })
+}
 
 /// The keys only controller mode reads (`logship broker` alone): set without
 /// `enableControllerMode=true`, a warning.
@@ -825,6 +814,7 @@ pub const SECTIONS: &[keys::Section] = &[
     broker_keys::HTTP_KEYS,
     broker_keys::LOGSHIP_KEYS,
     broker_keys::CONTROLLER_KEYS,
+    broker_keys::FAILOVER_KEYS,
     broker_keys::ETCD_SECURITY_KEYS,
 ];
 
@@ -855,6 +845,7 @@ fn set_broker_key(
     Ok(broker_keys::set_rocketmq(s, c, etcd, f, origin, key, v)?
         || broker_keys::set_logship(s, c, etcd, f, origin, key, v)?
         || broker_keys::set_controller(s, c, etcd, f, origin, key, v)?
+        || broker_keys::set_failover(s, c, etcd, f, origin, key, v)?
         || broker_keys::set_http(s, c, etcd, f, origin, key, v)?)
 }
 
@@ -1136,7 +1127,7 @@ fn build(
     entries.sort_by_key(|(_, setting)| origin_order(&setting.origin));
     for (key, Setting { value, origin }) in entries {
         let v = value.trim();
-        if BOOLEAN_KEYS.contains(&key.as_str()) {
+        if is_boolean_key(key) {
             if let Some(w) = boolean_warning(key, v, origin) {
                 warnings.push(w);
             }
@@ -1191,7 +1182,9 @@ fn build(
                 );
             }
             c.etcd = Some(etcd);
-        } else if let Some(key) = ETCD_KEYS.iter().copied().find(|k| raw.contains_key(*k)) {
+        } else if let Some(key) =
+            etcd_keys().filter(|k| raw.contains_key(*k)).min_by_key(|k| origin_order(&raw[*k].origin))
+        {
             warnings.push(format!("{}: {key} has no effect without etcdEndpoints", raw[key].origin));
         }
         s.controller = Some(c);
@@ -2140,6 +2133,32 @@ mod tests {
             inside == Some(tables.as_str()),
             "docs/configuration.md's key tables differ from the declarations in src/config/: run \
              `cargo run -- config-keys` and paste its output between the markers"
+        );
+    }
+
+    #[test]
+    fn every_boolean_key_warns_on_a_value_java_reads_as_false() {
+        let loaded = load_text("autoCreateTopicEnable=yes\nhaTlsEnable=1\n").unwrap();
+        assert_eq!(
+            loaded.warnings,
+            [
+                "broker.conf:1: autoCreateTopicEnable=\"yes\" reads as false, as Java's Boolean.parseBoolean does; write true or false",
+                "broker.conf:2: haTlsEnable=\"1\" reads as false, as Java's Boolean.parseBoolean does; write true or false",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_etcd_key_without_endpoints_is_named_as_the_file_first_sets_it() {
+        let text = "enableControllerMode=true\nbrokerId=1\netcdLeaseTtlMs=3000\netcdKeyPrefix=/x\n";
+        let loaded = load_text(text).unwrap();
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w == "broker.conf:3: etcdLeaseTtlMs has no effect without etcdEndpoints"),
+            "{:?}",
+            loaded.warnings
         );
     }
 

@@ -159,7 +159,7 @@ declare_keys! {
 
 declare_keys! {
     pub(super) fn set_controller(s: &mut BrokerSettings, c: &mut ControllerKeys, etcd: &mut EtcdKeys, f: &mut Flags, origin: &str; key, v);
-    pub(super) const CONTROLLER_KEYS = "Controller mode and failover on etcd";
+    pub(super) const CONTROLLER_KEYS = "Controller mode";
     "allAckInSyncStateSet", BROKER, Value "false",
         "controller mode: a put waits for every member of the sync-state-set"
         => c.all_ack_in_sync_state_set = boolean(key, v)?;
@@ -178,6 +178,11 @@ declare_keys! {
     "readUnCommitted", BROKER, Value "false",
         "controller mode: index replicated messages into the consume queues at once, not only below the confirmOffset"
         => c.read_uncommitted = boolean(key, v)?;
+}
+
+declare_keys! {
+    pub(super) fn set_failover(s: &mut BrokerSettings, c: &mut ControllerKeys, etcd: &mut EtcdKeys, f: &mut Flags, origin: &str; key, v);
+    pub(super) const FAILOVER_KEYS = "Failover on etcd";
     "etcdEndpoints", BROKER, Note "—",
         "controller mode: comma-separated etcd client URLs (`http://host:port`); set, the broker fails over automatically (see [Automatic failover on etcd](controller.md#automatic-failover-on-etcd)). Needs a build with `--features etcd`, else a config error saying so"
         => etcd.endpoints = etcd_endpoints(key, v)?;
@@ -360,8 +365,8 @@ declare_keys! {
 declare_keys! {
     pub(super) fn set_store(st: &mut StoreKeys; key, v);
     pub(super) const STORE_KEYS = "Disk, retention and recovery";
-    "cleanFileForciblyEnable", ALL, Note "`false` (RocketMQ: `true`)",
-        "above `diskSpaceCleanForciblyRatio`, delete the oldest segments before `fileReservedTime`. Off, a full disk refuses puts and deletes nothing unexpired. On, it still never deletes a segment holding bytes the slowest in-sync slave has not acknowledged, logs each removed offset range at WARN and counts it (`forced_deleted_segments` in the store status)"
+    "cleanFileForciblyEnable", ALL, Value "false",
+        "(RocketMQ's default: `true`) above `diskSpaceCleanForciblyRatio`, delete the oldest segments before `fileReservedTime`. Off, a full disk refuses puts and deletes nothing unexpired. On, it still never deletes a segment holding bytes the slowest in-sync slave has not acknowledged, logs each removed offset range at WARN and counts it (`forced_deleted_segments` in the store status)"
         => st.clean_file_forcibly_enable = boolean(key, v)?;
     "diskSpaceCleanForciblyRatio", ALL, Value "0.85",
         "forced deletion starts / puts are refused (503) above these used fractions"
