@@ -617,15 +617,36 @@ pub struct EffectiveKey {
     pub source: String,
 }
 
+/// The value a key left unset takes when its default is derived from other keys, for the keys
+/// an operator most often needs to see (the ports, the paths, the per-client shares).
+fn derived_default(key: &str, s: &BrokerSettings) -> Option<String> {
+    Some(match key {
+        "haListenPort" => s.ha_listen_port.to_string(),
+        "httpListenPort" => s.http_addr().port().to_string(),
+        "httpListenAddress" => s.http_addr().ip().to_string(),
+        "haListenAddress" => s.ha_addr().ip().to_string(),
+        "storePathRootDir" => s.store_path_root_dir.display().to_string(),
+        "brokerName" => s.broker_name.clone(),
+        "httpMaxConnectionsPerIp" => s.http.max_connections_per_ip.to_string(),
+        "httpMaxInFlightBytesPerIp" => s.http.max_in_flight_bytes_per_ip.to_string(),
+        "remotingMaxConnectionsPerIp" => s.remoting.max_connections_per_ip.to_string(),
+        "haMaxUntrustedConnections" => s.ha_max_untrusted_connections.to_string(),
+        _ => return None,
+    })
+}
+
 /// Every declared key's value and source.
-fn effective(raw: &BTreeMap<String, Setting>) -> Vec<EffectiveKey> {
+fn effective(raw: &BTreeMap<String, Setting>, settings: &BrokerSettings) -> Vec<EffectiveKey> {
     let mut out = Vec::new();
     for k in SECTIONS.iter().flat_map(|s| s.keys.iter()) {
         let given = std::iter::once(k.name).chain(k.aliases.iter().copied()).find_map(|n| raw.get(n));
         let (value, source) = match (given, k.default) {
             (Some(s), _) => (s.value.clone(), s.origin.clone()),
             (None, keys::KeyDefault::Value(v)) => (v.to_string(), "default".to_string()),
-            (None, keys::KeyDefault::Note(n)) => (String::new(), format!("default: {}", n.replace('`', ""))),
+            (None, keys::KeyDefault::Note(n)) => (
+                derived_default(k.name, settings).unwrap_or_default(),
+                format!("default: {}", n.replace('`', "")),
+            ),
         };
         out.push(EffectiveKey { key: k.name, value, source });
     }
@@ -698,7 +719,7 @@ pub fn load(
     }
     let mut warnings = Vec::new();
     match build(&raw, &mut warnings) {
-        Ok(settings) => Ok(Loaded { settings, warnings, effective: effective(&raw) }),
+        Ok(settings) => Ok(Loaded { effective: effective(&raw, &settings), settings, warnings }),
         Err(error) => Err(LoadError { error, warnings }),
     }
 }
@@ -707,7 +728,7 @@ pub fn load(
 fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, BrokerConfigError> {
     let mut warnings = Vec::new();
     let settings = build(&raw, &mut warnings)?;
-    Ok(Loaded { settings, warnings, effective: effective(&raw) })
+    Ok(Loaded { effective: effective(&raw, &settings), settings, warnings })
 }
 
 /// Where a setting's origin comes in the order the operator wrote the settings: defaults,

@@ -246,6 +246,7 @@ fn print_config_names_each_values_source() {
         "{text}"
     );
     assert!(line("haTransferBatchSize").ends_with("# default"), "{text}");
+    assert!(line("haListenPort").starts_with("haListenPort=10912 "), "{text}");
     assert!(line("haListenPort").ends_with("# default: listenPort + 1"), "{text}");
 }
 
