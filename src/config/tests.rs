@@ -103,12 +103,16 @@ fn rocketmq_keys_logship_does_not_use_are_named_as_such() {
     );
 }
 
-/// The setters (`set<Key>`) of the classes a Java broker loads `broker.conf` into, read with
-/// `javap` from the jars in the local Maven repository.
-fn java_setters(jar: &Path, class: &str) -> Vec<String> {
-    let out =
-        std::process::Command::new("javap").arg("-cp").arg(jar).arg(class).output().expect("javap runs");
-    assert!(out.status.success(), "javap {class}: {}", String::from_utf8_lossy(&out.stderr));
+/// The setters (`set<Key>`) of `classes`, read with one `javap` over `jars`.
+fn java_setters(jars: &[PathBuf], classes: &[&str]) -> Vec<String> {
+    let classpath = std::env::join_paths(jars).unwrap();
+    let out = std::process::Command::new("javap")
+        .arg("-cp")
+        .arg(classpath)
+        .args(classes)
+        .output()
+        .expect("javap runs");
+    assert!(out.status.success(), "javap {classes:?}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_once(" void set")?.1.split_once('(').map(|(name, _)| name.to_string()))
@@ -121,31 +125,30 @@ fn every_java_broker_and_store_key_of_4_9_and_5_is_known() {
     let required = std::env::var("LOGSHIP_REQUIRE_JAVA").is_ok_and(|v| !v.is_empty() && v != "0");
     let m2 = PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
         .join(".m2/repository/org/apache/rocketmq");
-    let classes = [
-        ("rocketmq-common", "org.apache.rocketmq.common.BrokerConfig"),
-        ("rocketmq-common", "org.apache.rocketmq.common.BrokerIdentity"),
-        ("rocketmq-store", "org.apache.rocketmq.store.config.MessageStoreConfig"),
-        ("rocketmq-remoting", "org.apache.rocketmq.remoting.netty.NettyServerConfig"),
-        ("rocketmq-remoting", "org.apache.rocketmq.remoting.netty.NettyClientConfig"),
-    ];
     let mut missing = Vec::new();
     let mut read = 0;
     for version in ["4.9.7", "5.5.0"] {
-        for (artifact, class) in classes {
-            let jar = m2.join(format!("{artifact}/{version}/{artifact}-{version}.jar"));
-            if !jar.exists() {
-                assert!(!required, "{} is missing (LOGSHIP_REQUIRE_JAVA is set)", jar.display());
-                continue;
-            }
-            if version == "4.9.7" && class.ends_with("BrokerIdentity") {
-                continue;
-            }
-            for key in java_setters(&jar, class) {
-                read += 1;
-                let declared = all_key_names().any(|k| k == key);
-                if !declared && !rocketmq_keys::is_rocketmq_key(&key) {
-                    missing.push(format!("{key} ({class} {version})"));
-                }
+        let jars: Vec<PathBuf> = ["rocketmq-common", "rocketmq-store", "rocketmq-remoting"]
+            .iter()
+            .map(|a| m2.join(format!("{a}/{version}/{a}-{version}.jar")))
+            .collect();
+        if let Some(jar) = jars.iter().find(|j| !j.exists()) {
+            assert!(!required, "{} is missing (LOGSHIP_REQUIRE_JAVA is set)", jar.display());
+            continue;
+        }
+        let mut classes = vec![
+            "org.apache.rocketmq.common.BrokerConfig",
+            "org.apache.rocketmq.store.config.MessageStoreConfig",
+            "org.apache.rocketmq.remoting.netty.NettyServerConfig",
+            "org.apache.rocketmq.remoting.netty.NettyClientConfig",
+        ];
+        if version.starts_with('5') {
+            classes.push("org.apache.rocketmq.common.BrokerIdentity");
+        }
+        for key in java_setters(&jars, &classes) {
+            read += 1;
+            if !all_key_names().any(|k| k == key) && !rocketmq_keys::is_rocketmq_key(&key) {
+                missing.push(format!("{key} ({version})"));
             }
         }
     }
