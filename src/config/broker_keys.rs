@@ -11,7 +11,7 @@ use super::*;
 declare_keys! {
     pub(super) fn set_rocketmq(s: &mut BrokerSettings, c: &mut ControllerKeys, etcd: &mut EtcdKeys, f: &mut Flags, origin: &str; key, v);
     pub(super) const ROCKETMQ_KEYS = "RocketMQ broker and store keys";
-    "brokerRole", ALL, Value "ASYNC_MASTER",
+    "brokerRole", MASTER | SLAVE, Value "ASYNC_MASTER",
         "`ASYNC_MASTER`, `SYNC_MASTER` or `SLAVE`"
         => {
                 s.broker_role = match v {
@@ -50,7 +50,7 @@ declare_keys! {
                 s.ha_listen_port = port(key, v)?;
                 f.ha_port_set = true;
             };
-    "haMasterAddress", SLAVE | BROKER, Note "—",
+    "haMasterAddress", SLAVE, Note "—",
         "where a slave connects (`host:port`); unset with `namesrvAddr` set, a slave (`brokerId` ≥ 1) takes its master's `haServerAddr` from the NameServers' REGISTER_BROKER replies and follows it when a reply names another, as Java does; a static address wins"
         => {
                 s.ha_master_address = if v.is_empty() { None } else { Some(master_address(key, v)?) };
@@ -103,7 +103,7 @@ declare_keys! {
                 reason: "logship does not implement DLedger (Raft) commit logs; use master/slave HA".into(),
             });
         };
-    "totalReplicas", ALL, Value "1",
+    "totalReplicas", MASTER, Value "1",
         "quorum size, counting the master (RocketMQ 5.x); after a crash a master with `totalReplicas = N` takes no puts until `N - 1` distinct replicas it names exactly have reported (one may hold bytes the crash lost); the fence is recorded in the store (`restartFence`) until it lifts, so a master stopped cleanly while fenced is fenced again when it starts. `totalReplicas > 1` needs at least `N - 1` named replicas: loopback replicas in protected mode (each while connected), address entries of `haReplicaAllowList` (network entries do not count) or `haTlsReplicaNames`; otherwise the broker refuses to start, naming the network entry (see [Security](security.md))"
         => s.total_replicas = number(key, v, 1, 64)? as u32;
     "fileReservedTime", ALL, Value "72",
@@ -209,7 +209,7 @@ declare_keys! {
 declare_keys! {
     pub(super) fn set_logship(s: &mut BrokerSettings, c: &mut ControllerKeys, etcd: &mut EtcdKeys, f: &mut Flags, origin: &str; key, v);
     pub(super) const LOGSHIP_KEYS = "logship's own keys";
-    "newSlaveStart", SLAVE | BROKER, Value "EARLIEST",
+    "newSlaveStart", SLAVE, Value "EARLIEST",
         "where an empty slave starts: `EARLIEST` (the master's min offset: the whole log) or `LAST_FILE` (RocketMQ: the start of the master's last segment)"
         => {
                 s.new_slave_start = match v {
@@ -227,7 +227,7 @@ declare_keys! {
                     _ => return Err(invalid(key, v, "WRITTEN or FLUSHED")),
                 }
             };
-    "ackPolicy", MASTER | BROKER, Note "`QUORUM` when `inSyncReplicas >= 2`, else `ANY_SLAVE`",
+    "ackPolicy", MASTER, Note "`QUORUM` when `inSyncReplicas >= 2`, else `ANY_SLAVE`",
         "how a SYNC_MASTER put counts slaves: `ANY_SLAVE` (one slave, RocketMQ 4.x), `QUORUM` (`inSyncReplicas` copies counting the master, RocketMQ 5.x; needs `inSyncReplicas >= 2`), `ALL_IN_SYNC` (every in-sync slave). Unset: `QUORUM` when `inSyncReplicas >= 2`, else `ANY_SLAVE`"
         => {
                 s.ack_policy = Some(match v {
