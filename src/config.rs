@@ -1,7 +1,13 @@
 //! `broker.conf`: RocketMQ's `key=value` properties format, with RocketMQ's key names, plus
 //! logship's own keys. Command-line settings override the file. Every value is checked before
-//! anything starts: an unknown key is a warning that names it; a bad value, or a combination
-//! that cannot work, is an error that names the key and the value.
+//! anything starts: an unknown key is a warning that names it (and the key probably meant); a
+//! bad value, or a combination that cannot work, is an error that names the key and the value.
+//!
+//! Each key is declared once, with its default, doc, roles and parser ([`keys`] explains the
+//! form): [`broker_keys`] (the broker's, the HTTP port's, controller mode's and failover's),
+//! [`store`], [`remoting`] and [`etcd`]. The file's syntax is in [`properties`]; the RocketMQ
+//! keys logship knows but does not use in [`rocketmq_keys`]. This module builds the settings
+//! from the declarations and checks the combinations.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
