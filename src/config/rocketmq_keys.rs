@@ -1,8 +1,9 @@
 //! Every key a RocketMQ broker reads from `broker.conf`: the setters of `BrokerConfig` (with
 //! `BrokerIdentity` in 5.x), `MessageStoreConfig`, `NettyServerConfig` and `NettyClientConfig`
-//! of RocketMQ 4.9.7, 4.9.8, 5.5.0 and 5.5.1 (Java's `MixAll.properties2Object` sets a field
-//! from the key named after its setter). A key logship does not declare but finds here is a
-//! RocketMQ key logship does not use, not a typo. A test reads the jars and fails when one
+//! (Java's `MixAll.properties2Object` sets a field from the key named after its setter), read
+//! from the jars of 4.9.7, 4.9.8, 5.5.0 and 5.5.1 and from the sources of every release from
+//! 4.9.0 to 5.3.3. A key logship does not declare but finds here is a RocketMQ key logship does
+//! not use, not a typo. A test reads the jars in the local Maven repository and fails when one
 //! is missing.
 
 /// The keys, sorted.
@@ -30,6 +31,7 @@ pub const ROCKETMQ_KEYS: &[&str] = &[
     "batchDeleteSubscriptionGroupMaxRate",
     "batchDeleteTopicMaxRate",
     "batchDispatchRequestThreadPoolNums",
+    "batchWriteKvCqSize",
     "bindAddress",
     "bitMapLengthConsumeQueueExt",
     "bottomMostCompressionTypeForConsumeQueueStore",
@@ -192,6 +194,7 @@ pub const ROCKETMQ_KEYS: &[&str] = &[
     "enableSplitRegistration",
     "enableStatsMetrics",
     "enableTransactionMetrics",
+    "enableTransparentRetry",
     "enabledAppendPropCRC",
     "endTransactionPoolQueueCapacity",
     "endTransactionThreadPoolNums",
@@ -301,6 +304,7 @@ pub const ROCKETMQ_KEYS: &[&str] = &[
     "maxTransferBytesOnMessageInMemory",
     "maxTransferCountOnMessageInDisk",
     "maxTransferCountOnMessageInMemory",
+    "memTableFlushInterval",
     "memTableFlushIntervalMs",
     "messageDelayLevel",
     "messageIndexEnable",
@@ -490,7 +494,9 @@ pub const ROCKETMQ_KEYS: &[&str] = &[
     "transactionOpBatchInterval",
     "transactionOpMsgMaxSize",
     "transactionTimeOut",
+    "transferMetadataJsonToRocksdb",
     "transferMsgByHeap",
+    "transferOffsetJsonToRocksdb",
     "transientStorePoolEnable",
     "transientStorePoolSize",
     "travelCqFileNumWhenGetMessage",

@@ -1182,3 +1182,10 @@ fn controller_keys_without_controller_mode_are_warnings() {
     }
     assert!(load_text("enableControllerMode=false\n").unwrap().warnings.is_empty());
 }
+
+#[test]
+fn the_rocketmq_key_list_is_sorted_for_its_binary_search() {
+    let keys = rocketmq_keys::ROCKETMQ_KEYS;
+    assert!(keys.windows(2).all(|w| w[0] < w[1]), "ROCKETMQ_KEYS must be sorted and without duplicates");
+    assert!(keys.iter().all(|k| rocketmq_keys::is_rocketmq_key(k)));
+}
