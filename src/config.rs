@@ -797,6 +797,7 @@ fn build(
         })?;
     }
     per_client_defaults(&mut s, raw);
+    check_aliases(raw)?;
     if f.token_file_set && raw.contains_key("httpAuthToken") {
         return Err(BrokerConfigError::Conflict {
             keys: "httpAuthToken httpAuthTokenFile".into(),
@@ -885,6 +886,25 @@ fn build(
     remoting::check(&s, warnings, broker_id_origin.as_deref())?;
     check_combinations(&s)?;
     Ok(s)
+}
+
+/// A key given under two of its spellings (`mappedFileSizeCommitLog` and RocketMQ's legacy
+/// `mapedFileSizeCommitLog`) with different values: which one was meant is not known.
+fn check_aliases(raw: &BTreeMap<String, Setting>) -> Result<(), BrokerConfigError> {
+    for k in SECTIONS.iter().flat_map(|s| s.keys.iter()).filter(|k| !k.aliases.is_empty()) {
+        let given: Vec<(&str, &Setting)> = std::iter::once(k.name)
+            .chain(k.aliases.iter().copied())
+            .filter_map(|n| raw.get(n).map(|s| (n, s)))
+            .collect();
+        if given.windows(2).any(|w| w[0].1.value.trim() != w[1].1.value.trim()) {
+            let keys: Vec<String> = given.iter().map(|(n, s)| format!("{n}={}", s.value.trim())).collect();
+            return Err(BrokerConfigError::Conflict {
+                keys: keys.join(" "),
+                reason: format!("two spellings of one key with different values; keep {} alone", k.name),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The per-client HTTP limits an operator left unset: an eighth of the broker's connections

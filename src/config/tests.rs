@@ -92,6 +92,18 @@ fn the_legacy_spelling_maped_file_size_commit_log_sets_the_segment_size() {
 }
 
 #[test]
+fn both_spellings_of_the_segment_size_with_different_values_are_refused() {
+    let err = load_text("mappedFileSizeCommitLog=16777216\nmapedFileSizeCommitLog=33554432\n").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "mappedFileSizeCommitLog=16777216 mapedFileSizeCommitLog=33554432: two spellings of one key with \
+         different values; keep mappedFileSizeCommitLog alone"
+    );
+    let same = load_text("mappedFileSizeCommitLog=16777216\nmapedFileSizeCommitLog=16777216\n").unwrap();
+    assert_eq!(same.settings.mapped_file_size_commit_log, 16 << 20);
+}
+
+#[test]
 fn rocketmq_keys_logship_does_not_use_are_named_as_such() {
     let loaded = load_text("useReentrantLockWhenPutMessage=true\nwaitTimeMillsInSendQueue=200\n").unwrap();
     assert_eq!(
