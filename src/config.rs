@@ -1,7 +1,13 @@
 //! `broker.conf`: RocketMQ's `key=value` properties format, with RocketMQ's key names, plus
 //! logship's own keys. Command-line settings override the file. Every value is checked before
-//! anything starts: an unknown key is a warning that names it; a bad value, or a combination
-//! that cannot work, is an error that names the key and the value.
+//! anything starts: an unknown key is a warning that names it (and the key probably meant); a
+//! bad value, or a combination that cannot work, is an error that names the key and the value.
+//!
+//! Each key is declared once, with its default, doc, roles and parser ([`keys`] explains the
+//! form): [`broker_keys`] (the broker's, the HTTP port's, controller mode's and failover's),
+//! [`store`], [`remoting`] and [`etcd`]. The file's syntax is in [`properties`]; the RocketMQ
+//! keys logship knows but does not use in [`rocketmq_keys`]. This module builds the settings
+//! from the declarations and checks the combinations.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -16,8 +22,17 @@ use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
 use logship_core::{AckOn, AckPolicy, MasterConfig, NewSlaveStart, SlaveConfig};
 use logship_core::{BrokerRole, FlushDiskType};
 
+mod broker_keys;
+mod etcd;
+mod keys;
+mod properties;
 mod remoting;
+mod rocketmq_keys;
+mod store;
+use etcd::{EtcdSecurityKeys, check_etcd, etcd_endpoints};
+pub use properties::parse_properties;
 pub use remoting::RemotingKeys;
+pub use store::StoreKeys;
 
 /// A configuration problem that stops the broker before it starts.
 #[derive(thiserror::Error, Debug, PartialEq, Eq)]
@@ -322,6 +337,23 @@ impl Default for EtcdKeys {
 }
 
 impl ControllerKeys {
+    /// The controller keys' defaults, before the file is read.
+    fn unset() -> Self {
+        Self {
+            broker_id: 0,
+            all_ack_in_sync_state_set: false,
+            in_sync_replicas: 1,
+            min_in_sync_replicas: 1,
+            ha_max_time_slave_not_catchup: Duration::from_millis(15_000),
+            async_learner: false,
+            sync_from_last_file: false,
+            read_uncommitted: false,
+            drop_confirmed: None,
+            adopt_log_without_epochs: None,
+            etcd: None,
+        }
+    }
+
     /// The sync policy of a master in controller mode.
     pub fn sync_policy(&self) -> SyncPolicy {
         SyncPolicy {
@@ -333,7 +365,7 @@ impl ControllerKeys {
 }
 
 /// The HTTP port's authentication, timeouts and limits, and the per-topic queue count (the
-/// keys of the README's "HTTP port" table; its address is `httpListenAddress:httpListenPort`,
+/// keys of docs/configuration.md's "HTTP port" table; its address is `httpListenAddress:httpListenPort`,
 /// in [`RemotingKeys`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct HttpSettings {
@@ -400,80 +432,6 @@ impl Default for HttpSettings {
 /// By default one client IP may hold this fraction (1/8) of the HTTP connections and of the
 /// in-flight body budget, so that one client cannot lock the others out.
 pub const PER_CLIENT_SHARE: usize = 8;
-
-/// The store keys about disk space, retention and recovery (one block, parsed by
-/// [`StoreKeys::set`] and applied by [`StoreKeys::apply`]).
-#[derive(Clone, Debug, PartialEq)]
-pub struct StoreKeys {
-    /// `cleanFileForciblyEnable`: above `diskSpaceCleanForciblyRatio`, delete the oldest
-    /// segments even before `fileReservedTime`. **Default false** (RocketMQ: true): logship
-    /// refuses puts instead of deleting unexpired messages, unless asked.
-    pub clean_file_forcibly_enable: bool,
-    /// `diskSpaceCleanForciblyRatio` (fraction): where forced deletion starts, if enabled.
-    pub disk_space_clean_forcibly_ratio: f64,
-    /// `diskSpaceWarningLevelRatio` (fraction): above it, puts are refused.
-    pub disk_space_warning_level_ratio: f64,
-    /// `warmMapedFileEnable`: fault in the pages of the next segment ahead of the writer.
-    pub warm_maped_file_enable: bool,
-    /// logship `rebuildConsumeQueues`: at open, delete every consume queue and rebuild them
-    /// from the commit log.
-    pub rebuild_consume_queues: bool,
-    /// logship `truncateOnCorruption`: at open, cut the commit log at a corrupt record instead
-    /// of refusing to start (discards the data from there on), or accept missing segments.
-    pub truncate_on_corruption: bool,
-    /// logship `scrubBytesPerSecond`: rate of the background CRC scrub (0: off).
-    pub scrub_bytes_per_second: u64,
-}
-
-impl Default for StoreKeys {
-    fn default() -> Self {
-        let store = logship_store::StoreConfig::default();
-        Self {
-            clean_file_forcibly_enable: store.clean_file_forcibly_enable,
-            disk_space_clean_forcibly_ratio: store.disk_space_clean_forcibly_ratio,
-            disk_space_warning_level_ratio: store.disk_space_warning_level_ratio,
-            warm_maped_file_enable: store.warm_mapped_file_enable,
-            rebuild_consume_queues: false,
-            truncate_on_corruption: false,
-            scrub_bytes_per_second: store.scrub_bytes_per_second,
-        }
-    }
-}
-
-impl StoreKeys {
-    /// Parses `key` if it is one of these keys; `Ok(false)` if it is not.
-    pub fn set(&mut self, key: &str, v: &str) -> Result<bool, BrokerConfigError> {
-        match key {
-            "cleanFileForciblyEnable" => self.clean_file_forcibly_enable = boolean(key, v)?,
-            "diskSpaceCleanForciblyRatio" => self.disk_space_clean_forcibly_ratio = fraction(key, v)?,
-            "diskSpaceWarningLevelRatio" => self.disk_space_warning_level_ratio = fraction(key, v)?,
-            "warmMapedFileEnable" => self.warm_maped_file_enable = boolean(key, v)?,
-            "rebuildConsumeQueues" => self.rebuild_consume_queues = boolean(key, v)?,
-            "truncateOnCorruption" => self.truncate_on_corruption = boolean(key, v)?,
-            "scrubBytesPerSecond" => self.scrub_bytes_per_second = number(key, v, 0, u64::MAX)?,
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
-
-    /// Writes these settings into a store configuration.
-    pub fn apply(&self, c: &mut logship_store::StoreConfig) {
-        c.clean_file_forcibly_enable = self.clean_file_forcibly_enable;
-        c.disk_space_clean_forcibly_ratio = self.disk_space_clean_forcibly_ratio;
-        c.disk_space_warning_level_ratio = self.disk_space_warning_level_ratio;
-        c.warm_mapped_file_enable = self.warm_maped_file_enable;
-        c.recovery.rebuild_consume_queues = self.rebuild_consume_queues;
-        c.recovery.truncate_on_corruption = self.truncate_on_corruption;
-        c.scrub_bytes_per_second = self.scrub_bytes_per_second;
-    }
-}
-
-fn fraction(key: &str, v: &str) -> Result<f64, BrokerConfigError> {
-    match v.parse::<f64>() {
-        Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
-        _ => Err(invalid(key, v, "a fraction above 0 and at most 1, e.g. 0.85")),
-    }
-}
 
 impl Default for BrokerSettings {
     fn default() -> Self {
@@ -544,284 +502,29 @@ fn host_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
-/// RocketMQ keys that exist in real `broker.conf` files but mean nothing to logship.
-const IGNORED_ROCKETMQ_KEYS: &[&str] = &[
-    "storePathConsumeQueue",
-    "storePathIndex",
-    "storeCheckpoint",
-    "abortFile",
-    "mapedFileSizeConsumeQueue",
-    "mappedFileSizeConsumeQueue",
-    "sendMessageThreadPoolNums",
-    "pullMessageThreadPoolNums",
-];
-
-/// RocketMQ switches for modes logship does not implement: `true` is an error (the broker
-/// would not do what the operator asked), `false` is RocketMQ's default and fine.
-const UNSUPPORTED_ROCKETMQ_MODES: &[(&str, &str)] = &[(
-    "enableDLegerCommitLog",
-    "logship does not implement DLedger (Raft) commit logs; use master/slave HA",
-)];
-
 /// The failover keys other than `etcdEndpoints`: set without it, a warning.
-const ETCD_KEYS: &[&str] = &[
-    "etcdKeyPrefix",
-    "etcdLeaseTtlMs",
-    "etcdLeaseMarginMs",
-    "etcdLeaseRenewIntervalMs",
-    "etcdRequestTimeoutMs",
-    "enableElectUncleanMaster",
-    "etcdTlsCaPath",
-    "etcdTlsCertPath",
-    "etcdTlsKeyPath",
-    "etcdTlsServerName",
-    "etcdUser",
-    "etcdPasswordFile",
-];
-
-/// The most bytes a PEM file of the etcd TLS keys may hold.
-const MAX_PEM_FILE_BYTES: u64 = 1 << 20;
-
-/// The etcd TLS and authentication keys, as given (paths and names), before their files are
-/// read.
-#[derive(Default)]
-struct EtcdSecurityKeys {
-    ca: Option<String>,
-    cert: Option<String>,
-    key: Option<String>,
-    server_name: Option<String>,
-    user: Option<String>,
-    password_file: Option<String>,
+fn etcd_keys() -> impl Iterator<Item = &'static str> {
+    [broker_keys::FAILOVER_KEYS, etcd::ETCD_SECURITY_KEYS]
+        .into_iter()
+        .flat_map(|s| s.keys.iter())
+        .map(|k| k.name)
+        .filter(|&k| k != "etcdEndpoints")
 }
 
-impl EtcdSecurityKeys {
-    /// Parses `key` if it is one of these; `false` if it is not.
-    fn set(&mut self, key: &str, v: &str) -> bool {
-        let slot = match key {
-            "etcdTlsCaPath" => &mut self.ca,
-            "etcdTlsCertPath" => &mut self.cert,
-            "etcdTlsKeyPath" => &mut self.key,
-            "etcdTlsServerName" => &mut self.server_name,
-            "etcdUser" => &mut self.user,
-            "etcdPasswordFile" => &mut self.password_file,
-            _ => return false,
-        };
-        *slot = (!v.is_empty()).then(|| v.to_string());
-        true
-    }
-
-    /// Reads and checks the files: the TLS settings (which need `https://` endpoints, and the
-    /// reverse), and the credentials (a user needs a password file, and the reverse). Warnings
-    /// say when etcd is reached without credentials, or with a password in clear.
-    fn build(self, etcd: &mut EtcdKeys, warnings: &mut Vec<String>) -> Result<(), BrokerConfigError> {
-        let conflict =
-            |keys: String, reason: &str| BrokerConfigError::Conflict { keys, reason: reason.into() };
-        let https = etcd.endpoints.iter().filter(|e| e.starts_with("https://")).count();
-        let tls_keys =
-            self.ca.is_some() || self.cert.is_some() || self.key.is_some() || self.server_name.is_some();
-        if tls_keys && https != etcd.endpoints.len() {
-            return Err(conflict(
-                format!("etcdEndpoints={}", etcd.endpoints.join(",")),
-                "the etcdTls* keys are set: every etcd endpoint must be an https:// URL",
-            ));
-        }
-        if https > 0 && self.ca.is_none() {
-            return Err(conflict(
-                format!("etcdEndpoints={} etcdTlsCaPath=(unset)", etcd.endpoints.join(",")),
-                "https:// endpoints need etcdTlsCaPath: the PEM file of the CA that signed etcd's certificate",
-            ));
-        }
-        if self.cert.is_some() != self.key.is_some() {
-            return Err(conflict(
-                format!(
-                    "etcdTlsCertPath={} etcdTlsKeyPath={}",
-                    self.cert.as_deref().unwrap_or("(unset)"),
-                    self.key.as_deref().unwrap_or("(unset)")
-                ),
-                "a client certificate needs both its certificate chain and its private key",
-            ));
-        }
-        if let Some(ca) = &self.ca {
-            let ca_pem = pem_file("etcdTlsCaPath", ca, PemKind::Certificates)?;
-            let identity = match (&self.cert, &self.key) {
-                (Some(cert), Some(key)) => Some((
-                    pem_file("etcdTlsCertPath", cert, PemKind::Certificates)?,
-                    pem_file("etcdTlsKeyPath", key, PemKind::PrivateKey)?,
-                )),
-                _ => None,
-            };
-            etcd.tls = Some(EtcdTlsKeys { ca_pem, identity, server_name: self.server_name });
-        }
-        match (self.user, self.password_file) {
-            (None, None) => {}
-            (Some(user), Some(file)) => {
-                let text = read_secret_file(Path::new(&file)).map_err(|reason| {
-                    BrokerConfigError::Invalid { key: "etcdPasswordFile".into(), value: file.clone(), reason }
-                })?;
-                let password =
-                    text.strip_suffix('\n').map(|p| p.strip_suffix('\r').unwrap_or(p)).unwrap_or(&text);
-                if password.is_empty() {
-                    return Err(BrokerConfigError::Invalid {
-                        key: "etcdPasswordFile".into(),
-                        value: file,
-                        reason: "the password file is empty: write etcdUser's password into it".into(),
-                    });
-                }
-                etcd.credentials = Some(EtcdCredentialKeys { user, password: password.to_string() });
-            }
-            (user, file) => {
-                return Err(conflict(
-                    format!(
-                        "etcdUser={} etcdPasswordFile={}",
-                        user.as_deref().unwrap_or("(unset)"),
-                        file.as_deref().unwrap_or("(unset)")
-                    ),
-                    "etcd's authentication needs both a user and the file holding its password",
-                ));
-            }
-        }
-        let client_certificate = etcd.tls.as_ref().is_some_and(|t| t.identity.is_some());
-        if etcd.credentials.is_none() && !client_certificate {
-            warnings.push(
-                "etcd is reached without credentials (no etcdUser, no etcdTlsCertPath): anybody who reaches \
-                 etcd can rewrite the group record and decide who is master; enable etcd's authentication \
-                 or client certificates and set them here"
-                    .to_string(),
-            );
-        }
-        if etcd.credentials.is_some() && etcd.tls.is_none() {
-            warnings.push(
-                "etcdUser over http:// endpoints: the password and the token travel in clear; use https:// \
-                 endpoints with etcdTlsCaPath"
-                    .to_string(),
-            );
-        }
-        Ok(())
-    }
-}
-
-/// What a PEM file of the etcd TLS keys must hold.
-#[derive(Copy, Clone)]
-enum PemKind {
-    Certificates,
-    PrivateKey,
-}
-
-/// Reads a PEM file (at most 1 MiB) and checks it holds what `kind` says.
-fn pem_file(key: &str, path: &str, kind: PemKind) -> Result<Vec<u8>, BrokerConfigError> {
-    use rustls::pki_types::pem::PemObject;
-    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let invalid =
-        |reason: String| BrokerConfigError::Invalid { key: key.to_string(), value: path.to_string(), reason };
-    let bytes = read_capped(Path::new(path), MAX_PEM_FILE_BYTES).map_err(|e| match e {
-        CappedReadError::TooLarge => invalid("the file is larger than 1 MiB".into()),
-        CappedReadError::Io(e) => invalid(format!("cannot read the file: {e}")),
-    })?;
-    match kind {
-        PemKind::Certificates => {
-            let certs = CertificateDer::pem_slice_iter(&bytes).collect::<Result<Vec<_>, _>>();
-            if !certs.is_ok_and(|c| !c.is_empty()) {
-                return Err(invalid("expected PEM certificates (-----BEGIN CERTIFICATE-----)".into()));
-            }
-        }
-        PemKind::PrivateKey => {
-            if PrivateKeyDer::from_pem_slice(&bytes).is_err() {
-                return Err(invalid("expected a PEM private key (PKCS#8, PKCS#1 or SEC1)".into()));
-            }
-        }
-    }
-    Ok(bytes)
-}
-
-/// `etcdEndpoints`: comma-separated `http://host:port` URLs.
-fn etcd_endpoints(key: &str, v: &str) -> Result<Vec<String>, BrokerConfigError> {
-    let endpoints: Vec<String> =
-        v.split(',').map(str::trim).filter(|e| !e.is_empty()).map(String::from).collect();
-    for e in &endpoints {
-        let rest = e.strip_prefix("http://").or_else(|| e.strip_prefix("https://"));
-        if rest.is_none_or(|r| r.is_empty() || r.contains('/')) {
-            return Err(invalid(key, v, "comma-separated etcd client URLs such as http://127.0.0.1:2379"));
-        }
-    }
-    Ok(endpoints)
-}
-
-/// The failover keys against each other and the build: etcd support is the crate feature
-/// `etcd`, and the lease settings must be able to fence.
-fn check_etcd(etcd: &EtcdKeys) -> Result<(), BrokerConfigError> {
-    if !cfg!(feature = "etcd") {
-        return Err(BrokerConfigError::Unsupported {
-            origin: "config".into(),
-            key: "etcdEndpoints".into(),
-            value: etcd.endpoints.join(","),
-            reason: "this logship was built without the `etcd` feature: rebuild with \
-                     `cargo build --release --features etcd` (needs protoc) for automatic failover"
-                .into(),
-        });
-    }
-    let prefix_ok = etcd.key_prefix.strip_prefix('/').is_some_and(|p| {
-        p.split('/').all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_graphic()))
-    });
-    if !prefix_ok {
-        return Err(invalid(
-            "etcdKeyPrefix",
-            &etcd.key_prefix,
-            "a key path such as /logship: starts with `/`, printable ASCII, no empty part",
-        ));
-    }
-    let lease = logship_core::service::coordinator::LeaseConfig {
-        ttl: etcd.lease_ttl,
-        margin: etcd.lease_margin,
-        renew_interval: etcd.lease_renew_interval,
-    };
-    lease.validate().map_err(|e| BrokerConfigError::Conflict {
-        keys: format!(
-            "etcdLeaseTtlMs={} etcdLeaseMarginMs={} etcdLeaseRenewIntervalMs={}",
-            etcd.lease_ttl.as_millis(),
-            etcd.lease_margin.as_millis(),
-            etcd.lease_renew_interval.as_millis()
-        ),
-        reason: e.to_string(),
+/// Whether `key` is a boolean (its declared default is `true` or `false`), for the warning on
+/// values Java reads as false by accident.
+fn is_boolean_key(key: &str) -> bool {
+    SECTIONS.iter().flat_map(|s| s.keys.iter()).any(|k| {
+        k.name == key
+            && matches!(k.default, keys::KeyDefault::Value("true") | keys::KeyDefault::Value("false"))
     })
 }
 
-/// Keys read with `boolean`, for the warning on values Java reads as false by accident.
-const BOOLEAN_KEYS: &[&str] = &[
-    "enableElectUncleanMaster",
-    "slaveReadEnable",
-    "enableDLegerCommitLog",
-    "enableControllerMode",
-    "allAckInSyncStateSet",
-    "asyncLearner",
-    "syncFromLastFile",
-    "readUnCommitted",
-    "haTrustAnyReplica",
-];
-
-/// The keys only controller mode reads: set without `enableControllerMode=true`, a warning.
-const CONTROLLER_KEYS: &[&str] = &[
-    "etcdEndpoints",
-    "etcdTlsCaPath",
-    "etcdTlsCertPath",
-    "etcdTlsKeyPath",
-    "etcdTlsServerName",
-    "etcdUser",
-    "etcdPasswordFile",
-    "etcdKeyPrefix",
-    "etcdLeaseTtlMs",
-    "etcdLeaseMarginMs",
-    "etcdLeaseRenewIntervalMs",
-    "etcdRequestTimeoutMs",
-    "enableElectUncleanMaster",
-    "allAckInSyncStateSet",
-    "minInSyncReplicas",
-    "haMaxTimeSlaveNotCatchup",
-    "asyncLearner",
-    "syncFromLastFile",
-    "readUnCommitted",
-    "haSlaveDropConfirmed",
-    "adoptLogWithoutEpochs",
-];
+/// The keys only controller mode reads (`logship broker` alone): set without
+/// `enableControllerMode=true`, a warning.
+fn controller_only_keys() -> impl Iterator<Item = &'static str> {
+    SECTIONS.iter().flat_map(|s| s.keys.iter()).filter(|k| k.roles == keys::BROKER).map(|k| k.name)
+}
 
 /// `haSlaveDropConfirmed`: `FROM-TO`, a range of at least one byte; empty is unset.
 fn offset_range(key: &str, v: &str) -> Result<Option<std::ops::Range<u64>>, BrokerConfigError> {
@@ -844,6 +547,60 @@ struct Setting {
     origin: String,
 }
 
+/// What the parsers of [`broker_keys`] note beyond the settings, for the checks after them.
+#[derive(Default)]
+struct Flags {
+    ha_port_set: bool,
+    untrusted_set: bool,
+    token_file_set: bool,
+    store_path_commit_log: Option<String>,
+    controller_mode: bool,
+    broker_id: Option<(String, String)>,
+}
+
+/// Every declared key section, in the configuration reference's order.
+pub const SECTIONS: &[keys::Section] = &[
+    broker_keys::ROCKETMQ_KEYS,
+    store::STORE_KEYS,
+    remoting::REMOTING_KEYS,
+    broker_keys::HTTP_KEYS,
+    broker_keys::LOGSHIP_KEYS,
+    broker_keys::CONTROLLER_KEYS,
+    broker_keys::FAILOVER_KEYS,
+    etcd::ETCD_SECURITY_KEYS,
+];
+
+/// The configuration reference's key tables (`logship config-keys`).
+pub fn reference_tables() -> String {
+    keys::markdown(SECTIONS)
+}
+
+/// Every declared key and alias.
+fn all_key_names() -> impl Iterator<Item = &'static str> + Clone {
+    SECTIONS
+        .iter()
+        .flat_map(|s| s.keys.iter())
+        .flat_map(|k| std::iter::once(k.name).chain(k.aliases.iter().copied()))
+}
+
+/// Parses `key` if it is one of the sections of [`broker_keys`] that set the settings.
+#[allow(clippy::too_many_arguments)]
+fn set_broker_key(
+    s: &mut BrokerSettings,
+    c: &mut ControllerKeys,
+    etcd: &mut EtcdKeys,
+    f: &mut Flags,
+    origin: &str,
+    key: &str,
+    v: &str,
+) -> Result<bool, BrokerConfigError> {
+    Ok(broker_keys::set_rocketmq(s, c, etcd, f, origin, key, v)?
+        || broker_keys::set_logship(s, c, etcd, f, origin, key, v)?
+        || broker_keys::set_controller(s, c, etcd, f, origin, key, v)?
+        || broker_keys::set_failover(s, c, etcd, f, origin, key, v)?
+        || broker_keys::set_http(s, c, etcd, f, origin, key, v)?)
+}
+
 /// Parsed settings plus the warnings to print before starting.
 #[derive(Clone, Debug)]
 pub struct Loaded {
@@ -851,139 +608,69 @@ pub struct Loaded {
     pub settings: BrokerSettings,
     /// One line per ignored or unknown key.
     pub warnings: Vec<String>,
+    /// Every declared key's value and where it came from, in the reference's order.
+    pub effective: Vec<EffectiveKey>,
 }
 
-/// Java properties, read as `java.util.Properties.load(InputStream)` reads them (RocketMQ
-/// loads `broker.conf` that way): bytes are ISO-8859-1; lines end at `\n`, `\r` or `\r\n`;
-/// `#` and `!` start comment lines; a key ends at the first unescaped `=`, `:`, space, tab or
-/// form feed; a trailing odd backslash continues a line; `\t`, `\n`, `\r`, `\f`, `\uXXXX` and
-/// `\<any>` escapes. Values keep trailing whitespace, as Java's do. Two differences, both on
-/// input Java mishandles: a leading UTF-8 byte order mark is dropped (Java would make it part
-/// of the first key), and an empty key is an error (Java stores it under `""`).
-pub fn parse_properties(
-    bytes: &[u8],
-    origin: &str,
-) -> Result<Vec<(String, String, usize)>, BrokerConfigError> {
-    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
-    let text: String = bytes.iter().map(|&b| char::from(b)).collect();
-    let natural = natural_lines(&text);
-    let syntax = |line: usize, text: &str| BrokerConfigError::Syntax {
-        origin: origin.to_string(),
-        line,
-        text: text.to_string(),
-        reason: None,
-    };
+/// A key's value as the broker reads it, and its source (for `--print-config`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EffectiveKey {
+    /// The key.
+    pub key: &'static str,
+    /// The value given, or the default (a derived default is described, not computed).
+    pub value: String,
+    /// `default`, `<file>:<line>` or `command line`.
+    pub source: String,
+}
+
+/// The value a key left unset takes when its default is derived from other keys, for the keys
+/// an operator most often needs to see (the ports, the paths, the per-client shares).
+fn derived_default(key: &str, s: &BrokerSettings) -> Option<String> {
+    Some(match key {
+        "haListenPort" => s.ha_listen_port.to_string(),
+        "httpListenPort" => s.http_addr().port().to_string(),
+        "httpListenAddress" => s.http_addr().ip().to_string(),
+        "haListenAddress" => s.ha_addr().ip().to_string(),
+        "storePathRootDir" => s.store_path_root_dir.display().to_string(),
+        "brokerName" => s.broker_name.clone(),
+        "httpMaxConnectionsPerIp" => s.http.max_connections_per_ip.to_string(),
+        "httpMaxInFlightBytesPerIp" => s.http.max_in_flight_bytes_per_ip.to_string(),
+        "remotingMaxConnectionsPerIp" => s.remoting.max_connections_per_ip.to_string(),
+        "haMaxUntrustedConnections" => s.ha_max_untrusted_connections.to_string(),
+        _ => return None,
+    })
+}
+
+/// Every declared key's value and source.
+fn effective(raw: &BTreeMap<String, Setting>, settings: &BrokerSettings) -> Vec<EffectiveKey> {
     let mut out = Vec::new();
-    let mut next = 0;
-    while next < natural.len() {
-        let (line, raw) = (next + 1, natural[next]);
-        next += 1;
-        let first = raw.trim_start_matches(is_java_space);
-        if first.is_empty() || first.starts_with(['#', '!']) {
-            continue;
-        }
-        let mut logical = first.to_string();
-        while ends_with_odd_backslashes(&logical) {
-            logical.pop();
-            let Some(more) = natural.get(next) else { break };
-            next += 1;
-            logical.push_str(more.trim_start_matches(is_java_space));
-        }
-        let (key, value) = split_key_value(&logical);
-        let bad_escape = |_| BrokerConfigError::Syntax {
-            origin: origin.to_string(),
-            line,
-            text: raw.to_string(),
-            reason: Some("malformed \\uXXXX escape: \\u needs four hex digits".into()),
+    for k in SECTIONS.iter().flat_map(|s| s.keys.iter()) {
+        let given = std::iter::once(k.name).chain(k.aliases.iter().copied()).find_map(|n| raw.get(n));
+        let (value, source) = match (given, k.default) {
+            (Some(s), _) => (s.value.clone(), s.origin.clone()),
+            (None, keys::KeyDefault::Value(v)) => (v.to_string(), "default".to_string()),
+            (None, keys::KeyDefault::Note(n)) => (
+                derived_default(k.name, settings).unwrap_or_default(),
+                format!("default: {}", n.replace('`', "")),
+            ),
         };
-        let key = unescape(key).map_err(bad_escape)?;
-        if key.is_empty() {
-            return Err(syntax(line, raw));
-        }
-        out.push((key, unescape(value).map_err(bad_escape)?, line));
+        out.push(EffectiveKey { key: k.name, value, source });
     }
-    Ok(out)
+    out
 }
 
-/// Java's whitespace in properties files: space, tab, form feed.
-fn is_java_space(c: char) -> bool {
-    matches!(c, ' ' | '\t' | '\u{c}')
-}
-
-/// Splits at `\r\n`, `\r` or `\n`, as Java's `LineReader` does.
-fn natural_lines(text: &str) -> Vec<&str> {
-    let mut lines = Vec::new();
-    let mut rest = text;
-    while !rest.is_empty() {
-        match rest.find(['\r', '\n']) {
-            Some(i) => {
-                lines.push(&rest[..i]);
-                let skip = if rest[i..].starts_with("\r\n") { 2 } else { 1 };
-                rest = &rest[i + skip..];
-            }
-            None => {
-                lines.push(rest);
-                rest = "";
-            }
-        }
-    }
-    lines
-}
-
-fn ends_with_odd_backslashes(s: &str) -> bool {
-    s.chars().rev().take_while(|&c| c == '\\').count() % 2 == 1
-}
-
-fn split_key_value(line: &str) -> (&str, &str) {
-    let mut escaped = false;
-    for (i, c) in line.char_indices() {
-        if escaped {
-            escaped = false;
-            continue;
-        }
-        match c {
-            '\\' => escaped = true,
-            '=' | ':' => return (&line[..i], line[i + 1..].trim_start_matches(is_java_space)),
-            c if is_java_space(c) => {
-                let rest = line[i..].trim_start_matches(is_java_space);
-                let rest =
-                    rest.strip_prefix(['=', ':']).map_or(rest, |r| r.trim_start_matches(is_java_space));
-                return (&line[..i], rest);
-            }
-            _ => {}
-        }
-    }
-    (line, "")
-}
-
-/// Java's `loadConvert`; `Err` for a `\u` without four hex digits.
-fn unescape(s: &str) -> Result<String, ()> {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        match chars.next() {
-            Some('t') => out.push('\t'),
-            Some('n') => out.push('\n'),
-            Some('r') => out.push('\r'),
-            Some('f') => out.push('\u{c}'),
-            Some('u') => {
-                let hex: String = chars.by_ref().take(4).collect();
-                if hex.len() != 4 || !hex.chars().all(|h| h.is_ascii_hexdigit()) {
-                    return Err(());
-                }
-                // Four hex digits are a UTF-16 unit; a lone surrogate becomes U+FFFD.
-                let unit = u32::from_str_radix(&hex, 16).map_err(|_| ())?;
-                out.push(char::from_u32(unit).unwrap_or(char::REPLACEMENT_CHARACTER));
-            }
-            Some(other) => out.push(other),
-            None => {}
-        }
-    }
-    Ok(out)
+/// `key=value` lines with each source as a trailing comment, aligned; secrets (the HTTP
+/// token) are shown as `<set>`.
+pub fn print_effective(keys: &[EffectiveKey]) -> String {
+    let lines: Vec<String> = keys
+        .iter()
+        .map(|k| {
+            let value = if k.key == "httpAuthToken" && !k.value.is_empty() { "<set>" } else { &k.value };
+            format!("{}={value}", k.key)
+        })
+        .collect();
+    let width = lines.iter().map(String::len).max().unwrap_or(0).min(60);
+    lines.iter().zip(keys).map(|(l, k)| format!("{l:width$}  # {}\n", k.source)).collect()
 }
 
 /// A configuration error, with the warnings found before it (print those first).
@@ -1038,7 +725,7 @@ pub fn load(
     }
     let mut warnings = Vec::new();
     match build(&raw, &mut warnings) {
-        Ok(settings) => Ok(Loaded { settings, warnings }),
+        Ok(settings) => Ok(Loaded { effective: effective(&raw, &settings), settings, warnings }),
         Err(error) => Err(LoadError { error, warnings }),
     }
 }
@@ -1047,7 +734,7 @@ pub fn load(
 fn from_map(raw: BTreeMap<String, Setting>) -> Result<Loaded, BrokerConfigError> {
     let mut warnings = Vec::new();
     let settings = build(&raw, &mut warnings)?;
-    Ok(Loaded { settings, warnings })
+    Ok(Loaded { effective: effective(&raw, &settings), settings, warnings })
 }
 
 /// Where a setting's origin comes in the order the operator wrote the settings: defaults,
@@ -1070,25 +757,8 @@ fn build(
     warnings: &mut Vec<String>,
 ) -> Result<BrokerSettings, BrokerConfigError> {
     let mut s = BrokerSettings::default();
-    let mut ha_port_set = false;
-    let mut untrusted_set = false;
-    let mut token_file_set = false;
-    let mut store_path_commit_log: Option<String> = None;
-    let mut controller_mode = false;
-    let mut broker_id: Option<(String, String)> = None;
-    let mut c = ControllerKeys {
-        broker_id: 0,
-        all_ack_in_sync_state_set: false,
-        in_sync_replicas: 1,
-        min_in_sync_replicas: 1,
-        ha_max_time_slave_not_catchup: Duration::from_millis(15_000),
-        async_learner: false,
-        sync_from_last_file: false,
-        read_uncommitted: false,
-        drop_confirmed: None,
-        adopt_log_without_epochs: None,
-        etcd: None,
-    };
+    let mut f = Flags::default();
+    let mut c = ControllerKeys::unset();
     let mut etcd = EtcdKeys::default();
     let mut etcd_security = EtcdSecurityKeys::default();
     // In the order the operator wrote them: defaults, then each file by line, then the
@@ -1097,218 +767,50 @@ fn build(
     entries.sort_by_key(|(_, setting)| origin_order(&setting.origin));
     for (key, Setting { value, origin }) in entries {
         let v = value.trim();
-        if BOOLEAN_KEYS.contains(&key.as_str()) {
+        if is_boolean_key(key) {
             if let Some(w) = boolean_warning(key, v, origin) {
                 warnings.push(w);
             }
         }
-        if s.store.set(key, v)? || etcd_security.set(key, v) || s.remoting.set(key, v)? {
+        let known = s.store.set(key, v)?
+            || etcd_security.set(key, v)?
+            || s.remoting.set(key, v)?
+            || set_broker_key(&mut s, &mut c, &mut etcd, &mut f, origin, key, v)?;
+        if known {
             continue;
         }
-        match key.as_str() {
-            "brokerRole" => {
-                s.broker_role = match v {
-                    "ASYNC_MASTER" => BrokerRole::AsyncMaster,
-                    "SYNC_MASTER" => BrokerRole::SyncMaster,
-                    "SLAVE" => BrokerRole::Slave,
-                    _ => return Err(invalid(key, v, "ASYNC_MASTER, SYNC_MASTER or SLAVE")),
-                }
-            }
-            "flushDiskType" => {
-                s.flush_disk_type = match v {
-                    "ASYNC_FLUSH" => FlushDiskType::AsyncFlush,
-                    "SYNC_FLUSH" => FlushDiskType::SyncFlush,
-                    _ => return Err(invalid(key, v, "ASYNC_FLUSH or SYNC_FLUSH")),
-                }
-            }
-            "storePathRootDir" => {
-                if v.is_empty() {
-                    return Err(invalid(key, v, "a directory"));
-                }
-                s.store_path_root_dir = PathBuf::from(v);
-            }
-            "brokerIP1" => s.broker_ip1 = v.parse().map_err(|_| invalid(key, v, "an IP address"))?,
-            "listenPort" => s.listen_port = port(key, v)?,
-            "haListenPort" => {
-                s.ha_listen_port = port(key, v)?;
-                ha_port_set = true;
-            }
-            "haMasterAddress" => {
-                s.ha_master_address = if v.is_empty() { None } else { Some(master_address(key, v)?) };
-            }
-            "mappedFileSizeCommitLog" => s.mapped_file_size_commit_log = number(key, v, 4096, 1 << 31)?,
-            "haSendHeartbeatInterval" => s.ha_send_heartbeat_interval = millis(key, v)?,
-            "haHousekeepingInterval" => s.ha_housekeeping_interval = millis(key, v)?,
-            "haTransferBatchSize" => {
-                s.ha_transfer_batch_size =
-                    number(key, v, 1, u64::from(logship_core::frame::MAX_JAVA_FRAME_BODY))? as u32
-            }
-            "haMaxGapNotInSync" | "haSlaveFallbehindMax" => {
-                s.ha_max_gap_not_in_sync = number(key, v, 1, i64::MAX as u64)?
-            }
-            "slaveTimeout" => s.slave_timeout = millis(key, v)?,
-            "syncFlushTimeout" => s.sync_flush_timeout = millis(key, v)?,
-            "flushIntervalCommitLog" => s.flush_interval_commit_log = millis(key, v)?,
-            "maxMessageSize" => s.max_message_size = number(key, v, 1, i32::MAX as u64)? as u32,
-            "inSyncReplicas" => s.in_sync_replicas = number(key, v, 1, 64)? as u32,
-            "totalReplicas" => s.total_replicas = number(key, v, 1, 64)? as u32,
-            "fileReservedTime" => s.file_reserved_time = number(key, v, 1, 24 * 365 * 10)? as u32,
-            "deleteWhen" => {
-                let ok = !v.is_empty() && v.split(';').all(|h| h.trim().parse::<u32>().is_ok_and(|h| h < 24));
-                if !ok {
-                    return Err(invalid(key, v, "hours of day separated by ';', e.g. 04"));
-                }
-                s.delete_when = v.to_string();
-            }
-            "diskMaxUsedSpaceRatio" => s.disk_max_used_space_ratio = number(key, v, 10, 95)? as u32,
-            "slaveReadEnable" => s.slave_read_enable = boolean(key, v)?,
-            "accessMessageInMemoryMaxRatio" => {
-                s.access_message_in_memory_max_ratio = number(key, v, 1, 100)? as u32
-            }
-            "newSlaveStart" => {
-                s.new_slave_start = match v {
-                    "EARLIEST" => NewSlaveStart::Earliest,
-                    "LAST_FILE" => NewSlaveStart::LastFile,
-                    _ => return Err(invalid(key, v, "EARLIEST or LAST_FILE")),
-                }
-            }
-            "slaveAckOn" => {
-                s.slave_ack_on = match v {
-                    "WRITTEN" => AckOn::Written,
-                    "FLUSHED" => AckOn::Flushed,
-                    _ => return Err(invalid(key, v, "WRITTEN or FLUSHED")),
-                }
-            }
-            "ackPolicy" => {
-                s.ack_policy = Some(match v {
-                    "ANY_SLAVE" => AckPolicyKey::AnySlave,
-                    "QUORUM" => AckPolicyKey::Quorum,
-                    "ALL_IN_SYNC" => AckPolicyKey::AllInSync,
-                    _ => return Err(invalid(key, v, "ANY_SLAVE, QUORUM or ALL_IN_SYNC")),
-                })
-            }
-            // The HTTP port and resource limits.
-            "httpAuthToken" => s.http.auth_token = Some(auth_token(key, v)?),
-            "httpAuthTokenFile" => {
-                s.http.auth_token = Some(auth_token_file(key, v)?);
-                token_file_set = true;
-            }
-            "httpHeaderTimeout" => s.http.header_timeout = millis(key, v)?,
-            "httpBodyTimeout" => s.http.body_timeout = millis(key, v)?,
-            "httpIdleTimeout" => s.http.idle_timeout = millis(key, v)?,
-            "httpMaxConnections" => s.http.max_connections = number(key, v, 1, 1 << 20)? as usize,
-            "httpMaxConnectionsPerIp" => s.http.max_connections_per_ip = number(key, v, 0, 1 << 20)? as usize,
-            "httpMaxInFlightBytes" => s.http.max_in_flight_bytes = number(key, v, 1, 1 << 40)?,
-            "httpMaxInFlightBytesPerIp" => s.http.max_in_flight_bytes_per_ip = number(key, v, 0, 1 << 40)?,
-            "maxTransferBytesOnMessageInMemory" => s.http.max_transfer_bytes = number(key, v, 1, 1 << 30)?,
-            "maxTransferCountOnMessageInMemory" => {
-                s.http.max_transfer_count = number(key, v, 1, MAX_PULL_COUNT as u64)? as usize
-            }
-            "shutdownDrainTimeout" => s.http.shutdown_drain_timeout = millis(key, v)?,
-            "defaultTopicQueueNums" => s.http.default_topic_queue_nums = number(key, v, 1, 1024)? as u32,
-            "httpTlsCertFile" => s.http.tls_cert_file = (!v.is_empty()).then(|| PathBuf::from(v)),
-            "httpTlsKeyFile" => s.http.tls_key_file = (!v.is_empty()).then(|| PathBuf::from(v)),
-            "httpTlsClientCaFile" => s.http.tls_client_ca_file = (!v.is_empty()).then(|| PathBuf::from(v)),
-            "storePathCommitLog" => store_path_commit_log = (!v.is_empty()).then(|| v.to_string()),
-            "storePathEpochFile" => s.store_path_epoch_file = (!v.is_empty()).then(|| PathBuf::from(v)),
-            "brokerClusterName" => s.broker_cluster_name = label_value(key, v)?,
-            "brokerName" => s.broker_name = label_value(key, v)?,
-            "replicaNames" => s.replica_names = replica_names(key, v)?,
-            // ---- controller mode ----
-            "enableControllerMode" => controller_mode = boolean(key, v)?,
-            "brokerId" => broker_id = Some((v.to_string(), origin.clone())),
-            "allAckInSyncStateSet" => c.all_ack_in_sync_state_set = boolean(key, v)?,
-            "minInSyncReplicas" => c.min_in_sync_replicas = number(key, v, 1, 64)? as u32,
-            "haMaxTimeSlaveNotCatchup" => c.ha_max_time_slave_not_catchup = millis(key, v)?,
-            "asyncLearner" => c.async_learner = boolean(key, v)?,
-            "syncFromLastFile" => c.sync_from_last_file = boolean(key, v)?,
-            "readUnCommitted" => c.read_uncommitted = boolean(key, v)?,
-            "haSlaveDropConfirmed" => c.drop_confirmed = offset_range(key, v)?,
-            "adoptLogWithoutEpochs" => {
-                c.adopt_log_without_epochs =
-                    if v.is_empty() { None } else { Some(number(key, v, 1, i64::MAX as u64)?) }
-            }
-            "etcdEndpoints" => etcd.endpoints = etcd_endpoints(key, v)?,
-            "etcdKeyPrefix" => etcd.key_prefix = v.to_string(),
-            "etcdLeaseTtlMs" => etcd.lease_ttl = millis(key, v)?,
-            "etcdLeaseMarginMs" => etcd.lease_margin = millis(key, v)?,
-            "etcdLeaseRenewIntervalMs" => etcd.lease_renew_interval = millis(key, v)?,
-            "etcdRequestTimeoutMs" => etcd.request_timeout = millis(key, v)?,
-            "enableElectUncleanMaster" => etcd.elect_unclean_master = boolean(key, v)?,
-            k if UNSUPPORTED_ROCKETMQ_MODES.iter().any(|(m, _)| *m == k) => {
-                if boolean(key, v)? {
-                    let reason =
-                        UNSUPPORTED_ROCKETMQ_MODES.iter().find(|(m, _)| *m == k).map_or("", |(_, r)| r);
-                    return Err(BrokerConfigError::Unsupported {
-                        origin: origin.clone(),
-                        key: key.clone(),
-                        value: v.to_string(),
-                        reason: reason.to_string(),
-                    });
-                }
-            }
-            // ---- HA port security (logship keys) ----
-            "haListenAddress" => {
-                s.ha_listen_address = if v.is_empty() {
-                    None
-                } else {
-                    Some(v.parse().map_err(|_| invalid(key, v, "an IP address to bind the HA port to"))?)
-                }
-            }
-            "haReplicaAllowList" => {
-                s.ha_replica_allow_list = logship_core::service::parse_allow_list(v).map_err(|e| {
-                    invalid(key, v, &format!("comma-separated IP addresses or CIDR networks ({e})"))
-                })?
-            }
-            "haMaxConnectionsPerPeer" => s.ha_max_connections_per_peer = number(key, v, 1, 65_535)? as usize,
-            "haMaxConnections" => s.ha_max_connections = number(key, v, 1, 65_535)? as usize,
-            "haMaxUntrustedConnections" => {
-                s.ha_max_untrusted_connections = number(key, v, 1, 65_535)? as usize;
-                untrusted_set = true;
-            }
-            "haTrustAnyReplica" => s.ha_trust_any_replica = boolean(key, v)?,
-            "haFirstReportTimeout" => s.ha_first_report_timeout = millis(key, v)?,
-            "haSlaveMaxFirstOffset" => s.ha_slave_max_first_offset = number(key, v, 1, i64::MAX as u64)?,
-            "haTlsMode" => {
-                s.ha_tls_mode = v.parse().map_err(|_| invalid(key, v, "off, optional or required"))?
-            }
-            "haTlsEnable" => s.ha_tls_enable = boolean(key, v)?,
-            "haTlsCertPath" => s.ha_tls_cert_path = path_or_none(v),
-            "haTlsKeyPath" => s.ha_tls_key_path = path_or_none(v),
-            "haTlsCaPath" => s.ha_tls_ca_path = path_or_none(v),
-            "haTlsReplicaNames" => {
-                s.ha_tls_replica_names =
-                    v.split(',').map(str::trim).filter(|n| !n.is_empty()).map(String::from).collect()
-            }
-            "haTlsServerName" => s.ha_tls_server_name = (!v.is_empty()).then(|| v.to_string()),
-            k if IGNORED_ROCKETMQ_KEYS.contains(&k) => {
-                warnings.push(format!("{origin}: RocketMQ key {k} is not used by logship; ignored"));
-            }
-            other => warnings.push(format!("{origin}: unknown key {other}; ignored")),
+        if rocketmq_keys::is_rocketmq_key(key) {
+            warnings.push(format!("{origin}: RocketMQ key {key} is not used by logship; ignored"));
+        } else {
+            let hint = keys::suggestion(key, all_key_names())
+                .map(|k| format!(" (did you mean {k}?)"))
+                .unwrap_or_default();
+            warnings.push(format!("{origin}: unknown key {key}; ignored{hint}"));
         }
     }
-    if !ha_port_set && s.listen_port == 0 {
+    if !f.ha_port_set && s.listen_port == 0 {
         // Any remoting port: any HA port too.
         s.ha_listen_port = 0;
-    } else if !ha_port_set {
+    } else if !f.ha_port_set {
         s.ha_listen_port = s.listen_port.checked_add(1).ok_or_else(|| {
             invalid("listenPort", &s.listen_port.to_string(), "leave room for haListenPort = listenPort + 1")
         })?;
     }
     per_client_defaults(&mut s, raw);
-    if token_file_set && raw.contains_key("httpAuthToken") {
+    check_aliases(raw)?;
+    if f.token_file_set && raw.contains_key("httpAuthToken") {
         return Err(BrokerConfigError::Conflict {
             keys: "httpAuthToken httpAuthTokenFile".into(),
             reason: "set the token one way only".into(),
         });
     }
-    if let Some(commit_log) = store_path_commit_log {
+    if let Some(commit_log) = f.store_path_commit_log.take() {
         apply_store_path_commit_log(&mut s, raw.contains_key("storePathRootDir"), &commit_log);
     }
-    let broker_id_origin = broker_id.as_ref().map(|(_, origin)| origin.clone());
-    if controller_mode {
+    let broker_id_origin = f.broker_id.as_ref().map(|(_, origin)| origin.clone());
+    if f.controller_mode {
         c.in_sync_replicas = s.in_sync_replicas;
-        c.broker_id = controller_broker_id(broker_id)?;
+        c.broker_id = controller_broker_id(f.broker_id.take())?;
         check_controller_mode(&s, raw, warnings)?;
         if !etcd.endpoints.is_empty() {
             check_etcd(&etcd)?;
@@ -1321,18 +823,22 @@ fn build(
                 );
             }
             c.etcd = Some(etcd);
-        } else if let Some(key) = ETCD_KEYS.iter().copied().find(|k| raw.contains_key(*k)) {
+        } else if let Some(key) =
+            etcd_keys().filter(|k| raw.contains_key(*k)).min_by_key(|k| origin_order(&raw[*k].origin))
+        {
             warnings.push(format!("{}: {key} has no effect without etcdEndpoints", raw[key].origin));
         }
         s.controller = Some(c);
     } else {
-        for key in CONTROLLER_KEYS.iter().copied().filter(|k| raw.contains_key(*k)) {
+        let mut set: Vec<&str> = controller_only_keys().filter(|k| raw.contains_key(*k)).collect();
+        set.sort_by_key(|k| origin_order(&raw[*k].origin));
+        for key in set {
             warnings.push(format!(
                 "{}: {key} is a controller-mode key and has no effect without enableControllerMode=true",
                 raw[key].origin
             ));
         }
-        if let Some((v, _)) = &broker_id {
+        if let Some((v, _)) = &f.broker_id {
             match v.parse::<i64>() {
                 Ok(id) if id >= 0 => s.remoting.broker_id = Some(id),
                 _ => return Err(invalid("brokerId", v, "an integer, 0 for a master, 1 or more for a slave")),
@@ -1359,7 +865,7 @@ fn build(
              set haTlsMode=required"
         ));
     }
-    if !untrusted_set {
+    if !f.untrusted_set {
         // Unset: the default share, within a smaller table.
         s.ha_max_untrusted_connections =
             s.ha_max_untrusted_connections.min(s.ha_max_connections.saturating_sub(1));
@@ -1380,6 +886,25 @@ fn build(
     remoting::check(&s, warnings, broker_id_origin.as_deref())?;
     check_combinations(&s)?;
     Ok(s)
+}
+
+/// A key given under two of its spellings (`mappedFileSizeCommitLog` and RocketMQ's legacy
+/// `mapedFileSizeCommitLog`) with different values: which one was meant is not known.
+fn check_aliases(raw: &BTreeMap<String, Setting>) -> Result<(), BrokerConfigError> {
+    for k in SECTIONS.iter().flat_map(|s| s.keys.iter()).filter(|k| !k.aliases.is_empty()) {
+        let given: Vec<(&str, &Setting)> = std::iter::once(k.name)
+            .chain(k.aliases.iter().copied())
+            .filter_map(|n| raw.get(n).map(|s| (n, s)))
+            .collect();
+        if given.windows(2).any(|w| w[0].1.value.trim() != w[1].1.value.trim()) {
+            let keys: Vec<String> = given.iter().map(|(n, s)| format!("{n}={}", s.value.trim())).collect();
+            return Err(BrokerConfigError::Conflict {
+                keys: keys.join(" "),
+                reason: format!("two spellings of one key with different values; keep {} alone", k.name),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The per-client HTTP limits an operator left unset: an eighth of the broker's connections
@@ -2069,1062 +1594,4 @@ impl BrokerSettings {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn load_text(text: &str) -> Result<Loaded, BrokerConfigError> {
-        let mut raw = BTreeMap::new();
-        for (k, v, line) in parse_properties(text.as_bytes(), "broker.conf")? {
-            raw.insert(k, Setting { value: v, origin: format!("broker.conf:{line}") });
-        }
-        from_map(raw)
-    }
-
-    #[test]
-    fn properties_format_handles_comments_separators_escapes_and_continuations() {
-        let text = "# comment\n! also\n\nbrokerRole = SYNC_MASTER\nlistenPort:20911\nstorePathRootDir /data/\\\n  store\nx=a\\u0041\\tb\n";
-        let got = parse_properties(text.as_bytes(), "f").unwrap();
-        let pairs: Vec<_> = got.iter().map(|(k, v, _)| (k.as_str(), v.as_str())).collect();
-        assert_eq!(
-            pairs,
-            [
-                ("brokerRole", "SYNC_MASTER"),
-                ("listenPort", "20911"),
-                ("storePathRootDir", "/data/store"),
-                ("x", "aA\tb")
-            ]
-        );
-    }
-
-    #[test]
-    fn rocketmq_broker_conf_loads_with_rocketmq_defaults_elsewhere() {
-        let loaded = load_text(
-            "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=0\nbrokerRole=SYNC_MASTER\n\
-             flushDiskType=ASYNC_FLUSH\nlistenPort=30911\n",
-        )
-        .unwrap();
-        let s = loaded.settings;
-        assert_eq!(s.broker_role, BrokerRole::SyncMaster);
-        assert_eq!(s.ha_listen_port, 30912, "haListenPort defaults to listenPort + 1");
-        assert_eq!(s.ha_transfer_batch_size, 32768);
-        assert_eq!(s.effective_ack_policy(), AckPolicy::AnySlave);
-        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
-        assert_eq!(s.registered_broker_id(), 0);
-        assert_eq!((s.listen_port, s.http_listen_port()), (30911, 30913), "the remoting port, HTTP at + 2");
-        assert_eq!((s.broker_cluster_name.as_str(), s.broker_name.as_str()), ("DefaultCluster", "broker-a"));
-    }
-
-    #[test]
-    fn store_recovery_and_disk_keys_reach_the_store_config() {
-        let loaded = load_text(
-            "rebuildConsumeQueues=true\ntruncateOnCorruption=true\ncleanFileForciblyEnable=true\n\
-             diskSpaceCleanForciblyRatio=0.8\ndiskSpaceWarningLevelRatio=0.95\nwarmMapedFileEnable=false\n",
-        )
-        .unwrap();
-        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
-        let mut c = logship_store::StoreConfig::default();
-        loaded.settings.store.apply(&mut c);
-        assert!(c.recovery.rebuild_consume_queues && c.recovery.truncate_on_corruption);
-        assert!(c.clean_file_forcibly_enable && !c.warm_mapped_file_enable);
-        assert_eq!((c.disk_space_clean_forcibly_ratio, c.disk_space_warning_level_ratio), (0.8, 0.95));
-        let defaults = load_text("").unwrap().settings.store;
-        assert!(!defaults.clean_file_forcibly_enable, "no forced deletion unless asked");
-        assert!(!defaults.rebuild_consume_queues && !defaults.truncate_on_corruption);
-        let err = load_text("diskSpaceWarningLevelRatio=90\n").unwrap_err();
-        assert!(err.to_string().contains("diskSpaceWarningLevelRatio: \"90\""), "{err}");
-    }
-
-    #[test]
-    fn unknown_key_is_a_warning_naming_it() {
-        let loaded = load_text("brokerRole=ASYNC_MASTER\nhaTransferBatchSzie=65536\n").unwrap();
-        assert_eq!(loaded.warnings, ["broker.conf:2: unknown key haTransferBatchSzie; ignored"]);
-    }
-
-    #[test]
-    fn invalid_value_is_an_error_naming_key_and_value() {
-        let err = load_text("brokerRole=MASTER\n").unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "invalid value for brokerRole: \"MASTER\": expected ASYNC_MASTER, SYNC_MASTER or SLAVE"
-        );
-        let err = load_text("haTransferBatchSize=0\n").unwrap_err();
-        assert!(err.to_string().starts_with("invalid value for haTransferBatchSize: \"0\""), "{err}");
-        let err = load_text("listenPort=99999\n").unwrap_err();
-        assert!(err.to_string().contains("listenPort: \"99999\""), "{err}");
-    }
-
-    #[test]
-    fn slave_without_master_address_is_refused() {
-        let err = load_text("brokerRole=SLAVE\n").unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "brokerRole=SLAVE haMasterAddress=(unset) namesrvAddr=(unset): a slave needs haMasterAddress \
-             (set it in broker.conf or pass --master HOST:PORT), or namesrvAddr to learn its master from the \
-             NameServer"
-        );
-        load_text("brokerRole=SLAVE\nhaMasterAddress=10.0.0.1:10912\n").unwrap();
-        let named = load_text("brokerRole=SLAVE\nnamesrvAddr=10.0.0.1:9876\nbrokerId=1\n").unwrap().settings;
-        assert!(named.learns_master_from_name_server());
-        assert_eq!(
-            named.named_master_slave_config("10.0.0.3:10912").unwrap().master_address,
-            "10.0.0.3:10912"
-        );
-        let fixed =
-            "brokerRole=SLAVE\nnamesrvAddr=10.0.0.1:9876\nbrokerId=1\nhaMasterAddress=10.0.0.2:10912\n";
-        assert!(
-            !load_text(fixed).unwrap().settings.learns_master_from_name_server(),
-            "a static address wins"
-        );
-        let err = load_text("brokerRole=SLAVE\nhaMasterAddress=10.0.0.1\n").unwrap_err();
-        assert!(err.to_string().contains("haMasterAddress"), "{err}");
-    }
-
-    #[test]
-    fn port_clash_is_refused() {
-        let err = load_text("listenPort=10911\nhaListenPort=10911\n").unwrap_err();
-        assert!(err.to_string().starts_with("listenPort=10911 haListenPort=10911"), "{err}");
-    }
-
-    #[test]
-    fn quorum_needs_two_in_sync_replicas() {
-        let err = load_text("ackPolicy=QUORUM\n").unwrap_err();
-        assert!(matches!(err, BrokerConfigError::Conflict { .. }), "{err}");
-        let s = load_text(
-            "brokerRole=SYNC_MASTER\ninSyncReplicas=2\ntotalReplicas=3\nhaReplicaAllowList=10.0.0.6, 10.0.0.7\n",
-        )
-        .unwrap()
-        .settings;
-        assert_eq!(s.effective_ack_policy(), AckPolicy::Quorum { in_sync_replicas: 2 });
-        let err = load_text("inSyncReplicas=3\ntotalReplicas=2\nhaReplicaAllowList=10.0.0.1\n").unwrap_err();
-        assert!(err.to_string().contains("cannot exceed"), "{err}");
-    }
-
-    #[test]
-    fn command_line_overrides_the_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("broker.conf");
-        std::fs::write(&path, "listenPort=20911\nbrokerRole=SYNC_MASTER\n").unwrap();
-        let loaded =
-            load(&[("brokerRole", "SLAVE")], Some(&path), &[("listenPort".into(), "40911".into())]).unwrap();
-        assert_eq!(loaded.settings.listen_port, 40911);
-        assert_eq!(loaded.settings.ha_listen_port, 40912);
-        assert_eq!(loaded.settings.broker_role, BrokerRole::SyncMaster);
-    }
-
-    #[test]
-    fn missing_file_is_an_error_naming_it() {
-        let err = load(&[], Some(Path::new("/nonexistent/broker.conf")), &[]).unwrap_err();
-        assert!(err.to_string().starts_with("cannot read /nonexistent/broker.conf"), "{err}");
-    }
-
-    #[test]
-    fn a_configuration_file_above_the_cap_is_refused_naming_it() {
-        let err = load(&[], Some(Path::new("/dev/zero")), &[]).unwrap_err().to_string();
-        assert!(err.contains("/dev/zero") && err.contains("larger than 1 MiB"), "{err}");
-        let dir = tempfile::tempdir().unwrap();
-        let at_cap = dir.path().join("at-cap.conf");
-        let mut text = "#".repeat(MAX_CONFIG_FILE_BYTES as usize - 1);
-        text.push('\n');
-        std::fs::write(&at_cap, &text).unwrap();
-        assert!(load(&[], Some(&at_cap), &[]).is_ok(), "a file of exactly the cap is read");
-        text.push('\n');
-        std::fs::write(&at_cap, &text).unwrap();
-        let err = load(&[], Some(&at_cap), &[]).unwrap_err().to_string();
-        assert!(err.contains("at-cap.conf") && err.contains("1 MiB"), "{err}");
-    }
-
-    #[test]
-    fn a_token_file_holding_no_token_or_too_much_is_refused_naming_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let file = dir.path().join("token");
-        let with = |content: &[u8]| {
-            std::fs::write(&file, content).unwrap();
-            load_text(&format!("httpAuthTokenFile={}\n", file.display()))
-        };
-        let token = with(b"  0123456789abcdef\n").unwrap().settings.http.auth_token;
-        assert_eq!(token.as_deref(), Some("0123456789abcdef"), "surrounding whitespace is trimmed");
-        for blank in [&b""[..], b"\n", b" \t\r\n"] {
-            let err = with(blank).unwrap_err().to_string();
-            assert!(err.contains("httpAuthTokenFile") && err.contains("empty"), "{err}");
-            assert!(err.contains(&file.display().to_string()), "{err}");
-        }
-        let err = with(&vec![b'a'; MAX_SECRET_FILE_BYTES as usize + 1]).unwrap_err().to_string();
-        assert!(err.contains("64 KiB"), "{err}");
-        let err = load_text("httpAuthTokenFile=/dev/zero\n").unwrap_err().to_string();
-        assert!(err.contains("64 KiB") && !err.contains("\0"), "{err}");
-    }
-
-    #[test]
-    fn logship_keys_parse() {
-        let s = load_text("newSlaveStart=LAST_FILE\nslaveAckOn=FLUSHED\nackPolicy=ALL_IN_SYNC\n")
-            .unwrap()
-            .settings;
-        assert_eq!(s.new_slave_start, NewSlaveStart::LastFile);
-        assert_eq!(s.slave_ack_on, AckOn::Flushed);
-        assert_eq!(s.effective_ack_policy(), AckPolicy::AllInSync);
-        assert!(load_text("slaveAckOn=DISK\n").unwrap_err().to_string().contains("slaveAckOn"));
-    }
-
-    #[test]
-    fn http_keys_parse_and_check_their_ranges() {
-        let s = load_text(
-            "listenAddress=0.0.0.0\nhaListenAddress=127.0.0.1\nhttpAuthToken=0123456789abcdef\nhttpHeaderTimeout=1500\n\
-             httpBodyTimeout=2500\nhttpIdleTimeout=6500\nhttpMaxConnections=7\n\
-             httpMaxInFlightBytes=8388608\nmaxTransferBytesOnMessageInMemory=1000\n\
-             maxTransferCountOnMessageInMemory=3\nshutdownDrainTimeout=250\ndefaultTopicQueueNums=4\n",
-        )
-        .unwrap()
-        .settings;
-        let h = &s.http;
-        assert_eq!(s.http_addr(), "0.0.0.0:10913".parse().unwrap());
-        assert_eq!(h.auth_token.as_deref(), Some("0123456789abcdef"));
-        assert_eq!(
-            (h.header_timeout, h.body_timeout, h.idle_timeout, h.shutdown_drain_timeout),
-            (
-                Duration::from_millis(1500),
-                Duration::from_millis(2500),
-                Duration::from_millis(6500),
-                Duration::from_millis(250)
-            )
-        );
-        assert_eq!((h.max_connections, h.max_in_flight_bytes), (7, 8 << 20));
-        assert_eq!((h.max_transfer_bytes, h.max_transfer_count, h.default_topic_queue_nums), (1000, 3, 4));
-        // Defaults: bind brokerIP1, no token, RocketMQ's 8 queues, 256 KiB / 32 messages a pull.
-        let d = load_text("brokerIP1=10.1.2.3\nhaListenAddress=127.0.0.1\n").unwrap().settings;
-        assert_eq!(d.http_addr(), "10.1.2.3:10913".parse().unwrap());
-        assert_eq!(d.remoting_addr(), "10.1.2.3:10911".parse().unwrap());
-        assert_eq!((d.http.auth_token.clone(), d.http.default_topic_queue_nums), (None, 8));
-        assert_eq!((d.http.max_transfer_bytes, d.http.max_transfer_count), (256 << 10, 32));
-        // One client gets an eighth of the connections and of the in-flight budget by default.
-        assert_eq!((d.http.max_connections_per_ip, d.http.max_in_flight_bytes_per_ip), (128, 32 << 20));
-        assert_eq!(
-            (h.max_connections_per_ip, h.max_in_flight_bytes_per_ip),
-            (1, 4 << 20),
-            "derived from httpMaxConnections=7 and httpMaxInFlightBytes=8 MiB: at least one message"
-        );
-        let set = load_text("httpMaxConnectionsPerIp=0\nhttpMaxInFlightBytesPerIp=0\n").unwrap().settings;
-        assert_eq!((set.http.max_connections_per_ip, set.http.max_in_flight_bytes_per_ip), (0, 0), "0: off");
-        let err = load_text("httpMaxInFlightBytesPerIp=1000\n").unwrap_err();
-        assert!(
-            matches!(err, BrokerConfigError::Conflict { .. }) && err.to_string().contains("maxMessageSize"),
-            "{err}"
-        );
-        for bad in [
-            "listenAddress=localhost",
-            "httpMaxConnections=0",
-            "defaultTopicQueueNums=0",
-            "maxTransferCountOnMessageInMemory=1001",
-            "httpHeaderTimeout=0",
-        ] {
-            let key = bad.split('=').next().unwrap();
-            assert!(load_text(bad).unwrap_err().to_string().contains(key), "{bad}");
-        }
-        let err = load_text("httpAuthToken=hunter2\n").unwrap_err().to_string();
-        assert!(err.contains("httpAuthToken") && !err.contains("hunter2"), "{err}");
-        let err = load_text("httpAuthToken=\n").unwrap_err().to_string();
-        assert!(err.contains("httpAuthToken") && err.contains("empty"), "{err}");
-        let err = load_text("maxMessageSize=4194304\nhttpMaxInFlightBytes=4194304\n").unwrap_err();
-        assert!(matches!(err, BrokerConfigError::Conflict { .. }), "{err}");
-        for half in ["httpTlsCertFile=/c.pem\n", "httpTlsKeyFile=/k.pem\n", "httpTlsClientCaFile=/ca.pem\n"] {
-            let err = load_text(half).unwrap_err();
-            assert!(
-                matches!(err, BrokerConfigError::Conflict { .. })
-                    && err.to_string().contains("httpTlsCertFile"),
-                "{err}"
-            );
-        }
-        let err = load_text("httpIdleTimeout=3000\n").unwrap_err();
-        assert!(
-            matches!(err, BrokerConfigError::Conflict { .. }) && err.to_string().contains("syncFlushTimeout"),
-            "{err}"
-        );
-        let tls = load_text("httpTlsCertFile=/c.pem\nhttpTlsKeyFile=/k.pem\n").unwrap().settings.http;
-        assert_eq!((tls.tls_cert_file, tls.tls_client_ca_file), (Some(PathBuf::from("/c.pem")), None));
-    }
-
-    /// Parses `bytes` as Java's `Properties.load(InputStream)` would, as sorted pairs.
-    fn java_pairs(bytes: &[u8]) -> Vec<(String, String)> {
-        let mut map = BTreeMap::new();
-        for (k, v, _) in parse_properties(bytes, "f").unwrap() {
-            map.insert(k, v);
-        }
-        map.into_iter().collect()
-    }
-
-    fn pairs(expected: &[(&str, &str)]) -> Vec<(String, String)> {
-        expected.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
-
-    /// Vectors produced by `java.util.Properties.load(InputStream)` (OpenJDK 17): each input's
-    /// bytes, then the key/value pairs Java read from them.
-    #[test]
-    fn properties_parse_as_java_properties_load_does() {
-        type Vector<'a> = (&'a [u8], &'a [(&'a str, &'a str)]);
-        let vectors: &[Vector<'_>] = &[
-            (b"k=v", &[("k", "v")]),
-            (b"  k = v  \n", &[("k", "v  ")]),
-            (b"k:v\nk2 v2\nk3\t=\t v3", &[("k", "v"), ("k2", "v2"), ("k3", "v3")]),
-            (b"# c\n! c\n  # c2\nk=v", &[("k", "v")]),
-            (b"k=a\\\n   b\\\n c", &[("k", "abc")]),
-            (b"k=a\\\\\nk2=b", &[("k", "a\\"), ("k2", "b")]),
-            (b"a\\=b=c", &[("a=b", "c")]),
-            (b"a\\ b=c d", &[("a b", "c d")]),
-            (b"k=\\u0041\\u00e9\\t\\n\\r\\f\\x\\\\", &[("k", "A\u{e9}\t\n\r\u{c}x\\")]),
-            (b"k=caf\xe9", &[("k", "caf\u{e9}")]),
-            (b"k", &[("k", "")]),
-            (b"k=", &[("k", "")]),
-            (b"k==v", &[("k", "=v")]),
-            (b"k = = v", &[("k", "= v")]),
-            (b"line1=a\r\nline2=b\rline3=c", &[("line1", "a"), ("line2", "b"), ("line3", "c")]),
-            (b"#comment\\\nk=v", &[("k", "v")]),
-            (b"k=v\\", &[("k", "v")]),
-            (b"  \\ k=v", &[(" k", "v")]),
-            (b"k:=v", &[("k", "=v")]),
-            (b"k=v # not a comment", &[("k", "v # not a comment")]),
-            (b"k=a\\\n#notcomment", &[("k", "a#notcomment")]),
-            // Bytes are ISO-8859-1: UTF-8's two bytes for 'é' are two characters to Java.
-            (b"k=caf\xc3\xa9", &[("k", "caf\u{c3}\u{a9}")]),
-            // 0xA0 (no-break space) is not a separator to Java.
-            (b"k\xa0x=v", &[("k\u{a0}x", "v")]),
-        ];
-        for (input, expected) in vectors {
-            assert_eq!(java_pairs(input), pairs(expected), "input {:?}", String::from_utf8_lossy(input));
-        }
-    }
-
-    #[test]
-    fn properties_tolerate_a_utf8_byte_order_mark() {
-        // Java would read the BOM into the first key; logship drops it so the key is found.
-        assert_eq!(java_pairs(b"\xef\xbb\xbfbrokerRole=SLAVE\n"), pairs(&[("brokerRole", "SLAVE")]));
-    }
-
-    #[test]
-    fn malformed_unicode_escape_is_an_error_naming_the_line() {
-        // Java: IllegalArgumentException "Malformed \uxxxx encoding."
-        for text in [&b"a=1\nk=\\u00zz\n"[..], b"a=1\nk=\\u00"] {
-            let err = parse_properties(text, "broker.conf").unwrap_err();
-            assert!(matches!(err, BrokerConfigError::Syntax { line: 2, .. }), "{err}");
-            assert!(err.to_string().contains("\\uXXXX"), "{err}");
-        }
-    }
-
-    #[test]
-    fn booleans_parse_as_java_boolean_parse_boolean() {
-        // Java's Boolean.parseBoolean: true only for "true" in any case.
-        for (text, expected) in
-            [("true", true), ("TRUE", true), ("True", true), ("false", false), ("FALSE", false)]
-        {
-            let loaded = load_text(&format!("slaveReadEnable={text}\n")).unwrap();
-            assert_eq!(loaded.settings.slave_read_enable, expected, "{text}");
-            assert!(loaded.warnings.is_empty(), "{text}: {:?}", loaded.warnings);
-        }
-        // Java reads anything else as false; logship does too, and says so.
-        let loaded = load_text("slaveReadEnable=yes\n").unwrap();
-        assert!(!loaded.settings.slave_read_enable);
-        assert_eq!(loaded.warnings.len(), 1, "{:?}", loaded.warnings);
-        assert!(
-            loaded.warnings[0].contains("slaveReadEnable=\"yes\" reads as false"),
-            "{:?}",
-            loaded.warnings
-        );
-    }
-
-    #[test]
-    fn rocketmq_modes_logship_lacks_are_errors() {
-        let key = "enableDLegerCommitLog";
-        let err = load_text(&format!("brokerRole=ASYNC_MASTER\n{key}=true\n")).unwrap_err();
-        assert!(matches!(err, BrokerConfigError::Unsupported { .. }), "{key}: {err}");
-        assert!(err.to_string().contains(key), "{err}");
-        let loaded = load_text(&format!("{key}=false\n")).unwrap();
-        assert!(loaded.warnings.is_empty(), "{key}=false is RocketMQ's default: {:?}", loaded.warnings);
-    }
-
-    #[test]
-    fn warnings_collected_before_an_error_are_returned_with_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("broker.conf");
-        // A typo'd key, then the error it causes.
-        std::fs::write(&path, "brokerRole=SLAVE\nhaMasterAdress=10.0.0.1:10912\n").unwrap();
-        let err = load(&[], Some(&path), &[]).unwrap_err();
-        assert!(err.error.to_string().contains("haMasterAddress"), "{err}");
-        assert_eq!(err.warnings.len(), 1, "{:?}", err.warnings);
-        assert!(err.warnings[0].contains("unknown key haMasterAdress"), "{:?}", err.warnings);
-        // A warning on a key read before a bad value.
-        std::fs::write(&path, "haTransferBatchSzie=65536\nlistenPort=x\n").unwrap();
-        let err = load(&[], Some(&path), &[]).unwrap_err();
-        assert!(err.error.to_string().contains("listenPort"), "{err}");
-        assert_eq!(err.warnings.len(), 1, "{:?}", err.warnings);
-        assert!(err.warnings[0].contains("haTransferBatchSzie"), "{:?}", err.warnings);
-    }
-
-    #[test]
-    fn stock_slave_properties_without_ha_master_address_name_the_key_and_the_flag() {
-        // RocketMQ's conf/2m-2s-async/broker-a-s.properties.
-        let text = "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=1\ndeleteWhen=04\n\
-                    fileReservedTime=48\nbrokerRole=SLAVE\nflushDiskType=ASYNC_FLUSH\n";
-        let err = load_text(text).unwrap_err();
-        let shown = err.to_string();
-        assert!(shown.contains("haMasterAddress") && shown.contains("--master"), "{shown}");
-    }
-
-    #[test]
-    fn config_warnings_come_in_line_order() {
-        let loaded =
-            load_text("zzUnknownKey=1\nuseReentrantLockWhenPutMessage=true\naaUnknownKey=2\n").unwrap();
-        let lines: Vec<&str> =
-            loaded.warnings.iter().map(|w| w.split(':').nth(1).unwrap_or("").trim_start()).collect();
-        assert_eq!(lines[0..3], ["1", "2", "3"], "{:?}", loaded.warnings);
-    }
-
-    #[test]
-    fn replica_names_parse_and_bad_ones_are_refused() {
-        let s = load_text("replicaNames=broker-a-s1@10.0.0.2, broker-a-s2@10.0.0.3\n").unwrap().settings;
-        assert_eq!(
-            s.replica_names,
-            [
-                ("broker-a-s1".to_string(), "10.0.0.2".parse().unwrap()),
-                ("broker-a-s2".into(), "10.0.0.3".parse().unwrap())
-            ]
-        );
-        let s = load_text("replicaNames=s1@127.0.0.1, s2@127.0.0.1\n").unwrap().settings;
-        assert_eq!(s.replica_names.len(), 2, "two slaves on one host");
-        for bad in ["s1", "s1@nohost", "@10.0.0.2", "a@10.0.0.2,a@10.0.0.3", "a b@10.0.0.2"] {
-            let err = load_text(&format!("replicaNames={bad}\n")).unwrap_err();
-            assert!(err.to_string().contains("replicaNames"), "{bad}: {err}");
-        }
-    }
-
-    #[test]
-    fn store_path_commit_log_is_honoured_under_the_root_and_elsewhere() {
-        let s = load_text("storePathCommitLog=/data/rmq/commitlog\n").unwrap().settings;
-        assert_eq!(s.store_path_root_dir, PathBuf::from("/data/rmq"));
-        let s = load_text("storePathRootDir=/data/rmq\nstorePathCommitLog=/data/rmq/commitlog\n")
-            .unwrap()
-            .settings;
-        assert_eq!((s.store_path_root_dir, s.store_path_commit_log), (PathBuf::from("/data/rmq"), None));
-        let s =
-            load_text("storePathRootDir=/data/rmq\nstorePathCommitLog=/ssd/commitlog\n").unwrap().settings;
-        assert_eq!(s.store_path_root_dir, PathBuf::from("/data/rmq"));
-        assert_eq!(s.store_path_commit_log, Some(PathBuf::from("/ssd/commitlog")));
-        assert_eq!(
-            crate::server::store_config(&s).store_path_commit_log,
-            Some(PathBuf::from("/ssd/commitlog"))
-        );
-    }
-
-    #[test]
-    fn store_path_epoch_file_reaches_the_store() {
-        let s = load_text("storePathRootDir=/data/rmq\n").unwrap().settings;
-        assert_eq!(crate::server::store_config(&s).store_path_epoch_file, None);
-        let s = load_text("storePathEpochFile=/ssd/epochs\n").unwrap().settings;
-        assert_eq!(crate::server::store_config(&s).store_path_epoch_file, Some(PathBuf::from("/ssd/epochs")));
-    }
-
-    #[test]
-    fn ha_security_keys_parse_and_reach_the_services() {
-        let text = "haListenAddress=10.0.0.5\nhaReplicaAllowList=10.0.0.7, 10.1.0.0/16\n\
-                    haMaxConnectionsPerPeer=2\nhaMaxConnections=10\nhaFirstReportTimeout=3000\n\
-                    haSlaveMaxFirstOffset=4096\ntotalReplicas=2\n";
-        let s = load_text(text).unwrap().settings;
-        assert_eq!(s.ha_addr(), "10.0.0.5:10912".parse().unwrap());
-        let m = s.master_service_config();
-        assert_eq!(m.admission.allow.len(), 2);
-        assert!(m.admission.trusts("10.1.2.3".parse().unwrap()));
-        assert_eq!((m.admission.max_connections_per_peer, m.admission.max_connections), (2, 10));
-        assert_eq!(m.core.first_report_timeout, Duration::from_secs(3));
-        assert_eq!(s.slave_service_config().core.max_first_offset, 4096);
-        let err = load_text("haReplicaAllowList=10.0.0.0/40\n").unwrap_err();
-        assert!(err.to_string().contains("haReplicaAllowList"), "{err}");
-        let err = load_text("haListenAddress=example.org\n").unwrap_err();
-        assert!(err.to_string().contains("haListenAddress"), "{err}");
-    }
-
-    #[test]
-    fn total_replicas_over_a_network_allow_list_is_refused_naming_the_entry() {
-        let err =
-            load_text("brokerRole=SYNC_MASTER\ntotalReplicas=3\nhaReplicaAllowList=10.0.0.6, 10.0.0.0/24\n")
-                .unwrap_err();
-        assert!(matches!(err, BrokerConfigError::Conflict { .. }), "{err}");
-        assert!(err.to_string().contains("allow-list entry 10.0.0.0/24"), "{err}");
-        let err =
-            load_text("brokerRole=SYNC_MASTER\ntotalReplicas=3\nhaReplicaAllowList=10.0.0.6\n").unwrap_err();
-        assert!(err.to_string().contains("name 1"), "{err}");
-        load_text(
-            "brokerRole=SYNC_MASTER\ntotalReplicas=3\nhaReplicaAllowList=10.0.0.6, 10.0.0.7, 10.0.0.0/24\n",
-        )
-        .unwrap();
-        load_text("brokerRole=SYNC_MASTER\ntotalReplicas=3\nhaReplicaAllowList=127.0.0.1\n").unwrap();
-    }
-
-    #[test]
-    fn total_replicas_needs_named_replicas() {
-        // On loopback (protected mode) each loopback replica is named while it is connected.
-        load_text("brokerRole=SYNC_MASTER\ntotalReplicas=2\n").unwrap();
-        let opt_in =
-            "brokerRole=SYNC_MASTER\ntotalReplicas=2\nhaListenAddress=10.0.0.5\nhaTrustAnyReplica=true\n";
-        let err = load_text(opt_in).unwrap_err();
-        assert!(err.to_string().contains("haReplicaAllowList"), "{err}");
-    }
-
-    #[test]
-    fn listen_port_is_the_remoting_port_and_http_moves_to_its_own_key() {
-        let s = load_text("listenPort=20911\n").unwrap().settings;
-        assert_eq!(
-            (s.remoting_addr().port(), s.ha_listen_port, s.http_addr().port(), s.fast_remoting_addr()),
-            (20911, 20912, 20913, None)
-        );
-        let s = load_text(
-            "listenPort=20911\nhttpListenPort=8088\nfastListenPort=20909\nhttpListenAddress=0.0.0.0\n",
-        )
-        .unwrap()
-        .settings;
-        assert_eq!(s.http_addr(), "0.0.0.0:8088".parse().unwrap());
-        assert_eq!(s.fast_remoting_addr(), Some("127.0.0.1:20909".parse().unwrap()));
-        assert_eq!(
-            s.remoting_addr(),
-            "127.0.0.1:20911".parse().unwrap(),
-            "listenAddress, not httpListenAddress"
-        );
-        let any = load_text("listenPort=0\n").unwrap().settings;
-        assert_eq!((any.ha_listen_port, any.http_listen_port()), (0, 0), "any port: each on any port");
-        for (text, keys) in [
-            ("listenPort=20911\nhttpListenPort=20912\n", "haListenPort=20912 httpListenPort=20912"),
-            ("listenPort=20911\nhttpListenPort=20911\n", "listenPort=20911 httpListenPort=20911"),
-            ("listenPort=20911\nfastListenPort=20913\n", "httpListenPort=20913 fastListenPort=20913"),
-        ] {
-            let err = load_text(text).unwrap_err().to_string();
-            assert!(err.starts_with(keys), "{text:?}: {err}");
-        }
-        assert!(load_text("listenPort=65534\n").unwrap_err().to_string().contains("httpListenPort"));
-    }
-
-    #[test]
-    fn registration_keys_parse_and_a_registering_slave_needs_its_broker_id() {
-        let s = load_text(
-            "namesrvAddr=10.0.0.1:9876; 10.0.0.2:9876;\nregisterNameServerPeriod=5000\nbrokerIP2=10.0.0.9\n\
-             brokerRole=SLAVE\nhaMasterAddress=10.0.0.3:10912\nbrokerId=2\n",
-        )
-        .unwrap()
-        .settings;
-        assert_eq!(s.remoting.namesrv_addr, ["10.0.0.1:9876", "10.0.0.2:9876"]);
-        assert_eq!(
-            s.remoting.register_name_server_period,
-            Duration::from_secs(10),
-            "clamped as Java clamps it"
-        );
-        assert_eq!(s.ha_server_addr(), "10.0.0.9:10912".parse().unwrap());
-        assert_eq!(s.registered_broker_id(), 2);
-        let err = load_text("namesrvAddr=10.0.0.1:9876\nbrokerRole=SLAVE\nhaMasterAddress=10.0.0.3:10912\n")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("brokerId=(unset)") && err.contains("1 or more"), "{err}");
-        for bad in
-            ["namesrvAddr=10.0.0.1", "namesrvAddr=:9876", "namesrvAddr=a:b", "brokerId=-1", "brokerId=x"]
-        {
-            assert!(load_text(&format!("{bad}\n")).is_err(), "{bad}");
-        }
-        let m = load_text("brokerId=3\n").unwrap();
-        assert_eq!(m.settings.registered_broker_id(), 0, "a master registers as 0");
-        assert!(m.warnings.iter().any(|w| w.contains("brokerId=3 on a master")), "{:?}", m.warnings);
-        let b = m.settings.broker_crate_settings();
-        assert_eq!((b.broker_id, b.listen_port, b.version()), (0, 10911, 513));
-        let v4 = load_text("rocketmqLine=4.9\nautoCreateTopicEnable=false\n")
-            .unwrap()
-            .settings
-            .broker_crate_settings();
-        assert_eq!((v4.version(), v4.auto_create_topic_enable), (407, false));
-    }
-
-    #[test]
-    fn acl_is_off_by_default_and_its_file_key_takes_a_path() {
-        let d = load_text("").unwrap().settings;
-        assert_eq!((d.remoting.acl_enable, d.remoting.acl_file.clone()), (false, None));
-        let on = load_text("aclEnable=true\naclFile=/etc/logship/plain_acl.yml\n").unwrap().settings;
-        assert!(on.remoting.acl_enable);
-        let file = on.remoting.acl_file.as_deref();
-        assert_eq!(file, Some(std::path::Path::new("/etc/logship/plain_acl.yml")));
-        let e = load_text("aclFile= \n").unwrap_err().to_string();
-        assert!(e.contains("aclFile") && e.contains("plain_acl.yml"), "{e}");
-        let maybe = load_text("aclEnable=maybe\n").unwrap().settings;
-        assert!(!maybe.remoting.acl_enable, "Java's Boolean.parseBoolean: off");
-    }
-
-    #[test]
-    fn a_master_whose_ha_port_would_count_strangers_refuses_to_start_unless_told_otherwise() {
-        for text in ["brokerIP1=10.0.0.5\n", "brokerIP1=10.0.0.5\nlistenAddress=0.0.0.0\n"] {
-            let err = load_text(text).unwrap_err();
-            let shown = err.to_string();
-            for key in ["haListenAddress", "haReplicaAllowList", "haTlsMode", "haTrustAnyReplica=true"] {
-                assert!(shown.contains(key), "{text:?}: names {key}: {shown}");
-            }
-        }
-        // The opt-in starts it, warned loudly.
-        let loaded = load_text("brokerIP1=10.0.0.5\nhaTrustAnyReplica=true\n").unwrap();
-        assert_eq!(loaded.settings.ha_addr(), "10.0.0.5:10912".parse().unwrap());
-        assert!(loaded.settings.master_service_config().admission.trust_any);
-        assert!(
-            loaded
-                .warnings
-                .iter()
-                .any(|w| w.contains("haTrustAnyReplica=true") && w.contains("10.0.0.5:10912")),
-            "{:?}",
-            loaded.warnings
-        );
-        // A slave takes no acknowledgements.
-        load_text("brokerIP1=10.0.0.5\nbrokerRole=SLAVE\nhaMasterAddress=10.0.0.6:10912\n").unwrap();
-        // The strangers' share of slots must leave room for replicas.
-        let err = load_text("haMaxConnections=8\nhaMaxUntrustedConnections=8\n").unwrap_err();
-        assert!(err.to_string().contains("haMaxUntrustedConnections"), "{err}");
-        let small = load_text("haMaxConnections=8\n").unwrap().settings;
-        assert_eq!(small.master_service_config().admission.max_untrusted_connections, 7);
-        let loaded = load_text("listenAddress=0.0.0.0\nhaListenAddress=127.0.0.1\n").unwrap();
-        assert_eq!(loaded.settings.ha_addr().ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
-        assert!(
-            loaded.warnings.iter().all(|w| w.starts_with("the remoting port listens on 0.0.0.0:10911")),
-            "only the open remoting port is warned about: {:?}",
-            loaded.warnings
-        );
-        let loaded = load_text("haListenAddress=0.0.0.0\nhaReplicaAllowList=10.0.0.7\n").unwrap();
-        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
-        assert_eq!(load_text("").unwrap().settings.ha_addr().ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
-    }
-
-    /// Writes a CA and a certificate it signs (for `replica-a`) as PEM files; returns the
-    /// `haTls*Path` lines.
-    fn tls_files(dir: &Path) -> String {
-        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
-        let ca_key = KeyPair::generate().unwrap();
-        let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-        let ca = ca.self_signed(&ca_key).unwrap();
-        let key = KeyPair::generate().unwrap();
-        let cert = CertificateParams::new(vec!["replica-a".to_string()]).unwrap();
-        let cert = cert.signed_by(&key, &ca, &ca_key).unwrap();
-        let mut lines = String::new();
-        for (k, file, pem) in [
-            ("haTlsCertPath", "cert.pem", cert.pem()),
-            ("haTlsKeyPath", "key.pem", key.serialize_pem()),
-            ("haTlsCaPath", "ca.pem", ca.pem()),
-        ] {
-            std::fs::write(dir.join(file), pem).unwrap();
-            lines.push_str(&format!("{k}={}\n", dir.join(file).display()));
-        }
-        lines
-    }
-
-    #[test]
-    fn tls_keys_build_each_sides_settings_and_name_what_is_missing() {
-        let dir = tempfile::tempdir().unwrap();
-        let files = tls_files(dir.path());
-        let text = format!(
-            "brokerRole=SYNC_MASTER\nhaTlsMode=required\nhaTlsReplicaNames=replica-a, replica-b\ntotalReplicas=2\n{files}"
-        );
-        let m = load_text(&text).unwrap().settings.master_service_config();
-        let tls = m.admission.tls.as_ref().expect("TLS configured");
-        assert_eq!(tls.mode(), TlsMode::Required);
-        assert_eq!(tls.replica_names(), ["replica-a", "replica-b"]);
-        assert!(m.validate().is_ok(), "TLS replicas can lift the restart fence");
-        // A slave checks the master's certificate for the host of haMasterAddress by default.
-        let slave =
-            format!("brokerRole=SLAVE\nhaMasterAddress=master.example:10912\nhaTlsEnable=true\n{files}");
-        let s = load_text(&slave).unwrap().settings.slave_service_config();
-        assert_eq!(s.tls.expect("TLS configured").server_name().to_str(), "master.example");
-        let named = format!("{slave}haTlsServerName=10.0.0.5\n");
-        let s = load_text(&named).unwrap().settings.slave_service_config();
-        assert_eq!(s.tls.unwrap().server_name().to_str(), "10.0.0.5");
-        let master_with_slave_key = load_text("haTlsEnable=true\n").unwrap();
-        assert!(master_with_slave_key.settings.slave_tls.is_none(), "ignored on a master");
-        assert!(master_with_slave_key.warnings.iter().any(|w| w.contains("haTlsEnable is a slave key")));
-        // What is wrong is named.
-        let optional = format!("haTlsMode=optional\nhaTlsReplicaNames=replica-a\n{files}");
-        let warnings = load_text(&optional).unwrap().warnings;
-        assert!(
-            warnings.iter().any(|w| w.contains("haTlsMode=optional without haReplicaAllowList")),
-            "{warnings:?}"
-        );
-        let listed = format!("{optional}haReplicaAllowList=10.0.0.6\n");
-        assert!(!load_text(&listed).unwrap().warnings.iter().any(|w| w.contains("haTlsMode")));
-        let no_names = format!("haTlsMode=optional\n{files}");
-        assert!(load_text(&no_names).unwrap_err().to_string().contains("haTlsReplicaNames"));
-        let no_key = "haTlsMode=optional\nhaTlsReplicaNames=a\nhaTlsCertPath=/x\nhaTlsCaPath=/y\n";
-        assert!(load_text(no_key).unwrap_err().to_string().contains("haTlsKeyPath"));
-        let missing =
-            format!("haTlsMode=optional\nhaTlsReplicaNames=a\n{files}haTlsCaPath=/nonexistent/ca.pem\n");
-        let err = load_text(&missing).unwrap_err();
-        assert!(matches!(err, BrokerConfigError::Invalid { ref key, .. } if key == "haTlsCaPath"), "{err}");
-        assert!(err.to_string().contains("/nonexistent/ca.pem"), "{err}");
-        let swapped = text.replace("cert.pem", "ca.pem.tmp").replace("key.pem", "cert.pem");
-        std::fs::copy(dir.path().join("ca.pem"), dir.path().join("ca.pem.tmp")).unwrap();
-        assert!(load_text(&swapped).unwrap_err().to_string().contains("key"), "a certificate is no key");
-        assert!(load_text("haTlsMode=on\n").unwrap_err().to_string().contains("haTlsMode"));
-        let err = load_text("totalReplicas=2\nhaListenAddress=10.0.0.5\nhaTrustAnyReplica=true\n")
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("haReplicaAllowList") && err.contains("haTlsMode"), "{err}");
-    }
-    const ETCD_BASE: &str = "enableControllerMode=true\nbrokerId=2\nhttpAuthToken=0123456789abcdef\n";
-
-    #[cfg(feature = "etcd")]
-    #[test]
-    fn failover_keys_read_with_their_defaults_and_the_unclean_election_warns() {
-        let loaded =
-            load_text(&format!("{ETCD_BASE}etcdEndpoints=http://127.0.0.1:2379, http://127.0.0.1:2479\n"))
-                .unwrap();
-        let etcd = loaded.settings.controller.unwrap().etcd.expect("failover on");
-        assert_eq!(etcd.endpoints, ["http://127.0.0.1:2379", "http://127.0.0.1:2479"]);
-        assert_eq!(
-            etcd,
-            EtcdKeys { endpoints: etcd.endpoints.clone(), ..EtcdKeys::default() },
-            "prefix /logship, 3 s lease, 500 ms margin, 1 s renewals, 1 s requests, no unclean election"
-        );
-        let text = format!(
-            "{ETCD_BASE}etcdEndpoints=http://e:2379\netcdKeyPrefix=/a/b\netcdLeaseTtlMs=5000\n\
-             etcdLeaseMarginMs=1000\netcdLeaseRenewIntervalMs=1500\netcdRequestTimeoutMs=700\n\
-             enableElectUncleanMaster=true\n"
-        );
-        let loaded = load_text(&text).unwrap();
-        let etcd = loaded.settings.controller.unwrap().etcd.unwrap();
-        assert_eq!(
-            (etcd.key_prefix.as_str(), etcd.lease_ttl, etcd.lease_margin, etcd.lease_renew_interval),
-            ("/a/b", Duration::from_secs(5), Duration::from_secs(1), Duration::from_millis(1500))
-        );
-        assert_eq!((etcd.request_timeout, etcd.elect_unclean_master), (Duration::from_millis(700), true));
-        assert!(loaded.warnings.iter().any(|w| w.contains("LOST")), "{:?}", loaded.warnings);
-    }
-
-    #[cfg(feature = "etcd")]
-    #[test]
-    fn failover_keys_that_cannot_fence_or_address_etcd_are_refused_naming_them() {
-        let err =
-            |more: &str| load_text(&format!("{ETCD_BASE}etcdEndpoints=http://e:2379\n{more}")).unwrap_err();
-        for (more, names) in [
-            ("etcdLeaseTtlMs=2500\n", "etcdLeaseTtlMs=2500"),
-            ("etcdLeaseMarginMs=3000\n", "etcdLeaseMarginMs=3000"),
-            ("etcdLeaseRenewIntervalMs=2500\n", "etcdLeaseRenewIntervalMs=2500"),
-            ("etcdKeyPrefix=logship\n", "etcdKeyPrefix"),
-            ("etcdKeyPrefix=/a//b\n", "etcdKeyPrefix"),
-        ] {
-            let e = err(more);
-            assert!(e.to_string().contains(names), "{more}: {e}");
-        }
-        let e = load_text(&format!("{ETCD_BASE}etcdEndpoints=127.0.0.1:2379\n")).unwrap_err();
-        assert!(matches!(&e, BrokerConfigError::Invalid { key, .. } if key == "etcdEndpoints"), "{e}");
-    }
-
-    /// A CA certificate, and a client certificate and key it signed, as PEM files in `dir`.
-    #[cfg(feature = "etcd")]
-    fn etcd_pem_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
-        let ca_key = rcgen::KeyPair::generate().unwrap();
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let ca = params.self_signed(&ca_key).unwrap();
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec!["broker-1".to_string()])
-            .unwrap()
-            .signed_by(&key, &ca, &ca_key)
-            .unwrap();
-        let files = (dir.join("ca.pem"), dir.join("client.pem"), dir.join("client.key"));
-        std::fs::write(&files.0, ca.pem()).unwrap();
-        std::fs::write(&files.1, cert.pem()).unwrap();
-        std::fs::write(&files.2, key.serialize_pem()).unwrap();
-        files
-    }
-
-    #[cfg(feature = "etcd")]
-    #[test]
-    fn etcd_tls_and_authentication_keys_read_their_files_and_refuse_what_cannot_work() {
-        let dir = tempfile::tempdir().unwrap();
-        let (ca, cert, key) = etcd_pem_files(dir.path());
-        let password = dir.path().join("etcd.password");
-        std::fs::write(&password, "s3cret pass\n").unwrap();
-        let tls = format!(
-            "etcdTlsCaPath={}\netcdTlsCertPath={}\netcdTlsKeyPath={}\n",
-            ca.display(),
-            cert.display(),
-            key.display()
-        );
-        let auth = format!("etcdUser=logship\netcdPasswordFile={}\n", password.display());
-        let https = "etcdEndpoints=https://127.0.0.1:2379\n";
-        let loaded = load_text(&format!("{ETCD_BASE}{https}{tls}{auth}etcdTlsServerName=etcd-1\n")).unwrap();
-        let etcd = loaded.settings.controller.unwrap().etcd.unwrap();
-        let t = etcd.tls.as_ref().expect("TLS");
-        assert_eq!(t.ca_pem, std::fs::read(&ca).unwrap());
-        assert_eq!(t.identity.as_ref().map(|(c, _)| c.clone()), Some(std::fs::read(&cert).unwrap()));
-        assert_eq!(t.server_name.as_deref(), Some("etcd-1"));
-        let c = etcd.credentials.as_ref().expect("credentials");
-        assert_eq!((c.user.as_str(), c.password.as_str()), ("logship", "s3cret pass"), "the line break goes");
-        assert!(!format!("{c:?}").contains("s3cret"), "the password is never shown");
-        assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
-        // No credentials at all, or a password in clear: warned about.
-        let plain = load_text(&format!("{ETCD_BASE}etcdEndpoints=http://e:2379\n")).unwrap();
-        assert!(plain.warnings.iter().any(|w| w.contains("without credentials")), "{:?}", plain.warnings);
-        let clear = load_text(&format!("{ETCD_BASE}etcdEndpoints=http://e:2379\n{auth}")).unwrap();
-        assert!(clear.warnings.iter().any(|w| w.contains("in clear")), "{:?}", clear.warnings);
-        // Refused, naming the keys.
-        let empty = dir.path().join("empty");
-        std::fs::write(&empty, "\n").unwrap();
-        let cases = [
-            (format!("etcdEndpoints=http://e:2379\n{tls}"), "https://"),
-            (https.to_string(), "etcdTlsCaPath"),
-            (
-                format!("{https}etcdTlsCaPath={}\netcdTlsCertPath={}\n", ca.display(), cert.display()),
-                "etcdTlsKeyPath",
-            ),
-            (format!("{https}etcdTlsCaPath={}\n", key.display()), "etcdTlsCaPath"),
-            (
-                format!(
-                    "{https}etcdTlsCaPath={}\netcdTlsCertPath={}\netcdTlsKeyPath={}\n",
-                    ca.display(),
-                    cert.display(),
-                    cert.display()
-                ),
-                "etcdTlsKeyPath",
-            ),
-            (format!("{https}etcdTlsCaPath=/nonexistent/ca.pem\n"), "etcdTlsCaPath"),
-            ("etcdEndpoints=http://e:2379\netcdUser=logship\n".to_string(), "etcdPasswordFile"),
-            (format!("etcdEndpoints=http://e:2379\netcdPasswordFile={}\n", password.display()), "etcdUser"),
-            (
-                format!("etcdEndpoints=http://e:2379\netcdUser=u\netcdPasswordFile={}\n", empty.display()),
-                "empty",
-            ),
-            ("etcdEndpoints=http://e:2379\netcdUser=u\netcdPasswordFile=/dev/zero\n".to_string(), "64 KiB"),
-        ];
-        for (more, names) in cases {
-            let e = load_text(&format!("{ETCD_BASE}{more}")).unwrap_err().to_string();
-            assert!(e.contains(names), "{more}: {e}");
-            assert!(!e.contains("s3cret"), "{e}");
-        }
-    }
-
-    #[cfg(not(feature = "etcd"))]
-    #[test]
-    fn failover_without_the_etcd_feature_is_a_config_error_naming_the_feature() {
-        let e = load_text(&format!("{ETCD_BASE}etcdEndpoints=http://127.0.0.1:2379\n")).unwrap_err();
-        assert!(matches!(&e, BrokerConfigError::Unsupported { key, .. } if key == "etcdEndpoints"), "{e}");
-        assert!(e.to_string().contains("--features etcd"), "{e}");
-    }
-
-    #[test]
-    fn failover_keys_without_their_mode_warn() {
-        let loaded = load_text("etcdEndpoints=http://127.0.0.1:2379\n").unwrap();
-        assert!(loaded.warnings.iter().any(|w| w.contains("etcdEndpoints") && w.contains("controller-mode")));
-        let loaded = load_text(&format!("{ETCD_BASE}etcdLeaseTtlMs=5000\n")).unwrap();
-        assert!(loaded.settings.controller.unwrap().etcd.is_none());
-        assert!(
-            loaded.warnings.iter().any(|w| w.contains("etcdLeaseTtlMs has no effect without etcdEndpoints"))
-        );
-    }
-
-    #[test]
-    fn controller_mode_reads_its_keys_with_javas_defaults() {
-        let s = load_text("enableControllerMode=true\nbrokerId=2\nhttpAuthToken=0123456789abcdef\n")
-            .unwrap()
-            .settings;
-        let c = s.controller.clone().expect("controller mode");
-        assert_eq!(c.broker_id, 2);
-        assert_eq!(
-            c.sync_policy(),
-            SyncPolicy { all_ack_in_sync_state_set: false, in_sync_replicas: 1, min_in_sync_replicas: 1 }
-        );
-        assert_eq!(c.ha_max_time_slave_not_catchup, Duration::from_millis(15_000));
-        assert!(!c.async_learner && !c.sync_from_last_file && !c.read_uncommitted);
-        assert!(crate::server::store_config(&s).dispatch_up_to_confirm, "consumers read below confirmOffset");
-        let text = "enableControllerMode=true\nbrokerId=3\nallAckInSyncStateSet=true\ninSyncReplicas=2\n\
-                    minInSyncReplicas=2\nhaMaxTimeSlaveNotCatchup=4000\nasyncLearner=true\n\
-                    syncFromLastFile=true\nreadUnCommitted=true\nstorePathEpochFile=/ssd/epochs\n";
-        let s = load_text(text).unwrap().settings;
-        let c = s.controller.clone().unwrap();
-        assert_eq!(
-            c.sync_policy(),
-            SyncPolicy { all_ack_in_sync_state_set: true, in_sync_replicas: 2, min_in_sync_replicas: 2 }
-        );
-        assert_eq!(c.ha_max_time_slave_not_catchup, Duration::from_secs(4));
-        assert!(c.async_learner && c.sync_from_last_file && c.read_uncommitted);
-        let store = crate::server::store_config(&s);
-        assert!(!store.dispatch_up_to_confirm);
-        assert_eq!(store.store_path_epoch_file, Some(PathBuf::from("/ssd/epochs")));
-        let m = s.controller_master_config(3, [1].into(), 1).unwrap();
-        let mc = m.controller.clone().unwrap();
-        assert_eq!(
-            (m.role, mc.broker_id, mc.epoch, mc.sync),
-            (BrokerRole::SyncMaster, 3, 3, c.sync_policy())
-        );
-        assert_eq!(mc.ha_max_time_slave_not_catchup, Duration::from_secs(4));
-        assert!(m.validate().is_ok(), "{:?}", m.validate());
-        let sl = s.controller_slave_config("127.0.0.1:10912", 1, 3).unwrap().unwrap();
-        let sc = sl.controller.clone().unwrap();
-        assert_eq!((sc.broker_id, sc.master_broker_id, sc.master_epoch), (3, 1, 3));
-        assert!(sc.async_learner && sc.sync_from_last_file);
-        assert_eq!(sl.master_address, "127.0.0.1:10912");
-        // Classic mode has none of it.
-        let classic = load_text("").unwrap().settings;
-        assert!(classic.controller.is_none() && classic.controller_master_config(1, [].into(), 1).is_none());
-        assert!(!crate::server::store_config(&classic).dispatch_up_to_confirm);
-    }
-
-    #[test]
-    fn the_truncation_override_and_the_adoption_key_reach_the_slave_and_the_store() {
-        let base = "enableControllerMode=true\nbrokerId=2\nhttpAuthToken=0123456789abcdef\n";
-        let s = load_text(base).unwrap().settings;
-        let store = crate::server::store_config(&s);
-        assert!(store.require_epoch_file, "controller mode needs the epoch file");
-        assert_eq!(store.adopt_log_without_epochs, None);
-        let sl = s.controller_slave_config("127.0.0.1:10912", 1, 3).unwrap().unwrap();
-        assert_eq!(sl.controller.unwrap().drop_confirmed, None, "never below the confirmOffset by default");
-        let text = format!("{base}haSlaveDropConfirmed=516000-774000\nadoptLogWithoutEpochs=1828\n");
-        let s = load_text(&text).unwrap().settings;
-        let sl = s.controller_slave_config("127.0.0.1:10912", 1, 3).unwrap().unwrap();
-        assert_eq!(sl.controller.unwrap().drop_confirmed, Some(516_000..774_000));
-        assert_eq!(crate::server::store_config(&s).adopt_log_without_epochs, Some(1828));
-        for bad in
-            ["haSlaveDropConfirmed=774000-516000", "haSlaveDropConfirmed=5-5", "haSlaveDropConfirmed=516000"]
-        {
-            let e = load_text(&format!("{base}{bad}\n")).unwrap_err();
-            assert!(e.to_string().contains("haSlaveDropConfirmed"), "{bad}: {e}");
-        }
-        let classic = load_text("haSlaveDropConfirmed=1-2\n").unwrap();
-        assert!(!crate::server::store_config(&classic.settings).require_epoch_file);
-        assert!(
-            classic.warnings.iter().any(|w| w.contains("haSlaveDropConfirmed")),
-            "{:?}",
-            classic.warnings
-        );
-    }
-
-    #[test]
-    fn controller_mode_keys_are_range_checked() {
-        for bad in [
-            "minInSyncReplicas=0",
-            "minInSyncReplicas=65",
-            "haMaxTimeSlaveNotCatchup=0",
-            "haMaxTimeSlaveNotCatchup=soon",
-            "brokerId=x",
-            "brokerId=-1",
-        ] {
-            let key = bad.split('=').next().unwrap();
-            let err = load_text(&format!("enableControllerMode=true\nbrokerId=1\n{bad}\n")).unwrap_err();
-            assert!(matches!(err, BrokerConfigError::Invalid { .. }), "{bad}: {err}");
-            assert!(err.to_string().contains(key), "{bad}: {err}");
-        }
-        let err = load_text("enableControllerMode=true\nbrokerId=-1\n").unwrap_err();
-        assert!(err.to_string().contains("no controller"), "RocketMQ's -1 is explained: {err}");
-    }
-
-    #[test]
-    fn controller_mode_needs_a_broker_id() {
-        let err = load_text("enableControllerMode=true\n").unwrap_err();
-        assert!(matches!(err, BrokerConfigError::Conflict { .. }), "{err}");
-        assert!(err.to_string().contains("brokerId=(unset)"), "{err}");
-    }
-
-    #[test]
-    fn controller_mode_refuses_classic_keys_naming_them() {
-        for (line, key) in [
-            ("haMasterAddress=10.0.0.1:10912", "haMasterAddress"),
-            ("totalReplicas=2\nhaReplicaAllowList=10.0.0.1", "totalReplicas"),
-            ("ackPolicy=ANY_SLAVE", "ackPolicy"),
-            ("newSlaveStart=LAST_FILE", "newSlaveStart"),
-        ] {
-            let err = load_text(&format!("enableControllerMode=true\nbrokerId=1\n{line}\n")).unwrap_err();
-            assert!(matches!(err, BrokerConfigError::Conflict { .. }), "{line}: {err}");
-            let shown = err.to_string();
-            assert!(shown.contains("enableControllerMode=true") && shown.contains(key), "{line}: {shown}");
-        }
-    }
-
-    /// A controller-mode broker is master and slave in turn: one set of `haTls*` keys gives
-    /// it both sides, whatever `brokerRole` says.
-    #[test]
-    fn controller_mode_takes_tls_keys_for_both_roles() {
-        let dir = tempfile::tempdir().unwrap();
-        let files = tls_files(dir.path());
-        let base = "enableControllerMode=true\nbrokerId=1\nbrokerRole=SLAVE\nhaTlsReplicaNames=replica-a, replica-b\n";
-        let text = format!("{base}haTlsMode=required\nhaTlsEnable=true\n{files}");
-        let loaded = load_text(&text).unwrap();
-        let tls_warnings: Vec<_> = loaded.warnings.iter().filter(|w| w.contains("haTls")).collect();
-        assert!(tls_warnings.is_empty(), "{tls_warnings:?}");
-        let s = loaded.settings;
-        let m = s.controller_master_config(2, [1].into(), 1).unwrap();
-        let tls = m.admission.tls.as_ref().expect("master TLS in controller mode");
-        assert_eq!(
-            (tls.mode(), tls.replica_names()),
-            (TlsMode::Required, vec!["replica-a".into(), "replica-b".into()])
-        );
-        // Without haTlsServerName the master's certificate must carry the host it is followed at.
-        for (address, host) in
-            [("10.0.0.5:10912", "10.0.0.5"), ("[::1]:10912", "::1"), ("b.example:10912", "b.example")]
-        {
-            let sl = s.controller_slave_config(address, 2, 2).unwrap().unwrap();
-            assert_eq!(
-                sl.tls.expect("slave TLS in controller mode").server_name().to_str(),
-                host,
-                "{address}"
-            );
-        }
-        // With it, every master followed must carry that one name (the group's).
-        let named = load_text(&format!("{text}haTlsServerName=ha.group-a.test\n")).unwrap().settings;
-        for address in ["10.0.0.5:10912", "b.example:10912"] {
-            let sl = named.controller_slave_config(address, 2, 2).unwrap().unwrap();
-            assert_eq!(sl.tls.unwrap().server_name().to_str(), "ha.group-a.test", "{address}");
-        }
-        // Missing or unreadable files are refused at start, naming the key.
-        let no_cert: String =
-            files.lines().filter(|l| !l.starts_with("haTlsCertPath")).map(|l| format!("{l}\n")).collect();
-        for missing in [
-            format!("{base}haTlsMode=required\nhaTlsEnable=true\n{no_cert}"),
-            format!("{base}haTlsMode=optional\n{no_cert}"),
-            format!("{base}haTlsMode=off\nhaTlsEnable=true\n{no_cert}"),
-            format!(
-                "{base}haTlsMode=required\nhaTlsEnable=true\n{no_cert}haTlsCertPath=/nonexistent/cert.pem\n"
-            ),
-        ] {
-            let err = load_text(&missing).unwrap_err().to_string();
-            assert!(err.contains("haTlsCertPath"), "{missing}: {err}");
-        }
-        // A master that requires TLS and a slave that would connect in plain cannot be one broker.
-        let err = load_text(&format!("{base}haTlsMode=required\n{files}")).unwrap_err().to_string();
-        assert!(err.contains("haTlsMode=required") && err.contains("haTlsEnable"), "{err}");
-        let half = load_text(&format!("{base}haTlsEnable=true\n{files}")).unwrap();
-        assert!(half.settings.controller_master_config(2, [1].into(), 1).unwrap().admission.tls.is_none());
-        assert!(
-            half.warnings.iter().any(|w| w.contains("haTlsEnable=true with haTlsMode=off")),
-            "{:?}",
-            half.warnings
-        );
-        let migrating =
-            load_text(&format!("{base}haTlsMode=optional\nhaReplicaAllowList=10.0.0.7\n{files}")).unwrap();
-        assert!(
-            migrating
-                .settings
-                .controller_slave_config("10.0.0.5:10912", 2, 2)
-                .unwrap()
-                .unwrap()
-                .tls
-                .is_none()
-        );
-    }
-
-    #[test]
-    fn a_stock_rocketmq_controller_conf_loads_and_warns_about_what_it_ignores() {
-        // Shaped like RocketMQ's conf/controller broker files (brokerRole=SLAVE and all).
-        let text = "brokerClusterName=DefaultCluster\nbrokerName=broker-a\nbrokerId=1\nbrokerRole=SLAVE\n\
-                    deleteWhen=04\nfileReservedTime=48\nenableControllerMode=true\nallAckInSyncStateSet=true\n\
-                    listenPort=30911\n";
-        let loaded = load_text(text).unwrap();
-        assert!(loaded.settings.controller.as_ref().is_some_and(|c| c.all_ack_in_sync_state_set));
-        let warnings = loaded.warnings.join("\n");
-        assert!(warnings.contains("brokerRole=SLAVE is ignored in controller mode"), "{warnings}");
-        assert!(warnings.contains("httpAuthToken"), "admin calls need a token: {warnings}");
-    }
-
-    #[test]
-    fn controller_keys_without_controller_mode_are_warnings() {
-        let loaded = load_text("allAckInSyncStateSet=true\nminInSyncReplicas=2\nbrokerId=1\n").unwrap();
-        assert!(loaded.settings.controller.is_none());
-        let warnings = loaded.warnings.join("\n");
-        for key in ["allAckInSyncStateSet", "minInSyncReplicas", "brokerId"] {
-            assert!(warnings.contains(key), "{key}: {warnings}");
-        }
-        assert!(load_text("enableControllerMode=false\n").unwrap().warnings.is_empty());
-    }
-}
+mod tests;

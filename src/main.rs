@@ -47,6 +47,9 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Show a broker's replication state, like `mqadmin haStatus`; the exit code is its health.
     Status(status_cmd::StatusArgs),
+    /// Print the configuration reference's key tables (Markdown), as docs/configuration.md holds
+    /// them, from the keys' declarations.
+    ConfigKeys,
 }
 
 /// Options shared by `master` and `slave`. Flags override `--config`.
@@ -76,6 +79,14 @@ struct ServeArgs {
     /// brokerRole: ASYNC_MASTER or SYNC_MASTER (masters).
     #[arg(long)]
     role: Option<String>,
+    /// Check the configuration (file and flags) and exit: 0 if the broker would start with
+    /// it, 2 with the error if not; warnings go to stderr. Nothing is bound or opened.
+    #[arg(long)]
+    check: bool,
+    /// Print every key's effective value and where it came from (default, file:line, command
+    /// line), like `mqbroker -p`, and exit without starting (2 if the configuration is bad).
+    #[arg(long)]
+    print_config: bool,
 }
 
 fn parse_key_value(s: &str) -> Result<(String, String), String> {
@@ -113,6 +124,16 @@ enum Serve {
 }
 
 fn settings_for(args: &ServeArgs, serve: Serve) -> anyhow::Result<config::BrokerSettings> {
+    Ok(loaded_for(args, serve)?.settings)
+}
+
+fn loaded_for(args: &ServeArgs, serve: Serve) -> anyhow::Result<config::Loaded> {
+    if serve == Serve::Master && args.master.is_some() {
+        anyhow::bail!(
+            "--master sets haMasterAddress, where a slave connects; `logship master` runs a master: drop \
+             --master, or run `logship slave`"
+        );
+    }
     let defaults: &[(&str, &str)] = match serve {
         Serve::Master => &[],
         Serve::Slave => &[("brokerRole", "SLAVE")],
@@ -133,7 +154,7 @@ fn settings_for(args: &ServeArgs, serve: Serve) -> anyhow::Result<config::Broker
         );
     }
     if serve == Serve::Controller {
-        return Ok(loaded.settings);
+        return Ok(loaded);
     }
     if controller {
         anyhow::bail!(
@@ -153,7 +174,7 @@ fn settings_for(args: &ServeArgs, serve: Serve) -> anyhow::Result<config::Broker
     if !slave && is_slave {
         anyhow::bail!("brokerRole=SLAVE but `logship master` runs a master: use `logship slave`");
     }
-    Ok(loaded.settings)
+    Ok(loaded)
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (else `default`); colour only when stderr is a
@@ -209,6 +230,10 @@ fn main() -> ExitCode {
             runtime().and_then(|rt| rt.block_on(bench::run(args)))
         }
         Command::Status(args) => return status_cmd::main(&args),
+        Command::ConfigKeys => {
+            print!("{}", config::reference_tables());
+            return ExitCode::SUCCESS;
+        }
         Command::Master(args) => serve(&args, Serve::Master),
         Command::Slave(args) => serve(&args, Serve::Slave),
         Command::Broker(args) => serve(&args, Serve::Controller),
@@ -225,6 +250,17 @@ fn main() -> ExitCode {
 
 fn serve(args: &ServeArgs, kind: Serve) -> anyhow::Result<bool> {
     init_logging("info");
+    if args.check || args.print_config {
+        let loaded = loaded_for(args, kind)?;
+        if args.print_config {
+            print!("{}", config::print_effective(&loaded.effective));
+        }
+        if args.check {
+            let origin = args.config.as_ref().map_or("the command line".into(), |p| p.display().to_string());
+            println!("{origin}: configuration OK, {} warning(s)", loaded.warnings.len());
+        }
+        return Ok(true);
+    }
     let settings = settings_for(args, kind)?;
     raise_open_file_limit();
     runtime()?.block_on(server::run(settings))?;

@@ -161,7 +161,7 @@ pub struct PromoteRequest {
     #[serde(default)]
     pub force: bool,
     /// With automatic failover on etcd: take the role by hand, leaving automatic failover until
-    /// the broker restarts (see the README).
+    /// the broker restarts (see docs/security.md).
     #[serde(default)]
     pub override_coordinator: bool,
 }
@@ -177,7 +177,7 @@ pub struct FollowRequest {
     /// The epoch the master was elected in.
     pub epoch: i32,
     /// With automatic failover on etcd: take the role by hand, leaving automatic failover until
-    /// the broker restarts (see the README).
+    /// the broker restarts (see docs/security.md).
     #[serde(default)]
     pub override_coordinator: bool,
 }

@@ -58,12 +58,12 @@ fn open_hint(e: &StoreError) -> &'static str {
         }
         StoreError::EpochFileMissing { .. } => {
             "; to refetch everything from the master, stop the broker, move storePathRootDir aside and start \
-             it again (the procedure is in the README, Security: epochs); to take a log from the classic mode \
+             it again (the procedure is in docs/controller.md, Epochs in controller mode); to take a log from the classic mode \
              as it is, set adoptLogWithoutEpochs to the end offset named above (broker.conf or --set)"
         }
         StoreError::EpochFileCorrupt { .. } => {
             "; to refetch everything from the master, stop the broker, move storePathRootDir aside and start \
-             it again (the procedure is in the README, Security: epochs)"
+             it again (the procedure is in docs/controller.md, Epochs in controller mode)"
         }
         StoreError::Locked { .. } => {
             "; another broker runs on this store: stop it, or give this one its own storePathRootDir"

@@ -427,3 +427,85 @@ fn tls_brokers_replicate_over_an_authenticated_link_and_a_plain_slave_is_refused
     assert_eq!(max_offset(&plain), 0);
     assert_eq!(master.status()["slaves"].as_array().map(Vec::len), Some(1));
 }
+
+#[test]
+fn master_refuses_the_slaves_master_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["master", "--store", dir.path().to_str().unwrap(), "--master", "127.0.0.1:10912", "--check"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--master sets haMasterAddress") && stderr.contains("`logship slave`"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn check_and_print_config_read_the_file_without_starting_the_broker() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("broker.conf");
+    let store = dir.path().join("store");
+    std::fs::write(
+        &path,
+        format!("storePathRootDir={}\nbrokerRole=SYNC_MASTER\nbrokerrole=x\n", store.display()),
+    )
+    .unwrap();
+    let conf = path.to_str().unwrap();
+    let out = Command::new(BIN)
+        .args(["master", "-c", conf, "--check", "--set", "haTransferBatchSize=65536"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stdout.contains("configuration OK, 1 warning(s)"), "{stdout}");
+    assert!(stderr.contains("did you mean brokerRole?"), "{stderr}");
+    assert!(!store.exists(), "--check opened the store");
+
+    let out = Command::new(BIN)
+        .args(["master", "-c", conf, "--print-config", "--set", "haTransferBatchSize=65536"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let line =
+        |key: &str| stdout.lines().find(|l| l.starts_with(&format!("{key}="))).unwrap_or("").to_string();
+    assert!(
+        line("brokerRole").contains("SYNC_MASTER") && line("brokerRole").ends_with(&format!("# {conf}:2")),
+        "{stdout}"
+    );
+    assert!(
+        line("haTransferBatchSize").contains("65536")
+            && line("haTransferBatchSize").ends_with("# command line"),
+        "{stdout}"
+    );
+    assert!(line("slaveTimeout").ends_with("# default"), "{stdout}");
+    assert!(!store.exists(), "--print-config opened the store");
+
+    std::fs::write(&path, "brokerRole=MASTER\n").unwrap();
+    let out = Command::new(BIN).args(["master", "-c", conf, "--check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("invalid value for brokerRole: \"MASTER\""));
+}
+
+#[test]
+fn the_readmes_master_and_slave_broker_conf_pass_check() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let blocks: Vec<&str> =
+        readme.split("```properties\n").skip(1).filter_map(|b| b.split_once("```").map(|(b, _)| b)).collect();
+    assert_eq!(blocks.len(), 2, "the README shows a master's and a slave's broker.conf");
+    let dir = tempfile::tempdir().unwrap();
+    for (role, conf) in ["master", "slave"].into_iter().zip(blocks) {
+        let path = dir.path().join(format!("{role}.conf"));
+        std::fs::write(&path, conf).unwrap();
+        let out = Command::new(BIN).args([role, "-c", path.to_str().unwrap(), "--check"]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{role}: {stderr}");
+        assert!(
+            !stderr.contains("unknown key") && !stderr.contains("not used by logship"),
+            "{role}: {stderr}"
+        );
+    }
+}

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use logship_broker::RocketmqLine;
 
+use super::keys::{ALL, declare_keys};
 use super::{BrokerConfigError, BrokerSettings, boolean, invalid, millis, number, port};
 
-/// The remoting port and registration, as the keys set them (the README's "Remoting port"
+/// The remoting port and registration, as the keys set them (docs/configuration.md's "Remoting port"
 /// table).
 #[derive(Clone, Debug, PartialEq)]
 pub struct RemotingKeys {
@@ -146,67 +147,146 @@ impl Default for RemotingKeys {
 impl RemotingKeys {
     /// Parses `key` if it is one of these keys; `Ok(false)` if it is not.
     pub fn set(&mut self, key: &str, v: &str) -> Result<bool, BrokerConfigError> {
-        let ip = |v: &str| v.parse::<IpAddr>().map_err(|_| invalid(key, v, "an IP address"));
-        match key {
-            "listenAddress" => self.listen_address = Some(ip(v)?),
-            "fastListenPort" => self.fast_listen_port = port(key, v)?,
-            "httpListenPort" => self.http_listen_port = Some(port(key, v)?),
-            "httpListenAddress" => self.http_listen_address = Some(ip(v)?),
-            "namesrvAddr" => self.namesrv_addr = namesrv_addr(key, v)?,
-            "registerNameServerPeriod" => {
-                self.register_name_server_period =
+        set_remoting(self, key, v)
+    }
+}
+
+fn acl_file(key: &str, v: &str) -> Result<std::path::PathBuf, BrokerConfigError> {
+    match v.trim() {
+        "" => Err(invalid(key, v, "the path of a plain_acl.yml")),
+        path => Ok(path.into()),
+    }
+}
+
+fn ip(key: &str, v: &str) -> Result<IpAddr, BrokerConfigError> {
+    v.parse::<IpAddr>().map_err(|_| invalid(key, v, "an IP address"))
+}
+
+declare_keys! {
+    fn set_remoting(r: &mut RemotingKeys; key, v);
+    pub(super) const REMOTING_KEYS = "Remoting port and NameServer registration";
+    "listenAddress", ALL, Note "`brokerIP1`",
+        "the IP the remoting port binds (and, unless told otherwise, the HTTP and HA ports)"
+        => r.listen_address = Some(ip(key, v)?);
+    "fastListenPort", ALL, Note "`0` (none)",
+        "a second remoting port with the same service: Java's VIP channel (`listenPort - 2` in Java), which Java clients up to 4.4.0 use by default (`vipChannelEnabled`); later clients do not"
+        => r.fast_listen_port = port(key, v)?;
+    "namesrvAddr", ALL, Note "unset",
+        "NameServers, `host:port;host:port`: every broker (master and slaves) registers with each"
+        => r.namesrv_addr = namesrv_addr(key, v)?;
+    "registerNameServerPeriod", ALL, Value "30000",
+        "how often (10 s to 60 s, as Java clamps it) (milliseconds)"
+        => {
+                r.register_name_server_period =
                     millis(key, v)?.clamp(Duration::from_secs(10), Duration::from_secs(60))
-            }
-            "registerBrokerTimeoutMills" => self.register_broker_timeout = millis(key, v)?,
-            "brokerIP2" => self.broker_ip2 = Some(ip(v)?),
-            "autoCreateTopicEnable" => self.auto_create_topic_enable = boolean(key, v)?,
-            "autoCreateSubscriptionGroup" => self.auto_create_subscription_group = boolean(key, v)?,
-            "rocketmqLine" => {
-                self.rocketmq_line = match v {
+            };
+    "registerBrokerTimeoutMills", ALL, Value "6000",
+        "one registration's limit (milliseconds)"
+        => r.register_broker_timeout = millis(key, v)?;
+    "brokerIP2", ALL, Note "`brokerIP1`",
+        "the host of the `haServerAddr` registered (`brokerIP2:haListenPort`)"
+        => r.broker_ip2 = Some(ip(key, v)?);
+    "autoCreateTopicEnable", ALL, Value "true",
+        "as in RocketMQ: `TBW102` exists and a send to an unknown topic creates it; off, `TOPIC_NOT_EXIST`"
+        => r.auto_create_topic_enable = boolean(key, v)?;
+    "autoCreateSubscriptionGroup", ALL, Value "true",
+        "as in RocketMQ: `TBW102` exists and a send to an unknown topic creates it; off, `TOPIC_NOT_EXIST`"
+        => r.auto_create_subscription_group = boolean(key, v)?;
+    "rocketmqLine", ALL, Value "5",
+        "which Java broker to answer as: `5` (5.5.0, response version 513) or `4.9` (4.9.7, version 407): remarks, codes and stored properties that differ between the lines follow it"
+        => {
+                r.rocketmq_line = match v {
                     "5" | "5.x" | "5.5" | "5.5.0" => RocketmqLine::V5,
                     "4" | "4.9" | "4.9.7" => RocketmqLine::V4_9,
                     _ => return Err(invalid(key, v, "5 (answer as RocketMQ 5.5.0) or 4.9 (as 4.9.7)")),
                 }
-            }
-            "regionId" => self.region_id = v.to_string(),
-            "traceOn" => self.trace_on = boolean(key, v)?,
-            "brokerPermission" => self.broker_permission = number(key, v, 0, 7)? as i32,
-            "remotingMaxConnections" => self.max_connections = number(key, v, 1, 1 << 20)? as usize,
-            "remotingMaxConnectionsPerIp" => {
-                self.max_connections_per_ip = number(key, v, 0, 1 << 20)? as usize
-            }
-            "remotingMaxInFlightPerConnection" => {
-                self.max_in_flight_per_connection = number(key, v, 1, 1 << 20)? as usize
-            }
-            "remotingMaxInFlight" => self.max_in_flight = number(key, v, 1, 1 << 24)? as usize,
-            "remotingMaxInFlightBytes" => self.max_in_flight_bytes = number(key, v, 1 << 20, 1 << 40)?,
-            "remotingFrameMaxLength" => {
-                self.frame_max_length = number(key, v, 1024, i32::MAX as u64)? as usize
-            }
-            "serverChannelMaxIdleTimeSeconds" => {
-                self.idle_timeout = Duration::from_secs(number(key, v, 1, 86_400)?)
-            }
-            "remotingFrameTimeout" => self.frame_timeout = millis(key, v)?,
-            "remotingWriteTimeout" => self.write_timeout = millis(key, v)?,
-            "remotingMaxQueuedBytes" => self.max_queued_bytes = number(key, v, 1 << 16, 1 << 40)? as usize,
-            "messageIndexEnable" => self.message_index_enable = boolean(key, v)?,
-            "maxHashSlotNum" => self.max_hash_slot_num = number(key, v, 1, 50_000_000)? as u32,
-            "maxIndexNum" => self.max_index_num = number(key, v, 1, 100_000_000)? as u32,
-            "aclEnable" => self.acl_enable = boolean(key, v)?,
-            "aclFile" if v.trim().is_empty() => return Err(invalid(key, v, "the path of a plain_acl.yml")),
-            "aclFile" => self.acl_file = Some(v.trim().into()),
-            "longPollingEnable" => self.long_polling_enable = boolean(key, v)?,
-            "shortPollingTimeMills" => self.short_polling_time_mills = number(key, v, 1, 60_000)? as i64,
-            "offsetCheckInSlave" => self.offset_check_in_slave = boolean(key, v)?,
-            "litePullMessageEnable" => self.lite_pull_message_enable = boolean(key, v)?,
-            "notifyConsumerIdsChangedEnable" => self.notify_consumer_ids_changed_enable = boolean(key, v)?,
-            "channelExpiredTimeout" => {
-                self.channel_expired_timeout = Duration::from_millis(number(key, v, 1000, 86_400_000)?)
-            }
-            _ => return Ok(false),
-        }
-        Ok(true)
-    }
+            };
+    "regionId", ALL, Value "DefaultRegion",
+        "what every send answer carries (`MSG_REGION`, `TRACE_ON`)"
+        => r.region_id = v.to_string();
+    "traceOn", ALL, Value "true",
+        "what every send answer carries (`MSG_REGION`, `TRACE_ON`)"
+        => r.trace_on = boolean(key, v)?;
+    "brokerPermission", ALL, Value "6",
+        "as in RocketMQ (4 read, 2 write): registered topics are cut to it"
+        => r.broker_permission = number(key, v, 0, 7)? as i32;
+    "remotingMaxConnections", ALL, Value "1024",
+        "connections in all, from one address (`0`: no per-address cap)"
+        => r.max_connections = number(key, v, 1, 1 << 20)? as usize;
+    "remotingMaxConnectionsPerIp", ALL, Note "an eighth of it",
+        "connections in all, from one address (`0`: no per-address cap)"
+        => {
+                r.max_connections_per_ip = number(key, v, 0, 1 << 20)? as usize
+            };
+    "remotingMaxInFlightPerConnection", ALL, Value "1024",
+        "requests in flight per connection, in all, and their bytes"
+        => {
+                r.max_in_flight_per_connection = number(key, v, 1, 1 << 20)? as usize
+            };
+    "remotingMaxInFlight", ALL, Value "16384",
+        "requests in flight per connection, in all, and their bytes"
+        => r.max_in_flight = number(key, v, 1, 1 << 24)? as usize;
+    "remotingMaxInFlightBytes", ALL, Value "268435456",
+        "requests in flight per connection, in all, and their bytes"
+        => r.max_in_flight_bytes = number(key, v, 1 << 20, 1 << 40)?;
+    "remotingFrameMaxLength", ALL, Value "16777216",
+        "the largest frame, its length field included (Java's `com.rocketmq.remoting.frameMaxLength`)"
+        => {
+                r.frame_max_length = number(key, v, 1024, i32::MAX as u64)? as usize
+            };
+    "serverChannelMaxIdleTimeSeconds", ALL, Value "120",
+        "Java's key: an idle connection with nothing in flight closes"
+        => {
+                r.idle_timeout = Duration::from_secs(number(key, v, 1, 86_400)?)
+            };
+    "remotingFrameTimeout", ALL, Value "30000",
+        "a frame begun must arrive within; answers unread for this long close the connection (milliseconds)"
+        => r.frame_timeout = millis(key, v)?;
+    "remotingWriteTimeout", ALL, Value "30000",
+        "a frame begun must arrive within; answers unread for this long close the connection (milliseconds)"
+        => r.write_timeout = millis(key, v)?;
+    "remotingMaxQueuedBytes", ALL, Value "67108864",
+        "answers waiting for one slow client beyond which its requests are not read"
+        => r.max_queued_bytes = number(key, v, 1 << 16, 1 << 40)? as usize;
+    "messageIndexEnable", ALL, Value "true",
+        "RocketMQ's message index (`index/`, for `QUERY_MESSAGE` by key and by id), with Java's file sizes"
+        => r.message_index_enable = boolean(key, v)?;
+    "maxHashSlotNum", ALL, Value "5000000",
+        "RocketMQ's message index (`index/`, for `QUERY_MESSAGE` by key and by id), with Java's file sizes"
+        => r.max_hash_slot_num = number(key, v, 1, 50_000_000)? as u32;
+    "maxIndexNum", ALL, Value "20000000",
+        "RocketMQ's message index (`index/`, for `QUERY_MESSAGE` by key and by id), with Java's file sizes"
+        => r.max_index_num = number(key, v, 1, 100_000_000)? as u32;
+    "aclEnable", ALL, Value "false",
+        "Java's key: check every remoting request against RocketMQ ACL 1.0"
+        => r.acl_enable = boolean(key, v)?;
+    "aclFile", ALL, Note "`storePathRootDir/config/plain_acl.yml`",
+        "the ACL file (Java's `-Drocketmq.acl.plain.file`, relative to `ROCKETMQ_HOME`, default `conf/plain_acl.yml`)"
+        => r.acl_file = Some(acl_file(key, v)?);
+    "httpListenPort", ALL, Note "`listenPort + 2` (`10913`; `0` when `listenPort` is `0`)",
+        "the HTTP API, metrics and status page (bound on `httpListenAddress`, see [HTTP port](security.md#http-port)). Chosen so that RocketMQ's ports (`10909` VIP, `10911` remoting, `10912` HA) stay free"
+        => r.http_listen_port = Some(port(key, v)?);
+    "httpListenAddress", ALL, Note "`listenAddress`, else `brokerIP1`",
+        "the IP the HTTP port binds (`0.0.0.0` for every interface)"
+        => r.http_listen_address = Some(ip(key, v)?);
+    "longPollingEnable", ALL, Value "true",
+        "a pull that finds nothing is held for the client's `suspendTimeoutMillis`; `false`: for `shortPollingTimeMills`"
+        => r.long_polling_enable = boolean(key, v)?;
+    "shortPollingTimeMills", ALL, Value "1000",
+        "how long a pull is held with `longPollingEnable=false` (milliseconds)"
+        => r.short_polling_time_mills = number(key, v, 1, 60_000)? as i64;
+    "offsetCheckInSlave", ALL, Value "false",
+        "a slave corrects out-of-range pull offsets (`PULL_OFFSET_MOVED`) instead of answering `PULL_RETRY_IMMEDIATELY`"
+        => r.offset_check_in_slave = boolean(key, v)?;
+    "litePullMessageEnable", ALL, Value "true",
+        "serve `LITE_PULL_MESSAGE`"
+        => r.lite_pull_message_enable = boolean(key, v)?;
+    "notifyConsumerIdsChangedEnable", ALL, Value "true",
+        "tell a group's consumers when its members change"
+        => r.notify_consumer_ids_changed_enable = boolean(key, v)?;
+    "channelExpiredTimeout", ALL, Value "120000",
+        "a client without a heartbeat this long is dropped, checked every 10 s (milliseconds)"
+        => r.channel_expired_timeout = Duration::from_millis(number(key, v, 1000, 86_400_000)?);
 }
 
 /// `namesrvAddr`: `host:port` entries separated by `;` (empty entries skipped).

@@ -1,0 +1,95 @@
+//! The store's disk, retention and recovery keys.
+
+use super::keys::{ALL, declare_keys};
+use super::{BrokerConfigError, boolean, invalid, number};
+
+/// The store keys about disk space, retention and recovery (one block, parsed by
+/// [`StoreKeys::set`] and applied by [`StoreKeys::apply`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoreKeys {
+    /// `cleanFileForciblyEnable`: above `diskSpaceCleanForciblyRatio`, delete the oldest
+    /// segments even before `fileReservedTime`. **Default false** (RocketMQ: true): logship
+    /// refuses puts instead of deleting unexpired messages, unless asked.
+    pub clean_file_forcibly_enable: bool,
+    /// `diskSpaceCleanForciblyRatio` (fraction): where forced deletion starts, if enabled.
+    pub disk_space_clean_forcibly_ratio: f64,
+    /// `diskSpaceWarningLevelRatio` (fraction): above it, puts are refused.
+    pub disk_space_warning_level_ratio: f64,
+    /// `warmMapedFileEnable`: fault in the pages of the next segment ahead of the writer.
+    pub warm_maped_file_enable: bool,
+    /// logship `rebuildConsumeQueues`: at open, delete every consume queue and rebuild them
+    /// from the commit log.
+    pub rebuild_consume_queues: bool,
+    /// logship `truncateOnCorruption`: at open, cut the commit log at a corrupt record instead
+    /// of refusing to start (discards the data from there on), or accept missing segments.
+    pub truncate_on_corruption: bool,
+    /// logship `scrubBytesPerSecond`: rate of the background CRC scrub (0: off).
+    pub scrub_bytes_per_second: u64,
+}
+
+impl Default for StoreKeys {
+    fn default() -> Self {
+        let store = logship_store::StoreConfig::default();
+        Self {
+            clean_file_forcibly_enable: store.clean_file_forcibly_enable,
+            disk_space_clean_forcibly_ratio: store.disk_space_clean_forcibly_ratio,
+            disk_space_warning_level_ratio: store.disk_space_warning_level_ratio,
+            warm_maped_file_enable: store.warm_mapped_file_enable,
+            rebuild_consume_queues: false,
+            truncate_on_corruption: false,
+            scrub_bytes_per_second: store.scrub_bytes_per_second,
+        }
+    }
+}
+
+impl StoreKeys {
+    /// Parses `key` if it is one of these keys; `Ok(false)` if it is not.
+    pub fn set(&mut self, key: &str, v: &str) -> Result<bool, BrokerConfigError> {
+        set_store(self, key, v)
+    }
+
+    /// Writes these settings into a store configuration.
+    pub fn apply(&self, c: &mut logship_store::StoreConfig) {
+        c.clean_file_forcibly_enable = self.clean_file_forcibly_enable;
+        c.disk_space_clean_forcibly_ratio = self.disk_space_clean_forcibly_ratio;
+        c.disk_space_warning_level_ratio = self.disk_space_warning_level_ratio;
+        c.warm_mapped_file_enable = self.warm_maped_file_enable;
+        c.recovery.rebuild_consume_queues = self.rebuild_consume_queues;
+        c.recovery.truncate_on_corruption = self.truncate_on_corruption;
+        c.scrub_bytes_per_second = self.scrub_bytes_per_second;
+    }
+}
+
+fn fraction(key: &str, v: &str) -> Result<f64, BrokerConfigError> {
+    match v.parse::<f64>() {
+        Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
+        _ => Err(invalid(key, v, "a fraction above 0 and at most 1, e.g. 0.85")),
+    }
+}
+
+declare_keys! {
+    fn set_store(st: &mut StoreKeys; key, v);
+    pub(super) const STORE_KEYS = "Disk, retention and recovery";
+    "cleanFileForciblyEnable", ALL, Value "false",
+        "(RocketMQ's default: `true`) above `diskSpaceCleanForciblyRatio`, delete the oldest segments before `fileReservedTime`. Off, a full disk refuses puts and deletes nothing unexpired. On, it still never deletes a segment holding bytes the slowest in-sync slave has not acknowledged, logs each removed offset range at WARN and counts it (`forced_deleted_segments` in the store status)"
+        => st.clean_file_forcibly_enable = boolean(key, v)?;
+    "diskSpaceCleanForciblyRatio", ALL, Value "0.85",
+        "forced deletion starts / puts are refused (503) above these used fractions"
+        => st.disk_space_clean_forcibly_ratio = fraction(key, v)?;
+    "diskSpaceWarningLevelRatio", ALL, Value "0.90",
+        "forced deletion starts / puts are refused (503) above these used fractions"
+        => st.disk_space_warning_level_ratio = fraction(key, v)?;
+    "warmMapedFileEnable", ALL, Value "false",
+        "fault in the next segment's pages ahead of the writer (measured: it competes with a new slave's catch-up and does not shorten rolls)"
+        => st.warm_maped_file_enable = boolean(key, v)?;
+    "rebuildConsumeQueues", ALL, Value "false",
+        "at start, delete every consume queue and rebuild them from the commit log (the way past a corrupt consume queue; the open error says so)"
+        => st.rebuild_consume_queues = boolean(key, v)?;
+    "truncateOnCorruption", ALL, Value "false",
+        "at start, cut the commit log at a corrupt record in its flushed part (or accept segments missing though the checkpoint records them) instead of refusing to start; **discards** everything from the damage on"
+        => st.truncate_on_corruption = boolean(key, v)?;
+    "scrubBytesPerSecond", ALL, Value "33554432",
+        "rate of the background scrub that verifies every record's CRC, from a minute after start and every 24 h (`0`: off); progress and findings under `store.scrub` in `/status`"
+        => st.scrub_bytes_per_second = number(key, v, 0, u64::MAX)?;
+
+}
