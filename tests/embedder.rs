@@ -1,6 +1,6 @@
 //! What an embedder relies on beyond the examples: waiting for in-sync replicas ends with a
 //! typed error when they do not come, on both adapters; settings a service shares with its
-//! store have one authority, the store.
+//! store have one authority, the store; a plain embedder compiles no TLS library.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -140,4 +140,23 @@ fn a_master_whose_sync_flush_timeout_disagrees_with_its_store_is_refused_at_star
         assert!(text.contains("sync_flush_timeout"), "{text}");
         assert!(text.contains("5s") && text.contains("2s"), "{text}");
     });
+}
+
+/// The store and the adapters without their `tls` feature: no rustls, no ring (issue 27, item 4).
+#[test]
+fn the_store_and_plain_adapters_do_not_depend_on_rustls() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["tree", "--offline", "-e", "normal", "--prefix", "none", "--manifest-path"])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .args(["-p", "logship-store", "-p", "logship-tokio", "-p", "logship-smol"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
+    let tree = String::from_utf8(out.stdout).unwrap();
+    assert!(tree.contains("logship-core "), "{tree}");
+    let tls: Vec<&str> = tree
+        .lines()
+        .filter(|l| ["rustls ", "ring ", "tokio-rustls ", "futures-rustls "].iter().any(|c| l.starts_with(c)))
+        .collect();
+    assert!(tls.is_empty(), "TLS crates in the tree of a plain embedder: {tls:?}");
 }

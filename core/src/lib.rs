@@ -138,6 +138,8 @@ mod config;
 mod error;
 pub mod failover;
 pub mod frame;
+#[cfg(feature = "fuzzing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fuzzing")))]
 #[doc(hidden)]
 pub mod fuzzing;
 mod ids;
