@@ -160,3 +160,40 @@ fn the_store_and_plain_adapters_do_not_depend_on_rustls() {
         .collect();
     assert!(tls.is_empty(), "TLS crates in the tree of a plain embedder: {tls:?}");
 }
+
+#[test]
+fn a_master_whose_segment_size_disagrees_with_its_store_is_refused_at_start_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = store(dir.path(), |c| {
+        c.mapped_file_size_commit_log = 64 * 1024;
+        c.max_message_size = 8 * 1024;
+    });
+    tokio_runtime().block_on(async {
+        let mut config = sync_master();
+        config.core.mapped_file_size_commit_log = 128 * 1024;
+        let err =
+            logship_tokio::spawn_master(config, log, "127.0.0.1:0".parse().unwrap()).await.err().unwrap();
+        let text = err.to_string();
+        assert!(text.contains("mappedFileSizeCommitLog"), "{text}");
+        assert!(text.contains("131072") && text.contains("65536"), "{text}");
+    });
+}
+
+#[test]
+fn a_service_config_for_its_store_takes_flush_settings_and_segment_size_set_once_on_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = store(dir.path(), |c| {
+        c.flush_disk_type = FlushDiskType::SyncFlush;
+        c.sync_flush_timeout = Duration::from_secs(7);
+        c.mapped_file_size_commit_log = 64 * 1024;
+        c.max_message_size = 8 * 1024;
+    });
+    let config = MasterServiceConfig { role: BrokerRole::SyncMaster, ..MasterServiceConfig::for_log(&*log) };
+    assert_eq!(config.flush_disk_type, FlushDiskType::SyncFlush);
+    assert_eq!(config.sync_flush_timeout, Duration::from_secs(7));
+    assert_eq!(config.core.mapped_file_size_commit_log, 64 * 1024);
+    tokio_runtime().block_on(async {
+        let master = logship_tokio::spawn_master(config, log, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+        master.shutdown().await;
+    });
+}

@@ -25,9 +25,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let master_dir = tempfile::tempdir()?;
     let slave_dir = tempfile::tempdir()?;
 
-    // The master: its flush settings and segment size come from its store.
+    // The master: its flush settings and segment size are set once, on its store.
     let master_log = Arc::new(CommitLog::open(master_dir.path(), store_config())?);
-    let config = MasterServiceConfig { role: BrokerRole::SyncMaster, ..Default::default() };
+    let config =
+        MasterServiceConfig { role: BrokerRole::SyncMaster, ..MasterServiceConfig::for_log(&*master_log) };
     let master = logship_tokio::spawn_master(config, master_log.clone(), "127.0.0.1:0".parse()?).await?;
 
     // The slave stores what the master streams in its own commit log.
