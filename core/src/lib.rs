@@ -159,6 +159,9 @@ pub mod service;
 #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod sim;
 mod slave;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 pub mod time;
 mod waiters;
 

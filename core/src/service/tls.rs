@@ -12,8 +12,8 @@
 //! the master peeks at one byte: `0x16` is TLS, anything else a classic peer. A plain report at
 //! or above the limit is never a real offset and never fences a master, whatever the mode.
 //!
-//! Adapters only wrap streams: they peek, run the handshake with [`MasterTls::server_config`]
-//! or [`SlaveTls::client_config`], and hand the outcome ([`Link`]) to the
+//! Adapters only wrap streams (feature `tls`): they peek, run the handshake with `MasterTls::server_config`
+//! or `SlaveTls::client_config`, and hand the outcome ([`Link`]) to the
 //! [`MasterDriver`](crate::service::MasterDriver), which decides what the connection may do.
 
 use std::fmt;
