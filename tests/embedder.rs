@@ -1,6 +1,6 @@
 //! What an embedder relies on beyond the examples: waiting for in-sync replicas ends with a
 //! typed error when they do not come, on both adapters; settings a service shares with its
-//! store have one authority, the store.
+//! store have one authority, the store; a plain embedder compiles no TLS library.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -139,5 +139,61 @@ fn a_master_whose_sync_flush_timeout_disagrees_with_its_store_is_refused_at_star
         let text = err.to_string();
         assert!(text.contains("sync_flush_timeout"), "{text}");
         assert!(text.contains("5s") && text.contains("2s"), "{text}");
+    });
+}
+
+/// The store and the adapters without their `tls` feature: no rustls, no ring (issue 27, item 4).
+#[test]
+fn the_store_and_plain_adapters_do_not_depend_on_rustls() {
+    let out = std::process::Command::new(env!("CARGO"))
+        .args(["tree", "--offline", "-e", "normal", "--prefix", "none", "--manifest-path"])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        .args(["-p", "logship-store", "-p", "logship-tokio", "-p", "logship-smol"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
+    let tree = String::from_utf8(out.stdout).unwrap();
+    assert!(tree.contains("logship-core "), "{tree}");
+    let tls: Vec<&str> = tree
+        .lines()
+        .filter(|l| ["rustls ", "ring ", "tokio-rustls ", "futures-rustls "].iter().any(|c| l.starts_with(c)))
+        .collect();
+    assert!(tls.is_empty(), "TLS crates in the tree of a plain embedder: {tls:?}");
+}
+
+#[test]
+fn a_master_whose_segment_size_disagrees_with_its_store_is_refused_at_start_naming_both() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = store(dir.path(), |c| {
+        c.mapped_file_size_commit_log = 64 * 1024;
+        c.max_message_size = 8 * 1024;
+    });
+    tokio_runtime().block_on(async {
+        let mut config = sync_master();
+        config.core.mapped_file_size_commit_log = 128 * 1024;
+        let err =
+            logship_tokio::spawn_master(config, log, "127.0.0.1:0".parse().unwrap()).await.err().unwrap();
+        let text = err.to_string();
+        assert!(text.contains("mappedFileSizeCommitLog"), "{text}");
+        assert!(text.contains("131072") && text.contains("65536"), "{text}");
+    });
+}
+
+#[test]
+fn a_service_config_for_its_store_takes_flush_settings_and_segment_size_set_once_on_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = store(dir.path(), |c| {
+        c.flush_disk_type = FlushDiskType::SyncFlush;
+        c.sync_flush_timeout = Duration::from_secs(7);
+        c.mapped_file_size_commit_log = 64 * 1024;
+        c.max_message_size = 8 * 1024;
+    });
+    let config = MasterServiceConfig { role: BrokerRole::SyncMaster, ..MasterServiceConfig::for_log(&*log) };
+    assert_eq!(config.flush_disk_type, FlushDiskType::SyncFlush);
+    assert_eq!(config.sync_flush_timeout, Duration::from_secs(7));
+    assert_eq!(config.core.mapped_file_size_commit_log, 64 * 1024);
+    tokio_runtime().block_on(async {
+        let master = logship_tokio::spawn_master(config, log, "127.0.0.1:0".parse().unwrap()).await.unwrap();
+        master.shutdown().await;
     });
 }

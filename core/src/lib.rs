@@ -138,6 +138,8 @@ mod config;
 mod error;
 pub mod failover;
 pub mod frame;
+#[cfg(feature = "fuzzing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fuzzing")))]
 #[doc(hidden)]
 pub mod fuzzing;
 mod ids;
@@ -157,6 +159,9 @@ pub mod service;
 #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod sim;
 mod slave;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 pub mod time;
 mod waiters;
 

@@ -167,6 +167,7 @@ pub struct FlushSettings {
 
 /// The outcome of storing a message, with RocketMQ's `PutMessageStatus` names.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[must_use = "a put can fail or time out: check the status"]
 #[non_exhaustive]
 pub enum PutStatus {
     /// Stored, and flushed and replicated as far as the role requires.
@@ -238,7 +239,26 @@ impl std::fmt::Display for PutStatus {
 }
 
 /// What a put returns (RocketMQ `AppendMessageResult` plus status).
+///
+/// `#[must_use]`: a dropped result hides a failed put or a SYNC wait that timed out.
+///
+/// ```compile_fail
+/// #![deny(unused_must_use)]
+/// use logship_core::MessageLog;
+/// fn store(log: &logship_core::memlog::MemoryLog) {
+///     log.put(b"m".to_vec()); // error: unused `PutResult` that must be used
+/// }
+/// ```
+///
+/// ```
+/// #![deny(unused_must_use)]
+/// use logship_core::MessageLog;
+/// fn store(log: &logship_core::memlog::MemoryLog) {
+///     let _ = log.put(b"m".to_vec());
+/// }
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use = "a put can fail or time out waiting for the disk or the slaves: check its status"]
 pub struct PutResult {
     /// The outcome.
     pub status: PutStatus,

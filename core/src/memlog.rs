@@ -505,7 +505,7 @@ mod tests {
         let log = MemoryLog::new();
         log.append_epoch(entry(1, 0)).unwrap();
         log.append_epoch(entry(1, 0)).unwrap(); // the same entry again: a no-op
-        log.put(b"abcd".to_vec());
+        assert_eq!(log.put(b"abcd".to_vec()).status, crate::PutStatus::PutOk);
         log.append_epoch(entry(2, 4)).unwrap();
         log.append_epoch(entry(3, 4)).unwrap(); // epoch 2 wrote nothing: kept, empty
         for stale in [entry(2, 4), entry(1, 4)] {
@@ -535,7 +535,7 @@ mod tests {
     #[test]
     fn confirm_offset_only_rises_until_a_truncation() {
         let log = MemoryLog::new();
-        log.put(vec![7; 10]);
+        assert_eq!(log.put(vec![7; 10]).status, crate::PutStatus::PutOk);
         assert_eq!(log.set_confirm_offset(8), 8);
         assert_eq!(log.set_confirm_offset(3), 8);
         assert_eq!(log.confirm_offset(), 8);
@@ -549,9 +549,9 @@ mod tests {
     fn truncation_cuts_bytes_epochs_and_confirm_offset_together() {
         let log = MemoryLog::new();
         log.append_epoch(entry(1, 0)).unwrap();
-        log.put(b"0123".to_vec());
+        assert_eq!(log.put(b"0123".to_vec()).status, crate::PutStatus::PutOk);
         log.append_epoch(entry(2, 4)).unwrap();
-        log.put(b"4567".to_vec());
+        assert_eq!(log.put(b"4567".to_vec()).status, crate::PutStatus::PutOk);
         log.append_epoch(entry(3, 8)).unwrap();
         log.set_confirm_offset(8);
         log.flush().unwrap();

@@ -90,7 +90,20 @@ use async_channel::{Receiver, Sender, bounded};
 use futures_lite::FutureExt;
 use logship_core::service::{ReplySlot, Runtime};
 
+/// The protocol core, for what the re-exports above do not cover (an in-memory log,
+/// [`memlog::MemoryLog`](logship_core::memlog::MemoryLog); the adapter-author surface).
+pub use logship_core;
+pub use logship_core::service::tls::{MasterTls, SlaveTls, TlsMode, TlsPem};
+/// What [`spawn_master`] and [`spawn_slave`] take and what their handles return, so that an
+/// embedder needs this crate (and a log, such as `logship-store`'s `CommitLog`) and nothing else.
+pub use logship_core::service::{
+    Admission, MasterServiceConfig, MasterStatus, SlaveServiceConfig, SlaveStatus,
+};
 pub use logship_core::service::{InSyncError, StartError};
+pub use logship_core::{
+    AckPolicy, BrokerRole, FlushDiskType, FlushSettings, LogRead, LogWrite, MasterConfig, MessageLog,
+    PutResult, PutStatus, SlaveConfig,
+};
 pub use master::{MasterHandle, spawn_master};
 pub use slave::{SlaveHandle, spawn_slave};
 

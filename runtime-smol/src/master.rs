@@ -7,13 +7,17 @@ use async_channel::{Receiver, Sender, bounded};
 use async_io::Timer;
 use async_net::{TcpListener, TcpStream};
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, FutureExt};
+#[cfg(feature = "tls")]
 use futures_rustls::TlsAcceptor;
+#[cfg(feature = "tls")]
 use logship_core::service::tls::{Link, MasterTls};
 use logship_core::service::*;
 use logship_core::{ConnId, MessageLog};
 use tracing::{Instrument, info};
 
-use crate::{Budget, Smol, Spawn, Stream, now, then, timer_at, unless};
+#[cfg(feature = "tls")]
+use crate::Stream;
+use crate::{Budget, Smol, Spawn, now, then, timer_at, unless};
 
 /// Capacity of the channel into the core task.
 const COMMAND_QUEUE: usize = 4096;
@@ -98,16 +102,21 @@ impl<L: MessageLog> Conn<L> {
     async fn serve(&self, stream: TcpStream, frames: Receiver<Transmit>) -> io::Result<&'static str> {
         let stream = match &self.shared.config.admission.tls {
             None => Box::new(stream),
+            #[cfg(feature = "tls")]
             Some(tls) => match self.negotiate(stream, tls).await? {
                 Ok(stream) => stream,
                 Err(why) => return Ok(why),
             },
+            // Without the `tls` feature no `MasterTls` can exist.
+            #[cfg(not(feature = "tls"))]
+            Some(tls) => match *tls {},
         };
         let (rd, wr) = futures_lite::io::split(stream);
         let read = async { self.read_path(rd).await.map(|()| "end of stream") };
         read.or(async { self.write_path(wr, frames).await.map(|()| "writer stopped") }).await
     }
 
+    #[cfg(feature = "tls")]
     /// Peeks at the first byte, runs the TLS handshake if it starts one ([`negotiate`] decides),
     /// and tells the driver (which decides what the link may do) before any byte of it is
     /// forwarded. `Err` says why the connection ended during negotiation.

@@ -14,17 +14,16 @@
 //!
 //! A SYNC_MASTER and a slave in one program, with
 //! [`MemoryLog`](logship_core::memlog::MemoryLog)s (the `logship-store` crate's `CommitLog` is
-//! the on-disk log). The repository's `examples/` directory has this program for tokio, smol
-//! and async-std (`cargo run --example tokio`).
+//! the on-disk log). This crate's `examples/` has this program (`cargo run -p logship-tokio
+//! --example tokio`) and one on two on-disk stores (`--example store`); `logship-smol`'s has it
+//! for smol and async-std. Everything the example names is re-exported here.
 //!
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
 //!
-//! use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
-//! use logship_core::BrokerRole;
-//! use logship_core::memlog::MemoryLog;
-//! use logship_core::PutStatus;
+//! use logship_tokio::{BrokerRole, MasterServiceConfig, PutStatus, SlaveServiceConfig};
+//! use logship_tokio::logship_core::memlog::MemoryLog;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
@@ -47,6 +46,25 @@
 //!     Ok(())
 //! })
 //! # }
+//! ```
+//!
+//! A put's result is `#[must_use]`: dropping it, and with it a SYNC wait that failed, is a
+//! warning (here denied).
+//!
+//! ```compile_fail
+//! #![deny(unused_must_use)]
+//! # use logship_tokio::logship_core::memlog::MemoryLog;
+//! async fn fire_and_forget(master: &logship_tokio::MasterHandle<MemoryLog>) {
+//!     master.put(b"m".to_vec()).await; // error: unused `PutResult` that must be used
+//! }
+//! ```
+//!
+//! ```
+//! #![deny(unused_must_use)]
+//! # use logship_tokio::logship_core::memlog::MemoryLog;
+//! async fn checked(master: &logship_tokio::MasterHandle<MemoryLog>) -> bool {
+//!     master.put(b"m".to_vec()).await.status.is_stored()
+//! }
 //! ```
 //!
 //! ## Tasks
@@ -95,7 +113,20 @@ use std::time::Duration;
 use logship_core::service::{ReplySlot, Runtime};
 use tokio::sync::{mpsc, oneshot};
 
+/// The protocol core, for what the re-exports above do not cover (an in-memory log,
+/// [`memlog::MemoryLog`](logship_core::memlog::MemoryLog); the adapter-author surface).
+pub use logship_core;
+pub use logship_core::service::tls::{MasterTls, SlaveTls, TlsMode, TlsPem};
+/// What [`spawn_master`] and [`spawn_slave`] take and what their handles return, so that an
+/// embedder needs this crate (and a log, such as `logship-store`'s `CommitLog`) and nothing else.
+pub use logship_core::service::{
+    Admission, MasterServiceConfig, MasterStatus, SlaveServiceConfig, SlaveStatus,
+};
 pub use logship_core::service::{InSyncError, StartError};
+pub use logship_core::{
+    AckPolicy, BrokerRole, FlushDiskType, FlushSettings, LogRead, LogWrite, MasterConfig, MessageLog,
+    PutResult, PutStatus, SlaveConfig,
+};
 pub use master::{MasterHandle, spawn_master};
 pub use slave::{SlaveHandle, spawn_slave};
 

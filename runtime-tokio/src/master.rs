@@ -2,15 +2,19 @@
 
 use std::{future::poll_fn, io, net::SocketAddr, pin::Pin, sync::Arc};
 
+#[cfg(feature = "tls")]
 use logship_core::service::tls::{Link, MasterTls};
 use logship_core::service::*;
 use logship_core::{ConnId, MessageLog};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::{net::TcpListener, net::TcpStream, sync::mpsc, task::JoinHandle};
+#[cfg(feature = "tls")]
 use tokio_rustls::TlsAcceptor;
 use tracing::{Instrument, info};
 
-use crate::{Stream, Tokio, now, timer_at};
+#[cfg(feature = "tls")]
+use crate::Stream;
+use crate::{Tokio, now, timer_at};
 
 /// Capacity of the channel into the core task.
 const COMMAND_QUEUE: usize = 4096;
@@ -94,10 +98,14 @@ impl<L: MessageLog> Conn<L> {
     async fn serve(&self, stream: TcpStream, frames: mpsc::Receiver<Transmit>) -> io::Result<&'static str> {
         let stream = match &self.shared.config.admission.tls {
             None => Box::new(stream),
+            #[cfg(feature = "tls")]
             Some(tls) => match self.negotiate(stream, tls).await? {
                 Ok(stream) => stream,
                 Err(why) => return Ok(why),
             },
+            // Without the `tls` feature no `MasterTls` can exist.
+            #[cfg(not(feature = "tls"))]
+            Some(tls) => match *tls {},
         };
         let (rd, wr) = tokio::io::split(stream);
         tokio::select! {
@@ -106,6 +114,7 @@ impl<L: MessageLog> Conn<L> {
         }
     }
 
+    #[cfg(feature = "tls")]
     /// Peeks at the first byte, runs the TLS handshake if it starts one ([`negotiate`] decides),
     /// and tells the driver (which decides what the link may do) before any byte of it is
     /// forwarded. `Err` says why the connection ended during negotiation.

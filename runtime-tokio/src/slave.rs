@@ -4,6 +4,7 @@ use std::future::{Future, pending};
 use std::{io, ops::ControlFlow, pin::Pin, sync::Arc};
 
 use bytes::Bytes;
+use logship_core::service::tls::SlaveTls;
 use logship_core::service::*;
 use logship_core::time::Instant;
 use logship_core::{LogWrite, Offset};
@@ -46,11 +47,22 @@ async fn connect(config: SlaveServiceConfig) -> Option<io::Result<Stream>> {
         let stream = TcpStream::connect(config.master_address.as_str()).await?;
         nodelay_set(stream.set_nodelay(true));
         let Some(tls) = config.tls else { return Ok(Box::new(stream) as Stream) };
-        let handshake =
-            tokio_rustls::TlsConnector::from(tls.client_config()).connect(tls.server_name(), stream);
-        Ok(Box::new(handshake.await.map_err(handshake_failed)?) as Stream)
+        tls_connect(tls, stream).await
     };
     Tokio::current().timeout(config.connect_timeout, connect).await
+}
+
+/// Runs the TLS handshake to the master over `stream`.
+#[cfg(feature = "tls")]
+async fn tls_connect(tls: SlaveTls, stream: TcpStream) -> io::Result<Stream> {
+    let handshake = tokio_rustls::TlsConnector::from(tls.client_config()).connect(tls.server_name(), stream);
+    Ok(Box::new(handshake.await.map_err(handshake_failed)?) as Stream)
+}
+
+/// Without the `tls` feature no `SlaveTls` can exist.
+#[cfg(not(feature = "tls"))]
+async fn tls_connect(tls: SlaveTls, _stream: TcpStream) -> io::Result<Stream> {
+    match tls {}
 }
 
 /// Writes `bytes` (of any length) on the connection and flushes it.

@@ -73,7 +73,7 @@ fn bench_put(c: &mut Criterion, body: usize, label: &str) {
             for m in msgs {
                 let r = log.put(m);
                 debug_assert_eq!(r.status, PutStatus::PutOk);
-                std::hint::black_box(r);
+                let _ = std::hint::black_box(r);
             }
             let elapsed = start.elapsed();
             record(&format!("put {label} store"), len as u64, 1, iters, elapsed);

@@ -61,7 +61,7 @@ fn a_batch_never_spans_two_segments() {
     let log = env.open(dir.path(), config()).unwrap();
     let segment = config().mapped_file_size_commit_log;
     while log.max_offset() < segment - 600 {
-        log.put(Message::new("T", 0, vec![0u8; 200]));
+        assert_eq!(log.put(Message::new("T", 0, vec![0u8; 200])).status, PutStatus::PutOk);
     }
     let r = log.put(batch(10));
     assert_eq!(r.status, PutStatus::PutOk);
@@ -111,8 +111,8 @@ fn the_schedule_topic_s_tags_codes_are_delivery_times_on_masters_and_slaves() {
         Message::new(SCHEDULE_TOPIC, 2, &b"later"[..]).with_property("DELAY", level).with_tags("TagD")
     };
     let plain = master.put(delayed("3"));
-    master.put(delayed("99"));
-    master.put(delayed("0"));
+    assert_eq!(master.put(delayed("99")).status, PutStatus::PutOk);
+    assert_eq!(master.put(delayed("0")).status, PutStatus::PutOk);
     let entries = master.read_queue(SCHEDULE_TOPIC, 2, 0, 10).unwrap();
     let stored = master.read_message(plain.offset).unwrap().store_timestamp;
     assert_eq!(stored, T0);

@@ -246,7 +246,7 @@ fn a_full_last_segment_reopens_and_rolls_on_the_next_write() {
     let env = Env::default();
     let master = env.open(mdir.path(), config()).unwrap();
     while master.bounds().max < SEGMENT + 1000 {
-        master.put(message(1));
+        assert_eq!(master.put(message(1)).status, logship_store::PutStatus::PutOk);
     }
     // The slave gets exactly the first segment, which ends in BLANK padding.
     let slave = env.open(sdir.path(), config()).unwrap();

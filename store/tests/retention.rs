@@ -113,7 +113,7 @@ fn the_batch_limit_bounds_deletions_per_round() {
     let log = env.open(dir.path(), cfg).unwrap();
     let mut i = 0;
     while log.bounds().max < 4 * SEGMENT + 100 {
-        log.put(message(i));
+        assert_eq!(log.put(message(i)).status, logship_store::PutStatus::PutOk);
         i += 1;
     }
     env.disk.set(0.86);

@@ -92,7 +92,7 @@ fn reads_are_zero_copy_spans_within_one_segment() {
     let dir = tempfile::tempdir().unwrap();
     let log = Env::default().open(dir.path(), config()).unwrap();
     while log.bounds().max < SEGMENT + 10 {
-        log.put(Message::new("A", 0, vec![1; 500]));
+        assert_eq!(log.put(Message::new("A", 0, vec![1; 500])).status, PutStatus::PutOk);
     }
     let max = log.bounds().max;
     let a = log.read(LogSpan { offset: 100, len: 50 }).unwrap();
@@ -183,7 +183,7 @@ fn the_next_segment_is_preallocated_in_the_background_and_then_used() {
     assert_eq!(std::fs::metadata(&next).unwrap().len(), SEGMENT);
     let inode = std::fs::metadata(&next).unwrap().ino();
     while log.bounds().max < SEGMENT {
-        log.put(message(1));
+        assert_eq!(log.put(message(1)).status, PutStatus::PutOk);
     }
     assert_eq!(log.status().segments, 2);
     assert_eq!(std::fs::metadata(&next).unwrap().ino(), inode, "the roll took the preallocated file");

@@ -56,6 +56,8 @@
 
 pub mod epoch;
 pub mod frame;
+#[cfg(feature = "fuzzing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "fuzzing")))]
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod sync_state;

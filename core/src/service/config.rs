@@ -98,12 +98,38 @@ impl MasterServiceConfig {
         Ok(())
     }
 
+    /// The defaults, with the settings `log` owns taken from it: its flush settings
+    /// ([`flush_settings`](MessageLog::flush_settings), when it has them) and its segment size
+    /// ([`segment_size`](crate::LogRead::segment_size)). Set those once, on the log
+    /// (`StoreConfig`), and start from this:
+    /// `MasterServiceConfig { role: BrokerRole::SyncMaster, ..MasterServiceConfig::for_log(&*log) }`.
+    pub fn for_log<L: MessageLog>(log: &L) -> Self {
+        let mut config = Self::default();
+        config.core.mapped_file_size_commit_log = log.segment_size();
+        if let Some(flush) = log.flush_settings() {
+            config.flush_disk_type = flush.flush_disk_type;
+            config.sync_flush_timeout = flush.sync_flush_timeout;
+        }
+        config
+    }
+
     /// [`validate`](Self::validate), then checks the settings this service shares with `log`,
     /// whose own are the authority: a `flush_disk_type` or `sync_flush_timeout` that differs
     /// from the log's [`flush_settings`](MessageLog::flush_settings) is refused, naming both
-    /// values. (The segment size is not a service setting: the driver takes it from the log.)
+    /// values, and so is a `core.mapped_file_size_commit_log` other than the log's
+    /// [`segment_size`](crate::LogRead::segment_size) unless it is left at the default (the
+    /// driver always cuts frames at the log's segments). [`for_log`](Self::for_log) builds a
+    /// configuration that agrees.
     pub fn validate_with<L: MessageLog>(&self, log: &L) -> Result<(), StartError> {
         self.validate()?;
+        let segment = self.core.mapped_file_size_commit_log;
+        if segment != crate::DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG && segment != log.segment_size() {
+            return Err(StartError::DisagreesWithLog {
+                setting: "mappedFileSizeCommitLog",
+                service: segment.to_string(),
+                log: log.segment_size().to_string(),
+            });
+        }
         let Some(ours) = log.flush_settings() else { return Ok(()) };
         if self.flush_disk_type != ours.flush_disk_type {
             return Err(StartError::DisagreesWithLog {

@@ -12,21 +12,30 @@
 //! the master peeks at one byte: `0x16` is TLS, anything else a classic peer. A plain report at
 //! or above the limit is never a real offset and never fences a master, whatever the mode.
 //!
-//! Adapters only wrap streams: they peek, run the handshake with [`MasterTls::server_config`]
-//! or [`SlaveTls::client_config`], and hand the outcome ([`Link`]) to the
+//! Adapters only wrap streams (feature `tls`): they peek, run the handshake with `MasterTls::server_config`
+//! or `SlaveTls::client_config`, and hand the outcome ([`Link`]) to the
 //! [`MasterDriver`](crate::service::MasterDriver), which decides what the connection may do.
 
 use std::fmt;
 use std::str::FromStr;
+#[cfg(feature = "tls")]
 use std::sync::Arc;
 
+#[cfg(feature = "tls")]
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+#[cfg(feature = "tls")]
+use rustls::pki_types::{PrivateKeyDer, ServerName};
+#[cfg(feature = "tls")]
 use rustls::server::{ParsedCertificate, WebPkiClientVerifier};
+#[cfg(feature = "tls")]
 use rustls::{ClientConfig, RootCertStore, ServerConfig};
+pub use rustls_pki_types::CertificateDer;
 
 use crate::Offset;
 
+/// The TLS library the settings are built with (feature `tls`).
+#[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub use rustls;
 
 /// The first byte of a TLS handshake record (a ClientHello).
@@ -129,6 +138,8 @@ impl LinkKind {
 impl Link {
     /// The link a completed handshake made: the client's certificate chain as rustls verified
     /// it (`common` is the server connection's state, as every rustls stream wrapper exposes it).
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
     pub fn tls(common: &rustls::CommonState) -> Self {
         let peer_certificates = common
             .peer_certificates()
@@ -196,12 +207,14 @@ impl fmt::Debug for TlsPem<'_> {
     }
 }
 
+#[cfg(feature = "tls")]
 struct Parsed {
     chain: Vec<CertificateDer<'static>>,
     key: PrivateKeyDer<'static>,
     roots: Arc<RootCertStore>,
 }
 
+#[cfg(feature = "tls")]
 fn certificates(pem: &[u8], what: &'static str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
@@ -212,6 +225,7 @@ fn certificates(pem: &[u8], what: &'static str) -> Result<Vec<CertificateDer<'st
     Ok(certs)
 }
 
+#[cfg(feature = "tls")]
 fn parse(pem: TlsPem<'_>) -> Result<Parsed, TlsError> {
     let chain = certificates(pem.cert_chain, "certificate")?;
     let key = PrivateKeyDer::from_pem_slice(pem.key)
@@ -223,10 +237,12 @@ fn parse(pem: TlsPem<'_>) -> Result<Parsed, TlsError> {
     Ok(Parsed { chain, key, roots: Arc::new(roots) })
 }
 
+#[cfg(feature = "tls")]
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
 }
 
+#[cfg(feature = "tls")]
 fn name(text: &str) -> Result<ServerName<'static>, TlsError> {
     ServerName::try_from(text.trim().to_string()).map_err(|_| TlsError::BadName(text.to_string()))
 }
@@ -235,12 +251,14 @@ fn name(text: &str) -> Result<ServerName<'static>, TlsError> {
 /// every client certificate must chain to; a client certificate is mandatory), and the
 /// replica names it trusts.
 #[derive(Clone)]
+#[cfg(feature = "tls")]
 pub struct MasterTls {
     mode: TlsMode,
     replicas: Vec<ServerName<'static>>,
     server: Arc<ServerConfig>,
 }
 
+#[cfg(feature = "tls")]
 impl MasterTls {
     /// TLS in `mode` (`Optional` or `Required`; `Off` is no `MasterTls` at all) with `pem`,
     /// trusting client certificates that name one of `replicas` (DNS names or IP addresses).
@@ -295,14 +313,17 @@ impl MasterTls {
     }
 }
 
+#[cfg(feature = "tls")]
 impl PartialEq for MasterTls {
     fn eq(&self, other: &Self) -> bool {
         self.mode == other.mode && self.replicas == other.replicas && Arc::ptr_eq(&self.server, &other.server)
     }
 }
 
+#[cfg(feature = "tls")]
 impl Eq for MasterTls {}
 
+#[cfg(feature = "tls")]
 impl fmt::Debug for MasterTls {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MasterTls")
@@ -311,6 +332,36 @@ impl fmt::Debug for MasterTls {
             .finish_non_exhaustive()
     }
 }
+
+/// A master's TLS settings. Without the `tls` feature none can be built (there is no rustls),
+/// so a master's `admission.tls` is always `None` and every link is plain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg(not(feature = "tls"))]
+pub enum MasterTls {}
+
+#[cfg(not(feature = "tls"))]
+impl MasterTls {
+    /// `Optional` or `Required`.
+    pub fn mode(&self) -> TlsMode {
+        match *self {}
+    }
+
+    /// The replica names trusted, as configured.
+    pub fn replica_names(&self) -> Vec<String> {
+        match *self {}
+    }
+
+    /// The replica a verified client chain names.
+    pub fn identify(&self, _peer_certificates: &[CertificateDer<'_>]) -> Result<String, TlsRefusal> {
+        match *self {}
+    }
+}
+
+/// A slave's TLS settings. Without the `tls` feature none can be built, so a slave's `tls` is
+/// always `None`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg(not(feature = "tls"))]
+pub enum SlaveTls {}
 
 /// Why a master refused a TLS connection.
 #[derive(thiserror::Error, Clone, Debug, PartialEq, Eq)]
@@ -330,11 +381,13 @@ pub enum TlsRefusal {
 /// A slave's TLS settings: its client certificate and key, the CA the master's certificate
 /// must chain to, and the name the master's certificate must carry.
 #[derive(Clone)]
+#[cfg(feature = "tls")]
 pub struct SlaveTls {
     client: Arc<ClientConfig>,
     server_name: ServerName<'static>,
 }
 
+#[cfg(feature = "tls")]
 impl SlaveTls {
     /// TLS to a master whose certificate names `server_name` (a DNS name or an IP address).
     pub fn new(pem: TlsPem<'_>, server_name: &str) -> Result<Self, TlsError> {
@@ -366,14 +419,17 @@ impl SlaveTls {
     }
 }
 
+#[cfg(feature = "tls")]
 impl PartialEq for SlaveTls {
     fn eq(&self, other: &Self) -> bool {
         self.server_name == other.server_name && Arc::ptr_eq(&self.client, &other.client)
     }
 }
 
+#[cfg(feature = "tls")]
 impl Eq for SlaveTls {}
 
+#[cfg(feature = "tls")]
 impl fmt::Debug for SlaveTls {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SlaveTls").field("server_name", &self.server_name.to_str()).finish_non_exhaustive()
@@ -404,6 +460,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(feature = "tls")]
     fn bad_pem_and_names_are_named() {
         let pem = TlsPem { cert_chain: b"nothing", key: b"", ca: b"" };
         let names = ["replica-a".to_string()];

@@ -226,7 +226,7 @@ impl Harness {
 fn log_with(bytes: usize, epochs: &[(i32, Offset)]) -> TestLog {
     let log = TestLog::default();
     if bytes > 0 {
-        log.inner.put(vec![7; bytes]);
+        assert_eq!(log.inner.put(vec![7; bytes]).status, crate::PutStatus::PutOk);
     }
     for &(epoch, start_offset) in epochs {
         log.inner.append_epoch(EpochEntry { epoch, start_offset }).unwrap();

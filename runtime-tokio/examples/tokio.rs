@@ -1,26 +1,26 @@
 //! A SYNC_MASTER and a slave in one program, on tokio, with in-memory logs.
 //!
-//! Run it with `cargo run --example tokio`; `cargo test --example tokio` runs it as a test.
+//! Run it with `cargo run -p logship-tokio --example tokio`; `cargo test -p logship-tokio --example tokio` runs it as a test.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use logship::core::BrokerRole;
-use logship::core::memlog::MemoryLog;
-use logship::core::service::{MasterServiceConfig, SlaveServiceConfig};
-use logship::core::{LogRead, PutStatus};
+use logship_tokio::BrokerRole;
+use logship_tokio::logship_core::memlog::MemoryLog;
+use logship_tokio::{LogRead, PutStatus};
+use logship_tokio::{MasterServiceConfig, SlaveServiceConfig};
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // The master: SYNC_MASTER, so a put returns once a slave has acknowledged it.
     let master_log = Arc::new(MemoryLog::new());
     let config = MasterServiceConfig { role: BrokerRole::SyncMaster, ..Default::default() };
-    let master = logship::tokio::spawn_master(config, master_log.clone(), "127.0.0.1:0".parse()?).await?;
+    let master = logship_tokio::spawn_master(config, master_log.clone(), "127.0.0.1:0".parse()?).await?;
 
     // The slave connects to the master's HA address and stores what it streams.
     let slave_log = Arc::new(MemoryLog::new());
     let slave_config = SlaveServiceConfig::new(master.local_addr().to_string());
-    let slave = logship::tokio::spawn_slave(slave_config, slave_log.clone()).await?;
+    let slave = logship_tokio::spawn_slave(slave_config, slave_log.clone()).await?;
 
     // Wait until the slave is in sync instead of polling `status()`.
     master.wait_in_sync(1, Duration::from_secs(10)).await?;
