@@ -83,6 +83,12 @@ pub struct RemotingKeys {
     /// which is relative to `ROCKETMQ_HOME`); unset, `plain_acl.yml` in the broker's config
     /// directory (`storePathRootDir/config`).
     pub acl_file: Option<std::path::PathBuf>,
+    /// `slaveSyncInterval` (10000 ms, logship's key: Java fixes `SlaveSynchronize` at 10 s):
+    /// how often a slave fetches its master's topics, offsets and subscription groups.
+    pub slave_sync_interval: Duration,
+    /// `slaveSyncMasterAddress` (logship's key): the master's remoting `host:port` a slave
+    /// syncs metadata from; unset, the `masterAddr` of the NameServer's reply, as in Java.
+    pub slave_sync_master_address: Option<String>,
 }
 
 impl Default for RemotingKeys {
@@ -118,6 +124,8 @@ impl Default for RemotingKeys {
             max_index_num: 20_000_000,
             acl_enable: false,
             acl_file: None,
+            slave_sync_interval: Duration::from_secs(10),
+            slave_sync_master_address: None,
         }
     }
 }
@@ -174,6 +182,17 @@ impl RemotingKeys {
             "aclEnable" => self.acl_enable = boolean(key, v)?,
             "aclFile" if v.trim().is_empty() => return Err(invalid(key, v, "the path of a plain_acl.yml")),
             "aclFile" => self.acl_file = Some(v.trim().into()),
+            "slaveSyncInterval" => {
+                self.slave_sync_interval =
+                    millis(key, v)?.clamp(Duration::from_secs(1), Duration::from_secs(600))
+            }
+            "slaveSyncMasterAddress" => {
+                let mut one = namesrv_addr(key, v)?;
+                if one.len() != 1 {
+                    return Err(invalid(key, v, "one host:port, the master's remoting address"));
+                }
+                self.slave_sync_master_address = one.pop();
+            }
             _ => return Ok(false),
         }
         Ok(true)
@@ -347,4 +366,23 @@ pub(super) fn check(
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slave_sync_keys_take_an_interval_and_one_master_address() {
+        let mut k = RemotingKeys::default();
+        assert_eq!(k.slave_sync_interval, Duration::from_secs(10), "Java's SlaveSynchronize period");
+        assert!(k.set("slaveSyncInterval", "2500").unwrap());
+        assert_eq!(k.slave_sync_interval, Duration::from_millis(2500));
+        assert!(k.set("slaveSyncMasterAddress", "10.0.0.2:10911").unwrap());
+        assert_eq!(k.slave_sync_master_address.as_deref(), Some("10.0.0.2:10911"));
+        for bad in ["10.0.0.2", "a:1;b:2", ""] {
+            let e = k.set("slaveSyncMasterAddress", bad).unwrap_err().to_string();
+            assert!(e.contains("slaveSyncMasterAddress"), "{bad:?}: {e}");
+        }
+    }
 }
