@@ -297,7 +297,9 @@ pub async fn start(
         }
         false => (None, None),
     };
-    let syncs = settings.broker_role == logship_core::BrokerRole::Slave || http.roles.is_some();
+    // A slave syncs its master's metadata when it can find the master's remoting address.
+    let syncs = (settings.broker_role == logship_core::BrokerRole::Slave || http.roles.is_some())
+        && (!r.namesrv_addr.is_empty() || r.slave_sync_master_address.is_some());
     let (master_remoting, master_remoting_rx) = watch::channel(r.slave_sync_master_address.clone());
     let master_remoting = (syncs && r.slave_sync_master_address.is_none()).then_some(master_remoting);
     let registration = (!r.namesrv_addr.is_empty()).then(|| {
