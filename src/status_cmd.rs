@@ -306,11 +306,40 @@ pub fn table(
             ));
         }
     }
+    out.push_str(&remoting_lines(&status["remoting"]));
     out.push_str(&format!("health {}", health.name()));
     for w in why {
         out.push_str(&format!("; {w}"));
     }
     out.push('\n');
+    out
+}
+
+/// One line per NameServer (its last registration's age, and its last error) and one for a
+/// slave's metadata sync from its master (the last good sync's age, and its last error).
+fn remoting_lines(remoting: &Value) -> String {
+    let ago =
+        |v: &Value| v.as_u64().map_or("never".to_string(), |ms| format!("{:.1}s ago", ms as f64 / 1000.0));
+    let mut out = String::new();
+    for (addr, n) in remoting["nameServers"].as_object().into_iter().flatten() {
+        out.push_str(&format!("namesrv {addr}  registered {}", ago(&n["lastOkMsAgo"])));
+        if let Some(e) = n["lastError"].as_str() {
+            out.push_str(&format!("  last error {} ({e})", ago(&n["lastErrorMsAgo"])));
+        }
+        out.push('\n');
+    }
+    let sync = &remoting["slaveSync"];
+    if sync.is_object() {
+        out.push_str(&format!(
+            "metadata sync from {}  last {}",
+            sync["master"].as_str().unwrap_or("(no master yet)"),
+            ago(&sync["ageMs"])
+        ));
+        if let Some(e) = sync["lastError"].as_str() {
+            out.push_str(&format!("  failing ({} in a row): {e}", number(&sync["failures"])));
+        }
+        out.push('\n');
+    }
     out
 }
 
@@ -387,6 +416,26 @@ pub fn main(args: &StatusArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_shows_name_server_registration_and_metadata_sync_state() {
+        let remoting = json!({
+            "nameServers": {"10.0.0.1:9876": {"lastOkMsAgo": 1500, "lastError": "timed out", "lastErrorMsAgo": 40000}},
+            "slaveSync": {"master": "10.0.0.2:10911", "ageMs": 2000, "lastError": "cannot connect", "failures": 3},
+        });
+        let text = remoting_lines(&remoting);
+        assert!(
+            text.contains("namesrv 10.0.0.1:9876  registered 1.5s ago  last error 40.0s ago (timed out)"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "metadata sync from 10.0.0.2:10911  last 2.0s ago  failing (3 in a row): cannot connect"
+            ),
+            "{text}"
+        );
+        assert_eq!(remoting_lines(&json!(null)), "");
+    }
 
     #[test]
     fn health_of_master_documents() {

@@ -14,7 +14,7 @@
 use logship_remoting::{RemotingCommand, RequestCode, ResponseCode};
 
 use crate::serve::{Processed, RequestContext};
-use crate::{admin, consume, lookup, retry, send, topic_admin};
+use crate::{admin, consume, lookup, retry, send, slave_sync, topic_admin};
 
 /// Request codes that change a broker's (or a NameServer's, or a controller's) configuration
 /// over the network: never served (see the [module docs](self)).
@@ -47,6 +47,11 @@ pub async fn dispatch(ctx: RequestContext, request: RemotingCommand) -> Option<R
         RequestCode::VIEW_MESSAGE_BY_ID => lookup::view_message_by_id(&ctx, &request),
         RequestCode::QUERY_MESSAGE => lookup::query_message(&ctx, &request),
         RequestCode::GET_ALL_TOPIC_CONFIG => admin::get_all_topic_config(&ctx, &request),
+        RequestCode::GET_ALL_CONSUMER_OFFSET => slave_sync::get_all_consumer_offset(&ctx, &request),
+        RequestCode::GET_ALL_DELAY_OFFSET => slave_sync::get_all_delay_offset(&ctx, &request),
+        RequestCode::GET_ALL_SUBSCRIPTIONGROUP_CONFIG => {
+            slave_sync::get_all_subscription_group(&ctx, &request)
+        }
         RequestCode::GET_TOPIC_STATS_INFO => admin::get_topic_stats_info(&ctx, &request),
         RequestCode::GET_BROKER_RUNTIME_INFO => admin::get_broker_runtime_info(&ctx, &request),
         RequestCode::GET_BROKER_CONFIG => admin::get_broker_config(&ctx, &request),

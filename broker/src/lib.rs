@@ -71,6 +71,7 @@ pub mod schedule;
 pub mod send;
 pub mod serve;
 pub mod settings;
+pub mod slave_sync;
 pub mod stats;
 pub mod subscription;
 pub mod topic;

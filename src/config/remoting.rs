@@ -99,6 +99,12 @@ pub struct RemotingKeys {
     /// `channelExpiredTimeout` (120000 ms): a client without a heartbeat this long is dropped
     /// and its connection closed (checked every 10 s).
     pub channel_expired_timeout: Duration,
+    /// `slaveSyncInterval` (10000 ms, logship's key: Java fixes `SlaveSynchronize` at 10 s):
+    /// how often a slave fetches its master's topics, offsets and subscription groups.
+    pub slave_sync_interval: Duration,
+    /// `slaveSyncMasterAddress` (logship's key): the master's remoting `host:port` a slave
+    /// syncs metadata from; unset, the `masterAddr` of the NameServer's reply, as in Java.
+    pub slave_sync_master_address: Option<String>,
 }
 
 impl Default for RemotingKeys {
@@ -140,6 +146,8 @@ impl Default for RemotingKeys {
             lite_pull_message_enable: true,
             notify_consumer_ids_changed_enable: true,
             channel_expired_timeout: Duration::from_secs(120),
+            slave_sync_interval: Duration::from_secs(10),
+            slave_sync_master_address: None,
         }
     }
 }
@@ -287,6 +295,18 @@ declare_keys! {
     "channelExpiredTimeout", ALL, Value "120000",
         "a client without a heartbeat this long is dropped, checked every 10 s (milliseconds)"
         => r.channel_expired_timeout = Duration::from_millis(number(key, v, 1000, 86_400_000)?);
+    "slaveSyncInterval", ALL, Value "10000",
+        "how often a slave fetches its master's topics, offsets and subscription groups (milliseconds, 1 s to 600 s; logship's key: Java fixes `SlaveSynchronize` at 10 s)"
+        => r.slave_sync_interval = millis(key, v)?.clamp(Duration::from_secs(1), Duration::from_secs(600));
+    "slaveSyncMasterAddress", ALL, Note "the `masterAddr` of the NameServer's reply",
+        "the master's remoting `host:port` a slave syncs metadata from (logship's key)"
+        => {
+                let mut one = namesrv_addr(key, v)?;
+                if one.len() != 1 {
+                    return Err(invalid(key, v, "one host:port, the master's remoting address"));
+                }
+                r.slave_sync_master_address = one.pop();
+            };
 }
 
 /// `namesrvAddr`: `host:port` entries separated by `;` (empty entries skipped).
@@ -504,6 +524,25 @@ mod consume_keys_tests {
         {
             let e = super::super::load(&[], None, &[(k.to_string(), v.to_string())]).unwrap_err();
             assert!(e.error.to_string().contains(k), "{k}={v}: {}", e.error);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_slave_sync_keys_take_an_interval_and_one_master_address() {
+        let mut k = RemotingKeys::default();
+        assert_eq!(k.slave_sync_interval, Duration::from_secs(10), "Java's SlaveSynchronize period");
+        assert!(k.set("slaveSyncInterval", "2500").unwrap());
+        assert_eq!(k.slave_sync_interval, Duration::from_millis(2500));
+        assert!(k.set("slaveSyncMasterAddress", "10.0.0.2:10911").unwrap());
+        assert_eq!(k.slave_sync_master_address.as_deref(), Some("10.0.0.2:10911"));
+        for bad in ["10.0.0.2", "a:1;b:2", ""] {
+            let e = k.set("slaveSyncMasterAddress", bad).unwrap_err().to_string();
+            assert!(e.contains("slaveSyncMasterAddress"), "{bad:?}: {e}");
         }
     }
 }

@@ -7,6 +7,7 @@ mod connection;
 pub mod host;
 pub mod registration;
 mod schedule;
+pub mod slave_sync;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -61,6 +62,8 @@ pub struct RemotingState {
     pub budget: Arc<InFlightBudget>,
     /// The NameServer registrations (none without `namesrvAddr`).
     pub registration: Option<Arc<registration::Registration>>,
+    /// A slave's metadata sync from its master (none on a master outside controller mode).
+    pub slave_sync: Option<Arc<std::sync::Mutex<slave_sync::SlaveSyncStatus>>>,
 }
 
 impl RemotingState {
@@ -77,6 +80,9 @@ impl RemotingState {
         });
         if let Some(r) = &self.registration {
             v["nameServers"] = r.json();
+        }
+        if let Some(s) = &self.slave_sync {
+            v["slaveSync"] = s.lock().unwrap_or_else(|e| e.into_inner()).json(std::time::Instant::now());
         }
         v
     }
@@ -291,6 +297,11 @@ pub async fn start(
         }
         false => (None, None),
     };
+    // A slave syncs its master's metadata when it can find the master's remoting address.
+    let syncs = (settings.broker_role == logship_core::BrokerRole::Slave || http.roles.is_some())
+        && (!r.namesrv_addr.is_empty() || r.slave_sync_master_address.is_some());
+    let (master_remoting, master_remoting_rx) = watch::channel(r.slave_sync_master_address.clone());
+    let master_remoting = (syncs && r.slave_sync_master_address.is_none()).then_some(master_remoting);
     let registration = (!r.namesrv_addr.is_empty()).then(|| {
         let roles_http = http.clone();
         let fixed_id = settings.registered_broker_id();
@@ -309,11 +320,30 @@ pub async fn start(
             period: r.register_name_server_period,
             timeout: r.register_broker_timeout,
             learned_master,
+            master_remoting,
         };
         Arc::new(registration::Registration::start(&r.namesrv_addr, target, topics_rx))
     });
-    let state = Arc::new(RemotingState { addrs, broker: broker.clone(), stats, budget, registration });
     let (stop, background_stopped) = watch::channel(false);
+    let mut slave_sync_task = None;
+    let slave_sync = syncs.then(|| {
+        let roles_http = http.clone();
+        let target = slave_sync::SlaveSyncTarget {
+            metadata: metadata.clone(),
+            is_slave: Arc::new(move || match &roles_http.roles {
+                None => true,
+                Some(roles) => matches!(roles.current(), crate::roles::Role::Slave { .. }),
+            }),
+            master: master_remoting_rx,
+            interval: r.slave_sync_interval,
+            timeout: Duration::from_secs(3),
+        };
+        let (status, task) = slave_sync::start(target, background_stopped.clone());
+        slave_sync_task = Some(task);
+        status
+    });
+    let state =
+        Arc::new(RemotingState { addrs, broker: broker.clone(), stats, budget, registration, slave_sync });
     let mut background = vec![
         tokio::spawn(persist_metadata(metadata, background_stopped.clone())),
         tokio::spawn(schedule::run(broker.clone(), background_stopped.clone())),
@@ -327,6 +357,7 @@ pub async fn start(
             background_stopped.clone(),
         )));
     }
+    background.extend(slave_sync_task);
     if let Some(acl) = acl {
         background.push(tokio::spawn(reload_acl(acl, background_stopped.clone())));
     }

@@ -36,6 +36,9 @@ pub struct RegistrationTarget {
     /// A slave that learns its master from the NameServers: each reply's `haServerAddr` goes
     /// here (the latest reply naming one wins, as Java's does).
     pub learned_master: Option<watch::Sender<Option<String>>>,
+    /// A slave's master remoting address for the metadata sync: each reply's `masterAddr` goes
+    /// here (Java's `slaveSynchronize.setMasterAddr`).
+    pub master_remoting: Option<watch::Sender<Option<String>>>,
 }
 
 /// The running registration tasks.
@@ -87,22 +90,26 @@ impl Registration {
     }
 }
 
-/// The one connection to a NameServer, and its frame decoder.
-struct NameServer {
+/// One long-lived remoting connection (to a NameServer, or to a master for the metadata
+/// sync), and its frame decoder.
+pub(super) struct NameServer {
     stream: TcpStream,
     decoder: FrameDecoder,
     next_opaque: i32,
 }
 
 impl NameServer {
-    async fn connect(addr: &str) -> Result<Self, RegistrationError> {
+    pub(super) async fn connect(addr: &str) -> Result<Self, RegistrationError> {
         let stream = TcpStream::connect(addr).await.map_err(|e| RegistrationError::Connect(e.to_string()))?;
         let _ = stream.set_nodelay(true);
         Ok(Self { stream, decoder: FrameDecoder::new(), next_opaque: 1 })
     }
 
     /// Sends `request` and reads its answer (other frames are skipped).
-    async fn call(&mut self, mut request: RemotingCommand) -> Result<RemotingCommand, RegistrationError> {
+    pub(super) async fn call(
+        &mut self,
+        mut request: RemotingCommand,
+    ) -> Result<RemotingCommand, RegistrationError> {
         let broken = |e: String| RegistrationError::Connection(e);
         let opaque = self.next_opaque;
         self.next_opaque = self.next_opaque.wrapping_add(1).max(1);
@@ -220,6 +227,15 @@ async fn run(
                         if changed {
                             info!(master_ha = %ha, "the NameServer names the master");
                             *current = Some(ha.clone());
+                        }
+                        changed
+                    });
+                }
+                if let (Some(master), Some(addr)) = (&target.master_remoting, &result.master_addr) {
+                    master.send_if_modified(|current| {
+                        let changed = current.as_deref() != Some(addr.as_str());
+                        if changed {
+                            *current = Some(addr.clone());
                         }
                         changed
                     });
