@@ -17,6 +17,8 @@
 //! the same bytes in the same run.
 
 mod peer;
+mod report;
+mod series;
 mod user;
 
 use std::io::{Read, Write};
@@ -32,7 +34,7 @@ use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
 use logship_core::{AckPolicy, LogSpan, MasterConfig, PutStatus};
 use logship_core::{BrokerRole, FlushDiskType};
 use logship_store::{CommitLog, Message, StoreConfig};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Options of `logship bench`.
 #[derive(Args, Debug, Clone)]
@@ -81,33 +83,54 @@ pub struct BenchArgs {
     /// Run every scenario this many times and report the medians.
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
+    /// Exit with status 1 when a row misses its target (or has no figure for it).
+    #[arg(long)]
+    pub fail_on_miss: bool,
+    /// Also write the report's JSON (`report.json`) and each series' SVG plot into this
+    /// directory.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<std::path::PathBuf>,
+    /// Print a report saved with `--json` again (table, verdicts, exit code) instead of running.
+    #[arg(long, value_name = "FILE")]
+    pub from_json: Option<std::path::PathBuf>,
 }
 
 /// One measured figure beside its baseline.
-#[derive(Serialize, Debug, Clone)]
+#[derive(Serialize, Deserialize, Debug, Clone)]
 pub struct Row {
     /// What was measured.
     pub scenario: String,
     /// logship's figure.
+    #[serde(deserialize_with = "nan_if_null")]
     pub value: f64,
     /// The unit of both figures.
-    pub unit: &'static str,
+    pub unit: String,
     /// What the baseline is.
     pub baseline_name: String,
     /// The baseline's figure, measured in the same run.
+    #[serde(deserialize_with = "nan_if_null")]
     pub baseline: f64,
     /// `value / baseline`.
+    #[serde(deserialize_with = "nan_if_null")]
     pub ratio: f64,
-    /// The goal for the ratio, as text.
-    pub target: &'static str,
+    /// The goal for the ratio: `>= X`, `<= X`, or `-` for none.
+    pub target: String,
+    /// Whether the ratio meets the target (none without a target).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<report::Verdict>,
     /// SYNC put rows: the puts that failed behind `value` and behind `baseline` (in neither
     /// figure: failed puts are out of the rates and the percentiles).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failed_puts: Option<RowFailures>,
 }
 
+/// A figure from JSON, where a figure that was not measured (NaN) is written as `null`.
+fn nan_if_null<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
 /// Puts that failed behind one figure, summed over the rounds (warm-up puts included).
-#[derive(Serialize, Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, Default, PartialEq, Eq)]
 pub struct FailedPuts {
     /// Puts that did not end `PUT_OK`.
     pub failed: u64,
@@ -138,7 +161,7 @@ impl std::fmt::Display for FailedPuts {
 }
 
 /// The failed puts behind a row's two figures.
-#[derive(Serialize, Debug, Clone, PartialEq, Eq)]
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
 pub struct RowFailures {
     /// Behind `value`.
     pub value: FailedPuts,
@@ -150,20 +173,21 @@ impl Row {
     fn new(
         scenario: String,
         value: f64,
-        unit: &'static str,
+        unit: &str,
         baseline_name: &str,
         baseline: f64,
-        target: &'static str,
+        target: &str,
     ) -> Self {
         let ratio = if baseline > 0.0 { value / baseline } else { f64::NAN };
         Self {
             scenario,
             value,
-            unit,
+            unit: unit.to_string(),
             baseline_name: baseline_name.to_string(),
             baseline,
             ratio,
-            target,
+            target: target.to_string(),
+            verdict: None,
             failed_puts: None,
         }
     }
@@ -544,6 +568,13 @@ fn wanted(args: &BenchArgs, name: &str) -> bool {
 /// Runs every scenario and prints the table (or JSON). `Ok(false)` once measured if a put on
 /// a logship master failed or a logship slave did not stop cleanly (a peer's are only noted).
 pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
+    if let Some(path) = &args.from_json {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let mut report: report::Report = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a report written by `logship bench --json`", path.display()))?;
+        report.judge()?;
+        return print_report(&args, &report);
+    }
     if args.quick {
         args.messages = args.messages.min(5_000);
         args.samples = args.samples.min(300);
@@ -551,6 +582,8 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
     }
     let mut rows = Vec::new();
     let mut notes = Vec::new();
+    // What the run found beside the rows, for the notes.
+    let mut info: Vec<String> = Vec::new();
     let say = |s: &str| say(&args, s);
 
     user::set_options(user::LogshipOptions {
@@ -580,8 +613,9 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
             say(&format!("a master rolls to a new segment under steady puts ({round}/{repeat})"));
             let f = user::roll(&scratch.path().join("roll"), seg, window, args.size).await?;
             let when = f.max_when.duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_secs_f64();
-            say(&format!(
-                "  slowest put around the roll: {:.0} us, {} KiB from the roll, at unix time {when:.6}",
+            info.push(format!(
+                "a master rolls, round {round}: the slowest put around the roll took {:.0} us, {} KiB from \
+                 the roll, at unix time {when:.6}",
                 f.max,
                 f.max_at / 1024
             ));
@@ -631,31 +665,29 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
                 worst = (ours, theirs);
             }
         }
-        rows.push(Row::new(
-            "idle replication latency p50, the run with the worst ratio".into(),
-            worst.0,
-            "us",
-            "one TCP round trip p50 of that run, 2 ms apart",
-            worst.1,
-            "<= 2 in every run",
-        ));
+        // One scenario, printed once: the medians against both round trips, and with more than
+        // one round, the run whose ratio was worst (the target holds for every run).
+        let scenario = "idle replication latency p50 (put until a slave acks)";
         let p50 = median(p50);
         rows.push(Row::new(
-            "idle replication latency p50 (put until a slave acks)".into(),
+            scenario.into(),
             p50,
             "us",
             "one TCP round trip p50, 2 ms apart like the puts",
             median(idle_rtt),
             "<= 2",
         ));
-        rows.push(Row::new(
-            "idle replication latency p50 (put until a slave acks)".into(),
-            p50,
-            "us",
-            "one TCP round trip p50, back to back",
-            rtt50,
-            "-",
-        ));
+        if repeat > 1 {
+            rows.push(Row::new(
+                scenario.into(),
+                worst.0,
+                "us",
+                "the same, in the run with the worst ratio",
+                worst.1,
+                "<= 2",
+            ));
+        }
+        rows.push(Row::new(scenario.into(), p50, "us", "one TCP round trip p50, back to back", rtt50, "-"));
     }
     if wanted(&args, "throughput") {
         for producers in [1usize, 64] {
@@ -690,40 +722,55 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
     }
 
     drop(scratch);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&rows)?);
-    } else {
-        println!();
-        println!(
-            "{:<58} {:>14}  {:<62} {:>14} {:>8}  target",
-            "scenario", "logship", "baseline (same run)", "", "ratio"
-        );
-        for r in &rows {
-            println!(
-                "{:<58} {:>9.1} {:<4}  {:<62} {:>9.1} {:<4} {:>7.2}x  {}",
-                r.scenario, r.value, r.unit, r.baseline_name, r.baseline, r.unit, r.ratio, r.target
-            );
-            if let Some(f) = r.failed_puts.as_ref().filter(|f| has_failures(f)) {
-                let baseline = f.baseline.as_ref().map(|b| format!("; baseline: {b}")).unwrap_or_default();
-                println!("    failed puts (in no figure): {}{baseline}", f.value);
-            }
-        }
-        if !notes.is_empty() {
-            println!("\nNotes:");
-            for (_, note) in &notes {
-                println!("  {note}");
-            }
-        }
-        println!(
-            "\nRatios compare figures measured in this run on this machine; absolute figures vary between machines."
-        );
-    }
+    let mut report = report::Report {
+        quick: args.quick,
+        load: load_average(),
+        rows,
+        notes: info.into_iter().chain(notes.iter().map(|(_, n)| n.clone())).collect(),
+        series: Vec::new(),
+    };
+    report.judge()?;
+    let met = print_report(&args, &report)?;
     // A peer's failed put or stuck process is a finding about the peer; logship's own is a bug.
     let own: Vec<&String> = notes.iter().filter(|(k, _)| *k == peer::Impl::Logship).map(|(_, n)| n).collect();
     for n in &own {
         eprintln!("logship bench: logship failed: {n}");
     }
-    Ok(own.is_empty())
+    Ok(own.is_empty() && met)
+}
+
+/// Prints `report` as a table (or JSON); `Ok(false)` if `--fail-on-miss` is given and a target
+/// was missed.
+fn print_report(args: &BenchArgs, report: &report::Report) -> anyhow::Result<bool> {
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(report)?);
+    } else {
+        print!("{}", report::render(report));
+    }
+    if let Some(dir) = &args.out {
+        for path in series::write_files(dir, report)? {
+            if !args.json {
+                println!("wrote {}", path.display());
+            }
+        }
+    }
+    let misses = report.misses();
+    if args.fail_on_miss && !misses.is_empty() {
+        eprintln!("logship bench: {} target(s) missed (--fail-on-miss)", misses.len());
+        return Ok(false);
+    }
+    Ok(true)
+}
+
+/// The 1, 5 and 15 minute load averages (`/proc/loadavg`), as `uptime` shows them.
+fn load_average() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/loadavg").ok()?;
+    let f: Vec<&str> = text.split_whitespace().take(3).collect();
+    (f.len() == 3).then(|| format!("load average {}, {}, {} on {} CPUs", f[0], f[1], f[2], cpus()))
+}
+
+fn cpus() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
 }
 
 fn has_failures(f: &RowFailures) -> bool {
