@@ -306,7 +306,7 @@ pub fn table(
             ));
         }
     }
-    out.push_str(&remoting_lines(&status["remoting"]));
+    out.push_str(&remoting_lines(&status["remoting"], role));
     out.push_str(&format!("health {}", health.name()));
     for w in why {
         out.push_str(&format!("; {w}"));
@@ -316,8 +316,9 @@ pub fn table(
 }
 
 /// One line per NameServer (its last registration's age, and its last error) and one for a
-/// slave's metadata sync from its master (the last good sync's age, and its last error).
-fn remoting_lines(remoting: &Value) -> String {
+/// slave's metadata sync from its master (the last good sync's age, and its last error). A
+/// slave's NameServer that answered but named no master gets what to check.
+fn remoting_lines(remoting: &Value, role: &str) -> String {
     let ago =
         |v: &Value| v.as_u64().map_or("never".to_string(), |ms| format!("{:.1}s ago", ms as f64 / 1000.0));
     let mut out = String::new();
@@ -325,6 +326,11 @@ fn remoting_lines(remoting: &Value) -> String {
         out.push_str(&format!("namesrv {addr}  registered {}", ago(&n["lastOkMsAgo"])));
         if let Some(e) = n["lastError"].as_str() {
             out.push_str(&format!("  last error {} ({e})", ago(&n["lastErrorMsAgo"])));
+        }
+        if role == "SLAVE" && n["lastOkMsAgo"].is_u64() && n["masterAddr"].is_null() {
+            out.push_str(
+                "  names no master (check that brokerClusterName and brokerName match the master's)",
+            );
         }
         out.push('\n');
     }
@@ -423,7 +429,7 @@ mod tests {
             "nameServers": {"10.0.0.1:9876": {"lastOkMsAgo": 1500, "lastError": "timed out", "lastErrorMsAgo": 40000}},
             "slaveSync": {"master": "10.0.0.2:10911", "ageMs": 2000, "lastError": "cannot connect", "failures": 3},
         });
-        let text = remoting_lines(&remoting);
+        let text = remoting_lines(&remoting, "SLAVE");
         assert!(
             text.contains("namesrv 10.0.0.1:9876  registered 1.5s ago  last error 40.0s ago (timed out)"),
             "{text}"
@@ -434,7 +440,22 @@ mod tests {
             ),
             "{text}"
         );
-        assert_eq!(remoting_lines(&json!(null)), "");
+        assert_eq!(remoting_lines(&json!(null), "SLAVE"), "");
+    }
+
+    #[test]
+    fn a_slave_whose_name_server_names_no_master_is_told_what_to_check() {
+        let remoting = json!({
+            "nameServers": {
+                "10.0.0.1:9876": {"lastOkMsAgo": 1500, "masterAddr": null},
+                "10.0.0.3:9876": {"lastOkMsAgo": 900, "masterAddr": "10.0.0.2:10911"},
+            },
+        });
+        let text = remoting_lines(&remoting, "SLAVE");
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].contains("names no master") && lines[0].contains("brokerClusterName"), "{text}");
+        assert!(!lines[1].contains("names no master"), "{text}");
+        assert!(!remoting_lines(&remoting, "SYNC_MASTER").contains("names no master"), "a master has none");
     }
 
     #[test]

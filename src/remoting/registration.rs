@@ -184,6 +184,7 @@ async fn run(
     mut stopped: watch::Receiver<bool>,
 ) {
     let mut connection: Option<NameServer> = None;
+    let mut warned_masterless = false;
     let mut registered_as: Option<i64> = None;
     let with = |f: &mut dyn FnMut(&mut RegistrationSchedule)| {
         let mut s = status.lock().unwrap_or_else(|e| e.into_inner());
@@ -218,9 +219,23 @@ async fn run(
         match register(&addr, &mut connection, &target, broker_id).await {
             Ok(result) => {
                 if registered_as != Some(broker_id) {
-                    info!(broker_id, master = ?result.master_addr, "registered with the NameServer");
+                    info!(
+                        broker_id,
+                        master = result.master_addr.as_deref().unwrap_or("none"),
+                        "registered with the NameServer"
+                    );
                 }
                 registered_as = Some(broker_id);
+                let names_master = result.ha_server_addr.is_some();
+                if target.learned_master.is_some() && !names_master && !warned_masterless {
+                    warn!(
+                        broker_name = %target.broker.settings.broker_name,
+                        cluster = %target.broker.settings.broker_cluster_name,
+                        "the NameServer names no master for this slave: check that brokerClusterName and \
+                         brokerName match the master's, and that the master registers"
+                    );
+                }
+                warned_masterless = target.learned_master.is_some() && !names_master;
                 if let (Some(learned), Some(ha)) = (&target.learned_master, &result.ha_server_addr) {
                     learned.send_if_modified(|current| {
                         let changed = current.as_deref() != Some(ha.as_str());
