@@ -494,7 +494,25 @@ async fn follow_index(
             Err(e) => warn!(%e, "the index task failed"),
         }
     }
-    let _ = tokio::task::spawn_blocking(move || index.flush()).await;
+    match tokio::task::spawn_blocking(move || finish_index(&index, &store)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            warn!(error = %e, "indexing the last messages at stop failed; the next start indexes them")
+        }
+        Err(e) => warn!(%e, "the index task failed at stop"),
+    }
+}
+
+/// At a clean stop: dispatches what the store has not yet, indexes every message up to it and
+/// writes the index, so that the store is left as a Java broker leaves its own (a Java broker
+/// opened on it re-indexes nothing after a clean stop).
+fn finish_index(
+    index: &logship_store::MessageIndex,
+    store: &logship_store::CommitLog,
+) -> Result<(), logship_store::StoreError> {
+    store.dispatch_pending()?;
+    index.catch_up(store)?;
+    index.flush()
 }
 
 /// A slave without `haMasterAddress`: replicates from the master the NameServers name (the
@@ -535,5 +553,38 @@ async fn follow_named_master(
             }
             Err(e) => warn!(%e, master_ha = %master, "cannot start replicating from the named master"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use logship_store::{CommitLog, IndexConfig, Message, MessageIndex, StoreConfig};
+
+    #[test]
+    fn a_clean_stop_indexes_the_messages_put_since_the_last_catch_up() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = StoreConfig::default();
+        config.mapped_file_size_commit_log = 1 << 20;
+        config.max_message_size = 65_536;
+        let store = CommitLog::open(dir.path(), config).unwrap();
+        let mut index_config = IndexConfig::default();
+        index_config.max_hash_slot_num = 64;
+        index_config.max_index_num = 256;
+        let index = MessageIndex::open(&store, index_config).unwrap();
+        let keyed = |key: &str| {
+            let mut m = Message::new("IndexT", 0, b"body".to_vec());
+            m.properties.push(("KEYS".into(), key.into()));
+            m
+        };
+        assert_eq!(store.put(keyed("first")).status, logship_store::PutStatus::PutOk);
+        store.dispatch_pending().unwrap();
+        index.catch_up(&store).unwrap();
+        // Put after the index's last round, as in the last 20 ms before a stop.
+        assert_eq!(store.put(keyed("last")).status, logship_store::PutStatus::PutOk);
+        super::finish_index(&index, &store).unwrap();
+        assert_eq!(index.indexed_to(), store.dispatched_offset());
+        let found = index.query_offsets("IndexT", "last", 16, 0, i64::MAX).unwrap();
+        assert_eq!(found.phy_offsets.len(), 1, "the last message is found by its key");
+        store.shutdown().unwrap();
     }
 }
