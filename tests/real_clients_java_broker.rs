@@ -303,7 +303,15 @@ fn java_scenario(line: ClientLine, orderly: bool, test: &str) {
             );
         }
     } else {
-        assert!(before.is_empty(), "5.x: nothing stored before the time: {before:?}");
+        // Nothing before the time, except that 5.5.0 too answers a queue's start now and then
+        // under load (seen once in a loaded full run: queue 0 read from offset 0).
+        for v in &before {
+            let queue = v["queue"].as_u64().unwrap();
+            assert_eq!(
+                first_per_queue[&queue]["queueOffset"], 0,
+                "5.x: nothing stored before the time, unless the queue was read from its start: {before:?}"
+            );
+        }
     }
 
     // mqadmin.
