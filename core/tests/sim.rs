@@ -325,7 +325,7 @@ mod slave_driver {
 
     use bytes::Bytes;
     use logship_core::memlog::MemoryLog;
-    use logship_core::service::{SlaveDriver, SlaveServiceConfig};
+    use logship_core::service::{SlaveServiceConfig, adapter::SlaveDriver};
     use logship_core::{LogRead, LogWrite, SlaveOutput};
 
     use super::common::{Clock, push};

@@ -17,7 +17,8 @@ use logship_core::service::tls::rustls::pki_types::CertificateDer;
 use logship_core::service::tls::rustls::pki_types::pem::PemObject;
 use logship_core::service::tls::{Link, TlsMode};
 use logship_core::service::{
-    self, Admission, ConnSink, Fence, MasterDriver, MasterServiceConfig, Transmit, WaitSink,
+    self, Admission, Fence, MasterServiceConfig,
+    adapter::{ConnSink, MasterDriver, Transmit, WaitSink},
 };
 use logship_core::*;
 use pki::{Ca, master_tls};

@@ -12,7 +12,9 @@ use logship_core::time::Instant;
 use bytes::Bytes;
 use logship_core::frame::encode_report;
 use logship_core::service::{
-    Admission, ConnSink, Fence, MasterDriver, MasterServiceConfig, Transmit, WaitSink, tls,
+    Admission, Fence, MasterServiceConfig,
+    adapter::{ConnSink, MasterDriver, Transmit, WaitSink},
+    tls,
 };
 use logship_core::*;
 
@@ -400,9 +402,9 @@ fn a_client_hello_from_an_allow_listed_address_is_refused_without_fencing() {
     // Just below the limit is a plausible (if huge) offset, and a trusted replica still fences.
     let mut d = service_driver(&["10.0.0.7"]);
     connect(&mut d, at(0), 1, "10.0.0.7:4000");
-    send(&mut d, at(0), 1, &encode_report(100 + logship_core::service::IMPLAUSIBLE_AHEAD - 1));
+    send(&mut d, at(0), 1, &encode_report(100 + logship_core::service::adapter::IMPLAUSIBLE_AHEAD - 1));
     assert!(matches!(d.fence(), Some(Fence::Diverged { .. })));
-    const { assert!(tls::PLAIN_REPORT_LIMIT > logship_core::service::IMPLAUSIBLE_AHEAD) };
+    const { assert!(tls::PLAIN_REPORT_LIMIT > logship_core::service::adapter::IMPLAUSIBLE_AHEAD) };
 }
 
 // ---- Issue 22: strangers count for nothing, and never hold every slot ----

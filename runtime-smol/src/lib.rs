@@ -59,18 +59,18 @@
 //! only sockets, timers, channels and task spawning, in the same files, types and functions as
 //! `logship-tokio`.
 //!
-//! A master runs one core task owning a [`MasterTask`](logship_core::service::MasterTask), one
+//! A master runs one core task owning a [`MasterTask`](logship_core::service::adapter::MasterTask), one
 //! accept task, and one task per connection whose read and write paths end together and report
 //! `Closed` exactly once. A slave runs one task around a
-//! [`SlaveTask`](logship_core::service::SlaveTask), which owns the
-//! [`SlaveDriver`](logship_core::service::SlaveDriver) and the connection.
+//! [`SlaveTask`](logship_core::service::adapter::SlaveTask), which owns the
+//! [`SlaveDriver`](logship_core::service::adapter::SlaveDriver) and the connection.
 //!
 //! With TLS configured, a master connection first peeks at its first byte and runs the
 //! handshake if it starts one (`futures-rustls`), then reports the outcome to the driver, which
 //! decides ([`logship_core::service::tls`]); a TLS slave runs the handshake after connecting.
 //!
-//! Each task names what woke it ([`MasterWake`](logship_core::service::MasterWake),
-//! [`SlaveWake`](logship_core::service::SlaveWake)) and hands that to the service layer.
+//! Each task names what woke it ([`MasterWake`](logship_core::service::adapter::MasterWake),
+//! [`SlaveWake`](logship_core::service::adapter::SlaveWake)) and hands that to the service layer.
 //!
 //! The handles are the service layer's, written once for every adapter over its
 //! [`Runtime`]: [`MasterHandle`] is
@@ -88,7 +88,7 @@ use std::time::Duration;
 
 use async_channel::{Receiver, Sender, bounded};
 use futures_lite::FutureExt;
-use logship_core::service::{ReplySlot, Runtime};
+use logship_core::service::adapter::{ReplySlot, Runtime};
 
 /// The protocol core, for what the re-exports above do not cover (an in-memory log,
 /// [`memlog::MemoryLog`](logship_core::memlog::MemoryLog); the adapter-author surface).

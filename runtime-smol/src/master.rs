@@ -9,6 +9,7 @@ use async_net::{TcpListener, TcpStream};
 use futures_lite::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, FutureExt};
 #[cfg(feature = "tls")]
 use futures_rustls::TlsAcceptor;
+use logship_core::service::adapter::*;
 #[cfg(feature = "tls")]
 use logship_core::service::tls::{Link, MasterTls};
 use logship_core::service::*;
@@ -107,9 +108,10 @@ impl<L: MessageLog> Conn<L> {
                 Ok(stream) => stream,
                 Err(why) => return Ok(why),
             },
-            // Without the `tls` feature no `MasterTls` can exist.
+            // Without this adapter's `tls` feature it cannot run a handshake (a `MasterTls`
+            // exists only when another crate turned on `logship-core/tls`).
             #[cfg(not(feature = "tls"))]
-            Some(tls) => match *tls {},
+            Some(_) => return Ok("TLS is configured but logship-smol was built without its `tls` feature"),
         };
         let (rd, wr) = futures_lite::io::split(stream);
         let read = async { self.read_path(rd).await.map(|()| "end of stream") };

@@ -8,6 +8,7 @@ use async_io::Timer;
 use async_net::TcpStream;
 use bytes::Bytes;
 use futures_lite::{AsyncReadExt, AsyncWriteExt, FutureExt};
+use logship_core::service::adapter::*;
 use logship_core::service::tls::SlaveTls;
 use logship_core::service::*;
 use logship_core::time::Instant;
@@ -63,10 +64,14 @@ async fn tls_connect(tls: SlaveTls, stream: TcpStream) -> io::Result<Stream> {
     Ok(Box::new(handshake.await.map_err(handshake_failed)?) as Stream)
 }
 
-/// Without the `tls` feature no `SlaveTls` can exist.
+/// Without this adapter's `tls` feature it cannot run a handshake (a `SlaveTls` exists only
+/// when another crate turned on `logship-core/tls`).
 #[cfg(not(feature = "tls"))]
-async fn tls_connect(tls: SlaveTls, _stream: TcpStream) -> io::Result<Stream> {
-    match tls {}
+async fn tls_connect(_tls: SlaveTls, _stream: TcpStream) -> io::Result<Stream> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "TLS is configured but logship-smol was built without its `tls` feature; enable it",
+    ))
 }
 
 /// Writes `bytes` (of any length) on the connection and flushes it.

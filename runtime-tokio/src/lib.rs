@@ -74,7 +74,7 @@
 //! and functions in the same order.
 //!
 //! A master runs one **core task** that owns a
-//! [`MasterTask`](logship_core::service::MasterTask) (no lock around the state machine): it
+//! [`MasterTask`](logship_core::service::adapter::MasterTask) (no lock around the state machine): it
 //! waits for commands, an append or the timer, and hands each to the task, which batches the
 //! commands, publishes the fence into the put gate the handles check, and says when to wake
 //! next and when to stop. Beside it run one accept task and one task per connection. A
@@ -84,15 +84,15 @@
 //! it starts one (`tokio-rustls`), then reports the outcome to the driver, which decides
 //! ([`logship_core::service::tls`]). The writer resolves every span from the log without
 //! copying and writes header and body with vectored writes
-//! ([`Frame`](logship_core::service::Frame)). Puts wake the core task at once, so a frame goes
+//! ([`Frame`](logship_core::service::adapter::Frame)). Puts wake the core task at once, so a frame goes
 //! out as soon as the log grows.
 //!
-//! A slave runs one task around a [`SlaveTask`](logship_core::service::SlaveTask), which owns
-//! the [`SlaveDriver`](logship_core::service::SlaveDriver) and the connection and decides what
+//! A slave runs one task around a [`SlaveTask`](logship_core::service::adapter::SlaveTask), which owns
+//! the [`SlaveDriver`](logship_core::service::adapter::SlaveDriver) and the connection and decides what
 //! each connect, read, report and flush outcome means. Flushes (with `AckOn::Flushed`) run on
 //! tokio's blocking pool. Each task names what woke it
-//! ([`MasterWake`](logship_core::service::MasterWake),
-//! [`SlaveWake`](logship_core::service::SlaveWake)) and hands that to the service layer.
+//! ([`MasterWake`](logship_core::service::adapter::MasterWake),
+//! [`SlaveWake`](logship_core::service::adapter::SlaveWake)) and hands that to the service layer.
 //!
 //! The handles are the service layer's, written once for every adapter over its
 //! [`Runtime`]: [`MasterHandle`] is
@@ -110,7 +110,7 @@ mod slave;
 use std::future::Future;
 use std::time::Duration;
 
-use logship_core::service::{ReplySlot, Runtime};
+use logship_core::service::adapter::{ReplySlot, Runtime};
 use tokio::sync::{mpsc, oneshot};
 
 /// The protocol core, for what the re-exports above do not cover (an in-memory log,

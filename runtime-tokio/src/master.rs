@@ -2,6 +2,7 @@
 
 use std::{future::poll_fn, io, net::SocketAddr, pin::Pin, sync::Arc};
 
+use logship_core::service::adapter::*;
 #[cfg(feature = "tls")]
 use logship_core::service::tls::{Link, MasterTls};
 use logship_core::service::*;
@@ -103,9 +104,10 @@ impl<L: MessageLog> Conn<L> {
                 Ok(stream) => stream,
                 Err(why) => return Ok(why),
             },
-            // Without the `tls` feature no `MasterTls` can exist.
+            // Without this adapter's `tls` feature it cannot run a handshake (a `MasterTls`
+            // exists only when another crate turned on `logship-core/tls`).
             #[cfg(not(feature = "tls"))]
-            Some(tls) => match *tls {},
+            Some(_) => return Ok("TLS is configured but logship-tokio was built without its `tls` feature"),
         };
         let (rd, wr) = tokio::io::split(stream);
         tokio::select! {

@@ -31,27 +31,20 @@
 //! [`MasterDriver::drain`], sleep until the instant it returns or the next command; and a
 //! [`SlaveDriver`], performing the [`SlaveAction`]s it returns.
 //!
-//! By concern:
+//! What an embedder uses sits at this module's root:
 //!
 //! - configuration and start errors: [`MasterServiceConfig`], [`SlaveServiceConfig`],
-//!   [`StartError`];
-//! - the put path: [`PutGate`], [`PendingPut`], [`put_status`]; fenced by the broker's lease
-//!   in controller mode ([`coordinator::LeaseFence`], [`MasterControllerConfig::lease`]);
-//! - what adapters implement: [`Runtime`]; what a lower-level user implements: [`ConnSink`],
-//!   [`WaitSink`], [`Reply`], fed with [`MasterCommand`]s;
-//! - the adapters' tasks: [`MasterTask`], [`TaskCommand`], [`MasterWake`], [`SlaveTask`],
-//!   [`SlaveCommand`], [`SlaveIo`], [`SlaveWake`], [`Accepts`], [`negotiate`]; bytes on a
-//!   connection: [`Frame`], [`ReadBuffer`]; waits: [`InSyncWait`];
-//! - the handles, on any adapter: [`MasterHandle`], [`SlaveHandle`], over a [`Runtime`]
-//!   ([`ConnHandle`], [`ReplySlot`], [`MasterTaskOn`]); as traits: [`MasterService`],
-//!   [`SlaveService`];
-//! - status snapshots: [`MasterStatus`], [`SlaveStatus`], [`Fence`], [`Refusals`];
-//! - admission of replicas by address: [`Admission`], [`IpNet`]; by certificate: [`tls`];
-//! - the drivers: [`MasterDriver`], [`SlaveDriver`]; in controller mode (the AutoSwitch
-//!   protocol, [`MasterServiceConfig::controller`]) [`AutoSwitchDriver`]; a master task runs
-//!   whichever the configuration asks for ([`AnyMasterDriver`]); a slave's
-//!   [`AutoSwitchSlaveDriver`] ([`SlaveServiceConfig::controller`]), chosen by a slave task
-//!   ([`AnySlaveDriver`]).
+//!   [`StartError`]; in controller mode [`MasterControllerConfig`], [`SlaveControllerConfig`],
+//!   fenced by the broker's lease ([`coordinator::LeaseFence`],
+//!   [`MasterControllerConfig::lease`]);
+//! - the handles, on any adapter: [`MasterHandle`], [`SlaveHandle`]; as traits:
+//!   [`MasterService`], [`SlaveService`]; waits: [`InSyncWait`], [`InSyncError`];
+//! - status snapshots: [`MasterStatus`], [`SlaveStatus`], [`Fence`], [`Refusals`],
+//!   [`ConnectedSlave`];
+//! - admission of replicas by address: [`Admission`], [`IpNet`]; by certificate: [`tls`].
+//!
+//! What an adapter author (or the simulator) builds on is in [`adapter`]: [`Runtime`], the
+//! tasks, their wake-ups and commands, the frames, the drivers and the put path.
 //!
 //! Settings a service shares with its log have one authority, the log: the master takes its
 //! segment size from [`LogRead::segment_size`](crate::LogRead::segment_size), and a service
@@ -82,33 +75,56 @@ pub mod tls;
 mod wake;
 mod wire;
 
+// The embedder's surface: configure, start (through an adapter), put, watch, stop.
 pub use admission::{
-    Admission, Allotment, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_PEER,
-    DEFAULT_MAX_UNTRUSTED_CONNECTIONS, IpNet, IpNetError, MemberAddress, Slot, Trust, parse_allow_list,
+    Admission, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_PEER, DEFAULT_MAX_UNTRUSTED_CONNECTIONS,
+    IpNet, IpNetError, MemberAddress, Trust, parse_allow_list,
 };
 pub use autoswitch::{
-    AnyMasterDriver, AuthorityFactory, AutoSwitchDriver, AutoSwitchMasterStatus, AutoSwitchSlaveInfo,
-    LocalAuthority, MasterControllerConfig, MemberDirectory, SyncStateSetAuthority,
+    AuthorityFactory, AutoSwitchMasterStatus, AutoSwitchSlaveInfo, AutoSwitchSlaveStatus, FollowRefusals,
+    LocalAuthority, MasterControllerConfig, MemberDirectory, SlaveControllerConfig, SyncStateSetAuthority,
+    SyncStateSetError, check_sync_state_set,
 };
-pub use autoswitch::{
-    AnySlaveDriver, AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, FollowRefusals, SlaveControllerConfig,
-};
-pub use autoswitch::{SyncStateSetError, check_sync_state_set};
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_SLAVE_TIMEOUT, DEFAULT_SYNC_FLUSH_TIMEOUT, MasterServiceConfig,
     SlaveServiceConfig, StartError,
 };
 pub use handle::{MasterHandle, MasterService, ServiceFuture, SlaveHandle, SlaveService};
-pub use in_sync::{InSyncError, InSyncWait, in_sync_slaves};
-pub use master::{IMPLAUSIBLE_AHEAD, MasterDriver};
-pub use put::{PendingPut, PutGate, QueuedWait, WaitQueue, put_status};
-pub use runtime::{
-    ConnHandle, MasterCommandOn, MasterTaskOn, ReplySlot, Runtime, SlaveCommandOn, join, settled,
-};
-pub use sink::{ConnSink, FrameHeader, MasterCommand, Reply, Transmit, WaitSink};
-pub use slave::{SlaveAction, SlaveDriver};
-pub use spans::{master_conn_span, master_span, slave_span};
+pub use in_sync::{InSyncError, InSyncWait};
 pub use status::{ConnectedSlave, Fence, MasterStatus, Refusals, SlaveStatus};
-pub use task::{ACCEPT_RETRY, MAX_BATCH, MasterTask, SlaveCommand, SlaveIo, SlaveTask, TaskCommand};
-pub use wake::{Accepts, MasterWake, SlaveWake, handshake_failed, negotiate, nodelay_set};
-pub use wire::{Frame, ReadBuffer};
+
+/// The adapter author's surface: what a runtime adapter (or a lower-level driver such as the
+/// simulator) builds on. An embedder who starts services through `logship-runtime-tokio` or
+/// `logship-runtime-smol` needs none of it.
+///
+/// - what an adapter implements: [`Runtime`]; the tasks it runs: [`MasterTask`] (woken with
+///   [`MasterWake`], fed [`TaskCommand`]s), [`SlaveTask`] ([`SlaveWake`], [`SlaveCommand`],
+///   performing [`SlaveIo`]s); its accept loop's [`Accepts`] and TLS [`negotiate`];
+/// - bytes on a connection: [`Transmit`], [`Frame`], [`ReadBuffer`]; the spans
+///   [`master_span`], [`master_conn_span`], [`slave_span`];
+/// - the handles' plumbing over a [`Runtime`]: [`ConnHandle`], [`ReplySlot`], [`MasterTaskOn`];
+/// - the drivers under the tasks, for a lower-level user: [`MasterDriver`] and [`SlaveDriver`]
+///   (classic), [`AutoSwitchDriver`] and [`AutoSwitchSlaveDriver`], dispatched by
+///   [`AnyMasterDriver`] and [`AnySlaveDriver`], fed [`MasterCommand`]s and answering through
+///   [`ConnSink`], [`WaitSink`] and [`Reply`];
+/// - the put path: [`PutGate`], [`WaitQueue`], [`PendingPut`], [`put_status`];
+/// - admission's slots: [`Slot`], [`Allotment`].
+pub mod adapter {
+    pub use super::admission::{Allotment, Slot};
+    pub use super::autoswitch::{AnyMasterDriver, AnySlaveDriver, AutoSwitchDriver, AutoSwitchSlaveDriver};
+    pub use super::in_sync::in_sync_slaves;
+    pub use super::master::{IMPLAUSIBLE_AHEAD, MasterDriver};
+    pub use super::put::{PendingPut, PutGate, QueuedWait, WaitQueue, put_status};
+    pub use super::runtime::{
+        ConnHandle, MasterCommandOn, MasterTaskOn, ReplySlot, Runtime, SlaveCommandOn, join, settled,
+    };
+    pub use super::sink::{ConnSink, FrameHeader, MasterCommand, Reply, Transmit, WaitSink};
+    pub use super::slave::{SlaveAction, SlaveDriver};
+    pub use super::spans::{master_conn_span, master_span, slave_span};
+    pub use super::task::{
+        ACCEPT_RETRY, MAX_BATCH, MasterTask, SlaveCommand, SlaveIo, SlaveTask, TaskCommand,
+    };
+    pub use super::wake::{Accepts, MasterWake, SlaveWake, handshake_failed, negotiate, nodelay_set};
+    pub use super::wire::{Frame, ReadBuffer};
+}
+pub(crate) use adapter::*;
