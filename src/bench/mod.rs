@@ -14,8 +14,11 @@
 //!
 //! With `--peer java` or `--peer rocketmq-rust` ([`peer`]), the catch-up and SYNC put scenarios
 //! also run with Apache RocketMQ's or rocketmq-rust's store as master, as slave, or both, on
-//! the same bytes in the same run.
+//! the same bytes in the same run. With `--peer java` (or `java5`) the client scenarios
+//! ([`clients`]) run too: RocketMQ's own Java producer and push consumer, through the Apache
+//! NameServer, against a logship pair and a Java broker pair.
 
+mod clients;
 mod peer;
 mod report;
 mod series;
@@ -58,7 +61,8 @@ pub struct BenchArgs {
     /// Small sizes everywhere: a smoke run, not a measurement.
     #[arg(long)]
     pub quick: bool,
-    /// Only run scenarios whose name contains this (join, roll, sync, idle, throughput).
+    /// Only run scenarios whose name contains this (join, roll, sync, idle, throughput,
+    /// clients).
     #[arg(long)]
     pub only: Option<String>,
     /// Warm segments (`warmMapedFileEnable=true`) in the in-process scenarios (idle,
@@ -721,6 +725,10 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
         }
     }
 
+    if wanted(&args, "clients") && peers.contains(&peer::Impl::Java5) {
+        client_scenarios(&args, scratch.path(), &mut rows, &mut info)?;
+    }
+
     drop(scratch);
     let mut report = report::Report {
         quick: args.quick,
@@ -1143,6 +1151,59 @@ fn sync_rows(
     rows
 }
 
+/// The client scenarios ([`clients`]): each round on a logship pair, then on a Java pair.
+fn client_scenarios(
+    args: &BenchArgs,
+    dir: &Path,
+    rows: &mut Vec<Row>,
+    info: &mut Vec<String>,
+) -> anyhow::Result<()> {
+    let apps = clients::Apps::build()?;
+    let counts = (args.samples as u64, args.messages.min(50_000));
+    let mut figures: [Vec<clients::ClientFigures>; 2] = Default::default();
+    for round in 1..=args.repeat.max(1) {
+        for (i, pair) in [clients::Pair::Logship, clients::Pair::Java].into_iter().enumerate() {
+            say(args, &format!("the Java client against a {pair:?} pair ({round}/{})", args.repeat.max(1)));
+            let f = clients::round(&apps, pair, &dir.join("clients"), counts, args.size)?;
+            for (threads, s) in [(1, &f.one), (64, &f.many)] {
+                if s.failed > 0 {
+                    info.push(format!(
+                        "the Java client against the {pair:?} pair, round {round}: {} of the sync sends from \
+                         {threads} thread(s) did not end SEND_OK",
+                        s.failed
+                    ));
+                }
+            }
+            figures[i].push(f);
+        }
+    }
+    rows.extend(client_rows(&figures[0], &figures[1], args.size));
+    Ok(())
+}
+
+/// The client scenarios' rows: logship's medians against the Java broker pair's.
+fn client_rows(ours: &[clients::ClientFigures], java: &[clients::ClientFigures], size: usize) -> Vec<Row> {
+    use clients::{ClientFigures, SendFigures};
+    let baseline = "a Java broker pair (5.5.0), same run";
+    let row = |name: String, unit: &str, target: &str, pick: &dyn Fn(&ClientFigures) -> f64| {
+        let med = |f: &[ClientFigures]| median(f.iter().map(pick).collect());
+        Row::new(name, med(ours), unit, baseline, med(java), target)
+    };
+    let mut rows = Vec::new();
+    let one = |f: &ClientFigures| -> SendFigures { f.one.clone() };
+    let many = |f: &ClientFigures| -> SendFigures { f.many.clone() };
+    for (threads, sends) in [(1, &one as &dyn Fn(&ClientFigures) -> SendFigures), (64, &many)] {
+        let name = format!("Java producer, sync {size} B sends, {threads} thread(s)");
+        rows.push(row(format!("{name}: SEND_OK/s"), "msg/s", ">= 2", &|f| sends(f).rate));
+        rows.push(row(format!("{name}: p50"), "us", "-", &|f| sends(f).p50));
+        rows.push(row(format!("{name}: p99"), "us", "<= 0.5", &|f| sends(f).p99));
+    }
+    let name = "Java client, end to end (send to push-consumer receipt)";
+    rows.push(row(format!("{name}: p50"), "us", "-", &|f| f.e2e.0));
+    rows.push(row(format!("{name}: p99"), "us", "-", &|f| f.e2e.1));
+    rows
+}
+
 /// The rows of the in-process throughput scenario for `producers`: SYNC puts/s against ASYNC
 /// puts/s (the 64-producer target is against ASYNC until the slave holds every message).
 fn throughput_rows(producers: usize, sync_rate: f64, async_rate: f64, async_replicated: f64) -> Vec<Row> {
@@ -1293,5 +1354,30 @@ mod tests {
                 "a store is still open after a failed measurement"
             );
         }
+    }
+
+    #[test]
+    fn the_client_rows_compare_medians_with_the_java_pair_against_issue_23_s_targets() {
+        use clients::{ClientFigures, SendFigures};
+        let f = |rate: f64, p99: f64, e2e: f64| ClientFigures {
+            one: SendFigures { rate, p50: p99 / 2.0, p99, failed: 0 },
+            many: SendFigures { rate: rate * 10.0, p50: p99, p99: p99 * 2.0, failed: 0 },
+            e2e: (e2e, e2e * 3.0),
+        };
+        let ours = [f(300.0, 900.0, 1000.0), f(200.0, 1100.0, 3000.0), f(250.0, 1000.0, 2000.0)];
+        let java = [f(100.0, 4000.0, 9000.0)];
+        let rows = client_rows(&ours, &java, 1024);
+        assert_eq!(rows.len(), 8, "{rows:?}");
+        let rate = &rows[0];
+        assert!(rate.scenario.contains("1 thread(s): SEND_OK/s"), "{rate:?}");
+        assert_eq!(
+            (rate.value, rate.baseline, rate.ratio, rate.target.as_str()),
+            (250.0, 100.0, 2.5, ">= 2")
+        );
+        let p99 = &rows[5];
+        assert!(p99.scenario.contains("64 thread(s): p99"), "{p99:?}");
+        assert_eq!((p99.value, p99.baseline, p99.target.as_str()), (2000.0, 8000.0, "<= 0.5"));
+        let e2e = &rows[7];
+        assert_eq!((e2e.value, e2e.baseline, e2e.target.as_str()), (6000.0, 27000.0, "-"));
     }
 }

@@ -62,7 +62,7 @@ impl Impl {
 }
 
 /// Where the peers' projects live: `LOGSHIP_INTEROP_DIR`, else this checkout's `tests/interop`.
-fn interop_dir() -> PathBuf {
+pub(crate) fn interop_dir() -> PathBuf {
     std::env::var_os("LOGSHIP_INTEROP_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/interop"))
@@ -84,13 +84,13 @@ fn newest(paths: &[PathBuf]) -> Option<std::time::SystemTime> {
 }
 
 /// Whether `built` is missing or older than any of `sources`.
-fn stale(built: &Path, sources: &[PathBuf]) -> bool {
+pub(crate) fn stale(built: &Path, sources: &[PathBuf]) -> bool {
     let Ok(at) = std::fs::metadata(built).and_then(|m| m.modified()) else { return true };
     newest(sources).is_some_and(|n| n > at)
 }
 
 /// Marks `built` as just built (a build that found nothing to do leaves its time alone).
-fn touch(built: &Path) -> anyhow::Result<()> {
+pub(crate) fn touch(built: &Path) -> anyhow::Result<()> {
     let f = std::fs::File::options()
         .append(true)
         .open(built)
@@ -98,7 +98,7 @@ fn touch(built: &Path) -> anyhow::Result<()> {
     Ok(f.set_modified(std::time::SystemTime::now())?)
 }
 
-fn run_quietly(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
+pub(crate) fn run_quietly(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
     let out = cmd.output().with_context(|| format!("cannot run {what}"))?;
     if !out.status.success() {
         let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
@@ -106,6 +106,11 @@ fn run_quietly(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
         bail!("{what} failed:\n{}", tail.join("\n"));
     }
     Ok(())
+}
+
+/// Whether the classpath file `cp` exists and every entry in it still does (in `~/.m2`).
+pub(crate) fn built_classpath(cp: &Path) -> bool {
+    std::fs::read_to_string(cp).is_ok_and(|c| c.trim().split(':').all(|e| Path::new(e).is_file()))
 }
 
 /// The command line that starts a peer of `kind`, building it first if needed.
@@ -123,10 +128,7 @@ pub fn peer_command(kind: Impl) -> anyhow::Result<Command> {
             let project = dir.join("rocketmq-java");
             let out = project.join("target").join(version);
             let (jar, deps) = (out.join("harness.jar"), out.join("classpath.txt"));
-            let built = |cp: &Path| {
-                std::fs::read_to_string(cp).is_ok_and(|c| c.trim().split(':').all(|e| Path::new(e).is_file()))
-            };
-            if !built(&deps) || stale(&jar, &[project.join("src"), project.join("pom.xml")]) {
+            if !built_classpath(&deps) || stale(&jar, &[project.join("src"), project.join("pom.xml")]) {
                 eprintln!(
                     "  building the Java harness for RocketMQ {version} (mvn package -P {profile}) ..."
                 );

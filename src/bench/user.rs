@@ -554,7 +554,7 @@ fn warn_note(kind: Impl, note: Option<String>) {
 }
 
 /// `GET /status` of a local broker, by hand (one request, `Connection: close`).
-fn http_status(port: u16) -> anyhow::Result<serde_json::Value> {
+pub(crate) fn http_status(port: u16) -> anyhow::Result<serde_json::Value> {
     use std::io::{Read, Write};
     let mut sock = std::net::TcpStream::connect(("127.0.0.1", port))?;
     sock.set_read_timeout(Some(Duration::from_secs(10)))?;

@@ -25,12 +25,13 @@ import org.apache.rocketmq.common.message.Message;
  *         [--batch-size B] [--tags A,B,...] [--keys PREFIX] [--props k=v,k=v]
  *         [--duration-ms D | --until-stopped] [--interval-ms MS] [--max-in-flight M]
  *         [--latency-fault] [--retries N] [--retries-async N] [--retry-another-broker]
- *         [--timeout-ms MS] [--quiet] [--access-key AK --secret-key SK]
+ *         [--timeout-ms MS] [--quiet] [--born-nanos] [--access-key AK --secret-key SK]
  * </pre>
  *
  * Message {@code i} has the body {@code "{instance}-{i:08}-aaaa..."} of {@code size} bytes, tag
  * {@code tags[i % n]}, keys {@code "{keys}-{i}"}, and the user properties {@code seq=i},
- * {@code producer=instance} plus {@code --props}. Prints a {@code send} line per send (a batch:
+ * {@code producer=instance}, with {@code --born-nanos} {@code bornNanos} (System.nanoTime() when
+ * built, for a consumer's end-to-end latency), plus {@code --props}. Prints a {@code send} line per send (a batch:
  * one line per batch, with {@code n} and every id) or {@code send_error} (class, responseCode),
  * {@code oneway} per one-way send, and a final {@code summary} with counts and latency
  * percentiles in microseconds. {@code --count} sends N messages (per mode, with several modes
@@ -55,6 +56,7 @@ public final class Produce {
         String keys;
         Map<String, String> props = new TreeMap<>();
         boolean quiet;
+        boolean bornNanos;
         long intervalMs;
 
         /** This plan with another mode. */
@@ -70,6 +72,7 @@ public final class Produce {
             p.keys = keys;
             p.props = props;
             p.quiet = quiet;
+            p.bornNanos = bornNanos;
             p.intervalMs = intervalMs;
             return p;
         }
@@ -107,6 +110,7 @@ public final class Produce {
         plan.intervalMs = args.number("interval-ms", 0);
         int maxInFlight = args.integer("max-in-flight", 64);
         plan.quiet = args.flag("quiet");
+        plan.bornNanos = args.flag("born-nanos");
 
         DefaultMQProducer producer = new DefaultMQProducer(group, Apps.acl(args));
         producer.setNamesrvAddr(namesrv);
@@ -179,6 +183,11 @@ public final class Produce {
             plan.keys + "-" + i, Apps.body(plan.instance, i, plan.size));
         m.putUserProperty("seq", Long.toString(i));
         m.putUserProperty("producer", plan.instance);
+        if (plan.bornNanos) {
+            // CLOCK_MONOTONIC on Linux, shared by every process on the host: a consumer there
+            // measures the end-to-end latency from it.
+            m.putUserProperty("bornNanos", Long.toString(System.nanoTime()));
+        }
         for (Map.Entry<String, String> e : plan.props.entrySet()) {
             m.putUserProperty(e.getKey(), e.getValue());
         }

@@ -33,7 +33,9 @@ import org.apache.rocketmq.common.message.MessageExt;
  * </pre>
  *
  * Prints {@code ready}, a {@code msg} line per message received (with the answer given), a
- * {@code summary} every {@code --summary-ms}, and a final {@code summary} after stopping. It stops
+ * {@code summary} every {@code --summary-ms}, and a final {@code summary} after stopping (with
+ * {@code e2eP50Us}/{@code e2eP99Us}: from a producer's {@code bornNanos} to receipt, first
+ * deliveries only). It stops
  * when {@code --count} distinct messages (by msgId) were consumed successfully (then lingers
  * {@code --linger-ms} to catch duplicates), when {@code --duration-ms} passed, or on stdin EOF /
  * SIGTERM. {@code --later-keys} (or {@code --later-all}) answers RECONSUME_LATER (orderly:
@@ -112,8 +114,13 @@ public final class PushConsume {
         AtomicLong duplicates = new AtomicLong();
         CountDownLatch enough = new CountDownLatch(1);
 
+        java.util.concurrent.ConcurrentLinkedQueue<Long> e2eUs = new java.util.concurrent.ConcurrentLinkedQueue<>();
         java.util.function.Function<MessageExt, Boolean> handle = m -> {
             received.incrementAndGet();
+            String born = m.getUserProperty("bornNanos");
+            if (born != null && m.getReconsumeTimes() == 0) {
+                e2eUs.add((System.nanoTime() - Long.parseLong(born)) / 1000L);
+            }
             perBroker.computeIfAbsent(String.valueOf(m.getBrokerName()), k -> new AtomicLong()).incrementAndGet();
             boolean retry = (laterAll || (m.getKeys() != null && laterKeys.contains(m.getKeys())))
                 && m.getReconsumeTimes() < laterTimes;
@@ -159,7 +166,8 @@ public final class PushConsume {
             perBroker.forEach((k, v) -> brokers.put(k, v.get()));
             return Json.obj("event", "summary", "program", "PushConsume", "received", received.get(),
                 "consumed", (long) done.size(), "duplicates", duplicates.get(), "later", later.get(),
-                "brokers", brokers, "elapsedMs", (System.nanoTime() - start) / 1_000_000L);
+                "brokers", brokers, "elapsedMs", (System.nanoTime() - start) / 1_000_000L,
+                "e2eP50Us", percentile(e2eUs, 50), "e2eP99Us", percentile(e2eUs, 99));
         };
         long deadline = durationMs > 0 ? System.nanoTime() + durationMs * 1_000_000L : Long.MAX_VALUE;
         long tick = summaryMs > 0 ? summaryMs : 200;
@@ -179,5 +187,15 @@ public final class PushConsume {
         Map<String, Object> last = summary.get();
         last.put("final", true);
         Out.line(last);
+    }
+
+    /** The {@code p}th percentile of {@code values} (nearest rank), or null when empty. */
+    static Long percentile(java.util.Collection<Long> values, int p) {
+        long[] sorted = values.stream().mapToLong(Long::longValue).sorted().toArray();
+        if (sorted.length == 0) {
+            return null;
+        }
+        int idx = (int) Math.ceil(p / 100.0 * sorted.length) - 1;
+        return sorted[Math.max(0, Math.min(sorted.length - 1, idx))];
     }
 }
