@@ -1185,6 +1185,13 @@ fn java_clients_follow_a_kill_9_of_the_master_on_etcd_through_the_name_server_lo
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The NameServer names the new master as broker id 0 and the other survivor as its own id;
+    // the killed master is gone from the route.
+    let route = route_addrs(ns.parse().unwrap(), topic);
+    let survivor = others.iter().copied().find(|&i| i != n).unwrap();
+    assert_eq!(route.get(&0), Some(&new_addr), "{route:?}");
+    assert_eq!(route.get(&nodes[survivor].id), Some(&nodes[survivor].remoting_addr()), "{route:?}");
+    assert!(!route.values().any(|a| *a == old_addr), "{route:?}");
     std::thread::sleep(Duration::from_secs(2));
     let windows: Vec<u64> =
         [&default_refresh, &short_refresh].iter().map(|p| first_on_new(p).unwrap() - killed_ms).collect();
