@@ -231,6 +231,20 @@ fn committed(addr: SocketAddr, group: &str, topic: &str, queue: u64) -> Option<i
     r.ext_fields.get("offset").and_then(|o| o.parse().ok())
 }
 
+/// `GET_CONSUMER_LIST_BY_GROUP`: how many members of `group` the broker at `addr` knows.
+fn consumer_ids(addr: SocketAddr, group: &str) -> usize {
+    let mut c = Client::connect(addr);
+    let r = c.call(
+        RemotingCommand::request(RequestCode::GET_CONSUMER_LIST_BY_GROUP)
+            .with_ext_field("consumerGroup", group),
+    );
+    if r.code != 0 {
+        return 0;
+    }
+    let v: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+    v["consumerIdList"].as_array().map_or(0, Vec::len)
+}
+
 /// `GET_MAX_OFFSET` of `topic`'s `queue` at `addr`.
 fn max_offset(addr: SocketAddr, topic: &str, queue: u64) -> i64 {
     let mut c = Client::connect(addr);
@@ -455,6 +469,7 @@ fn a_push_group_fails_over_to_a_logship_slave_and_returns_to_the_restarted_maste
     let kill_ms = now_ms();
     let killed = Instant::now();
     let synced: Vec<[i64; 4]> = slave_addrs.iter().map(|a| committed_all(*a, group, topic)).collect();
+    let members: Vec<usize> = slave_addrs.iter().map(|a| consumer_ids(*a, group)).collect();
     let at_kill = group_deliveries(&consumers);
     for c in &consumers {
         signal_app(c, "CONT");
@@ -469,7 +484,41 @@ fn a_push_group_fails_over_to_a_logship_slave_and_returns_to_the_restarted_maste
         at_kill.len()
     );
 
+    let rebalances_at_kill: Vec<usize> = consumers.iter().map(|c| c.events("rebalance").len()).collect();
     let all = wait_delivered(&consumers, &keys("p-failover", 0..TOTAL), "after the failover");
+    let rebalances: Vec<usize> = consumers.iter().map(|c| c.events("rebalance").len()).collect();
+    // Which member consumed each message again (queues moving between members, or one
+    // member reading a queue again).
+    let by_member: Vec<BTreeMap<Key, Vec<Delivery>>> =
+        consumers.iter().map(|c| deliveries(&c.lines())).collect();
+    let (mut same, mut other) = (0, 0);
+    for (k, d) in &all {
+        if d.len() > 1 {
+            let holders = by_member.iter().filter(|m| m.contains_key(k)).count();
+            if holders > 1 { other += d.len() - 1 } else { same += d.len() - 1 }
+        }
+    }
+    let mut again: BTreeMap<u64, (i64, i64)> = BTreeMap::new();
+    for d in all.values().filter(|d| d.len() > 1) {
+        let e = again.entry(d[0].queue).or_insert((i64::MAX, i64::MIN));
+        *e = (e.0.min(d[0].offset), e.1.max(d[0].offset));
+    }
+    eprintln!(
+        "{test}: rebalance lines at the kill {rebalances_at_kill:?}, at the end {rebalances:?}; \
+         consumed again by the same member {same}, by the other {other}; offsets consumed again \
+         by queue {again:?}; the slaves knew {members:?} members at the kill; rebalances since: \
+         {:?}",
+        consumers
+            .iter()
+            .zip(&rebalances_at_kill)
+            .map(|(c, &n)| c
+                .events("rebalance")
+                .iter()
+                .skip(n)
+                .map(|v| v["consumers"].clone())
+                .collect::<Vec<_>>())
+            .collect::<Vec<_>>()
+    );
     let failed_over = killed.elapsed();
     let (window, drained) = failover_window(&all, kill_ms);
     let duplicates: usize = all.values().map(|d| d.len() - 1).sum();
