@@ -20,7 +20,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use logship_remoting::body::{ConsumerOffsetSerializeWrapper, JsonBody};
 use logship_remoting::header::GetMaxOffsetRequestHeader;
-use logship_remoting::{RemotingCommand, RequestCode};
+use logship_remoting::{RemotingCommand, RequestCode, ResponseCode};
 use process::{Broker, free_port_pair};
 use remoting_support::{Client, send_request};
 use serde_json::Value;
@@ -423,7 +423,7 @@ fn a_push_group_fails_over_to_a_logship_slave_and_returns_to_the_restarted_maste
     );
     let master_addr = master.remoting_addr();
     let ha = master.ha_addr();
-    let slaves: Vec<Broker> = (1..=2)
+    let mut slaves: Vec<Broker> = (1..=2)
         .map(|i| {
             let id = format!("brokerId={i}");
             Broker::start(
@@ -575,6 +575,28 @@ fn a_push_group_fails_over_to_a_logship_slave_and_returns_to_the_restarted_maste
     until("the slaves to carry the master's offsets again", || {
         slave_addrs.iter().all(|a| committed_all(*a, group, topic) == end_after)
     });
+    // The group pulls from the master: with both slaves gone, what only the master holds is
+    // consumed too (the master stores it, answering SLAVE_NOT_AVAILABLE once it has dropped
+    // its slaves).
+    for s in &mut slaves {
+        s.kill9();
+    }
+    until("the master to drop its slaves", || {
+        master.status()["slaves"].as_array().is_some_and(Vec::is_empty)
+    });
+    let mut c = Client::connect(master_addr);
+    for i in 0..20u64 {
+        let props = format!("producer\u{1}p-master-only\u{2}seq\u{1}{i}\u{2}");
+        let r = c.call(send_request(topic, (i % 4) as i32, &props, b"only on the master"));
+        assert!(
+            [ResponseCode::SUCCESS.0, ResponseCode::SLAVE_NOT_AVAILABLE.0].contains(&r.code),
+            "the send to the master alone: {} {:?}",
+            r.code,
+            r.remark
+        );
+    }
+    let all = wait_delivered(&consumers, &keys("p-master-only", 0..20), "from the master alone");
+    assert!(all.iter().filter(|(k, _)| k.0 == "p-master-only").all(|(_, d)| d.len() == 1));
     eprintln!(
         "{test}: returned to the master {:?} after its restart; test took {:?}",
         restarted.elapsed(),
@@ -597,4 +619,143 @@ fn offsets_in_file(store: &Path, group: &str, topic: &str) -> ([i64; 4], String)
         .and_then(|w| w.offset_table.get(&format!("{topic}@{group}")).cloned())
         .unwrap_or_default();
     (std::array::from_fn(|q| table.get(&(q as i32)).copied().unwrap_or(-1)), text)
+}
+
+/// Scenario 2, a mixed group: a Java 5.5.0 SYNC_MASTER with a logship slave that learned it
+/// from the NameServer. A Java consumer reads part of the messages and commits on the Java
+/// master; the logship slave carries those offsets; the Java master is killed -9; a new Java
+/// consumer of the group reads the rest from the logship slave, starting at exactly the Java
+/// master's committed offsets, and nothing is lost.
+#[test]
+fn java_consumers_resume_on_a_logship_slave_from_a_killed_java_master_s_offsets() {
+    let test = "java_consumers_resume_on_a_logship_slave_from_a_killed_java_master_s_offsets";
+    let Some(apps) = java_apps(CLIENT_5, test) else { return };
+    let started = Instant::now();
+    let dir = tempfile::Builder::new().prefix("logship-client-mixed-").tempdir().unwrap();
+    let namesrv = Namesrv::start(&apps, &[]);
+    let ns = namesrv.addr();
+    let ns_set = format!("namesrvAddr={ns}");
+    let mut java_master = JavaBroker::start(
+        &apps,
+        BrokerSpec::new("mixedGroup", "SYNC_MASTER", 0, &dir.path().join("jm")).namesrv(&ns),
+    );
+    let java_addr: SocketAddr = java_master.addr().parse().unwrap();
+    let slave = Broker::start(
+        "slave",
+        &dir.path().join("ls"),
+        free_port_pair(),
+        &[
+            "--set",
+            &ns_set,
+            "--set",
+            "brokerClusterName=LogshipCluster",
+            "--set",
+            "brokerName=mixedGroup",
+            "--set",
+            "brokerId=1",
+            "--set",
+            "slaveSyncInterval=1000",
+            // Java's default: an idle Java master sends a heartbeat every 5 s only (the test
+            // brokers' 2 s would drop it, and a reconnecting empty slave is sent only the
+            // master's last commit-log file, as Java's HAConnection starts one).
+            "--set",
+            "haHousekeepingInterval=20000",
+        ],
+    );
+    let slave_addr = slave.remoting_addr();
+    java_master.until("the logship slave to connect", BIG, |s| s["haConnections"].as_u64() >= Some(1));
+    let topic = "MixedFailoverTopic";
+    let group = "mixed_group";
+    let created =
+        apps.mqadmin(&["updateTopic", "-b", &java_master.addr(), "-t", topic, "-r", "4", "-w", "4"]);
+    assert_eq!(created["ok"], true, "{created}");
+    wait_routed(&apps, &ns, topic);
+    until("the logship slave to carry the topic", || {
+        std::fs::read_to_string(dir.path().join("ls/config/topics.json")).is_ok_and(|t| t.contains(topic))
+    });
+
+    const TOTAL: u64 = 4_000;
+    produce_batches(&apps, &ns, topic, "p-mixed", TOTAL);
+    let end = max_all(java_addr, topic);
+    let replicated = until("the logship slave to hold every message", || max_all(slave_addr, topic) == end);
+    eprintln!("{test}: the logship slave held every message {replicated:?} after the send");
+    // Part: the first member stops after 1,000 (and what it had pulled), committing its offsets
+    // on the Java master as it shuts down.
+    let first = apps
+        .push_consume(&[
+            "--namesrv",
+            &ns,
+            "--topic",
+            topic,
+            "--group",
+            group,
+            "--instance",
+            "m1",
+            "--from",
+            "first",
+            "--count",
+            "1000",
+            "--threads",
+            "1",
+        ])
+        .finish(BIG);
+    let before = deliveries(&first);
+    let on_java = committed_all(java_addr, group, topic);
+    assert!(
+        on_java.iter().zip(&end).any(|(c, e)| c < e) && on_java.iter().any(|&c| c > 0),
+        "part committed on the Java master: {on_java:?} of {end:?}"
+    );
+    let carried = until("the logship slave to carry the Java master's offsets", || {
+        committed_all(slave_addr, group, topic) == on_java
+    });
+    eprintln!(
+        "{test}: {} consumed from the Java master, which committed {on_java:?} of {end:?}; the \
+         logship slave carried them {carried:?} later",
+        before.len()
+    );
+
+    java_master.app.kill9();
+    let kill_ms = now_ms();
+    let killed = Instant::now();
+    let rest = push_group(&apps, &ns, topic, group, &["m2"]);
+    let want: BTreeSet<Key> =
+        keys("p-mixed", 0..TOTAL).into_iter().filter(|k| !before.contains_key(k)).collect();
+    let after = wait_delivered(&rest, &want, "from the logship slave");
+    let all_consumed = killed.elapsed();
+    let first_ms = after.values().flatten().map(|d| d.at_ms).min().unwrap();
+    // Each queue resumed at the committed offset.
+    for q in 0..4u64 {
+        let resumed = after.values().flatten().filter(|d| d.queue == q).map(|d| d.offset).min();
+        let want = on_java[q as usize];
+        if want < end[q as usize] {
+            assert_eq!(resumed, Some(want), "queue {q} resumed at the Java master's committed offset");
+        }
+    }
+    let mut union = before.clone();
+    for (k, mut d) in after {
+        union.entry(k).or_default().append(&mut d);
+    }
+    let duplicates: usize = union.values().map(|d| d.len() - 1).sum();
+    // The first member's shutdown may commit just before its last messages' offsets: those
+    // are consumed again, and nothing else.
+    let past_commit = before.values().flatten().filter(|d| d.offset >= on_java[d.queue as usize]).count();
+    let lost = keys("p-mixed", 0..TOTAL).iter().filter(|k| !union.contains_key(*k)).count();
+    eprintln!(
+        "{test}: produced {TOTAL}, consumed {} distinct, {duplicates} duplicated, {lost} lost \
+         ({past_commit} consumed past the commit); first from the logship slave {:?} after the \
+         kill (a new consumer's start included), all {all_consumed:?} after it; test took {:?}",
+        union.len(),
+        Duration::from_millis(first_ms.saturating_sub(kill_ms)),
+        started.elapsed()
+    );
+    assert_eq!(lost, 0);
+    assert_eq!(
+        duplicates, past_commit,
+        "duplicates are exactly what the first member consumed past its committed offsets"
+    );
+    for c in rest {
+        c.stop(BIG);
+    }
+    drop(slave);
+    drop(namesrv);
 }
