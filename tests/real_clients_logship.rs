@@ -407,3 +407,283 @@ fn go_push_group_of_three_consumes_every_message_once_and_resumes_against_logshi
     drop(g);
     drop(namesrv);
 }
+
+// ---- issue 24, scenarios 4 and 5: the NameServer follows a master, producers change groups ----
+
+/// Milliseconds since the epoch, the clock of the Java programs' `atMs`.
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// A logship SYNC_MASTER named `name` and `slaves` slaves of it (`--master`), all registered
+/// with `namesrv`; waits until every slave is connected and the NameServer names the master to
+/// each slave.
+fn group_of(dir: &Path, namesrv: &str, name: &str, slaves: usize) -> Group {
+    let ns = format!("namesrvAddr={namesrv}");
+    let bn = format!("brokerName={name}");
+    let master = Broker::start(
+        "master",
+        &dir.join(format!("{name}-m")),
+        free_port_pair(),
+        &["--role", "SYNC_MASTER", "--set", &ns, "--set", &bn, "--set", "slaveTimeout=3000"],
+    );
+    let ha = master.ha_addr();
+    let slaves: Vec<Broker> = (1..=slaves)
+        .map(|i| {
+            let id = format!("brokerId={i}");
+            Broker::start(
+                "slave",
+                &dir.join(format!("{name}-s{i}")),
+                free_port_pair(),
+                &["--master", &ha, "--set", &id, "--set", &ns, "--set", &bn],
+            )
+        })
+        .collect();
+    let master_addr = master.remoting_addr().to_string();
+    let deadline = Instant::now() + BIG;
+    while master.status()["slaves"].as_array().is_none_or(|s| s.len() != slaves.len())
+        || slaves
+            .iter()
+            .any(|s| s.status()["remoting"]["nameServers"][namesrv]["masterAddr"] != master_addr.as_str())
+    {
+        assert!(Instant::now() < deadline, "group {name}: slaves never connected and registered");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Group { master, slaves }
+}
+
+/// The NameServer's answer to `code` (with `topic`, if any), as text: the body, whose
+/// `brokerAddrs` maps a broker id to its address (`0:"host:port"`, or `"0":"host:port"`).
+fn name_server_text(namesrv: &str, code: RequestCode, topic: Option<&str>) -> Option<String> {
+    let mut c = Client::connect(namesrv.parse().unwrap());
+    let mut request = RemotingCommand::request(code).with_version(513);
+    if let Some(t) = topic {
+        request = request.with_ext_field("topic", t);
+    }
+    let r = c.call(request);
+    (r.code == 0).then(|| String::from_utf8_lossy(&r.body).into_owned())
+}
+
+/// Whether `text` (a NameServer body) maps broker id `id` to `addr`.
+fn maps(text: &str, id: u64, addr: &str) -> bool {
+    text.contains(&format!("{id}:\"{addr}\"")) || text.contains(&format!("\"{id}\":\"{addr}\""))
+}
+
+/// Seeds `topic` on every master of `groups` (a send auto-creates it, and the master registers
+/// it at once), then waits until the NameServer routes it to each group.
+fn create_topic_on(groups: &[(&Group, &str)], ns: &str, topic: &str) {
+    for (g, _) in groups {
+        let mut c = Client::connect(g.master.remoting_addr());
+        let r = c.call(send_request(topic, 0, "", b"seed"));
+        assert_eq!(r.code, 0, "the seed send: {:?}", r.remark);
+    }
+    let deadline = Instant::now() + BIG;
+    loop {
+        let route =
+            name_server_text(ns, RequestCode::GET_ROUTEINFO_BY_TOPIC, Some(topic)).unwrap_or_default();
+        let routed = groups.iter().all(|(g, name)| {
+            route.contains(&format!("\"{name}\"")) && maps(&route, 0, &g.master.remoting_addr().to_string())
+        });
+        if routed {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the NameServer never routed {topic} to every group: {route}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The message at `offset_msg_id`'s commit-log offset on `broker`, if it holds one there.
+fn view_stored(client: &mut Client, offset_msg_id: &str) -> Option<logship_store::StoredMessage> {
+    let offset = i64::from_str_radix(&offset_msg_id[offset_msg_id.len() - 16..], 16).unwrap();
+    let r = client.call(
+        RemotingCommand::request(RequestCode::VIEW_MESSAGE_BY_ID)
+            .with_header(&logship_remoting::header::ViewMessageRequestHeader { offset, topic: None }),
+    );
+    (r.code == 0).then(|| logship_store::StoredMessage::decode(&bytes::Bytes::from(r.body.to_vec())).unwrap())
+}
+
+/// The `send` lines of `lines` whose message is not on `broker` (read by offset, compared by
+/// topic and client unique key `UNIQ_KEY`).
+fn missing_on<'a>(broker: &Broker, topic: &str, sends: &[&'a Value]) -> Vec<&'a Value> {
+    let mut c = Client::connect(broker.remoting_addr());
+    sends
+        .iter()
+        .filter(|v| {
+            let stored = view_stored(&mut c, v["offsetMsgId"].as_str().unwrap());
+            !stored.is_some_and(|m| {
+                m.topic == topic
+                    && m.properties
+                        .iter()
+                        .any(|(k, id)| k == "UNIQ_KEY" && Some(id.as_str()) == v["msgId"].as_str())
+            })
+        })
+        .copied()
+        .collect()
+}
+
+/// The Java client's default route refresh (`pollNameServerInterval`).
+const ROUTE_REFRESH: Duration = Duration::from_secs(30);
+
+/// Scenario 5 of issue 24: two logship groups (each a SYNC_MASTER and one slave) serve one
+/// topic; a 5.5.0 producer with `sendLatencyFaultEnable` (and `more` arguments) sends without
+/// pause; master A is killed with -9. The producer goes on with group B: once it settles
+/// (after its last failed send) every send goes to B and is `SEND_OK`, and every `SEND_OK` of
+/// the run, A's before the kill included, is stored (A's read back from A's slave, B's from
+/// B's master), none lost. Prints the counts and windows.
+fn producer_moves_to_the_other_group(test: &str, more: &[&str]) {
+    let Some(apps) = java_apps(CLIENT_5, test) else { return };
+    let started = Instant::now();
+    let dir = tempfile::Builder::new().prefix("logship-groups-").tempdir().unwrap();
+    let namesrv = Namesrv::start(&apps, &[]);
+    let ns = namesrv.addr();
+    let (name_a, name_b) = ("failover-a", "failover-b");
+    let mut a = group_of(dir.path(), &ns, name_a, 1);
+    let b = group_of(dir.path(), &ns, name_b, 1);
+    let topic = "TwoGroupTopic";
+    create_topic_on(&[(&a, name_a), (&b, name_b)], &ns, topic);
+
+    let mut producer = apps.produce(
+        &[
+            "--namesrv",
+            &ns,
+            "--topic",
+            topic,
+            "--instance",
+            "p-groups",
+            "--mode",
+            "sync",
+            "--until-stopped",
+            "--latency-fault",
+            "--interval-ms",
+            "10",
+            "--size",
+            "200",
+        ]
+        .iter()
+        .chain(more)
+        .copied()
+        .collect::<Vec<_>>(),
+    );
+    // Sending to both groups before the kill.
+    let deadline = Instant::now() + BIG;
+    loop {
+        let lines = producer.lines();
+        let on = |name: &str| events(&lines, "send").iter().filter(|v| v["broker"] == name).count();
+        if on(name_a) >= 50 && on(name_b) >= 50 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the producer never sent to both groups:\n{}", producer.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(producer.events("send_error").is_empty(), "{:?}", producer.events("send_error"));
+
+    a.master.kill9();
+    let killed_ms = now_ms();
+    let killed = Instant::now();
+    // Past a route refresh (which drops A's queues: its group has no master), with a long run
+    // of sends since the last failure.
+    let deadline = killed + BIG;
+    loop {
+        let lines = producer.lines();
+        let since_failure = lines
+            .iter()
+            .filter(|v| v["event"] == "send" || v["event"] == "send_error")
+            .rev()
+            .take_while(|v| v["event"] == "send")
+            .count();
+        if killed.elapsed() > ROUTE_REFRESH + Duration::from_secs(5) && since_failure >= 300 {
+            break;
+        }
+        assert!(producer.running(), "the producer stopped:\n{}", producer.stderr());
+        assert!(
+            Instant::now() < deadline,
+            "the producer never settled ({since_failure} sends since the last failure):\n{}",
+            tail(&producer.stderr(), 40)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let lines = producer.stop(BIG);
+
+    let at = |v: &Value| v["atMs"].as_u64().unwrap();
+    let sends = events(&lines, "send");
+    let failures = events(&lines, "send_error");
+    let after_kill: Vec<&Value> = sends.iter().copied().filter(|v| at(v) >= killed_ms).collect();
+    let settled_ms = failures.iter().map(|v| at(v)).max().unwrap_or(killed_ms).max(killed_ms);
+    // A's answers still on their way when it died may arrive just after the kill; none after
+    // the first send the producer moved to B, and none after its last failure.
+    let first_b = after_kill.iter().position(|v| v["broker"] == name_b).expect("a send to B after the kill");
+    let late_a = after_kill[..first_b].len();
+    for v in after_kill[first_b..].iter().chain(sends.iter().filter(|v| at(v) > settled_ms)) {
+        assert_eq!(v["broker"], name_b, "a send after the move went elsewhere: {v}");
+        assert_eq!(v["status"], "SEND_OK", "{v}");
+    }
+    for v in &sends {
+        assert_eq!(v["status"], "SEND_OK", "every acknowledged send is SEND_OK: {v}");
+    }
+    for v in &failures {
+        assert!(at(v) >= killed_ms, "a failed send before the kill: {v}");
+    }
+
+    // Every SEND_OK is stored: A's on its slave (a SYNC_MASTER answers once its slave holds
+    // the message), B's on its master.
+    let of = |name: &str| sends.iter().copied().filter(|v| v["broker"] == name).collect::<Vec<_>>();
+    let (on_a, on_b) = (of(name_a), of(name_b));
+    assert_eq!(on_a.len() + on_b.len(), sends.len(), "every send went to A or B");
+    let mut lost = missing_on(&a.slaves[0], topic, &on_a);
+    lost.extend(missing_on(&b.master, topic, &on_b));
+    let attempted: BTreeSet<u64> = sends.iter().chain(&failures).map(|v| v["i"].as_u64().unwrap()).collect();
+    let slowest_after = after_kill.iter().filter_map(|v| v["latencyUs"].as_u64()).max().unwrap_or(0);
+    eprintln!(
+        "{test}: sent {} ({} before the kill), SEND_OK {} (A {}, B {}; {} from A answered after the kill), \
+         failed {}, lost {}; first SEND_OK on B {} ms after the kill, settled (last failure) {} ms after \
+         the kill (failures at {:?} ms, {:?}), slowest SEND_OK after the kill {} ms; wall {:.1} s",
+        attempted.len(),
+        sends.len() - after_kill.len(),
+        sends.len(),
+        on_a.len(),
+        on_b.len(),
+        late_a,
+        failures.len(),
+        lost.len(),
+        at(after_kill[first_b]) - killed_ms,
+        settled_ms - killed_ms,
+        failures.iter().map(|v| at(v) - killed_ms).collect::<Vec<_>>(),
+        failures
+            .iter()
+            .map(|v| format!(
+                "{} (cause {})",
+                v["class"].as_str().unwrap_or("?"),
+                v["cause"].as_str().unwrap_or("none")
+            ))
+            .collect::<BTreeSet<_>>(),
+        slowest_after / 1000,
+        started.elapsed().as_secs_f64()
+    );
+    assert!(
+        lost.is_empty(),
+        "{} SEND_OK messages are not stored, e.g. {:?}",
+        lost.len(),
+        &lost[..lost.len().min(5)]
+    );
+    drop((a, b, namesrv));
+}
+
+/// With the client's default retries (2), a send to the dead master fails over to B inside
+/// `send()`, so the application sees no failure.
+#[test]
+fn java_5_5_0_producer_with_latency_fault_moves_to_the_other_group_when_a_master_is_killed() {
+    producer_moves_to_the_other_group(
+        "java_5_5_0_producer_with_latency_fault_moves_to_the_other_group_when_a_master_is_killed",
+        &[],
+    );
+}
+
+/// Without retries, every send the producer still routes to the dead master fails: the
+/// latency fault's isolation of A, then the route refresh that drops A's queues, end them.
+#[test]
+fn java_5_5_0_producer_without_retries_settles_on_the_other_group_when_a_master_is_killed() {
+    producer_moves_to_the_other_group(
+        "java_5_5_0_producer_without_retries_settles_on_the_other_group_when_a_master_is_killed",
+        &["--retries", "0"],
+    );
+}
