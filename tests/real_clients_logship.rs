@@ -687,3 +687,125 @@ fn java_5_5_0_producer_without_retries_settles_on_the_other_group_when_a_master_
         &["--retries", "0"],
     );
 }
+
+/// Sends `count` messages with a 5.5.0 producer that finds the master through `ns`; every one
+/// `SEND_OK`. Returns its `send` lines.
+fn java_sends(apps: &JavaApps, ns: &str, topic: &str, instance: &str, count: u64) -> Vec<Value> {
+    let count = count.to_string();
+    let lines = apps
+        .produce(&[
+            "--namesrv",
+            ns,
+            "--topic",
+            topic,
+            "--instance",
+            instance,
+            "--count",
+            &count,
+            "--size",
+            "200",
+        ])
+        .finish(BIG);
+    assert_eq!(summary(&lines)["errors"], 0, "{:?}", events(&lines, "send_error"));
+    for (status, n) in send_statuses(&lines) {
+        assert_eq!(status, "SEND_OK", "{n} sends answered {status}");
+    }
+    lines
+}
+
+/// Scenario 4 of issue 24: a slave given only `namesrvAddr` (no `haMasterAddress`) takes its
+/// master's `haServerAddr` from the Apache NameServer's REGISTER_BROKER replies. The master is
+/// killed with -9 (the NameServer drops it when its connection closes) and started again from
+/// its store on other ports: the slave follows the new address the next reply names, its
+/// status names the new master, the NameServer no longer names the old address, and what a
+/// Java producer sends to the moved master (SEND_OK only once the slave holds it) is on the
+/// slave. Prints the follow time.
+#[test]
+fn a_slave_without_ha_master_address_follows_its_master_to_a_new_address_through_the_name_server() {
+    let test =
+        "a_slave_without_ha_master_address_follows_its_master_to_a_new_address_through_the_name_server";
+    let Some(apps) = java_apps(CLIENT_5, test) else { return };
+    let started = Instant::now();
+    let dir = tempfile::Builder::new().prefix("logship-moved-").tempdir().unwrap();
+    let namesrv = Namesrv::start(&apps, &[]);
+    let ns = namesrv.addr();
+    let ns_set = format!("namesrvAddr={ns}");
+    // Java's shortest period (it clamps to 10 s to 60 s), so that the next reply comes soon.
+    let common = ["--set", &ns_set, "--set", "brokerName=moving", "--set", "registerNameServerPeriod=10000"];
+    let mut master_args = vec!["--role", "SYNC_MASTER", "--set", "slaveTimeout=3000"];
+    master_args.extend(common);
+    let mut master = Broker::start("master", &dir.path().join("m"), free_port_pair(), &master_args);
+    let mut slave_args = vec!["--set", "brokerId=1"];
+    slave_args.extend(common);
+    let slave = Broker::start("slave", &dir.path().join("s"), free_port_pair(), &slave_args);
+
+    // The slave is told where its master is, and replicates from it.
+    let follows = |slave: &Broker, master: &Broker| {
+        let s = slave.status();
+        s["master"]["address"] == master.ha_addr().as_str()
+            && s["master"]["state"] == "STREAMING"
+            && s["remoting"]["nameServers"][ns.as_str()]["masterAddr"]
+                == master.remoting_addr().to_string().as_str()
+            && master.status()["slaves"].as_array().is_some_and(|l| l.len() == 1)
+    };
+    let wait = |what: &str, check: &dyn Fn() -> bool| {
+        let deadline = Instant::now() + BIG;
+        while !check() {
+            assert!(Instant::now() < deadline, "timed out waiting for {what}:\n{}", tail(&slave.log(), 40));
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait("the slave to replicate from the master the NameServer names", &|| follows(&slave, &master));
+    let topic = "MovedMasterTopic";
+    let mut c = Client::connect(master.remoting_addr());
+    assert_eq!(c.call(send_request(topic, 0, "", b"seed")).code, 0);
+    drop(c);
+    let old_addr = master.remoting_addr().to_string();
+    wait("the NameServer to route the topic", &|| {
+        name_server_text(&ns, RequestCode::GET_ROUTEINFO_BY_TOPIC, Some(topic))
+            .is_some_and(|r| maps(&r, 0, &old_addr))
+    });
+    let before = java_sends(&apps, &ns, topic, "p-before", 20);
+    let missing = missing_on(&slave, topic, &events(&before, "send"));
+    assert!(missing.is_empty(), "not on the slave: {missing:?}");
+
+    // kill -9: the NameServer drops the old address when the connection closes.
+    let old_ha = master.ha_addr();
+    master.kill9();
+    let killed = Instant::now();
+    wait("the NameServer to drop the killed master", &|| {
+        name_server_text(&ns, RequestCode::GET_BROKER_CLUSTER_INFO, None)
+            .is_some_and(|t| !t.contains(&old_addr))
+    });
+    let dropped = killed.elapsed();
+
+    // Started again from its store, elsewhere.
+    master = Broker::start("master", &dir.path().join("m"), free_port_pair(), &master_args);
+    let moved = Instant::now();
+    let new_addr = master.remoting_addr().to_string();
+    assert_ne!(master.ha_addr(), old_ha);
+    wait("the slave to follow the master to its new address", &|| follows(&slave, &master));
+    let followed = moved.elapsed();
+    let cluster = name_server_text(&ns, RequestCode::GET_BROKER_CLUSTER_INFO, None).unwrap();
+    assert!(maps(&cluster, 0, &new_addr), "the NameServer names the new master: {cluster}");
+    assert!(!cluster.contains(&old_addr), "the old address lingers: {cluster}");
+    let route = name_server_text(&ns, RequestCode::GET_ROUTEINFO_BY_TOPIC, Some(topic)).unwrap();
+    assert!(maps(&route, 0, &new_addr) && !route.contains(&old_addr), "the route: {route}");
+
+    // Puts after the move reach the slave (a SYNC_MASTER answers SEND_OK once the slave holds them).
+    let after = java_sends(&apps, &ns, topic, "p-after", 20);
+    let sends = events(&after, "send");
+    assert!(sends.iter().all(|v| v["offsetMsgId"].as_str().is_some()), "{sends:?}");
+    let missing = missing_on(&slave, topic, &sends);
+    assert!(missing.is_empty(), "not on the slave: {missing:?}");
+    wait("the slave to hold all the master holds", &|| slave.max_offset() == master.max_offset());
+    eprintln!(
+        "{test}: the NameServer dropped the killed master {} ms after the kill; the slave followed the \
+         new address {} ms after the master started there; 20 + 20 Java sends SEND_OK, all on the slave; \
+         wall {:.1} s",
+        dropped.as_millis(),
+        followed.as_millis(),
+        started.elapsed().as_secs_f64()
+    );
+    drop((slave, master, namesrv));
+}
