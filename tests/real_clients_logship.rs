@@ -5,7 +5,13 @@
 //! committed offsets; RECONSUME_LATER goes through `%RETRY%group` to `%DLQ%group`; a lite pull
 //! consumer seeks by timestamp.
 //!
-//! Skips without Java unless `LOGSHIP_REQUIRE_JAVA=1`.
+//! Issue 24's scenarios 4 and 5: a logship slave with only `namesrvAddr` follows its master to
+//! a new address through the NameServer; with two logship groups serving one topic, a producer
+//! (Java 5.5.0 with `sendLatencyFaultEnable`, or Go) goes on with the other group when one
+//! master is killed with -9, and every `SEND_OK` is stored.
+//!
+//! Skips without Java unless `LOGSHIP_REQUIRE_JAVA=1` (the Go test without Go unless
+//! `LOGSHIP_REQUIRE_GO=1`).
 
 mod process;
 mod remoting_support;
@@ -525,12 +531,12 @@ fn missing_on<'a>(broker: &Broker, topic: &str, sends: &[&'a Value]) -> Vec<&'a 
 const ROUTE_REFRESH: Duration = Duration::from_secs(30);
 
 /// Scenario 5 of issue 24: two logship groups (each a SYNC_MASTER and one slave) serve one
-/// topic; a 5.5.0 producer with `sendLatencyFaultEnable` (and `more` arguments) sends without
-/// pause; master A is killed with -9. The producer goes on with group B: once it settles
+/// topic; a producer sends without pause; master A is killed with -9. The producer goes on with group B: once it settles
 /// (after its last failed send) every send goes to B and is `SEND_OK`, and every `SEND_OK` of
 /// the run, A's before the kill included, is stored (A's read back from A's slave, B's from
-/// B's master), none lost. Prints the counts and windows.
-fn producer_moves_to_the_other_group(test: &str, more: &[&str]) {
+/// B's master), none lost. Prints the counts and windows. `start` starts the producer,
+/// sending until stopped, with the NameServer and the topic given.
+fn producer_moves_to_the_other_group(test: &str, start: &dyn Fn(&JavaApps, &str, &str) -> App) {
     let Some(apps) = java_apps(CLIENT_5, test) else { return };
     let started = Instant::now();
     let dir = tempfile::Builder::new().prefix("logship-groups-").tempdir().unwrap();
@@ -542,28 +548,7 @@ fn producer_moves_to_the_other_group(test: &str, more: &[&str]) {
     let topic = "TwoGroupTopic";
     create_topic_on(&[(&a, name_a), (&b, name_b)], &ns, topic);
 
-    let mut producer = apps.produce(
-        &[
-            "--namesrv",
-            &ns,
-            "--topic",
-            topic,
-            "--instance",
-            "p-groups",
-            "--mode",
-            "sync",
-            "--until-stopped",
-            "--latency-fault",
-            "--interval-ms",
-            "10",
-            "--size",
-            "200",
-        ]
-        .iter()
-        .chain(more)
-        .copied()
-        .collect::<Vec<_>>(),
-    );
+    let mut producer = start(&apps, &ns, topic);
     // Sending to both groups before the kill.
     let deadline = Instant::now() + BIG;
     loop {
@@ -668,13 +653,35 @@ fn producer_moves_to_the_other_group(test: &str, more: &[&str]) {
     drop((a, b, namesrv));
 }
 
+/// A 5.5.0 producer with `sendLatencyFaultEnable`, sending every 10 ms until stopped, and `more`.
+fn java_failover_args<'a>(ns: &'a str, topic: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "--namesrv",
+        ns,
+        "--topic",
+        topic,
+        "--instance",
+        "p-groups",
+        "--mode",
+        "sync",
+        "--until-stopped",
+        "--latency-fault",
+        "--interval-ms",
+        "10",
+        "--size",
+        "200",
+    ];
+    args.extend_from_slice(more);
+    args
+}
+
 /// With the client's default retries (2), a send to the dead master fails over to B inside
 /// `send()`, so the application sees no failure.
 #[test]
 fn java_5_5_0_producer_with_latency_fault_moves_to_the_other_group_when_a_master_is_killed() {
     producer_moves_to_the_other_group(
         "java_5_5_0_producer_with_latency_fault_moves_to_the_other_group_when_a_master_is_killed",
-        &[],
+        &|apps, ns, topic| apps.produce(&java_failover_args(ns, topic, &[])),
     );
 }
 
@@ -684,7 +691,7 @@ fn java_5_5_0_producer_with_latency_fault_moves_to_the_other_group_when_a_master
 fn java_5_5_0_producer_without_retries_settles_on_the_other_group_when_a_master_is_killed() {
     producer_moves_to_the_other_group(
         "java_5_5_0_producer_without_retries_settles_on_the_other_group_when_a_master_is_killed",
-        &["--retries", "0"],
+        &|apps, ns, topic| apps.produce(&java_failover_args(ns, topic, &["--retries", "0"])),
     );
 }
 
@@ -808,4 +815,27 @@ fn a_slave_without_ha_master_address_follows_its_master_to_a_new_address_through
         started.elapsed().as_secs_f64()
     );
     drop((slave, master, namesrv));
+}
+
+/// The Go client (it has no latency fault; a retry avoids the broker that failed last),
+/// sending without pause.
+#[test]
+fn go_producer_moves_to_the_other_group_when_a_master_is_killed() {
+    let test = "go_producer_moves_to_the_other_group_when_a_master_is_killed";
+    let Some(go) = go_client(test) else { return };
+    producer_moves_to_the_other_group(test, &|_, ns, topic| {
+        go.produce(&[
+            "--namesrv",
+            ns,
+            "--topic",
+            topic,
+            "--instance",
+            "go-groups",
+            "--mode",
+            "sync",
+            "--until-stopped",
+            "--size",
+            "200",
+        ])
+    });
 }
