@@ -695,7 +695,7 @@ fn java_5_5_0_producer_without_retries_settles_on_the_other_group_when_a_master_
     );
 }
 
-/// Sends `count` messages with a 5.5.0 producer that finds the master through `ns`; every one
+/// Sends `count` messages with a producer that finds the master through `ns`; every one
 /// `SEND_OK`. Returns its `send` lines.
 fn java_sends(apps: &JavaApps, ns: &str, topic: &str, instance: &str, count: u64) -> Vec<Value> {
     let count = count.to_string();
@@ -726,12 +726,9 @@ fn java_sends(apps: &JavaApps, ns: &str, topic: &str, instance: &str, count: u64
 /// its store on other ports: the slave follows the new address the next reply names, its
 /// status names the new master, the NameServer no longer names the old address, and what a
 /// Java producer sends to the moved master (SEND_OK only once the slave holds it) is on the
-/// slave. Prints the follow time.
-#[test]
-fn a_slave_without_ha_master_address_follows_its_master_to_a_new_address_through_the_name_server() {
-    let test =
-        "a_slave_without_ha_master_address_follows_its_master_to_a_new_address_through_the_name_server";
-    let Some(apps) = java_apps(CLIENT_5, test) else { return };
+/// slave, and the slave's metadata sync fetches from the moved master. Prints the follow time.
+fn slave_follows_its_master_to_a_new_address(line: ClientLine, test: &str) {
+    let Some(apps) = java_apps(line, test) else { return };
     let started = Instant::now();
     let dir = tempfile::Builder::new().prefix("logship-moved-").tempdir().unwrap();
     let namesrv = Namesrv::start(&apps, &[]);
@@ -742,7 +739,7 @@ fn a_slave_without_ha_master_address_follows_its_master_to_a_new_address_through
     let mut master_args = vec!["--role", "SYNC_MASTER", "--set", "slaveTimeout=3000"];
     master_args.extend(common);
     let mut master = Broker::start("master", &dir.path().join("m"), free_port_pair(), &master_args);
-    let mut slave_args = vec!["--set", "brokerId=1"];
+    let mut slave_args = vec!["--set", "brokerId=1", "--set", "slaveSyncInterval=2000"];
     slave_args.extend(common);
     let slave = Broker::start("slave", &dir.path().join("s"), free_port_pair(), &slave_args);
 
@@ -806,6 +803,18 @@ fn a_slave_without_ha_master_address_follows_its_master_to_a_new_address_through
     let missing = missing_on(&slave, topic, &sends);
     assert!(missing.is_empty(), "not on the slave: {missing:?}");
     wait("the slave to hold all the master holds", &|| slave.max_offset() == master.max_offset());
+    // The metadata sync follows the move too: a topic created on the moved master reaches the
+    // slave's topic configs.
+    let mut c = Client::connect(master.remoting_addr());
+    assert_eq!(c.call(send_request("CreatedAfterTheMove", 0, "", b"seed")).code, 0);
+    wait("the slave's metadata sync to fetch from the moved master", &|| {
+        let sync = &slave.status()["remoting"]["slaveSync"];
+        let mut c = Client::connect(slave.remoting_addr());
+        let topics = c.call(RemotingCommand::request(RequestCode::GET_ALL_TOPIC_CONFIG).with_version(513));
+        sync["master"] == new_addr.as_str()
+            && topics.code == 0
+            && String::from_utf8_lossy(&topics.body).contains("\"CreatedAfterTheMove\"")
+    });
     eprintln!(
         "{test}: the NameServer dropped the killed master {} ms after the kill; the slave followed the \
          new address {} ms after the master started there; 20 + 20 Java sends SEND_OK, all on the slave; \
@@ -838,4 +847,21 @@ fn go_producer_moves_to_the_other_group_when_a_master_is_killed() {
             "200",
         ])
     });
+}
+
+#[test]
+fn a_slave_without_ha_master_address_follows_its_master_to_a_new_address_through_the_name_server() {
+    slave_follows_its_master_to_a_new_address(
+        CLIENT_5,
+        "a_slave_without_ha_master_address_follows_its_master_to_a_new_address_through_the_name_server",
+    );
+}
+
+/// The same with the 4.9.7 NameServer and producer.
+#[test]
+fn a_slave_without_ha_master_address_follows_its_master_to_a_new_address_through_a_4_9_7_name_server() {
+    slave_follows_its_master_to_a_new_address(
+        CLIENT_4,
+        "a_slave_without_ha_master_address_follows_its_master_to_a_new_address_through_a_4_9_7_name_server",
+    );
 }
