@@ -505,7 +505,10 @@ fn view_stored(client: &mut Client, offset_msg_id: &str) -> Option<logship_store
         RemotingCommand::request(RequestCode::VIEW_MESSAGE_BY_ID)
             .with_header(&logship_remoting::header::ViewMessageRequestHeader { offset, topic: None }),
     );
-    (r.code == 0).then(|| logship_store::StoredMessage::decode(&bytes::Bytes::from(r.body.to_vec())).unwrap())
+    if r.code != 0 {
+        return None;
+    }
+    logship_store::StoredMessage::decode(&bytes::Bytes::from(r.body.to_vec())).ok()
 }
 
 /// The `send` lines of `lines` whose message is not on `broker` (read by offset, compared by
@@ -525,6 +528,29 @@ fn missing_on<'a>(broker: &Broker, topic: &str, sends: &[&'a Value]) -> Vec<&'a 
         })
         .copied()
         .collect()
+}
+
+/// The `UNIQ_KEY`s of the messages of `topic` that `broker` holds after the last of `sends`
+/// (by commit-log offset), read one after another.
+fn stored_after(broker: &Broker, topic: &str, sends: &[&Value]) -> Vec<String> {
+    let Some(last) = sends
+        .iter()
+        .filter_map(|v| v["offsetMsgId"].as_str())
+        .max_by_key(|id| id[id.len() - 16..].to_string())
+    else {
+        return Vec::new();
+    };
+    let mut c = Client::connect(broker.remoting_addr());
+    let mut at = view_stored(&mut c, last).map(|m| m.physical_offset + i64::from(m.total_size));
+    let mut ids = Vec::new();
+    while let Some(offset) = at {
+        let Some(m) = view_stored(&mut c, &format!("{offset:016X}")) else { break };
+        if m.topic == topic {
+            ids.extend(m.properties.iter().find(|(k, _)| k == "UNIQ_KEY").map(|(_, v)| v.clone()));
+        }
+        at = Some(m.physical_offset + i64::from(m.total_size));
+    }
+    ids
 }
 
 /// The Java client's default route refresh (`pollNameServerInterval`).
@@ -617,10 +643,18 @@ fn producer_moves_to_the_other_group(test: &str, start: &dyn Fn(&JavaApps, &str,
     let mut lost = missing_on(&a.slaves[0], topic, &on_a);
     lost.extend(missing_on(&b.master, topic, &on_b));
     let attempted: BTreeSet<u64> = sends.iter().chain(&failures).map(|v| v["i"].as_u64().unwrap()).collect();
+    // What A's slave holds past A's last acknowledged message: stored without an answer (a
+    // send in flight at the kill), and a duplicate when the client's retry stored it on B too.
+    // The walk itself: past B's last message but one, B holds exactly its last.
+    let last_b = on_b.last().and_then(|v| v["msgId"].as_str()).map(String::from);
+    assert_eq!(stored_after(&b.master, topic, &on_b[..on_b.len() - 1]), Vec::from_iter(last_b));
+    let unanswered = stored_after(&a.slaves[0], topic, &on_a);
+    let b_ids: BTreeSet<&str> = on_b.iter().filter_map(|v| v["msgId"].as_str()).collect();
+    let duplicated = unanswered.iter().filter(|id| b_ids.contains(id.as_str())).count();
     let slowest_after = after_kill.iter().filter_map(|v| v["latencyUs"].as_u64()).max().unwrap_or(0);
     eprintln!(
         "{test}: sent {} ({} before the kill), SEND_OK {} (A {}, B {}; {} from A answered after the kill), \
-         failed {}, lost {}; first SEND_OK on B {} ms after the kill, settled (last failure) {} ms after \
+         failed {}, lost {}, stored on A without an answer {} (also SEND_OK on B: {}); first SEND_OK on B {} ms after the kill, settled (last failure) {} ms after \
          the kill (failures at {:?} ms, {:?}), slowest SEND_OK after the kill {} ms; wall {:.1} s",
         attempted.len(),
         sends.len() - after_kill.len(),
@@ -630,6 +664,8 @@ fn producer_moves_to_the_other_group(test: &str, start: &dyn Fn(&JavaApps, &str,
         late_a,
         failures.len(),
         lost.len(),
+        unanswered.len(),
+        duplicated,
         at(after_kill[first_b]) - killed_ms,
         settled_ms - killed_ms,
         failures.iter().map(|v| at(v) - killed_ms).collect::<Vec<_>>(),
