@@ -655,7 +655,7 @@ fn producer_moves_to_the_other_group(test: &str, start: &dyn Fn(&JavaApps, &str,
     eprintln!(
         "{test}: sent {} ({} before the kill), SEND_OK {} (A {}, B {}; {} from A answered after the kill), \
          failed {}, lost {}, stored on A without an answer {} (also SEND_OK on B: {}); first SEND_OK on B {} ms after the kill, settled (last failure) {} ms after \
-         the kill (failures at {:?} ms, {:?}), slowest SEND_OK after the kill {} ms; wall {:.1} s",
+         the kill (failures at {:?}... ms, {:?}), slowest SEND_OK after the kill {} ms; wall {:.1} s",
         attempted.len(),
         sends.len() - after_kill.len(),
         sends.len(),
@@ -668,14 +668,18 @@ fn producer_moves_to_the_other_group(test: &str, start: &dyn Fn(&JavaApps, &str,
         duplicated,
         at(after_kill[first_b]) - killed_ms,
         settled_ms - killed_ms,
-        failures.iter().map(|v| at(v) - killed_ms).collect::<Vec<_>>(),
+        failures.iter().map(|v| at(v) - killed_ms).take(12).collect::<Vec<_>>(),
         failures
             .iter()
-            .map(|v| format!(
-                "{} (cause {})",
-                v["class"].as_str().unwrap_or("?"),
-                v["cause"].as_str().unwrap_or("none")
-            ))
+            .map(|v| {
+                let message = v["message"].as_str().unwrap_or("");
+                let message = message.split(" See http").next().unwrap_or(message);
+                format!(
+                    "{} (cause {}): {message}",
+                    v["class"].as_str().unwrap_or("?"),
+                    v["cause"].as_str().unwrap_or("none")
+                )
+            })
             .collect::<BTreeSet<_>>(),
         slowest_after / 1000,
         started.elapsed().as_secs_f64()
@@ -900,4 +904,21 @@ fn a_slave_without_ha_master_address_follows_its_master_to_a_new_address_through
         CLIENT_4,
         "a_slave_without_ha_master_address_follows_its_master_to_a_new_address_through_a_4_9_7_name_server",
     );
+}
+
+/// A 4.9.7 producer with `sendLatencyFaultEnable` and no retries, against the 5.5.0 NameServer.
+/// Its latency fault isolates a failed broker for 10 minutes (5.5.0: 10 s), so that the first
+/// failure is usually the last. But when every broker is marked unavailable at once (A
+/// isolated, and one send to B slower than 550 ms on a loaded machine), 4.9.7's
+/// `MQFaultStrategy.selectOneMessageQueue` renames one queue of its publish list to A (the
+/// route still lists A's queues: A's slave is registered), and about a quarter of the sends
+/// fail ("The broker[failover-a] not exist") until the next route refresh replaces the list:
+/// a client bug that 5.x no longer has. The test waits that out.
+#[test]
+fn java_4_9_7_producer_without_retries_settles_on_the_other_group_when_a_master_is_killed() {
+    let test = "java_4_9_7_producer_without_retries_settles_on_the_other_group_when_a_master_is_killed";
+    let Some(old) = java_apps(CLIENT_4, test) else { return };
+    producer_moves_to_the_other_group(test, &|_, ns, topic| {
+        old.produce(&java_failover_args(ns, topic, &["--retries", "0"]))
+    });
 }
