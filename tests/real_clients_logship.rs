@@ -673,7 +673,12 @@ fn producer_moves_to_the_other_group(test: &str, start: &dyn Fn(&JavaApps, &str,
             .iter()
             .map(|v| {
                 let message = v["message"].as_str().unwrap_or("");
-                let message = message.split(" See http").next().unwrap_or(message);
+                // Without the FAQ link, and the cost in ms that makes each line differ.
+                let message = message.split("See http").next().unwrap_or(message).trim_end();
+                let message = match message.split_once(", cost [") {
+                    Some((head, rest)) => head.to_string() + rest.split_once("]ms").map_or("", |(_, t)| t),
+                    None => message.to_string(),
+                };
                 format!(
                     "{} (cause {}): {message}",
                     v["class"].as_str().unwrap_or("?"),
