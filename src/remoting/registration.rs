@@ -66,10 +66,13 @@ pub struct RegistrationTarget {
     /// `registerBrokerTimeoutMills`: one request's limit (the connection's included).
     pub timeout: Duration,
     /// A slave that learns its master from the NameServers: each reply's `haServerAddr` goes
-    /// here (the latest reply naming one wins, as Java's does).
+    /// here (the latest reply naming one wins; a reply naming none changes nothing, as in
+    /// Java). Java's broker takes the first reply of each registration round to arrive, so
+    /// with NameServers that disagree both follow whichever answered last or first.
     pub learned_master: Option<watch::Sender<Option<String>>>,
     /// A slave's master remoting address for the metadata sync: each reply's `masterAddr` goes
-    /// here (Java's `slaveSynchronize.setMasterAddr`).
+    /// here (Java's `slaveSynchronize.setMasterAddr`). A reply naming no master keeps the last
+    /// address (the sync then fails and says so), where Java sets it to null and stops syncing.
     pub master_remoting: Option<watch::Sender<Option<String>>>,
 }
 
