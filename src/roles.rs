@@ -120,23 +120,37 @@ pub struct Roles {
     pub broker_id: BrokerId,
     /// Serializes role changes; holds the highest epoch given since start.
     change: tokio::sync::Mutex<i32>,
-    /// The role now, for status.
-    current: Mutex<Role>,
+    /// The role now, for status; its receivers learn of each change (the NameServer
+    /// registrations, which register again at once as Java's `registerBrokerWhenRoleChange` does).
+    current: tokio::sync::watch::Sender<Role>,
 }
 
 impl Roles {
     /// No role yet, for broker `broker_id`.
     pub fn new(broker_id: BrokerId) -> Self {
-        Self { broker_id, change: tokio::sync::Mutex::new(-1), current: Mutex::new(Role::None) }
+        Self {
+            broker_id,
+            change: tokio::sync::Mutex::new(-1),
+            current: tokio::sync::watch::channel(Role::None).0,
+        }
     }
 
     /// The role now.
     pub fn current(&self) -> Role {
-        self.current.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.current.borrow().clone()
+    }
+
+    /// A receiver that sees every change of role from now on.
+    pub fn changes(&self) -> tokio::sync::watch::Receiver<Role> {
+        self.current.subscribe()
     }
 
     fn set(&self, role: Role) {
-        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = role;
+        self.current.send_if_modified(|current| {
+            let changed = *current != role;
+            *current = role;
+            changed
+        });
     }
 
     /// Waits for any role change in progress, then holds changes off (broker shutdown).

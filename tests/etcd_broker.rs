@@ -3,12 +3,18 @@
 //! a master stopped past its lease, and take an old master back as a slave that cuts its tail;
 //! and a group that does all of it over mutual TLS.
 //!
-//! Skips without `etcd` on PATH unless `LOGSHIP_REQUIRE_ETCD=1`.
+//! The NameServer follows the master role (issue 24): a broker registers again at once when its
+//! role changes, the master as broker id 0 claiming its epoch as `stateVersion`; the real Apache
+//! NameServer keeps a stale claim from taking the route; and Java producers and consumers on the
+//! NameServer follow a kill -9 of the master, no `SEND_OK` lost.
+//!
+//! Skips without `etcd` on PATH unless `LOGSHIP_REQUIRE_ETCD=1`; the tests with Java programs
+//! skip without Java unless `LOGSHIP_REQUIRE_JAVA=1`.
 
 mod etcd_support;
-#[path = "support/pki.rs"]
-mod pki;
 mod process;
+mod remoting_support;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Child;
@@ -17,6 +23,7 @@ use std::time::{Duration, Instant};
 use etcd_support::{EtcdCluster, etcd_available};
 use process::{Log, agent, json_reply, ready_addresses, spawn_logship};
 use serde_json::Value;
+use support::pki;
 
 const TOKEN: &str = "etcd-broker-test-token-0123";
 const TOPIC: &str = "FailoverTopic";
@@ -843,4 +850,421 @@ fn role_calls_are_refused_under_etcd_unless_they_override_the_coordinator() {
     eventually("the other broker to stream from the master set by hand", &[&nodes[s]], || {
         nodes[s].status()["master"]["state"] == "STREAMING"
     });
+}
+
+// ---- the NameServer follows the master role (issue 24) ------------------------------------
+
+/// A registration a NameServer received: who claimed which broker id, with which
+/// `stateVersion`, when.
+#[derive(Debug)]
+struct Claim {
+    at: Instant,
+    broker_addr: String,
+    broker_id: i64,
+    state_version: i64,
+}
+
+/// Every `REGISTER_BROKER` `ns` received so far.
+fn claims(ns: &remoting_support::FakeNameServer) -> Vec<Claim> {
+    let code = logship_remoting::RequestCode::REGISTER_BROKER.0;
+    let received = ns.received.lock().unwrap();
+    received
+        .iter()
+        .filter(|(_, c)| c.code == code)
+        .map(|(at, c)| {
+            let body: Value = serde_json::from_slice(&c.body).expect("a JSON RegisterBrokerBody");
+            Claim {
+                at: *at,
+                broker_addr: c.ext_fields["brokerAddr"].clone(),
+                broker_id: c.ext_fields["brokerId"].parse().unwrap(),
+                state_version: body["topicConfigSerializeWrapper"]["dataVersion"]["stateVersion"]
+                    .as_i64()
+                    .unwrap_or(-1),
+            }
+        })
+        .collect()
+}
+
+impl Node {
+    /// The remoting address it registers (`brokerIP1:listenPort`).
+    fn remoting_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+}
+
+/// The longest registration period Java allows: registrations before one period passed since a
+/// broker started were sent by a change, not by the period.
+const PERIOD: Duration = Duration::from_secs(60);
+
+/// On etcd, a broker without a role does not register; when it gets one it registers at once
+/// (not one `registerNameServerPeriod` later): the master as broker id 0, the slaves as their
+/// own ids, all claiming the master epoch as `stateVersion`. After kill -9 the new master
+/// registers at once as 0 with the new epoch, and the old master, restarted, as a slave.
+#[test]
+fn a_broker_registers_at_once_when_its_role_changes_the_master_as_0_with_its_epoch() {
+    if !etcd_available("a_broker_registers_at_once_when_its_role_changes_the_master_as_0_with_its_epoch") {
+        return;
+    }
+    let etcd = EtcdCluster::start(1);
+    let ns = remoting_support::FakeNameServer::start(remoting_support::NameServerMode::Answer);
+    let dir = tempfile::tempdir().unwrap();
+    let namesrv = format!("namesrvAddr={}", ns.addr);
+    let started = Instant::now();
+    let mut nodes = group(dir.path(), &etcd, &[&namesrv, "registerNameServerPeriod=60000"]);
+    let m = master_of(&nodes.iter().collect::<Vec<_>>()).unwrap();
+    let epoch = nodes[m].status()["group"]["masterEpoch"].as_i64().unwrap();
+    let as_role = |n: &Node, master: bool| if master { 0 } else { n.id };
+    let refs: Vec<&Node> = nodes.iter().collect();
+    eventually("each broker registered as its role with the epoch", &refs, || {
+        let seen = claims(&ns);
+        nodes.iter().enumerate().all(|(i, n)| {
+            seen.iter().any(|c| {
+                c.broker_addr == n.remoting_addr()
+                    && c.broker_id == as_role(n, i == m)
+                    && c.state_version == epoch
+            })
+        })
+    });
+    for (i, n) in nodes.iter().enumerate() {
+        let seen = claims(&ns);
+        let first = seen.iter().find(|c| c.broker_addr == n.remoting_addr()).unwrap();
+        assert_eq!(
+            (first.broker_id, first.state_version),
+            (as_role(n, i == m), epoch),
+            "broker {}'s first registration is as its role: {seen:?}",
+            n.id
+        );
+        assert!(
+            first.at < started + PERIOD,
+            "broker {} registered when it got its role, not a period after it started: {seen:?}",
+            n.id
+        );
+    }
+
+    nodes[m].kill9();
+    let others: Vec<usize> = (0..3).filter(|&i| i != m).collect();
+    let mut new = None;
+    eventually("a new master", &[&nodes[others[0]], &nodes[others[1]]], || {
+        new = others.iter().copied().find(|&i| nodes[i].is_master());
+        new.is_some()
+    });
+    let n = new.unwrap();
+    let new_epoch = nodes[n].status()["group"]["masterEpoch"].as_i64().unwrap();
+    assert!(new_epoch > epoch);
+    let new_addr = nodes[n].remoting_addr();
+    eventually("the new master registered as 0 with the new epoch", &[&nodes[n]], || {
+        claims(&ns)
+            .iter()
+            .any(|c| c.broker_addr == new_addr && c.broker_id == 0 && c.state_version == new_epoch)
+    });
+    let seen = claims(&ns);
+    let promoted = seen.iter().position(|c| c.broker_addr == new_addr && c.broker_id == 0).unwrap();
+    let before = seen[..promoted].iter().rev().find(|c| c.broker_addr == new_addr).unwrap();
+    assert_eq!((before.broker_id, before.state_version), (nodes[n].id, epoch), "{seen:?}");
+    assert!(
+        seen[promoted].at < before.at + PERIOD,
+        "the promotion registered at once, not at the next period: {seen:?}"
+    );
+
+    // The old master comes back as a slave: it registers as its own id with the new epoch.
+    let restarted = Instant::now();
+    nodes[m].restart();
+    let old_addr = nodes[m].remoting_addr();
+    let old_id = nodes[m].id;
+    eventually("the old master registered as a slave", &[&nodes[m]], || {
+        claims(&ns).iter().any(|c| c.broker_addr == old_addr && c.at > restarted)
+    });
+    let seen = claims(&ns);
+    let back = seen.iter().find(|c| c.broker_addr == old_addr && c.at > restarted).unwrap();
+    assert_eq!((back.broker_id, back.state_version), (old_id, new_epoch), "{seen:?}");
+    assert!(back.at < restarted + PERIOD, "it registered when it got its role: {seen:?}");
+}
+
+/// The route the NameServer at `ns` gives for `topic`: broker id to address of its group.
+fn route_addrs(ns: std::net::SocketAddr, topic: &str) -> std::collections::BTreeMap<i64, String> {
+    use logship_remoting::body::{JsonBody, TopicRouteData};
+    let mut c = remoting_support::Client::connect(ns);
+    let r = c.call(
+        logship_remoting::RemotingCommand::request(logship_remoting::RequestCode::GET_ROUTEINFO_BY_TOPIC)
+            .with_version(513)
+            .with_ext_field("topic", topic)
+            .with_ext_field("acceptStandardJsonOnly", "true"),
+    );
+    assert_eq!(r.code, 0, "the route of {topic}: {:?}", r.remark);
+    let route = TopicRouteData::decode(&r.body).unwrap();
+    route.broker_datas.into_iter().next().map(|b| b.broker_addrs).unwrap_or_default()
+}
+
+/// The real Apache NameServer (5.5.0) keeps broker id 0 with the broker that claimed it with the
+/// higher `stateVersion`: logship's registration of a stale master (a lower epoch) does not take
+/// the route from the current one, and a newer epoch does. The claims are logship's own
+/// `REGISTER_BROKER` requests, each on its own connection kept open (the NameServer forgets a
+/// broker whose connection closes).
+#[test]
+fn a_stale_claim_with_a_lower_state_version_does_not_take_the_route_from_the_master() {
+    use logship_broker::register::{parse_register_response, register_broker_request};
+    use logship_remoting::body::{DataVersion, TopicConfig, TopicConfigSerializeWrapper};
+    let test = "a_stale_claim_with_a_lower_state_version_does_not_take_the_route_from_the_master";
+    let Some(apps) = support::apps::java_apps(support::apps::CLIENT_5, test) else { return };
+    let namesrv = support::apps::Namesrv::start(&apps, &[]);
+    let ns: std::net::SocketAddr = namesrv.addr().parse().unwrap();
+    let topic = "StaleClaimTopic";
+    let mut table = std::collections::BTreeMap::new();
+    table.insert("TBW102".to_string(), TopicConfig::with_queues("TBW102", 8, 8, 7));
+    table.insert(topic.to_string(), TopicConfig::with_queues(topic, 4, 4, 6));
+    let topics =
+        TopicConfigSerializeWrapper::new(table, DataVersion { counter: 1, state_version: 0, timestamp: 1 });
+    // Addresses nobody listens on: the NameServer never connects to a broker.
+    let (a, b) = (support::apps::free_port(), support::apps::free_port());
+    let mut connections = std::collections::BTreeMap::new();
+    let mut claim = |port: u16, epoch: i64| {
+        let mut settings = logship_broker::settings::BrokerSettings::default();
+        settings.broker_name = "broker-a".into();
+        settings.broker_cluster_name = "DefaultCluster".into();
+        settings.listen_port = port;
+        let request =
+            register_broker_request(&settings, 0, &format!("127.0.0.1:{}", port + 1), &topics, Some(epoch));
+        let c = connections.entry(port).or_insert_with(|| remoting_support::Client::connect(ns));
+        parse_register_response(&c.call(request)).unwrap();
+    };
+    let addr = |port: u16| format!("127.0.0.1:{port}");
+    claim(a, 5);
+    assert_eq!(route_addrs(ns, topic).get(&0), Some(&addr(a)));
+    claim(b, 4);
+    assert_eq!(
+        route_addrs(ns, topic).get(&0),
+        Some(&addr(a)),
+        "a claim of epoch 4 does not take it from epoch 5"
+    );
+    claim(b, 6);
+    assert_eq!(route_addrs(ns, topic).get(&0), Some(&addr(b)), "epoch 6 takes it");
+    claim(a, 5);
+    let route = route_addrs(ns, topic);
+    assert_eq!(
+        route.get(&0),
+        Some(&addr(b)),
+        "the old master's next registration does not take it back: {route:?}"
+    );
+    assert!(
+        !route.values().any(|v| *v == addr(a)),
+        "the refused claimant is not in the route at all: {route:?}"
+    );
+    drop(connections);
+    drop(namesrv);
+}
+
+/// The broker address (`ip:port`) an offset message id names (its first 16 hex digits: IPv4
+/// and port).
+fn offset_msg_id_host(id: &str) -> Option<String> {
+    if id.len() != 32 {
+        return None;
+    }
+    let ip = u32::from_str_radix(&id[..8], 16).ok()?;
+    let port = u32::from_str_radix(&id[8..16], 16).ok()?;
+    Some(format!("{}:{port}", std::net::Ipv4Addr::from(ip)))
+}
+
+/// The `SEND_OK` lines of a producer: (msgId, broker address, atMs).
+fn send_oks(lines: &[Value]) -> Vec<(String, String, u64)> {
+    support::apps::events(lines, "send")
+        .into_iter()
+        .filter(|v| v["status"] == "SEND_OK")
+        .map(|v| {
+            let id = v["msgId"].as_str().unwrap().to_string();
+            let host = v["offsetMsgId"].as_str().and_then(offset_msg_id_host).unwrap_or_default();
+            (id, host, v["atMs"].as_u64().unwrap())
+        })
+        .collect()
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64
+}
+
+/// Every topic a broker at `addr` holds (`GET_ALL_TOPIC_CONFIG`).
+fn topics_of(addr: &str) -> Vec<String> {
+    use logship_remoting::body::{JsonBody, TopicConfigSerializeWrapper};
+    let mut c = remoting_support::Client::connect(addr.parse().unwrap());
+    let r = c.call(logship_remoting::RemotingCommand::request(
+        logship_remoting::RequestCode::GET_ALL_TOPIC_CONFIG,
+    ));
+    TopicConfigSerializeWrapper::decode(&r.body)
+        .map(|w| w.topic_config_table.into_keys().collect())
+        .unwrap_or_default()
+}
+
+/// How often the short-refresh clients read their routes (`pollNameServerInterval`).
+const SHORT_REFRESH_MS: &str = "2000";
+
+/// Issue 24, scenario 3: three logship brokers on etcd registered with the real Apache
+/// NameServer, two Java 5.5.0 producers (one with the default route refresh of 30 s, one with
+/// 2 s) and a push consumer (2 s) running. kill -9 of the master: both producers resume on the
+/// new master once their routes refresh, and every `SEND_OK` is consumed (exactly once, or
+/// counted as a duplicate); none is lost. Prints the counts and, for each producer, the window
+/// from the kill to its first `SEND_OK` on the new master.
+#[test]
+fn java_clients_follow_a_kill_9_of_the_master_on_etcd_through_the_name_server_losing_no_send_ok() {
+    let test = "java_clients_follow_a_kill_9_of_the_master_on_etcd_through_the_name_server_losing_no_send_ok";
+    if !etcd_available(test) {
+        return;
+    }
+    let Some(apps) = support::apps::java_apps(support::apps::CLIENT_5, test) else { return };
+    let began = Instant::now();
+    let apps = apps.with_jvm_options(&["-Xmx192m"]);
+    let topic = "EtcdFailoverTopic";
+    let etcd = EtcdCluster::start(1);
+    let namesrv = support::apps::Namesrv::start(&apps, &[]);
+    let ns = namesrv.addr();
+    let dir = tempfile::tempdir().unwrap();
+    let ns_set = format!("namesrvAddr={ns}");
+    let mut nodes = group(dir.path(), &etcd, &[&ns_set, "slaveSyncInterval=1000"]);
+    let m = master_of(&nodes.iter().collect::<Vec<_>>()).unwrap();
+    let producer = |instance: &str, refresh: Option<&str>| {
+        let mut args = vec!["--namesrv", &ns, "--topic", topic, "--instance", instance];
+        args.extend(["--until-stopped", "--interval-ms", "20", "--timeout-ms", "3000"]);
+        if let Some(ms) = refresh {
+            args.extend(["--poll-namesrv-ms", ms]);
+        }
+        apps.run("Produce", &args)
+    };
+    // The JVMs start side by side.
+    let mut consumer = apps.run(
+        "PushConsume",
+        &[
+            "--namesrv",
+            &ns,
+            "--topic",
+            topic,
+            "--group",
+            "etcd_failover_group",
+            "--poll-namesrv-ms",
+            SHORT_REFRESH_MS,
+        ],
+    );
+    let mut default_refresh = producer("default-refresh", None);
+    let mut short_refresh = producer("short-refresh", Some(SHORT_REFRESH_MS));
+    for app in [&mut consumer, &mut default_refresh, &mut short_refresh] {
+        app.wait_event("ready", support::apps::READY_PATIENCE);
+    }
+    for p in [&mut default_refresh, &mut short_refresh] {
+        p.wait_event("send", support::apps::READY_PATIENCE);
+    }
+    // The slaves carry the topic (their metadata sync), so that the next master serves it.
+    let refs: Vec<&Node> = nodes.iter().collect();
+    eventually("the slaves to carry the topic", &refs, || {
+        nodes.iter().all(|n| topics_of(&n.remoting_addr()).iter().any(|t| t == topic))
+    });
+    eventually("the consumer to consume", &refs, || !consumer.events("msg").is_empty());
+    std::thread::sleep(Duration::from_secs(2));
+
+    let old_addr = nodes[m].remoting_addr();
+    let killed_ms = now_ms();
+    nodes[m].kill9();
+    let others: Vec<usize> = (0..3).filter(|&i| i != m).collect();
+    let mut new = None;
+    eventually("a new master", &[&nodes[others[0]], &nodes[others[1]]], || {
+        new = others.iter().copied().find(|&i| nodes[i].is_master());
+        new.is_some()
+    });
+    let n = new.unwrap();
+    let new_addr = nodes[n].remoting_addr();
+    let first_on_new = |p: &support::apps::App| {
+        send_oks(&p.lines())
+            .into_iter()
+            .find(|(_, host, at)| *host == new_addr && *at >= killed_ms)
+            .map(|(_, _, at)| at)
+    };
+    // The default refresh is 30 s: wait up to three of them.
+    let start = Instant::now();
+    while first_on_new(&default_refresh).is_none() || first_on_new(&short_refresh).is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(90),
+            "the producers did not resume on the new master {new_addr}:\n{}\n{}",
+            support::apps::tail(&default_refresh.stderr(), 30),
+            support::apps::tail(&short_refresh.stderr(), 30)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The NameServer names the new master as broker id 0 and the other survivor as its own id;
+    // the killed master is gone from the route.
+    let route = route_addrs(ns.parse().unwrap(), topic);
+    let survivor = others.iter().copied().find(|&i| i != n).unwrap();
+    assert_eq!(route.get(&0), Some(&new_addr), "{route:?}");
+    assert_eq!(route.get(&nodes[survivor].id), Some(&nodes[survivor].remoting_addr()), "{route:?}");
+    assert!(!route.values().any(|a| *a == old_addr), "{route:?}");
+    std::thread::sleep(Duration::from_secs(2));
+    let windows: Vec<u64> =
+        [&default_refresh, &short_refresh].iter().map(|p| first_on_new(p).unwrap() - killed_ms).collect();
+    let mut sent = 0;
+    let mut errors = 0;
+    let mut acked = Vec::new();
+    let mut other_statuses = std::collections::BTreeMap::<String, u64>::new();
+    for p in [default_refresh, short_refresh] {
+        let lines = p.stop(Duration::from_secs(60));
+        let summary = support::apps::summary(&lines).clone();
+        sent += summary["messages"].as_u64().unwrap() + summary["errors"].as_u64().unwrap();
+        errors += summary["errors"].as_u64().unwrap();
+        for (status, count) in support::apps::send_statuses(&lines) {
+            if status != "SEND_OK" {
+                *other_statuses.entry(status).or_default() += count;
+            }
+        }
+        for (id, host, at) in send_oks(&lines) {
+            assert!(
+                host == old_addr && at <= killed_ms + 1000 || host == new_addr,
+                "a SEND_OK from {host} at {at} (kill at {killed_ms}; old master {old_addr}, new {new_addr})"
+            );
+            acked.push(id);
+        }
+    }
+    let acked_set: std::collections::BTreeSet<&String> = acked.iter().collect();
+    assert_eq!(acked_set.len(), acked.len(), "every SEND_OK has its own msgId");
+    // Everything acknowledged is consumed.
+    let consumed_ids = |c: &support::apps::App| -> Vec<String> {
+        c.events("msg")
+            .iter()
+            .filter(|v| v["answer"] == "SUCCESS")
+            .map(|v| v["msgId"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let start = Instant::now();
+    loop {
+        let seen: std::collections::BTreeSet<String> = consumed_ids(&consumer).into_iter().collect();
+        let missing = acked_set.iter().filter(|id| !seen.contains(**id)).count();
+        if missing == 0 {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "{missing} of {} SEND_OK never consumed:\n{}",
+            acked.len(),
+            support::apps::tail(&consumer.stderr(), 30)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let lines = consumer.stop(Duration::from_secs(60));
+    let ids: Vec<String> = support::apps::events(&lines, "msg")
+        .iter()
+        .filter(|v| v["answer"] == "SUCCESS")
+        .map(|v| v["msgId"].as_str().unwrap().to_string())
+        .collect();
+    let distinct: std::collections::BTreeSet<&String> = ids.iter().collect();
+    let duplicated = ids.len() - distinct.len();
+    let lost = acked_set.iter().filter(|id| !distinct.contains(**id)).count();
+    let unacked_consumed = distinct.iter().filter(|id| !acked_set.contains(**id)).count();
+    eprintln!(
+        "{test}: sent {sent}, SEND_OK {}, other statuses {other_statuses:?}, send errors {errors}; consumed {} \
+         distinct ({} deliveries: {duplicated} duplicated, {unacked_consumed} not acknowledged to the producer), \
+         lost {lost}; kill -9 to the first SEND_OK on the new master: {} ms with the default route refresh \
+         (30 s), {} ms with {SHORT_REFRESH_MS} ms; test {:?}",
+        acked.len(),
+        distinct.len(),
+        ids.len(),
+        windows[0],
+        windows[1],
+        began.elapsed()
+    );
+    assert_eq!(lost, 0, "every SEND_OK is consumed");
+    drop(nodes);
+    drop(namesrv);
 }

@@ -23,13 +23,24 @@ use crate::topic::TopicConfigSerializeWrapper;
 /// full table (system topics included: a 5.x NameServer refuses a first registration of one
 /// topic), the topics' permissions cut to `brokerPermission` as Java cuts them, JSON body with
 /// its CRC, `haServerAddr` the address slaves replicate from.
+///
+/// `state_version`, when given, is the `stateVersion` of the table's `DataVersion`: in
+/// controller mode the master epoch, which a Java broker stamps on its topic table at every
+/// change of role (and its store's state machine version follows). A 5.x NameServer keeps the
+/// route's holder of a broker id when another address claims that id with a lower
+/// `stateVersion`, so a stale master cannot take the route back from the newer one. `None`
+/// keeps the table's own.
 pub fn register_broker_request(
     settings: &BrokerSettings,
     broker_id: i64,
     ha_server_addr: &str,
     topics: &TopicConfigSerializeWrapper,
+    state_version: Option<i64>,
 ) -> RemotingCommand {
     let mut wrapper = topics.clone();
+    if let Some(v) = state_version {
+        wrapper.data_version.state_version = v;
+    }
     let broker_perm = settings.broker_permission;
     if !perm::is_readable(broker_perm) || !perm::is_writeable(broker_perm) {
         for t in wrapper.topic_config_table.values_mut() {
@@ -250,7 +261,7 @@ mod tests {
             listen_port: 20911,
             ..BrokerSettings::default()
         };
-        let r = register_broker_request(&settings, 1, "127.0.0.1:20912", &topics());
+        let r = register_broker_request(&settings, 1, "127.0.0.1:20912", &topics(), None);
         assert_eq!((r.code, r.version), (103, 513));
         let h = RegisterBrokerRequestHeader::from_ext_fields(&r.ext_fields).unwrap();
         assert_eq!(
@@ -268,13 +279,29 @@ mod tests {
         let w = &body.topic_config_serialize_wrapper;
         assert_eq!(w.topic_config_table["TBW102"].perm, 7);
         assert_eq!(w.data_version.counter, 3);
+        assert_eq!(w.data_version.state_version, 0, "the table's own");
         assert!(w.extra.contains_key("mappingDataVersion"));
+    }
+
+    #[test]
+    fn a_controller_mode_registration_claims_its_master_epoch_as_the_state_version() {
+        let settings = BrokerSettings::default();
+        let r = register_broker_request(&settings, 0, "127.0.0.1:10912", &topics(), Some(7));
+        let body = RegisterBrokerBody::decode(&r.body).unwrap();
+        let v = body.topic_config_serialize_wrapper.data_version;
+        assert_eq!((v.state_version, v.counter, v.timestamp), (7, 3, 9), "only stateVersion changes");
+        assert_eq!(
+            RegisterBrokerRequestHeader::from_ext_fields(&r.ext_fields).unwrap().body_crc32,
+            body_crc32(&r.body)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(json["topicConfigSerializeWrapper"]["dataVersion"]["stateVersion"], 7, "{json}");
     }
 
     #[test]
     fn a_4_9_broker_registers_without_5_x_fields() {
         let settings = BrokerSettings { line: RocketmqLine::V4_9, ..BrokerSettings::default() };
-        let r = register_broker_request(&settings, 0, "127.0.0.1:10912", &topics());
+        let r = register_broker_request(&settings, 0, "127.0.0.1:10912", &topics(), None);
         assert_eq!(r.version, 407);
         assert!(!r.ext_fields.contains_key("enableActingMaster"));
         let body = RegisterBrokerBody::decode(&r.body).unwrap();
@@ -284,13 +311,13 @@ mod tests {
     #[test]
     fn a_read_only_broker_registers_its_topics_read_only_as_java_does() {
         let v5 = BrokerSettings { broker_permission: perm::READ, ..BrokerSettings::default() };
-        let body =
-            RegisterBrokerBody::decode(&register_broker_request(&v5, 0, "a:1", &topics()).body).unwrap();
+        let body = RegisterBrokerBody::decode(&register_broker_request(&v5, 0, "a:1", &topics(), None).body)
+            .unwrap();
         let t = &body.topic_config_serialize_wrapper.topic_config_table;
         assert_eq!((t["TBW102"].perm, t["TopicA"].perm), (4, 4), "5.x: perm & brokerPermission");
         let v4 = BrokerSettings { line: RocketmqLine::V4_9, broker_permission: perm::READ, ..v5 };
-        let body =
-            RegisterBrokerBody::decode(&register_broker_request(&v4, 0, "a:1", &topics()).body).unwrap();
+        let body = RegisterBrokerBody::decode(&register_broker_request(&v4, 0, "a:1", &topics(), None).body)
+            .unwrap();
         assert_eq!(body.topic_config_serialize_wrapper.topic_config_table["TBW102"].perm, 4);
     }
 

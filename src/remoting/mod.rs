@@ -305,17 +305,14 @@ pub async fn start(
     let registration = (!r.namesrv_addr.is_empty()).then(|| {
         let roles_http = http.clone();
         let fixed_id = settings.registered_broker_id();
-        let broker_id = Arc::new(move || match &roles_http.roles {
-            None => Some(fixed_id),
-            Some(roles) => match roles.current() {
-                crate::roles::Role::Master { .. } => Some(0),
-                crate::roles::Role::Slave { .. } => Some(fixed_id),
-                crate::roles::Role::None => None,
-            },
+        let register_as = Arc::new(move || {
+            let role = roles_http.roles.as_ref().map(|r| r.current());
+            registration::RegisterAs::for_role(role.as_ref(), fixed_id)
         });
         let target = registration::RegistrationTarget {
             broker: broker.clone(),
-            broker_id,
+            register_as,
+            role_changes: http.roles.as_ref().map(|r| r.changes()),
             ha_server_addr: settings.ha_server_addr().to_string(),
             period: r.register_name_server_period,
             timeout: r.register_broker_timeout,

@@ -19,14 +19,46 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
+/// Under what the broker registers now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegisterAs {
+    /// The `brokerId` of the request: 0 for the master.
+    pub broker_id: i64,
+    /// The `stateVersion` of the topic table's `DataVersion` (controller mode: the master
+    /// epoch); `None` keeps the table's own.
+    pub state_version: Option<i64>,
+}
+
+impl RegisterAs {
+    /// How a broker registers with `role` (`None`: outside controller mode, as `fixed_id`): the
+    /// master as broker id 0, a slave as `fixed_id`, both claiming the master epoch as Java's
+    /// `ReplicasManager` stamps it; without a role, not at all.
+    pub fn for_role(role: Option<&crate::roles::Role>, fixed_id: i64) -> Option<Self> {
+        use crate::roles::Role;
+        match role {
+            None => Some(Self { broker_id: fixed_id, state_version: None }),
+            Some(Role::Master { epoch }) => {
+                Some(Self { broker_id: 0, state_version: Some(i64::from(*epoch)) })
+            }
+            Some(Role::Slave { epoch, .. }) => {
+                Some(Self { broker_id: fixed_id, state_version: Some(i64::from(*epoch)) })
+            }
+            Some(Role::None) => None,
+        }
+    }
+}
+
 /// What the registration tasks need to know about the broker.
 #[derive(Clone)]
 pub struct RegistrationTarget {
     /// The processors' broker (settings and topics).
     pub broker: Arc<logship_broker::Broker>,
-    /// The broker id to register under now; `None`: do not register (controller mode without a
-    /// role).
-    pub broker_id: Arc<dyn Fn() -> Option<i64> + Send + Sync>,
+    /// How to register now; `None`: do not register (controller mode without a role).
+    pub register_as: Arc<dyn Fn() -> Option<RegisterAs> + Send + Sync>,
+    /// Controller mode: the role's changes, each of which registers again at once (Java's
+    /// `registerBrokerWhenRoleChange`), so that the NameServer names a new master without
+    /// waiting for `registerNameServerPeriod`.
+    pub role_changes: Option<watch::Receiver<crate::roles::Role>>,
     /// `haServerAddr`: `brokerIP2:haListenPort`.
     pub ha_server_addr: String,
     /// `registerNameServerPeriod`.
@@ -34,10 +66,13 @@ pub struct RegistrationTarget {
     /// `registerBrokerTimeoutMills`: one request's limit (the connection's included).
     pub timeout: Duration,
     /// A slave that learns its master from the NameServers: each reply's `haServerAddr` goes
-    /// here (the latest reply naming one wins, as Java's does).
+    /// here (the latest reply naming one wins; a reply naming none changes nothing, as in
+    /// Java). Java's broker takes the first reply of each registration round to arrive, so
+    /// with NameServers that disagree both follow whichever answered last or first.
     pub learned_master: Option<watch::Sender<Option<String>>>,
     /// A slave's master remoting address for the metadata sync: each reply's `masterAddr` goes
-    /// here (Java's `slaveSynchronize.setMasterAddr`).
+    /// here (Java's `slaveSynchronize.setMasterAddr`). A reply naming no master keeps the last
+    /// address (the sync then fails and says so), where Java sets it to null and stops syncing.
     pub master_remoting: Option<watch::Sender<Option<String>>>,
 }
 
@@ -142,7 +177,7 @@ async fn register(
     addr: &str,
     connection: &mut Option<NameServer>,
     target: &RegistrationTarget,
-    broker_id: i64,
+    register_as: RegisterAs,
 ) -> Result<logship_broker::register::RegisterBrokerResult, RegistrationError> {
     let work = async {
         if connection.is_none() {
@@ -151,9 +186,10 @@ async fn register(
         let b = &target.broker;
         let request = register_broker_request(
             &b.settings,
-            broker_id,
+            register_as.broker_id,
             &target.ha_server_addr,
             &b.metadata.topics.serialize_wrapper(),
+            register_as.state_version,
         );
         let conn = connection.as_mut().expect("connected above");
         parse_register_response(&conn.call(request).await?)
@@ -161,6 +197,16 @@ async fn register(
     match tokio::time::timeout(target.timeout, work).await {
         Ok(r) => r,
         Err(_) => Err(RegistrationError::Timeout(target.timeout.as_millis())),
+    }
+}
+
+/// Completes when the role changes (an error once its sender is gone); pending without roles.
+async fn role_changed(
+    roles: &mut Option<watch::Receiver<crate::roles::Role>>,
+) -> Result<(), watch::error::RecvError> {
+    match roles {
+        Some(r) => r.changed().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -185,7 +231,8 @@ async fn run(
 ) {
     let mut connection: Option<NameServer> = None;
     let mut warned_masterless = false;
-    let mut registered_as: Option<i64> = None;
+    let mut registered_as: Option<RegisterAs> = None;
+    let mut roles = target.role_changes.clone();
     let with = |f: &mut dyn FnMut(&mut RegistrationSchedule)| {
         let mut s = status.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(s) = s.get_mut(&addr) {
@@ -203,6 +250,13 @@ async fn run(
                 }
                 continue;
             }
+            changed = role_changed(&mut roles) => {
+                match changed {
+                    Ok(()) => with(&mut |s| s.due_now(Instant::now())),
+                    Err(_) => roles = None,
+                }
+                continue;
+            }
             () = closed(&mut connection) => {
                 // The NameServer dropped the connection, and the broker from its route with it.
                 debug!("the NameServer closed the connection; registering again");
@@ -212,20 +266,21 @@ async fn run(
             }
             () = tokio::time::sleep_until(next) => {}
         }
-        let Some(broker_id) = (target.broker_id)() else {
+        let Some(now_as) = (target.register_as)() else {
             with(&mut |s| s.postpone(Instant::now()));
             continue;
         };
-        match register(&addr, &mut connection, &target, broker_id).await {
+        match register(&addr, &mut connection, &target, now_as).await {
             Ok(result) => {
-                if registered_as != Some(broker_id) {
+                if registered_as != Some(now_as) {
                     info!(
-                        broker_id,
+                        broker_id = now_as.broker_id,
+                        state_version = now_as.state_version.unwrap_or(0),
                         master = result.master_addr.as_deref().unwrap_or("none"),
                         "registered with the NameServer"
                     );
                 }
-                registered_as = Some(broker_id);
+                registered_as = Some(now_as);
                 let names_master = result.ha_server_addr.is_some();
                 if target.learned_master.is_some() && !names_master && !warned_masterless {
                     warn!(
@@ -270,7 +325,7 @@ async fn run(
             }
         }
     }
-    let Some(broker_id) = registered_as else { return };
+    let Some(RegisterAs { broker_id, .. }) = registered_as else { return };
     let unregister = async {
         if connection.is_none() {
             connection = Some(NameServer::connect(&addr).await?);
@@ -282,5 +337,31 @@ async fn run(
         Ok(Ok(())) => info!(broker_id, "unregistered from the NameServer"),
         Ok(Err(e)) => warn!(error = %e, "unregistering from the NameServer failed"),
         Err(_) => warn!("unregistering from the NameServer timed out (3 s)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RegisterAs;
+    use crate::roles::Role;
+
+    #[test]
+    fn a_controller_mode_broker_registers_as_its_role_with_the_master_epoch() {
+        let master = Role::Master { epoch: 4 };
+        assert_eq!(
+            RegisterAs::for_role(Some(&master), 2),
+            Some(RegisterAs { broker_id: 0, state_version: Some(4) })
+        );
+        let slave = Role::Slave { master_address: "127.0.0.1:10912".into(), master_broker_id: 1, epoch: 4 };
+        assert_eq!(
+            RegisterAs::for_role(Some(&slave), 2),
+            Some(RegisterAs { broker_id: 2, state_version: Some(4) })
+        );
+        assert_eq!(RegisterAs::for_role(Some(&Role::None), 2), None, "no role: no registration");
+        assert_eq!(
+            RegisterAs::for_role(None, 1),
+            Some(RegisterAs { broker_id: 1, state_version: None }),
+            "outside controller mode: brokerId and the topic table's own version"
+        );
     }
 }

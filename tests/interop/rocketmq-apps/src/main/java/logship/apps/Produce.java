@@ -25,7 +25,8 @@ import org.apache.rocketmq.common.message.Message;
  *         [--batch-size B] [--tags A,B,...] [--keys PREFIX] [--props k=v,k=v]
  *         [--duration-ms D | --until-stopped] [--interval-ms MS] [--max-in-flight M]
  *         [--latency-fault] [--retries N] [--retries-async N] [--retry-another-broker]
- *         [--timeout-ms MS] [--quiet] [--born-nanos] [--access-key AK --secret-key SK]
+ *         [--timeout-ms MS] [--poll-namesrv-ms MS] [--quiet] [--born-nanos]
+ *         [--access-key AK --secret-key SK]
  * </pre>
  *
  * Message {@code i} has the body {@code "{instance}-{i:08}-aaaa..."} of {@code size} bytes, tag
@@ -37,6 +38,8 @@ import org.apache.rocketmq.common.message.Message;
  * percentiles in microseconds. {@code --count} sends N messages (per mode, with several modes
  * run one after another, message numbers going on); {@code --duration-ms} or
  * {@code --until-stopped} (stdin EOF or SIGTERM) sends until then, for failover runs.
+ * {@code --poll-namesrv-ms} sets the client's {@code pollNameServerInterval} (its route refresh,
+ * 30 s by default).
  */
 public final class Produce {
     private Produce() {}
@@ -121,6 +124,7 @@ public final class Produce {
         producer.setRetryAnotherBrokerWhenNotStoreOK(args.flag("retry-another-broker"));
         producer.setSendMsgTimeout(args.integer("timeout-ms", 3000));
         producer.setVipChannelEnabled(false);
+        producer.setPollNameServerInterval(args.integer("poll-namesrv-ms", producer.getPollNameServerInterval()));
         args.done();
         Apps.watchStop();
         producer.start();

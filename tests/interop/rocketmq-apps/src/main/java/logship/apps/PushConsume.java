@@ -28,7 +28,7 @@ import org.apache.rocketmq.common.message.MessageExt;
  *             [--from last|first|timestamp] [--timestamp yyyyMMddHHmmss] [--broadcast]
  *             [--count N] [--duration-ms D] [--linger-ms MS] [--summary-ms MS]
  *             [--later-keys k1,k2] [--later-all] [--later-times K] [--max-reconsume R]
- *             [--threads T] [--pull-batch B] [--consume-batch C] [--quiet]
+ *             [--threads T] [--pull-batch B] [--consume-batch C] [--poll-namesrv-ms MS] [--quiet]
  *             [--access-key AK --secret-key SK]
  * </pre>
  *
@@ -41,6 +41,8 @@ import org.apache.rocketmq.common.message.MessageExt;
  * SIGTERM. {@code --later-keys} (or {@code --later-all}) answers RECONSUME_LATER (orderly:
  * SUSPEND_CURRENT_QUEUE_A_MOMENT) for those messages while their reconsumeTimes is below
  * {@code --later-times} (default: always, so they end in %DLQ%group after --max-reconsume).
+ * {@code --poll-namesrv-ms} sets the client's {@code pollNameServerInterval} (its route refresh,
+ * 30 s by default).
  */
 public final class PushConsume {
     private PushConsume() {}
@@ -105,6 +107,7 @@ public final class PushConsume {
         consumer.setPullBatchSize(pullBatch);
         consumer.setConsumeMessageBatchMaxSize(consumeBatch);
         consumer.setVipChannelEnabled(false);
+        consumer.setPollNameServerInterval(args.integer("poll-namesrv-ms", consumer.getPollNameServerInterval()));
         args.done();
 
         AtomicLong received = new AtomicLong();
