@@ -147,7 +147,12 @@ fn slaves_carry_their_master_s_consumer_offsets_between_java_and_logship() {
         offset_in_file(&dir.path().join("ls")) == Some(7)
     });
     eprintln!("{test}: logship slave of a Java master carried its offset after {took:?}");
-    let sync = &slave.status()["remoting"]["slaveSync"];
+    // The round writes the files first and its status after: wait for the status too.
+    let mut sync = Value::Null;
+    until("the slave's sync status to name the Java master", || {
+        sync = slave.status()["remoting"]["slaveSync"].clone();
+        !sync["master"].is_null()
+    });
     assert_eq!(sync["master"], java_master.addr().as_str(), "{sync}");
     assert!(sync["lastError"].is_null(), "{sync}");
     commit(java_master_addr, 11);

@@ -125,9 +125,11 @@ async fn run(
             connected_to = Some(addr.clone());
             info!(master = %addr, "syncing metadata from the master");
         }
+        // The master being synced shows from the round's start, so a slow round or a file
+        // written before its status is never shown under no master.
+        status.lock().unwrap_or_else(|e| e.into_inner()).master = Some(addr.clone());
         let result = round(&addr, &mut connection, &target).await;
         let mut s = status.lock().unwrap_or_else(|e| e.into_inner());
-        s.master = Some(addr);
         s.rounds += 1;
         match result {
             Ok(changed) => {
