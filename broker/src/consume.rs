@@ -189,6 +189,7 @@ impl ConsumeSettings {
             lite_pull_message_enable: settings.lite_pull_message_enable,
             notify_consumer_ids_changed_enable: settings.notify_consumer_ids_changed_enable,
             channel_expired_timeout: settings.channel_expired_timeout,
+            get_message: get_message_options(settings.access_message_in_memory_max_ratio),
             ..Self::default()
         }
     }
@@ -219,6 +220,15 @@ impl ConsumeSettings {
             RocketmqLine::V5 => ResponseCode::INVALID_PARAMETER,
         }
     }
+}
+
+/// The store's pull options with RocketMQ's defaults and the memory limit of
+/// `accessMessageInMemoryMaxRatio` (of the machine's memory, as Java's `StoreUtil` reads it).
+fn get_message_options(access_message_in_memory_max_ratio: u32) -> GetMessageOptions {
+    let mut options = GetMessageOptions::default();
+    let total = logship_store::total_physical_memory().unwrap_or(8 << 30);
+    options.memory_limit = logship_store::memory_limit(total, access_message_in_memory_max_ratio);
+    options
 }
 
 /// What the consume-side processors read and change: a borrowed view of the [`Broker`].

@@ -74,6 +74,11 @@ pub struct BrokerSettings {
     pub start_accept_send_request_time_stamp: i64,
     /// `slaveReadEnable` (default false).
     pub slave_read_enable: bool,
+    /// `accessMessageInMemoryMaxRatio` (default 40, percent of the machine's memory): a pull
+    /// reading further behind the commit log's end than this is out of memory (the on-disk
+    /// batch caps apply, and with `slaveReadEnable` the answer suggests the slave). 0: every
+    /// message behind the end.
+    pub access_message_in_memory_max_ratio: u32,
     /// `longPollingEnable` (default true): hold a pull that finds nothing for the client's
     /// `suspendTimeoutMillis`, else for `shortPollingTimeMills`.
     pub long_polling_enable: bool,
@@ -133,6 +138,7 @@ impl Default for BrokerSettings {
             max_message_size: 4 << 20,
             start_accept_send_request_time_stamp: 0,
             slave_read_enable: false,
+            access_message_in_memory_max_ratio: 40,
             long_polling_enable: true,
             short_polling_time_mills: 1000,
             offset_check_in_slave: false,
