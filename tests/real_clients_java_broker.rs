@@ -508,16 +508,17 @@ fn go_client_produces_every_send_mode_and_a_go_push_group_consumes_everything() 
 // ---- slave read rules (issue 24) -----------------------------------------------------------
 //
 // The same remoting requests to a Java 5.5.0 master and slave and to a logship master and slave,
-// all with `slaveReadEnable=true` and `accessMessageInMemoryMaxRatio=0` (every message behind the
-// commit log's end counts as out of memory, so a far-behind read needs a few messages, not a
-// fraction of the host's RAM): the answers' code, remark, `suggestWhichBrokerId` and offsets
-// must be Java's, but for the differences docs/rocketmq-compatibility.md lists.
+// all with `slaveReadEnable=true`; the masters with `accessMessageInMemoryMaxRatio=10` (a read
+// of the few KB sent is in memory), the slaves with 0 (every message behind the commit log's end
+// counts as out of memory, so a far-behind read needs a few messages, not a fraction of the
+// host's RAM). The answers' code, remark, `suggestWhichBrokerId` and offsets must be Java's.
 
 const SLAVE_READ_TOPIC: &str = "SlaveReadTopic";
 const SLAVE_READ_GROUP: &str = "slave_read_group";
 /// Messages sent to queue 0 of the topic (after one seed message that creates it).
 const SLAVE_READ_MESSAGES: i64 = 40;
-const SLAVE_READ_SETS: [&str; 2] = ["slaveReadEnable=true", "accessMessageInMemoryMaxRatio=0"];
+const SLAVE_READ_MASTER_SETS: [&str; 2] = ["slaveReadEnable=true", "accessMessageInMemoryMaxRatio=10"];
+const SLAVE_READ_SLAVE_SETS: [&str; 2] = ["slaveReadEnable=true", "accessMessageInMemoryMaxRatio=0"];
 
 /// A `PULL_MESSAGE` of queue 0 from `offset` as a 5.5.0 push consumer sends it, with its
 /// subscription (`*`) and neither the suspend nor the commit flag.
@@ -643,9 +644,9 @@ fn slave_read_comparison(line: ClientLine, test: &str) {
     // (10 s after its start) carries it.
     let mut spec = BrokerSpec::new("jsr", "ASYNC_MASTER", 0, &dir.path().join("jm")).namesrv(&ns);
     let mut slave_spec = BrokerSpec::new("jsr", "SLAVE", 1, &dir.path().join("js")).namesrv(&ns);
-    for kv in SLAVE_READ_SETS {
-        spec = spec.set(kv);
-        slave_spec = slave_spec.set(kv);
+    for (m, s) in SLAVE_READ_MASTER_SETS.into_iter().zip(SLAVE_READ_SLAVE_SETS) {
+        spec = spec.set(m);
+        slave_spec = slave_spec.set(s);
     }
     let mut java_master = JavaBroker::start(&apps, spec);
     let java_master_addr: SocketAddr = java_master.addr().parse().unwrap();
@@ -660,10 +661,13 @@ fn slave_read_comparison(line: ClientLine, test: &str) {
     let ns_set = format!("namesrvAddr={ns}");
     let rocketmq_line = if v5 { "rocketmqLine=5" } else { "rocketmqLine=4.9" };
     let mut master_args = vec!["--set", &ns_set, "--set", "brokerName=lsr", "--set", rocketmq_line];
-    for kv in SLAVE_READ_SETS {
+    let mut slave_args = master_args.clone();
+    for kv in SLAVE_READ_MASTER_SETS {
         master_args.extend(["--set", kv]);
     }
-    let mut slave_args = master_args.clone();
+    for kv in SLAVE_READ_SLAVE_SETS {
+        slave_args.extend(["--set", kv]);
+    }
     slave_args.extend(["--set", "brokerId=1", "--set", "slaveSyncInterval=1000"]);
     let master = LogshipBroker::start("master", &dir.path().join("lm"), free_port_pair(), &master_args);
     slave_read_fill(master.remoting_addr());
@@ -683,7 +687,12 @@ fn slave_read_comparison(line: ClientLine, test: &str) {
         eprintln!("{test}: {name}: Java {answer}, logship {}", logship[name]);
     }
     // Java's answers, as they are today (so that a change of the oracle shows).
-    assert_eq!(java["from the start"]["suggestWhichBrokerId"], "1", "far behind: read from the slave");
+    // In memory: the group's brokerId (0) and the in-memory batch (32); far behind (the slave's
+    // ratio 0): its whichBrokerWhenConsumeSlowly (1) and the on-disk batch (8).
+    assert_eq!(java["from the start"]["suggestWhichBrokerId"], "0");
+    assert_eq!(java["from the start"]["nextBeginOffset"], "32");
+    assert_eq!(java["slave, from the start"]["suggestWhichBrokerId"], "1", "far behind: read from the slave");
+    assert_eq!(java["slave, from the start"]["nextBeginOffset"], "8");
     assert_eq!(java["at the end"]["suggestWhichBrokerId"], "0");
     // A slave does not correct an offset past the end: it sends the consumer back to its
     // master at once (PULL_RETRY_IMMEDIATELY, the offset as it was).
