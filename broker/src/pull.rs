@@ -29,8 +29,12 @@
 //!
 //! - A slave serves pulls as a 4.9 slave does (5.x answers `SYSTEM_BUSY` on a slave without
 //!   `slaveReadEnable`), and holds them like a master instead of 5.x's immediate
-//!   `PULL_RETRY_IMMEDIATELY` to a slave's consumers: consumers keep reading from a slave while
-//!   their master is away, without spinning.
+//!   `PULL_RETRY_IMMEDIATELY` to a slave's consumers (as 5.x's `composeResponseHeader` reads):
+//!   consumers keep reading from a slave while their master is away, without spinning. (A
+//!   5.5.0 slave with `slaveReadEnable` answered a pull at the queue's end without the suspend
+//!   flag `PULL_NOT_FOUND`, as logship does: `tests/real_clients_java_broker.rs`.)
+//! - A slave's warning for a pull at an offset out of range is logged once per group, topic and
+//!   queue per 10 s ([`SlaveOffsetWarnings`]); Java logs each.
 //! - A pull is held at most [`ConsumeSettings::max_pull_hold`](crate::consume::ConsumeSettings), and
 //!   answered at its deadline, not at the next 5 s tick.
 //! - 4.9's `OFFSET_MOVED_EVENT` messages are not written (5.x does not write them either).
