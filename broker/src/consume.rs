@@ -189,7 +189,7 @@ impl ConsumeSettings {
             lite_pull_message_enable: settings.lite_pull_message_enable,
             notify_consumer_ids_changed_enable: settings.notify_consumer_ids_changed_enable,
             channel_expired_timeout: settings.channel_expired_timeout,
-            get_message: get_message_options(settings.access_message_in_memory_max_ratio),
+            get_message: get_message_options(settings),
             ..Self::default()
         }
     }
@@ -222,12 +222,15 @@ impl ConsumeSettings {
     }
 }
 
-/// The store's pull options with RocketMQ's defaults and the memory limit of
-/// `accessMessageInMemoryMaxRatio` (of the machine's memory, as Java's `StoreUtil` reads it).
-fn get_message_options(access_message_in_memory_max_ratio: u32) -> GetMessageOptions {
+/// The store's pull options: the in-memory caps of `settings`, the memory limit of its
+/// `accessMessageInMemoryMaxRatio` (of the machine's memory, as Java's `StoreUtil` reads it),
+/// RocketMQ's defaults for the rest.
+fn get_message_options(settings: &BrokerSettings) -> GetMessageOptions {
     let mut options = GetMessageOptions::default();
     let total = logship_store::total_physical_memory().unwrap_or(8 << 30);
-    options.memory_limit = logship_store::memory_limit(total, access_message_in_memory_max_ratio);
+    options.memory_limit = logship_store::memory_limit(total, settings.access_message_in_memory_max_ratio);
+    options.max_transfer_bytes_on_message_in_memory = settings.max_transfer_bytes_on_message_in_memory;
+    options.max_transfer_count_on_message_in_memory = settings.max_transfer_count_on_message_in_memory;
     options
 }
 
