@@ -9,6 +9,8 @@
 //! `LOGSHIP_REQUIRE_GO=1`. Also checks the committed remoting captures
 //! (`tests/data/remoting/captures/`); `record_captures` (ignored) records them again.
 
+mod process;
+mod remoting_support;
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,6 +18,10 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use logship_remoting::body::{JsonBody, TopicConfigSerializeWrapper};
+use logship_remoting::{RemotingCommand, RequestCode};
+use process::{Broker as LogshipBroker, free_port_pair};
+use remoting_support::{Client, send_request};
 use serde_json::{Value, json};
 use support::apps::*;
 
@@ -497,6 +503,227 @@ fn go_client_produces_every_send_mode_and_a_go_push_group_consumes_everything() 
     master.stop();
     drop(namesrv);
     eprintln!("{test}: total {:.1} s", started.elapsed().as_secs_f64());
+}
+
+// ---- slave read rules (issue 24) -----------------------------------------------------------
+//
+// The same remoting requests to a Java 5.5.0 master and slave and to a logship master and slave,
+// all with `slaveReadEnable=true`; the masters with `accessMessageInMemoryMaxRatio=10` (a read
+// of the few KB sent is in memory), the slaves with 0 (every message behind the commit log's end
+// counts as out of memory, so a far-behind read needs a few messages, not a fraction of the
+// host's RAM). The answers' code, remark, `suggestWhichBrokerId` and offsets must be Java's.
+
+const SLAVE_READ_TOPIC: &str = "SlaveReadTopic";
+const SLAVE_READ_GROUP: &str = "slave_read_group";
+/// Messages sent to queue 0 of the topic (after one seed message that creates it).
+const SLAVE_READ_MESSAGES: i64 = 40;
+const SLAVE_READ_MASTER_SETS: [&str; 2] = ["slaveReadEnable=true", "accessMessageInMemoryMaxRatio=10"];
+const SLAVE_READ_SLAVE_SETS: [&str; 2] = ["slaveReadEnable=true", "accessMessageInMemoryMaxRatio=0"];
+
+/// A `PULL_MESSAGE` of queue 0 from `offset` as a 5.5.0 push consumer sends it, with its
+/// subscription (`*`) and neither the suspend nor the commit flag.
+fn slave_read_pull(offset: i64) -> RemotingCommand {
+    RemotingCommand::request(RequestCode::PULL_MESSAGE)
+        .with_version(513)
+        .with_ext_field("consumerGroup", SLAVE_READ_GROUP)
+        .with_ext_field("topic", SLAVE_READ_TOPIC)
+        .with_ext_field("queueId", "0")
+        .with_ext_field("queueOffset", offset.to_string())
+        .with_ext_field("maxMsgNums", "32")
+        .with_ext_field("sysFlag", "4")
+        .with_ext_field("commitOffset", "0")
+        .with_ext_field("suspendTimeoutMillis", "0")
+        .with_ext_field("subscription", "*")
+        .with_ext_field("subVersion", "0")
+        .with_ext_field("expressionType", "TAG")
+}
+
+/// The fields of an answer the slave read rules decide.
+fn slave_read_answer(r: &RemotingCommand) -> Value {
+    let field = |k: &str| r.ext_fields.get(k).cloned();
+    json!({
+        "code": r.code,
+        "remark": r.remark,
+        "suggestWhichBrokerId": field("suggestWhichBrokerId"),
+        "nextBeginOffset": field("nextBeginOffset"),
+        "minOffset": field("minOffset"),
+        "maxOffset": field("maxOffset"),
+    })
+}
+
+/// Sends the seed message (which creates the topic) and [`SLAVE_READ_MESSAGES`] more to queue 0.
+fn slave_read_fill(master: SocketAddr) {
+    let mut c = Client::connect(master);
+    for i in 0..=SLAVE_READ_MESSAGES {
+        let r = c.call(send_request(
+            SLAVE_READ_TOPIC,
+            0,
+            "",
+            format!("message {i:04} {}", "x".repeat(300)).as_bytes(),
+        ));
+        assert_eq!(r.code, 0, "send {i}: {:?}", r.remark);
+    }
+}
+
+/// Waits until the slave at `slave` knows the topic (its metadata sync ran).
+fn slave_read_wait_topic(slave: SocketAddr, what: &str) {
+    let mut c = Client::connect(slave);
+    let deadline = Instant::now() + BIG;
+    loop {
+        let r = c.call(RemotingCommand::request(RequestCode::GET_ALL_TOPIC_CONFIG).with_version(513));
+        if TopicConfigSerializeWrapper::decode(&r.body)
+            .is_ok_and(|t| t.topic_config_table.contains_key(SLAVE_READ_TOPIC))
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what} never synced {SLAVE_READ_TOPIC} from its master");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+}
+
+/// The answers of a master and its slave to the requests of the comparison, by name.
+fn slave_read_answers(master: SocketAddr, slave: SocketAddr) -> BTreeMap<&'static str, Value> {
+    let end = SLAVE_READ_MESSAGES + 1;
+    let mut m = Client::connect(master);
+    let mut s = Client::connect(slave);
+    let mut out = BTreeMap::new();
+    for (name, offset) in [("from the start", 0), ("at the end", end), ("past the end", end + 100)] {
+        out.insert(name, slave_read_answer(&m.call(slave_read_pull(offset))));
+    }
+    for (name, offset) in
+        [("slave, from the start", 0), ("slave, at the end", end), ("slave, past the end", end + 100)]
+    {
+        out.insert(name, slave_read_answer(&s.call(slave_read_pull(offset))));
+    }
+    let r = s.call(send_request(SLAVE_READ_TOPIC, 0, "", b"to a slave"));
+    out.insert("slave, SEND_MESSAGE_V2", json!({"code": r.code, "remark": r.remark}));
+    out
+}
+
+#[test]
+fn a_logship_pair_answers_pulls_and_sends_as_a_java_5_5_0_pair_with_slave_read_enabled() {
+    slave_read_comparison(
+        CLIENT_5,
+        "a_logship_pair_answers_pulls_and_sends_as_a_java_5_5_0_pair_with_slave_read_enabled",
+    );
+}
+
+#[test]
+fn a_logship_pair_answers_pulls_and_sends_as_a_java_4_9_7_pair_with_slave_read_enabled() {
+    slave_read_comparison(
+        CLIENT_4,
+        "a_logship_pair_answers_pulls_and_sends_as_a_java_4_9_7_pair_with_slave_read_enabled",
+    );
+}
+
+/// A remark with what is in square brackets left out (Java's disk usage figures, which differ
+/// between any two brokers).
+fn without_brackets(remark: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0;
+    for c in remark.chars() {
+        match c {
+            '[' => depth += 1,
+            ']' if depth > 0 => depth -= 1,
+            _ if depth == 0 => out.push(c),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn slave_read_comparison(line: ClientLine, test: &str) {
+    let Some(apps) = java_apps(line, test) else { return };
+    let v5 = line == CLIENT_5;
+    let started = Instant::now();
+    let dir = tempfile::Builder::new().prefix("logship-slave-read-").tempdir().unwrap();
+    let namesrv = Namesrv::start(&apps, &[]);
+    let ns = namesrv.addr();
+
+    // The Java pair: the topic exists before the slave starts, so its first metadata sync
+    // (10 s after its start) carries it.
+    let mut spec = BrokerSpec::new("jsr", "ASYNC_MASTER", 0, &dir.path().join("jm")).namesrv(&ns);
+    let mut slave_spec = BrokerSpec::new("jsr", "SLAVE", 1, &dir.path().join("js")).namesrv(&ns);
+    for (m, s) in SLAVE_READ_MASTER_SETS.into_iter().zip(SLAVE_READ_SLAVE_SETS) {
+        spec = spec.set(m);
+        slave_spec = slave_spec.set(s);
+    }
+    let mut java_master = JavaBroker::start(&apps, spec);
+    let java_master_addr: SocketAddr = java_master.addr().parse().unwrap();
+    slave_read_fill(java_master_addr);
+    let mut java_slave = JavaBroker::start(&apps, slave_spec);
+    let java_max = java_master.status()["maxPhyOffset"].as_u64();
+    java_slave.until("the Java slave to hold the log", BIG, |s| s["maxPhyOffset"].as_u64() == java_max);
+    let java_slave_addr: SocketAddr = java_slave.addr().parse().unwrap();
+    slave_read_wait_topic(java_slave_addr, "the Java slave");
+
+    // The logship pair, on the same NameServer: the slave learns its master there.
+    let ns_set = format!("namesrvAddr={ns}");
+    let rocketmq_line = if v5 { "rocketmqLine=5" } else { "rocketmqLine=4.9" };
+    let mut master_args = vec!["--set", &ns_set, "--set", "brokerName=lsr", "--set", rocketmq_line];
+    let mut slave_args = master_args.clone();
+    for kv in SLAVE_READ_MASTER_SETS {
+        master_args.extend(["--set", kv]);
+    }
+    for kv in SLAVE_READ_SLAVE_SETS {
+        slave_args.extend(["--set", kv]);
+    }
+    slave_args.extend(["--set", "brokerId=1", "--set", "slaveSyncInterval=1000"]);
+    let master = LogshipBroker::start("master", &dir.path().join("lm"), free_port_pair(), &master_args);
+    slave_read_fill(master.remoting_addr());
+    let slave = LogshipBroker::start("slave", &dir.path().join("ls"), free_port_pair(), &slave_args);
+    let max = master.max_offset();
+    let deadline = Instant::now() + BIG;
+    while slave.max_offset() < max {
+        assert!(Instant::now() < deadline, "the logship slave never held the log:\n{}", slave.log());
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    slave_read_wait_topic(slave.remoting_addr(), "the logship slave");
+    let set_up = started.elapsed();
+
+    let java = slave_read_answers(java_master_addr, java_slave_addr);
+    let logship = slave_read_answers(master.remoting_addr(), slave.remoting_addr());
+    for (name, answer) in &java {
+        eprintln!("{test}: {name}: Java {answer}, logship {}", logship[name]);
+    }
+    // Java's answers, as they are today (so that a change of the oracle shows).
+    // In memory: the group's brokerId (0) and the in-memory batch (32); far behind (the slave's
+    // ratio 0): its whichBrokerWhenConsumeSlowly (1) and the on-disk batch (8).
+    assert_eq!(java["from the start"]["suggestWhichBrokerId"], "0");
+    assert_eq!(java["from the start"]["nextBeginOffset"], "32");
+    assert_eq!(java["slave, from the start"]["suggestWhichBrokerId"], "1", "far behind: read from the slave");
+    assert_eq!(java["slave, from the start"]["nextBeginOffset"], "8");
+    assert_eq!(java["at the end"]["suggestWhichBrokerId"], "0");
+    // A slave does not correct an offset past the end: it sends the consumer back to its
+    // master at once (PULL_RETRY_IMMEDIATELY, the offset as it was).
+    assert_eq!(java["slave, past the end"]["code"], 20);
+    assert_eq!(java["slave, past the end"]["nextBeginOffset"], (SLAVE_READ_MESSAGES + 101).to_string());
+    let mut expected = java.clone();
+    let mut logship = logship;
+    if !v5 {
+        // 4.9.7's store refuses the put SERVICE_NOT_AVAILABLE, its remark naming the disk's
+        // use in brackets: the remark's words are compared.
+        assert_eq!(java["slave, SEND_MESSAGE_V2"]["code"], 14, "4.9.7: SERVICE_NOT_AVAILABLE");
+        for answers in [&mut expected, &mut logship] {
+            let send = answers.get_mut("slave, SEND_MESSAGE_V2").unwrap();
+            send["remark"] = json!(without_brackets(send["remark"].as_str().unwrap_or_default()));
+        }
+    }
+    let expected = &expected;
+    for (name, want) in expected {
+        assert_eq!(&logship[name], want, "{name}: logship's answer (left) differs from Java's");
+    }
+    eprintln!(
+        "{test}: set up {:.1} s, compared {} answers in {:.1} s",
+        set_up.as_secs_f64(),
+        java.len(),
+        (started.elapsed() - set_up).as_secs_f64()
+    );
+    drop(slave);
+    drop(master);
+    java_slave.stop();
+    java_master.stop();
+    drop(namesrv);
 }
 
 // ---- remoting captures --------------------------------------------------------------------

@@ -189,6 +189,7 @@ impl ConsumeSettings {
             lite_pull_message_enable: settings.lite_pull_message_enable,
             notify_consumer_ids_changed_enable: settings.notify_consumer_ids_changed_enable,
             channel_expired_timeout: settings.channel_expired_timeout,
+            get_message: get_message_options(settings),
             ..Self::default()
         }
     }
@@ -221,6 +222,18 @@ impl ConsumeSettings {
     }
 }
 
+/// The store's pull options: the in-memory caps of `settings`, the memory limit of its
+/// `accessMessageInMemoryMaxRatio` (of the machine's memory, as Java's `StoreUtil` reads it),
+/// RocketMQ's defaults for the rest.
+fn get_message_options(settings: &BrokerSettings) -> GetMessageOptions {
+    let mut options = GetMessageOptions::default();
+    let total = logship_store::total_physical_memory().unwrap_or(8 << 30);
+    options.memory_limit = logship_store::memory_limit(total, settings.access_message_in_memory_max_ratio);
+    options.max_transfer_bytes_on_message_in_memory = settings.max_transfer_bytes_on_message_in_memory;
+    options.max_transfer_count_on_message_in_memory = settings.max_transfer_count_on_message_in_memory;
+    options
+}
+
 /// What the consume-side processors read and change: a borrowed view of the [`Broker`].
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct ConsumeContext<'a> {
@@ -236,6 +249,8 @@ pub(crate) struct ConsumeContext<'a> {
     pub settings: &'a ConsumeSettings,
     /// The broker's role now.
     pub role: BrokerRole,
+    /// The rate limit of a slave's out-of-range pull warnings.
+    pub slave_offset_warnings: &'a crate::pull::SlaveOffsetWarnings,
 }
 
 /// Side effects of a request the glue must carry out (see the [module docs](self)).
@@ -328,6 +343,8 @@ pub struct ConsumeState {
     pub locks: RebalanceLockManager,
     /// Held pulls.
     pub holds: PullHoldTable,
+    /// The rate limit of a slave's out-of-range pull warnings.
+    pub slave_offset_warnings: crate::pull::SlaveOffsetWarnings,
     connections: Mutex<HashMap<ConnectionId, Weak<Connection>>>,
     waiters: Mutex<HashMap<(ConnectionId, i32), async_channel::Sender<()>>>,
 }
@@ -351,6 +368,7 @@ impl ConsumeState {
             clients: ClientRegistry::new(ClientLimits::default(), settings.channel_expired_timeout),
             locks: RebalanceLockManager::new(settings.lock_max_live_time, MAX_LOCKS),
             holds: PullHoldTable::new(HoldLimits::default()),
+            slave_offset_warnings: crate::pull::SlaveOffsetWarnings::default(),
             settings,
             connections: Mutex::new(HashMap::new()),
             waiters: Mutex::new(HashMap::new()),
@@ -456,6 +474,7 @@ impl ConsumeContext<'_> {
             locks: &broker.consume.locks,
             settings: &broker.consume.settings,
             role: if broker.is_slave() { BrokerRole::Slave } else { BrokerRole::Master },
+            slave_offset_warnings: &broker.consume.slave_offset_warnings,
         }
     }
 }
@@ -906,5 +925,87 @@ mod tests {
         advance(121);
         assert_eq!(ctx.broker.sweep_clients(), 1);
         assert_eq!(ctx.broker.consume.clients.registrations(), 0);
+    }
+
+    /// Everything a `tracing` subscriber writes, kept for a test to read.
+    #[derive(Clone, Default)]
+    struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+        type Writer = Self;
+        fn make_writer(&'a self) -> Self::Writer {
+            self.clone()
+        }
+    }
+
+    impl Captured {
+        fn lines_with(&self, text: &str) -> Vec<String> {
+            let all = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+            all.lines().filter(|l| l.contains(text)).map(str::to_string).collect()
+        }
+    }
+
+    #[test]
+    fn a_slave_logs_out_of_range_pulls_of_a_queue_a_bounded_number_of_times() {
+        let d = tempfile::tempdir().unwrap();
+        let (ctx, host) = broker(d.path(), BrokerSettings::default());
+        ctx.broker.metadata.topics.create_if_absent(TopicConfig::with_queues(TOPIC, 4, 4, 6), 1).unwrap();
+        put(&ctx, b"one");
+        *host.role.lock().unwrap() = Some(logship_core::BrokerRole::Slave);
+        let logs = Captured::default();
+        let subscriber = tracing_subscriber::fmt().with_writer(logs.clone()).with_ansi(false).finish();
+        let started = std::time::Instant::now();
+        let pulls = 1000;
+        tracing::subscriber::with_default(subscriber, || {
+            for _ in 0..pulls {
+                let r = call(&ctx, pull(100, 0, crate::pull::sys_flag::SUBSCRIPTION));
+                assert_eq!(r.code, ResponseCode::PULL_RETRY_IMMEDIATELY.0, "{:?}", r.remark);
+            }
+        });
+        let lines = logs.lines_with("offset out of range on a slave");
+        // One line when the first pull comes, then at most one per 10 s window that passed.
+        let windows = started.elapsed().as_secs() / 10 + 1;
+        assert!(!lines.is_empty(), "the first out-of-range pull is logged");
+        assert!(
+            lines.len() as u64 <= windows,
+            "{pulls} pulls in {windows} windows logged {} lines",
+            lines.len()
+        );
+        assert!(
+            lines[0].contains("topic=\"T\"")
+                && lines[0].contains("queue_id=1")
+                && lines[0].contains("offset=100"),
+            "the line keeps the values: {}",
+            lines[0]
+        );
+        // After the window, the next one is logged with the count of those left out.
+        host.advanced_ms.fetch_add(11_000, std::sync::atomic::Ordering::AcqRel);
+        let logs_after = Captured::default();
+        let subscriber = tracing_subscriber::fmt().with_writer(logs_after.clone()).with_ansi(false).finish();
+        tracing::subscriber::with_default(subscriber, || {
+            call(&ctx, pull(100, 0, crate::pull::sys_flag::SUBSCRIPTION));
+        });
+        let after = logs_after.lines_with("offset out of range on a slave");
+        assert_eq!(after.len(), 1, "{after:?}");
+        let left_out = pulls - lines.len();
+        assert!(after[0].contains(&format!("suppressed={left_out}")), "{}", after[0]);
+        // Another queue is logged on its own.
+        let logs_other = Captured::default();
+        let subscriber = tracing_subscriber::fmt().with_writer(logs_other.clone()).with_ansi(false).finish();
+        let other = pull(100, 0, crate::pull::sys_flag::SUBSCRIPTION).with_ext_field("queueId", "2");
+        tracing::subscriber::with_default(subscriber, || {
+            call(&ctx, other);
+        });
+        assert_eq!(logs_other.lines_with("offset out of range on a slave").len(), 1);
     }
 }

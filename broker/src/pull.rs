@@ -29,13 +29,19 @@
 //!
 //! - A slave serves pulls as a 4.9 slave does (5.x answers `SYSTEM_BUSY` on a slave without
 //!   `slaveReadEnable`), and holds them like a master instead of 5.x's immediate
-//!   `PULL_RETRY_IMMEDIATELY` to a slave's consumers: consumers keep reading from a slave while
-//!   their master is away, without spinning.
+//!   `PULL_RETRY_IMMEDIATELY` to a slave's consumers (as 5.x's `composeResponseHeader` reads):
+//!   consumers keep reading from a slave while their master is away, without spinning. (A
+//!   5.5.0 slave with `slaveReadEnable` answered a pull at the queue's end without the suspend
+//!   flag `PULL_NOT_FOUND`, as logship does: `tests/real_clients_java_broker.rs`.)
+//! - A slave's warning for a pull at an offset out of range is logged once per group, topic and
+//!   queue per 10 s ([`SlaveOffsetWarnings`]); Java logs each.
 //! - A pull is held at most [`ConsumeSettings::max_pull_hold`](crate::consume::ConsumeSettings), and
 //!   answered at its deadline, not at the next 5 s tick.
 //! - 4.9's `OFFSET_MOVED_EVENT` messages are not written (5.x does not write them either).
 
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use logship_remoting::header::{PullMessageRequestHeader, PullMessageResponseHeader};
@@ -78,6 +84,58 @@ pub mod forbidden_type {
 
 /// `PermName.INDEX_PERM_READ`: the bit of the forbidden table that forbids reading.
 const INDEX_PERM_READ: u32 = 2;
+
+/// The window in which a slave logs an out-of-range pull of one queue at most once.
+pub const SLAVE_OFFSET_WARNING_WINDOW: Duration = Duration::from_secs(10);
+
+/// Queues whose out-of-range warnings are tracked at most; beyond, new queues share one entry.
+const SLAVE_OFFSET_WARNING_QUEUES: usize = 4096;
+
+/// Rate limit of a slave's "offset out of range; not corrected" warning: a consumer told
+/// `PULL_RETRY_IMMEDIATELY` pulls again at once, so without a limit the line comes as often as
+/// it pulls (once about 120 a second). Each `(group, topic, queue)` is logged at most once per
+/// [`SLAVE_OFFSET_WARNING_WINDOW`], the line counting the warnings left out since.
+#[derive(Debug, Default)]
+pub struct SlaveOffsetWarnings {
+    queues: Mutex<HashMap<(String, String, i32), Window>>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    logged_at: Instant,
+    suppressed: u64,
+}
+
+impl SlaveOffsetWarnings {
+    /// Whether to log the warning for `(group, topic, queue_id)` at `now`: `Some(left out
+    /// since the last line)` to log it, `None` to leave it out (and count it).
+    pub fn admit(&self, group: &str, topic: &str, queue_id: i32, now: Instant) -> Option<u64> {
+        let mut queues = self.queues.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut key = (group.to_string(), topic.to_string(), queue_id);
+        if !queues.contains_key(&key) && queues.len() >= SLAVE_OFFSET_WARNING_QUEUES {
+            queues.retain(|_, w| now.saturating_duration_since(w.logged_at) < SLAVE_OFFSET_WARNING_WINDOW);
+            if queues.len() >= SLAVE_OFFSET_WARNING_QUEUES {
+                // Every tracked queue warned within the window: the rest share one entry.
+                key = (String::new(), String::new(), -1);
+            }
+        }
+        match queues.get_mut(&key) {
+            Some(w) if now.saturating_duration_since(w.logged_at) < SLAVE_OFFSET_WARNING_WINDOW => {
+                w.suppressed += 1;
+                None
+            }
+            Some(w) => {
+                let suppressed = w.suppressed;
+                *w = Window { logged_at: now, suppressed: 0 };
+                Some(suppressed)
+            }
+            None => {
+                queues.insert(key, Window { logged_at: now, suppressed: 0 });
+                Some(0)
+            }
+        }
+    }
+}
 
 /// Whether a pull runs for the first time or is re-run after being held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -368,13 +426,18 @@ fn run(
             // A slave does not correct offsets: the consumer retries, from its master.
             suggest = group_config.broker_id;
             code = ResponseCode::PULL_RETRY_IMMEDIATELY;
-            tracing::warn!(
-                topic,
-                queue_id,
-                group,
-                offset = header.queue_offset,
-                "offset out of range on a slave; not corrected"
-            );
+            // A consumer retries at once, so this comes as often as it pulls: once per queue
+            // and window, with how many were left out since.
+            if let Some(suppressed) = ctx.slave_offset_warnings.admit(group, topic, queue_id, now.instant) {
+                tracing::warn!(
+                    topic,
+                    queue_id,
+                    group,
+                    offset = header.queue_offset,
+                    suppressed,
+                    "offset out of range on a slave; not corrected"
+                );
+            }
         } else {
             tracing::warn!(
                 topic,

@@ -645,7 +645,11 @@ fn answer(
         PutOutcome::Put(r) => r,
         PutOutcome::Refused { reason, stored } => {
             tracing::debug!(reason, stored, "the host refused a send");
-            return Err(refuse(ctx, ResponseCode::SERVICE_NOT_AVAILABLE, service_not_available(&reason)));
+            return Err(refuse(
+                ctx,
+                ResponseCode::SERVICE_NOT_AVAILABLE,
+                service_not_available(ctx, &reason),
+            ));
         }
     };
     let code = match result.status {
@@ -658,7 +662,7 @@ fn answer(
         }
         PutStatus::ServiceNotAvailable => {
             let why = ctx.broker.store.write_refusal().map(|e| e.to_string()).unwrap_or_default();
-            return Err(refuse(ctx, ResponseCode::SERVICE_NOT_AVAILABLE, service_not_available(&why)));
+            return Err(refuse(ctx, ResponseCode::SERVICE_NOT_AVAILABLE, service_not_available(ctx, &why)));
         }
         PutStatus::MessageIllegal | PutStatus::PropertiesSizeExceeded => {
             return Err(refuse(
@@ -688,18 +692,17 @@ fn answer(
     Ok(response)
 }
 
-/// Java's `SERVICE_NOT_AVAILABLE` remark, with logship's reason after it.
-fn service_not_available(why: &str) -> String {
-    let mut remark =
+/// Java's `SERVICE_NOT_AVAILABLE` remark: the used share of the commit log's disk in Java's
+/// `diskUtil` form (`CL`, `CQ` and `INDEX`, all on the store's disk here; -1 before the first
+/// measurement, as Java's failed reading). Logship's reason is logged, not added.
+fn service_not_available(ctx: &RequestContext, why: &str) -> String {
+    let ratio = ctx.broker.store.status().disk_used_ratio.unwrap_or(-1.0);
+    tracing::debug!(why, "a send is refused SERVICE_NOT_AVAILABLE");
+    format!(
         "service not available now. It may be caused by one of the following reasons: the broker's \
-                      disk is full, messages are put to the slave, message store has been shut down, etc."
-            .to_string();
-    if !why.is_empty() {
-        remark.push_str(" (");
-        remark.push_str(why);
-        remark.push(')');
-    }
-    remark
+         disk is full [CL: {ratio:5.2} CQ: {ratio:5.2} INDEX: {ratio:5.2}], messages are put to the slave, \
+         message store has been shut down, etc."
+    )
 }
 
 #[cfg(test)]

@@ -74,6 +74,17 @@ pub struct BrokerSettings {
     pub start_accept_send_request_time_stamp: i64,
     /// `slaveReadEnable` (default false).
     pub slave_read_enable: bool,
+    /// `accessMessageInMemoryMaxRatio` (default 40, percent of the machine's memory): a pull
+    /// reading further behind the commit log's end than this is out of memory (the on-disk
+    /// batch caps apply, and with `slaveReadEnable` the answer suggests the slave). 0: every
+    /// message behind the end.
+    pub access_message_in_memory_max_ratio: u32,
+    /// `maxTransferBytesOnMessageInMemory` (default 256 KiB): the bytes one pull of in-memory
+    /// messages returns at most (the first message always comes).
+    pub max_transfer_bytes_on_message_in_memory: u64,
+    /// `maxTransferCountOnMessageInMemory` (default 32): the messages one such pull returns at
+    /// most.
+    pub max_transfer_count_on_message_in_memory: u32,
     /// `longPollingEnable` (default true): hold a pull that finds nothing for the client's
     /// `suspendTimeoutMillis`, else for `shortPollingTimeMills`.
     pub long_polling_enable: bool,
@@ -133,6 +144,9 @@ impl Default for BrokerSettings {
             max_message_size: 4 << 20,
             start_accept_send_request_time_stamp: 0,
             slave_read_enable: false,
+            access_message_in_memory_max_ratio: 40,
+            max_transfer_bytes_on_message_in_memory: 256 * 1024,
+            max_transfer_count_on_message_in_memory: 32,
             long_polling_enable: true,
             short_polling_time_mills: 1000,
             offset_check_in_slave: false,

@@ -127,7 +127,7 @@ declare_keys! {
     "accessMessageInMemoryMaxRatio", ALL, Value "40",
         "as in RocketMQ: above this backlog (percent of memory), pulls answer suggestPullingFromSlave (percent)"
         => {
-                s.access_message_in_memory_max_ratio = number(key, v, 1, 100)? as u32
+                s.access_message_in_memory_max_ratio = number(key, v, 0, 100)? as u32
             };
     "maxTransferBytesOnMessageInMemory", ALL, Value "262144",
         "the most message bytes and messages one pull returns (the first message always comes, however large, so a consumer progresses)"

@@ -389,6 +389,10 @@ impl BrokerSettings {
         b.max_message_size = self.max_message_size;
         b.default_topic_queue_nums = self.http.default_topic_queue_nums as i32;
         b.slave_read_enable = self.slave_read_enable;
+        b.access_message_in_memory_max_ratio = self.access_message_in_memory_max_ratio;
+        b.max_transfer_bytes_on_message_in_memory = self.http.max_transfer_bytes;
+        b.max_transfer_count_on_message_in_memory =
+            u32::try_from(self.http.max_transfer_count).unwrap_or(u32::MAX);
         let r = &self.remoting;
         b.long_polling_enable = r.long_polling_enable;
         b.short_polling_time_mills = r.short_polling_time_mills;
@@ -494,6 +498,34 @@ mod consume_keys_tests {
             overrides.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let loaded = super::super::load(&[], None, &overrides).expect("loads");
         logship_broker::consume::ConsumeSettings::from_broker(&loaded.settings.broker_crate_settings())
+    }
+
+    #[test]
+    fn access_message_in_memory_max_ratio_sets_the_pulls_memory_limit() {
+        let total = logship_store::total_physical_memory().unwrap_or(8 << 30);
+        let d = consume_settings(&[]);
+        assert_eq!(d.get_message.memory_limit, logship_store::memory_limit(total, 40));
+        let s = consume_settings(&[("accessMessageInMemoryMaxRatio", "20")]);
+        assert_eq!(s.get_message.memory_limit, logship_store::memory_limit(total, 20));
+        // Java takes 0 too: every message behind the log's end is out of memory.
+        assert_eq!(consume_settings(&[("accessMessageInMemoryMaxRatio", "0")]).get_message.memory_limit, 0);
+    }
+
+    #[test]
+    fn the_in_memory_transfer_caps_reach_the_pulls() {
+        let d = consume_settings(&[]);
+        let caps = |s: &logship_broker::consume::ConsumeSettings| {
+            (
+                s.get_message.max_transfer_bytes_on_message_in_memory,
+                s.get_message.max_transfer_count_on_message_in_memory,
+            )
+        };
+        assert_eq!(caps(&d), (256 << 10, 32));
+        let s = consume_settings(&[
+            ("maxTransferBytesOnMessageInMemory", "4096"),
+            ("maxTransferCountOnMessageInMemory", "5"),
+        ]);
+        assert_eq!(caps(&s), (4096, 5));
     }
 
     #[test]

@@ -228,7 +228,17 @@ fn a_slave_refuses_sends_as_its_line_does() {
         Some(PutOutcome::Refused { stored: false, reason: "this broker is a SLAVE".into() });
     let r = send(&ctx, &v2("TopicA", 0, ""), b"x");
     assert_eq!(r.code, 14, "4.9.7's store answers SERVICE_NOT_AVAILABLE, which clients retry elsewhere");
-    assert!(r.remark.unwrap().contains("messages are put to the slave"));
+    // Java's words, the disk's use in Java's `diskUtil` form, nothing after them.
+    let remark = r.remark.unwrap();
+    let (head, rest) = remark.split_once('[').expect("a bracket");
+    let (util, tail) = rest.split_once(']').expect("a closing bracket");
+    assert_eq!(
+        head,
+        "service not available now. It may be caused by one of the following reasons: the broker's disk is full "
+    );
+    assert_eq!(tail, ", messages are put to the slave, message store has been shut down, etc.");
+    let ratio: f64 = ctx.broker.store.status().disk_used_ratio.unwrap_or(-1.0);
+    assert_eq!(util, format!("CL: {ratio:5.2} CQ: {ratio:5.2} INDEX: {ratio:5.2}"));
 }
 
 #[test]

@@ -105,8 +105,9 @@ public final class Broker {
             if (brokerConfig.getBrokerId() <= MixAll.MASTER_ID) {
                 throw new IllegalArgumentException("a SLAVE needs brokerId > 0");
             }
-            messageStoreConfig.setAccessMessageInMemoryMaxRatio(
-                messageStoreConfig.getAccessMessageInMemoryMaxRatio() - 10);
+            // accessMessageInMemoryMaxRatio as configured: 5.5.0's BrokerStartup leaves it, and
+            // 4.9.7's lowers it by 10 only for the default config's role, read before the
+            // properties (ASYNC_MASTER), so never.
         } else {
             brokerConfig.setBrokerId(MixAll.MASTER_ID);
         }
