@@ -137,17 +137,7 @@ impl App {
                 }
             }
         });
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let (pipe, sink) = (child.stderr.take().context("stderr is piped")?, stderr.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let mut s = sink.lock().unwrap_or_else(|e| e.into_inner());
-                s.push(line);
-                if s.len() > 30 {
-                    s.remove(0);
-                }
-            }
-        });
+        let stderr = peer::stderr_tail(child.stderr.take().context("stderr is piped")?, 30);
         let stdin = child.stdin.take();
         Ok(Self { what: what.to_string(), child, stdin, lines, stderr })
     }
@@ -240,17 +230,7 @@ impl Logship {
             .stderr(Stdio::piped())
             .spawn()
             .with_context(|| format!("cannot start `logship {role}`"))?;
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let (pipe, sink) = (child.stderr.take().context("stderr is piped")?, stderr.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let mut s = sink.lock().unwrap_or_else(|e| e.into_inner());
-                s.push(line);
-                if s.len() > 30 {
-                    s.remove(0);
-                }
-            }
-        });
+        let stderr = peer::stderr_tail(child.stderr.take().context("stderr is piped")?, 30);
         Ok(Self { child, http: port + 2, stderr })
     }
 

@@ -405,6 +405,22 @@ pub fn free_port_pair() -> anyhow::Result<u16> {
     bail!("no three consecutive free ports")
 }
 
+/// The last `keep` lines a child writes on `pipe`, kept by a thread until the pipe closes.
+pub(crate) fn stderr_tail(pipe: std::process::ChildStderr, keep: usize) -> Arc<Mutex<Vec<String>>> {
+    let tail = Arc::new(Mutex::new(Vec::new()));
+    let sink = tail.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(pipe).lines().map_while(Result::ok) {
+            let mut s = sink.lock().unwrap_or_else(|e| e.into_inner());
+            s.push(line);
+            if s.len() > keep {
+                s.remove(0);
+            }
+        }
+    });
+    tail
+}
+
 /// A spawned `logship slave` with default config but for the settings given.
 pub struct LogshipSlave {
     child: Child,
@@ -437,17 +453,7 @@ impl LogshipSlave {
             .stderr(Stdio::piped())
             .spawn()
             .context("cannot start `logship slave`")?;
-        let stderr = Arc::new(Mutex::new(Vec::new()));
-        let (pipe, sink) = (child.stderr.take().expect("piped"), stderr.clone());
-        std::thread::spawn(move || {
-            for line in BufReader::new(pipe).lines().map_while(Result::ok) {
-                let mut s = sink.lock().unwrap_or_else(|e| e.into_inner());
-                s.push(line);
-                if s.len() > 40 {
-                    s.remove(0);
-                }
-            }
-        });
+        let stderr = stderr_tail(child.stderr.take().context("stderr is piped")?, 40);
         Ok(Self { child, port: port + 2, stderr })
     }
 
