@@ -295,19 +295,7 @@ fn seed_topic(apps: &JavaApps, master: SocketAddr, ns: &str, topic: &str) {
     let mut c = Client::connect(master);
     let r = c.call(send_request(topic, 0, "", b"seed"));
     assert_eq!(r.code, 0, "the seed send: {:?}", r.remark);
-    wait_routed(apps, ns, topic);
-}
-
-fn wait_routed(apps: &JavaApps, ns: &str, topic: &str) {
-    let deadline = Instant::now() + BIG;
-    loop {
-        let route = apps.mqadmin(&["topicRoute", "-n", ns, "-t", topic]);
-        if route["ok"] == true && route["text"].as_str().is_some_and(|t| t.contains("writeQueueNums")) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the NameServer never routed {topic}: {route}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    apps.wait_routed(ns, topic);
 }
 
 /// Sends `count` messages of 64 bytes in batches of 100 as `instance`; asserts every one
@@ -697,7 +685,7 @@ fn java_consumers_resume_on_a_logship_slave_from_a_killed_java_master_s_offsets(
     let created =
         apps.mqadmin(&["updateTopic", "-b", &java_master.addr(), "-t", topic, "-r", "4", "-w", "4"]);
     assert_eq!(created["ok"], true, "{created}");
-    wait_routed(&apps, &ns, topic);
+    apps.wait_routed(&ns, topic);
     until("the logship slave to carry the topic", || {
         std::fs::read_to_string(dir.path().join("ls/config/topics.json")).is_ok_and(|t| t.contains(topic))
     });

@@ -210,6 +210,19 @@ fn promtool_passes(text: &str) {
 }
 
 /// The index of the one node that is master (and that the others see as master).
+/// Kills node `m` (of three) with SIGKILL and waits until one of the other two is master;
+/// returns its index.
+fn kill9_and_elect(nodes: &mut [Node], m: usize) -> usize {
+    nodes[m].kill9();
+    let others: Vec<usize> = (0..3).filter(|&i| i != m).collect();
+    let mut new = None;
+    eventually("a new master", &[&nodes[others[0]], &nodes[others[1]]], || {
+        new = others.iter().copied().find(|&i| nodes[i].is_master());
+        new.is_some()
+    });
+    new.expect("a new master")
+}
+
 fn master_of(nodes: &[&Node]) -> Option<usize> {
     let masters: Vec<usize> = (0..nodes.len()).filter(|&i| nodes[i].is_master()).collect();
     (masters.len() == 1).then(|| masters[0])
@@ -941,14 +954,7 @@ fn a_broker_registers_at_once_when_its_role_changes_the_master_as_0_with_its_epo
         );
     }
 
-    nodes[m].kill9();
-    let others: Vec<usize> = (0..3).filter(|&i| i != m).collect();
-    let mut new = None;
-    eventually("a new master", &[&nodes[others[0]], &nodes[others[1]]], || {
-        new = others.iter().copied().find(|&i| nodes[i].is_master());
-        new.is_some()
-    });
-    let n = new.unwrap();
+    let n = kill9_and_elect(&mut nodes, m);
     let new_epoch = nodes[n].status()["group"]["masterEpoch"].as_i64().unwrap();
     assert!(new_epoch > epoch);
     let new_addr = nodes[n].remoting_addr();
@@ -1159,14 +1165,7 @@ fn java_clients_follow_a_kill_9_of_the_master_on_etcd_through_the_name_server_lo
 
     let old_addr = nodes[m].remoting_addr();
     let killed_ms = now_ms();
-    nodes[m].kill9();
-    let others: Vec<usize> = (0..3).filter(|&i| i != m).collect();
-    let mut new = None;
-    eventually("a new master", &[&nodes[others[0]], &nodes[others[1]]], || {
-        new = others.iter().copied().find(|&i| nodes[i].is_master());
-        new.is_some()
-    });
-    let n = new.unwrap();
+    let n = kill9_and_elect(&mut nodes, m);
     let new_addr = nodes[n].remoting_addr();
     let first_on_new = |p: &support::apps::App| {
         send_oks(&p.lines())
@@ -1188,7 +1187,7 @@ fn java_clients_follow_a_kill_9_of_the_master_on_etcd_through_the_name_server_lo
     // The NameServer names the new master as broker id 0 and the other survivor as its own id;
     // the killed master is gone from the route.
     let route = route_addrs(ns.parse().unwrap(), topic);
-    let survivor = others.iter().copied().find(|&i| i != n).unwrap();
+    let survivor = (0..3).find(|&i| i != m && i != n).unwrap();
     assert_eq!(route.get(&0), Some(&new_addr), "{route:?}");
     assert_eq!(route.get(&nodes[survivor].id), Some(&nodes[survivor].remoting_addr()), "{route:?}");
     assert!(!route.values().any(|a| *a == old_addr), "{route:?}");

@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use logship_remoting::header::GetMaxOffsetRequestHeader;
 use logship_remoting::{RemotingCommand, RequestCode};
-use process::{Broker, eventually, free_port_pair};
+use process::{Broker, free_port_pair};
 use remoting_support::{Client, send_request};
 use serde_json::Value;
 use support::apps::*;
@@ -38,30 +38,7 @@ struct Group {
 }
 
 fn group(dir: &Path, namesrv: &str, name: &str) -> Group {
-    let ns = format!("namesrvAddr={namesrv}");
-    let bn = format!("brokerName={name}");
-    let master = Broker::start(
-        "master",
-        &dir.join("m"),
-        free_port_pair(),
-        &["--role", "SYNC_MASTER", "--set", &ns, "--set", &bn, "--set", "slaveTimeout=3000"],
-    );
-    let ha = master.ha_addr();
-    let slaves: Vec<Broker> = (1..=2)
-        .map(|i| {
-            let id = format!("brokerId={i}");
-            Broker::start(
-                "slave",
-                &dir.join(format!("s{i}")),
-                free_port_pair(),
-                &["--master", &ha, "--set", &id, "--set", &ns, "--set", &bn],
-            )
-        })
-        .collect();
-    eventually("both slaves to connect", || {
-        master.status()["slaves"].as_array().is_some_and(|s| s.len() == 2)
-    });
-    Group { master, slaves }
+    group_of(dir, namesrv, name, 2)
 }
 
 /// Creates `topic` on the master (a send auto-creates it with four queues, and the master
@@ -70,15 +47,7 @@ fn create_topic(apps: &JavaApps, g: &Group, ns: &str, topic: &str) {
     let mut c = Client::connect(g.master.remoting_addr());
     let r = c.call(send_request(topic, 0, "", b"seed"));
     assert_eq!(r.code, 0, "the seed send: {:?}", r.remark);
-    let deadline = Instant::now() + BIG;
-    loop {
-        let route = apps.mqadmin(&["topicRoute", "-n", ns, "-t", topic]);
-        if route["ok"] == true && route["text"].as_str().is_some_and(|t| t.contains("writeQueueNums")) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "the NameServer never routed {topic}: {route}");
-        std::thread::sleep(Duration::from_millis(500));
-    }
+    apps.wait_routed(ns, topic);
 }
 
 /// `(producer, seq)` of every message consumed successfully, with how often.

@@ -79,28 +79,18 @@ impl Apps {
             peer::touch(&jar)?;
         }
         let deps = std::fs::read_to_string(&deps).with_context(|| format!("reading {}", deps.display()))?;
-        let home = std::env::temp_dir().join("logship-bench-java-home");
+        let home = peer::java_home();
         std::fs::create_dir_all(&home)?;
         Ok(Self { classpath: format!("{}:{}", jar.display(), deps.trim()), home })
     }
 
     fn command(&self, class: &str, heap: &str, args: &[String]) -> Command {
-        let mut c = Command::new("java");
-        c.args([
-            "--add-opens=java.base/java.nio=ALL-UNNAMED",
-            "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
-            "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
-            "--add-opens=java.base/java.lang=ALL-UNNAMED",
-            heap,
-            "-Drocketmq.client.logLevel=WARN",
-        ])
-        // RocketMQ logs under ~/logs: keep that out of the user's home.
-        .arg(format!("-Duser.home={}", self.home.display()))
-        .arg("-cp")
-        .arg(&self.classpath)
-        .arg(format!("logship.apps.{class}"))
-        .args(["--home".to_string(), self.home.join("rocketmq").display().to_string()])
-        .args(args);
+        let mut c = peer::java_command(&self.home, &[heap, "-Drocketmq.client.logLevel=WARN"]);
+        c.arg("-cp")
+            .arg(&self.classpath)
+            .arg(format!("logship.apps.{class}"))
+            .args(["--home".to_string(), self.home.join("rocketmq").display().to_string()])
+            .args(args);
         c
     }
 

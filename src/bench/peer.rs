@@ -108,6 +108,26 @@ pub(crate) fn run_quietly(cmd: &mut Command, what: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where the bench's Java programs keep RocketMQ's logs (`user.home`), out of the user's home.
+pub(crate) fn java_home() -> PathBuf {
+    std::env::temp_dir().join("logship-bench-java-home")
+}
+
+/// `java` with the module openings RocketMQ needs on Java 17, `options`, and `user.home` at
+/// `home`; the classpath and class come next.
+pub(crate) fn java_command(home: &Path, options: &[&str]) -> Command {
+    let mut c = Command::new("java");
+    c.args([
+        "--add-opens=java.base/java.nio=ALL-UNNAMED",
+        "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+        "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
+        "--add-opens=java.base/java.lang=ALL-UNNAMED",
+    ])
+    .args(options)
+    .arg(format!("-Duser.home={}", home.display()));
+    c
+}
+
 /// Whether the classpath file `cp` exists and every entry in it still does (in `~/.m2`).
 pub(crate) fn built_classpath(cp: &Path) -> bool {
     std::fs::read_to_string(cp).is_ok_and(|c| c.trim().split(':').all(|e| Path::new(e).is_file()))
@@ -140,21 +160,8 @@ pub fn peer_command(kind: Impl) -> anyhow::Result<Command> {
             }
             let deps =
                 std::fs::read_to_string(&deps).with_context(|| format!("reading {}", deps.display()))?;
-            let home = std::env::temp_dir().join("logship-bench-java-home");
-            let mut c = Command::new("java");
-            c.args([
-                "--add-opens=java.base/java.nio=ALL-UNNAMED",
-                "--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
-                "--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
-                "--add-opens=java.base/java.lang=ALL-UNNAMED",
-                "-Xms1g",
-                "-Xmx1g",
-            ])
-            // RocketMQ logs under ~/logs: keep that out of the user's home.
-            .arg(format!("-Duser.home={}", home.display()))
-            .arg("-cp")
-            .arg(format!("{}:{}", jar.display(), deps.trim()))
-            .arg("logship.interop.Bench");
+            let mut c = java_command(&java_home(), &["-Xms1g", "-Xmx1g"]);
+            c.arg("-cp").arg(format!("{}:{}", jar.display(), deps.trim())).arg("logship.interop.Bench");
             Ok(c)
         }
         Impl::RocketmqRust => {

@@ -526,6 +526,20 @@ impl JavaApps {
         app
     }
 
+    /// Waits (180 s at most) until the NameServer at `ns` routes `topic`, as `mqadmin
+    /// topicRoute` shows it.
+    pub fn wait_routed(&self, ns: &str, topic: &str) {
+        let deadline = Instant::now() + Duration::from_secs(180);
+        loop {
+            let route = self.mqadmin(&["topicRoute", "-n", ns, "-t", topic]);
+            if route["ok"] == true && route["text"].as_str().is_some_and(|t| t.contains("writeQueueNums")) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the NameServer never routed {topic}: {route}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
     /// Runs one mqadmin sub-command (`Admin -- args...`) to completion; returns its `done`
     /// line, with the stdout lines joined under `"text"`.
     pub fn mqadmin(&self, args: &[&str]) -> Value {
