@@ -695,8 +695,9 @@ pub(crate) fn validate_appended(
         // No plausible size (too few bytes, padding before the segment end): all of it, as
         // one window. Rare and short.
         available
-    } else if total as usize > available {
-        // Still incomplete: its first bytes decide whether it is invalid already.
+    } else if total as usize > available || (total as usize) < codec::BLANK_RECORD_LEN {
+        // Still incomplete, or too short for any record: its first bytes decide whether it is
+        // invalid already (a window of `total` bytes would read as a record cut short).
         available.min(codec::BLANK_RECORD_LEN)
     } else {
         total as usize
@@ -1760,12 +1761,12 @@ impl MessageLog for CommitLog {
         Durable::new(Arc::clone(&self.shared.flush), Arc::clone(&self.shared.log), offset)
     }
 
-    fn flush_settings(&self) -> Option<FlushSettings> {
+    fn flush_settings(&self) -> FlushSettings {
         let config = &self.shared.config;
-        Some(FlushSettings {
+        FlushSettings {
             flush_disk_type: config.flush_disk_type,
             sync_flush_timeout: config.sync_flush_timeout,
-        })
+        }
     }
 }
 
@@ -1840,6 +1841,21 @@ mod tests {
             for at in from..=to {
                 proptest::prop_assert_eq!(split(&bytes, from, at, to), expected.clone(), "append at {}", at);
             }
+        }
+    }
+
+    #[test]
+    fn a_record_size_too_small_for_any_record_is_refused_when_the_append_splits_its_size_field() {
+        let mut bytes = records(3);
+        let second = u64::from(u32::from_be_bytes(bytes[..4].try_into().unwrap()));
+        // The second record claims 7 bytes: less than even a BLANK record.
+        bytes[second as usize..second as usize + 4].copy_from_slice(&7i32.to_be_bytes());
+        let to = bytes.len() as u64;
+        let (good, error) = whole(&bytes, 0, to);
+        assert_eq!(good, second);
+        assert!(error.as_deref().is_some_and(|e| e.contains("total size 7 is impossible")), "{error:?}");
+        for at in second + 1..second + 4 {
+            assert_eq!(split(&bytes, second, at, to), (second, error.clone()), "append at {at}");
         }
     }
 }
