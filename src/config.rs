@@ -1480,9 +1480,7 @@ impl BrokerSettings {
         MasterServiceConfig {
             core: self.master_config(),
             role: self.broker_role,
-            flush_disk_type: self.flush_disk_type,
             slave_timeout: self.slave_timeout,
-            sync_flush_timeout: self.sync_flush_timeout,
             restart_fence: 0,
             admission: Admission {
                 allow: self.ha_replica_allow_list.clone(),

@@ -13,9 +13,9 @@ use anyhow::{Context, bail};
 use bytes::Bytes;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use logship_core::BrokerRole;
 use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
 use logship_core::{AckPolicy, LogSpan, MasterConfig, PutStatus};
-use logship_core::{BrokerRole, FlushDiskType};
 use logship_store::{CommitLog, Message, StoreConfig};
 use tokio::sync::Mutex;
 
@@ -175,7 +175,6 @@ pub async fn run(args: DemoArgs) -> anyhow::Result<bool> {
             ..MasterConfig::default()
         },
         role: BrokerRole::SyncMaster,
-        flush_disk_type: FlushDiskType::AsyncFlush,
         ..MasterServiceConfig::default()
     };
     config.validate().context("demo configuration")?;

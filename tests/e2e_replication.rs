@@ -412,8 +412,7 @@ fn sync_flush_put_returns_once_the_message_is_durable(side: Side) {
         let mut sc = store_config();
         sc.flush_disk_type = logship_core::FlushDiskType::SyncFlush;
         let mstore = std::sync::Arc::new(CommitLog::open(mdir.path(), sc).unwrap());
-        let mut config = master_config(BrokerRole::AsyncMaster, AckPolicy::AnySlave);
-        config.flush_disk_type = logship_core::FlushDiskType::SyncFlush;
+        let config = master_config(BrokerRole::AsyncMaster, AckPolicy::AnySlave);
         let master = side.master(config, mstore.clone()).await;
         for i in 0..20 {
             let r = master.put(message(i, 300)).await;

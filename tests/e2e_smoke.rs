@@ -82,8 +82,8 @@ impl MessageLog for MemLog {
     fn durable(&self, offset: Offset) -> Self::Durable {
         std::future::ready(Ok(offset))
     }
-    fn flush_settings(&self) -> Option<logship_core::FlushSettings> {
-        None
+    fn flush_settings(&self) -> logship_core::FlushSettings {
+        logship_core::FlushSettings::default()
     }
 }
 

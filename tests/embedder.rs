@@ -108,41 +108,22 @@ fn a_master_takes_its_segment_size_from_its_store_not_from_the_default_core_conf
 }
 
 #[test]
-fn a_master_whose_flush_type_disagrees_with_its_store_is_refused_at_start_naming_both() {
+fn a_master_service_flushes_as_its_store_says_with_flush_set_once_on_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let log = store(dir.path(), |c| c.flush_disk_type = FlushDiskType::SyncFlush);
     tokio_runtime().block_on(async {
-        let config = MasterServiceConfig { flush_disk_type: FlushDiskType::AsyncFlush, ..sync_master() };
-        let err =
-            logship_tokio::spawn_master(config, log, "127.0.0.1:0".parse().unwrap()).await.err().unwrap();
-        let text = err.to_string();
-        assert!(text.contains("flush_disk_type"), "{text}");
-        assert!(text.contains("ASYNC_FLUSH") && text.contains("SYNC_FLUSH"), "{text}");
+        // Nothing about flushing is set on the service: the store's SYNC_FLUSH is the only source.
+        let config = MasterServiceConfig { role: BrokerRole::AsyncMaster, ..MasterServiceConfig::default() };
+        let master = logship_tokio::spawn_master(config, log.clone(), "127.0.0.1:0".parse().unwrap())
+            .await
+            .expect("a service with no flush setting of its own starts on a SYNC_FLUSH store");
+        let result = master.put(Message::new("TopicTest", 0, bytes::Bytes::from_static(b"durable"))).await;
+        assert_eq!(result.status, PutStatus::PutOk);
+        assert!(logship_core::LogRead::flushed(&*log) >= result.end(), "acknowledged before it was durable");
+        master.shutdown().await;
     });
 }
 
-#[test]
-fn a_master_whose_sync_flush_timeout_disagrees_with_its_store_is_refused_at_start_naming_both() {
-    let dir = tempfile::tempdir().unwrap();
-    let log = store(dir.path(), |c| {
-        c.flush_disk_type = FlushDiskType::SyncFlush;
-        c.sync_flush_timeout = Duration::from_secs(5);
-    });
-    tokio_runtime().block_on(async {
-        let config = MasterServiceConfig {
-            flush_disk_type: FlushDiskType::SyncFlush,
-            sync_flush_timeout: Duration::from_secs(2),
-            ..sync_master()
-        };
-        let err =
-            logship_tokio::spawn_master(config, log, "127.0.0.1:0".parse().unwrap()).await.err().unwrap();
-        let text = err.to_string();
-        assert!(text.contains("sync_flush_timeout"), "{text}");
-        assert!(text.contains("5s") && text.contains("2s"), "{text}");
-    });
-}
-
-/// The store and the adapters without their `tls` feature: no rustls, no ring (issue 27, item 4).
 #[test]
 fn the_store_and_plain_adapters_do_not_depend_on_rustls() {
     let out = std::process::Command::new(env!("CARGO"))
@@ -180,7 +161,7 @@ fn a_master_whose_segment_size_disagrees_with_its_store_is_refused_at_start_nami
 }
 
 #[test]
-fn a_service_config_for_its_store_takes_flush_settings_and_segment_size_set_once_on_the_store() {
+fn a_service_config_for_its_store_takes_the_segment_size_set_once_on_the_store() {
     let dir = tempfile::tempdir().unwrap();
     let log = store(dir.path(), |c| {
         c.flush_disk_type = FlushDiskType::SyncFlush;
@@ -189,8 +170,6 @@ fn a_service_config_for_its_store_takes_flush_settings_and_segment_size_set_once
         c.max_message_size = 8 * 1024;
     });
     let config = MasterServiceConfig { role: BrokerRole::SyncMaster, ..MasterServiceConfig::for_log(&*log) };
-    assert_eq!(config.flush_disk_type, FlushDiskType::SyncFlush);
-    assert_eq!(config.sync_flush_timeout, Duration::from_secs(7));
     assert_eq!(config.core.mapped_file_size_commit_log, 64 * 1024);
     tokio_runtime().block_on(async {
         let master = logship_tokio::spawn_master(config, log, "127.0.0.1:0".parse().unwrap()).await.unwrap();

@@ -150,19 +150,29 @@ pub trait MessageLog: LogRead {
     /// waits share one flush. The caller applies its own timeout.
     fn durable(&self, offset: Offset) -> Self::Durable;
 
-    /// The log's own flush settings, when it has any (`None` for a log whose flush needs no
-    /// setting, such as one in memory). A master service whose `flush_disk_type` or
-    /// `sync_flush_timeout` differs is refused at start.
-    fn flush_settings(&self) -> Option<FlushSettings>;
+    /// How puts to this log are made durable: the one source of these settings. A master
+    /// service waits for [`durable`](Self::durable) after a put when this says SYNC_FLUSH,
+    /// for at most its `sync_flush_timeout`; it has no flush setting of its own.
+    fn flush_settings(&self) -> FlushSettings;
 }
 
-/// How a log flushes puts (RocketMQ `flushDiskType` and `syncFlushTimeout`).
+/// RocketMQ `syncFlushTimeout`: how long a SYNC_FLUSH put waits for the disk.
+pub const DEFAULT_SYNC_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How a log flushes puts (RocketMQ `flushDiskType` and `syncFlushTimeout`). The default is
+/// RocketMQ's: ASYNC_FLUSH, with a 5 s `syncFlushTimeout`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct FlushSettings {
     /// Whether puts wait for the disk.
     pub flush_disk_type: FlushDiskType,
     /// How long a SYNC_FLUSH put waits for the disk.
     pub sync_flush_timeout: Duration,
+}
+
+impl Default for FlushSettings {
+    fn default() -> Self {
+        Self { flush_disk_type: FlushDiskType::AsyncFlush, sync_flush_timeout: DEFAULT_SYNC_FLUSH_TIMEOUT }
+    }
 }
 
 /// The outcome of storing a message, with RocketMQ's `PutMessageStatus` names.

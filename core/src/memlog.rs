@@ -252,6 +252,7 @@ pub enum MemoryLogError {
 #[derive(Debug, Default)]
 pub struct MemoryLog {
     inner: Mutex<State>,
+    flush: crate::FlushSettings,
 }
 
 #[derive(Debug, Default)]
@@ -278,6 +279,13 @@ impl MemoryLog {
     /// An empty log. As a slave's, it adopts the first offset a master sends.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty log that reports `flush` as its [`flush_settings`](MessageLog::flush_settings)
+    /// (ASYNC_FLUSH by default). Its [`durable`](MessageLog::durable) completes at once either
+    /// way: this selects what a master service waits for, as a store's setting would.
+    pub fn with_flush_settings(flush: crate::FlushSettings) -> Self {
+        Self { flush, ..Self::default() }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -423,9 +431,9 @@ impl MessageLog for MemoryLog {
         std::future::ready(Ok(self.lock().flush()))
     }
 
-    /// None: every byte is as durable as it will ever be once `durable` completes.
-    fn flush_settings(&self) -> Option<crate::FlushSettings> {
-        None
+    /// ASYNC_FLUSH unless built [`with_flush_settings`](MemoryLog::with_flush_settings).
+    fn flush_settings(&self) -> crate::FlushSettings {
+        self.flush
     }
 }
 

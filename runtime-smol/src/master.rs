@@ -209,5 +209,5 @@ async fn core_task<L: MessageLog>(
     // queued messages after the receiver goes.
     commands.close();
     while commands.try_recv().is_ok() {}
-    task.stop(&Smol, shared.config.sync_flush_timeout).await;
+    task.stop(&Smol, shared.log.flush_settings().sync_flush_timeout).await;
 }

@@ -196,5 +196,5 @@ async fn core_task<L: MessageLog>(
             sleep.as_mut().reset(deadline);
         }
     }
-    task.stop(&Tokio::current(), shared.config.sync_flush_timeout).await;
+    task.stop(&Tokio::current(), shared.log.flush_settings().sync_flush_timeout).await;
 }

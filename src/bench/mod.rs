@@ -282,7 +282,6 @@ impl Cluster {
                 ..MasterConfig::default()
             },
             role,
-            flush_disk_type: FlushDiskType::AsyncFlush,
             ..MasterServiceConfig::default()
         };
         let master =

@@ -3,16 +3,15 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::BrokerRole;
 use crate::config::{CoreConfigError, MasterConfig, SlaveConfig};
+pub use crate::log::DEFAULT_SYNC_FLUSH_TIMEOUT;
 use crate::log::MessageLog;
 use crate::service::tls::SlaveTls;
 use crate::service::{Admission, MasterControllerConfig, SlaveControllerConfig};
-use crate::{BrokerRole, FlushDiskType};
 
 /// RocketMQ `slaveTimeout`: how long a SYNC_MASTER put waits for slaves.
 pub const DEFAULT_SLAVE_TIMEOUT: Duration = Duration::from_secs(3);
-/// RocketMQ `syncFlushTimeout`: how long a SYNC_FLUSH put waits for the disk.
-pub const DEFAULT_SYNC_FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
 /// RocketMQ's slave connect timeout.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -21,14 +20,11 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct MasterServiceConfig {
     /// The protocol core.
     pub core: MasterConfig,
-    /// `AsyncMaster` or `SyncMaster`.
+    /// `AsyncMaster` or `SyncMaster`. Whether and how long a put waits for the disk is the
+    /// log's setting ([`MessageLog::flush_settings`]), not the service's.
     pub role: BrokerRole,
-    /// Whether puts wait for the disk.
-    pub flush_disk_type: FlushDiskType,
     /// How long a SYNC_MASTER put waits for slaves (`slaveTimeout`).
     pub slave_timeout: Duration,
-    /// How long a SYNC_FLUSH put waits for the disk (`syncFlushTimeout`).
-    pub sync_flush_timeout: Duration,
     /// Refuse puts until this many distinct trusted replicas have reported (0: take puts at
     /// once). Set it to the number of slaves after a crash recovery: a slave may hold bytes
     /// the master lost, and the master must not append over that offset before it has heard
@@ -51,9 +47,7 @@ impl Default for MasterServiceConfig {
         Self {
             core: MasterConfig::default(),
             role: BrokerRole::default(),
-            flush_disk_type: FlushDiskType::default(),
             slave_timeout: DEFAULT_SLAVE_TIMEOUT,
-            sync_flush_timeout: DEFAULT_SYNC_FLUSH_TIMEOUT,
             restart_fence: 0,
             admission: Admission::default(),
             controller: None,
@@ -84,39 +78,29 @@ impl MasterServiceConfig {
                 reason: "a master service needs ASYNC_MASTER or SYNC_MASTER",
             });
         }
-        for (field, value) in
-            [("slave_timeout", self.slave_timeout), ("sync_flush_timeout", self.sync_flush_timeout)]
-        {
-            if value.is_zero() {
-                return Err(CoreConfigError::Invalid {
-                    field,
-                    value: format!("{value:?}"),
-                    reason: "must be longer than zero",
-                });
-            }
+        if self.slave_timeout.is_zero() {
+            return Err(CoreConfigError::Invalid {
+                field: "slave_timeout",
+                value: format!("{:?}", self.slave_timeout),
+                reason: "must be longer than zero",
+            });
         }
         Ok(())
     }
 
-    /// The defaults, with the settings `log` owns taken from it: its flush settings
-    /// ([`flush_settings`](MessageLog::flush_settings), when it has them) and its segment size
-    /// ([`segment_size`](crate::LogRead::segment_size)). Set those once, on the log
-    /// (`StoreConfig`), and start from this:
+    /// The defaults, with the segment size `log` owns taken from it
+    /// ([`segment_size`](crate::LogRead::segment_size)). Flushing needs nothing here: the
+    /// service follows the log's [`flush_settings`](MessageLog::flush_settings). Set those
+    /// once, on the log (`StoreConfig`), and start from this:
     /// `MasterServiceConfig { role: BrokerRole::SyncMaster, ..MasterServiceConfig::for_log(&*log) }`.
     pub fn for_log<L: MessageLog>(log: &L) -> Self {
         let mut config = Self::default();
         config.core.mapped_file_size_commit_log = log.segment_size();
-        if let Some(flush) = log.flush_settings() {
-            config.flush_disk_type = flush.flush_disk_type;
-            config.sync_flush_timeout = flush.sync_flush_timeout;
-        }
         config
     }
 
-    /// [`validate`](Self::validate), then checks the settings this service shares with `log`,
-    /// whose own are the authority: a `flush_disk_type` or `sync_flush_timeout` that differs
-    /// from the log's [`flush_settings`](MessageLog::flush_settings) is refused, naming both
-    /// values, and so is a `core.mapped_file_size_commit_log` other than the log's
+    /// [`validate`](Self::validate), then checks the setting this service shares with `log`,
+    /// whose own is the authority: a `core.mapped_file_size_commit_log` other than the log's
     /// [`segment_size`](crate::LogRead::segment_size) unless it is left at the default (the
     /// driver always cuts frames at the log's segments). [`for_log`](Self::for_log) builds a
     /// configuration that agrees.
@@ -128,21 +112,6 @@ impl MasterServiceConfig {
                 setting: "mappedFileSizeCommitLog",
                 service: segment.to_string(),
                 log: log.segment_size().to_string(),
-            });
-        }
-        let Some(ours) = log.flush_settings() else { return Ok(()) };
-        if self.flush_disk_type != ours.flush_disk_type {
-            return Err(StartError::DisagreesWithLog {
-                setting: "flush_disk_type",
-                service: self.flush_disk_type.rocketmq_name().into(),
-                log: ours.flush_disk_type.rocketmq_name().into(),
-            });
-        }
-        if self.sync_flush_timeout != ours.sync_flush_timeout {
-            return Err(StartError::DisagreesWithLog {
-                setting: "sync_flush_timeout",
-                service: format!("{:?}", self.sync_flush_timeout),
-                log: format!("{:?}", ours.sync_flush_timeout),
             });
         }
         Ok(())
@@ -215,7 +184,7 @@ pub enum StartError {
     /// authority.
     #[error("{setting} is {service} in the service configuration but {log} in its log; they must agree")]
     DisagreesWithLog {
-        /// The setting, e.g. `flush_disk_type`.
+        /// The setting's RocketMQ key, e.g. `mappedFileSizeCommitLog`.
         setting: &'static str,
         /// The service configuration's value.
         service: String,

@@ -99,7 +99,8 @@ impl<L: MessageLog, R: Runtime> MasterHandle<L, R> {
         &self.shared.log
     }
 
-    /// Appends `message`, then waits as the role requires: for the disk under SYNC_FLUSH (up to
+    /// Appends `message`, then waits as the role and the log require: for the disk when the
+    /// log's [`flush_settings`](MessageLog::flush_settings) say SYNC_FLUSH (up to their
     /// `sync_flush_timeout`) and, on a SYNC_MASTER, for the slaves the ack policy needs (up to
     /// `slave_timeout`). The two waits run side by side; neither depends on the other.
     pub async fn put(&self, message: L::Message) -> PutResult {
@@ -110,7 +111,7 @@ impl<L: MessageLog, R: Runtime> MasterHandle<L, R> {
         };
         let flushed = async {
             let durable = pending.flush.then(|| s.log.durable(pending.end()))?;
-            Some(s.runtime.within(s.config.sync_flush_timeout, durable).await)
+            Some(s.runtime.within(s.log.flush_settings().sync_flush_timeout, durable).await)
         };
         let replicated = async {
             if !pending.replicate {

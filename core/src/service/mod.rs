@@ -46,9 +46,10 @@
 //! What an adapter author (or the simulator) builds on is in [`adapter`]: [`Runtime`], the
 //! tasks, their wake-ups and commands, the frames, the drivers and the put path.
 //!
-//! Settings a service shares with its log have one authority, the log: the master takes its
-//! segment size from [`LogRead::segment_size`](crate::LogRead::segment_size), and a service
-//! whose flush settings disagree with its log's is refused at start
+//! Settings a service shares with its log have one source, the log: the master follows its
+//! [`flush_settings`](crate::MessageLog::flush_settings) (the service has no flush setting of
+//! its own) and cuts frames at its [`segment_size`](crate::LogRead::segment_size); a
+//! different segment size in the service's configuration is refused at start
 //! ([`MasterServiceConfig::validate_with`]).
 
 mod admission;

@@ -18,7 +18,8 @@ pub struct PendingPut {
     appended: PutResult,
     /// Asked again before the put is acknowledged.
     lease: Option<LeaseFence>,
-    /// Wait until the message is durable, up to `sync_flush_timeout` (SYNC_FLUSH).
+    /// Wait until the message is durable, up to the log's `sync_flush_timeout` (its
+    /// [`flush_settings`](MessageLog::flush_settings) say SYNC_FLUSH).
     pub flush: bool,
     /// Wait for the slaves the ack policy needs, up to `slave_timeout` (SYNC_MASTER). When
     /// false, the adapter still wakes its master task, so the frame goes out at once.
@@ -44,7 +45,7 @@ impl PendingPut {
         Ok(Self {
             appended,
             lease: None,
-            flush: config.flush_disk_type == FlushDiskType::SyncFlush,
+            flush: log.flush_settings().flush_disk_type == FlushDiskType::SyncFlush,
             replicate: config.role == BrokerRole::SyncMaster,
         })
     }

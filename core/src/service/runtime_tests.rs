@@ -21,7 +21,7 @@ use crate::error::WaitError;
 use crate::log::{LogRead, Offset, PutStatus};
 use crate::memlog::MemoryLog;
 use crate::time::Instant;
-use crate::{BrokerRole, ConnId, FlushDiskType, SlaveState};
+use crate::{BrokerRole, ConnId, FlushDiskType, FlushSettings, SlaveState};
 
 /// A channel of the test runtime: a queue, and whether its receiver is gone.
 struct Queue<T> {
@@ -113,7 +113,11 @@ struct Master {
 }
 
 fn master(config: MasterServiceConfig, rt: TestRt) -> Master {
-    let log = Arc::new(MemoryLog::new());
+    master_on(config, rt, MemoryLog::new())
+}
+
+fn master_on(config: MasterServiceConfig, rt: TestRt, log: MemoryLog) -> Master {
+    let log = Arc::new(log);
     let task = MasterTaskOn::start(&config, rt.now, log.clone()).unwrap();
     let (commands, appended) = (chan(16), chan(1));
     let addr = "127.0.0.1:10912".parse().unwrap();
@@ -337,12 +341,25 @@ fn a_sync_put_after_the_task_is_gone_is_cancelled_without_waiting() {
 }
 
 #[test]
-fn a_sync_flush_put_not_durable_within_the_timeout_is_flush_disk_timeout() {
-    let config = MasterServiceConfig { flush_disk_type: FlushDiskType::SyncFlush, ..Default::default() };
-    let durable = master(config.clone(), at_origin());
+fn a_put_on_a_sync_flush_log_not_durable_within_the_timeout_is_flush_disk_timeout() {
+    let config = MasterServiceConfig::default();
+    let sync_flush = || {
+        MemoryLog::with_flush_settings(FlushSettings {
+            flush_disk_type: FlushDiskType::SyncFlush,
+            ..Default::default()
+        })
+    };
+    let durable = master_on(config.clone(), at_origin(), sync_flush());
     assert_eq!(now_or_never(durable.handle.put(b"m".to_vec())).status, PutStatus::PutOk);
-    let expired = master(config, TestRt { now: origin(), expired: true });
-    assert_eq!(now_or_never(expired.handle.put(b"m".to_vec())).status, PutStatus::FlushDiskTimeout);
+    let expired = TestRt { now: origin(), expired: true };
+    let late = master_on(config.clone(), expired.clone(), sync_flush());
+    assert_eq!(now_or_never(late.handle.put(b"m".to_vec())).status, PutStatus::FlushDiskTimeout);
+    let async_flush = master_on(config, expired, MemoryLog::new());
+    assert_eq!(
+        now_or_never(async_flush.handle.put(b"m".to_vec())).status,
+        PutStatus::PutOk,
+        "an ASYNC_FLUSH log is not waited for"
+    );
 }
 
 #[test]

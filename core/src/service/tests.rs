@@ -37,8 +37,9 @@ impl WaitSink for Reply {
 }
 
 /// A log that appends 10-byte messages and counts them.
+/// A log of 10-byte records that counts its puts, with the flush type it reports.
 #[derive(Default)]
-struct CountingLog(std::sync::atomic::AtomicU64);
+struct CountingLog(std::sync::atomic::AtomicU64, FlushDiskType);
 
 impl crate::LogRead for CountingLog {
     type Error = std::io::Error;
@@ -78,19 +79,15 @@ impl MessageLog for CountingLog {
     fn durable(&self, offset: Offset) -> Self::Durable {
         std::future::ready(Ok(offset))
     }
-    fn flush_settings(&self) -> Option<crate::FlushSettings> {
-        None
+    fn flush_settings(&self) -> crate::FlushSettings {
+        crate::FlushSettings { flush_disk_type: self.1, ..Default::default() }
     }
 }
 
 #[test]
 fn pending_put_appends_unless_refused_and_waits_as_the_role_says() {
-    let log = CountingLog::default();
-    let sync = MasterServiceConfig {
-        role: BrokerRole::SyncMaster,
-        flush_disk_type: FlushDiskType::SyncFlush,
-        ..Default::default()
-    };
+    let log = CountingLog(Default::default(), FlushDiskType::SyncFlush);
+    let sync = MasterServiceConfig { role: BrokerRole::SyncMaster, ..Default::default() };
     let refused = PendingPut::start(&sync, &log, true, true).unwrap_err();
     assert_eq!(
         (refused.status, crate::LogRead::bounds(&log).max),
@@ -102,7 +99,8 @@ fn pending_put_appends_unless_refused_and_waits_as_the_role_says() {
     assert_eq!((p.end(), p.flush, p.replicate), (10, true, true));
     let r = p.finish(Some(true), Some(Err(WaitError::Timeout)));
     assert_eq!((r.status, r.offset, r.wrote_bytes), (PutStatus::FlushSlaveTimeout, 0, 10));
-    let p = PendingPut::start(&MasterServiceConfig::default(), &log, true, false).unwrap();
+    let async_log = CountingLog::default();
+    let p = PendingPut::start(&MasterServiceConfig::default(), &async_log, true, false).unwrap();
     assert_eq!((p.flush, p.replicate), (false, false), "ASYNC_MASTER with ASYNC_FLUSH waits for nothing");
     assert_eq!(p.finish(None, None).status, PutStatus::PutOk);
 }

@@ -88,8 +88,8 @@ impl MessageLog for TestLog {
     fn durable(&self, offset: Offset) -> Self::Durable {
         self.inner.durable(offset)
     }
-    fn flush_settings(&self) -> Option<FlushSettings> {
-        None
+    fn flush_settings(&self) -> FlushSettings {
+        self.inner.flush_settings()
     }
 }
 

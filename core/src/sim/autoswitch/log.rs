@@ -97,8 +97,9 @@ impl MessageLog for EpochDisk {
         std::future::ready(Ok(self.lock().log.durable()))
     }
 
-    fn flush_settings(&self) -> Option<crate::FlushSettings> {
-        None
+    /// ASYNC_FLUSH: every put is durable as it is appended.
+    fn flush_settings(&self) -> crate::FlushSettings {
+        crate::FlushSettings::default()
     }
 }
 
