@@ -13,9 +13,9 @@ use crate::BrokerRole;
 use crate::config::{CoreConfigError, MasterConfig};
 use crate::error::{ApiMisuse, PeerError, WaitError};
 use crate::log::LogRead;
-use crate::log::{LogBounds, MessageLog, Offset};
+use crate::log::{LogBounds, Offset};
+use crate::service::admission::{Negotiation, decide_link, refuse_at_accept};
 use crate::service::admission::{Slot, Trust};
-use crate::service::autoswitch::master_admission::{Negotiation, decide_link, refuse_at_accept};
 use crate::service::tls::Link;
 use crate::service::{Admission, Refusals};
 use crate::{ConnId, Master, MasterEvent, MasterInput, MasterOutput, ReplicaId, WaitId};
@@ -99,32 +99,6 @@ pub struct MasterDriver<C, W> {
 }
 
 impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
-    /// Applies one command. `log` is read for its current bounds (every put wakes the driver
-    /// through a command or [`log_changed`](Self::log_changed)).
-    pub fn apply<S: Reply<MasterStatus>, L: MessageLog>(
-        &mut self,
-        now: Instant,
-        command: MasterCommand<C, W, S>,
-        log: &L,
-        role: BrokerRole,
-    ) {
-        match command {
-            MasterCommand::Accepted { conn, peer, sink } => self.accept(now, conn, peer, sink),
-            MasterCommand::Negotiated { conn, link } => self.negotiated(now, conn, link),
-            MasterCommand::Received { conn, data } => self.received(now, conn, data),
-            MasterCommand::Sent { conn } => self.sent(now, conn),
-            MasterCommand::Closed { conn } => self.closed(now, conn),
-            MasterCommand::Wait { offset, deadline, reply } => {
-                self.log_changed(now, log.bounds());
-                self.await_replication(now, offset, deadline, reply);
-            }
-            MasterCommand::Status { reply } => {
-                self.log_changed(now, log.bounds());
-                reply.send(self.status(now, role, log.flushed()));
-            }
-        }
-    }
-
     /// A bare driver for a log that currently spans `log`: the default admission (protected
     /// mode, see [`Admission`]), no restart fence,
     /// and first reports are not checked against the log. Services use
@@ -475,6 +449,16 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     /// Replication waits pending.
     pub fn pending_waits(&self) -> usize {
         self.waits.len()
+    }
+
+    /// A classic master has no sync-state-set: refuses every one given from outside.
+    pub fn set_sync_state_set(
+        &mut self,
+        _now: Instant,
+        _set: BTreeSet<crate::autoswitch::BrokerId>,
+        _epoch: i32,
+    ) -> Result<(), SyncStateSetError> {
+        Err(SyncStateSetError::NotControllerMode)
     }
 
     /// Whether the driver is sure to be woken soon without news of a put, so a put's wait may

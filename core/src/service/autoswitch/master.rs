@@ -41,7 +41,6 @@ use std::time::Duration;
 
 use tracing::{debug, error, info, warn};
 
-use super::master_admission::{Negotiation, decide_link, refuse_at_accept};
 use crate::autoswitch::{
     AutoSwitchMaster, AutoSwitchMasterConfig, BrokerId, CloseReason, EpochCache, EpochEntry, MasterEvent,
     MasterInput, MasterOutput, MasterStart, PeerError, SyncPolicy, sync_state,
@@ -50,6 +49,7 @@ use crate::config::CoreConfigError;
 use crate::error::WaitError;
 use crate::log::{LogBounds, LogRead, Offset};
 use crate::service::admission::{MemberAddress, Slot, Trust};
+use crate::service::admission::{Negotiation, decide_link, refuse_at_accept};
 use crate::service::tls::Link;
 use crate::service::{
     Admission, ConnSink, ConnectedSlave, Fence, MasterServiceConfig, MasterStatus, Refusals, StartError,
@@ -699,6 +699,12 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
     /// Replication waits pending.
     pub fn pending_waits(&self) -> usize {
         self.waits.len()
+    }
+
+    /// Always `false`: an AutoSwitch master's puts wake its task every time (see
+    /// [`MasterDriver::wakes_without_puts`](crate::service::MasterDriver::wakes_without_puts)).
+    pub fn wakes_without_puts(&self) -> bool {
+        false
     }
 
     /// A status snapshot, with the AutoSwitch part filled in. A slave counts as in sync when
