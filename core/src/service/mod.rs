@@ -54,6 +54,7 @@
 mod admission;
 mod autoswitch;
 mod config;
+mod conns;
 pub mod coordinator;
 mod handle;
 mod in_sync;
