@@ -159,6 +159,7 @@ pub mod service;
 #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod sim;
 mod slave;
+mod stream;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;

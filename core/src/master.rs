@@ -2,7 +2,6 @@
 //! the SYNC_MASTER wait table.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::ops::Bound;
 use std::time::Duration;
 
 use crate::time::Instant;
@@ -15,6 +14,7 @@ use crate::error::{ApiMisuse, CloseReason, PeerError, WaitError};
 use crate::frame::{PUSH_HEADER_LEN, PushHeader, ReportDecoder};
 use crate::log::{LogBounds, LogSpan, Offset};
 use crate::policy;
+use crate::stream;
 use crate::waiters::Waiters;
 use crate::{ConnId, WaitId};
 
@@ -335,11 +335,7 @@ impl Master {
                 sent,
                 bytes_sent: c.bytes_sent,
                 lag_bytes: self.log.max.saturating_sub(covered),
-                lag: if caught_up {
-                    Duration::ZERO
-                } else {
-                    self.now.saturating_duration_since(c.caught_up_at)
-                },
+                lag: stream::lag(caught_up, self.now, c.caught_up_at),
                 in_sync: ack
                     .is_some_and(|a| policy::in_sync(a, self.log.max, self.config.ha_max_gap_not_in_sync)),
                 inflight: c.inflight,
@@ -762,22 +758,22 @@ impl Master {
         self.complete_waits();
     }
 
-    /// Whether `c` has a frame to send now.
-    ///
-    /// Full frames (a whole batch, or the rest of a segment) go out while fewer than
-    /// `max_inflight` transmits are unwritten. A partial frame goes out at once on an idle
-    /// connection, and otherwise as soon as the connection's writes have all completed: while a
-    /// write is under way, more appends gather into the next frame instead of one frame per put.
-    /// That is adaptive batching without a timer: an idle master still sends within one event.
+    /// Whether `c` has a frame to send now ([`stream::wants_frame`]; a full frame is a whole
+    /// batch, or the rest of a segment): an idle master still sends within one event.
     fn wants_transmit(&self, c: &SlaveConn) -> bool {
         let Phase::Streaming { next, .. } = c.phase else { return false };
-        if c.inflight >= self.config.max_inflight {
-            return false;
+        stream::wants_frame(self.now, next, self.log.max, self.pacing(c), || {
+            self.sendable(next) == self.batch_limit(next)
+        })
+    }
+
+    fn pacing(&self, c: &SlaveConn) -> stream::Pacing {
+        stream::Pacing {
+            inflight: c.inflight,
+            max_inflight: self.config.max_inflight,
+            last_send: c.last_send,
+            heartbeat: self.config.heartbeat_interval,
         }
-        if next >= self.log.max {
-            return self.now >= c.last_send + self.config.heartbeat_interval;
-        }
-        c.inflight == 0 || self.sendable(next) == self.batch_limit(next)
     }
 
     /// Bytes that can go in one frame from `next`: up to the batch size, the segment end and
@@ -788,29 +784,13 @@ impl Master {
 
     /// The most one frame from `next` can ever carry: the batch size or the rest of the segment.
     fn batch_limit(&self, next: Offset) -> u64 {
-        let segment = self.config.mapped_file_size_commit_log;
-        let segment_end = (next / segment).saturating_add(1).saturating_mul(segment);
-        u64::from(self.config.transfer_batch_size).min(segment_end - next)
+        stream::frame_limit(next, self.config.mapped_file_size_commit_log, self.config.transfer_batch_size)
     }
 
     fn next_transmit(&mut self) -> Option<MasterOutput> {
-        let after = match self.cursor {
-            Some(c) => (Bound::Excluded(c), Bound::Unbounded),
-            None => (Bound::Unbounded, Bound::Unbounded),
-        };
-        let upto = match self.cursor {
-            Some(c) => (Bound::Unbounded, Bound::Included(c)),
-            None => (Bound::Unbounded, Bound::Excluded(ConnId(0))),
-        };
-        let conn = self
-            .conns
-            .range(after)
-            .chain(self.conns.range(upto))
-            .find(|(_, c)| self.wants_transmit(c))
-            .map(|(&id, _)| id)?;
+        let conn = stream::next_in_turn(&self.conns, self.cursor, |c| self.wants_transmit(c))?;
         self.cursor = Some(conn);
-        let segment = self.config.mapped_file_size_commit_log;
-        let batch = u64::from(self.config.transfer_batch_size);
+        let (segment, batch) = (self.config.mapped_file_size_commit_log, self.config.transfer_batch_size);
         let end = self.log.max;
         let now = self.now;
         let c = self.conns.get_mut(&conn).expect("found above");
@@ -820,8 +800,7 @@ impl Master {
         c.inflight += 1;
         c.last_send = now;
         let (header, body) = if *next < end {
-            let segment_end = (*next / segment).saturating_add(1).saturating_mul(segment);
-            let len = batch.min(end - *next).min(segment_end - *next);
+            let len = stream::frame_limit(*next, segment, batch).min(end - *next);
             let span =
                 LogSpan { offset: *next, len: u32::try_from(len).expect("len <= transfer_batch_size") };
             *next += len;
@@ -840,11 +819,10 @@ impl Master {
             if matches!(c.phase, Phase::AwaitingReport) {
                 at = at.min(c.accepted_at + self.config.first_report_timeout);
             }
-            // A heartbeat is due only on a connection with nothing to send; pending data goes out
-            // when a `Sent` or an `Appended` arrives, not on a timer.
-            let idle = matches!(c.phase, Phase::Streaming { next, .. } if next >= self.log.max);
-            if idle && c.inflight < self.config.max_inflight {
-                at = at.min(c.last_send + self.config.heartbeat_interval);
+            if let Phase::Streaming { next, .. } = c.phase {
+                if let Some(due) = stream::heartbeat_due(next, self.log.max, self.pacing(c)) {
+                    at = at.min(due);
+                }
             }
         }
         at

@@ -3,7 +3,6 @@
 //! proposals, confirmOffset, and SYNC waits.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::ops::Bound;
 use std::time::Duration;
 
 use crate::time::Instant;
@@ -22,6 +21,7 @@ use crate::config::{
 };
 use crate::error::WaitError;
 use crate::log::{LogBounds, LogSpan, Offset};
+use crate::stream;
 use crate::waiters::Waiters;
 use crate::{ConnId, WaitId};
 
@@ -447,7 +447,7 @@ impl AutoSwitchMaster {
                 sent,
                 counted: c.member_ack().is_some(),
                 lag_bytes: self.log.max.saturating_sub(ack.unwrap_or(0)),
-                lag: if caught_up { Duration::ZERO } else { self.now.saturating_duration_since(since) },
+                lag: stream::lag(caught_up, self.now, since),
                 silent_for: self.now.saturating_duration_since(c.last_read),
             }
         })
@@ -1006,42 +1006,36 @@ impl AutoSwitchMaster {
     /// Bytes one frame from `next` may carry: up to the batch size, the segment end, the
     /// current epoch's end, and the appended end.
     fn sendable(&self, next: Offset) -> (u64, u64) {
-        let segment = self.config.mapped_file_size_commit_log;
-        let segment_end = (next / segment).saturating_add(1).saturating_mul(segment);
         let (_, epoch_end) = self.epoch_at(next);
-        let limit = u64::from(self.config.transfer_batch_size)
-            .min(segment_end - next)
-            .min(epoch_end.map_or(u64::MAX, |e| e - next));
+        let limit = stream::frame_limit(
+            next,
+            self.config.mapped_file_size_commit_log,
+            self.config.transfer_batch_size,
+        )
+        .min(epoch_end.map_or(u64::MAX, |e| e - next));
         (limit.min(self.log.max.saturating_sub(next)), limit)
     }
 
+    /// Whether `c` has a frame to send now ([`stream::wants_frame`]).
     fn wants_transmit(&self, c: &Conn) -> bool {
         let Phase::Transfer { next, .. } = c.phase else { return false };
-        if c.inflight >= self.config.max_inflight {
-            return false;
+        stream::wants_frame(self.now, next, self.log.max, self.pacing(c), || {
+            let (now, limit) = self.sendable(next);
+            now == limit
+        })
+    }
+
+    fn pacing(&self, c: &Conn) -> stream::Pacing {
+        stream::Pacing {
+            inflight: c.inflight,
+            max_inflight: self.config.max_inflight,
+            last_send: c.last_send,
+            heartbeat: self.config.heartbeat_interval,
         }
-        if next >= self.log.max {
-            return self.now >= c.last_send + self.config.heartbeat_interval;
-        }
-        let (now, limit) = self.sendable(next);
-        c.inflight == 0 || now == limit
     }
 
     fn next_transmit(&mut self) -> Option<MasterOutput> {
-        let after = match self.cursor {
-            Some(c) => (Bound::Excluded(c), Bound::Unbounded),
-            None => (Bound::Unbounded, Bound::Unbounded),
-        };
-        let upto = match self.cursor {
-            Some(c) => (Bound::Unbounded, Bound::Included(c)),
-            None => (Bound::Unbounded, Bound::Excluded(ConnId(0))),
-        };
-        let conn = self
-            .conns
-            .range(after)
-            .chain(self.conns.range(upto))
-            .find(|(_, c)| self.wants_transmit(c))
-            .map(|(&id, _)| id)?;
+        let conn = stream::next_in_turn(&self.conns, self.cursor, |c| self.wants_transmit(c))?;
         self.cursor = Some(conn);
         let Phase::Transfer { next, .. } = self.conns[&conn].phase else {
             unreachable!("wants_transmit checked the phase")
@@ -1072,9 +1066,10 @@ impl AutoSwitchMaster {
             if matches!(c.phase, Phase::AwaitingHandshake) {
                 at = at.min(c.accepted_at + self.config.handshake_timeout);
             }
-            let idle = matches!(c.phase, Phase::Transfer { next, .. } if next >= self.log.max);
-            if idle && c.inflight < self.config.max_inflight {
-                at = at.min(c.last_send + self.config.heartbeat_interval);
+            if let Phase::Transfer { next, .. } = c.phase {
+                if let Some(due) = stream::heartbeat_due(next, self.log.max, self.pacing(c)) {
+                    at = at.min(due);
+                }
             }
         }
         // Shrink checks: when each member's caught-up time runs out.

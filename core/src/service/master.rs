@@ -13,12 +13,12 @@ use crate::BrokerRole;
 use crate::config::{CoreConfigError, MasterConfig};
 use crate::error::{ApiMisuse, PeerError, WaitError};
 use crate::log::LogRead;
-use crate::log::{LogBounds, MessageLog, Offset};
+use crate::log::{LogBounds, Offset};
 use crate::service::admission::{Slot, Trust};
-use crate::service::autoswitch::master_admission::{Negotiation, decide_link, refuse_at_accept};
+use crate::service::conns::{Accepted, Conn, ConnTable, Progress, log_moved};
 use crate::service::tls::Link;
 use crate::service::{Admission, Refusals};
-use crate::{ConnId, Master, MasterEvent, MasterInput, MasterOutput, ReplicaId, WaitId};
+use crate::{ConnId, Master, MasterEvent, MasterInput, MasterOutput, ReplicaId};
 
 /// A report this far past the master's end, or further, is no lost tail but stray bytes (an
 /// HTTP request, a Redis `PING`, a TLS ClientHello to a plain port): every real offset a
@@ -26,22 +26,10 @@ use crate::{ConnId, Master, MasterEvent, MasterInput, MasterOutput, ReplicaId, W
 /// a byte of 0x09 or more. It never fences, even from an identified replica.
 pub const IMPLAUSIBLE_AHEAD: Offset = 1 << 56;
 
-struct ConnEntry<C> {
-    sink: C,
-    address: SocketAddr,
-    since: Instant,
-    /// What the connection may do; `None` while TLS is negotiated.
-    trust: Option<Trust>,
-    /// The TLS replica name.
-    identity: Option<String>,
-    /// Waiting for `Negotiated` (TLS configured); its bytes are dropped until then.
-    negotiating: bool,
-    /// Refused after accept; closing, its bytes are dropped.
-    refused: bool,
-    /// The replica it is a connection of, for replication waits; `None` on loopback (and
-    /// while TLS is negotiated), where each connection counts on its own.
-    replica: Option<ReplicaKey>,
-}
+/// What the classic driver keeps per connection: the replica it is a connection of, for
+/// replication waits; `None` on loopback (and while TLS is negotiated), where each connection
+/// counts on its own.
+type ConnEntry<C> = Conn<C, Option<ReplicaKey>>;
 
 /// A replica as replication waits and the restart fence count it: a TLS replica by the name its
 /// certificate carries; a plain one by host, except on loopback, where one host runs several
@@ -79,19 +67,9 @@ type BoundaryCheck = Box<dyn Fn(Offset) -> Result<bool, String> + Send>;
 /// sinks, completes wait sinks, follows the log's bounds, and builds status snapshots.
 pub struct MasterDriver<C, W> {
     master: Master,
-    now: Instant,
-    conns: BTreeMap<ConnId, ConnEntry<C>>,
-    waits: BTreeMap<WaitId, W>,
-    next_wait: u64,
-    bytes_replicated: u64,
-    connections_accepted: u64,
-    peer_errors: u64,
+    table: ConnTable<C, W, Option<ReplicaKey>>,
     fence: Option<Fence>,
     restart: Option<RestartFence>,
-    admission: Admission,
-    /// Connections refused at accept whose teardown the adapter has not yet reported.
-    refused: BTreeSet<ConnId>,
-    refusals: Refusals,
     boundary: Option<BoundaryCheck>,
     /// The ids the core knows each live replica by ([`MasterInput::Replica`]).
     replicas: BTreeMap<ReplicaKey, ReplicaId>,
@@ -99,32 +77,6 @@ pub struct MasterDriver<C, W> {
 }
 
 impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
-    /// Applies one command. `log` is read for its current bounds (every put wakes the driver
-    /// through a command or [`log_changed`](Self::log_changed)).
-    pub fn apply<S: Reply<MasterStatus>, L: MessageLog>(
-        &mut self,
-        now: Instant,
-        command: MasterCommand<C, W, S>,
-        log: &L,
-        role: BrokerRole,
-    ) {
-        match command {
-            MasterCommand::Accepted { conn, peer, sink } => self.accept(now, conn, peer, sink),
-            MasterCommand::Negotiated { conn, link } => self.negotiated(now, conn, link),
-            MasterCommand::Received { conn, data } => self.received(now, conn, data),
-            MasterCommand::Sent { conn } => self.sent(now, conn),
-            MasterCommand::Closed { conn } => self.closed(now, conn),
-            MasterCommand::Wait { offset, deadline, reply } => {
-                self.log_changed(now, log.bounds());
-                self.await_replication(now, offset, deadline, reply);
-            }
-            MasterCommand::Status { reply } => {
-                self.log_changed(now, log.bounds());
-                reply.send(self.status(now, role, log.flushed()));
-            }
-        }
-    }
-
     /// A bare driver for a log that currently spans `log`: the default admission (protected
     /// mode, see [`Admission`]), no restart fence,
     /// and first reports are not checked against the log. Services use
@@ -136,18 +88,9 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         let config = MasterConfig { identified_only: true, ..config };
         Ok(Self {
             master: Master::new(config, now, log)?,
-            now,
-            conns: BTreeMap::new(),
-            waits: BTreeMap::new(),
-            next_wait: 0,
-            bytes_replicated: 0,
-            connections_accepted: 0,
-            peer_errors: 0,
+            table: ConnTable::new(now, Admission::default()),
             fence: None,
             restart: None,
-            admission: Admission::default(),
-            refused: BTreeSet::new(),
-            refusals: Refusals::default(),
             boundary: None,
             replicas: BTreeMap::new(),
             next_replica: 0,
@@ -179,7 +122,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
 
     /// Replaces the admission rules; they apply to connections accepted from now on.
     pub fn set_admission(&mut self, admission: Admission) {
-        self.admission = admission;
+        self.table.admission = admission;
     }
 
     /// The protocol core.
@@ -197,7 +140,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     pub fn set_restart_fence(&mut self, slaves: usize) {
         if slaves > 0 && self.fence.is_none() {
             warn!(slaves, "restarted after a crash: refusing puts until the slaves report");
-            if self.admission.is_protected() {
+            if self.table.admission.is_protected() {
                 warn!("no replica allow-list and no TLS: only loopback replicas can lift the restart fence");
             }
             self.fence = Some(Fence::Restart { waiting_for: slaves });
@@ -219,41 +162,20 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     ///
     /// With TLS configured (`admission.tls`), the allow-list waits for
     /// [`negotiated`](Self::negotiated): it applies to plain links only.
-    pub fn accept(&mut self, now: Instant, conn: ConnId, address: SocketAddr, mut sink: C) {
-        self.now = self.now.max(now);
+    pub fn accept(&mut self, now: Instant, conn: ConnId, address: SocketAddr, sink: C) {
         let ip = address.ip().to_canonical();
-        let negotiating = self.admission.tls.is_some();
-        let trust = (!negotiating).then(|| self.admission.plain_trust(ip));
+        let trust = self.table.admission.tls.is_none().then(|| self.table.admission.plain_trust(ip));
         let slots = self.slots();
-        let refusal = match refuse_at_accept(&self.admission, ip, trust, &slots, false, &mut self.refusals) {
-            Ok(Some(victim)) => {
-                self.displace(now, victim, address);
-                None
-            }
-            Ok(None) => None,
-            Err(why) => Some(why),
-        };
-        if let Some(why) = refusal {
-            warn!(conn = conn.0, peer = %address, why, "HA connection refused");
-            self.refusals.last = Some(format!("{address}: {why}"));
-            self.refused.insert(conn);
-            sink.close();
+        let Accepted::Admitted { victim } =
+            self.table.accept(now, conn, address, sink, trust, false, &slots, None)
+        else {
             return;
+        };
+        if let Some(victim) = victim {
+            self.displace(now, victim, address);
         }
         self.feed(now, MasterInput::Accepted { conn });
-        self.connections_accepted += 1;
-        let entry = ConnEntry {
-            sink,
-            address,
-            since: now,
-            trust,
-            identity: None,
-            negotiating,
-            refused: false,
-            replica: None,
-        };
-        self.conns.insert(conn, entry);
-        if !negotiating {
+        if trust.is_some() {
             self.identify(now, conn);
         }
     }
@@ -262,26 +184,14 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     fn slots(&self) -> Vec<Slot> {
         // Only connections the core still holds: one it closed (displaced, evicted) holds no
         // slot, though its teardown may not have been reported yet.
-        self.master
-            .slaves()
-            .filter_map(|info| {
-                let e = self.conns.get(&info.conn).filter(|e| !e.refused)?;
-                Some(Slot {
-                    conn: info.conn,
-                    ip: e.address.ip().to_canonical(),
-                    trust: e.trust,
-                    reported: info.start.is_some(),
-                    since: e.since,
-                })
-            })
-            .collect()
+        self.master.slaves().filter_map(|info| self.table.slot(info.conn, info.start.is_some())).collect()
     }
 
     /// Closes `victim` to make room for a more trusted connection from `newcomer`.
     fn displace(&mut self, now: Instant, victim: ConnId, newcomer: SocketAddr) {
-        let peer = self.conns.get(&victim).map(|e| e.address);
+        let peer = self.table.peer(victim);
         warn!(conn = victim.0, peer = peer.map(tracing::field::display), %newcomer, "HA slots full: displacing a less trusted connection");
-        self.refusals.displaced += 1;
+        self.table.refusals.displaced += 1;
         self.feed(now, MasterInput::Evict { conn: victim, reason: crate::CloseReason::Displaced });
     }
 
@@ -290,12 +200,12 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     /// own. A connection whose acknowledgements do not count (a stranger) is never identified:
     /// the core counts it for nothing.
     fn identify(&mut self, now: Instant, conn: ConnId) {
-        let Some(entry) = self.conns.get_mut(&conn) else { return };
+        let Some(entry) = self.table.conns.get_mut(&conn) else { return };
         if !entry.trust.is_some_and(Trust::counts) {
             return;
         }
         let key = ReplicaKey::of(conn, entry.address, entry.identity.as_ref());
-        entry.replica = Some(key.clone());
+        entry.extra = Some(key.clone());
         let next = &mut self.next_replica;
         let replica = *self.replicas.entry(key).or_insert_with(|| {
             *next += 1;
@@ -310,45 +220,15 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     /// listed replica, else closed. Refusals are counted and
     /// logged at WARN; the connection's teardown must still be reported.
     pub fn negotiated(&mut self, now: Instant, conn: ConnId, link: Link) {
-        self.now = self.now.max(now);
-        let Some(entry) = self.conns.get_mut(&conn) else { return };
-        if !entry.negotiating {
-            return;
-        }
-        let ip = entry.address.ip().to_canonical();
-        let Some(decision) = decide_link(&self.admission, ip, link, &mut self.refusals) else {
-            debug!(conn = conn.0, "negotiation reported without TLS configured: ignored");
-            return;
-        };
-        entry.negotiating = false;
-        match decision {
-            Negotiation::Admitted { trust, identity } => {
-                if let Some(name) = &identity {
-                    info!(conn = conn.0, peer = %entry.address, replica = %name, "TLS replica admitted");
-                }
-                entry.trust = Some(trust);
-                entry.identity = identity;
-                self.identify(now, conn);
-            }
-            Negotiation::Refused(why) => {
-                warn!(conn = conn.0, peer = %entry.address, why, "HA connection refused");
-                self.refusals.last = Some(format!("{}: {why}", entry.address));
-                entry.refused = true;
-                entry.sink.close();
-            }
+        if self.table.negotiated(now, conn, link).is_some() {
+            self.identify(now, conn);
         }
     }
 
     /// Bytes from a connection.
     pub fn received(&mut self, now: Instant, conn: ConnId, data: Bytes) {
-        if self.refused.contains(&conn) {
+        if self.table.drops_received(conn, data.len()) {
             return;
-        }
-        if let Some(entry) = self.conns.get(&conn) {
-            if entry.negotiating || entry.refused {
-                debug!(conn = conn.0, len = data.len(), "bytes before admission: dropped");
-                return;
-            }
         }
         // A replica that restarted reports on its new connection before its dead one times out.
         // The core stops counting the dead one as the new one starts streaming, in this input
@@ -360,20 +240,17 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
 
     /// A connection's writer finished one transmit.
     pub fn sent(&mut self, now: Instant, conn: ConnId) {
-        if self.refused.contains(&conn) {
-            return;
+        if !self.table.refused_at_accept(conn) {
+            self.feed(now, MasterInput::Sent { conn });
         }
-        self.feed(now, MasterInput::Sent { conn });
     }
 
     /// A connection's teardown finished (whoever started it).
     pub fn closed(&mut self, now: Instant, conn: ConnId) {
-        if self.refused.remove(&conn) {
-            return;
-        }
-        if let Some(entry) = self.conns.remove(&conn) {
-            if let Some(key) = &entry.replica {
-                if !self.conns.values().any(|e| e.replica.as_ref() == Some(key)) {
+        let Some(entry) = self.table.closed(conn) else { return };
+        if let Some(entry) = entry {
+            if let Some(key) = &entry.extra {
+                if !self.table.conns.values().any(|e| e.extra.as_ref() == Some(key)) {
                     self.replicas.remove(key);
                 }
             }
@@ -392,35 +269,30 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     /// The log's bounds as read from the log now; feeds `Appended` and `Retained` as needed.
     /// Safe to call with stale or repeated bounds.
     pub fn log_changed(&mut self, now: Instant, log: LogBounds) {
-        let known = self.master.log_bounds();
-        if log.max > known.max {
-            self.feed(now, MasterInput::Appended { end: log.max });
+        let (appended, retained) = log_moved(self.master.log_bounds(), log);
+        if let Some(end) = appended {
+            self.feed(now, MasterInput::Appended { end });
         }
-        let end = log.max.max(known.max);
-        if log.min > known.min && log.min <= end {
-            self.feed(now, MasterInput::Retained { min: log.min });
+        if let Some(min) = retained {
+            self.feed(now, MasterInput::Retained { min });
         }
     }
 
     /// Waits until slaves hold every byte before `offset`, or `deadline`; `sink` gets the
     /// outcome. Call [`log_changed`](Self::log_changed) with bounds covering `offset` first.
     pub fn await_replication(&mut self, now: Instant, offset: Offset, deadline: Instant, sink: W) {
-        let id = WaitId(self.next_wait);
-        self.next_wait += 1;
-        self.waits.insert(id, sink);
+        let id = self.table.add_wait(sink);
         if let Err(e) = self.master.handle_input(now, MasterInput::AwaitReplication { id, offset, deadline })
         {
             error!(%e, offset, "replication wait refused");
-            if let Some(sink) = self.waits.remove(&id) {
-                sink.complete(Err(WaitError::Cancelled));
-            }
+            self.table.complete_wait(id, Err(WaitError::Cancelled));
         }
-        self.now = self.now.max(now);
+        self.table.tick(now);
     }
 
     /// The instant of the last `Timeout` output has come (or any time: spurious calls are fine).
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.now = self.now.max(now);
+        self.table.tick(now);
         self.master.handle_timeout(now);
     }
 
@@ -430,27 +302,22 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             match self.master.poll_output() {
                 MasterOutput::Timeout(at) => return at,
                 MasterOutput::Transmit { conn, header, body } => {
-                    if let Some(entry) = self.conns.get_mut(&conn) {
-                        if let Some(span) = body {
-                            self.bytes_replicated += u64::from(span.len);
-                        }
-                        entry.sink.transmit(Transmit { header: header.into(), body });
-                    }
+                    self.table.transmit(conn, header, body);
                 }
                 MasterOutput::Close { conn, reason } => {
                     if reason == crate::CloseReason::FirstReportTimeout {
-                        self.refusals.first_report_timeouts += 1;
-                        let peer = self.conns.get(&conn).map(|e| e.address);
+                        self.table.refusals.first_report_timeouts += 1;
+                        let peer = self.table.peer(conn);
                         warn!(
                             conn = conn.0,
                             peer = peer.map(tracing::field::display),
                             "no complete first report in time: closing"
                         );
                         if let Some(peer) = peer {
-                            self.refusals.last = Some(format!("{peer}: {reason}"));
+                            self.table.refusals.last = Some(format!("{peer}: {reason}"));
                         }
                     }
-                    if let Some(entry) = self.conns.get_mut(&conn) {
+                    if let Some(entry) = self.table.conns.get_mut(&conn) {
                         info!(conn = conn.0, peer = %entry.address, %reason, "closing slave connection");
                         entry.sink.close();
                     }
@@ -462,19 +329,25 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
 
     /// Closes every connection and cancels every wait (service shutdown).
     pub fn shutdown(&mut self) {
-        for entry in self.conns.values_mut() {
-            entry.sink.close();
-        }
-        let ids: Vec<WaitId> = self.waits.keys().copied().collect();
-        for id in ids {
-            let _ = self.master.handle_input(self.now, MasterInput::CancelWait { id });
+        for id in self.table.close_all() {
+            let _ = self.master.handle_input(self.table.now, MasterInput::CancelWait { id });
         }
         let _ = self.drain();
     }
 
     /// Replication waits pending.
     pub fn pending_waits(&self) -> usize {
-        self.waits.len()
+        self.table.pending_waits()
+    }
+
+    /// A classic master has no sync-state-set: refuses every one given from outside.
+    pub fn set_sync_state_set(
+        &mut self,
+        _now: Instant,
+        _set: BTreeSet<crate::autoswitch::BrokerId>,
+        _epoch: i32,
+    ) -> Result<(), SyncStateSetError> {
+        Err(SyncStateSetError::NotControllerMode)
     }
 
     /// Whether the driver is sure to be woken soon without news of a put, so a put's wait may
@@ -482,7 +355,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     /// timer) and every streaming connection has a write under way (its `sent` or `closed`
     /// will come, and the frame after it carries whatever was appended meanwhile).
     pub fn wakes_without_puts(&self) -> bool {
-        if self.waits.is_empty() {
+        if self.table.pending_waits() == 0 {
             return false;
         }
         let mut streaming = self.master.slaves().filter(|s| s.start.is_some()).peekable();
@@ -492,48 +365,34 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     /// A status snapshot; `role` and `flushed_offset` come from the adapter and the log. Lists
     /// admitted connections only: not those refused, nor those still negotiating TLS.
     pub fn status(&self, now: Instant, role: BrokerRole, flushed_offset: Offset) -> MasterStatus {
-        let log = self.master.log_bounds();
         let slaves = self
             .master
             .slaves()
             .filter_map(|info| {
                 // A connection still negotiating TLS, or refused, is no slave (yet).
-                let entry = self.conns.get(&info.conn).filter(|e| !e.refused && !e.negotiating)?;
-                Some(ConnectedSlave {
-                    conn: info.conn,
-                    address: entry.address,
+                let entry = self.table.listed(info.conn)?;
+                let counted = entry.trust.is_some_and(Trust::counts);
+                let progress = Progress {
                     start: info.start,
                     ack: info.ack,
                     lag_bytes: info.lag_bytes,
                     lag: info.lag,
-                    in_sync: info.in_sync && entry.trust.is_some_and(Trust::counts),
-                    connected_for: now.saturating_duration_since(entry.since),
+                    in_sync: info.in_sync && counted,
                     bytes_sent: info.bytes_sent,
-                    trusted: entry.trust == Some(Trust::Identified),
-                    counted: entry.trust.is_some_and(Trust::counts),
-                    identity: entry.identity.clone(),
-                })
+                    counted,
+                };
+                Some(ConnTable::<C, W, _>::row(entry, info.conn, now, progress))
             })
             .collect();
         MasterStatus {
-            role,
-            min_offset: log.min,
-            max_offset: log.max,
-            flushed_offset,
             replicated_offset: self.master.replicated(),
-            pending_waits: self.waits.len(),
-            slaves,
-            bytes_replicated: self.bytes_replicated,
-            connections_accepted: self.connections_accepted,
-            peer_errors: self.peer_errors,
             fence: self.fence.clone(),
-            refusals: self.refusals.clone(),
-            autoswitch: None,
+            ..self.table.status(role, self.master.log_bounds(), flushed_offset, slaves)
         }
     }
 
     fn feed(&mut self, now: Instant, input: MasterInput) {
-        self.now = self.now.max(now);
+        self.table.tick(now);
         if let Err(e) = self.master.handle_input(now, input) {
             // The driver only forwards what its connections and log report, so this is a bug in
             // the adapter; refusing the input leaves the core consistent.
@@ -545,13 +404,13 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     /// A connection reported a position consistent with this log (a record boundary at or
     /// below the end, or behind retention): if trusted, one more replica heard from.
     fn count_report(&mut self, conn: ConnId) {
-        let Some(entry) = self.conns.get(&conn) else { return };
+        let Some(entry) = self.table.conns.get(&conn) else { return };
         if entry.trust != Some(Trust::Identified) {
             return;
         }
         let key = ReplicaKey::of(conn, entry.address, entry.identity.as_ref());
         if let ReplicaKey::Host(ip) = key {
-            if self.restart.is_some() && !self.admission.names(ip) {
+            if self.restart.is_some() && !self.table.admission.names(ip) {
                 debug!(conn = conn.0, peer = %entry.address, "a host on an allow-listed network reported: no named replica, the restart fence does not count it");
                 return;
             }
@@ -585,22 +444,18 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     /// A live connection (it reports every heartbeat) is never evicted, so two slaves on one
     /// host, or a stranger from a slave's address, evict nothing.
     fn evict_stale_from_host(&mut self, now: Instant, conn: ConnId) {
-        let Some(entry) = self.conns.get(&conn) else { return };
-        let ip = entry.address.ip().to_canonical();
-        let identity = entry.identity.clone();
+        let Some(entry) = self.table.conns.get(&conn) else { return };
+        let (ip, identity) = (entry.ip(), entry.identity.clone());
         if identity.is_none() && ip.is_loopback() {
             return;
         }
-        let same_replica = |e: &ConnEntry<C>| match &identity {
-            Some(name) => e.identity.as_ref() == Some(name),
-            None => e.identity.is_none() && e.address.ip().to_canonical() == ip,
-        };
+        let same_replica = |e: &ConnEntry<C>| e.same_replica(ip, identity.as_ref());
         let stale_after = self.master.config().heartbeat_interval * 2;
         let stale: Vec<ConnId> = self
             .master
             .slaves()
             .filter(|info| info.conn != conn && info.silent_for >= stale_after)
-            .filter(|info| self.conns.get(&info.conn).is_some_and(same_replica))
+            .filter(|info| self.table.conns.get(&info.conn).is_some_and(same_replica))
             .map(|info| info.conn)
             .collect();
         for old in stale {
@@ -610,16 +465,16 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
     }
 
     fn refuse_report(&mut self, conn: ConnId, peer: Option<SocketAddr>, error: PeerError) {
-        let trust = self.conns.get(&conn).and_then(|e| e.trust);
+        let trust = self.table.conns.get(&conn).and_then(|e| e.trust);
         let trusted = trust == Some(Trust::Identified);
         if let PeerError::SlaveAhead { reported, end } = error {
             if trusted && reported.saturating_sub(end) >= IMPLAUSIBLE_AHEAD {
                 // Stray bytes (a ClientHello to a plain port) from a trusted address: no log is
                 // that long, so this is not a divergence.
-                self.refusals.implausible_reports += 1;
+                self.table.refusals.implausible_reports += 1;
                 let shown = peer.map_or_else(|| format!("{conn:?}"), |p| p.to_string());
                 warn!(conn = conn.0, peer = peer.map(tracing::field::display), %error, "report is no real offset (stray bytes or TLS to a plain port); not fencing");
-                self.refusals.last = Some(format!("{shown}: {error} (no real offset, not fencing)"));
+                self.table.refusals.last = Some(format!("{shown}: {error} (no real offset, not fencing)"));
                 return;
             }
         }
@@ -633,18 +488,18 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             _ => None,
         };
         if matches!(error, PeerError::SlaveDiverged { .. }) {
-            self.refusals.diverged += 1;
+            self.table.refusals.diverged += 1;
         }
         let shown = peer.map_or_else(|| format!("{conn:?}"), |p| p.to_string());
         if let Some(fence) = fence {
             error!(%fence, "a trusted replica diverged: refusing puts");
-            self.refusals.last = Some(format!("{shown}: {error}"));
+            self.table.refusals.last = Some(format!("{shown}: {error}"));
             self.fence = Some(fence);
             self.restart = None;
         } else if let PeerError::SlaveAhead { reported, end } = error {
             // Either a stranger, or a replica holding bytes this master lost: it cannot be
             // told which, so it never fences; fail loudly and name what would let it.
-            self.refusals.untrusted_ahead += 1;
+            self.table.refusals.untrusted_ahead += 1;
             let kind = trust.map_or("undecided", Trust::name);
             error!(
                 conn = conn.0,
@@ -656,26 +511,22 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                  acknowledged messages it holds; it is not identified, so it does not fence the master: name \
                  the replicas in haReplicaAllowList (or admit them by TLS) so that one does"
             );
-            self.refusals.last = Some(format!(
+            self.table.refusals.last = Some(format!(
                 "{shown}: {error} ({kind}, not fencing: name the replicas in haReplicaAllowList or haTlsReplicaNames \
                  so that a replica ahead of the master fences it)"
             ));
         } else {
             warn!(conn = conn.0, peer = peer.map(tracing::field::display), %error, "unidentified connection refused; not fencing (only identified replicas fence)");
-            self.refusals.last = Some(format!("{shown}: {error} (not identified, not fencing)"));
+            self.table.refusals.last = Some(format!("{shown}: {error} (not identified, not fencing)"));
         }
     }
 
     fn on_event(&mut self, event: MasterEvent) {
         match event {
-            MasterEvent::WaitDone { id, result } => {
-                if let Some(sink) = self.waits.remove(&id) {
-                    sink.complete(result);
-                }
-            }
+            MasterEvent::WaitDone { id, result } => self.table.complete_wait(id, result),
             MasterEvent::PeerError { conn, error } => {
-                self.peer_errors += 1;
-                let peer = self.conns.get(&conn).map(|e| e.address);
+                self.table.peer_errors += 1;
+                let peer = self.table.peer(conn);
                 warn!(conn = conn.0, peer = peer.map(tracing::field::display), %error, "slave broke the protocol");
                 match error {
                     PeerError::SlaveAhead { .. } | PeerError::SlaveDiverged { .. } => {
@@ -686,7 +537,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                 }
             }
             MasterEvent::VerifyReport { conn, offset } => {
-                let now = self.now;
+                let now = self.table.now;
                 let answer = match &self.boundary {
                     Some(check) => check(offset),
                     None => Err("no log to check against".to_string()),
@@ -701,7 +552,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             }
             MasterEvent::SlaveStarted { conn, requested, start } => {
                 info!(conn = conn.0, requested, start, "slave streaming");
-                let now = self.now;
+                let now = self.table.now;
                 self.evict_stale_from_host(now, conn);
                 self.count_report(conn);
             }
@@ -715,11 +566,11 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
 impl<S, W> MasterDriver<S, W> {
     /// Protocol errors raised by connected slaves since the driver started.
     pub fn peer_errors(&self) -> u64 {
-        self.peer_errors
+        self.table.peer_errors
     }
 
     /// Connections refused or not trusted, as counted for the status page.
     pub fn refusals(&self) -> &Refusals {
-        &self.refusals
+        &self.table.refusals
     }
 }

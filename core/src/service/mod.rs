@@ -55,10 +55,12 @@
 mod admission;
 mod autoswitch;
 mod config;
+mod conns;
 pub mod coordinator;
 mod handle;
 mod in_sync;
 mod master;
+mod protocol;
 mod put;
 mod runtime;
 #[cfg(test)]
@@ -105,16 +107,18 @@ pub use status::{ConnectedSlave, Fence, MasterStatus, Refusals, SlaveStatus};
 ///   [`master_span`], [`master_conn_span`], [`slave_span`];
 /// - the handles' plumbing over a [`Runtime`]: [`ConnHandle`], [`ReplySlot`], [`MasterTaskOn`];
 /// - the drivers under the tasks, for a lower-level user: [`MasterDriver`] and [`SlaveDriver`]
-///   (classic), [`AutoSwitchDriver`] and [`AutoSwitchSlaveDriver`], dispatched by
-///   [`AnyMasterDriver`] and [`AnySlaveDriver`], fed [`MasterCommand`]s and answering through
+///   (classic), [`AutoSwitchDriver`] and [`AutoSwitchSlaveDriver`], run by the tasks through
+///   [`MasterProtocol`] and [`SlaveProtocol`] (built by [`master_driver`] and [`slave_driver`]
+///   as the configuration asks), fed [`MasterCommand`]s ([`apply`]) and answering through
 ///   [`ConnSink`], [`WaitSink`] and [`Reply`];
 /// - the put path: [`PutGate`], [`WaitQueue`], [`PendingPut`], [`put_status`];
 /// - admission's slots: [`Slot`], [`Allotment`].
 pub mod adapter {
     pub use super::admission::{Allotment, Slot};
-    pub use super::autoswitch::{AnyMasterDriver, AnySlaveDriver, AutoSwitchDriver, AutoSwitchSlaveDriver};
+    pub use super::autoswitch::{AutoSwitchDriver, AutoSwitchSlaveDriver};
     pub use super::in_sync::in_sync_slaves;
     pub use super::master::{IMPLAUSIBLE_AHEAD, MasterDriver};
+    pub use super::protocol::{MasterProtocol, SlaveProtocol, apply, master_driver, slave_driver};
     pub use super::put::{PendingPut, PutGate, QueuedWait, WaitQueue, put_status};
     pub use super::runtime::{
         ConnHandle, MasterCommandOn, MasterTaskOn, ReplySlot, Runtime, SlaveCommandOn, join, settled,

@@ -108,7 +108,7 @@ impl<C, W, S, R> TaskCommand<C, W, S, R> {
 /// it returns; when it returns `None`, make the log durable up to
 /// [`flush_target`](Self::flush_target) and [`finish`](Self::finish).
 pub struct MasterTask<L, C, W, S, R> {
-    driver: AnyMasterDriver<L, C, W>,
+    driver: Box<dyn MasterProtocol<C, W>>,
     /// In-sync waits, answered by [`settle`](Self::settle).
     in_sync: Vec<(InSyncWait, S)>,
     log: Arc<L>,
@@ -134,9 +134,13 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
 {
     /// The task of a master service over `log`: `config` is checked against the log (the
     /// authority for the settings they share), the driver built, and its first outputs done.
-    pub fn start(config: &MasterServiceConfig, now: Instant, log: Arc<L>) -> Result<Self, StartError> {
+    pub fn start(config: &MasterServiceConfig, now: Instant, log: Arc<L>) -> Result<Self, StartError>
+    where
+        C: Send + 'static,
+        W: Send + 'static,
+    {
         config.validate_with(&*log)?;
-        let mut driver = AnyMasterDriver::for_service(config, now, log.clone())?;
+        let mut driver = master_driver(config, now, log.clone())?;
         let lease = config.controller.as_ref().and_then(|c| c.lease.clone());
         let gate = Arc::new(PutGate::new(driver.fence().is_some()).with_lease(lease));
         let deadline = driver.drain();
@@ -161,7 +165,7 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
     fn register(&mut self, now: Instant, waits: Vec<QueuedWait<W>>) {
         for QueuedWait { offset, deadline, reply } in waits {
             let wait = MasterCommand::<C, W, S>::Wait { offset, deadline, reply };
-            self.driver.apply(now, wait, &*self.log, self.role);
+            apply(&mut *self.driver, now, wait, &*self.log, self.role);
         }
     }
 
@@ -171,8 +175,8 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
     }
 
     /// The driver: classic, or AutoSwitch in controller mode.
-    pub fn driver(&self) -> &AnyMasterDriver<L, C, W> {
-        &self.driver
+    pub fn driver(&self) -> &dyn MasterProtocol<C, W> {
+        &*self.driver
     }
 
     /// The log.
@@ -201,7 +205,7 @@ impl<L: MessageLog, C: ConnSink, W: WaitSink, S: Reply<MasterStatus>, R: Reply<(
                     self.gate.stop();
                     self.stopping.push(reply);
                 }
-                TaskCommand::Driver(c) => self.driver.apply(now, c, &*self.log, self.role),
+                TaskCommand::Driver(c) => apply(&mut *self.driver, now, c, &*self.log, self.role),
                 TaskCommand::InSync { wait, reply } => self.in_sync.push((wait, reply)),
                 TaskCommand::SetSyncStateSet { set, epoch } => {
                     if let Err(e) = self.driver.set_sync_state_set(now, set, epoch) {
@@ -323,13 +327,13 @@ pub enum SlaveIo<'a, S> {
 }
 
 /// The state a slave service's task owns: the driver (the classic [`SlaveDriver`], or in
-/// controller mode the [`AutoSwitchSlaveDriver`]: [`AnySlaveDriver`]) and the connection `S` (the
+/// controller mode the [`AutoSwitchSlaveDriver`], run as a [`SlaveProtocol`]) and the connection `S` (the
 /// adapter's stream, which this never reads or writes). The adapter performs the
 /// [`SlaveIo`]s ([`next_action`](Self::next_action)), reads from [`stream`](Self::stream) while
 /// [`wants_read`](Self::wants_read), and hands every outcome back (`*_done`), which decides
 /// whether the connection stays up.
 pub struct SlaveTask<L, S> {
-    driver: AnySlaveDriver<L>,
+    driver: Box<dyn SlaveProtocol>,
     config: SlaveServiceConfig,
     log: Arc<L>,
     stream: Option<S>,
@@ -340,7 +344,7 @@ impl<L: crate::LogWrite, S> SlaveTask<L, S> {
     /// with the AutoSwitch protocol when `config.controller` is set (refused over a log that
     /// keeps no epochs: [`StartError::NoEpochLog`]).
     pub fn start(config: SlaveServiceConfig, now: Instant, log: Arc<L>) -> Result<Self, StartError> {
-        let driver = AnySlaveDriver::for_service(&config, now, log.clone())?;
+        let driver = slave_driver(&config, now, log.clone())?;
         Ok(Self { driver, config, log, stream: None })
     }
 
@@ -355,8 +359,8 @@ impl<L: crate::LogWrite, S> SlaveTask<L, S> {
     }
 
     /// The driver.
-    pub fn driver(&self) -> &AnySlaveDriver<L> {
-        &self.driver
+    pub fn driver(&self) -> &dyn SlaveProtocol {
+        &*self.driver
     }
 
     /// The connection to the master, while there is one.
@@ -447,7 +451,7 @@ impl<L: crate::LogWrite, S> SlaveTask<L, S> {
 
     /// A `Flush` ended.
     pub fn flush_done<E: std::fmt::Display>(&mut self, now: Instant, result: Result<Offset, E>) {
-        self.driver.flushed(now, result);
+        self.driver.flushed(now, result.map_err(|e| e.to_string()));
     }
 
     /// The instant of the last `SleepUntil` has come.

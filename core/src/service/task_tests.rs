@@ -1,10 +1,9 @@
 //! Tests of what the adapters' tasks hand to the service layer: the frame writer, the read
 //! buffer, the put gate, the master and slave tasks, and the in-sync wait.
 
-use std::cell::RefCell;
 use std::io::{self, IoSlice};
-use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
@@ -23,16 +22,16 @@ use crate::memlog::MemoryLog;
 use crate::{BrokerRole, ConnId};
 
 /// A reply channel that records what it got.
-struct Got<T>(Rc<RefCell<Vec<T>>>);
+struct Got<T>(Arc<Mutex<Vec<T>>>);
 
 impl<T> Reply<T> for Got<T> {
     fn send(self, value: T) {
-        self.0.borrow_mut().push(value);
+        self.0.lock().unwrap().push(value);
     }
 }
 
-fn got<T>() -> (Rc<RefCell<Vec<T>>>, impl Fn() -> Got<T>) {
-    let cell = Rc::new(RefCell::new(Vec::new()));
+fn got<T>() -> (Arc<Mutex<Vec<T>>>, impl Fn() -> Got<T>) {
+    let cell = Arc::new(Mutex::new(Vec::new()));
     let make = {
         let cell = cell.clone();
         move || Got(cell.clone())
@@ -175,7 +174,7 @@ fn a_master_task_applies_at_most_a_batch_per_turn() {
         queued += 1;
         Some(Command::status(status()))
     });
-    assert_eq!(statuses.borrow().len(), MAX_BATCH);
+    assert_eq!(statuses.lock().unwrap().len(), MAX_BATCH);
     assert_eq!(queued, MAX_BATCH - 1, "the rest stay queued for the next turn");
 }
 
@@ -195,11 +194,11 @@ fn a_master_task_stops_once_shutdown_is_asked_and_no_wait_is_left() {
     assert!(task.gate().refuses(), "puts are refused from the shutdown on");
     // No slave is connected: the wait ends at once, and then the task may stop.
     assert_eq!(task.settle(now), None);
-    assert_eq!(*waits.borrow(), vec![Err(WaitError::SlaveNotAvailable)]);
+    assert_eq!(*waits.lock().unwrap(), vec![Err(WaitError::SlaveNotAvailable)]);
     assert_eq!(task.flush_target(), log.bounds().max);
-    assert!(shutdowns.borrow().is_empty(), "answered only once finished");
+    assert!(shutdowns.lock().unwrap().is_empty(), "answered only once finished");
     task.finish(true);
-    assert_eq!(shutdowns.borrow().len(), 1);
+    assert_eq!(shutdowns.lock().unwrap().len(), 1);
 }
 
 #[test]
@@ -285,14 +284,14 @@ fn a_slave_task_answers_status_and_closes_the_connection_on_shutdown() {
     let now = connect_with(&mut task, origin(), Ok(1));
     let (statuses, status) = got::<SlaveStatus>();
     assert!(task.command::<_, Got<()>>(now, SlaveCommand::Status(status())).is_none());
-    assert_eq!(statuses.borrow()[0].master_address, "127.0.0.1:1");
-    assert_eq!(statuses.borrow()[0].connections, 1);
+    assert_eq!(statuses.lock().unwrap()[0].master_address, "127.0.0.1:1");
+    assert_eq!(statuses.lock().unwrap()[0].connections, 1);
     let (shutdowns, shutdown) = got::<()>();
     let reply = task.command::<Got<SlaveStatus>, _>(now, SlaveCommand::Shutdown(shutdown()));
     assert!(reply.is_some());
     assert!(task.stream().is_none(), "the connection closes before the last flush");
     task.stopped(Ok::<Offset, io::Error>(0), reply);
-    assert_eq!(shutdowns.borrow().len(), 1);
+    assert_eq!(shutdowns.lock().unwrap().len(), 1);
 }
 
 #[test]
@@ -305,19 +304,22 @@ fn an_in_sync_wait_is_answered_by_the_master_task_once_over_without_polling() {
     task.apply_batch(now, TaskCommand::InSync { wait: none_wanted, reply: answer() }, || None);
     task.apply_batch(now, TaskCommand::InSync { wait: one, reply: answer() }, || None);
     let wake = task.settle(now).unwrap();
-    assert_eq!(answers.borrow().len(), 1, "zero slaves wanted: answered at once");
-    assert!(none_wanted.outcome(answers.borrow()[0].clone()).is_ok());
+    assert_eq!(answers.lock().unwrap().len(), 1, "zero slaves wanted: answered at once");
+    assert!(none_wanted.outcome(answers.lock().unwrap()[0].clone()).is_ok());
     assert_eq!(wake, one.deadline(), "the task wakes for the other wait's deadline");
 
     let later = now + Duration::from_secs(1);
     task.timer(later);
     assert!(task.settle(later).is_some());
-    assert_eq!(answers.borrow().len(), 1, "no slave yet, time not up: still waiting");
+    assert_eq!(answers.lock().unwrap().len(), 1, "no slave yet, time not up: still waiting");
 
     task.timer(one.deadline());
     task.settle(one.deadline());
-    assert_eq!(answers.borrow().len(), 2);
-    assert_eq!(one.outcome(answers.borrow()[1].clone()), Err(InSyncError::Timeout { wanted: 1, in_sync: 0 }));
+    assert_eq!(answers.lock().unwrap().len(), 2);
+    assert_eq!(
+        one.outcome(answers.lock().unwrap()[1].clone()),
+        Err(InSyncError::Timeout { wanted: 1, in_sync: 0 })
+    );
 }
 
 #[test]
@@ -331,7 +333,7 @@ fn an_in_sync_wait_left_at_shutdown_goes_unanswered() {
     task.apply_batch(now, TaskCommand::InSync { wait, reply: answer() }, || more.next());
     assert_eq!(task.settle(now), None, "an in-sync wait does not hold up a shutdown");
     task.finish(true);
-    assert!(answers.borrow().is_empty(), "dropped: the handle sees the service stopped");
+    assert!(answers.lock().unwrap().is_empty(), "dropped: the handle sees the service stopped");
 }
 
 #[test]
@@ -350,7 +352,7 @@ fn connection_ids_in_task_commands_reach_the_driver() {
     task.apply_batch(now, TaskCommand::accepted(ConnId(1), peer, NoConn), || None);
     let (statuses, status) = got::<MasterStatus>();
     task.apply_batch(now, Command::status(status()), || None);
-    assert_eq!(statuses.borrow()[0].connections_accepted, 1);
+    assert_eq!(statuses.lock().unwrap()[0].connections_accepted, 1);
     task.apply_batch(now, TaskCommand::closed(ConnId(1)), || None);
 }
 
@@ -381,8 +383,8 @@ fn a_connection_still_negotiating_tls_is_not_listed_as_a_slave() {
     let (statuses, status) = got::<MasterStatus>();
     task.apply_batch(now, TaskCommand::accepted(ConnId(1), peer, NoConn), || None);
     task.apply_batch(now, Command::status(status()), || None);
-    assert_eq!(statuses.borrow()[0].slaves, vec![], "not admitted yet: no slave to show");
+    assert_eq!(statuses.lock().unwrap()[0].slaves, vec![], "not admitted yet: no slave to show");
     task.apply_batch(now, TaskCommand::negotiated(ConnId(1), Link::Plain), || None);
     task.apply_batch(now, Command::status(status()), || None);
-    assert_eq!(statuses.borrow()[1].slaves.len(), 1, "a plain link under Optional is admitted");
+    assert_eq!(statuses.lock().unwrap()[1].slaves.len(), 1, "a plain link under Optional is admitted");
 }

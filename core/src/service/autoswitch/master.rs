@@ -34,14 +34,13 @@
 //! [`AutoSwitchDriver::set_sync_state_set`] applies a set from outside (an operator, later a
 //! coordinator's answer).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::{debug, error, info, warn};
 
-use super::master_admission::{Negotiation, decide_link, refuse_at_accept};
 use crate::autoswitch::{
     AutoSwitchMaster, AutoSwitchMasterConfig, BrokerId, CloseReason, EpochCache, EpochEntry, MasterEvent,
     MasterInput, MasterOutput, MasterStart, PeerError, SyncPolicy, sync_state,
@@ -50,13 +49,11 @@ use crate::config::CoreConfigError;
 use crate::error::WaitError;
 use crate::log::{LogBounds, LogRead, Offset};
 use crate::service::admission::{MemberAddress, Slot, Trust};
+use crate::service::conns::{Accepted, Conn, ConnTable, Progress, log_moved};
 use crate::service::tls::Link;
-use crate::service::{
-    Admission, ConnSink, ConnectedSlave, Fence, MasterServiceConfig, MasterStatus, Refusals, StartError,
-    Transmit, WaitSink,
-};
+use crate::service::{ConnSink, Fence, MasterServiceConfig, MasterStatus, StartError, WaitSink};
 use crate::time::Instant;
-use crate::{BrokerRole, ConnId, WaitId};
+use crate::{BrokerRole, ConnId};
 
 /// Controller mode (RocketMQ `enableControllerMode=true`) for a master service: the
 /// AutoSwitch protocol instead of the classic one, for one master epoch. Set
@@ -327,26 +324,20 @@ impl SyncStateSetAuthority for LocalAuthority {
     }
 }
 
-struct ConnEntry<C> {
-    sink: C,
-    address: SocketAddr,
-    since: Instant,
-    /// What the admission made of it; `None` while TLS is negotiated.
+/// What the AutoSwitch driver keeps per connection besides the shared table's entry.
+#[derive(Default)]
+struct Claim {
+    /// What the admission made of it; `None` while TLS is negotiated. The entry's trust is
+    /// this verdict until its handshake was weighed, then the identity of its claim.
     admitted: Option<Trust>,
-    /// What it may do now: the admission's verdict until its handshake was weighed, then the
-    /// identity of its claim; `None` while either is pending.
-    trust: Option<Trust>,
     /// Fed to the core as identified: its acks count.
     vouched: bool,
-    identity: Option<String>,
-    /// Waiting for `Negotiated` (TLS configured); its bytes are dropped until then.
-    negotiating: bool,
-    /// Refused after accept; closing, its bytes are dropped.
-    refused: bool,
     bytes_sent: u64,
     /// Where streaming started, once it did.
     start: Option<Offset>,
 }
+
+type ConnEntry<C> = Conn<C, Claim>;
 
 /// An [`AutoSwitchMaster`] over a log, with the bookkeeping every adapter needs: it admits
 /// connections as the classic driver does, routes transmits to connection sinks, completes
@@ -356,16 +347,7 @@ pub struct AutoSwitchDriver<L, C, W> {
     master: AutoSwitchMaster,
     log: Arc<L>,
     epoch: i32,
-    now: Instant,
-    conns: BTreeMap<ConnId, ConnEntry<C>>,
-    waits: BTreeMap<WaitId, W>,
-    next_wait: u64,
-    bytes_replicated: u64,
-    connections_accepted: u64,
-    peer_errors: u64,
-    admission: Admission,
-    refused: BTreeSet<ConnId>,
-    refusals: Refusals,
+    table: ConnTable<C, W, Claim>,
     authority: Box<dyn SyncStateSetAuthority>,
     members: Option<MemberDirectory>,
 }
@@ -435,16 +417,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             master,
             log,
             epoch: controller.epoch,
-            now,
-            conns: BTreeMap::new(),
-            waits: BTreeMap::new(),
-            next_wait: 0,
-            bytes_replicated: 0,
-            connections_accepted: 0,
-            peer_errors: 0,
-            admission: config.admission.clone(),
-            refused: BTreeSet::new(),
-            refusals: Refusals::default(),
+            table: ConnTable::new(now, config.admission.clone()),
             authority,
             members: controller.members.clone(),
         })
@@ -468,87 +441,39 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
 
     /// A new connection; closed at once if the admission rules refuse it (as the classic
     /// driver does). Its teardown must still be reported through [`closed`](Self::closed).
-    pub fn accept(&mut self, now: Instant, conn: ConnId, address: SocketAddr, mut sink: C) {
-        self.now = self.now.max(now);
+    pub fn accept(&mut self, now: Instant, conn: ConnId, address: SocketAddr, sink: C) {
         let ip = address.ip().to_canonical();
-        let negotiating = self.admission.tls.is_some();
-        let admitted = (!negotiating).then(|| self.admission.plain_trust(ip));
+        let admission = &self.table.admission;
+        let admitted = admission.tls.is_none().then(|| admission.plain_trust(ip));
         // A stranger the member directory may identify by its handshake is undecided till then.
         let directory = self.members.is_some();
         let trust = admitted.filter(|&t| !(t == Trust::Stranger && directory));
         let slots = self.slots();
-        match refuse_at_accept(&self.admission, ip, trust, &slots, directory, &mut self.refusals) {
-            Ok(Some(victim)) => {
-                warn!(conn = victim.0, %address, "HA slots full: displacing a less trusted connection");
-                self.refusals.displaced += 1;
-                self.feed(now, MasterInput::Evict { conn: victim });
-            }
-            Ok(None) => {}
-            Err(why) => {
-                warn!(conn = conn.0, peer = %address, why, "HA connection refused");
-                self.refusals.last = Some(format!("{address}: {why}"));
-                self.refused.insert(conn);
-                sink.close();
-                return;
-            }
+        let claim = Claim { admitted, ..Claim::default() };
+        let accepted = self.table.accept(now, conn, address, sink, trust, directory, &slots, claim);
+        let Accepted::Admitted { victim } = accepted else { return };
+        if let Some(victim) = victim {
+            warn!(conn = victim.0, %address, "HA slots full: displacing a less trusted connection");
+            self.table.refusals.displaced += 1;
+            self.feed(now, MasterInput::Evict { conn: victim });
         }
         self.feed(now, MasterInput::Accepted { conn });
-        self.connections_accepted += 1;
-        let entry = ConnEntry {
-            sink,
-            address,
-            since: now,
-            admitted,
-            trust,
-            vouched: false,
-            identity: None,
-            negotiating,
-            refused: false,
-            bytes_sent: 0,
-            start: None,
-        };
-        self.conns.insert(conn, entry);
     }
 
     /// A connection's negotiation ended (TLS configured): admitted or closed as the classic
     /// driver decides.
     pub fn negotiated(&mut self, now: Instant, conn: ConnId, link: Link) {
-        self.now = self.now.max(now);
-        let Some(entry) = self.conns.get_mut(&conn) else { return };
-        if !entry.negotiating {
-            return;
-        }
-        let ip = entry.address.ip().to_canonical();
-        let Some(decision) = decide_link(&self.admission, ip, link, &mut self.refusals) else {
-            debug!(conn = conn.0, "negotiation reported without TLS configured: ignored");
-            return;
-        };
-        entry.negotiating = false;
-        match decision {
-            Negotiation::Admitted { trust, identity } => {
-                if let Some(name) = &identity {
-                    info!(conn = conn.0, peer = %entry.address, replica = %name, "TLS replica admitted");
-                }
-                entry.admitted = Some(trust);
-                entry.trust = Some(trust).filter(|&t| !(t == Trust::Stranger && self.members.is_some()));
-                entry.identity = identity;
-            }
-            Negotiation::Refused(why) => {
-                warn!(conn = conn.0, peer = %entry.address, why, "HA connection refused");
-                self.refusals.last = Some(format!("{}: {why}", entry.address));
-                entry.refused = true;
-                entry.sink.close();
-            }
+        let Some(trust) = self.table.negotiated(now, conn, link) else { return };
+        let directory = self.members.is_some();
+        if let Some(entry) = self.table.conns.get_mut(&conn) {
+            entry.extra.admitted = Some(trust);
+            entry.trust = Some(trust).filter(|&t| !(t == Trust::Stranger && directory));
         }
     }
 
     /// Bytes from a connection.
     pub fn received(&mut self, now: Instant, conn: ConnId, data: bytes::Bytes) {
-        if self.refused.contains(&conn) {
-            return;
-        }
-        if self.conns.get(&conn).is_some_and(|e| e.negotiating || e.refused) {
-            debug!(conn = conn.0, len = data.len(), "bytes before admission: dropped");
+        if self.table.drops_received(conn, data.len()) {
             return;
         }
         self.feed(now, MasterInput::Received { conn, data });
@@ -556,29 +481,26 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
 
     /// A connection's writer finished one transmit.
     pub fn sent(&mut self, now: Instant, conn: ConnId) {
-        if !self.refused.contains(&conn) {
+        if !self.table.refused_at_accept(conn) {
             self.feed(now, MasterInput::Sent { conn });
         }
     }
 
     /// A connection's teardown finished (whoever started it).
     pub fn closed(&mut self, now: Instant, conn: ConnId) {
-        if self.refused.remove(&conn) {
-            return;
+        if self.table.closed(conn).is_some() {
+            self.feed(now, MasterInput::Closed { conn });
         }
-        self.conns.remove(&conn);
-        self.feed(now, MasterInput::Closed { conn });
     }
 
     /// The log's bounds as read from the log now; feeds `Appended` and `Retained` as needed.
     pub fn log_changed(&mut self, now: Instant, log: LogBounds) {
-        let known = self.master.log_bounds();
-        if log.max > known.max {
-            self.feed(now, MasterInput::Appended { end: log.max });
+        let (appended, retained) = log_moved(self.master.log_bounds(), log);
+        if let Some(end) = appended {
+            self.feed(now, MasterInput::Appended { end });
         }
-        let end = log.max.max(known.max);
-        if log.min > known.min && log.min <= end {
-            self.feed(now, MasterInput::Retained { min: log.min });
+        if let Some(min) = retained {
+            self.feed(now, MasterInput::Retained { min });
         }
     }
 
@@ -586,16 +508,12 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
     /// `deadline`; `sink` gets the outcome (`InSyncReplicasNotEnough` at once when the set is
     /// smaller than `minInSyncReplicas`). Call [`log_changed`](Self::log_changed) first.
     pub fn await_replication(&mut self, now: Instant, offset: Offset, deadline: Instant, sink: W) {
-        let id = WaitId(self.next_wait);
-        self.next_wait += 1;
-        self.waits.insert(id, sink);
-        self.now = self.now.max(now);
+        let id = self.table.add_wait(sink);
+        self.table.tick(now);
         if let Err(e) = self.master.handle_input(now, MasterInput::AwaitReplication { id, offset, deadline })
         {
             error!(%e, offset, "replication wait refused");
-            if let Some(sink) = self.waits.remove(&id) {
-                sink.complete(Err(WaitError::Cancelled));
-            }
+            self.table.complete_wait(id, Err(WaitError::Cancelled));
         }
     }
 
@@ -629,14 +547,15 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
 
     /// The instant of the last `Timeout` output has come (early calls are harmless).
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.now = self.now.max(now);
+        self.table.tick(now);
         self.master.handle_timeout(now);
         if self.members.is_some() {
             // Strangers whose member may have published its address since their handshake.
             let strangers: Vec<ConnId> = self
+                .table
                 .conns
                 .iter()
-                .filter(|(_, e)| !e.vouched && e.trust == Some(Trust::Stranger) && !e.refused)
+                .filter(|(_, e)| !e.extra.vouched && e.trust == Some(Trust::Stranger) && !e.refused)
                 .map(|(&conn, _)| conn)
                 .collect();
             for conn in strangers {
@@ -652,28 +571,24 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             match self.master.poll_output() {
                 MasterOutput::Timeout(at) => return at,
                 MasterOutput::Transmit { conn, header, body } => {
-                    if let Some(entry) = self.conns.get_mut(&conn) {
-                        if let Some(span) = body {
-                            self.bytes_replicated += u64::from(span.len);
-                            entry.bytes_sent += u64::from(span.len);
-                        }
-                        entry.sink.transmit(Transmit { header: header.into(), body });
+                    if let Some(entry) = self.table.transmit(conn, header, body) {
+                        entry.extra.bytes_sent += body.map_or(0, |span| u64::from(span.len));
                     }
                 }
                 MasterOutput::Close { conn, reason } => {
                     if reason == CloseReason::HandshakeTimeout {
-                        self.refusals.first_report_timeouts += 1;
+                        self.table.refusals.first_report_timeouts += 1;
                     }
                     if let CloseReason::DuplicateBrokerId { broker_id } = reason {
                         self.evict_silent_holder(conn, broker_id);
                     }
-                    if let Some(entry) = self.conns.get_mut(&conn) {
+                    if let Some(entry) = self.table.conns.get_mut(&conn) {
                         info!(conn = conn.0, peer = %entry.address, %reason, "closing slave connection");
                         if matches!(
                             reason,
                             CloseReason::HandshakeTimeout | CloseReason::DuplicateBrokerId { .. }
                         ) {
-                            self.refusals.last = Some(format!("{}: {reason}", entry.address));
+                            self.table.refusals.last = Some(format!("{}: {reason}", entry.address));
                         }
                         entry.sink.close();
                     }
@@ -686,19 +601,21 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
 
     /// Closes every connection and cancels every wait (service shutdown).
     pub fn shutdown(&mut self) {
-        for entry in self.conns.values_mut() {
-            entry.sink.close();
-        }
-        let ids: Vec<WaitId> = self.waits.keys().copied().collect();
-        for id in ids {
-            let _ = self.master.handle_input(self.now, MasterInput::CancelWait { id });
+        for id in self.table.close_all() {
+            let _ = self.master.handle_input(self.table.now, MasterInput::CancelWait { id });
         }
         let _ = self.drain();
     }
 
     /// Replication waits pending.
     pub fn pending_waits(&self) -> usize {
-        self.waits.len()
+        self.table.pending_waits()
+    }
+
+    /// Always `false`: an AutoSwitch master's puts wake its task every time (see
+    /// [`MasterDriver::wakes_without_puts`](crate::service::MasterDriver::wakes_without_puts)).
+    pub fn wakes_without_puts(&self) -> bool {
+        false
     }
 
     /// A status snapshot, with the AutoSwitch part filled in. A slave counts as in sync when
@@ -710,9 +627,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
         let mut infos = Vec::new();
         let mut acks = Vec::new();
         for progress in self.master.slaves() {
-            let Some(entry) = self.conns.get(&progress.conn).filter(|e| !e.refused && !e.negotiating) else {
-                continue;
-            };
+            let Some(entry) = self.table.listed(progress.conn) else { continue };
             let broker_id = progress.handshake.map(|h| h.broker_id);
             if let (Some(id), Some(ack), true) = (broker_id, progress.ack, progress.counted) {
                 acks.push((id, ack));
@@ -723,20 +638,16 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
                 async_learner: progress.handshake.is_some_and(|h| h.async_learner),
                 counted: progress.counted,
             });
-            slaves.push(ConnectedSlave {
-                conn: progress.conn,
-                address: entry.address,
-                start: entry.start,
+            let row = Progress {
+                start: entry.extra.start,
                 ack: progress.ack,
                 lag_bytes: progress.lag_bytes,
                 lag: progress.lag,
                 in_sync: broker_id.is_some_and(|id| set.applied.contains(&id)),
-                connected_for: now.saturating_duration_since(entry.since),
-                bytes_sent: entry.bytes_sent,
-                trusted: entry.trust == Some(Trust::Identified),
+                bytes_sent: entry.extra.bytes_sent,
                 counted: progress.counted,
-                identity: entry.identity.clone(),
-            });
+            };
+            slaves.push(ConnTable::<C, W, _>::row(entry, progress.conn, now, row));
         }
         let replicated = sync_state::frontier(self.master.config().sync, set, &acks, log.max);
         let autoswitch = AutoSwitchMasterStatus {
@@ -750,24 +661,14 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             slaves: infos,
         };
         MasterStatus {
-            role,
-            min_offset: log.min,
-            max_offset: log.max,
-            flushed_offset,
             replicated_offset: Some(replicated),
-            pending_waits: self.waits.len(),
-            slaves,
-            bytes_replicated: self.bytes_replicated,
-            connections_accepted: self.connections_accepted,
-            peer_errors: self.peer_errors,
-            fence: None,
-            refusals: self.refusals.clone(),
             autoswitch: Some(autoswitch),
+            ..self.table.status(role, log, flushed_offset, slaves)
         }
     }
 
     fn feed(&mut self, now: Instant, input: MasterInput) {
-        self.now = self.now.max(now);
+        self.table.tick(now);
         if let Err(e) = self.master.handle_input(now, input) {
             // The driver forwards only what its connections and log report: a bug in the
             // adapter. Refusing the input leaves the machine consistent.
@@ -783,22 +684,19 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
     /// evicted, so the slave's next attempt gets in instead of waiting out the housekeeping
     /// interval. A live holder, or another host claiming its id, evicts nothing.
     fn evict_silent_holder(&mut self, claimant: ConnId, broker_id: BrokerId) {
-        let Some(new) = self.conns.get(&claimant) else { return };
-        let (ip, identity) = (new.address.ip().to_canonical(), new.identity.clone());
-        let same_replica = |e: &ConnEntry<C>| match &identity {
-            Some(name) => e.identity.as_ref() == Some(name),
-            None => e.identity.is_none() && e.address.ip().to_canonical() == ip,
-        };
+        let Some(new) = self.table.conns.get(&claimant) else { return };
+        let (ip, identity) = (new.ip(), new.identity.clone());
+        let same_replica = |e: &ConnEntry<C>| e.same_replica(ip, identity.as_ref());
         let stale_after = self.master.config().heartbeat_interval * 2;
         let holder = self.master.slaves().find(|p| {
             p.conn != claimant
                 && p.handshake.is_some_and(|h| h.broker_id == broker_id)
                 && p.silent_for >= stale_after
-                && self.conns.get(&p.conn).is_some_and(same_replica)
+                && self.table.conns.get(&p.conn).is_some_and(same_replica)
         });
         if let Some(holder) = holder {
             warn!(conn = holder.conn.0, broker_id, silent_for = ?holder.silent_for, "broker id claimed again by the same replica and its connection is silent: evicting it");
-            self.feed(self.now, MasterInput::Evict { conn: holder.conn });
+            self.feed(self.table.now, MasterInput::Evict { conn: holder.conn });
         }
     }
 
@@ -806,19 +704,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
     fn slots(&self) -> Vec<Slot> {
         // Only connections the core still holds: one it closed (displaced, evicted) holds no
         // slot, though its teardown may not have been reported yet.
-        self.master
-            .slaves()
-            .filter_map(|p| {
-                let e = self.conns.get(&p.conn).filter(|e| !e.refused)?;
-                Some(Slot {
-                    conn: p.conn,
-                    ip: e.address.ip().to_canonical(),
-                    trust: e.trust,
-                    reported: p.ack.is_some(),
-                    since: e.since,
-                })
-            })
-            .collect()
+        self.master.slaves().filter_map(|p| self.table.slot(p.conn, p.ack.is_some())).collect()
     }
 
     /// Weighs the broker id `conn` claimed in its handshake against its identity (see the
@@ -830,12 +716,13 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
         else {
             return;
         };
-        let Some(entry) = self.conns.get_mut(&conn).filter(|e| !e.refused && !e.negotiating && !e.vouched)
+        let Some(entry) =
+            self.table.conns.get_mut(&conn).filter(|e| !e.refused && !e.negotiating && !e.extra.vouched)
         else {
             return;
         };
-        let Some(admitted) = entry.admitted else { return };
-        let ip = entry.address.ip().to_canonical();
+        let Some(admitted) = entry.extra.admitted else { return };
+        let ip = entry.ip();
         let binding = self.members.as_ref().and_then(|m| m.lookup(claimed));
         let matches = |b: &MemberAddress| match b {
             MemberAddress::Ip(bound) => bound.to_canonical() == ip,
@@ -863,7 +750,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             }
             Ok(trust) => {
                 entry.trust = Some(trust);
-                entry.vouched = true;
+                entry.extra.vouched = true;
                 info!(conn = conn.0, peer = %entry.address, broker_id = claimed, trust = trust.name(), "slave identified");
                 self.feed(now, MasterInput::Identified { conn });
                 // A stranger holding the same id counts for nothing and may be an impostor.
@@ -871,7 +758,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
                     .master
                     .slaves()
                     .filter(|p| p.conn != conn && p.handshake.is_some_and(|h| h.broker_id == claimed))
-                    .filter(|p| self.conns.get(&p.conn).is_some_and(|e| !e.vouched))
+                    .filter(|p| self.table.conns.get(&p.conn).is_some_and(|e| !e.extra.vouched))
                     .map(|p| p.conn)
                     .collect();
                 for other in impostors {
@@ -885,8 +772,8 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             }
             Err(why) => {
                 warn!(conn = conn.0, peer = %entry.address, broker_id = claimed, why, "HA handshake refused");
-                self.refusals.identity_refused += 1;
-                self.refusals.last = Some(format!("{}: {why}", entry.address));
+                self.table.refusals.identity_refused += 1;
+                self.table.refusals.last = Some(format!("{}: {why}", entry.address));
                 entry.trust = Some(Trust::Stranger);
                 self.feed(now, MasterInput::Evict { conn });
             }
@@ -904,28 +791,24 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
     }
 
     fn on_event(&mut self, event: MasterEvent) {
-        let now = self.now;
+        let now = self.table.now;
         match event {
-            MasterEvent::WaitDone { id, result } => {
-                if let Some(sink) = self.waits.remove(&id) {
-                    sink.complete(result);
-                }
-            }
+            MasterEvent::WaitDone { id, result } => self.table.complete_wait(id, result),
             MasterEvent::PeerError { conn, error } => {
-                self.peer_errors += 1;
-                let peer = self.conns.get(&conn).map(|e| e.address);
+                self.table.peer_errors += 1;
+                let peer = self.table.peer(conn);
                 warn!(conn = conn.0, peer = peer.map(tracing::field::display), %error, "slave broke the protocol");
-                let shown = peer.map_or_else(|| format!("{conn:?}"), |p| p.to_string());
                 if matches!(error, PeerError::SlaveDiverged { .. }) {
-                    self.refusals.diverged += 1;
+                    self.table.refusals.diverged += 1;
                 }
-                self.refusals.last = Some(format!("{shown}: {error}"));
+                self.table.refusals.last = Some(format!("{}: {error}", self.table.shown(conn)));
             }
             MasterEvent::VerifyAck { conn, offset } => match self.log.is_record_boundary(offset) {
                 Ok(boundary) => self.feed(now, MasterInput::AckVerified { conn, boundary }),
                 Err(e) => {
                     warn!(conn = conn.0, offset, %e, "cannot check the first ack against the log: closing");
-                    self.refusals.last = Some(format!("{conn:?}: cannot check its first ack {offset}: {e}"));
+                    self.table.refusals.last =
+                        Some(format!("{conn:?}: cannot check its first ack {offset}: {e}"));
                     self.feed(now, MasterInput::Evict { conn });
                 }
             },
@@ -948,14 +831,14 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             }
             MasterEvent::SlaveStarted { conn, requested, start } => {
                 info!(conn = conn.0, requested, start, "slave streaming");
-                if let Some(entry) = self.conns.get_mut(&conn) {
-                    entry.start = Some(start);
+                if let Some(entry) = self.table.conns.get_mut(&conn) {
+                    entry.extra.start = Some(start);
                 }
             }
             MasterEvent::SlaveAcked { conn, .. } => {
                 // A stranger may be identified later: its member's address may be published
                 // after it connected.
-                if self.members.is_some() && self.conns.get(&conn).is_some_and(|e| !e.vouched) {
+                if self.members.is_some() && self.table.conns.get(&conn).is_some_and(|e| !e.extra.vouched) {
                     self.weigh_claim(now, conn);
                 }
             }

@@ -3,12 +3,9 @@
 //! layer so that adapters run either protocol unchanged.
 
 mod master;
-pub(crate) mod master_admission;
-mod master_task;
 #[cfg(test)]
 mod master_tests;
 mod slave;
-mod slave_task;
 #[cfg(test)]
 mod slave_tests;
 
@@ -16,6 +13,4 @@ pub use master::{
     AuthorityFactory, AutoSwitchDriver, AutoSwitchMasterStatus, AutoSwitchSlaveInfo, LocalAuthority,
     MasterControllerConfig, MemberDirectory, SyncStateSetAuthority, SyncStateSetError, check_sync_state_set,
 };
-pub use master_task::AnyMasterDriver;
 pub use slave::{AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, FollowRefusals, SlaveControllerConfig};
-pub use slave_task::AnySlaveDriver;
