@@ -50,6 +50,21 @@ fn offsets(c: &mut Client) -> Vec<(i64, i64)> {
         .collect()
 }
 
+/// `topicPutTps` of `TOPIC` in the master's `GET_TOPIC_STATS_INFO` answer.
+fn topic_put_tps(c: &mut Client) -> f64 {
+    let r = c.call(
+        RemotingCommand::request(RequestCode::GET_TOPIC_STATS_INFO)
+            .with_version(513)
+            .with_ext_field("topic", TOPIC),
+    );
+    assert_eq!(r.code, 0, "GET_TOPIC_STATS_INFO: {:?}", r.remark);
+    let body = String::from_utf8_lossy(&r.body).to_string();
+    let at = body.find("\"topicPutTps\":").unwrap_or_else(|| panic!("no topicPutTps in {body}"));
+    let rest = &body[at + "\"topicPutTps\":".len()..];
+    let end = rest.find(['}', ',']).unwrap_or(rest.len());
+    rest[..end].parse().unwrap_or_else(|_| panic!("topicPutTps in {body}"))
+}
+
 /// mqadmin's `key : value` lines (`brokerStatus`).
 fn key_values(text: &str) -> BTreeMap<String, String> {
     text.lines()
@@ -187,6 +202,33 @@ fn mqadmin_5_5_0_and_4_9_7_report_a_logship_group_as_it_is() {
     let master_max = g.master.max_offset();
     eventually("the slave to hold everything", || g.slave.max_offset() >= master_max);
     let consumed = started.elapsed();
+
+    // The rates of the last minute, as Java's BrokerStatsManager samples them every 10 s: the
+    // topic's puts (GET_TOPIC_STATS_INFO's topicPutTps) and the group's pulled messages
+    // (GET_CONSUME_STATS's consumeTps, which consumerProgress prints), both above 0 within a
+    // sample of the messages, with both tool lines.
+    let deadline = Instant::now() + Duration::from_secs(50);
+    loop {
+        let tps = topic_put_tps(&mut c);
+        if tps > 0.0 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "topicPutTps stayed {tps} after {SENT} sends");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    for (apps, line) in [(&apps5, CLIENT_5), (&apps4, CLIENT_4)] {
+        let text = ok(&apps.mqadmin(&["consumerProgress", "-n", &ns, "-g", GROUP]), "consumerProgress");
+        let tps: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("Consume TPS: "))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("mqadmin {}: no Consume TPS:\n{text}", line.version));
+        assert!(
+            tps > 0.0,
+            "mqadmin {}: the group consumed {SENT} messages in the last minute:\n{text}",
+            line.version
+        );
+    }
 
     for (apps, line) in [(&apps5, CLIENT_5), (&apps4, CLIENT_4)] {
         let v5 = line == CLIENT_5;

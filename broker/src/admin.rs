@@ -31,7 +31,8 @@ pub(crate) fn get_all_topic_config(ctx: &RequestContext, request: &RemotingComma
 /// `GET_TOPIC_STATS_INFO` (202): every write queue's min and max offset and the store time of
 /// its last message, as a `TopicStatsTable`. fastjson writes the map keyed by a
 /// `MessageQueue` object with the key as a JSON object, which is not JSON; Java's clients read
-/// exactly that, so it is written by hand. 5.x adds `topicPutTps` (not measured here: 0.0).
+/// exactly that, so it is written by hand. 5.x adds `topicPutTps`: the messages stored to the
+/// topic per second over the last minute (Java's `tpsTopicPutNums`).
 pub(crate) fn get_topic_stats_info(ctx: &RequestContext, request: &RemotingCommand) -> Processed {
     let h: GetTopicStatsInfoRequestHeader = request.decode_header()?;
     let Some(config) = ctx.broker.metadata.topics.select(&h.topic) else {
@@ -52,7 +53,8 @@ pub(crate) fn get_topic_stats_info(ctx: &RequestContext, request: &RemotingComma
     }
     let mut body = format!("{{\"offsetTable\":{{{}}}", entries.join(","));
     if ctx.broker.settings.line == RocketmqLine::V5 {
-        body.push_str(",\"topicPutTps\":0.0");
+        let tps = crate::stats::java_double(ctx.broker.stats.topic_put_tps(&h.topic));
+        body.push_str(&format!(",\"topicPutTps\":{tps}"));
     }
     body.push('}');
     Ok(ctx.response(request, ResponseCode::SUCCESS).with_body(body.into_bytes()))
@@ -268,18 +270,21 @@ fn consume_stats_topics(ctx: &RequestContext, h: &GetConsumeStatsRequestHeader) 
 /// queue's max offset (`brokerOffset`), the group's committed offset (`consumerOffset`, 0 when
 /// none) and the store time of the last consumed message, as a `ConsumeStats`; 5.x adds
 /// `pullOffset` (the committed offset here: logship keeps no separate pull offsets, so
-/// mqadmin's `#Inflight` is 0). `consumeTps` is not measured per group (0.0). Written by hand
+/// mqadmin's `#Inflight` is 0). `consumeTps` sums, over those topics, the messages the group
+/// pulled per second over the last minute (Java's `tpsGroupGetNums`). Written by hand
 /// for the same reason as [`get_topic_stats_info`].
 pub(crate) fn get_consume_stats(ctx: &RequestContext, request: &RemotingCommand) -> Processed {
     let h: GetConsumeStatsRequestHeader = request.decode_header()?;
     let b = &ctx.broker;
     let v5 = b.settings.line == RocketmqLine::V5;
     let mut entries = Vec::new();
+    let mut consume_tps = 0.0;
     for topic in consume_stats_topics(ctx, &h) {
         let Some(config) = b.metadata.topics.select(&topic) else {
             tracing::warn!(topic, "consumeStats: no such topic");
             continue;
         };
+        consume_tps += b.stats.group_get_tps(&h.consumer_group, &topic);
         for queue_id in 0..config.read_queue_nums.max(0) {
             let (_, max) = b.store.queue_bounds(&topic, queue_id);
             let consumer = b.metadata.offsets.query_offset(&h.consumer_group, &topic, queue_id).max(0);
@@ -295,7 +300,8 @@ pub(crate) fn get_consume_stats(ctx: &RequestContext, request: &RemotingCommand)
             entries.push(format!("{key}:{value}"));
         }
     }
-    let body = format!("{{\"consumeTps\":0.0,\"offsetTable\":{{{}}}}}", entries.join(","));
+    let tps = crate::stats::java_double(consume_tps);
+    let body = format!("{{\"consumeTps\":{tps},\"offsetTable\":{{{}}}}}", entries.join(","));
     Ok(ctx.response(request, ResponseCode::SUCCESS).with_body(body.into_bytes()))
 }
 

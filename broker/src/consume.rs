@@ -572,10 +572,16 @@ pub fn serve_unlock_batch_mq(ctx: &RequestContext, request: &RemotingCommand) ->
 
 /// Counts a pull's answer in the broker's statistics: the messages it carries, or a miss
 /// (`PULL_NOT_FOUND`, `PULL_RETRY_IMMEDIATELY`, `PULL_OFFSET_MOVED`). Refusals are not pulls.
-fn count_pull(ctx: &RequestContext, r: &crate::pull::PullResponse) {
+fn count_pull(ctx: &RequestContext, request: &RemotingCommand, r: &crate::pull::PullResponse) {
     let code = ResponseCode(r.command.code);
     if code == ResponseCode::SUCCESS {
-        ctx.broker.stats.pulled(r.messages.len() as u64);
+        let messages = r.messages.len() as u64;
+        ctx.broker.stats.pulled(messages);
+        // Java's incGroupGetNums, keyed by the request's group and topic.
+        let field = |k: &str| request.ext_fields.get(k).map(String::as_str);
+        if let (Some(group), Some(topic)) = (field("consumerGroup"), field("topic")) {
+            ctx.broker.stats.group_got(group, topic, messages);
+        }
     } else if [
         ResponseCode::PULL_NOT_FOUND,
         ResponseCode::PULL_RETRY_IMMEDIATELY,
@@ -602,7 +608,7 @@ pub async fn serve_pull(ctx: &RequestContext, request: &RemotingCommand) -> Proc
     carry_out(ctx, reply.effects);
     let held = match reply.outcome {
         PullOutcome::Respond(r) => {
-            count_pull(ctx, &r);
+            count_pull(ctx, request, &r);
             return Ok(r.into_command().with_version(ctx.broker.settings.version()));
         }
         PullOutcome::Hold(held) => held,
@@ -643,7 +649,7 @@ pub async fn serve_pull(ctx: &RequestContext, request: &RemotingCommand) -> Proc
     carry_out(ctx, rerun.effects);
     let answer = match rerun.outcome {
         PullOutcome::Respond(r) => {
-            count_pull(ctx, &r);
+            count_pull(ctx, request, &r);
             r.into_command()
         }
         PullOutcome::Hold(h) => {

@@ -480,6 +480,9 @@ async fn send_single(ctx: &RequestContext, request: &RemotingCommand, checked: C
         topic = names::SCHEDULE_TOPIC.to_string();
         queue_id = crate::delay::delay_level_to_queue_id(level);
     }
+    // The topic the statistics count the put under: the stored one (a DLQ's, the schedule
+    // topic), as Java counts `msg.getTopic()`; copied only when it is not the header's.
+    let counted_topic = (topic != header.topic).then(|| topic.clone());
     let message = Message {
         flag: header.flag,
         sys_flag,
@@ -491,7 +494,7 @@ async fn send_single(ctx: &RequestContext, request: &RemotingCommand, checked: C
     };
     let started = ctx.now_ms();
     let outcome = b.host.put(message).await;
-    count_put(ctx, &outcome, 1, started);
+    count_put(ctx, &outcome, (counted_topic.as_deref().unwrap_or(&header.topic), 1), started);
     answer(ctx, request, outcome, answered_queue, (line == RocketmqLine::V5).then_some(uniq_key).flatten())
 }
 
@@ -561,7 +564,7 @@ async fn send_batch(ctx: &RequestContext, request: &RemotingCommand, checked: Ch
     };
     let started = ctx.now_ms();
     let outcome = b.host.put(message).await;
-    count_put(ctx, &outcome, messages, started);
+    count_put(ctx, &outcome, (&header.topic, messages), started);
     let batch_uniq = (line == RocketmqLine::V5)
         .then(|| header_props.get(property::UNIQ_KEY).map(str::to_string))
         .flatten();
@@ -618,7 +621,7 @@ pub fn decode_batch(body: &Bytes) -> Result<Vec<BatchEntry>, String> {
 /// Counts a put of `messages` messages that started at `started_ms` in the broker's
 /// statistics: stored (whatever the replication or flush wait said), or refused by the store.
 /// A put the host refused before the store saw it is not counted.
-fn count_put(ctx: &RequestContext, outcome: &PutOutcome, messages: u64, started_ms: i64) {
+fn count_put(ctx: &RequestContext, outcome: &PutOutcome, (topic, messages): (&str, u64), started_ms: i64) {
     let PutOutcome::Put(result) = outcome else { return };
     let stats = &ctx.broker.stats;
     match result.status {
@@ -627,7 +630,7 @@ fn count_put(ctx: &RequestContext, outcome: &PutOutcome, messages: u64, started_
         | PutStatus::FlushSlaveTimeout
         | PutStatus::SlaveNotAvailable => {
             let took = u64::try_from(ctx.now_ms().saturating_sub(started_ms)).unwrap_or(0);
-            stats.put_stored(messages, u64::from(result.wrote_bytes), took);
+            stats.put_stored(topic, messages, u64::from(result.wrote_bytes), took);
         }
         _ => stats.put_failed(),
     }

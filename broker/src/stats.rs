@@ -9,7 +9,7 @@
 //! (`msgPutTotalTodayMorning` and the like) are the totals at the last two midnights (UTC;
 //! Java takes the broker's time zone), zero until the broker has seen a midnight.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 /// Milliseconds in a day.
@@ -41,9 +41,46 @@ pub struct Counters {
     pub get_transferred: u64,
 }
 
+/// How often the per-topic and per-group counters are sampled (Java's `StatsItemSet` samples
+/// every 10 s).
+pub const KEYED_SAMPLE_MS: i64 = 10_000;
+
+/// Samples a per-key rate is computed over: the newest and six before it, a minute (Java's
+/// `csListMinute` keeps 7).
+const KEYED_SAMPLES: usize = 7;
+
+/// Java's `StatsItem` minute view of one key (`TOPIC_PUT_NUMS` of a topic, `GROUP_GET_NUMS` of
+/// `topic@group`): the running count, and its samples every [`KEYED_SAMPLE_MS`].
+#[derive(Debug, Default)]
+struct KeyedItem {
+    value: u64,
+    /// `(ms, value)`, oldest first; the first sample of a key is preceded by `(t - 10 s, 0)`,
+    /// as Java's is.
+    samples: VecDeque<(i64, u64)>,
+}
+
+impl KeyedItem {
+    /// Java's `getStatsDataInMinute().getTps()`: the count between the oldest and the newest
+    /// sample, per second; 0 before the first sample.
+    fn tps(&self) -> f64 {
+        match (self.samples.front(), self.samples.back()) {
+            (Some(&(t0, v0)), Some(&(t1, v1))) if t1 > t0 => {
+                v1.saturating_sub(v0) as f64 * 1000.0 / (t1 - t0) as f64
+            }
+            _ => 0.0,
+        }
+    }
+}
+
 #[derive(Debug, Default)]
 struct Inner {
     now: Counters,
+    /// Messages stored per topic (Java's `TOPIC_PUT_NUMS`).
+    topic_puts: HashMap<String, KeyedItem>,
+    /// Messages pulled per `topic@group` (Java's `GROUP_GET_NUMS`).
+    group_gets: HashMap<String, KeyedItem>,
+    /// When the keyed counters were last sampled.
+    keyed_sampled: Option<i64>,
     /// `(ms, counters)`, oldest first, at least a second apart.
     samples: VecDeque<(i64, Counters)>,
     /// The day (since the epoch) of the last midnight seen, and the totals then and a day before.
@@ -76,13 +113,34 @@ impl BrokerStats {
         self.boot_ms
     }
 
-    /// A put of `messages` messages taking `bytes` in the log was stored, after `took_ms`.
-    pub fn put_stored(&self, messages: u64, bytes: u64, took_ms: u64) {
+    /// A put of `messages` messages to `topic` taking `bytes` in the log was stored, after
+    /// `took_ms`.
+    pub fn put_stored(&self, topic: &str, messages: u64, bytes: u64, took_ms: u64) {
         let mut i = self.inner();
         i.now.put_times += 1;
         i.now.put_messages += messages;
         i.now.put_bytes += bytes;
         i.put_time_max_ms = i.put_time_max_ms.max(took_ms);
+        add_keyed(&mut i.topic_puts, topic, messages);
+    }
+
+    /// A pull of `group` from `topic` carried `messages` messages (Java's `incGroupGetNums`,
+    /// counted for pulls answered `SUCCESS`).
+    pub fn group_got(&self, group: &str, topic: &str, messages: u64) {
+        let key = format!("{topic}@{group}");
+        add_keyed(&mut self.inner().group_gets, &key, messages);
+    }
+
+    /// Messages stored to `topic` per second over the last minute of samples (Java's
+    /// `tpsTopicPutNums`, `TopicStatsTable.topicPutTps`); 0 for a topic without any.
+    pub fn topic_put_tps(&self, topic: &str) -> f64 {
+        self.inner().topic_puts.get(topic).map_or(0.0, KeyedItem::tps)
+    }
+
+    /// Messages `group` pulled from `topic` per second over the last minute of samples (Java's
+    /// `tpsGroupGetNums`, what `ConsumeStats.consumeTps` sums).
+    pub fn group_get_tps(&self, group: &str, topic: &str) -> f64 {
+        self.inner().group_gets.get(&format!("{topic}@{group}")).map_or(0.0, KeyedItem::tps)
     }
 
     /// A put was refused by the store.
@@ -117,6 +175,19 @@ impl BrokerStats {
             i.yesterday_morning = if i.day == Some(day - 1) { i.today_morning } else { i.now };
             i.today_morning = i.now;
             i.day = Some(day);
+        }
+        if i.keyed_sampled.is_none_or(|t| now_ms - t >= KEYED_SAMPLE_MS) {
+            i.keyed_sampled = Some(now_ms);
+            let Inner { topic_puts, group_gets, .. } = &mut *i;
+            for item in topic_puts.values_mut().chain(group_gets.values_mut()) {
+                if item.samples.is_empty() {
+                    item.samples.push_back((now_ms - KEYED_SAMPLE_MS, 0));
+                }
+                item.samples.push_back((now_ms, item.value));
+                while item.samples.len() > KEYED_SAMPLES {
+                    item.samples.pop_front();
+                }
+            }
         }
         if i.samples.back().is_some_and(|(t, _)| now_ms - t < 1000) {
             return;
@@ -185,6 +256,15 @@ impl BrokerStats {
     }
 }
 
+fn add_keyed(items: &mut HashMap<String, KeyedItem>, key: &str, n: u64) {
+    match items.get_mut(key) {
+        Some(item) => item.value += n,
+        None => {
+            items.insert(key.to_string(), KeyedItem { value: n, samples: VecDeque::new() });
+        }
+    }
+}
+
 /// Java's `StoreStatsService.getFormatRuntime`: `[ D days, H hours, M minutes, S seconds ]`.
 pub fn runtime_text(ms: i64) -> String {
     let s = ms.max(0) / 1000;
@@ -225,7 +305,7 @@ mod tests {
         assert_eq!(t["putTps"], "  ", "no window has passed");
         for k in 0..=600 {
             s.sample(T0 + 5_000 + k * 1000);
-            s.put_stored(2, 200, 1);
+            s.put_stored("T", 2, 200, 1);
         }
         let t = table(&s, T0 + 605_000, false);
         // Two messages a second over every window.
@@ -252,15 +332,43 @@ mod tests {
     }
 
     #[test]
+    fn topic_and_group_rates_are_java_s_minute_view_sampled_every_ten_seconds() {
+        let s = BrokerStats::new(T0);
+        s.sample(T0);
+        s.put_stored("T", 30, 3000, 0);
+        s.put_stored("U", 1, 100, 0);
+        s.group_got("g", "T", 20);
+        assert_eq!(s.topic_put_tps("T"), 0.0, "no sample yet");
+        s.sample(T0 + 5_000);
+        assert_eq!(s.topic_put_tps("T"), 0.0, "the next sample is 10 s after the last");
+        // The first sample of a key counts from zero 10 s before it.
+        s.sample(T0 + 10_000);
+        assert_eq!((s.topic_put_tps("T"), s.topic_put_tps("U")), (3.0, 0.1));
+        assert_eq!((s.group_get_tps("g", "T"), s.group_get_tps("g", "U")), (2.0, 0.0));
+        assert_eq!(s.group_get_tps("other", "T"), 0.0);
+        // Nothing more: the rate spreads over the samples kept, then falls to 0 once the
+        // minute holds only samples after the last put.
+        s.sample(T0 + 20_000);
+        assert_eq!(s.topic_put_tps("T"), 1.5);
+        for k in 3..=8 {
+            s.sample(T0 + k * 10_000);
+        }
+        assert_eq!(s.topic_put_tps("T"), 0.0);
+        s.put_stored("T", 60, 6000, 0);
+        s.sample(T0 + 90_000);
+        assert_eq!(s.topic_put_tps("T"), 1.0, "60 messages over the minute kept");
+    }
+
+    #[test]
     fn day_counters_roll_over_at_midnight() {
         let midnight = (T0 / DAY_MS + 1) * DAY_MS;
         let s = BrokerStats::new(midnight - 60_000);
-        s.put_stored(4, 10, 0);
+        s.put_stored("T", 4, 10, 0);
         s.sample(midnight - 1_000);
         let t = table(&s, midnight - 500, false);
         assert_eq!((t["msgPutTotalTodayMorning"].as_str(), t["msgPutTotalTodayNow"].as_str()), ("0", "4"));
         s.sample(midnight + 1_000);
-        s.put_stored(1, 10, 0);
+        s.put_stored("T", 1, 10, 0);
         s.sample(midnight + DAY_MS + 1_000);
         let t = table(&s, midnight + DAY_MS + 2_000, false);
         assert_eq!(t["msgPutTotalYesterdayMorning"], "4");

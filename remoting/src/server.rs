@@ -8,10 +8,11 @@
 //!   [`respond`](ServerConnection::respond) (a processor's answer, in any order),
 //!   [`send`](ServerConnection::send) (a command the server sends on its own, such as
 //!   `NOTIFY_CONSUMER_IDS_CHANGED`), [`handle_written`](ServerConnection::handle_written) (how
-//!   much of [`transmit`](ServerConnection::transmit) the socket took) and
+//!   much of the queued output the socket took) and
 //!   [`handle_timeout`](ServerConnection::handle_timeout);
 //! - **outputs**: [`poll_request`](ServerConnection::poll_request) (the next request to
-//!   dispatch), [`transmit`](ServerConnection::transmit) (bytes to write),
+//!   dispatch), [`transmit`](ServerConnection::transmit) (bytes to write; every queued chunk
+//!   with [`transmit_chunks`](ServerConnection::transmit_chunks), for a vectored write),
 //!   [`poll_timeout`](ServerConnection::poll_timeout) (when to call `handle_timeout`),
 //!   [`wants_read`](ServerConnection::wants_read) (whether to read more) and
 //!   [`close_reason`](ServerConnection::close_reason) /
@@ -199,7 +200,7 @@ pub enum ConnectionMisuse {
     /// A response for a request that is not in flight (answered twice, or never taken).
     #[error("request {0:?} is not in flight on this connection")]
     UnknownRequest(RequestId),
-    /// More written than [`transmit`](ServerConnection::transmit) offered.
+    /// More written than the connection had queued.
     #[error("{written} bytes reported written, {offered} were offered")]
     WroteTooMuch {
         /// Reported.
@@ -450,26 +451,41 @@ impl ServerConnection {
         self.out.front().map(|chunk| chunk.slice(self.written..))
     }
 
+    /// Every queued chunk of output in order, [`transmit`](Self::transmit) first: for a driver
+    /// that writes many at once (a vectored write), then reports the total to
+    /// [`handle_written`](Self::handle_written).
+    pub fn transmit_chunks(&self) -> impl Iterator<Item = &[u8]> {
+        self.out.iter().enumerate().map(|(i, chunk)| if i == 0 { &chunk[self.written..] } else { &chunk[..] })
+    }
+
     /// Bytes of output queued and not written yet.
     pub fn queued_bytes(&self) -> usize {
         self.queued_bytes
     }
 
-    /// The socket took `n` bytes of [`transmit`](Self::transmit).
+    /// The socket took the first `n` bytes of the queued output: of
+    /// [`transmit`](Self::transmit), and on into the chunks after it
+    /// ([`transmit_chunks`](Self::transmit_chunks)).
     pub fn handle_written(&mut self, now: Instant, n: usize) -> Result<(), ConnectionMisuse> {
-        let offered = self.transmit().map_or(0, <[u8]>::len);
+        let offered = self.queued_bytes;
         if n > offered {
             return Err(ConnectionMisuse::WroteTooMuch { written: n, offered });
         }
         if n == 0 {
             return Ok(());
         }
-        self.written += n;
         self.queued_bytes -= n;
         self.stats.bytes_written += n as u64;
         self.write_progress = now;
         self.last_activity = now;
-        if self.written == self.out.front().map_or(0, Bytes::len) {
+        let mut left = n;
+        while let Some(front) = self.out.front() {
+            let rest = front.len() - self.written;
+            if left < rest {
+                self.written += left;
+                break;
+            }
+            left -= rest;
             self.out.pop_front();
             self.written = 0;
         }
@@ -892,6 +908,34 @@ mod tests {
         c.handle_written(now, head).unwrap();
         assert_eq!(c.transmit().unwrap().as_ptr(), body.as_ptr());
         assert!(matches!(c.handle_written(now, 65), Err(ConnectionMisuse::WroteTooMuch { .. })));
+    }
+
+    #[test]
+    fn a_write_may_take_several_chunks_and_end_inside_one() {
+        let now = t0();
+        let mut c = ServerConnection::new(cfg(), now);
+        let mut wire = request(RequestCode::GET_MAX_OFFSET, 7).to_vec();
+        wire.extend_from_slice(&request(RequestCode::GET_MIN_OFFSET, 8));
+        c.handle_read(now, &wire);
+        for (r, body) in [(c.poll_request().unwrap(), b"first"), (c.poll_request().unwrap(), b"other")] {
+            let answer = RemotingCommand::response(ResponseCode::SUCCESS).with_body(body.to_vec());
+            c.respond(now, r.id, Some(answer)).unwrap();
+        }
+        let all: Vec<u8> = c.transmit_chunks().flatten().copied().collect();
+        assert_eq!(all.len(), c.queued_bytes());
+        assert_eq!(c.transmit_chunks().count(), 4, "two heads and two bodies");
+        // Past the first response and 3 bytes into the second's head.
+        let first = all.len() / 2 + 3;
+        c.handle_written(now, first).unwrap();
+        let rest: Vec<u8> = c.transmit_chunks().flatten().copied().collect();
+        assert_eq!(rest, all[first..]);
+        assert!(matches!(c.handle_written(now, rest.len() + 1), Err(ConnectionMisuse::WroteTooMuch { .. })));
+        c.handle_written(now, rest.len()).unwrap();
+        assert!(c.transmit().is_none() && c.queued_bytes() == 0);
+        let mut d = FrameDecoder::new();
+        d.feed(&all);
+        let opaques: Vec<i32> = std::iter::from_fn(|| d.decode().unwrap()).map(|r| r.opaque).collect();
+        assert_eq!(opaques, [7, 8]);
     }
 
     #[test]

@@ -54,7 +54,43 @@ pub struct SendFigures {
     pub p99: f64,
     /// Sends that did not end `SEND_OK` (out of the rate).
     pub failed: u64,
+    /// CPU time per `SEND_OK`, microseconds, from the producer's `ready` line to its
+    /// `summary` (user and system, every thread; `/proc/<pid>/stat`): the brokers' master, its
+    /// slave, and the producer's JVM. NaN where it could not be read.
+    pub cpu: CpuPerSend,
 }
+
+/// CPU time per `SEND_OK` of one producer run, in microseconds (see [`SendFigures::cpu`]).
+#[derive(Clone, Copy, Debug)]
+pub struct CpuPerSend {
+    /// The master broker's process.
+    pub master: f64,
+    /// The slave broker's process (NaN without one).
+    pub slave: f64,
+    /// The producer's JVM.
+    pub client: f64,
+}
+
+impl Default for CpuPerSend {
+    fn default() -> Self {
+        Self { master: f64::NAN, slave: f64::NAN, client: f64::NAN }
+    }
+}
+
+/// The CPU time a process has used, user and system, in microseconds (`/proc/<pid>/stat`'s
+/// `utime` and `stime`, every thread's, ended ones included); `None` when it cannot be read.
+pub fn process_cpu_us(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name, in parentheses, may hold spaces: the fields start after its `)`.
+    let fields: Vec<&str> = stat.get(stat.rfind(')')? + 2..)?.split(' ').collect();
+    // utime and stime are the stat's fields 14 and 15; `fields[0]` is field 3 (the state).
+    let ticks = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // In USER_HZ ticks, which Linux fixes at 100 per second for what it reports to user space.
+    Some(ticks * 1e6 / USER_HZ)
+}
+
+/// The tick of `/proc/<pid>/stat`'s times (Linux's `USER_HZ`).
+const USER_HZ: f64 = 100.0;
 
 /// The built Java programs (client line 5.5.0): their classpath.
 pub struct Apps {
@@ -212,6 +248,8 @@ impl Logship {
         let mut cmd = Command::new(std::env::current_exe()?);
         cmd.arg(role).arg("--store").arg(store).args(["--listen-port", &port.to_string()]);
         cmd.args(["--set", &format!("namesrvAddr={namesrv}"), "--set", "brokerName=benchGroup"]);
+        // The host's disk is not under test (a shared host's may be over 90 % full).
+        cmd.args(["--set", "diskSpaceWarningLevelRatio=0.99"]);
         cmd.args(extra);
         let mut child = cmd
             .env("RUST_LOG", "warn")
@@ -265,6 +303,9 @@ pub enum Pair {
     Logship,
     /// A Java SYNC_MASTER and a Java SLAVE (rocketmq-broker 5.5.0).
     Java,
+    /// A logship ASYNC_MASTER without a slave: no replication wait, the least a broker can
+    /// cost, so what the client reaches against it bounds what any pair can show.
+    LogshipAlone,
 }
 
 /// The brokers of one round; stopped on drop.
@@ -274,6 +315,17 @@ enum Brokers {
         _processes: Vec<Logship>,
     },
     Java(Vec<App>),
+}
+
+impl Brokers {
+    /// The processes of the master and of the slave (none for a master alone).
+    fn pids(&self) -> (Option<u32>, Option<u32>) {
+        let ids: Vec<u32> = match self {
+            Self::Logship { _processes: p } => p.iter().map(|l| l.child.id()).collect(),
+            Self::Java(apps) => apps.iter().map(|a| a.child.id()).collect(),
+        };
+        (ids.first().copied(), ids.get(1).copied())
+    }
 }
 
 impl Drop for Brokers {
@@ -295,6 +347,9 @@ const JAVA_DEFAULTS: &[&str] = &[
     "clientWorkerThreads=4",
     "pullMessageThreadPoolNums=20",
     "flushDiskType=ASYNC_FLUSH",
+    // The host's disk is not under test, as for the logship pair (percent here, a fraction in
+    // logship's key).
+    "diskSpaceWarningLevelRatio=99",
 ];
 
 fn start_brokers(apps: &Apps, pair: Pair, dir: &Path, namesrv: &str) -> anyhow::Result<Brokers> {
@@ -317,6 +372,12 @@ fn start_brokers(apps: &Apps, pair: Pair, dir: &Path, namesrv: &str) -> anyhow::
                     .is_some_and(|a| a.iter().any(|c| c["ackOffset"].is_u64() && c["counted"] == true))
             })?;
             Ok(Brokers::Logship { _processes: vec![master, slave] })
+        }
+        Pair::LogshipAlone => {
+            let mut master =
+                Logship::start("master", &dir.join("master"), namesrv, &["--role", "ASYNC_MASTER"])?;
+            master.until("the logship master", |_| true)?;
+            Ok(Brokers::Logship { _processes: vec![master] })
         }
         Pair::Java => {
             // Other programs on the host may take a port between the check and the bind:
@@ -368,10 +429,11 @@ fn java_broker(apps: &Apps, role: &str, id: u64, store: &Path, namesrv: &str) ->
 }
 
 /// Runs a producer of `count` synchronous `size`-byte sends to `topic` from `threads` threads
-/// to the end; `more` are further arguments.
+/// to the end; `more` are further arguments. `brokers` are the master's and the slave's
+/// processes, whose CPU time the figures count with the producer's.
 fn produce(
     apps: &Apps,
-    namesrv: &str,
+    (namesrv, brokers): (&str, (Option<u32>, Option<u32>)),
     topic: &str,
     (threads, count, size): (usize, u64, usize),
     more: &[&str],
@@ -382,9 +444,21 @@ fn produce(
     args.extend(more);
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     let mut app = apps.start("Produce", "-Xmx512m", &args)?;
+    let pids = [brokers.0, brokers.1, Some(app.child.id())];
+    let cpu = || pids.map(|p| p.and_then(process_cpu_us));
+    app.wait_event("ready", READY)?;
+    let before = cpu();
     let summary = app.wait_event("summary", Duration::from_secs(600))?;
+    let after = cpu();
     app.stop(Duration::from_secs(30));
-    figures(&summary)
+    let mut f = figures(&summary)?;
+    let ok = summary["statuses"]["SEND_OK"].as_u64().unwrap_or(0) as f64;
+    let per = |i: usize| match (before[i], after[i]) {
+        (Some(b), Some(a)) if ok > 0.0 => (a - b) / ok,
+        _ => f64::NAN,
+    };
+    f.cpu = CpuPerSend { master: per(0), slave: per(1), client: per(2) };
+    Ok(f)
 }
 
 /// A producer's `summary` as figures.
@@ -399,6 +473,7 @@ fn figures(summary: &Value) -> anyhow::Result<SendFigures> {
         p50: num("p50Us")?,
         p99: num("p99Us")?,
         failed: sends.saturating_sub(ok),
+        cpu: CpuPerSend::default(),
     })
 }
 
@@ -408,10 +483,15 @@ fn figures(summary: &Value) -> anyhow::Result<SendFigures> {
 /// The topic is created (and its route known) by a few seed sends before the consumer
 /// starts: a new group reads a queue from its start while the queue is in memory, as Java's
 /// broker answers, so the seeds are the only backlog, and they carry no send time.
-fn end_to_end(apps: &Apps, namesrv: &str, count: u64, size: usize) -> anyhow::Result<(f64, f64)> {
+fn end_to_end(
+    apps: &Apps,
+    (namesrv, brokers): (&str, (Option<u32>, Option<u32>)),
+    count: u64,
+    size: usize,
+) -> anyhow::Result<(f64, f64)> {
     const E2E_TOPIC: &str = "BenchClientE2eTopic";
     const SEEDS: u64 = 16;
-    produce(apps, namesrv, E2E_TOPIC, (1, SEEDS, size), &[])?;
+    produce(apps, (namesrv, brokers), E2E_TOPIC, (1, SEEDS, size), &[])?;
     let total = (SEEDS + count).to_string();
     let args = ["--namesrv", namesrv, "--topic", E2E_TOPIC, "--group", "benchE2eGroup", "--count", &total];
     let more = ["--summary-ms", "200", "--quiet"];
@@ -428,7 +508,7 @@ fn end_to_end(apps: &Apps, namesrv: &str, count: u64, size: usize) -> anyhow::Re
         }
         anyhow::ensure!(Instant::now() < deadline, "the end-to-end consumer read no seed: {s}");
     }
-    produce(apps, namesrv, E2E_TOPIC, (1, count, size), &["--born-nanos"])?;
+    produce(apps, (namesrv, brokers), E2E_TOPIC, (1, count, size), &["--born-nanos"])?;
     let summary = loop {
         let s = consumer.wait_event("summary", Duration::from_secs(120))?;
         if s["final"] == true {
@@ -455,14 +535,19 @@ pub fn round(
     let ready = namesrv.wait_event("ready", READY)?;
     let namesrv_addr = format!("127.0.0.1:{}", ready["port"].as_u64().context("a port on the ready line")?);
     let brokers = start_brokers(apps, pair, dir, &namesrv_addr)?;
+    let to = (namesrv_addr.as_str(), brokers.pids());
     let (one_count, many_count) = counts;
-    let warm = produce(apps, &namesrv_addr, TOPIC, (8, one_count.min(2_000), size), &[])?;
+    let warm = produce(apps, to, TOPIC, (8, one_count.min(2_000), size), &[])?;
     if warm.failed > 0 {
         eprintln!("  note: {} of the warm-up sends failed (the route may have been new)", warm.failed);
     }
-    let one = produce(apps, &namesrv_addr, TOPIC, (1, one_count, size), &[])?;
-    let many = produce(apps, &namesrv_addr, TOPIC, (64, many_count, size), &[])?;
-    let e2e = end_to_end(apps, &namesrv_addr, one_count.min(2_000), size)?;
+    let one = produce(apps, to, TOPIC, (1, one_count, size), &[])?;
+    let many = produce(apps, to, TOPIC, (64, many_count, size), &[])?;
+    let e2e = match pair {
+        // The ceiling is of sends; a consumer there measures nothing the others do not.
+        Pair::LogshipAlone => (f64::NAN, f64::NAN),
+        _ => end_to_end(apps, to, one_count.min(2_000), size)?,
+    };
     drop(brokers);
     namesrv.stop(Duration::from_secs(30));
     let _ = std::fs::remove_dir_all(dir);
@@ -481,6 +566,13 @@ mod tests {
         });
         let f = figures(&summary).unwrap();
         assert_eq!((f.rate, f.p50, f.p99, f.failed), (450.0, 700.0, 2100.0, 100));
+    }
+
+    #[test]
+    fn a_process_cpu_time_is_read_for_a_live_process_and_none_for_a_missing_one() {
+        let mine = process_cpu_us(std::process::id()).expect("this process's stat");
+        assert!(mine >= 0.0 && mine.fract() == 0.0, "{mine}");
+        assert_eq!(process_cpu_us(u32::MAX), None);
     }
 
     #[test]

@@ -87,6 +87,12 @@ pub struct BenchArgs {
     /// Run every scenario this many times and report the medians.
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
+    /// The brokers the client scenarios run the Java programs against, each round
+    /// (repeatable): `logship` (a SYNC_MASTER and a slave), `java` (the Java pair) and `alone`
+    /// (a logship ASYNC_MASTER without a slave: the client's own ceiling). Default: `logship`
+    /// and `java`; a pair not run leaves its figures empty.
+    #[arg(long = "clients-pair", value_name = "PAIR")]
+    pub clients_pairs: Vec<String>,
     /// Exit with status 1 when a row misses its target (or has no figure for it).
     #[arg(long)]
     pub fail_on_miss: bool,
@@ -234,7 +240,7 @@ pub(crate) fn micros(d: Duration) -> f64 {
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 /// A master and its slaves on loopback, each with a fresh store.
@@ -1159,9 +1165,26 @@ fn client_scenarios(
 ) -> anyhow::Result<()> {
     let apps = clients::Apps::build()?;
     let counts = (args.samples as u64, args.messages.min(50_000));
-    let mut figures: [Vec<clients::ClientFigures>; 2] = Default::default();
+    let mut figures: [Vec<clients::ClientFigures>; 3] = Default::default();
+    let mut pairs = Vec::new();
+    for p in &args.clients_pairs {
+        pairs.push(match p.as_str() {
+            "logship" => clients::Pair::Logship,
+            "java" => clients::Pair::Java,
+            "alone" => clients::Pair::LogshipAlone,
+            other => anyhow::bail!("--clients-pair {other}: `logship`, `java` or `alone`"),
+        });
+    }
+    if pairs.is_empty() {
+        pairs = vec![clients::Pair::Logship, clients::Pair::Java];
+    }
     for round in 1..=args.repeat.max(1) {
-        for (i, pair) in [clients::Pair::Logship, clients::Pair::Java].into_iter().enumerate() {
+        for &pair in &pairs {
+            let i = match pair {
+                clients::Pair::Logship => 0,
+                clients::Pair::Java => 1,
+                clients::Pair::LogshipAlone => 2,
+            };
             say(args, &format!("the Java client against a {pair:?} pair ({round}/{})", args.repeat.max(1)));
             let f = clients::round(&apps, pair, &dir.join("clients"), counts, args.size)?;
             for (threads, s) in [(1, &f.one), (64, &f.many)] {
@@ -1177,7 +1200,46 @@ fn client_scenarios(
         }
     }
     rows.extend(client_rows(&figures[0], &figures[1], args.size));
+    rows.extend(ceiling_rows(&figures[2], &figures[1], args.size));
     Ok(())
+}
+
+/// The client's ceiling (`--clients-ceiling`): the Java producer against a logship
+/// ASYNC_MASTER alone, beside the Java pair; no rows without its figures.
+fn ceiling_rows(alone: &[clients::ClientFigures], java: &[clients::ClientFigures], size: usize) -> Vec<Row> {
+    use clients::ClientFigures;
+    if alone.is_empty() {
+        return Vec::new();
+    }
+    let baseline = "a Java broker pair (5.5.0), same run";
+    let med =
+        |f: &[ClientFigures], pick: &dyn Fn(&ClientFigures) -> f64| median(f.iter().map(pick).collect());
+    let mut rows = Vec::new();
+    for threads in [1, 64] {
+        let sends = |f: &ClientFigures| if threads == 1 { f.one.clone() } else { f.many.clone() };
+        let name = format!(
+            "Java producer, sync {size} B sends, {threads} thread(s), to a logship ASYNC_MASTER alone \
+             (the client's ceiling)"
+        );
+        let (rate, cpu) = (&|f: &ClientFigures| sends(f).rate, &|f: &ClientFigures| sends(f).cpu.client);
+        rows.push(Row::new(
+            format!("{name}: SEND_OK/s"),
+            med(alone, rate),
+            "msg/s",
+            baseline,
+            med(java, rate),
+            "-",
+        ));
+        rows.push(Row::new(
+            format!("{name}: producer CPU per SEND_OK"),
+            med(alone, cpu),
+            "us",
+            baseline,
+            med(java, cpu),
+            "-",
+        ));
+    }
+    rows
 }
 
 /// The client scenarios' rows: logship's medians against the Java broker pair's.
@@ -1196,6 +1258,9 @@ fn client_rows(ours: &[clients::ClientFigures], java: &[clients::ClientFigures],
         rows.push(row(format!("{name}: SEND_OK/s"), "msg/s", ">= 2", &|f| sends(f).rate));
         rows.push(row(format!("{name}: p50"), "us", "-", &|f| sends(f).p50));
         rows.push(row(format!("{name}: p99"), "us", "<= 0.5", &|f| sends(f).p99));
+        rows.push(row(format!("{name}: master CPU per SEND_OK"), "us", "-", &|f| sends(f).cpu.master));
+        rows.push(row(format!("{name}: slave CPU per SEND_OK"), "us", "-", &|f| sends(f).cpu.slave));
+        rows.push(row(format!("{name}: producer CPU per SEND_OK"), "us", "-", &|f| sends(f).cpu.client));
     }
     let name = "Java client, end to end (send to push-consumer receipt)";
     rows.push(row(format!("{name}: p50"), "us", "-", &|f| f.e2e.0));
@@ -1359,24 +1424,35 @@ mod tests {
     fn the_client_rows_compare_medians_with_the_java_pair_against_issue_23_s_targets() {
         use clients::{ClientFigures, SendFigures};
         let f = |rate: f64, p99: f64, e2e: f64| ClientFigures {
-            one: SendFigures { rate, p50: p99 / 2.0, p99, failed: 0 },
-            many: SendFigures { rate: rate * 10.0, p50: p99, p99: p99 * 2.0, failed: 0 },
+            one: SendFigures { rate, p50: p99 / 2.0, p99, failed: 0, cpu: clients::CpuPerSend::default() },
+            many: SendFigures {
+                rate: rate * 10.0,
+                p50: p99,
+                p99: p99 * 2.0,
+                failed: 0,
+                cpu: clients::CpuPerSend { master: rate / 10.0, slave: 5.0, client: 200.0 },
+            },
             e2e: (e2e, e2e * 3.0),
         };
         let ours = [f(300.0, 900.0, 1000.0), f(200.0, 1100.0, 3000.0), f(250.0, 1000.0, 2000.0)];
         let java = [f(100.0, 4000.0, 9000.0)];
         let rows = client_rows(&ours, &java, 1024);
-        assert_eq!(rows.len(), 8, "{rows:?}");
+        assert_eq!(rows.len(), 14, "{rows:?}");
         let rate = &rows[0];
         assert!(rate.scenario.contains("1 thread(s): SEND_OK/s"), "{rate:?}");
         assert_eq!(
             (rate.value, rate.baseline, rate.ratio, rate.target.as_str()),
             (250.0, 100.0, 2.5, ">= 2")
         );
-        let p99 = &rows[5];
+        let p99 = &rows[8];
         assert!(p99.scenario.contains("64 thread(s): p99"), "{p99:?}");
         assert_eq!((p99.value, p99.baseline, p99.target.as_str()), (2000.0, 8000.0, "<= 0.5"));
-        let e2e = &rows[7];
+        let cpu = &rows[9];
+        assert!(cpu.scenario.contains("64 thread(s): master CPU per SEND_OK"), "{cpu:?}");
+        assert_eq!((cpu.value, cpu.baseline, cpu.target.as_str()), (25.0, 10.0, "-"));
+        assert!(rows[3].value.is_nan(), "no CPU figure from 1 thread here: {:?}", rows[3]);
+        assert!(ceiling_rows(&[], &java, 1024).is_empty(), "no ceiling rows without its figures");
+        let e2e = &rows[13];
         assert_eq!((e2e.value, e2e.baseline, e2e.target.as_str()), (6000.0, 27000.0, "-"));
     }
 }

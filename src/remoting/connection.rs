@@ -62,6 +62,12 @@ pub async fn run(
     let mut tasks = JoinSet::new();
     let mut draining: Option<tokio::time::Instant> = None;
     let version = shared.config.version;
+    // One timer for the connection's deadlines, re-armed only when a deadline comes earlier
+    // than the one armed: deadlines mostly move later (each byte pushes them), and a timer that
+    // fires early only makes a spurious `handle_timeout`, after which it is armed anew.
+    let timer = tokio::time::sleep(std::time::Duration::ZERO);
+    tokio::pin!(timer);
+    let mut armed: Option<Instant> = None;
     loop {
         // Finished tasks stay in the set until reaped: without this a long-lived connection
         // keeps one entry per request it ever made.
@@ -94,8 +100,24 @@ pub async fn run(
                 break;
             }
         }
-        let timeout = conn.poll_timeout().map(tokio::time::Instant::from_std);
-        let out = conn.transmit_bytes();
+        // Everything queued goes out now, as many responses as are ready in one write; the
+        // socket's readiness is awaited only when it takes no more.
+        let blocked = match flush(&mut conn, &wr) {
+            Ok(blocked) => blocked,
+            Err(Misuse(e)) => {
+                warn!(%e, "remoting write accounting");
+                break;
+            }
+        };
+        if conn.is_finished() {
+            break;
+        }
+        if let Some(due) = conn.poll_timeout()
+            && armed.is_none_or(|a| due < a)
+        {
+            timer.as_mut().reset(tokio::time::Instant::from_std(due));
+            armed = Some(due);
+        }
         let reading = conn.wants_read() && draining.is_none();
         tokio::select! {
             read = rd.read(&mut buf), if reading => match read {
@@ -106,33 +128,24 @@ pub async fn run(
                     conn.handle_read_closed(now());
                 }
             },
-            written = wr.write(out.as_deref().unwrap_or_default()), if out.is_some() => match written {
-                Ok(n) => {
-                    if let Err(e) = conn.handle_written(now(), n) {
-                        warn!(%e, "remoting write accounting");
-                        break;
-                    }
-                }
-                Err(e) => {
+            ready = wr.writable(), if blocked => {
+                if let Err(e) = ready {
                     debug!(%e, "remoting write failed");
                     conn.close(now(), format!("write failed: {e}"));
                 }
             },
-            Some(event) = rx.recv() => match event {
-                Event::Answer(id, answer) => {
-                    if let Err(e) = conn.respond(now(), id, answer) {
-                        warn!(%e, "remoting answer");
-                    }
-                }
-                Event::Send(command) => {
-                    let _ = conn.send(now(), command);
-                }
-                Event::Close(reason) => {
-                    info!(reason, "the broker closes the connection");
-                    conn.close(now(), reason);
+            Some(event) = rx.recv() => {
+                // Every answer ready now, so that they leave in one write.
+                let mut next = Some(event);
+                while let Some(event) = next {
+                    handle_event(&mut conn, event);
+                    next = rx.try_recv().ok();
                 }
             },
-            () = sleep_until(timeout), if timeout.is_some() => conn.handle_timeout(now()),
+            () = &mut timer, if armed.is_some() => {
+                armed = None;
+                conn.handle_timeout(now());
+            },
             () = super::until_stopped(&mut stopped), if draining.is_none() => {
                 draining = Some(tokio::time::Instant::now() + shared.drain_timeout);
             }
@@ -147,6 +160,57 @@ pub async fn run(
     tasks.detach_all();
     note_close(&shared, &conn);
     broker.connection_closed(&connection);
+}
+
+/// Applies one event of the connection's other tasks.
+fn handle_event(conn: &mut ServerConnection, event: Event) {
+    match event {
+        Event::Answer(id, answer) => {
+            if let Err(e) = conn.respond(now(), id, answer) {
+                warn!(%e, "remoting answer");
+            }
+        }
+        Event::Send(command) => {
+            let _ = conn.send(now(), command);
+        }
+        Event::Close(reason) => {
+            info!(reason, "the broker closes the connection");
+            conn.close(now(), reason);
+        }
+    }
+}
+
+/// The driver's own bug in reporting what was written.
+struct Misuse(logship_remoting::server::ConnectionMisuse);
+
+/// The most chunks one vectored write takes (Linux's `IOV_MAX` is 1024).
+const MAX_WRITE_CHUNKS: usize = 256;
+
+/// Writes what `conn` has queued until it is all written or the socket takes no more;
+/// `Ok(true)` when output still waits for the socket. A failed write closes the connection.
+fn flush(conn: &mut ServerConnection, wr: &tokio::net::tcp::OwnedWriteHalf) -> Result<bool, Misuse> {
+    loop {
+        let written = {
+            let chunks: Vec<std::io::IoSlice<'_>> =
+                conn.transmit_chunks().take(MAX_WRITE_CHUNKS).map(std::io::IoSlice::new).collect();
+            if chunks.is_empty() {
+                return Ok(false);
+            }
+            wr.try_write_vectored(&chunks)
+        };
+        match written {
+            // A socket that takes nothing is waited for, as one that would block.
+            Ok(0) => return Ok(true),
+            Ok(n) => conn.handle_written(now(), n).map_err(Misuse)?,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                debug!(%e, "remoting write failed");
+                conn.close(now(), format!("write failed: {e}"));
+                return Ok(false);
+            }
+        }
+    }
 }
 
 async fn sleep_until(at: Option<tokio::time::Instant>) {

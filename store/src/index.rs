@@ -131,6 +131,20 @@ struct IndexFile {
     file: File,
     config: IndexConfig,
     header: IndexHeader,
+    /// Writes of [`put_key`](Self::put_key) not in the file yet (see [`Pending`]).
+    pending: Pending,
+}
+
+/// The writes of one catch-up round, held until [`IndexFile::write_pending`]: the entries
+/// appended (contiguous in the file, so one write), and the slots changed (each its own
+/// write at the end, the last value only), instead of two writes per key. Reads of a slot
+/// look here first; every path that reads the file or syncs it writes these out first.
+#[derive(Debug, Default)]
+struct Pending {
+    /// Where `entries` begin in the file.
+    entries_at: u64,
+    entries: Vec<u8>,
+    slots: std::collections::HashMap<u64, i32>,
 }
 
 impl IndexFile {
@@ -146,7 +160,7 @@ impl IndexFile {
             header.begin_timestamp = end_ts;
             header.end_timestamp = end_ts;
         }
-        let f = Self { path, file, config, header };
+        let f = Self { path, file, config, header, pending: Pending::default() };
         f.write_header()?;
         Ok(f)
     }
@@ -166,7 +180,22 @@ impl IndexFile {
                 reason: format!("indexCount {} outside 1..={}", header.index_count, config.max_index_num),
             });
         }
-        Ok(Self { path, file, config, header })
+        Ok(Self { path, file, config, header, pending: Pending::default() })
+    }
+
+    /// Writes the held entries and slots into the file (not synced).
+    fn write_pending(&mut self) -> Result<(), StoreError> {
+        let p = &mut self.pending;
+        if !p.entries.is_empty() {
+            self.file.write_all_at(&p.entries, p.entries_at).at(&self.path)?;
+            p.entries.clear();
+        }
+        let mut slots: Vec<(u64, i32)> = p.slots.drain().collect();
+        slots.sort_unstable();
+        for (at, value) in slots {
+            self.file.write_all_at(&value.to_be_bytes(), at).at(&self.path)?;
+        }
+        Ok(())
     }
 
     fn write_header(&self) -> Result<(), StoreError> {
@@ -200,9 +229,14 @@ impl IndexFile {
         let key_hash = index_key_hash(key);
         let slot_pos =
             INDEX_HEADER_SIZE + (key_hash as u64 % u64::from(self.config.max_hash_slot_num)) * SLOT;
-        let mut b = [0u8; 4];
-        self.file.read_exact_at(&mut b, slot_pos).at(&self.path)?;
-        let mut slot_value = i32::from_be_bytes(b);
+        let mut slot_value = match self.pending.slots.get(&slot_pos) {
+            Some(&v) => v,
+            None => {
+                let mut b = [0u8; 4];
+                self.file.read_exact_at(&mut b, slot_pos).at(&self.path)?;
+                i32::from_be_bytes(b)
+            }
+        };
         if slot_value <= 0 || slot_value > h.index_count {
             slot_value = 0;
         }
@@ -222,8 +256,13 @@ impl IndexFile {
         let at = INDEX_HEADER_SIZE
             + u64::from(self.config.max_hash_slot_num) * SLOT
             + h.index_count as u64 * ENTRY;
-        self.file.write_all_at(&e, at).at(&self.path)?;
-        self.file.write_all_at(&h.index_count.to_be_bytes(), slot_pos).at(&self.path)?;
+        let p = &mut self.pending;
+        if p.entries.is_empty() {
+            p.entries_at = at;
+        }
+        debug_assert_eq!(p.entries_at + p.entries.len() as u64, at, "entries are appended in order");
+        p.entries.extend_from_slice(&e);
+        p.slots.insert(slot_pos, h.index_count);
         if h.index_count <= 1 {
             h.begin_phy_offset = phy_offset;
             h.begin_timestamp = store_timestamp;
@@ -466,6 +505,7 @@ impl MessageIndex {
         }
         let last = s.files.last_mut().expect("one file at least");
         if !last.put_key(key, phy, ts)? {
+            last.write_pending()?;
             last.write_header()?;
             last.sync()?;
             self.new_file(s)?;
@@ -483,7 +523,13 @@ impl MessageIndex {
         let seg = log.shared.log.segment_size;
         let mut at = s.indexed_to.max(log.min_offset());
         let start = at;
-        let result = self.index_records(&mut s, log, &mut at, end, seg);
+        let mut result = self.index_records(&mut s, log, &mut at, end, seg);
+        // What the round held goes into the file before anyone reads it (under this lock).
+        if let Some(last) = s.files.last_mut()
+            && let Err(e) = last.write_pending()
+        {
+            result = result.and(Err(e));
+        }
         if at != start {
             // Entries before the header that counts them.
             if let Some(last) = s.files.last() {
@@ -527,6 +573,12 @@ impl MessageIndex {
                     codec::property(&m.properties, PROPERTY_KEYS).into_iter().flat_map(|k| k.split(' '));
                 for key in uniq.chain(keys.filter(|k| !k.is_empty())) {
                     let key = format!("{topic}#{key}");
+                    if partial {
+                        // The lookup reads the file: the round's writes go in first.
+                        if let Some(last) = s.files.last_mut() {
+                            last.write_pending()?;
+                        }
+                    }
                     if partial && has_entry(s, &key, phy)? {
                         continue;
                     }
