@@ -5,7 +5,9 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod broker;
 mod config;
+mod coordination;
 mod demo;
 #[cfg(feature = "etcd")]
 #[path = "coordinator/broker.rs"]
