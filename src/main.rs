@@ -10,7 +10,6 @@ mod config;
 mod coordination;
 mod demo;
 #[cfg(feature = "etcd")]
-#[path = "coordinator/broker.rs"]
 mod failover;
 mod http;
 mod metrics;
