@@ -1,9 +1,9 @@
 //! A controller-mode broker's role ([`Role`]) and the state that serializes its changes
 //! ([`Roles`]); the changes themselves are `crate::roles`'.
 
+use logship::status::AssignedRole;
 use logship_core::autoswitch::BrokerId;
 use logship_core::service::coordinator::LocalRole;
-use serde_json::{Value, json};
 
 /// The role of a controller-mode broker.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -38,18 +38,20 @@ impl Role {
         }
     }
 
-    /// The role as `/status` shows it.
-    pub fn json(&self) -> Value {
-        match self {
-            Self::None => json!({ "role": "NONE" }),
-            Self::Master { epoch } => json!({ "role": "MASTER", "epoch": epoch }),
-            Self::Slave { master_address, master_broker_id, epoch } => json!({
-                "role": "SLAVE",
-                "epoch": epoch,
-                "masterAddress": master_address,
-                "masterBrokerId": master_broker_id,
-            }),
-        }
+    /// The role as `/status` and the role-changing calls show it.
+    pub fn status(&self) -> AssignedRole {
+        let (role, epoch) = match self {
+            Self::None => ("NONE", None),
+            Self::Master { epoch } => ("MASTER", Some(*epoch)),
+            Self::Slave { epoch, .. } => ("SLAVE", Some(*epoch)),
+        };
+        let (master_address, master_broker_id) = match self {
+            Self::Slave { master_address, master_broker_id, .. } => {
+                (Some(master_address.clone()), Some(*master_broker_id))
+            }
+            _ => (None, None),
+        };
+        AssignedRole { role: role.into(), epoch, master_address, master_broker_id }
     }
 }
 

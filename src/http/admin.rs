@@ -87,7 +87,7 @@ async fn coordinator_gate(broker: &Broker, override_coordinator: bool) -> Result
 fn role_answer(result: Result<crate::roles::Role, crate::roles::RoleError>) -> Response {
     use crate::roles::RoleError;
     match result {
-        Ok(role) => Json(role.json()).into_response(),
+        Ok(role) => Json(serde_json::to_value(role.status()).expect("a role serializes")).into_response(),
         Err(e) => {
             let code = match &e {
                 RoleError::Refused(r) if r.is_malformed() => StatusCode::BAD_REQUEST,

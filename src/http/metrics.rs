@@ -6,12 +6,12 @@ use axum::extract::State;
 use axum::http::{HeaderMap, header};
 use axum::response::{IntoResponse, Response};
 
-use super::status::status_json;
+use super::status::status_of;
 use crate::broker::Broker;
 
 pub async fn metrics(State(broker): State<Arc<Broker>>, headers: HeaderMap) -> Response {
     // Refresh the replication gauges from the live status.
-    let _ = status_json(&broker).await;
+    let _ = status_of(&broker).await;
     let (content_type, body) =
         broker.metrics.respond(headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()));
     ([(header::CONTENT_TYPE, content_type)], body).into_response()

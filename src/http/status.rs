@@ -1,5 +1,5 @@
-//! `GET /status`: role, offsets, replication state (the status page and `logship status` read
-//! it).
+//! `GET /status`: role, offsets, replication state, as the typed document
+//! [`logship::status::Status`] (the status page and `logship status` read it).
 
 use std::sync::Arc;
 
@@ -7,9 +7,13 @@ use axum::Json;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use logship::status::{
+    AbsentReplica, ControllerLink, Epoch, FollowRefusals, Group, GroupMember, GroupView, HaRefusals, HaTrust,
+    Master, MasterController, MasterLink, ReplicaLink, Scrub, ScrubFinding, Slave, SlaveController, Status,
+    StoreIntegrity, Unassigned, UnassignedController,
+};
 use logship_core::BrokerRole;
 use logship_core::SlaveState;
-use serde_json::{Value, json};
 
 use super::error;
 use crate::broker::{Broker, Node};
@@ -17,176 +21,175 @@ use crate::config::BrokerSettings;
 use crate::coordination::Coordination;
 
 pub async fn status(State(broker): State<Arc<Broker>>) -> Response {
-    match status_json(&broker).await {
-        Some(v) => Json(v).into_response(),
+    match status_of(&broker).await {
+        Some(doc) => Json(doc.to_json()).into_response(),
         None => error(StatusCode::SERVICE_UNAVAILABLE, "the replication service has stopped"),
     }
 }
 
-/// The `/status` document; with automatic failover, `group` too.
-pub async fn status_json(broker: &Broker) -> Option<Value> {
-    let mut v = node_status_json(broker).await?;
-    if let Some(remoting) = broker.remoting.get() {
-        v["remoting"] = remoting.status_json();
-    }
-    match (broker.coordination(), &broker.coordination) {
+/// The `/status` document (refreshing the replication gauges on the way); with automatic
+/// failover, `group` too. `None` once the replication service has stopped.
+pub async fn status_of(broker: &Broker) -> Option<Status> {
+    let mut doc = node_status(broker).await?;
+    doc.remoting = broker.remoting.get().map(|r| r.status_json());
+    doc.group = match (broker.coordination(), &broker.coordination) {
         (Some(c), _) => {
             broker.metrics.observe_group(c);
-            v["group"] = group_json(c);
+            Some(Group::Member(group_view(c)))
         }
-        (None, Some(_)) => {
-            v["group"] = json!({
-                "left": true,
-                "why": "an admin call with overrideCoordinator took this broker's role over: it left \
-                        automatic failover until it restarts",
-            });
-        }
-        (None, None) => {}
-    }
-    Some(v)
+        (None, Some(_)) => Some(Group::Left {
+            left: true,
+            why: "an admin call with overrideCoordinator took this broker's role over: it left automatic \
+                  failover until it restarts"
+                .into(),
+        }),
+        (None, None) => None,
+    };
+    Some(doc)
 }
 
 /// `/status`'s `group`: the record, the live members with their lag behind the master's
 /// published end, and this broker's lease guard.
-pub fn group_json(c: &Coordination) -> Value {
+pub fn group_view(c: &Coordination) -> GroupView {
     let view = c.view();
     let record = view.as_ref().and_then(|v| v.record.as_ref()).map(|r| &r.value);
     let master_end =
         view.as_ref().and_then(|v| v.live.iter().find(|m| Some(m.broker_id) == record.map(|r| r.master_id)));
-    let members: Vec<Value> = view
+    let members = view
         .as_ref()
         .map(|v| {
             v.live
                 .iter()
-                .map(|m| {
-                    json!({
-                        "brokerId": m.broker_id,
-                        "maxOffset": m.max_offset,
-                        "epoch": m.epoch,
-                        "lag": master_end.map(|e| e.max_offset.saturating_sub(m.max_offset)),
-                        "haAddress": m.ha_addr.to_string(),
-                        "httpAddress": m.http_addr.to_string(),
-                    })
+                .map(|m| GroupMember {
+                    broker_id: m.broker_id,
+                    max_offset: m.max_offset,
+                    epoch: m.epoch,
+                    lag: master_end.map(|e| e.max_offset.saturating_sub(m.max_offset)),
+                    ha_address: m.ha_addr.to_string(),
+                    http_address: m.http_addr.to_string(),
                 })
                 .collect()
         })
         .unwrap_or_default();
     let lease = c.lease();
     let audit = c.audit();
-    json!({
-        "masterEpoch": record.map(|r| r.master_epoch),
-        "masterId": record.map(|r| r.master_id),
-        "masterLive": view.as_ref().is_some_and(|v| v.master_live),
-        "masterHttpAddress": record.map(|r| r.master_http_addr.to_string()),
-        "syncStateSet": record.map(|r| &r.sync_state_set),
-        "syncStateSetEpoch": record.map(|r| r.sync_state_set_epoch),
-        "members": members,
-        "leaseOpen": c.lease_open(),
-        "leaseLost": lease.is_none_or(|l| l.lost),
-        "recordTrusted": audit.trusted,
-        "recordAnomalies": audit.anomalies,
-        "recordAnomaliesTotal": audit.total,
-    })
+    GroupView {
+        master_epoch: record.map(|r| r.master_epoch),
+        master_id: record.map(|r| r.master_id),
+        master_live: view.as_ref().is_some_and(|v| v.master_live),
+        master_http_address: record.map(|r| r.master_http_addr.to_string()),
+        sync_state_set: record.map(|r| r.sync_state_set.iter().copied().collect()),
+        sync_state_set_epoch: record.map(|r| r.sync_state_set_epoch),
+        members,
+        lease_open: c.lease_open(),
+        lease_lost: lease.is_none_or(|l| l.lost),
+        record_trusted: audit.trusted,
+        record_anomalies: audit.anomalies,
+        record_anomalies_total: audit.total,
+    }
 }
 
-async fn node_status_json(broker: &Broker) -> Option<Value> {
+async fn node_status(broker: &Broker) -> Option<Status> {
     let store = broker.store.status();
     broker.metrics.observe_store(&store);
     let gap = broker.settings.ha_max_gap_not_in_sync;
-    let role = broker.roles.as_ref().map(|r| r.current().json());
-    match broker.node() {
+    let assigned = broker.roles.as_ref().map(|r| r.current().status());
+    let (node, min_offset, max_offset, flushed_offset) = match broker.node() {
         Node::Unassigned => {
             broker.metrics.observe_unassigned(&store, broker.store.epochs().last().map(|e| e.epoch));
-            Some(json!({
-                "role": "NONE",
-                "minOffset": store.min_offset,
-                "maxOffset": store.max_offset,
-                "flushedOffset": store.flushed_offset,
-                "controller": {
-                    "brokerId": broker.roles.as_ref().map(|r| r.broker_id),
-                    "assigned": role,
-                    "confirmOffset": store.confirm_offset,
-                    "epochs": epochs_json(&broker.store.epochs()),
-                },
-                "diskUsedRatio": store.disk_used_ratio,
-                "writeRefused": store.write_refused,
-                "store": store_json(&store),
-            }))
+            let controller = UnassignedController {
+                broker_id: broker.roles.as_ref().map(|r| r.broker_id),
+                assigned,
+                confirm_offset: store.confirm_offset,
+                epochs: epochs(&broker.store.epochs()),
+            };
+            let node = logship::status::Node::Unassigned(Unassigned { controller });
+            (node, store.min_offset, store.max_offset, store.flushed_offset)
         }
         Node::Master(master) => {
             let s = master.status().await?;
             let replicas = broker.metrics.observe_master(&s, store.disk_used_ratio);
-            let slaves: Vec<Value> = s
+            let slaves = s
                 .slaves
                 .iter()
                 .zip(&replicas.names)
-                .map(|(l, name)| {
-                    json!({
-                        "name": name,
-                        "bytesSent": l.bytes_sent,
-                        "address": l.address.to_string(),
-                        "ackOffset": l.ack,
-                        "lagBytes": l.lag_bytes,
-                        "lagSeconds": l.lag.as_secs_f64(),
-                        "inSync": l.in_sync,
-                        "connectedSeconds": l.connected_for.as_secs_f64(),
-                        "trusted": l.trusted,
-                        "counted": l.counted,
-                        "replica": l.identity,
-                    })
+                .map(|(l, name)| ReplicaLink {
+                    name: name.clone(),
+                    bytes_sent: l.bytes_sent,
+                    address: l.address.to_string(),
+                    ack_offset: l.ack,
+                    lag_bytes: l.lag_bytes,
+                    lag_seconds: l.lag.as_secs_f64(),
+                    in_sync: l.in_sync,
+                    connected_seconds: l.connected_for.as_secs_f64(),
+                    trusted: l.trusted,
+                    counted: l.counted,
+                    replica: l.identity.clone(),
                 })
                 .collect();
-            let controller = s.autoswitch.as_ref().map(|a| {
-                json!({
-                    "brokerId": a.broker_id,
-                    "assigned": role,
-                    "epoch": a.epoch,
-                    "confirmOffset": a.confirm_offset,
-                    "syncStateSet": a.sync_state_set,
-                    "syncStateSetEpoch": a.sync_state_set_epoch,
-                    "proposedSyncStateSet": a.proposed_sync_state_set,
-                    "epochs": epochs_json(&a.epochs),
-                    "slaves": a.slaves.iter().map(|l| json!({
-                        "conn": l.conn.0,
-                        "brokerId": l.broker_id,
-                        "asyncLearner": l.async_learner,
-                        "counted": l.counted,
-                    })).collect::<Vec<_>>(),
-                })
+            let controller = s.autoswitch.as_ref().map(|a| MasterController {
+                broker_id: a.broker_id,
+                assigned: assigned.clone(),
+                epoch: a.epoch,
+                confirm_offset: a.confirm_offset,
+                sync_state_set: a.sync_state_set.iter().copied().collect(),
+                sync_state_set_epoch: a.sync_state_set_epoch,
+                proposed_sync_state_set: a
+                    .proposed_sync_state_set
+                    .as_ref()
+                    .map(|p| p.iter().copied().collect()),
+                epochs: epochs(&a.epochs),
+                slaves: a
+                    .slaves
+                    .iter()
+                    .map(|l| ControllerLink {
+                        conn: l.conn.0,
+                        broker_id: l.broker_id,
+                        async_learner: l.async_learner,
+                        counted: l.counted,
+                    })
+                    .collect(),
             });
-            Some(json!({
-                "role": s.role.rocketmq_name(),
-                "controller": controller,
-                "minOffset": s.min_offset,
-                "maxOffset": s.max_offset,
-                "flushedOffset": s.flushed_offset,
-                "replicatedOffset": s.replicated_offset,
-                "pendingWaits": s.pending_waits,
-                "slaves": slaves,
-                "absentReplicas": crate::status_cmd::absent_json(&replicas.absent),
-                "replicasExpected": replicas.expected,
-                "replicasInSync": replicas.in_sync,
-                "underReplicated": replicas.under_replicated(),
-                "bytesReplicated": s.bytes_replicated,
-                "fence": s.fence.as_ref().map(ToString::to_string),
-                "haTrust": ha_trust_json(&broker.settings),
-                "haRefusals": {
-                    "notAdmitted": s.refusals.not_admitted,
-                    "overLimit": s.refusals.over_limit,
-                    "displaced": s.refusals.displaced,
-                    "identityRefused": s.refusals.identity_refused,
-                    "firstReportTimeouts": s.refusals.first_report_timeouts,
-                    "untrustedAhead": s.refusals.untrusted_ahead,
-                    "diverged": s.refusals.diverged,
-                    "implausibleReports": s.refusals.implausible_reports,
-                    "plainRefused": s.refusals.plain_refused,
-                    "tlsRefused": s.refusals.tls_refused,
-                    "last": s.refusals.last,
+            let r = &s.refusals;
+            let fields = Master {
+                controller,
+                replicated_offset: s.replicated_offset,
+                pending_waits: s.pending_waits as u64,
+                slaves,
+                absent_replicas: replicas
+                    .absent
+                    .iter()
+                    .map(|(name, ack, away)| AbsentReplica {
+                        name: name.clone(),
+                        ack_offset: *ack,
+                        away_seconds: away.map(|d| d.as_secs_f64()),
+                    })
+                    .collect(),
+                replicas_expected: replicas.expected,
+                replicas_in_sync: replicas.in_sync,
+                under_replicated: replicas.under_replicated(),
+                bytes_replicated: s.bytes_replicated,
+                fence: s.fence.as_ref().map(ToString::to_string),
+                ha_trust: ha_trust(&broker.settings),
+                ha_refusals: HaRefusals {
+                    not_admitted: r.not_admitted,
+                    over_limit: r.over_limit,
+                    displaced: r.displaced,
+                    identity_refused: r.identity_refused,
+                    first_report_timeouts: r.first_report_timeouts,
+                    untrusted_ahead: r.untrusted_ahead,
+                    diverged: r.diverged,
+                    implausible_reports: r.implausible_reports,
+                    plain_refused: r.plain_refused,
+                    tls_refused: r.tls_refused,
+                    last: r.last.clone(),
                 },
-                "diskUsedRatio": store.disk_used_ratio,
-                "writeRefused": store.write_refused,
-                "store": store_json(&store),
-            }))
+            };
+            let node = match s.role {
+                BrokerRole::SyncMaster => logship::status::Node::SyncMaster(fields),
+                _ => logship::status::Node::AsyncMaster(fields),
+            };
+            (node, s.min_offset, s.max_offset, s.flushed_offset)
         }
         Node::Slave(slave) => {
             let s = slave.status().await?;
@@ -203,59 +206,60 @@ async fn node_status_json(broker: &Broker) -> Option<Value> {
                 SlaveState::Connecting => "CONNECTING",
                 SlaveState::Streaming => "STREAMING",
             };
-            let controller = s.autoswitch.as_ref().map(|a| {
-                json!({
-                    "brokerId": a.broker_id,
-                    "assigned": role,
-                    "masterBrokerId": a.master_broker_id,
-                    "masterEpoch": a.master_epoch,
-                    "masterLastEpoch": a.master_last_epoch,
-                    "phase": format!("{:?}", a.phase),
-                    "confirmOffset": a.confirm_offset,
-                    "epochs": epochs_json(&a.epochs),
-                    "consistentPoint": a.consistent_point,
-                    "truncations": a.truncations,
-                    "truncatedBytes": a.truncated_bytes,
-                    "refusals": {
-                        "current": a.refusals.current,
-                        "masterBehindElectedEpoch": a.refusals.master_behind_elected_epoch,
-                        "masterBehindLocalEpoch": a.refusals.master_behind_local_epoch,
-                        "epochAboveElected": a.refusals.epoch_above_elected,
-                        "wouldTruncateConfirmed": a.refusals.would_truncate_confirmed,
-                        "noConsistentPoint": a.refusals.no_consistent_point,
-                    },
-                })
-            });
-            Some(json!({
-                "role": BrokerRole::Slave.rocketmq_name(),
-                "controller": controller,
-                "minOffset": store.min_offset,
-                "maxOffset": s.max_offset,
-                "flushedOffset": s.flushed_offset,
-                "master": {
-                    "address": s.master_address,
-                    "state": state,
-                    "ackOffset": s.ack_offset,
-                    "masterOffset": s.master_offset,
-                    "lagBytes": s.lag_bytes,
-                    "lagSeconds": s.lag.as_secs_f64(),
-                    "inSync": in_sync,
-                    "secondsSinceLastRead": s.since_last_read.map(|d| d.as_secs_f64()),
-                    "appendError": s.append_error,
-                    "appendFailures": s.append_failures,
+            let controller = s.autoswitch.as_ref().map(|a| SlaveController {
+                broker_id: a.broker_id,
+                assigned: assigned.clone(),
+                master_broker_id: a.master_broker_id,
+                master_epoch: a.master_epoch,
+                master_last_epoch: a.master_last_epoch,
+                phase: format!("{:?}", a.phase),
+                confirm_offset: a.confirm_offset,
+                epochs: epochs(&a.epochs),
+                consistent_point: a.consistent_point,
+                truncations: a.truncations,
+                truncated_bytes: a.truncated_bytes,
+                refusals: FollowRefusals {
+                    current: a.refusals.current.clone(),
+                    master_behind_elected_epoch: a.refusals.master_behind_elected_epoch,
+                    master_behind_local_epoch: a.refusals.master_behind_local_epoch,
+                    epoch_above_elected: a.refusals.epoch_above_elected,
+                    would_truncate_confirmed: a.refusals.would_truncate_confirmed,
+                    no_consistent_point: a.refusals.no_consistent_point,
                 },
-                "diskUsedRatio": store.disk_used_ratio,
-                "writeRefused": store.write_refused,
-                "store": store_json(&store),
-            }))
+            });
+            let master = MasterLink {
+                address: s.master_address.clone(),
+                state: state.into(),
+                ack_offset: s.ack_offset,
+                master_offset: s.master_offset,
+                lag_bytes: s.lag_bytes,
+                lag_seconds: s.lag.as_secs_f64(),
+                in_sync,
+                seconds_since_last_read: s.since_last_read.map(|d| d.as_secs_f64()),
+                append_error: s.append_error.clone(),
+                append_failures: s.append_failures,
+            };
+            let node = logship::status::Node::Slave(Slave { controller, master });
+            (node, store.min_offset, s.max_offset, s.flushed_offset)
         }
-    }
+    };
+    Some(Status {
+        node,
+        min_offset,
+        max_offset,
+        flushed_offset,
+        disk_used_ratio: store.disk_used_ratio,
+        write_refused: store.write_refused.clone(),
+        store: store_integrity(&store),
+        remoting: None,
+        group: None,
+    })
 }
 
 /// The HA port's trust model in `/status` (see docs/trust.md): `mode` is `protected` (only
 /// loopback peers are identified), `allowList`, `tls`, or `allowListAndTls`; `trustAnyReplica`
 /// and its `warning` say that strangers count (haTrustAnyReplica=true).
-fn ha_trust_json(settings: &BrokerSettings) -> Value {
+fn ha_trust(settings: &BrokerSettings) -> HaTrust {
     let mode = match (!settings.ha_replica_allow_list.is_empty(), settings.master_tls.is_some()) {
         (false, false) => "protected",
         (true, false) => "allowList",
@@ -266,34 +270,42 @@ fn ha_trust_json(settings: &BrokerSettings) -> Value {
         "haTrustAnyReplica=true: any connection counts as a replica for SYNC waits, and none can fence this \
          master; name the replicas in haReplicaAllowList or admit them by TLS",
     );
-    json!({ "mode": mode, "trustAnyReplica": settings.ha_trust_any_replica, "warning": warning })
+    HaTrust {
+        mode: mode.into(),
+        trust_any_replica: settings.ha_trust_any_replica,
+        warning: warning.map(Into::into),
+    }
 }
 
-/// An epoch list in `/status`: `[{"epoch", "startOffset"}]`, oldest first.
-fn epochs_json(epochs: &[logship_core::autoswitch::EpochEntry]) -> Value {
-    epochs.iter().map(|e| json!({ "epoch": e.epoch, "startOffset": e.start_offset })).collect()
+/// An epoch list in `/status`, oldest first.
+fn epochs(epochs: &[logship_core::autoswitch::EpochEntry]) -> Vec<Epoch> {
+    epochs.iter().map(|e| Epoch { epoch: e.epoch, start_offset: e.start_offset }).collect()
 }
 
 /// The store's integrity figures in `/status`: forced deletions, the retention floor, the scrub.
-fn store_json(store: &logship_store::StoreStatus) -> Value {
+fn store_integrity(store: &logship_store::StoreStatus) -> StoreIntegrity {
     let scrub = &store.scrub;
-    json!({
-        "forcedDeletedSegments": store.forced_deleted_segments,
-        "forcedDeletedBytes": store.forced_deleted_bytes,
-        "retentionFloor": store.retention_floor,
-        "scrub": {
-            "enabled": scrub.enabled,
-            "passes": scrub.passes,
-            "position": scrub.position,
-            "passEnd": scrub.pass_end,
-            "bytesVerified": scrub.bytes_verified,
-            "damagedRecords": scrub.damaged_records,
-            "findings": scrub.findings.iter().map(|f| json!({
-                "segment": f.segment.display().to_string(),
-                "offset": f.offset,
-                "error": f.error,
-                "resumedAt": f.resumed_at,
-            })).collect::<Vec<_>>(),
+    StoreIntegrity {
+        forced_deleted_segments: store.forced_deleted_segments,
+        forced_deleted_bytes: store.forced_deleted_bytes,
+        retention_floor: store.retention_floor,
+        scrub: Scrub {
+            enabled: scrub.enabled,
+            passes: scrub.passes,
+            position: scrub.position,
+            pass_end: scrub.pass_end,
+            bytes_verified: scrub.bytes_verified,
+            damaged_records: scrub.damaged_records,
+            findings: scrub
+                .findings
+                .iter()
+                .map(|f| ScrubFinding {
+                    segment: f.segment.display().to_string(),
+                    offset: f.offset,
+                    error: f.error.clone(),
+                    resumed_at: f.resumed_at,
+                })
+                .collect(),
         },
-    })
+    }
 }
