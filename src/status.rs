@@ -49,9 +49,26 @@ pub struct Status {
 }
 
 impl Status {
+    /// A master's fields ([`Node::master`]).
+    pub fn master(&self) -> Option<&Master> {
+        self.node.master()
+    }
+
+    /// A slave's fields ([`Node::slave`]).
+    pub fn slave(&self) -> Option<&Slave> {
+        self.node.slave()
+    }
+
     /// The document as JSON, its object keys sorted (as `/status` serves it).
     pub fn to_json(&self) -> Value {
         serde_json::to_value(self).expect("the status document serializes")
+    }
+}
+
+/// The document as `/status` serves it (JSON, keys sorted).
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.to_json())
     }
 }
 
