@@ -14,3 +14,4 @@ pub struct EmbeddingGuide;
 #[cfg(feature = "etcd")]
 pub mod coordinator;
 pub mod request;
+pub mod status;

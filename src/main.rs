@@ -5,10 +5,11 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod broker;
 mod config;
+mod coordination;
 mod demo;
 #[cfg(feature = "etcd")]
-#[path = "coordinator/broker.rs"]
 mod failover;
 mod http;
 mod metrics;

@@ -719,7 +719,7 @@ impl Metrics {
     }
 
     /// Refreshes the group gauges of automatic failover from the group as last read.
-    pub fn observe_group(&self, c: &crate::roles::Coordination) {
+    pub fn observe_group(&self, c: &crate::coordination::Coordination) {
         let g = &self.group;
         g.lease_open.set(i64::from(c.lease_open()));
         g.record_trusted.set(i64::from(c.audit().trusted));

@@ -13,7 +13,7 @@ use anyhow::Context;
 use axum::extract::ConnectInfo;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use logship_core::BrokerRole;
-use logship_store::{CommitLog, RecoveryKind, StoreConfig, StoreError};
+use logship_store::{CommitLog, RecoveryKind, StoreError};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
@@ -21,34 +21,10 @@ use tokio_rustls::TlsAcceptor;
 use tower_service::Service;
 use tracing::{debug, info, warn};
 
+use crate::broker::{Broker, InFlight, Node, RemotingStatus, feed_retention_floor, total_memory};
 use crate::config::{BrokerSettings, HttpSettings};
-use crate::http::{Broker, InFlight, Node, router, total_memory};
+use crate::http::router;
 use crate::metrics::Metrics;
-
-/// The store configuration for these settings.
-pub fn store_config(s: &BrokerSettings) -> StoreConfig {
-    let mut c = StoreConfig::default();
-    c.mapped_file_size_commit_log = s.mapped_file_size_commit_log;
-    c.flush_disk_type = s.flush_disk_type;
-    c.flush_interval_commit_log = s.flush_interval_commit_log;
-    c.sync_flush_timeout = s.sync_flush_timeout;
-    c.max_message_size = s.max_message_size;
-    c.file_reserved_time = s.file_reserved_time;
-    c.delete_when = s.delete_when.clone();
-    c.disk_max_used_space_ratio = s.disk_max_used_space_ratio;
-    c.store_host = SocketAddr::new(s.broker_ip1, s.listen_port);
-    c.store_path_commit_log = s.store_path_commit_log.clone();
-    c.store_path_epoch_file = s.store_path_epoch_file.clone();
-    // Controller mode: consumers read replicated messages only below the confirmOffset, unless
-    // readUnCommitted=true (RocketMQ's default is false).
-    c.dispatch_up_to_confirm = s.controller.as_ref().is_some_and(|k| !k.read_uncommitted);
-    // Controller mode: a store holding data without its epoch file refuses to open (its log
-    // cannot be checked against a master's), unless the operator adopts it at its end.
-    c.require_epoch_file = s.controller.is_some();
-    c.adopt_log_without_epochs = s.controller.as_ref().and_then(|k| k.adopt_log_without_epochs);
-    s.store.apply(&mut c);
-    c
-}
 
 /// What an operator can set to get past a store that does not open.
 fn open_hint(e: &StoreError) -> &'static str {
@@ -82,7 +58,7 @@ fn open_hint(e: &StoreError) -> &'static str {
 /// Opens the store (recovering it if needed) off the async threads.
 pub async fn open_store(s: &BrokerSettings) -> anyhow::Result<Arc<CommitLog>> {
     let root = s.store_path_root_dir.clone();
-    let config = store_config(s);
+    let config = s.store_config();
     let shown = root.display().to_string();
     let store = tokio::task::spawn_blocking(move || CommitLog::open(&root, config)).await?;
     let store = match store {
@@ -169,7 +145,7 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
     );
     let (stop, stopped) = watch::channel(false);
     let remoting = crate::remoting::start(broker.clone(), store.clone(), stopped.clone()).await?;
-    let _ = broker.remoting.set(remoting.state.clone());
+    let _ = broker.remoting.set(remoting.state.clone() as Arc<dyn RemotingStatus>);
     info!(
         remoting = %remoting.state.addrs.iter().map(ToString::to_string).collect::<Vec<_>>().join(","),
         namesrv = %broker.settings.remoting.namesrv_addr.join(";"),
@@ -288,13 +264,13 @@ async fn lift_restart_fence_marker(master: logship_tokio::MasterHandle<CommitLog
 /// The failover state of a broker with `etcdEndpoints` (checked at load: only with the `etcd`
 /// feature).
 #[cfg(feature = "etcd")]
-fn failover_coordination(settings: &BrokerSettings) -> Option<Arc<crate::roles::Coordination>> {
+fn failover_coordination(settings: &BrokerSettings) -> Option<Arc<crate::coordination::Coordination>> {
     settings.controller.as_ref()?.etcd.as_ref()?;
-    Some(Arc::new(crate::roles::Coordination::new(logship::coordinator::tokio_clock())))
+    Some(Arc::new(crate::coordination::Coordination::new(logship::coordinator::tokio_clock())))
 }
 
 #[cfg(not(feature = "etcd"))]
-fn failover_coordination(_: &BrokerSettings) -> Option<Arc<crate::roles::Coordination>> {
+fn failover_coordination(_: &BrokerSettings) -> Option<Arc<crate::coordination::Coordination>> {
     None
 }
 
@@ -712,18 +688,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     }
 }
 
-/// Keeps the store's retention floor at the slowest in-sync slave's ack, so that forced
-/// deletion (`cleanFileForciblyEnable`) never removes what a replica still needs. While no slave
-/// is in sync the last floor stays (a slave that dropped out comes back for those bytes).
-pub async fn feed_retention_floor(master: logship_tokio::MasterHandle<CommitLog>, store: Arc<CommitLog>) {
-    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
-    loop {
-        tick.tick().await;
-        let Some(status) = master.status().await else { return };
-        let slowest = status.slaves.iter().filter(|l| l.in_sync).filter_map(|l| l.ack).min();
-        if let Some(ack) = slowest {
-            store.set_retention_floor(ack);
-        }
+impl RemotingStatus for crate::remoting::RemotingState {
+    fn status_json(&self) -> serde_json::Value {
+        self.json()
     }
 }
 

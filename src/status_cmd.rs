@@ -14,6 +14,8 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Args;
+use logship::status::{Node, Status};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 /// `logship status` options.
@@ -73,68 +75,59 @@ impl Health {
     }
 }
 
-/// `/status`'s `absentReplicas`: named replicas not connected now.
-pub fn absent_json(absent: &[(String, Option<u64>, Option<Duration>)]) -> Value {
-    absent
-        .iter()
-        .map(|(name, ack, away)| {
-            json!({ "name": name, "ackOffset": ack, "awaySeconds": away.map(|d| d.as_secs_f64()) })
-        })
-        .collect()
-}
-
 /// The health of a `/status` document, and the reasons it is not OK.
-pub fn assess(status: &Value) -> (Health, Vec<String>) {
+pub fn assess(status: &Status) -> (Health, Vec<String>) {
     let mut health = Health::Ok;
     let mut why = Vec::new();
     let mut worse = |h: Health, reason: String, why: &mut Vec<String>| {
         health = health.max(h);
         why.push(reason);
     };
-    let role = status["role"].as_str().unwrap_or("");
-    if role == "NONE" {
-        let why_none = "controller mode: no HA role yet (POST /ha/changeToMaster or /ha/changeToSlave)";
-        worse(Health::Critical, why_none.into(), &mut why);
-        return (health, why);
-    }
-    if role == "SLAVE" {
-        let m = &status["master"];
-        let state = m["state"].as_str().unwrap_or("UNKNOWN");
-        if let Some(cause) = m["appendError"].as_str() {
-            worse(Health::Critical, format!("cannot store what the master sends: {cause}"), &mut why);
-        } else if state != "STREAMING" {
-            worse(Health::Critical, format!("not streaming from the master ({state})"), &mut why);
-        } else if m["inSync"] != Value::Bool(true) {
-            let lag = m["lagBytes"].as_u64().unwrap_or(0);
-            worse(Health::Warning, format!("behind the master by {lag} bytes"), &mut why);
+    let master = match &status.node {
+        Node::Unassigned(_) => {
+            let why_none = "controller mode: no HA role yet (POST /ha/changeToMaster or /ha/changeToSlave)";
+            worse(Health::Critical, why_none.into(), &mut why);
+            return (health, why);
         }
-        return (health, why);
-    }
-    if let Some(fence) = status["fence"].as_str() {
+        Node::Slave(slave) => {
+            let m = &slave.master;
+            if let Some(cause) = &m.append_error {
+                worse(Health::Critical, format!("cannot store what the master sends: {cause}"), &mut why);
+            } else if m.state != "STREAMING" {
+                let state = if m.state.is_empty() { "UNKNOWN" } else { &m.state };
+                worse(Health::Critical, format!("not streaming from the master ({state})"), &mut why);
+            } else if !m.in_sync {
+                worse(Health::Warning, format!("behind the master by {} bytes", m.lag_bytes), &mut why);
+            }
+            return (health, why);
+        }
+        Node::SyncMaster(m) | Node::AsyncMaster(m) => m,
+    };
+    if let Some(fence) = &master.fence {
         worse(Health::Critical, format!("fenced: {fence}"), &mut why);
     }
-    let slaves = status["slaves"].as_array().cloned().unwrap_or_default();
-    let in_sync = slaves.iter().filter(|s| s["inSync"] == Value::Bool(true)).count();
-    for s in slaves.iter().filter(|s| s["inSync"] != Value::Bool(true)) {
-        let name = s["name"].as_str().or(s["address"].as_str()).unwrap_or("?");
-        let lag = s["lagBytes"].as_u64().unwrap_or(0);
-        worse(Health::Warning, format!("replica {name} out of sync ({lag} bytes behind)"), &mut why);
-    }
-    for a in status["absentReplicas"].as_array().into_iter().flatten() {
+    let in_sync = master.slaves.iter().filter(|s| s.in_sync).count();
+    for s in master.slaves.iter().filter(|s| !s.in_sync) {
+        let name = if s.name.is_empty() { &s.address } else { &s.name };
         worse(
             Health::Warning,
-            format!("replica {} not connected", a["name"].as_str().unwrap_or("?")),
+            format!("replica {name} out of sync ({} bytes behind)", s.lag_bytes),
             &mut why,
         );
     }
-    let expected = status["replicasExpected"].as_u64().unwrap_or(1);
-    let copies = status["replicasInSync"].as_u64().unwrap_or(in_sync as u64 + 1);
+    for a in &master.absent_replicas {
+        worse(Health::Warning, format!("replica {} not connected", a.name), &mut why);
+    }
+    // A document without the counts (an older broker's): the master alone is expected, and the
+    // in-sync slaves are the copies.
+    let expected = if master.replicas_expected == 0 { 1 } else { master.replicas_expected };
+    let copies = if master.replicas_in_sync == 0 { in_sync as u64 + 1 } else { master.replicas_in_sync };
     if copies < expected {
         worse(Health::Warning, format!("under-replicated: {copies} of {expected} copies in sync"), &mut why);
     }
     // In controller mode the sync policy (allAckInSyncStateSet, inSyncReplicas) decides what a
     // put waits for, and a master alone in its sync-state-set is a legal state.
-    if role == "SYNC_MASTER" && in_sync == 0 && status["controller"].is_null() {
+    if matches!(status.node, Node::SyncMaster(_)) && in_sync == 0 && master.controller.is_none() {
         worse(
             Health::Critical,
             "SYNC_MASTER without an in-sync slave: puts cannot be replicated".into(),
@@ -144,7 +137,8 @@ pub fn assess(status: &Value) -> (Health, Vec<String>) {
     (health, why)
 }
 
-fn fetch(agent: &ureq::Agent, broker: &str, token: Option<&str>) -> Result<Value, String> {
+/// The broker's `/status`: the document as served (for `--json`) and typed.
+fn fetch(agent: &ureq::Agent, broker: &str, token: Option<&str>) -> Result<(Value, Status), String> {
     let url = format!("http://{broker}/status");
     let mut request = agent.get(&url);
     if let Some(token) = token {
@@ -162,7 +156,9 @@ fn fetch(agent: &ureq::Agent, broker: &str, token: Option<&str>) -> Result<Value
     if value["role"].as_str().is_none() {
         return Err(format!("{url} answered a document without a role: is this a logship broker?"));
     }
-    Ok(value)
+    let status =
+        Status::deserialize(&value).map_err(|e| format!("{url} answered a document it cannot read: {e}"))?;
+    Ok((value, status))
 }
 
 /// Asks the master at `broker` to forget the away replica `name`.
@@ -187,26 +183,21 @@ fn forget(agent: &ureq::Agent, broker: &str, token: Option<&str>, name: &str) ->
 }
 
 /// Bytes per second per replica (master) or of the slave's own log, between two reports.
-fn rates(prev: Option<&(Instant, Value)>, now: Instant, status: &Value) -> BTreeMap<String, f64> {
+fn rates(prev: Option<&(Instant, Status)>, now: Instant, status: &Status) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
     let Some((then, before)) = prev else { return out };
     let secs = now.duration_since(*then).as_secs_f64();
     if secs <= 0.0 {
         return out;
     }
-    if status["role"] == "SLAVE" {
-        if let (Some(a), Some(b)) = (before["maxOffset"].as_u64(), status["maxOffset"].as_u64()) {
-            out.insert("self".into(), b.saturating_sub(a) as f64 / secs);
+    if status.node.slave().is_some() {
+        if before.node.slave().is_some() {
+            out.insert("self".into(), status.max_offset.saturating_sub(before.max_offset) as f64 / secs);
         }
         return out;
     }
-    let sent = |v: &Value| -> BTreeMap<String, u64> {
-        v["slaves"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|s| Some((s["name"].as_str()?.to_string(), s["bytesSent"].as_u64()?)))
-            .collect()
+    let sent = |v: &Status| -> BTreeMap<String, u64> {
+        v.node.master().into_iter().flat_map(|m| &m.slaves).map(|s| (s.name.clone(), s.bytes_sent)).collect()
     };
     let (before, after) = (sent(before), sent(status));
     for (name, b) in after {
@@ -226,87 +217,92 @@ fn bytes_per_second(rate: Option<f64>) -> String {
     }
 }
 
-fn number(v: &Value) -> String {
-    v.as_u64().map_or_else(|| "-".into(), |n| n.to_string())
+fn number(n: Option<u64>) -> String {
+    n.map_or_else(|| "-".into(), |n| n.to_string())
 }
 
-fn seconds(v: &Value) -> String {
-    v.as_f64().map_or_else(|| "-".into(), |s| format!("{s:.1}"))
+fn yes_no(b: bool) -> &'static str {
+    if b { "yes" } else { "no" }
 }
 
 /// The table form of one report.
 pub fn table(
     broker: &str,
-    status: &Value,
+    status: &Status,
     rates: &BTreeMap<String, f64>,
     health: Health,
     why: &[String],
 ) -> String {
     let mut out = String::new();
-    let role = status["role"].as_str().unwrap_or("?");
+    let role = status.node.role();
     out.push_str(&format!(
         "{broker}  {role}  min {}  max {}  flushed {}",
-        number(&status["minOffset"]),
-        number(&status["maxOffset"]),
-        number(&status["flushedOffset"]),
+        status.min_offset, status.max_offset, status.flushed_offset,
     ));
-    if role == "SLAVE" {
-        let m = &status["master"];
-        out.push('\n');
-        out.push_str(&format!(
-            "{:<22} {:<12} {:>12} {:>12} {:>10} {:>7} {:>7} {:>11}\n",
-            "MASTER", "STATE", "ACK", "MASTER-END", "LAG-BYTES", "LAG-S", "IN-SYNC", "RATE"
-        ));
-        out.push_str(&format!(
-            "{:<22} {:<12} {:>12} {:>12} {:>10} {:>7} {:>7} {:>11}\n",
-            m["address"].as_str().unwrap_or("-"),
-            m["state"].as_str().unwrap_or("-"),
-            number(&m["ackOffset"]),
-            number(&m["masterOffset"]),
-            number(&m["lagBytes"]),
-            seconds(&m["lagSeconds"]),
-            if m["inSync"] == Value::Bool(true) { "yes" } else { "no" },
-            bytes_per_second(rates.get("self").copied()),
-        ));
-    } else {
-        let fence = status["fence"].as_str().unwrap_or("none");
-        out.push_str(&format!("  replicated {}  fence {fence}\n", number(&status["replicatedOffset"])));
-        out.push_str(&format!(
-            "{:<16} {:<22} {:>12} {:>10} {:>7} {:>7} {:>11}\n",
-            "REPLICA", "ADDRESS", "ACK", "LAG-BYTES", "LAG-S", "IN-SYNC", "RATE"
-        ));
-        for s in status["slaves"].as_array().into_iter().flatten() {
-            let name = s["name"].as_str().unwrap_or("-");
-            let rate = rates.get(name).copied().or_else(|| {
-                // One report: the average since the connection opened.
-                let (sent, up) = (s["bytesSent"].as_f64()?, s["connectedSeconds"].as_f64()?);
-                (up > 0.0).then(|| sent / up)
-            });
+    match &status.node {
+        Node::Slave(slave) => {
+            let m = &slave.master;
+            out.push('\n');
             out.push_str(&format!(
-                "{:<16} {:<22} {:>12} {:>10} {:>7} {:>7} {:>11}\n",
-                name,
-                s["address"].as_str().unwrap_or("-"),
-                number(&s["ackOffset"]),
-                number(&s["lagBytes"]),
-                seconds(&s["lagSeconds"]),
-                if s["inSync"] == Value::Bool(true) { "yes" } else { "no" },
-                bytes_per_second(rate),
+                "{:<22} {:<12} {:>12} {:>12} {:>10} {:>7} {:>7} {:>11}\n",
+                "MASTER", "STATE", "ACK", "MASTER-END", "LAG-BYTES", "LAG-S", "IN-SYNC", "RATE"
+            ));
+            out.push_str(&format!(
+                "{:<22} {:<12} {:>12} {:>12} {:>10} {:>7.1} {:>7} {:>11}\n",
+                if m.address.is_empty() { "-" } else { &m.address },
+                if m.state.is_empty() { "-" } else { &m.state },
+                number(m.ack_offset),
+                number(m.master_offset),
+                m.lag_bytes,
+                m.lag_seconds,
+                yes_no(m.in_sync),
+                bytes_per_second(rates.get("self").copied()),
             ));
         }
-        for a in status["absentReplicas"].as_array().into_iter().flatten() {
+        Node::SyncMaster(master) | Node::AsyncMaster(master) => {
+            let fence = master.fence.as_deref().unwrap_or("none");
+            out.push_str(&format!("  replicated {}  fence {fence}\n", number(master.replicated_offset)));
             out.push_str(&format!(
                 "{:<16} {:<22} {:>12} {:>10} {:>7} {:>7} {:>11}\n",
-                a["name"].as_str().unwrap_or("-"),
-                "(not connected)",
-                number(&a["ackOffset"]),
-                "-",
-                "-",
-                "no",
-                "-",
+                "REPLICA", "ADDRESS", "ACK", "LAG-BYTES", "LAG-S", "IN-SYNC", "RATE"
+            ));
+            for s in &master.slaves {
+                let rate = rates.get(&s.name).copied().or_else(|| {
+                    // One report: the average since the connection opened.
+                    (s.connected_seconds > 0.0).then(|| s.bytes_sent as f64 / s.connected_seconds)
+                });
+                out.push_str(&format!(
+                    "{:<16} {:<22} {:>12} {:>10} {:>7.1} {:>7} {:>11}\n",
+                    if s.name.is_empty() { "-" } else { &s.name },
+                    if s.address.is_empty() { "-" } else { &s.address },
+                    number(s.ack_offset),
+                    s.lag_bytes,
+                    s.lag_seconds,
+                    yes_no(s.in_sync),
+                    bytes_per_second(rate),
+                ));
+            }
+            for a in &master.absent_replicas {
+                out.push_str(&format!(
+                    "{:<16} {:<22} {:>12} {:>10} {:>7} {:>7} {:>11}\n",
+                    a.name,
+                    "(not connected)",
+                    number(a.ack_offset),
+                    "-",
+                    "-",
+                    "no",
+                    "-",
+                ));
+            }
+        }
+        Node::Unassigned(_) => {
+            out.push_str(&format!(
+                "  replicated -  fence none\n{:<16} {:<22} {:>12} {:>10} {:>7} {:>7} {:>11}\n",
+                "REPLICA", "ADDRESS", "ACK", "LAG-BYTES", "LAG-S", "IN-SYNC", "RATE"
             ));
         }
     }
-    out.push_str(&remoting_lines(&status["remoting"], role));
+    out.push_str(&remoting_lines(status.remoting.as_ref().unwrap_or(&Value::Null), role));
     out.push_str(&format!("health {}", health.name()));
     for w in why {
         out.push_str(&format!("; {w}"));
@@ -342,7 +338,7 @@ fn remoting_lines(remoting: &Value, role: &str) -> String {
             ago(&sync["ageMs"])
         ));
         if let Some(e) = sync["lastError"].as_str() {
-            out.push_str(&format!("  failing ({} in a row): {e}", number(&sync["failures"])));
+            out.push_str(&format!("  failing ({} in a row): {e}", number(sync["failures"].as_u64())));
         }
         out.push('\n');
     }
@@ -376,7 +372,7 @@ pub fn main(args: &StatusArgs) -> ExitCode {
             }
         }
     }
-    let mut prev: Option<(Instant, Value)> = None;
+    let mut prev: Option<(Instant, Status)> = None;
     let mut health = Health::Unknown;
     for n in 0..reports {
         if n > 0 {
@@ -384,7 +380,7 @@ pub fn main(args: &StatusArgs) -> ExitCode {
         }
         let now = Instant::now();
         match fetch(&agent, &args.broker, token.as_deref()) {
-            Ok(status) => {
+            Ok((served, status)) => {
                 let (h, why) = assess(&status);
                 health = h;
                 let rates = rates(prev.as_ref(), now, &status);
@@ -394,7 +390,7 @@ pub fn main(args: &StatusArgs) -> ExitCode {
                         "health": h.name(),
                         "problems": why,
                         "ratesBytesPerSecond": rates,
-                        "status": status,
+                        "status": served,
                     });
                     println!("{doc}");
                 } else {
@@ -422,6 +418,11 @@ pub fn main(args: &StatusArgs) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A partial `/status` document, typed as `logship status` reads it.
+    fn doc(v: Value) -> Status {
+        serde_json::from_value(v).expect("a status document")
+    }
 
     #[test]
     fn the_table_shows_name_server_registration_and_metadata_sync_state() {
@@ -462,44 +463,44 @@ mod tests {
     fn health_of_master_documents() {
         let ok = json!({"role": "SYNC_MASTER", "fence": null, "replicasExpected": 2,
             "slaves": [{"name": "s1", "inSync": true, "lagBytes": 0}], "absentReplicas": []});
-        assert_eq!(assess(&ok).0, Health::Ok);
+        assert_eq!(assess(&doc(ok)).0, Health::Ok);
         let behind = json!({"role": "ASYNC_MASTER", "replicasExpected": 1,
             "slaves": [{"name": "s1", "inSync": false, "lagBytes": 10}]});
-        assert_eq!(assess(&behind).0, Health::Warning);
+        assert_eq!(assess(&doc(behind)).0, Health::Warning);
         let absent = json!({"role": "ASYNC_MASTER", "replicasExpected": 2, "slaves": [],
             "absentReplicas": [{"name": "s1"}]});
-        let (h, why) = assess(&absent);
+        let (h, why) = assess(&doc(absent));
         assert_eq!(h, Health::Warning);
         assert!(why.iter().any(|w| w.contains("s1 not connected")), "{why:?}");
         let sync_alone = json!({"role": "SYNC_MASTER", "replicasExpected": 1, "slaves": []});
-        assert_eq!(assess(&sync_alone).0, Health::Critical);
+        assert_eq!(assess(&doc(sync_alone)).0, Health::Critical);
         let fenced = json!({"role": "ASYNC_MASTER", "fence": "restarted", "slaves": []});
-        assert_eq!(assess(&fenced).0, Health::Critical);
+        assert_eq!(assess(&doc(fenced)).0, Health::Critical);
     }
 
     #[test]
     fn health_of_controller_mode_documents() {
         let unassigned = json!({"role": "NONE", "controller": {"brokerId": 1}});
-        let (h, why) = assess(&unassigned);
+        let (h, why) = assess(&doc(unassigned));
         assert_eq!(h, Health::Critical);
         assert!(why.iter().any(|w| w.contains("no HA role")), "{why:?}");
         let alone = json!({"role": "SYNC_MASTER", "replicasExpected": 1, "slaves": [],
             "controller": {"epoch": 2, "syncStateSet": [1]}});
-        assert_eq!(assess(&alone).0, Health::Ok, "a controller-mode master alone in its set");
+        assert_eq!(assess(&doc(alone)).0, Health::Ok, "a controller-mode master alone in its set");
     }
 
     #[test]
     fn health_of_slave_documents() {
         let ok = json!({"role": "SLAVE", "master": {"state": "STREAMING", "inSync": true}});
-        assert_eq!(assess(&ok).0, Health::Ok);
+        assert_eq!(assess(&doc(ok)).0, Health::Ok);
         let behind =
             json!({"role": "SLAVE", "master": {"state": "STREAMING", "inSync": false, "lagBytes": 5}});
-        assert_eq!(assess(&behind).0, Health::Warning);
+        assert_eq!(assess(&doc(behind)).0, Health::Warning);
         let down = json!({"role": "SLAVE", "master": {"state": "CONNECTING", "inSync": false}});
-        assert_eq!(assess(&down).0, Health::Critical);
+        assert_eq!(assess(&doc(down)).0, Health::Critical);
         let refused = json!({"role": "SLAVE", "master": {"state": "DISCONNECTED", "inSync": false,
             "appendError": "segment size mismatch at offset 5: set mappedFileSizeCommitLog=1048576"}});
-        let (h, why) = assess(&refused);
+        let (h, why) = assess(&doc(refused));
         assert_eq!(h, Health::Critical);
         assert!(why[0].contains("mappedFileSizeCommitLog=1048576"), "the cause, not only the state: {why:?}");
     }

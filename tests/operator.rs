@@ -7,6 +7,7 @@ mod remoting_support;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use logship::status::Status;
 use process::{Broker, eventually, have, sample};
 
 fn promtool_check(text: &str) -> (bool, String) {
@@ -30,7 +31,7 @@ fn metrics_pass_promtool_check_on_master_and_slave() {
     }
     let dir = tempfile::tempdir().unwrap();
     let (master, slave) = Broker::pair(dir.path(), &["--role", "SYNC_MASTER"]);
-    eventually("the slave to connect", || master.status()["slaves"].as_array().is_some_and(|s| s.len() == 1));
+    eventually("the slave to connect", || master.status_doc().master().is_some_and(|m| m.slaves.len() == 1));
     assert_eq!(master.put("hello"), 200);
     for broker in [&master, &slave] {
         for accept in [None, Some("text/plain;version=0.0.4")] {
@@ -122,7 +123,7 @@ fn status_command_shows_each_replica_and_exits_by_health() {
         ],
     );
     eventually("the slave to be in sync", || {
-        master.status()["slaves"].as_array().is_some_and(|s| s.len() == 1 && s[0]["inSync"] == true)
+        master.status_doc().master().is_some_and(|m| m.slaves.len() == 1 && m.slaves[0].in_sync)
     });
     assert_eq!(master.put("one"), 200);
     let (code, out, err) = logship_status(&["--broker", &master.http_addr()]);
@@ -138,7 +139,8 @@ fn status_command_shows_each_replica_and_exits_by_health() {
     let docs: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(docs.len(), 2, "{out}");
     assert_eq!(docs[1]["health"], "OK");
-    assert_eq!(docs[1]["status"]["slaves"][0]["name"], "broker-a-s1");
+    let reported: Status = serde_json::from_value(docs[1]["status"].clone()).unwrap();
+    assert_eq!(reported.master().unwrap().slaves[0].name, "broker-a-s1");
     assert!(docs[1]["ratesBytesPerSecond"]["broker-a-s1"].is_number(), "{out}");
 
     let (code, out, _) = logship_status(&["--broker", &slave.http_addr()]);
@@ -147,7 +149,7 @@ fn status_command_shows_each_replica_and_exits_by_health() {
 
     slave.kill9();
     eventually("the master to see the slave gone", || {
-        master.status()["slaves"].as_array().is_some_and(Vec::is_empty)
+        master.status_doc().master().is_some_and(|m| m.slaves.is_empty())
     });
     let (code, out, _) = logship_status(&["--broker", &master.http_addr()]);
     assert_eq!(code, 1, "WARNING: {out}");
@@ -252,9 +254,12 @@ fn stray_bytes_on_the_ha_port_show_as_a_refusal_in_status_and_metrics() {
     let mut probe = std::net::TcpStream::connect(("127.0.0.1", port + 1)).unwrap();
     probe.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
     // Loopback peers are identified by default; their stray bytes are no real offset.
-    eventually("the stray report to be refused", || master.status()["haRefusals"]["implausibleReports"] == 1);
-    assert_eq!(master.status()["haTrust"]["mode"], "protected", "{}", master.status());
-    assert!(master.status()["fence"].is_null(), "stray bytes must not fence: {}", master.status());
+    let refusals = || master.status_doc().master().unwrap().ha_refusals.implausible_reports;
+    eventually("the stray report to be refused", || refusals() == 1);
+    let status = master.status_doc();
+    let fields = status.master().unwrap();
+    assert_eq!(fields.ha_trust.mode, "protected", "{status}");
+    assert!(fields.fence.is_none(), "stray bytes must not fence: {status}");
     assert_eq!(master.put("still writable"), 200);
     let (_, _, text) = master.get_text("/metrics", None);
     let value = |name: &str, label: &str| {
@@ -329,9 +334,10 @@ fn a_stopped_slave_stays_away_until_an_operator_forgets_it() {
     let _s1 = slave("s1");
     let mut s2 = slave("s2");
     eventually("both slaves to be in sync", || {
-        master.status()["slaves"]
-            .as_array()
-            .is_some_and(|s| s.len() == 2 && s.iter().all(|r| r["inSync"] == true))
+        master
+            .status_doc()
+            .master()
+            .is_some_and(|m| m.slaves.len() == 2 && m.slaves.iter().all(|r| r.in_sync))
     });
     assert_eq!(master.put("one"), 200);
     let metrics = || master.get_text("/metrics", None).2;
@@ -339,25 +345,25 @@ fn a_stopped_slave_stays_away_until_an_operator_forgets_it() {
     assert_eq!(sample(&text, "logship_replicas_expected{"), Some(3.0), "{text}");
     assert_eq!(sample(&text, "logship_replicas_in_sync{"), Some(3.0), "{text}");
     assert_eq!(sample(&text, "logship_under_replicated{"), Some(0.0), "{text}");
-    let status = master.status();
-    assert_eq!(status["replicasExpected"], 3, "{status}");
-    assert_eq!(status["replicasInSync"], 3, "{status}");
+    let status = master.status_doc();
+    let fields = status.master().unwrap();
+    assert_eq!((fields.replicas_expected, fields.replicas_in_sync), (3, 3), "{status}");
     let broker = master.http_addr();
     let (code, out, err) = logship_status(&["--broker", &broker, "--token", FORGET_TOKEN]);
     assert_eq!(code, 0, "{out}{err}");
 
     s2.terminate();
     eventually("the master to see one slave", || {
-        master.status()["slaves"].as_array().is_some_and(|s| s.len() == 1)
+        master.status_doc().master().is_some_and(|m| m.slaves.len() == 1)
     });
-    let status = master.status();
-    let away = status["absentReplicas"].as_array().cloned().unwrap_or_default();
+    let status = master.status_doc();
+    let fields = status.master().unwrap();
+    let away = &fields.absent_replicas;
     assert_eq!(away.len(), 1, "the stopped slave is away: {status}");
-    let name = away[0]["name"].as_str().unwrap().to_string();
-    assert!(away[0]["awaySeconds"].is_number(), "{status}");
-    assert_eq!(status["replicasExpected"], 3, "{status}");
-    assert_eq!(status["replicasInSync"], 2, "{status}");
-    assert_eq!(status["underReplicated"], true, "{status}");
+    let name = away[0].name.clone();
+    assert!(away[0].away_seconds.is_some(), "{status}");
+    assert_eq!((fields.replicas_expected, fields.replicas_in_sync), (3, 2), "{status}");
+    assert!(fields.under_replicated, "{status}");
     let text = metrics();
     assert_eq!(sample(&text, "logship_replicas_expected{"), Some(3.0), "{text}");
     assert_eq!(sample(&text, "logship_replicas_in_sync{"), Some(2.0), "{text}");
@@ -379,7 +385,7 @@ fn a_stopped_slave_stays_away_until_an_operator_forgets_it() {
         json_post(&broker, "/ha/forgetReplica", Some(FORGET_TOKEN), r#"{"replica":"no-such-replica"}"#);
     assert_eq!(code, 404, "{body}");
     assert!(body["error"].as_str().unwrap().contains("no-such-replica"), "{body}");
-    let live = status["slaves"][0]["name"].as_str().unwrap();
+    let live = &fields.slaves[0].name;
     let (code, body) =
         json_post(&broker, "/ha/forgetReplica", Some(FORGET_TOKEN), &format!(r#"{{"replica":"{live}"}}"#));
     assert_eq!(code, 409, "a connected replica cannot be forgotten: {body}");
@@ -387,9 +393,10 @@ fn a_stopped_slave_stays_away_until_an_operator_forgets_it() {
     let (code, out, err) = logship_status(&["--broker", &broker, "--token", FORGET_TOKEN, "--forget", &name]);
     assert!(out.contains(&format!("forgot replica {name}")), "{out}{err}");
     assert_eq!(code, 0, "{out}{err}");
-    let status = master.status();
-    assert_eq!(status["absentReplicas"], serde_json::json!([]), "{status}");
-    assert_eq!(status["replicasExpected"], 2, "{status}");
+    let status = master.status_doc();
+    let fields = status.master().unwrap();
+    assert!(fields.absent_replicas.is_empty(), "{status}");
+    assert_eq!(fields.replicas_expected, 2, "{status}");
     let text = metrics();
     assert_eq!(sample(&text, "logship_replicas_expected{"), Some(2.0), "{text}");
     assert_eq!(sample(&text, "logship_under_replicated{"), Some(0.0), "{text}");
@@ -407,10 +414,10 @@ fn replica_names_can_name_two_slaves_on_one_host() {
         process::free_port_pair(),
         &["--set", "replicaNames=broker-a-s1@127.0.0.1, broker-a-s2@127.0.0.1"],
     );
-    let status = master.status();
-    assert_eq!(status["replicasExpected"], 3, "{status}");
-    let away: Vec<&str> =
-        status["absentReplicas"].as_array().unwrap().iter().filter_map(|a| a["name"].as_str()).collect();
+    let status = master.status_doc();
+    let fields = status.master().unwrap();
+    assert_eq!(fields.replicas_expected, 3, "{status}");
+    let away: Vec<&str> = fields.absent_replicas.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(away, ["broker-a-s1", "broker-a-s2"], "{status}");
     let _s1 = Broker::start(
         "slave",
@@ -425,16 +432,11 @@ fn replica_names_can_name_two_slaves_on_one_host() {
         &["--master", &master.ha_addr()],
     );
     eventually("both named slaves to be in sync", || {
-        let s = master.status();
-        let mut names: Vec<String> = s["slaves"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|r| r["inSync"] == true)
-            .filter_map(|r| r["name"].as_str().map(str::to_string))
-            .collect();
+        let status = master.status_doc();
+        let m = status.master().unwrap();
+        let mut names: Vec<&str> = m.slaves.iter().filter(|r| r.in_sync).map(|r| r.name.as_str()).collect();
         names.sort();
-        names == ["broker-a-s1", "broker-a-s2"] && s["absentReplicas"] == serde_json::json!([])
+        names == ["broker-a-s1", "broker-a-s2"] && m.absent_replicas.is_empty()
     });
 }
 
@@ -465,10 +467,11 @@ fn a_segment_size_mismatch_names_the_key_both_sizes_and_the_fix_once_per_retry()
     for _ in 0..20 {
         assert_eq!(master.post("/topics/OpsTopic/messages", &body).0, 200);
     }
-    eventually("two retries", || slave.status()["master"]["appendFailures"].as_u64() >= Some(2));
-    let status = slave.status();
-    let failures = status["master"]["appendFailures"].as_u64().unwrap();
-    let cause = status["master"]["appendError"].as_str().unwrap_or("").to_string();
+    let link = || slave.status_doc().slave().expect("a slave's status").master.clone();
+    eventually("two retries", || link().append_failures >= 2);
+    let link_now = link();
+    let failures = link_now.append_failures;
+    let cause = link_now.append_error.clone().unwrap_or_default();
     for part in
         ["mappedFileSizeCommitLog", "2097152", "1048576", "one record", "set mappedFileSizeCommitLog=1048576"]
     {
@@ -479,7 +482,7 @@ fn a_segment_size_mismatch_names_the_key_both_sizes_and_the_fix_once_per_retry()
     eventually("the slave to log each failure", || {
         process::strip_ansi(&slave.log()).lines().filter(|l| l.contains(" ERROR ")).count() as u64 >= failures
     });
-    let later = slave.status()["master"]["appendFailures"].as_u64().unwrap();
+    let later = link().append_failures;
     let log = process::strip_ansi(&slave.log());
     let errors: Vec<&str> = log.lines().filter(|l| l.contains(" ERROR ")).collect();
     assert!(errors.len() as u64 <= later + 1, "one ERROR per retry ({later} retries):\n{log}");
@@ -532,8 +535,11 @@ fn a_fenced_put_answers_503_with_the_fences_reason() {
     );
     assert_eq!(master.put("before the crash"), 200);
     master.restart();
-    let fence =
-        master.status()["fence"].as_str().unwrap_or_else(|| panic!("fenced after a crash")).to_string();
+    let fence = master
+        .status_doc()
+        .master()
+        .and_then(|m| m.fence.clone())
+        .unwrap_or_else(|| panic!("fenced after a crash"));
     let (code, body) = master.post("/topics/OpsTopic/messages", b"refused");
     assert_eq!(code, 503, "{body}");
     assert_eq!(body["status"], "SERVICE_NOT_AVAILABLE", "{body}");

@@ -154,7 +154,7 @@ fn status_page_renders_and_shows_a_stopped_replica_going_out_of_sync() {
         ],
     );
     eventually("the slave to be in sync", || {
-        master.status()["slaves"].as_array().is_some_and(|s| s.len() == 1 && s[0]["inSync"] == true)
+        master.status_doc().master().is_some_and(|m| m.slaves.len() == 1 && m.slaves[0].in_sync)
     });
     for i in 0..20 {
         assert_eq!(master.put(&format!("message {i}")), 200);
@@ -167,7 +167,7 @@ fn status_page_renders_and_shows_a_stopped_replica_going_out_of_sync() {
     });
     assert_eq!(browser.eval("document.body.dataset.role"), "SYNC_MASTER");
     assert_eq!(browser.eval("document.getElementById('fence').dataset.fenced"), "false");
-    let max_offset = master.status()["maxOffset"].as_u64().unwrap();
+    let max_offset = master.status_doc().max_offset;
     let cards = browser.eval("document.getElementById('cards').innerText").as_str().unwrap().to_string();
     assert!(cards.contains(&max_offset.to_string()), "max offset {max_offset} not shown: {cards}");
     let r = row(&mut browser, "broker-a-s1").unwrap();
@@ -211,9 +211,10 @@ fn status_page_keeps_a_stopped_slave_away_and_colours_under_replication() {
     let _s1 = slave("s1");
     let mut s2 = slave("s2");
     eventually("both slaves to be in sync", || {
-        master.status()["slaves"]
-            .as_array()
-            .is_some_and(|s| s.len() == 2 && s.iter().all(|r| r["inSync"] == true))
+        master
+            .status_doc()
+            .master()
+            .is_some_and(|m| m.slaves.len() == 2 && m.slaves.iter().all(|r| r.in_sync))
     });
 
     let mut browser = Browser::open(&master.url("/?every=200"));

@@ -1,7 +1,7 @@
 //! The store's disk, retention and recovery keys.
 
 use super::keys::{ALL, declare_keys};
-use super::{BrokerConfigError, boolean, invalid, number};
+use super::{BrokerConfigError, BrokerSettings, boolean, invalid, number};
 
 /// The store keys about disk space, retention and recovery (one block, parsed by
 /// [`StoreKeys::set`] and applied by [`StoreKeys::apply`]).
@@ -92,4 +92,31 @@ declare_keys! {
         "rate of the background scrub that verifies every record's CRC, from a minute after start and every 24 h (`0`: off); progress and findings under `store.scrub` in `/status`"
         => st.scrub_bytes_per_second = number(key, v, 0, u64::MAX)?;
 
+}
+
+impl BrokerSettings {
+    /// The store configuration for these settings.
+    pub fn store_config(&self) -> logship_store::StoreConfig {
+        let mut c = logship_store::StoreConfig::default();
+        c.mapped_file_size_commit_log = self.mapped_file_size_commit_log;
+        c.flush_disk_type = self.flush_disk_type;
+        c.flush_interval_commit_log = self.flush_interval_commit_log;
+        c.sync_flush_timeout = self.sync_flush_timeout;
+        c.max_message_size = self.max_message_size;
+        c.file_reserved_time = self.file_reserved_time;
+        c.delete_when = self.delete_when.clone();
+        c.disk_max_used_space_ratio = self.disk_max_used_space_ratio;
+        c.store_host = std::net::SocketAddr::new(self.broker_ip1, self.listen_port);
+        c.store_path_commit_log = self.store_path_commit_log.clone();
+        c.store_path_epoch_file = self.store_path_epoch_file.clone();
+        // Controller mode: consumers read replicated messages only below the confirmOffset, unless
+        // readUnCommitted=true (RocketMQ's default is false).
+        c.dispatch_up_to_confirm = self.controller.as_ref().is_some_and(|k| !k.read_uncommitted);
+        // Controller mode: a store holding data without its epoch file refuses to open (its log
+        // cannot be checked against a master's), unless the operator adopts it at its end.
+        c.require_epoch_file = self.controller.is_some();
+        c.adopt_log_without_epochs = self.controller.as_ref().and_then(|k| k.adopt_log_without_epochs);
+        self.store.apply(&mut c);
+        c
+    }
 }

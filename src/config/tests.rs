@@ -615,15 +615,15 @@ fn store_path_commit_log_is_honoured_under_the_root_and_elsewhere() {
     let s = load_text("storePathRootDir=/data/rmq\nstorePathCommitLog=/ssd/commitlog\n").unwrap().settings;
     assert_eq!(s.store_path_root_dir, PathBuf::from("/data/rmq"));
     assert_eq!(s.store_path_commit_log, Some(PathBuf::from("/ssd/commitlog")));
-    assert_eq!(crate::server::store_config(&s).store_path_commit_log, Some(PathBuf::from("/ssd/commitlog")));
+    assert_eq!(s.store_config().store_path_commit_log, Some(PathBuf::from("/ssd/commitlog")));
 }
 
 #[test]
 fn store_path_epoch_file_reaches_the_store() {
     let s = load_text("storePathRootDir=/data/rmq\n").unwrap().settings;
-    assert_eq!(crate::server::store_config(&s).store_path_epoch_file, None);
+    assert_eq!(s.store_config().store_path_epoch_file, None);
     let s = load_text("storePathEpochFile=/ssd/epochs\n").unwrap().settings;
-    assert_eq!(crate::server::store_config(&s).store_path_epoch_file, Some(PathBuf::from("/ssd/epochs")));
+    assert_eq!(s.store_config().store_path_epoch_file, Some(PathBuf::from("/ssd/epochs")));
 }
 
 #[test]
@@ -1013,7 +1013,7 @@ fn controller_mode_reads_its_keys_with_javas_defaults() {
     );
     assert_eq!(c.ha_max_time_slave_not_catchup, Duration::from_millis(15_000));
     assert!(!c.async_learner && !c.sync_from_last_file && !c.read_uncommitted);
-    assert!(crate::server::store_config(&s).dispatch_up_to_confirm, "consumers read below confirmOffset");
+    assert!(s.store_config().dispatch_up_to_confirm, "consumers read below confirmOffset");
     let text = "enableControllerMode=true\nbrokerId=3\nallAckInSyncStateSet=true\ninSyncReplicas=2\n\
                 minInSyncReplicas=2\nhaMaxTimeSlaveNotCatchup=4000\nasyncLearner=true\n\
                 syncFromLastFile=true\nreadUnCommitted=true\nstorePathEpochFile=/ssd/epochs\n";
@@ -1025,7 +1025,7 @@ fn controller_mode_reads_its_keys_with_javas_defaults() {
     );
     assert_eq!(c.ha_max_time_slave_not_catchup, Duration::from_secs(4));
     assert!(c.async_learner && c.sync_from_last_file && c.read_uncommitted);
-    let store = crate::server::store_config(&s);
+    let store = s.store_config();
     assert!(!store.dispatch_up_to_confirm);
     assert_eq!(store.store_path_epoch_file, Some(PathBuf::from("/ssd/epochs")));
     let m = s.controller_master_config(3, [1].into(), 1).unwrap();
@@ -1041,14 +1041,14 @@ fn controller_mode_reads_its_keys_with_javas_defaults() {
     // Classic mode has none of it.
     let classic = load_text("").unwrap().settings;
     assert!(classic.controller.is_none() && classic.controller_master_config(1, [].into(), 1).is_none());
-    assert!(!crate::server::store_config(&classic).dispatch_up_to_confirm);
+    assert!(!classic.store_config().dispatch_up_to_confirm);
 }
 
 #[test]
 fn the_truncation_override_and_the_adoption_key_reach_the_slave_and_the_store() {
     let base = "enableControllerMode=true\nbrokerId=2\nhttpAuthToken=0123456789abcdef\n";
     let s = load_text(base).unwrap().settings;
-    let store = crate::server::store_config(&s);
+    let store = s.store_config();
     assert!(store.require_epoch_file, "controller mode needs the epoch file");
     assert_eq!(store.adopt_log_without_epochs, None);
     let sl = s.controller_slave_config("127.0.0.1:10912", 1, 3).unwrap().unwrap();
@@ -1057,7 +1057,7 @@ fn the_truncation_override_and_the_adoption_key_reach_the_slave_and_the_store() 
     let s = load_text(&text).unwrap().settings;
     let sl = s.controller_slave_config("127.0.0.1:10912", 1, 3).unwrap().unwrap();
     assert_eq!(sl.controller.unwrap().drop_confirmed, Some(516_000..774_000));
-    assert_eq!(crate::server::store_config(&s).adopt_log_without_epochs, Some(1828));
+    assert_eq!(s.store_config().adopt_log_without_epochs, Some(1828));
     for bad in
         ["haSlaveDropConfirmed=774000-516000", "haSlaveDropConfirmed=5-5", "haSlaveDropConfirmed=516000"]
     {
@@ -1065,7 +1065,7 @@ fn the_truncation_override_and_the_adoption_key_reach_the_slave_and_the_store() 
         assert!(e.to_string().contains("haSlaveDropConfirmed"), "{bad}: {e}");
     }
     let classic = load_text("haSlaveDropConfirmed=1-2\n").unwrap();
-    assert!(!crate::server::store_config(&classic.settings).require_epoch_file);
+    assert!(!classic.settings.store_config().require_epoch_file);
     assert!(classic.warnings.iter().any(|w| w.contains("haSlaveDropConfirmed")), "{:?}", classic.warnings);
 }
 

@@ -422,3 +422,12 @@ pub fn have(program: &str, test: &str) -> bool {
 pub fn sample(metrics: &str, series: &str) -> Option<f64> {
     metrics.lines().find(|l| l.starts_with(series))?.rsplit(' ').next()?.parse().ok()
 }
+
+impl Broker {
+    /// `GET /status`, typed as the server writes it.
+    pub fn status_doc(&self) -> logship::status::Status {
+        let status = self.status();
+        serde_json::from_value(status.clone())
+            .unwrap_or_else(|e| panic!("/status is no status document: {e}: {status}"))
+    }
+}

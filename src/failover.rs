@@ -38,9 +38,10 @@ use logship_core::time::Instant;
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 
+use crate::broker::{Broker, Node};
 use crate::config::EtcdKeys;
-use crate::http::{Broker, Node};
-use crate::roles::{self, Coordination, FollowRequest, PromoteRequest};
+use crate::coordination::Coordination;
+use crate::roles::{self, FollowRequest, PromoteRequest};
 
 /// How often the loop reads the group.
 pub const POLL: Duration = Duration::from_millis(100);
