@@ -491,6 +491,27 @@ fn check_and_print_config_read_the_file_without_starting_the_broker() {
 }
 
 #[test]
+fn the_readme_is_a_landing_page_with_exactly_the_two_commands() {
+    let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let lines = readme.lines().count();
+    assert!(lines <= 200, "the README has {lines} lines; move reference text into docs/ (at most 200)");
+    let block = readme
+        .split("## Two commands")
+        .nth(1)
+        .and_then(|rest| rest.split("```sh\n").nth(1))
+        .and_then(|b| b.split_once("```").map(|(b, _)| b))
+        .expect("a `## Two commands` section with a sh block");
+    let commands: Vec<&str> = block.lines().map(|l| l.split('#').next().unwrap().trim()).collect();
+    assert_eq!(commands, ["cargo run --release -- demo", "cargo test --workspace"]);
+    // The test command must be the one CI runs, and `demo` a subcommand the binary has (the
+    // demo tests above run it).
+    let ci = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(".ci/run")).unwrap();
+    assert!(ci.contains("cargo test --workspace"), ".ci/run no longer runs the README's test command");
+    let help = Command::new(BIN).arg("--help").output().unwrap();
+    assert!(String::from_utf8_lossy(&help.stdout).contains("demo"), "the binary has no demo subcommand");
+}
+
+#[test]
 fn the_readmes_master_and_slave_broker_conf_pass_check() {
     let readme = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     let blocks: Vec<&str> =

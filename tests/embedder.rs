@@ -143,6 +143,40 @@ fn the_store_and_plain_adapters_do_not_depend_on_rustls() {
 }
 
 #[test]
+fn the_fuzz_targets_of_the_protocol_decoders_build_without_the_server() {
+    // Only the `server` feature (on by default, for the `http_request` target) pulls in the
+    // HTTP stack: `--no-default-features` builds the protocol, store and remoting targets.
+    let tree = |features: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO"))
+            .args(["tree", "--offline", "-e", "normal", "--prefix", "none", "--manifest-path"])
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/Cargo.toml"))
+            .args(features)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let server_crates = |tree: &str| -> Vec<String> {
+        tree.lines()
+            .filter(|l| ["axum ", "hyper ", "clap ", "logship v"].iter().any(|c| l.starts_with(c)))
+            .map(str::to_owned)
+            .collect()
+    };
+    let plain = tree(&["--no-default-features"]);
+    assert!(plain.contains("logship-core "), "{plain}");
+    assert!(
+        server_crates(&plain).is_empty(),
+        "server crates in the decoders' fuzz build: {:?}",
+        server_crates(&plain)
+    );
+    let with_server = tree(&[]);
+    assert!(
+        !server_crates(&with_server).is_empty(),
+        "the server feature no longer adds the server: {with_server}"
+    );
+}
+
+#[test]
 fn a_master_whose_segment_size_disagrees_with_its_store_is_refused_at_start_naming_both() {
     let dir = tempfile::tempdir().unwrap();
     let log = store(dir.path(), |c| {

@@ -218,9 +218,7 @@ fn status_page_keeps_a_stopped_slave_away_and_colours_under_replication() {
     });
 
     let mut browser = Browser::open(&master.url("/?every=200"));
-    let card = "(() => { const c = document.querySelector('[data-card=\"replicas\"]'); \
-                return c ? { text: c.innerText, under: c.dataset.underReplicated, \
-                colour: getComputedStyle(c.querySelector('.value')).color } : null })()";
+    let card = REPLICAS_CARD;
     eventually("the page to show 3 of 3", || {
         browser.eval(card)["text"].as_str().is_some_and(|t| t.contains("3 of 3"))
     });
@@ -242,6 +240,48 @@ fn status_page_keeps_a_stopped_slave_away_and_colours_under_replication() {
         browser.eval("[...document.querySelectorAll('[data-replica]')].map(r => r.innerText).join('|')");
     assert!(rows.as_str().unwrap().contains("not connected"), "{rows}");
     save(&browser.screenshot(), "status-page-under-replicated.png");
+}
+
+/// The replicas card's text, whether it is marked under-replicated, and its value's colour.
+const REPLICAS_CARD: &str = "(() => { const c = document.querySelector('[data-card=\"replicas\"]'); \
+    return c ? { text: c.innerText, under: c.dataset.underReplicated, \
+    colour: getComputedStyle(c.querySelector('.value')).color } : null })()";
+
+/// With `totalReplicas=3` and one slave, the card reads `2 of 3`: it is marked and coloured as
+/// under-replicated, and the banner is not all green (it once showed `2 of 3` in plain black
+/// under a green banner).
+#[test]
+fn status_page_colours_two_of_three_total_replicas_as_under_replicated() {
+    if !have("chromium", "status_page_colours_two_of_three_total_replicas_as_under_replicated") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let master = Broker::start(
+        "master",
+        &dir.path().join("m"),
+        process::free_port_pair(),
+        &["--set", "totalReplicas=3"],
+    );
+    let _slave = Broker::start(
+        "slave",
+        &dir.path().join("s"),
+        process::free_port_pair(),
+        &["--master", &master.ha_addr()],
+    );
+    eventually("the slave to be in sync", || {
+        master
+            .status_doc()
+            .master()
+            .is_some_and(|m| m.slaves.len() == 1 && m.slaves.iter().all(|r| r.in_sync))
+    });
+    let mut browser = Browser::open(&master.url("/?every=200"));
+    eventually("the page to show 2 of 3", || {
+        browser.eval(REPLICAS_CARD)["text"].as_str().is_some_and(|t| t.contains("2 of 3"))
+    });
+    let under = browser.eval(REPLICAS_CARD);
+    assert_eq!(under["under"], "true", "{under}");
+    assert_ne!(under["colour"], "rgb(0, 0, 0)", "2 of 3 in plain black: {under}");
+    assert_eq!(browser.eval("document.getElementById('fence').className"), "fence warn", "not all green");
 }
 
 const TOKEN: &str = "status-page-token-0123456789";

@@ -44,7 +44,20 @@
 //! - admission of replicas by address: [`Admission`], [`IpNet`]; by certificate: [`tls`].
 //!
 //! What an adapter author (or the simulator) builds on is in [`adapter`]: [`Runtime`], the
-//! tasks, their wake-ups and commands, the frames, the drivers and the put path.
+//! tasks, their wake-ups and commands, the frames, the drivers and the put path. Those are not
+//! at this module's root, so the embedder's page stays short:
+//!
+//! ```
+//! use logship_core::service::adapter::{MasterTaskOn, ReplySlot, Runtime};
+//! ```
+//!
+//! ```compile_fail
+//! use logship_core::service::MasterTaskOn; // an adapter internal: in `service::adapter`
+//! ```
+//!
+//! ```compile_fail
+//! use logship_core::service::ReplySlot; // an adapter internal: in `service::adapter`
+//! ```
 //!
 //! Settings a service shares with its log have one source, the log: the master follows its
 //! [`flush_settings`](crate::MessageLog::flush_settings) (the service has no flush setting of
