@@ -347,8 +347,8 @@ const JAVA_DEFAULTS: &[&str] = &[
     "clientWorkerThreads=4",
     "pullMessageThreadPoolNums=20",
     "flushDiskType=ASYNC_FLUSH",
-    // The host's disk is not under test, as for the logship pair (percent here, a fraction in
-    // logship's key).
+    // The host's disk is not under test, as for the logship pair (a percent, as RocketMQ 5
+    // writes it; logship reads that form too).
     "diskSpaceWarningLevelRatio=99",
 ];
 

@@ -11,9 +11,11 @@ pub struct StoreKeys {
     /// segments even before `fileReservedTime`. **Default false** (RocketMQ: true): logship
     /// refuses puts instead of deleting unexpired messages, unless asked.
     pub clean_file_forcibly_enable: bool,
-    /// `diskSpaceCleanForciblyRatio` (fraction): where forced deletion starts, if enabled.
+    /// `diskSpaceCleanForciblyRatio` (as a fraction; written as a percent or a fraction):
+    /// where forced deletion starts, if enabled.
     pub disk_space_clean_forcibly_ratio: f64,
-    /// `diskSpaceWarningLevelRatio` (fraction): above it, puts are refused.
+    /// `diskSpaceWarningLevelRatio` (as a fraction; written as a percent or a fraction): above
+    /// it, puts are refused.
     pub disk_space_warning_level_ratio: f64,
     /// `warmMapedFileEnable`: fault in the pages of the next segment ahead of the writer.
     pub warm_maped_file_enable: bool,
@@ -60,11 +62,22 @@ impl StoreKeys {
     }
 }
 
-fn fraction(key: &str, v: &str) -> Result<f64, BrokerConfigError> {
-    match v.parse::<f64>() {
-        Ok(r) if r > 0.0 && r <= 1.0 => Ok(r),
-        _ => Err(invalid(key, v, "a fraction above 0 and at most 1, e.g. 0.85")),
-    }
+/// A used-space ratio as RocketMQ 5 writes it, an `int` percent (`90`), or as a fraction
+/// with a decimal point (`0.90`, the form of 4.9's system properties and of earlier logship
+/// configurations). Kept as a fraction.
+fn used_ratio(key: &str, v: &str) -> Result<f64, BrokerConfigError> {
+    let ratio = if v.contains('.') {
+        v.parse::<f64>().ok().filter(|r| *r > 0.0 && *r <= 1.0)
+    } else {
+        v.parse::<u8>().ok().filter(|p| (1..=100).contains(p)).map(|p| f64::from(p) / 100.0)
+    };
+    ratio.ok_or_else(|| {
+        invalid(
+            key,
+            v,
+            "a percent from 1 to 100 as RocketMQ 5 writes it (e.g. 90), or a fraction (e.g. 0.90)",
+        )
+    })
 }
 
 declare_keys! {
@@ -73,12 +86,12 @@ declare_keys! {
     "cleanFileForciblyEnable", ALL, Value "false",
         "(RocketMQ's default: `true`) above `diskSpaceCleanForciblyRatio`, delete the oldest segments before `fileReservedTime`. Off, a full disk refuses puts and deletes nothing unexpired. On, it still never deletes a segment holding bytes the slowest in-sync slave has not acknowledged, logs each removed offset range at WARN and counts it (`forced_deleted_segments` in the store status)"
         => st.clean_file_forcibly_enable = boolean(key, v)?;
-    "diskSpaceCleanForciblyRatio", ALL, Value "0.85",
-        "forced deletion starts / puts are refused (503) above these used fractions"
-        => st.disk_space_clean_forcibly_ratio = fraction(key, v)?;
-    "diskSpaceWarningLevelRatio", ALL, Value "0.90",
-        "forced deletion starts / puts are refused (503) above these used fractions"
-        => st.disk_space_warning_level_ratio = fraction(key, v)?;
+    "diskSpaceCleanForciblyRatio", ALL, Value "85",
+        "forced deletion starts / puts are refused (503) above these percents of the disk used (RocketMQ 5's `int` percent; a fraction such as `0.85` is read too)"
+        => st.disk_space_clean_forcibly_ratio = used_ratio(key, v)?;
+    "diskSpaceWarningLevelRatio", ALL, Value "90",
+        "forced deletion starts / puts are refused (503) above these percents of the disk used (RocketMQ 5's `int` percent; a fraction such as `0.90` is read too)"
+        => st.disk_space_warning_level_ratio = used_ratio(key, v)?;
     "warmMapedFileEnable", ALL, Value "false",
         "fault in the next segment's pages ahead of the writer (measured: it competes with a new slave's catch-up and does not shorten rolls)"
         => st.warm_maped_file_enable = boolean(key, v)?;

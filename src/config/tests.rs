@@ -60,8 +60,27 @@ fn store_recovery_and_disk_keys_reach_the_store_config() {
     let defaults = load_text("").unwrap().settings.store;
     assert!(!defaults.clean_file_forcibly_enable, "no forced deletion unless asked");
     assert!(!defaults.rebuild_consume_queues && !defaults.truncate_on_corruption);
-    let err = load_text("diskSpaceWarningLevelRatio=90\n").unwrap_err();
-    assert!(err.to_string().contains("diskSpaceWarningLevelRatio: \"90\""), "{err}");
+    let err = load_text("diskSpaceWarningLevelRatio=190\n").unwrap_err();
+    assert!(err.to_string().contains("diskSpaceWarningLevelRatio: \"190\""), "{err}");
+}
+
+#[test]
+fn disk_ratios_in_rocketmq_5s_integer_percent_read_as_java_reads_them() {
+    // RocketMQ 5's MessageStoreConfig declares both as `int` percents (90 and 85); a Java 5
+    // broker.conf must load unchanged. A value with a decimal point is a fraction.
+    let loaded = load_text("diskSpaceCleanForciblyRatio=80\ndiskSpaceWarningLevelRatio=95\n").unwrap();
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    let store = &loaded.settings.store;
+    assert_eq!((store.disk_space_clean_forcibly_ratio, store.disk_space_warning_level_ratio), (0.8, 0.95));
+    let defaults = load_text("").unwrap().settings.store;
+    assert_eq!(
+        (defaults.disk_space_clean_forcibly_ratio, defaults.disk_space_warning_level_ratio),
+        (0.85, 0.9)
+    );
+    for bad in ["0", "101", "-5", "0.0", "1.5", "ninety"] {
+        let err = load_text(&format!("diskSpaceWarningLevelRatio={bad}\n")).unwrap_err().to_string();
+        assert!(err.contains("a percent from 1 to 100"), "{bad}: {err}");
+    }
 }
 
 #[test]

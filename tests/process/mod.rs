@@ -2,7 +2,7 @@
 //! spawning with stderr captured, readiness, HTTP over loopback, signals.
 //!
 //! Every broker a test starts through [`Broker::start`] gets [`TEST_SETTINGS`] first: small
-//! segments, fast heartbeats, and `diskSpaceWarningLevelRatio=1`, so that a nearly full host
+//! segments, fast heartbeats, and `diskSpaceWarningLevelRatio=100`, so that a nearly full host
 //! disk does not make the brokers refuse puts. A test that is about disk usage sets the ratio
 //! again in its own arguments (a later `--set` wins).
 #![allow(dead_code, unreachable_pub)]
@@ -29,7 +29,7 @@ pub const TEST_SETTINGS: [&str; 4] = [
     "mappedFileSizeCommitLog=1048576",
     "maxMessageSize=262144",
     "haSendHeartbeatInterval=200",
-    "diskSpaceWarningLevelRatio=1",
+    "diskSpaceWarningLevelRatio=100",
 ];
 
 /// [`TEST_SETTINGS`] as command-line arguments, followed by `--set` for each of `more`.

@@ -386,7 +386,7 @@ impl Logship {
             "slaveReadEnable=true".into(),
             // The host's disk is not under test.
             "--set".into(),
-            "diskSpaceWarningLevelRatio=1".into(),
+            "diskSpaceWarningLevelRatio=100".into(),
         ];
         args.extend(extra.iter().map(|s| s.to_string()));
         Self::spawn(args, port)
