@@ -77,8 +77,9 @@ struct Inner {
     now: Counters,
     /// Messages stored per topic (Java's `TOPIC_PUT_NUMS`).
     topic_puts: HashMap<String, KeyedItem>,
-    /// Messages pulled per `topic@group` (Java's `GROUP_GET_NUMS`).
-    group_gets: HashMap<String, KeyedItem>,
+    /// Messages pulled per topic, then per group (Java's `GROUP_GET_NUMS`, keyed `topic@group`;
+    /// nested here so that a pull looks its counter up without building the key).
+    group_gets: HashMap<String, HashMap<String, KeyedItem>>,
     /// When the keyed counters were last sampled.
     keyed_sampled: Option<i64>,
     /// `(ms, counters)`, oldest first, at least a second apart.
@@ -127,8 +128,15 @@ impl BrokerStats {
     /// A pull of `group` from `topic` carried `messages` messages (Java's `incGroupGetNums`,
     /// counted for pulls answered `SUCCESS`).
     pub fn group_got(&self, group: &str, topic: &str, messages: u64) {
-        let key = format!("{topic}@{group}");
-        add_keyed(&mut self.inner().group_gets, &key, messages);
+        let mut i = self.inner();
+        match i.group_gets.get_mut(topic) {
+            Some(groups) => add_keyed(groups, group, messages),
+            None => {
+                let mut groups = HashMap::new();
+                add_keyed(&mut groups, group, messages);
+                i.group_gets.insert(topic.to_string(), groups);
+            }
+        }
     }
 
     /// Messages stored to `topic` per second over the last minute of samples (Java's
@@ -140,7 +148,7 @@ impl BrokerStats {
     /// Messages `group` pulled from `topic` per second over the last minute of samples (Java's
     /// `tpsGroupGetNums`, what `ConsumeStats.consumeTps` sums).
     pub fn group_get_tps(&self, group: &str, topic: &str) -> f64 {
-        self.inner().group_gets.get(&format!("{topic}@{group}")).map_or(0.0, KeyedItem::tps)
+        self.inner().group_gets.get(topic).and_then(|groups| groups.get(group)).map_or(0.0, KeyedItem::tps)
     }
 
     /// A put was refused by the store.
@@ -179,7 +187,7 @@ impl BrokerStats {
         if i.keyed_sampled.is_none_or(|t| now_ms - t >= KEYED_SAMPLE_MS) {
             i.keyed_sampled = Some(now_ms);
             let Inner { topic_puts, group_gets, .. } = &mut *i;
-            for item in topic_puts.values_mut().chain(group_gets.values_mut()) {
+            for item in topic_puts.values_mut().chain(group_gets.values_mut().flat_map(HashMap::values_mut)) {
                 if item.samples.is_empty() {
                     item.samples.push_back((now_ms - KEYED_SAMPLE_MS, 0));
                 }
