@@ -251,14 +251,7 @@ impl Logship {
         // The host's disk is not under test (a shared host's may be over 90 % full).
         cmd.args(["--set", "diskSpaceWarningLevelRatio=0.99"]);
         cmd.args(extra);
-        let mut child = cmd
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("cannot start `logship {role}`"))?;
-        let stderr = peer::stderr_tail(child.stderr.take().context("stderr is piped")?, 30);
+        let (child, stderr) = peer::spawn_logship(&mut cmd, role, 30)?;
         Ok(Self { child, http: port + 2, stderr })
     }
 

@@ -412,6 +412,24 @@ pub fn free_port_pair() -> anyhow::Result<u16> {
     bail!("no three consecutive free ports")
 }
 
+/// Spawns a `logship` broker command (`role` names it in the error) logging at WARN, with no
+/// stdin or stdout, keeping the last `keep` lines of its stderr.
+pub(crate) fn spawn_logship(
+    cmd: &mut Command,
+    role: &str,
+    keep: usize,
+) -> anyhow::Result<(std::process::Child, Arc<Mutex<Vec<String>>>)> {
+    let mut child = cmd
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot start `logship {role}`"))?;
+    let stderr = stderr_tail(child.stderr.take().context("stderr is piped")?, keep);
+    Ok((child, stderr))
+}
+
 /// The last `keep` lines a child writes on `pipe`, kept by a thread until the pipe closes.
 pub(crate) fn stderr_tail(pipe: std::process::ChildStderr, keep: usize) -> Arc<Mutex<Vec<String>>> {
     let tail = Arc::new(Mutex::new(Vec::new()));
@@ -453,14 +471,7 @@ impl LogshipSlave {
         for s in sets {
             cmd.args(["--set", s]);
         }
-        let mut child = cmd
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .context("cannot start `logship slave`")?;
-        let stderr = stderr_tail(child.stderr.take().context("stderr is piped")?, 40);
+        let (child, stderr) = spawn_logship(&mut cmd, "slave", 40)?;
         Ok(Self { child, port: port + 2, stderr })
     }
 
