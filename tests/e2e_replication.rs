@@ -172,15 +172,50 @@ fn slave_resumes_after_a_clean_restart(master_side: Side, slave_side: Side) {
     });
 }
 
+/// A relay on loopback in front of `upstream` for one connection: it passes everything the slave
+/// sends, and the first `budget` bytes the master sends, then stops reading from the master. A
+/// slave behind it holds part of the log however late the test looks, so "mid-stream" does not
+/// depend on the scheduler.
+fn stalling_relay(upstream: SocketAddr, budget: usize) -> SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let Ok((down, _)) = listener.accept() else { return };
+        let Ok(up) = std::net::TcpStream::connect(upstream) else { return };
+        let (mut from_master, mut to_slave) = (up.try_clone().unwrap(), down.try_clone().unwrap());
+        // When the budget is spent this thread ends; the other one holds the connection open
+        // until the slave goes away.
+        std::thread::spawn(move || {
+            let mut left = budget;
+            let mut buf = vec![0u8; 64 * 1024];
+            while left > 0 {
+                let want = buf.len().min(left);
+                match from_master.read(&mut buf[..want]) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) if to_slave.write_all(&buf[..n]).is_ok() => left -= n,
+                    Ok(_) => return,
+                }
+            }
+        });
+        let (mut from_slave, mut to_master) = (down, up);
+        let _ = std::io::copy(&mut from_slave, &mut to_master);
+    });
+    address
+}
+
 fn slave_resumes_after_its_state_is_dropped_mid_stream(master_side: Side, slave_side: Side) {
     run(async {
         let mut config = async_master();
         config.core.transfer_batch_size = 4096;
-        // ~68 MB in 4 KiB frames: long enough to stop it half-way (a slave reading 1 MiB at a
-        // time took all of 13.6 MB before the kill).
+        // ~4 MB in 4 KiB frames, of which the first slave gets 1 MiB through the relay.
         // Keep the first slave's handle: dropping it would stop the slave cleanly.
         let Pair { master, slave: _first, mstore, sstore, mdir, sdir } =
-            Pair::start(&master_side, &slave_side, config, (60_000, 1000), |_| {}).await;
+            Pair::start(&master_side, &slave_side, config, (4_000, 1000), |c| {
+                let upstream = c.master_address.parse().unwrap();
+                c.master_address = stalling_relay(upstream, 1 << 20).to_string();
+            })
+            .await;
         let end = mstore.max_offset();
         let started = Instant::now();
         while sstore.max_offset() == 0 {
