@@ -146,9 +146,11 @@ fn the_store_and_plain_adapters_do_not_depend_on_rustls() {
 fn the_fuzz_targets_of_the_protocol_decoders_build_without_the_server() {
     // Only the `server` feature (on by default, for the `http_request` target) pulls in the
     // HTTP stack: `--no-default-features` builds the protocol, store and remoting targets.
+    // Not `--offline`: on a fresh machine the fuzz crate's own dependencies (libfuzzer-sys)
+    // are not downloaded before CI's fuzz build, and `cargo tree` resolves them.
     let tree = |features: &[&str]| {
         let out = std::process::Command::new(env!("CARGO"))
-            .args(["tree", "--offline", "-e", "normal", "--prefix", "none", "--manifest-path"])
+            .args(["tree", "-e", "normal", "--prefix", "none", "--manifest-path"])
             .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/fuzz/Cargo.toml"))
             .args(features)
             .output()
