@@ -688,12 +688,6 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Tracked<S> {
     }
 }
 
-impl RemotingStatus for crate::remoting::RemotingState {
-    fn status_json(&self) -> serde_json::Value {
-        self.json()
-    }
-}
-
 async fn shutdown_signal() {
     let terminate = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {

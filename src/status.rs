@@ -15,6 +15,9 @@
 //! assert_eq!(doc.max_offset, 42);
 //! ```
 
+use std::collections::BTreeMap;
+
+pub use logship_broker::register::RegistrationStatus;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -42,7 +45,7 @@ pub struct Status {
     pub store: StoreIntegrity,
     /// The remoting port and its NameServer registrations, once started.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub remoting: Option<Value>,
+    pub remoting: Option<Remoting>,
     /// Automatic failover's group (brokers with `etcdEndpoints`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub group: Option<Group>,
@@ -70,6 +73,63 @@ impl std::fmt::Display for Status {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}", self.to_json())
     }
+}
+
+/// `remoting`: the RocketMQ remoting port, its NameServer registrations and a slave's metadata
+/// sync.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct Remoting {
+    /// The addresses bound (`listenPort`, and `fastListenPort` if set).
+    pub addresses: Vec<String>,
+    /// Client connections open now.
+    pub connections: u64,
+    /// Requests answered since start.
+    pub requests: u64,
+    /// Requests in flight now.
+    pub in_flight: u64,
+    /// The bytes of the requests in flight now.
+    pub in_flight_bytes: u64,
+    /// The port's counters.
+    pub port: RemotingPort,
+    /// Each NameServer's registration, by address (`None` without `namesrvAddr`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name_servers: Option<BTreeMap<String, RegistrationStatus>>,
+    /// A slave's metadata sync from its master (`None` on a master outside controller mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub slave_sync: Option<SlaveSync>,
+}
+
+/// `remoting.port`: the remoting port's counters since start.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RemotingPort {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connections refused at accept (a cap).
+    pub refused: u64,
+    /// Connections closed for bad bytes (garbage, oversized or truncated frames).
+    pub bad_frames: u64,
+    /// Connections closed idle, stalled on reading, or with a frame that never finished.
+    pub timed_out: u64,
+    /// Requests answered `SYSTEM_BUSY` for an in-flight cap.
+    pub busy: u64,
+}
+
+/// `remoting.slaveSync`: a slave's metadata sync (topics, offsets, groups) from its master.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SlaveSync {
+    /// The master synced from (`None`: none known yet).
+    pub master: Option<String>,
+    /// Milliseconds since the last good round (`None`: none yet).
+    pub age_ms: Option<u64>,
+    /// The last round's error, while rounds fail.
+    pub last_error: Option<String>,
+    /// Failed rounds in a row.
+    pub failures: u32,
+    /// Rounds run since start.
+    pub rounds: u64,
 }
 
 /// The role and its fields, tagged by `role`.

@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use logship::status::{Node, Status};
+use logship::status::{Node, Remoting, Status};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -302,7 +302,7 @@ pub fn table(
             ));
         }
     }
-    out.push_str(&remoting_lines(status.remoting.as_ref().unwrap_or(&Value::Null), role));
+    out.push_str(&remoting_lines(status.remoting.as_ref(), role));
     out.push_str(&format!("health {}", health.name()));
     for w in why {
         out.push_str(&format!("; {w}"));
@@ -314,31 +314,31 @@ pub fn table(
 /// One line per NameServer (its last registration's age, and its last error) and one for a
 /// slave's metadata sync from its master (the last good sync's age, and its last error). A
 /// slave's NameServer that answered but named no master gets what to check.
-fn remoting_lines(remoting: &Value, role: &str) -> String {
+fn remoting_lines(remoting: Option<&Remoting>, role: &str) -> String {
     let ago =
-        |v: &Value| v.as_u64().map_or("never".to_string(), |ms| format!("{:.1}s ago", ms as f64 / 1000.0));
+        |ms: Option<u64>| ms.map_or("never".to_string(), |ms| format!("{:.1}s ago", ms as f64 / 1000.0));
     let mut out = String::new();
-    for (addr, n) in remoting["nameServers"].as_object().into_iter().flatten() {
-        out.push_str(&format!("namesrv {addr}  registered {}", ago(&n["lastOkMsAgo"])));
-        if let Some(e) = n["lastError"].as_str() {
-            out.push_str(&format!("  last error {} ({e})", ago(&n["lastErrorMsAgo"])));
+    let Some(remoting) = remoting else { return out };
+    for (addr, n) in remoting.name_servers.iter().flatten() {
+        out.push_str(&format!("namesrv {addr}  registered {}", ago(n.last_ok_ms_ago)));
+        if let Some(e) = &n.last_error {
+            out.push_str(&format!("  last error {} ({e})", ago(n.last_error_ms_ago)));
         }
-        if role == "SLAVE" && n["lastOkMsAgo"].is_u64() && n["masterAddr"].is_null() {
+        if role == "SLAVE" && n.last_ok_ms_ago.is_some() && n.master_addr.is_none() {
             out.push_str(
                 "  names no master (check that brokerClusterName and brokerName match the master's)",
             );
         }
         out.push('\n');
     }
-    let sync = &remoting["slaveSync"];
-    if sync.is_object() {
+    if let Some(sync) = &remoting.slave_sync {
         out.push_str(&format!(
             "metadata sync from {}  last {}",
-            sync["master"].as_str().unwrap_or("(no master yet)"),
-            ago(&sync["ageMs"])
+            sync.master.as_deref().unwrap_or("(no master yet)"),
+            ago(sync.age_ms)
         ));
-        if let Some(e) = sync["lastError"].as_str() {
-            out.push_str(&format!("  failing ({} in a row): {e}", number(sync["failures"].as_u64())));
+        if let Some(e) = &sync.last_error {
+            out.push_str(&format!("  failing ({} in a row): {e}", sync.failures));
         }
         out.push('\n');
     }
@@ -424,13 +424,18 @@ mod tests {
         serde_json::from_value(v).expect("a status document")
     }
 
+    /// A partial `remoting` part of `/status`.
+    fn remoting(v: Value) -> Remoting {
+        serde_json::from_value(v).expect("a remoting document")
+    }
+
     #[test]
     fn the_table_shows_name_server_registration_and_metadata_sync_state() {
-        let remoting = json!({
+        let remoting = remoting(json!({
             "nameServers": {"10.0.0.1:9876": {"lastOkMsAgo": 1500, "lastError": "timed out", "lastErrorMsAgo": 40000}},
             "slaveSync": {"master": "10.0.0.2:10911", "ageMs": 2000, "lastError": "cannot connect", "failures": 3},
-        });
-        let text = remoting_lines(&remoting, "SLAVE");
+        }));
+        let text = remoting_lines(Some(&remoting), "SLAVE");
         assert!(
             text.contains("namesrv 10.0.0.1:9876  registered 1.5s ago  last error 40.0s ago (timed out)"),
             "{text}"
@@ -441,22 +446,25 @@ mod tests {
             ),
             "{text}"
         );
-        assert_eq!(remoting_lines(&json!(null), "SLAVE"), "");
+        assert_eq!(remoting_lines(None, "SLAVE"), "");
     }
 
     #[test]
     fn a_slave_whose_name_server_names_no_master_is_told_what_to_check() {
-        let remoting = json!({
+        let remoting = remoting(json!({
             "nameServers": {
                 "10.0.0.1:9876": {"lastOkMsAgo": 1500, "masterAddr": null},
                 "10.0.0.3:9876": {"lastOkMsAgo": 900, "masterAddr": "10.0.0.2:10911"},
             },
-        });
-        let text = remoting_lines(&remoting, "SLAVE");
+        }));
+        let text = remoting_lines(Some(&remoting), "SLAVE");
         let lines: Vec<&str> = text.lines().collect();
         assert!(lines[0].contains("names no master") && lines[0].contains("brokerClusterName"), "{text}");
         assert!(!lines[1].contains("names no master"), "{text}");
-        assert!(!remoting_lines(&remoting, "SYNC_MASTER").contains("names no master"), "a master has none");
+        assert!(
+            !remoting_lines(Some(&remoting), "SYNC_MASTER").contains("names no master"),
+            "a master has none"
+        );
     }
 
     #[test]

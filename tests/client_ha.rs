@@ -148,13 +148,14 @@ fn slaves_carry_their_master_s_consumer_offsets_between_java_and_logship() {
     });
     eprintln!("{test}: logship slave of a Java master carried its offset after {took:?}");
     // The round writes the files first and its status after: wait for the status too.
-    let mut sync = Value::Null;
+    let mut sync = None;
     until("the slave's sync status to name the Java master", || {
-        sync = slave.status()["remoting"]["slaveSync"].clone();
-        !sync["master"].is_null()
+        sync = slave.remoting_status().slave_sync;
+        sync.as_ref().is_some_and(|s| s.master.is_some())
     });
-    assert_eq!(sync["master"], java_master.addr().as_str(), "{sync}");
-    assert!(sync["lastError"].is_null(), "{sync}");
+    let sync = sync.expect("a slave syncs its metadata");
+    assert_eq!(sync.master.as_deref(), Some(java_master.addr().as_str()), "{sync:?}");
+    assert_eq!(sync.last_error, None, "{sync:?}");
     commit(java_master_addr, 11);
     until("the logship slave to follow a new commit", || offset_in_file(&dir.path().join("ls")) == Some(11));
 

@@ -417,9 +417,7 @@ fn group_of(dir: &Path, namesrv: &str, name: &str, slaves: usize) -> Group {
     let master_addr = master.remoting_addr().to_string();
     let deadline = Instant::now() + BIG;
     while master.status()["slaves"].as_array().is_none_or(|s| s.len() != slaves.len())
-        || slaves
-            .iter()
-            .any(|s| s.status()["remoting"]["nameServers"][namesrv]["masterAddr"] != master_addr.as_str())
+        || slaves.iter().any(|s| s.named_master(namesrv).as_deref() != Some(master_addr.as_str()))
     {
         assert!(Instant::now() < deadline, "group {name}: slaves never connected and registered");
         std::thread::sleep(Duration::from_millis(100));
@@ -762,8 +760,7 @@ fn slave_follows_its_master_to_a_new_address(line: ClientLine, test: &str) {
         let s = slave.status();
         s["master"]["address"] == master.ha_addr().as_str()
             && s["master"]["state"] == "STREAMING"
-            && s["remoting"]["nameServers"][ns.as_str()]["masterAddr"]
-                == master.remoting_addr().to_string().as_str()
+            && slave.named_master(&ns) == Some(master.remoting_addr().to_string())
             && master.status()["slaves"].as_array().is_some_and(|l| l.len() == 1)
     };
     let wait = |what: &str, check: &dyn Fn() -> bool| {

@@ -221,9 +221,10 @@ fn bad_input_gets_typed_errors_and_the_broker_stays_up() {
     let r = c.call(send_request("TopicX", 0, "", b"still serving"));
     assert_eq!(r.code, 0, "{:?}", r.remark);
     master.alive().unwrap();
-    let port = &master.status()["remoting"]["port"];
-    assert!(port["badFrames"].as_u64().unwrap() >= 4, "{port}");
-    assert!(port["timedOut"].as_u64().unwrap() >= 1, "{port}");
+    let remoting = master.remoting_status();
+    assert!(remoting.addresses.contains(&master.remoting_addr().to_string()), "{remoting:?}");
+    assert!(remoting.port.bad_frames >= 4 && remoting.port.timed_out >= 1, "{:?}", remoting.port);
+    assert!(remoting.requests >= 2 && remoting.connections >= 1, "{remoting:?}");
     assert_eq!(master.put("http too"), 200);
 }
 
@@ -256,7 +257,7 @@ fn connections_and_requests_in_flight_are_capped() {
     }
     assert!(codes.iter().all(|&c| c == 0 || c == 2), "{codes:?}");
     assert!(codes.iter().filter(|&&c| c == 2).count() >= 100, "{codes:?}");
-    assert!(master.status()["remoting"]["port"]["refused"].as_u64().unwrap() >= 1);
+    assert!(master.remoting_status().port.refused >= 1);
 }
 
 #[test]

@@ -216,24 +216,41 @@ impl RegistrationSchedule {
         }
     }
 
-    /// This schedule as JSON, its times as milliseconds ago / from now.
-    pub fn json(&self, now: Instant) -> serde_json::Value {
+    /// How this schedule stands at `now`, for `/status`: its times as milliseconds ago or
+    /// from now.
+    pub fn status(&self, now: Instant) -> RegistrationStatus {
         let ago = |t: Instant| now.saturating_duration_since(t).as_millis() as u64;
-        let mut v = serde_json::json!({
-            "failures": self.failures,
-            "nextInMs": self.next.saturating_duration_since(now).as_millis() as u64,
-        });
-        if let Some((t, r)) = &self.last_ok {
-            v["lastOkMsAgo"] = serde_json::json!(ago(*t));
-            v["masterAddr"] = serde_json::json!(r.master_addr);
-            v["masterHaServerAddr"] = serde_json::json!(r.ha_server_addr);
+        RegistrationStatus {
+            failures: self.failures,
+            next_in_ms: self.next.saturating_duration_since(now).as_millis() as u64,
+            last_ok_ms_ago: self.last_ok.as_ref().map(|(t, _)| ago(*t)),
+            master_addr: self.last_ok.as_ref().and_then(|(_, r)| r.master_addr.clone()),
+            master_ha_server_addr: self.last_ok.as_ref().and_then(|(_, r)| r.ha_server_addr.clone()),
+            last_error_ms_ago: self.last_error.as_ref().map(|(t, _)| ago(*t)),
+            last_error: self.last_error.as_ref().map(|(_, e)| e.to_string()),
         }
-        if let Some((t, e)) = &self.last_error {
-            v["lastErrorMsAgo"] = serde_json::json!(ago(*t));
-            v["lastError"] = serde_json::json!(e.to_string());
-        }
-        v
     }
+}
+
+/// One NameServer's registration as `/status` shows it (`remoting.nameServers.<address>`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RegistrationStatus {
+    /// Failed attempts since the last success.
+    pub failures: u32,
+    /// Milliseconds until the next attempt.
+    pub next_in_ms: u64,
+    /// Milliseconds since the last success (`None`: never registered).
+    pub last_ok_ms_ago: Option<u64>,
+    /// The master the NameServer named in its last answer (a slave's; `None` for a master,
+    /// or when it named none).
+    pub master_addr: Option<String>,
+    /// The master's HA address from the same answer.
+    pub master_ha_server_addr: Option<String>,
+    /// Milliseconds since the last failure (`None`: never failed).
+    pub last_error_ms_ago: Option<u64>,
+    /// The last failure.
+    pub last_error: Option<String>,
 }
 
 /// Every NameServer's schedule, by address.
@@ -355,6 +372,6 @@ mod tests {
         assert_eq!((s.failures(), s.next() - now), (0, Duration::from_secs(30)));
         s.due_now(now);
         assert_eq!(s.next(), now);
-        assert!(s.json(now)["lastError"].as_str().unwrap().contains("6000"));
+        assert!(s.status(now).last_error.unwrap().contains("6000"));
     }
 }

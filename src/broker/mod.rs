@@ -75,8 +75,8 @@ impl Broker {
 /// What `/status` shows of the remoting port and its NameServer registrations (its `remoting`
 /// object); the remoting side implements it, so that this state does not depend on it.
 pub trait RemotingStatus: Send + Sync {
-    /// The `remoting` object of `/status`.
-    fn status_json(&self) -> serde_json::Value;
+    /// The `remoting` part of `/status`.
+    fn status(&self) -> logship::status::Remoting;
 }
 
 /// Physical memory in bytes (Linux `/proc/meminfo`), or 8 GiB if it cannot be read.

@@ -31,7 +31,7 @@ pub async fn status(State(broker): State<Arc<Broker>>) -> Response {
 /// failover, `group` too. `None` once the replication service has stopped.
 pub async fn status_of(broker: &Broker) -> Option<Status> {
     let mut doc = node_status(broker).await?;
-    doc.remoting = broker.remoting.get().map(|r| r.status_json());
+    doc.remoting = broker.remoting.get().map(|r| r.status());
     doc.group = match (broker.coordination(), &broker.coordination) {
         (Some(c), _) => {
             broker.metrics.observe_group(c);

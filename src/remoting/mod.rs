@@ -37,16 +37,16 @@ pub struct RemotingStats {
 }
 
 impl RemotingStats {
-    /// The counters as JSON.
-    pub fn json(&self) -> serde_json::Value {
+    /// The counters now.
+    pub fn port(&self) -> logship::status::RemotingPort {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
-        serde_json::json!({
-            "accepted": get(&self.accepted),
-            "refused": get(&self.refused),
-            "badFrames": get(&self.bad_frames),
-            "timedOut": get(&self.timed_out),
-            "busy": get(&self.busy),
-        })
+        logship::status::RemotingPort {
+            accepted: get(&self.accepted),
+            refused: get(&self.refused),
+            bad_frames: get(&self.bad_frames),
+            timed_out: get(&self.timed_out),
+            busy: get(&self.busy),
+        }
     }
 }
 
@@ -66,25 +66,22 @@ pub struct RemotingState {
     pub slave_sync: Option<Arc<std::sync::Mutex<slave_sync::SlaveSyncStatus>>>,
 }
 
-impl RemotingState {
-    /// `/status`'s `remoting`.
-    pub fn json(&self) -> serde_json::Value {
+impl crate::broker::RemotingStatus for RemotingState {
+    fn status(&self) -> logship::status::Remoting {
         let (in_flight, in_flight_bytes) = self.budget.used();
-        let mut v = serde_json::json!({
-            "addresses": self.addrs.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            "connections": self.broker.open_connections(),
-            "requests": self.broker.requests(),
-            "inFlight": in_flight,
-            "inFlightBytes": in_flight_bytes,
-            "port": self.stats.json(),
-        });
-        if let Some(r) = &self.registration {
-            v["nameServers"] = r.json();
+        logship::status::Remoting {
+            addresses: self.addrs.iter().map(ToString::to_string).collect(),
+            connections: self.broker.open_connections(),
+            requests: self.broker.requests(),
+            in_flight: in_flight as u64,
+            in_flight_bytes: in_flight_bytes as u64,
+            port: self.stats.port(),
+            name_servers: self.registration.as_ref().map(|r| r.status()),
+            slave_sync: self
+                .slave_sync
+                .as_ref()
+                .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).status(std::time::Instant::now())),
         }
-        if let Some(s) = &self.slave_sync {
-            v["slaveSync"] = s.lock().unwrap_or_else(|e| e.into_inner()).json(std::time::Instant::now());
-        }
-        v
     }
 }
 

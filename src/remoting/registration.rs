@@ -110,11 +110,11 @@ impl Registration {
         Self { status, stop, tasks: tokio::sync::Mutex::new(tasks) }
     }
 
-    /// The schedules as JSON.
-    pub fn json(&self) -> serde_json::Value {
+    /// Each NameServer's registration now, by address.
+    pub fn status(&self) -> std::collections::BTreeMap<String, logship::status::RegistrationStatus> {
         let now = Instant::now();
         let status = self.status.lock().unwrap_or_else(|e| e.into_inner());
-        serde_json::Value::Object(status.iter().map(|(a, s)| (a.clone(), s.json(now))).collect())
+        status.iter().map(|(a, s)| (a.clone(), s.status(now))).collect()
     }
 
     /// Stops registering and unregisters from every NameServer (each within 3 s, in parallel).

@@ -46,15 +46,15 @@ pub struct SlaveSyncStatus {
 }
 
 impl SlaveSyncStatus {
-    /// `/status`'s `slaveSync`.
-    pub fn json(&self, now: Instant) -> serde_json::Value {
-        serde_json::json!({
-            "master": self.master,
-            "ageMs": self.last_success.map(|t| now.saturating_duration_since(t).as_millis() as u64),
-            "lastError": self.last_error,
-            "failures": self.failures,
-            "rounds": self.rounds,
-        })
+    /// `/status`'s `slaveSync` at `now`.
+    pub fn status(&self, now: Instant) -> logship::status::SlaveSync {
+        logship::status::SlaveSync {
+            master: self.master.clone(),
+            age_ms: self.last_success.map(|t| now.saturating_duration_since(t).as_millis() as u64),
+            last_error: self.last_error.clone(),
+            failures: self.failures,
+            rounds: self.rounds,
+        }
     }
 }
 
@@ -254,8 +254,8 @@ mod tests {
         assert_eq!(metadata.offsets.query_offset("CG", "TopicA", 1), 20);
         let file = std::fs::read_to_string(metadata.offsets.path()).unwrap();
         assert!(file.contains("TopicA@CG"), "{file}");
-        let v = status.lock().unwrap().json(Instant::now());
-        assert_eq!((v["failures"].as_u64(), v["lastError"].is_null()), (Some(0), true), "{v}");
+        let v = status.lock().unwrap().status(Instant::now());
+        assert_eq!((v.failures, v.last_error.as_deref()), (0, None), "{v:?}");
         stop.send_replace(true);
         task.await.unwrap();
     }

@@ -430,4 +430,15 @@ impl Broker {
         serde_json::from_value(status.clone())
             .unwrap_or_else(|e| panic!("/status is no status document: {e}: {status}"))
     }
+
+    /// The remoting part of its status; panics if the remoting port has not started.
+    pub fn remoting_status(&self) -> logship::status::Remoting {
+        self.status_doc().remoting.unwrap_or_else(|| panic!("/status has no remoting part\n{}", self.log()))
+    }
+
+    /// The master the NameServer at `namesrv` named in its last answer to this broker's
+    /// registration (`None`: not registered there yet, or no master named).
+    pub fn named_master(&self, namesrv: &str) -> Option<String> {
+        self.remoting_status().name_servers?.remove(namesrv)?.master_addr
+    }
 }
