@@ -657,7 +657,7 @@ impl Metrics {
         self.slave_in_sync.get_or_create(&labels).set(i64::from(in_sync));
         self.set_replicated(status.max_offset.saturating_sub(start_offset));
         self.grow_to("append_failures", &self.append_failures, status.append_failures);
-        let streaming = status.state == logship_core::SlaveState::Streaming;
+        let streaming = status.state == logship_core::classic::SlaveState::Streaming;
         self.connections.set(i64::from(streaming));
         self.sync_state_set_member.clear();
         if let Some(a) = &status.autoswitch {

@@ -13,7 +13,7 @@ use logship::status::{
     StoreIntegrity, Unassigned, UnassignedController,
 };
 use logship_core::BrokerRole;
-use logship_core::SlaveState;
+use logship_core::classic::SlaveState;
 
 use super::error;
 use crate::broker::{Broker, Node};

@@ -17,11 +17,11 @@ use super::frame::{
     MasterFrameDecoder, SlaveFrame, TRANSFER_HEADER_LEN, TransferHeader,
 };
 use crate::ApiMisuse;
+use crate::MAX_JAVA_FRAME_BODY;
 use crate::config::{
     AckOn, CoreConfigError, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HOUSEKEEPING_INTERVAL,
     DEFAULT_MAX_FIRST_OFFSET, DEFAULT_MAX_UNSTORED, DEFAULT_RECONNECT_INTERVAL,
 };
-use crate::frame::MAX_JAVA_FRAME_BODY;
 use crate::log::Offset;
 
 const IDLE_TIMEOUT: Duration = Duration::from_secs(3600);

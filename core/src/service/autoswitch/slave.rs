@@ -42,12 +42,12 @@ use bytes::Bytes;
 use tracing::{debug, error, info, warn};
 
 use crate::ApiMisuse;
-use crate::SlaveState;
 use crate::autoswitch::frame::SlaveFrame;
 use crate::autoswitch::{
     AutoSwitchSlave, AutoSwitchSlaveConfig, BrokerId, EpochCache, EpochEntry, EpochError, PeerError,
     SlaveEvent, SlaveInput, SlaveOutput, SlaveState as AutoSwitchState,
 };
+use crate::classic::SlaveState;
 use crate::config::CoreConfigError;
 use crate::log::{LogWrite, Offset};
 use crate::service::{SlaveAction, SlaveServiceConfig, SlaveStatus, StartError};
