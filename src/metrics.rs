@@ -925,7 +925,7 @@ mod tests {
     }
     #[test]
     fn controller_mode_gauges_follow_the_autoswitch_status_and_leave_with_the_role() {
-        use logship_core::autoswitch::EpochEntry;
+        use logship_core::EpochEntry;
         use logship_core::service::AutoSwitchMasterStatus;
         let m = Metrics::for_broker(&BrokerSettings::default());
         let mut status = master_status(vec![]);

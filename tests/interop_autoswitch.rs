@@ -676,9 +676,9 @@ mod logship_master {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use logship::core::autoswitch::{EpochEntry, SyncPolicy};
     use logship::core::service::{MasterControllerConfig, MasterServiceConfig};
     use logship::core::{BrokerRole, EpochLog, MasterConfig, PutStatus};
+    use logship::core::{EpochEntry, autoswitch::SyncPolicy};
     use logship::store::{CommitLog, Message, StoreConfig};
 
     use super::*;

@@ -107,5 +107,5 @@ pub enum ApiMisuse {
     },
     /// The AutoSwitch master's epoch cache cannot take this epoch.
     #[error("epoch refused: {0}")]
-    Epoch(#[from] crate::autoswitch::EpochError),
+    Epoch(#[from] crate::log::EpochError),
 }

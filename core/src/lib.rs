@@ -12,7 +12,7 @@
 //!    [`WaitError`]; the ids [`ConnId`] and [`WaitId`]; [`BrokerRole`] and [`FlushDiskType`];
 //!    [`time`]; and the log: the traits [`LogRead`], [`LogWrite`], [`MessageLog`] and
 //!    [`EpochLog`] a log implements for the layers above, with the epoch list they carry
-//!    ([`EpochEntry`](autoswitch::EpochEntry), [`EpochCache`](autoswitch::EpochCache)). [`memlog`] is a log in memory.
+//!    ([`EpochEntry`], [`EpochCache`]). [`memlog`] is a log in memory.
 //! 2. **The protocols**, pure state machines. Nothing here reads a socket, a file or a clock,
 //!    spawns a thread, takes a lock or touches the log. Bytes, time and log progress come in as
 //!    inputs; frames to send, bytes to store and events come out as outputs. A whole run is a
@@ -180,6 +180,7 @@ pub use config::{
 pub use error::{ApiMisuse, WaitError};
 pub use ids::{ConnId, WaitId};
 pub use log::{
-    EpochLog, FlushSettings, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus,
+    EpochAppended, EpochCache, EpochEntry, EpochError, EpochLog, FlushSettings, LogBounds, LogRead, LogSpan,
+    LogWrite, MessageLog, Offset, PutResult, PutStatus,
 };
 pub use roles::{BrokerRole, FlushDiskType};

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 use logship_core::autoswitch::frame::*;
-use logship_core::autoswitch::{EpochEntry, FrameError};
+use logship_core::{EpochEntry, autoswitch::FrameError};
 use proptest::prelude::*;
 
 fn hex(s: &str) -> Vec<u8> {

@@ -1,7 +1,7 @@
 //! The AutoSwitch fuzz bodies under `cargo test`: fixed seeds and proptest inputs, so the fuzz
 //! targets can never rot unnoticed.
 
-use logship_core::autoswitch::EpochEntry;
+use logship_core::EpochEntry;
 use logship_core::autoswitch::frame::{
     HandshakeReply, HandshakeRequest, MasterFrame, SlaveFrame, TransferHeader,
 };

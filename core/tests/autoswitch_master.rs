@@ -13,6 +13,7 @@ use common::Clock;
 use logship_core::autoswitch::frame::*;
 use logship_core::autoswitch::*;
 use logship_core::{ConnId, LogBounds, LogSpan, WaitError, WaitId};
+use logship_core::{EpochCache, EpochEntry};
 
 const SEG: u64 = 1 << 20;
 

@@ -12,6 +12,7 @@ use common::Clock;
 use logship_core::ApiMisuse;
 use logship_core::autoswitch::frame::*;
 use logship_core::autoswitch::*;
+use logship_core::{EpochCache, EpochEntry};
 
 fn cache(entries: &[(i32, u64)]) -> EpochCache {
     EpochCache::from_entries(entries.iter().map(|&(epoch, start_offset)| EpochEntry { epoch, start_offset }))

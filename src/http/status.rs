@@ -278,7 +278,7 @@ fn ha_trust(settings: &BrokerSettings) -> HaTrust {
 }
 
 /// An epoch list in `/status`, oldest first.
-fn epochs(epochs: &[logship_core::autoswitch::EpochEntry]) -> Vec<Epoch> {
+fn epochs(epochs: &[logship_core::EpochEntry]) -> Vec<Epoch> {
     epochs.iter().map(|e| Epoch { epoch: e.epoch, start_offset: e.start_offset }).collect()
 }
 

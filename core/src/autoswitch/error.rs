@@ -2,8 +2,8 @@
 //! caller that broke the contract, [`PeerError`] raised with a `Close` when the peer misbehaved,
 //! and a panic only for a broken internal invariant.
 
-use super::epoch::EpochError;
 use super::frame::FrameError;
+use crate::log::EpochError;
 use crate::log::Offset;
 
 /// An AutoSwitch peer broke the protocol or cannot be served; the connection is closed.

@@ -17,7 +17,7 @@ use crate::chunks::Chunks;
 
 use bytes::Bytes;
 
-use super::epoch::EpochEntry;
+use crate::log::EpochEntry;
 use crate::log::Offset;
 
 /// `HAConnectionState.HANDSHAKE.ordinal()`.

@@ -9,7 +9,6 @@ use crate::time::Instant;
 
 use bytes::Bytes;
 
-use super::epoch::{EpochCache, EpochEntry};
 use super::frame::{
     FrameError, HandshakeReply, HandshakeRequest, MasterFrame, MasterFrameDecoder, MasterHeader, SlaveFrame,
     SlaveFrameDecoder, TransferHeader,
@@ -21,6 +20,7 @@ use super::slave::{AutoSwitchSlave, AutoSwitchSlaveConfig, SlaveInput, SlaveOutp
 use super::sync_state::SyncPolicy;
 use crate::config::AckOn;
 use crate::fuzzing::Unstructured;
+use crate::log::{EpochCache, EpochEntry};
 use crate::log::{LogBounds, Offset};
 use crate::{ConnId, WaitId};
 

@@ -10,7 +10,6 @@ use crate::time::Instant;
 use bytes::Bytes;
 use tracing::{debug, info, trace, warn};
 
-use super::epoch::{EpochCache, EpochEntry};
 use super::error::{CloseReason, PeerError};
 use super::frame::{HandshakeReply, HandshakeRequest, SlaveFrame, SlaveFrameDecoder, TransferHeader};
 use super::sync_state::{self, BrokerId, DEFAULT_HA_MAX_TIME_SLAVE_NOT_CATCHUP, SyncPolicy, SyncStateSet};
@@ -20,6 +19,7 @@ use crate::config::{
     DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG, DEFAULT_MAX_INFLIGHT, DEFAULT_TRANSFER_BATCH_SIZE, MasterConfig,
 };
 use crate::error::WaitError;
+use crate::log::{EpochCache, EpochEntry};
 use crate::log::{LogBounds, LogSpan, Offset};
 use crate::stream;
 use crate::waiters::Waiters;
@@ -704,7 +704,7 @@ impl AutoSwitchMaster {
         if taken || request.broker_id == self.config.broker_id {
             return Err(CloseReason::DuplicateBrokerId { broker_id: request.broker_id });
         }
-        let entries: Vec<EpochEntry> = self.epochs.handshake_entries().to_vec();
+        let entries: Vec<EpochEntry> = super::epoch::handshake_entries(&self.epochs).to_vec();
         let reply =
             HandshakeReply { max_offset: self.log.max, last_epoch: self.epochs.last_epoch(), entries };
         let c = self.conns.get_mut(&conn).expect("caller holds the connection");

@@ -5,7 +5,8 @@
 //! logs agree, has its driver truncate the divergent tail, and only then streams.
 //!
 //! - [`frame`]: frames A–D and their resumable decoders.
-//! - [`epoch`]: the epoch cache ([`EpochCache`]) and [`find_consistent_point`].
+//! - [`epoch`]: [`find_consistent_point`] over the log's epoch list
+//!   ([`EpochCache`](crate::EpochCache), which the log owns).
 //! - [`AutoSwitchSlave`]: a slave's connection cycle: handshake, truncation, transfer.
 //! - [`AutoSwitchMaster`]: every slave connection of a master, confirmOffset, sync-state-set
 //!   proposals and SYNC waits; [`sync_state`] holds the arithmetic.
@@ -66,7 +67,7 @@ mod error;
 mod master;
 mod slave;
 
-pub use epoch::{Appended, EpochCache, EpochEntry, EpochError, find_consistent_point};
+pub use epoch::find_consistent_point;
 pub use error::{CloseReason, EpochRefusal, PeerError};
 pub use frame::FrameError;
 pub use master::{

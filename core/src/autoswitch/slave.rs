@@ -10,7 +10,7 @@ use crate::time::Instant;
 use bytes::Bytes;
 use tracing::{debug, info, trace, warn};
 
-use super::epoch::{EpochCache, EpochEntry, find_consistent_point};
+use super::epoch::find_consistent_point;
 use super::error::{CloseReason, EpochRefusal, PeerError};
 use super::frame::{
     EPOCH_ENTRY_LEN, HANDSHAKE_REPLY_HEADER_LEN, HandshakeRequest, MAX_HANDSHAKE_EPOCHS, MasterFrame,
@@ -23,6 +23,7 @@ use crate::config::{
     DEFAULT_MAX_FIRST_OFFSET, DEFAULT_MAX_UNSTORED, DEFAULT_RECONNECT_INTERVAL,
 };
 use crate::log::Offset;
+use crate::log::{EpochCache, EpochEntry};
 
 const IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
 

@@ -41,10 +41,6 @@ use std::time::Duration;
 
 use tracing::{debug, error, info, warn};
 
-use crate::autoswitch::{
-    AutoSwitchMaster, AutoSwitchMasterConfig, BrokerId, CloseReason, EpochCache, EpochEntry, MasterEvent,
-    MasterInput, MasterOutput, MasterStart, PeerError, SyncPolicy, sync_state,
-};
 use crate::config::CoreConfigError;
 use crate::error::WaitError;
 use crate::log::{LogBounds, LogRead, Offset};
@@ -54,6 +50,13 @@ use crate::service::tls::Link;
 use crate::service::{ConnSink, Fence, MasterServiceConfig, MasterStatus, StartError, WaitSink};
 use crate::time::Instant;
 use crate::{BrokerRole, ConnId};
+use crate::{
+    EpochCache, EpochEntry,
+    autoswitch::{
+        AutoSwitchMaster, AutoSwitchMasterConfig, BrokerId, CloseReason, MasterEvent, MasterInput,
+        MasterOutput, MasterStart, PeerError, SyncPolicy, sync_state,
+    },
+};
 
 /// Controller mode (RocketMQ `enableControllerMode=true`) for a master service: the
 /// AutoSwitch protocol instead of the classic one, for one master epoch. Set

@@ -11,13 +11,16 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::autoswitch::frame::{HandshakeRequest, MasterFrame, MasterFrameDecoder, encode_ack};
-use crate::autoswitch::{BrokerId, EpochEntry, SyncPolicy};
 use crate::error::WaitError;
 use crate::log::{EpochLog, LogBounds, LogRead, LogSpan, MessageLog, Offset, PutResult, PutStatus};
 use crate::memlog::{MemoryLog, MemoryLogError};
 use crate::service::*;
 use crate::time::Instant;
 use crate::{BrokerRole, ConnId, FlushSettings};
+use crate::{
+    EpochEntry,
+    autoswitch::{BrokerId, SyncPolicy},
+};
 
 /// A reply channel that records what it got.
 struct Got<T>(Arc<Mutex<Vec<T>>>);

@@ -43,15 +43,18 @@ use tracing::{debug, error, info, warn};
 
 use crate::ApiMisuse;
 use crate::autoswitch::frame::SlaveFrame;
-use crate::autoswitch::{
-    AutoSwitchSlave, AutoSwitchSlaveConfig, BrokerId, EpochCache, EpochEntry, EpochError, PeerError,
-    SlaveEvent, SlaveInput, SlaveOutput, SlaveState as AutoSwitchState,
-};
 use crate::classic::SlaveState;
 use crate::config::CoreConfigError;
 use crate::log::{LogWrite, Offset};
 use crate::service::{SlaveAction, SlaveServiceConfig, SlaveStatus, StartError};
 use crate::time::Instant;
+use crate::{
+    EpochCache, EpochEntry, EpochError,
+    autoswitch::{
+        AutoSwitchSlave, AutoSwitchSlaveConfig, BrokerId, PeerError, SlaveEvent, SlaveInput, SlaveOutput,
+        SlaveState as AutoSwitchState,
+    },
+};
 
 /// Controller mode for a slave service ([`SlaveServiceConfig::controller`]): what the
 /// controller's `changeToSlave` says, plus this broker's AutoSwitch settings.

@@ -7,7 +7,6 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::autoswitch::frame::{HandshakeReply, HandshakeRequest, MasterFrame, TransferHeader, encode_ack};
-use crate::autoswitch::{EpochEntry, SlaveState as Phase};
 use crate::log::{EpochLog, LogBounds, LogRead, LogSpan, LogWrite, Offset};
 use crate::memlog::{MemoryLog, MemoryLogError};
 use crate::service::tests::origin;
@@ -16,6 +15,7 @@ use crate::service::{
     SlaveTask, StartError,
 };
 use crate::time::Instant;
+use crate::{EpochEntry, autoswitch::SlaveState as Phase};
 
 fn e(epoch: i32, start_offset: Offset) -> EpochEntry {
     EpochEntry { epoch, start_offset }
