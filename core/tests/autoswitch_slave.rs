@@ -54,7 +54,7 @@ fn transfer(offset: u64, epoch: i32, epoch_start: u64, confirm: u64, body: &[u8]
 fn acks(out: &[SlaveOutput]) -> Vec<u64> {
     out.iter()
         .filter_map(|o| match o {
-            SlaveOutput::Transmit(SlaveFrame::Ack(a)) => Some(*a),
+            SlaveOutput::Transmit(SlaveFrame::Report(a)) => Some(*a),
             _ => None,
         })
         .collect()

@@ -1,5 +1,5 @@
 //! The AutoSwitch slave: connect, handshake (frame A), read the master's epochs (frame C),
-//! have the driver truncate to the consistent point, then stream (frames D) and ack (frame B).
+//! have the driver truncate to the consistent point, then stream (frames D) and report (frame B).
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -36,7 +36,7 @@ pub struct AutoSwitchSlaveConfig {
     pub async_learner: bool,
     /// `isSyncFromLastFile`: an empty slave asks only for the master's last segment.
     pub sync_from_last_file: bool,
-    /// Ack at least this often (`haSendHeartbeatInterval`).
+    /// Report at least this often (`haSendHeartbeatInterval`).
     pub heartbeat_interval: Duration,
     /// Close after this long without a complete frame (`haHousekeepingInterval`).
     pub housekeeping_interval: Duration,
@@ -193,8 +193,8 @@ pub enum SlaveEvent {
     },
     /// A new epoch was recorded from the master's stream.
     EpochRecorded(EpochEntry),
-    /// The first ack of a connection went out: the master streams from `offset`.
-    FirstAck {
+    /// The first report of a connection went out: the master streams from `offset`.
+    FirstReport {
         /// The offset acknowledged.
         offset: Offset,
     },
@@ -533,10 +533,10 @@ impl AutoSwitchSlave {
                 if let Phase::Transfer { reported, .. } = &mut c.phase {
                     // Ack at once after the handshake or truncation (Java waits up to one
                     // heartbeat interval), whenever the end advances, and as a heartbeat.
-                    // The first ack is where the master starts: it must be the whole log.
+                    // The first report is where the master starts: it must be the whole log.
                     let ack = match *reported {
                         None if settled && ackable == end => {
-                            self.queue.push_back(SlaveOutput::Event(SlaveEvent::FirstAck { offset: end }));
+                            self.queue.push_back(SlaveOutput::Event(SlaveEvent::FirstReport { offset: end }));
                             Some(end)
                         }
                         Some(r) if ackable > r => Some(ackable),
@@ -546,7 +546,7 @@ impl AutoSwitchSlave {
                     if let Some(offset) = ack {
                         *reported = Some(offset);
                         c.last_ack = now;
-                        return SlaveOutput::Transmit(SlaveFrame::Ack(offset));
+                        return SlaveOutput::Transmit(SlaveFrame::Report(offset));
                     }
                 }
             }

@@ -394,7 +394,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             max_inflight: config.core.max_inflight,
             ha_max_time_slave_not_catchup: controller.ha_max_time_slave_not_catchup,
             sync: controller.sync,
-            verify_first_acks: true,
+            verify_first_reports: true,
             identified_only: true,
         };
         // Checked before the epoch is recorded: a refused start leaves the log as it was.
@@ -806,8 +806,8 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
                 }
                 self.table.refusals.last = Some(format!("{}: {error}", self.table.shown(conn)));
             }
-            MasterEvent::VerifyAck { conn, offset } => match self.log.is_record_boundary(offset) {
-                Ok(boundary) => self.feed(now, MasterInput::AckVerified { conn, boundary }),
+            MasterEvent::VerifyReport { conn, offset } => match self.log.is_record_boundary(offset) {
+                Ok(boundary) => self.feed(now, MasterInput::ReportVerified { conn, boundary }),
                 Err(e) => {
                     warn!(conn = conn.0, offset, %e, "cannot check the first ack against the log: closing");
                     self.table.refusals.last =

@@ -324,7 +324,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
                 SlaveOutput::Timeout(at) => return SlaveAction::SleepUntil(at),
                 SlaveOutput::Connect => return SlaveAction::Connect,
                 SlaveOutput::Transmit(frame) => {
-                    if let SlaveFrame::Ack(offset) = frame {
+                    if let SlaveFrame::Report(offset) = frame {
                         self.acked = Some(offset);
                         if offset >= self.master_offset.unwrap_or(0) {
                             self.caught_up_at = now;
@@ -384,7 +384,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
             SlaveEvent::EpochRecorded(entry) => {
                 info!(epoch = entry.epoch, start = entry.start_offset, "epoch recorded")
             }
-            SlaveEvent::FirstAck { offset } => info!(offset, "replicating from master"),
+            SlaveEvent::FirstReport { offset } => info!(offset, "replicating from master"),
             SlaveEvent::Disconnected { reason } => {
                 self.acked = None;
                 self.last_read = None;
