@@ -38,7 +38,7 @@ use logship_core::time::Instant;
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 
-use crate::broker::{Broker, Node};
+use crate::broker::{Broker, ReplicationHandle};
 use crate::config::EtcdKeys;
 use crate::coordination::Coordination;
 use crate::roles::{self, FollowRequest, PromoteRequest};
@@ -446,7 +446,7 @@ impl SessionLoop<'_> {
 
     /// Applies a set the record holds to the master service.
     async fn apply_set(&self, set: BTreeSet<BrokerId>, epoch: i32) {
-        let Node::Master(master) = self.broker.node() else { return };
+        let ReplicationHandle::Master(master) = self.broker.node() else { return };
         if let Err(e) = master.set_sync_state_set(set, epoch).await {
             warn!(%e, set_epoch = epoch, "the master did not apply the sync-state-set the record holds");
         }

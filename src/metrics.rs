@@ -657,7 +657,7 @@ impl Metrics {
         self.slave_in_sync.get_or_create(&labels).set(i64::from(in_sync));
         self.set_replicated(status.max_offset.saturating_sub(start_offset));
         self.grow_to("append_failures", &self.append_failures, status.append_failures);
-        let streaming = status.state == logship_core::SlaveState::Streaming;
+        let streaming = status.state == logship_core::classic::SlaveState::Streaming;
         self.connections.set(i64::from(streaming));
         self.sync_state_set_member.clear();
         if let Some(a) = &status.autoswitch {
@@ -925,7 +925,7 @@ mod tests {
     }
     #[test]
     fn controller_mode_gauges_follow_the_autoswitch_status_and_leave_with_the_role() {
-        use logship_core::autoswitch::EpochEntry;
+        use logship_core::EpochEntry;
         use logship_core::service::AutoSwitchMasterStatus;
         let m = Metrics::for_broker(&BrokerSettings::default());
         let mut status = master_status(vec![]);

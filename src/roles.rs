@@ -30,7 +30,7 @@ use logship_core::service::{AuthorityFactory, StartError};
 use serde::Deserialize;
 use tracing::{info, warn};
 
-use crate::broker::{Broker, Node};
+use crate::broker::{Broker, ReplicationHandle};
 pub use crate::broker::{Role, Roles};
 
 /// A role-changing call refused or failed.
@@ -112,7 +112,7 @@ const REBIND_PATIENCE: Duration = Duration::from_secs(5);
 /// master's id; `None` unless this broker is a slave that has handshaken.
 async fn announced_epoch(broker: &Broker, roles: &Roles) -> Option<(i32, BrokerId)> {
     let Role::Slave { master_broker_id, .. } = roles.current() else { return None };
-    let Node::Slave(slave) = broker.node() else { return None };
+    let ReplicationHandle::Slave(slave) = broker.node() else { return None };
     let epoch = slave.status().await?.autoswitch?.master_last_epoch?;
     Some((epoch, master_broker_id))
 }
@@ -174,7 +174,7 @@ pub async fn promote_with(
     };
     tokio::spawn(crate::broker::feed_retention_floor(master.clone(), broker.store.clone()));
     info!(epoch = request.epoch, set = ?set, ha = %master.local_addr(), "changeToMaster: this broker is the master");
-    broker.set_node(Node::Master(master));
+    broker.set_node(ReplicationHandle::Master(master));
     let role = Role::Master { epoch: request.epoch };
     roles.set(role.clone());
     Ok(role)
@@ -214,7 +214,7 @@ pub async fn follow(broker: &Broker, request: FollowRequest) -> Result<Role, Rol
         master_broker_id = request.master_broker_id,
         "changeToSlave: following"
     );
-    broker.set_node(Node::Slave(slave));
+    broker.set_node(ReplicationHandle::Slave(slave));
     let role = Role::Slave {
         master_address: request.master_address,
         master_broker_id: request.master_broker_id,
@@ -256,11 +256,11 @@ pub async fn step_down(broker: &Broker) {
 /// Takes the node away (new puts are refused) and stops the running service, which answers the
 /// puts in flight.
 async fn stop_current(broker: &Broker, roles: &Roles) {
-    let old = broker.set_node(Node::Unassigned);
+    let old = broker.set_node(ReplicationHandle::Unassigned);
     roles.set(Role::None);
     match old {
-        Node::Master(m) => m.shutdown().await,
-        Node::Slave(s) => s.shutdown().await,
-        Node::Unassigned => {}
+        ReplicationHandle::Master(m) => m.shutdown().await,
+        ReplicationHandle::Slave(s) => s.shutdown().await,
+        ReplicationHandle::Unassigned => {}
     }
 }

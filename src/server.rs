@@ -21,7 +21,9 @@ use tokio_rustls::TlsAcceptor;
 use tower_service::Service;
 use tracing::{debug, info, warn};
 
-use crate::broker::{Broker, InFlight, Node, RemotingStatus, feed_retention_floor, total_memory};
+use crate::broker::{
+    Broker, InFlight, RemotingStatus, ReplicationHandle, feed_retention_floor, total_memory,
+};
 use crate::config::{BrokerSettings, HttpSettings};
 use crate::http::router;
 use crate::metrics::Metrics;
@@ -79,12 +81,12 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
     let roles = settings.controller.as_ref().map(|c| crate::roles::Roles::new(c.broker_id));
     let node = match settings.broker_role {
         // Controller mode: no HA role until an admin call (RocketMQ: the controller) gives one.
-        _ if roles.is_some() => Node::Unassigned,
+        _ if roles.is_some() => ReplicationHandle::Unassigned,
         // No HA link until a NameServer names the master (`remoting::follow_named_master`).
-        BrokerRole::Slave if settings.learns_master_from_name_server() => Node::Unassigned,
+        BrokerRole::Slave if settings.learns_master_from_name_server() => ReplicationHandle::Unassigned,
         BrokerRole::Slave => {
             let slave = logship_tokio::spawn_slave(settings.slave_service_config(), store.clone()).await?;
-            Node::Slave(slave)
+            ReplicationHandle::Slave(slave)
         }
         _ => {
             let ha = settings.ha_addr();
@@ -102,7 +104,7 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
                 let root = settings.store_path_root_dir.clone();
                 tokio::spawn(lift_restart_fence_marker(master.clone(), root));
             }
-            Node::Master(master)
+            ReplicationHandle::Master(master)
         }
     };
     let http_addr = settings.http_addr();
@@ -134,7 +136,7 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
     info!(
         role,
         http = %http_addr,
-        ha = %match broker.node() { Node::Master(m) => m.local_addr().to_string(), _ => "-".into() },
+        ha = %match broker.node() { ReplicationHandle::Master(m) => m.local_addr().to_string(), _ => "-".into() },
         store = %broker.settings.store_path_root_dir.display(),
         min_offset = store.min_offset(),
         max_offset = start_offset,
@@ -176,8 +178,8 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
         Some(roles) => Some(roles.freeze().await),
         None => None,
     };
-    match broker.set_node(Node::Unassigned) {
-        Node::Master(m) => {
+    match broker.set_node(ReplicationHandle::Unassigned) {
+        ReplicationHandle::Master(m) => {
             // A fence that lifted since the marker watcher last looked: the clean stop must not
             // leave its marker behind.
             if m.status().await.is_some_and(|s| s.fence.is_none()) {
@@ -192,8 +194,8 @@ pub async fn run(settings: BrokerSettings) -> anyhow::Result<()> {
             }
             m.shutdown().await
         }
-        Node::Slave(s) => s.shutdown().await,
-        Node::Unassigned => {}
+        ReplicationHandle::Slave(s) => s.shutdown().await,
+        ReplicationHandle::Unassigned => {}
     }
     let closing = store.clone();
     tokio::task::spawn_blocking(move || closing.shutdown())

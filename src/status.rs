@@ -2,7 +2,7 @@
 //! reads, and what the status page (`GET /`) shows. Field names are the JSON's (camelCase);
 //! the page's JavaScript reads the same names.
 //!
-//! The document's shape follows the role: [`Node`] is tagged by `role` (`NONE`, `SYNC_MASTER`,
+//! The document's shape follows the role: [`RoleStatus`] is tagged by `role` (`NONE`, `SYNC_MASTER`,
 //! `ASYNC_MASTER` or `SLAVE`) and carries that role's fields; the store's figures, the remoting
 //! port and the failover group are the same for every role. Every field has a default, so a
 //! partial document (an older broker's, a test's) reads too.
@@ -30,7 +30,7 @@ pub type BrokerId = i64;
 pub struct Status {
     /// The role and what only that role has.
     #[serde(flatten)]
-    pub node: Node,
+    pub node: RoleStatus,
     /// The log's first offset.
     pub min_offset: u64,
     /// The log's end.
@@ -52,12 +52,12 @@ pub struct Status {
 }
 
 impl Status {
-    /// A master's fields ([`Node::master`]).
+    /// A master's fields ([`RoleStatus::master`]).
     pub fn master(&self) -> Option<&Master> {
         self.node.master()
     }
 
-    /// A slave's fields ([`Node::slave`]).
+    /// A slave's fields ([`RoleStatus::slave`]).
     pub fn slave(&self) -> Option<&Slave> {
         self.node.slave()
     }
@@ -132,10 +132,14 @@ pub struct SlaveSync {
     pub rounds: u64,
 }
 
-/// The role and its fields, tagged by `role`.
+/// The status document's role section: the role as `/status` shows it, with its fields, tagged
+/// by `role`. A view, built from the broker's configured [`BrokerRole`](logship_core::BrokerRole)
+/// and, in controller mode, its current
+/// [`LocalRole`](logship_core::service::coordinator::LocalRole); unlike those, it carries the
+/// numbers the page shows.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "role")]
-pub enum Node {
+pub enum RoleStatus {
     /// Controller mode, no HA role (yet).
     #[serde(rename = "NONE")]
     Unassigned(Unassigned),
@@ -150,13 +154,13 @@ pub enum Node {
     Slave(Slave),
 }
 
-impl Default for Node {
+impl Default for RoleStatus {
     fn default() -> Self {
         Self::Unassigned(Unassigned::default())
     }
 }
 
-impl Node {
+impl RoleStatus {
     /// The `role` string.
     pub fn role(&self) -> &'static str {
         match self {

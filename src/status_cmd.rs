@@ -14,7 +14,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use logship::status::{Node, Remoting, Status};
+use logship::status::{Remoting, RoleStatus, Status};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -84,12 +84,12 @@ pub fn assess(status: &Status) -> (Health, Vec<String>) {
         why.push(reason);
     };
     let master = match &status.node {
-        Node::Unassigned(_) => {
+        RoleStatus::Unassigned(_) => {
             let why_none = "controller mode: no HA role yet (POST /ha/changeToMaster or /ha/changeToSlave)";
             worse(Health::Critical, why_none.into(), &mut why);
             return (health, why);
         }
-        Node::Slave(slave) => {
+        RoleStatus::Slave(slave) => {
             let m = &slave.master;
             if let Some(cause) = &m.append_error {
                 worse(Health::Critical, format!("cannot store what the master sends: {cause}"), &mut why);
@@ -101,7 +101,7 @@ pub fn assess(status: &Status) -> (Health, Vec<String>) {
             }
             return (health, why);
         }
-        Node::SyncMaster(m) | Node::AsyncMaster(m) => m,
+        RoleStatus::SyncMaster(m) | RoleStatus::AsyncMaster(m) => m,
     };
     if let Some(fence) = &master.fence {
         worse(Health::Critical, format!("fenced: {fence}"), &mut why);
@@ -127,7 +127,7 @@ pub fn assess(status: &Status) -> (Health, Vec<String>) {
     }
     // In controller mode the sync policy (allAckInSyncStateSet, inSyncReplicas) decides what a
     // put waits for, and a master alone in its sync-state-set is a legal state.
-    if matches!(status.node, Node::SyncMaster(_)) && in_sync == 0 && master.controller.is_none() {
+    if matches!(status.node, RoleStatus::SyncMaster(_)) && in_sync == 0 && master.controller.is_none() {
         worse(
             Health::Critical,
             "SYNC_MASTER without an in-sync slave: puts cannot be replicated".into(),
@@ -240,7 +240,7 @@ pub fn table(
         status.min_offset, status.max_offset, status.flushed_offset,
     ));
     match &status.node {
-        Node::Slave(slave) => {
+        RoleStatus::Slave(slave) => {
             let m = &slave.master;
             out.push('\n');
             out.push_str(&format!(
@@ -259,7 +259,7 @@ pub fn table(
                 bytes_per_second(rates.get("self").copied()),
             ));
         }
-        Node::SyncMaster(master) | Node::AsyncMaster(master) => {
+        RoleStatus::SyncMaster(master) | RoleStatus::AsyncMaster(master) => {
             let fence = master.fence.as_deref().unwrap_or("none");
             out.push_str(&format!("  replicated {}  fence {fence}\n", number(master.replicated_offset)));
             out.push_str(&format!(
@@ -295,7 +295,7 @@ pub fn table(
                 ));
             }
         }
-        Node::Unassigned(_) => {
+        RoleStatus::Unassigned(_) => {
             out.push_str(&format!(
                 "  replicated -  fence none\n{:<16} {:<22} {:>12} {:>10} {:>7} {:>7} {:>11}\n",
                 "REPLICA", "ADDRESS", "ACK", "LAG-BYTES", "LAG-S", "IN-SYNC", "RATE"

@@ -17,11 +17,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use logship_core::autoswitch::{EpochEntry, SyncPolicy};
 use logship_core::service::{
     MasterControllerConfig, MasterServiceConfig, SlaveControllerConfig, SlaveServiceConfig,
 };
 use logship_core::{BrokerRole, EpochLog, LogRead, LogSpan, MasterConfig, PutStatus, SlaveConfig};
+use logship_core::{EpochEntry, autoswitch::SyncPolicy};
 use logship_store::CommitLog;
 use support::*;
 

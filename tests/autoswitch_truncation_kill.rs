@@ -27,13 +27,13 @@ use std::sync::mpsc::{Receiver, channel};
 use std::time::Duration;
 
 use bytes::Bytes;
-use logship_core::autoswitch::{EpochEntry, SyncPolicy};
 use logship_core::service::{
     MasterControllerConfig, MasterServiceConfig, SlaveControllerConfig, SlaveServiceConfig,
 };
 use logship_core::{
     BrokerRole, EpochLog, LogBounds, LogRead, LogSpan, LogWrite, MasterConfig, Offset, PutStatus, SlaveConfig,
 };
+use logship_core::{EpochEntry, autoswitch::SyncPolicy};
 use logship_store::{StoreError, TruncateStep};
 use support::*;
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use async_net::{TcpListener, TcpStream};
 use futures_lite::{AsyncReadExt, AsyncWriteExt};
 use logship_core::BrokerRole;
-use logship_core::SlaveState;
+use logship_core::classic::SlaveState;
 use logship_core::service::{MasterServiceConfig, SlaveServiceConfig};
 use logship_core::{AckPolicy, MasterConfig, NewSlaveStart, PutStatus, SlaveConfig};
 use support::*;

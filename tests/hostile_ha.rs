@@ -337,7 +337,7 @@ async fn fake_master(side: &Side, act: impl AsyncFnOnce(&mut TcpStream, &CommitL
 
 fn a_master_trickling_a_frame_body_cannot_hold_the_slave(side: Side) {
     run(fake_master(&side, async |conn, _| {
-        let header = logship_core::frame::PushHeader { offset: 0, body_len: 1_000 }.encode();
+        let header = logship_core::classic::frame::PushHeader { offset: 0, body_len: 1_000 }.encode();
         conn.write_all(&header).await.unwrap();
         let mut closed = false;
         // A generous bound on rounds, only so that a regression fails instead of hanging.
@@ -354,7 +354,8 @@ fn a_master_trickling_a_frame_body_cannot_hold_the_slave(side: Side) {
 
 fn an_empty_slave_refuses_an_absurd_first_offset(side: Side) {
     run(fake_master(&side, async |conn, sstore| {
-        let header = logship_core::frame::PushHeader { offset: (1 << 62) + 12_345, body_len: 3 }.encode();
+        let header =
+            logship_core::classic::frame::PushHeader { offset: (1 << 62) + 12_345, body_len: 3 }.encode();
         conn.write_all(&header).await.unwrap();
         conn.write_all(b"abc").await.unwrap();
         read_until_closed(conn).await;

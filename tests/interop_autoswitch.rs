@@ -45,7 +45,7 @@ enum SlaveFrame {
     /// A: `i32 state=1 · i16 isSyncFromLastFile · i16 isAsyncLearner · i64 slaveBrokerId`.
     Handshake { sync_from_last_file: i16, async_learner: i16, broker_id: i64 },
     /// B: `i32 state=2 · i64 maxOffset`.
-    Ack { max_offset: i64 },
+    Report { max_offset: i64 },
 }
 
 /// A frame the master sends.
@@ -82,7 +82,7 @@ fn slave_frames(b: &[u8]) -> Result<Vec<(std::ops::Range<usize>, SlaveFrame)>, S
                     broker_id: i64_at(b, at + 8),
                 },
             ),
-            TRANSFER if b.len() - at >= 12 => (12, SlaveFrame::Ack { max_offset: i64_at(b, at + 4) }),
+            TRANSFER if b.len() - at >= 12 => (12, SlaveFrame::Report { max_offset: i64_at(b, at + 4) }),
             HANDSHAKE | TRANSFER => break,
             state => return Err(format!("slave frame at byte {at} has state {state}")),
         };
@@ -170,7 +170,7 @@ fn the_test_decoder_agrees_with_the_golden_vectors_of_the_doc() {
     );
     let b = hex("00000002 0000000000001000");
     assert_eq!(encode_b(0x1000), b);
-    assert_eq!(slave_frames(&b).unwrap()[0].1, SlaveFrame::Ack { max_offset: 0x1000 });
+    assert_eq!(slave_frames(&b).unwrap()[0].1, SlaveFrame::Report { max_offset: 0x1000 });
     let c = hex(
         "00000001 00000018 0000000000002000 00000002 00000001 0000000000000000 00000002 0000000000001000",
     );
@@ -243,7 +243,7 @@ impl Capture {
         let s = |r: &std::ops::Range<usize>| self.to_master[r.clone()].to_vec();
         let m = |r: &std::ops::Range<usize>| self.to_slave[r.clone()].to_vec();
         let handshake = slave.iter().find(|f| matches!(f.1, SlaveFrame::Handshake { .. })).unwrap();
-        let acks: Vec<_> = slave.iter().filter(|f| matches!(f.1, SlaveFrame::Ack { .. })).collect();
+        let acks: Vec<_> = slave.iter().filter(|f| matches!(f.1, SlaveFrame::Report { .. })).collect();
         let reply = master.iter().find(|f| matches!(f.1, MasterFrame::Handshake { .. })).unwrap();
         let data: Vec<_> = master
             .iter()
@@ -272,7 +272,7 @@ impl Capture {
         let mut shape = Vec::new();
         let slave = self.slave();
         shape.push(format!("{:?}", slave.first().unwrap().1));
-        let acks: Vec<_> = slave.iter().filter(|f| matches!(f.1, SlaveFrame::Ack { .. })).collect();
+        let acks: Vec<_> = slave.iter().filter(|f| matches!(f.1, SlaveFrame::Report { .. })).collect();
         shape.push(format!("first {:?}", acks.first().map(|f| &f.1)));
         shape.push(format!("last {:?}", acks.last().map(|f| &f.1)));
         let mut heartbeat = None;
@@ -335,7 +335,7 @@ fn check_layouts(c: &Capture, expect: Expect) {
     let acks: Vec<i64> = rest
         .iter()
         .filter_map(|f| match f.1 {
-            SlaveFrame::Ack { max_offset } => Some(max_offset),
+            SlaveFrame::Report { max_offset } => Some(max_offset),
             SlaveFrame::Handshake { .. } => None,
         })
         .collect();
@@ -475,7 +475,7 @@ fn capture_once(h: &Harness) -> Result<Capture, usize> {
     relay.until("a heartbeat and the last ack", |r| {
         let Some(c) = r.last().map(Capture::from_recording) else { return false };
         let hb = c.master().iter().any(|f| matches!(&f.1, MasterFrame::Transfer { body, offset, .. } if body.is_empty() && *offset == end as i64));
-        let acked = c.slave().iter().any(|f| f.1 == SlaveFrame::Ack { max_offset: end as i64 });
+        let acked = c.slave().iter().any(|f| f.1 == SlaveFrame::Report { max_offset: end as i64 });
         hb && acked
     });
     let learned = epochs(&s.status());
@@ -578,7 +578,7 @@ fn a_java_master_that_lost_leadership_truncates_its_divergent_tail_and_follows_t
     // and its first ack, and reconnects: the end and the heartbeat then come on the last one.
     let rec = relay.until("A's ack of B's end and a heartbeat", |r| {
         r.last().map(Capture::from_recording).is_some_and(|c| {
-            let acked = c.slave().iter().any(|f| f.1 == SlaveFrame::Ack { max_offset: end as i64 });
+            let acked = c.slave().iter().any(|f| f.1 == SlaveFrame::Report { max_offset: end as i64 });
             let heartbeat = c.master().iter().any(
                 |f| matches!(&f.1, MasterFrame::Transfer { body, offset, .. } if body.is_empty() && *offset == end as i64),
             );
@@ -593,7 +593,7 @@ fn a_java_master_that_lost_leadership_truncates_its_divergent_tail_and_follows_t
         "A's handshake"
     );
     let first_ack = slave.iter().find_map(|f| match f.1 {
-        SlaveFrame::Ack { max_offset } => Some(max_offset),
+        SlaveFrame::Report { max_offset } => Some(max_offset),
         SlaveFrame::Handshake { .. } => None,
     });
     assert_eq!(first_ack, Some(replicated as i64), "A's first ack after truncating is the consistent point");
@@ -676,9 +676,9 @@ mod logship_master {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use logship::core::autoswitch::{EpochEntry, SyncPolicy};
     use logship::core::service::{MasterControllerConfig, MasterServiceConfig};
     use logship::core::{BrokerRole, EpochLog, MasterConfig, PutStatus};
+    use logship::core::{EpochEntry, autoswitch::SyncPolicy};
     use logship::store::{CommitLog, Message, StoreConfig};
 
     use super::*;
@@ -869,7 +869,7 @@ mod logship_master {
                 let acked = slave_frames(&r.stream(Direction::ToMaster))
                     .unwrap()
                     .iter()
-                    .any(|f| matches!(f.1, SlaveFrame::Ack { .. }));
+                    .any(|f| matches!(f.1, SlaveFrame::Report { .. }));
                 acked && !master_frames(&r.stream(Direction::ToSlave)).unwrap().is_empty()
             })
         });
@@ -879,7 +879,7 @@ mod logship_master {
             .unwrap()
             .into_iter()
             .find_map(|f| match f.1 {
-                SlaveFrame::Ack { max_offset } => Some(max_offset as u64),
+                SlaveFrame::Report { max_offset } => Some(max_offset as u64),
                 SlaveFrame::Handshake { .. } => None,
             })
             .unwrap();

@@ -102,9 +102,12 @@ impl Now {
     }
 }
 
-/// The broker's role at the time of a request (it changes with failover).
+/// Which side of replication a broker serves from at the time of a request (it changes with
+/// failover): whether it takes writes. Unlike the configured
+/// [`logship_core::BrokerRole`], it does not say SYNC or ASYNC, and a broker with no role yet
+/// serves as a slave.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BrokerRole {
+pub enum ServingRole {
     /// A master (ASYNC_MASTER or SYNC_MASTER): takes writes.
     Master,
     /// A slave: serves reads of replicated data.
@@ -248,7 +251,7 @@ pub(crate) struct ConsumeContext<'a> {
     /// The settings.
     pub settings: &'a ConsumeSettings,
     /// The broker's role now.
-    pub role: BrokerRole,
+    pub role: ServingRole,
     /// The rate limit of a slave's out-of-range pull warnings.
     pub slave_offset_warnings: &'a crate::pull::SlaveOffsetWarnings,
 }
@@ -473,7 +476,7 @@ impl ConsumeContext<'_> {
             clients: &broker.consume.clients,
             locks: &broker.consume.locks,
             settings: &broker.consume.settings,
-            role: if broker.is_slave() { BrokerRole::Slave } else { BrokerRole::Master },
+            role: if broker.is_slave() { ServingRole::Slave } else { ServingRole::Master },
             slave_offset_warnings: &broker.consume.slave_offset_warnings,
         }
     }

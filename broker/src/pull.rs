@@ -49,7 +49,7 @@ use logship_remoting::{EncodeError, RemotingCommand, RequestCode, ResponseCode};
 use logship_store::{GetMessageStatus, QueryLine, TagFilter};
 
 use crate::clients::{PullRegistration, is_tag_type};
-use crate::consume::{BrokerRole, ClientConnection, ConsumeContext, Effects, Now, answer, bad_header};
+use crate::consume::{ClientConnection, ConsumeContext, Effects, Now, ServingRole, answer, bad_header};
 use crate::names::{self, perm};
 use crate::pull_hold::{HeldPull, HoldRefused};
 use crate::settings::RocketmqLine;
@@ -375,7 +375,7 @@ fn run(
         }
     };
 
-    let slave = ctx.role == BrokerRole::Slave;
+    let slave = ctx.role == ServingRole::Slave;
     let mut options = s.get_message.clone();
     options.line = match s.line {
         RocketmqLine::V4_9 => QueryLine::V4_9,

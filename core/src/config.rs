@@ -2,7 +2,12 @@
 
 use std::time::Duration;
 
-use crate::frame::{MAX_JAVA_FRAME_BODY, PUSH_HEADER_LEN};
+/// Length of the header in front of every body a RocketMQ slave reads (offset and body size):
+/// the classic push header ([`classic::frame::PUSH_HEADER_LEN`](crate::classic::frame::PUSH_HEADER_LEN)).
+pub(crate) const PUSH_HEADER_LEN: usize = 12;
+/// The largest frame body a RocketMQ slave can ever read, in either protocol: its 4 MiB read
+/// buffer minus a header.
+pub const MAX_JAVA_FRAME_BODY: u32 = 4 * 1024 * 1024 - PUSH_HEADER_LEN as u32;
 
 /// RocketMQ `haTransferBatchSize`: the largest body the master puts in one frame.
 pub const DEFAULT_TRANSFER_BATCH_SIZE: u32 = 32 * 1024;
@@ -83,7 +88,7 @@ fn invalid(field: &'static str, value: impl std::fmt::Debug, reason: &'static st
     CoreConfigError::Invalid { field, value: format!("{value:?}"), reason }
 }
 
-/// Configuration of a [`Master`](crate::Master).
+/// Configuration of a [`Master`](crate::classic::Master).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MasterConfig {
     /// Largest body per frame (`haTransferBatchSize`).
@@ -108,10 +113,10 @@ pub struct MasterConfig {
     /// Most transmits per connection handed out without a matching `Sent`.
     pub max_inflight: u32,
     /// Hold a first report strictly inside the log until the driver confirms it is a record
-    /// boundary ([`MasterEvent::VerifyReport`](crate::MasterEvent::VerifyReport)). Off by
+    /// boundary ([`MasterEvent::VerifyReport`](crate::classic::MasterEvent::VerifyReport)). Off by
     /// default for bare cores; the service layer turns it on and answers from the log.
     pub verify_first_reports: bool,
-    /// Count only connections the driver identified ([`MasterInput::Replica`](crate::MasterInput::Replica)) for
+    /// Count only connections the driver identified ([`MasterInput::Replica`](crate::classic::MasterInput::Replica)) for
     /// replication waits: an unidentified connection may stream, but its acks release no wait
     /// and make no slave available. Off by default for bare cores (every connection counts);
     /// the service layer turns it on and identifies only connections its admission trusts.
@@ -183,7 +188,7 @@ impl MasterConfig {
     }
 }
 
-/// Configuration of a [`Slave`](crate::Slave).
+/// Configuration of a [`Slave`](crate::classic::Slave).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SlaveConfig {
     /// Report at least this often (`haSendHeartbeatInterval`).
@@ -200,7 +205,7 @@ pub struct SlaveConfig {
     /// Stop reading while more than this many received bytes are not yet stored.
     pub max_unstored: u64,
     /// The largest first offset an empty slave adopts from a master; a larger one is refused
-    /// with [`PeerError::FirstOffsetTooLarge`](crate::PeerError::FirstOffsetTooLarge).
+    /// with [`PeerError::FirstOffsetTooLarge`](crate::classic::PeerError::FirstOffsetTooLarge).
     pub max_first_offset: u64,
 }
 

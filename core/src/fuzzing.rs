@@ -12,12 +12,15 @@ use crate::time::Instant;
 
 use bytes::Bytes;
 
-use crate::config::{AckOn, AckPolicy, MasterConfig, NewSlaveStart, SlaveConfig};
-use crate::frame::{
+use crate::classic::frame::{
     FrameError, PUSH_HEADER_LEN, Push, PushDecoder, PushHeader, ReportDecoder, encode_report,
 };
+use crate::config::{AckOn, AckPolicy, MasterConfig, NewSlaveStart, SlaveConfig};
 use crate::log::{LogBounds, Offset};
-use crate::{ConnId, Master, MasterEvent, MasterInput, MasterOutput, Slave, SlaveInput, SlaveOutput, WaitId};
+use crate::{
+    ConnId, WaitId,
+    classic::{Master, MasterEvent, MasterInput, MasterOutput, Slave, SlaveInput, SlaveOutput},
+};
 
 /// Reads fuzzer bytes as numbers; yields zeros once exhausted.
 #[derive(Debug)]

@@ -1,42 +1,47 @@
 //! # logship-core
 //!
-//! Apache RocketMQ's classic master/slave HA replication protocol, sans IO.
+//! Apache RocketMQ's master/slave HA replication protocols, sans IO, and the service layer the
+//! runtime adapters share.
 //!
-//! logship-core has two layers.
+//! ## Layers
 //!
-//! **The protocol core** (the crate root): pure state machines. Nothing here reads a socket, a
-//! file or a clock, spawns a thread, takes a lock or touches the log. Bytes, time and log
-//! progress come in as inputs; frames to send, bytes to store and events come out as outputs.
-//! A whole run is a replayable list of `(Instant, input)` pairs, which is what makes the
-//! property tests, the fuzzers and the deterministic simulator possible.
+//! Each layer imports only the layers listed before it; none imports a later one.
 //!
-//! - [`frame`]: the wire format (12-byte push header + body; 8-byte report) and resumable
-//!   decoders.
-//! - [`Master`]: every slave connection of a master, plus SYNC_MASTER waits ([`AckPolicy`]).
-//! - [`Slave`]: a slave's connection to its master, with reconnect back-off.
-//! - [`LogRead`], [`LogWrite`], [`MessageLog`]: the traits a log implements for the layer
-//!   above; [`memlog`] is one in memory.
-//! - [`BrokerRole`], [`FlushDiskType`], [`ConnId`], [`WaitId`]: plain settings and ids shared
-//!   by both layers and by the store.
+//! 1. **Shared ground** (the crate root): what both protocols use. [`MasterConfig`],
+//!    [`SlaveConfig`], [`AckPolicy`] and the RocketMQ defaults; [`ApiMisuse`] and
+//!    [`WaitError`]; the ids [`ConnId`] and [`WaitId`]; [`BrokerRole`] and [`FlushDiskType`];
+//!    [`time`]; and the log: the traits [`LogRead`], [`LogWrite`], [`MessageLog`] and
+//!    [`EpochLog`] a log implements for the layers above, with the epoch list they carry
+//!    ([`EpochEntry`], [`EpochCache`]). [`memlog`] is a log in memory.
+//! 2. **The protocols**, pure state machines. Nothing here reads a socket, a file or a clock,
+//!    spawns a thread, takes a lock or touches the log. Bytes, time and log progress come in as
+//!    inputs; frames to send, bytes to store and events come out as outputs. A whole run is a
+//!    replayable list of `(Instant, input)` pairs, which is what makes the property tests, the
+//!    fuzzers and the deterministic simulator possible.
+//!    - [`classic`]: RocketMQ's classic protocol: its wire format ([`classic::frame`]), the
+//!      [`classic::Master`] with SYNC_MASTER waits, and the [`classic::Slave`] with reconnect
+//!      back-off.
+//!    - [`autoswitch`]: RocketMQ 5's controller-mode protocol, a second protocol beside the
+//!      classic one with the same run-loop contract: frames A–D, `findConsistentPoint`, and
+//!      master and slave machines that carry epochs, ask the driver to truncate a divergent
+//!      tail before streaming, and track confirmOffset and the sync-state-set.
 //!
-//! **The service layer** ([`service`]): what every runtime adapter needs, written once and
-//! synchronously around the state machines — service configuration, admission and TLS links,
-//! the put path, the sinks an adapter implements, status snapshots, the master and slave
-//! drivers, and the synchronous halves of the adapters' tasks (`MasterTask`, `SlaveTask`: command
-//! batching, the put gate, shutdown, connection outcomes; the frame writer and read buffer).
-//! The service handles (`MasterHandle`, `SlaveHandle`) are its one `async` part, written once
-//! over the [`service::Runtime`] each adapter implements. It **does** call the log (`put`, `append_at`, bounds, record boundaries) and logs
-//! through `tracing` into the span its adapter opened; it still reads no socket or clock and
-//! spawns nothing. The adapters (`logship-runtime-tokio`, `logship-runtime-smol`) supply only
-//! sockets, timers, channels and tasks.
-//!
-//! - `sim` (feature `sim`): a deterministic simulator of a master and its slaves under seeded
-//!   faults, checking the protocol's invariants after every step.
-//!
-//! **AutoSwitch** ([`autoswitch`]): RocketMQ 5's controller-mode protocol, a second protocol
-//! beside the classic one with the same run-loop contract: frames A–D, the epoch cache and
-//! `findConsistentPoint`, and master and slave machines that carry epochs, ask the driver to
-//! truncate a divergent tail before streaming, and track confirmOffset and the sync-state-set.
+//!    Each protocol module names its own machines, inputs, outputs, events and errors
+//!    (`classic::MasterInput`, `autoswitch::MasterInput`, ...); the root names none of them.
+//! 3. **The service layer** ([`service`]): what every runtime adapter needs, written once and
+//!    synchronously around the state machines — service configuration, admission and TLS links,
+//!    the put path, the sinks an adapter implements, status snapshots, the master and slave
+//!    drivers, and the synchronous halves of the adapters' tasks (`MasterTask`, `SlaveTask`:
+//!    command batching, the put gate, shutdown, connection outcomes; the frame writer and read
+//!    buffer). The service handles (`MasterHandle`, `SlaveHandle`) are its one `async` part,
+//!    written once over the [`service::Runtime`] each adapter implements. It **does** call the
+//!    log (`put`, `append_at`, bounds, record boundaries) and logs through `tracing` into the
+//!    span its adapter opened; it still reads no socket or clock and spawns nothing. The
+//!    adapters (`logship-runtime-tokio`, `logship-runtime-smol`) supply only sockets, timers,
+//!    channels and tasks.
+//! 4. **Failover** ([`failover`]): the per-broker failover rules over a coordinator's view.
+//! 5. **The simulator** (`sim`, feature `sim`): a deterministic simulator of a master and its
+//!    slaves under seeded faults, checking the protocol's invariants after every step.
 //!
 //! ## The run-loop contract
 //!
@@ -60,8 +65,9 @@
 //! [`ApiMisuse::TimeWentBackwards`]; `handle_timeout` may be called early or spuriously.
 //!
 //! **Errors** come in three kinds: a misused API returns `Err(ApiMisuse)` and changes nothing; a
-//! misbehaving peer closes its connection and raises a `PeerError` event, never an `Err` and
-//! never a panic; a broken internal invariant is a bug and panics.
+//! misbehaving peer closes its connection and raises a `PeerError` event (each protocol has its
+//! own `PeerError`), never an `Err` and never a panic; a broken internal invariant is a bug and
+//! panics.
 //!
 //! **The protocol core never touches the log.** A master emits `Transmit { header, body: Some(span) }`
 //! and the driver (in logship, [`service::MasterDriver`]) writes the header and then `LogRead::read(span)`; a slave emits
@@ -72,6 +78,7 @@
 //! ```
 //! use logship_core::time::Instant;
 //! use bytes::Bytes;
+//! use logship_core::classic::*;
 //! use logship_core::*;
 //!
 //! let now = Instant::ZERO;
@@ -134,17 +141,16 @@
 
 pub mod autoswitch;
 mod chunks;
+pub mod classic;
 mod config;
 mod error;
 pub mod failover;
-pub mod frame;
 #[cfg(feature = "fuzzing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "fuzzing")))]
 #[doc(hidden)]
 pub mod fuzzing;
 mod ids;
 mod log;
-mod master;
 pub mod memlog;
 #[cfg(all(feature = "planted-bugs", debug_assertions))]
 #[cfg_attr(docsrs, doc(cfg(feature = "planted-bugs")))]
@@ -158,7 +164,6 @@ pub mod service;
 #[cfg(feature = "sim")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod sim;
-mod slave;
 mod stream;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
@@ -170,13 +175,12 @@ pub use config::{
     AckOn, AckPolicy, CoreConfigError, DEFAULT_FIRST_REPORT_TIMEOUT, DEFAULT_HA_MAX_GAP_NOT_IN_SYNC,
     DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HOUSEKEEPING_INTERVAL, DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG,
     DEFAULT_MAX_FIRST_OFFSET, DEFAULT_MAX_INFLIGHT, DEFAULT_MAX_UNSTORED, DEFAULT_RECONNECT_INTERVAL,
-    DEFAULT_TRANSFER_BATCH_SIZE, MasterConfig, NewSlaveStart, SlaveConfig,
+    DEFAULT_TRANSFER_BATCH_SIZE, MAX_JAVA_FRAME_BODY, MasterConfig, NewSlaveStart, SlaveConfig,
 };
-pub use error::{ApiMisuse, CloseReason, PeerError, WaitError};
+pub use error::{ApiMisuse, WaitError};
 pub use ids::{ConnId, WaitId};
 pub use log::{
-    EpochLog, FlushSettings, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus,
+    EpochAppended, EpochCache, EpochEntry, EpochError, EpochLog, FlushSettings, LogBounds, LogRead, LogSpan,
+    LogWrite, MessageLog, Offset, PutResult, PutStatus,
 };
-pub use master::{Master, MasterEvent, MasterInput, MasterOutput, ReplicaId, SlaveProgress};
 pub use roles::{BrokerRole, FlushDiskType};
-pub use slave::{Slave, SlaveEvent, SlaveInput, SlaveOutput, SlaveState};

@@ -26,7 +26,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 
-use crate::autoswitch::{EpochCache, EpochEntry, EpochError};
+use crate::log::{EpochCache, EpochEntry, EpochError};
 use crate::log::{EpochLog, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
 
 /// The bytes of one node's log: `[base, end)`, of which `[base, durable)` survive a crash and

@@ -1,7 +1,9 @@
 //! RocketMQ's broker roles and flush types: plain settings that both the service layer and the
 //! store read, kept in a leaf module so neither depends on the other for them.
 
-/// RocketMQ `brokerRole`.
+/// RocketMQ `brokerRole`: the role a broker is configured with. A classic broker keeps it for
+/// life; a controller-mode broker's role now is a
+/// [`LocalRole`](crate::service::coordinator::LocalRole), which failover changes.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum BrokerRole {
     /// A master whose puts do not wait for slaves.

@@ -1,4 +1,4 @@
-//! The stream bookkeeping both HA masters share, the classic [`Master`](crate::Master) and the
+//! The stream bookkeeping both HA masters share, the classic [`Master`](crate::classic::Master) and the
 //! [`AutoSwitchMaster`](crate::autoswitch::AutoSwitchMaster): which connection sends next, how
 //! far one frame from an offset may reach, when a streaming connection has a frame (or a
 //! heartbeat) to send, and how long a slave has been behind. Pure functions over what each

@@ -19,11 +19,11 @@ use std::time::Duration;
 use bytes::Bytes;
 use proptest::prelude::*;
 
-use crate::frame::{PushHeader, encode_report};
+use crate::classic::frame::{PushHeader, encode_report};
 use crate::time::Instant;
 use crate::{
-    ApiMisuse, ConnId, CoreConfigError, LogBounds, Master, MasterConfig, MasterInput, MasterOutput, Offset,
-    Slave, SlaveConfig, SlaveInput, SlaveOutput,
+    ApiMisuse, ConnId, CoreConfigError, LogBounds, MasterConfig, Offset, SlaveConfig,
+    classic::{Master, MasterInput, MasterOutput, Slave, SlaveInput, SlaveOutput},
 };
 
 /// Why a [`Pair`] cannot run: a configuration the core refuses, or a state machine that

@@ -11,6 +11,7 @@ mod common;
 
 use bytes::Bytes;
 use common::*;
+use logship_core::classic::*;
 use logship_core::*;
 
 fn three_frames() -> Bytes {

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 use logship_core::autoswitch::frame::*;
-use logship_core::autoswitch::{EpochEntry, FrameError};
+use logship_core::{EpochEntry, autoswitch::FrameError};
 use proptest::prelude::*;
 
 fn hex(s: &str) -> Vec<u8> {
@@ -56,8 +56,8 @@ fn handshake_request_matches_the_golden_vector() {
 
 #[test]
 fn ack_matches_the_golden_vector() {
-    assert_eq!(encode_ack(0x1000).to_vec(), hex("00000002 0000000000001000"));
-    assert_eq!(decode_slave(&encode_ack(0x1000), &[]), (vec![SlaveFrame::Ack(0x1000)], None));
+    assert_eq!(encode_report(0x1000).to_vec(), hex("00000002 0000000000001000"));
+    assert_eq!(decode_slave(&encode_report(0x1000), &[]), (vec![SlaveFrame::Report(0x1000)], None));
 }
 
 #[test]
@@ -119,17 +119,17 @@ fn slave_stream_with_an_unknown_state_is_refused_and_stays_refused() {
     let mut dec = SlaveFrameDecoder::new();
     let mut bad: &[u8] = &[0, 0, 0, 9];
     assert!(matches!(dec.decode(&mut bad), Some(Err(FrameError::UnknownState { state: 9 }))));
-    let good = encode_ack(1);
+    let good = encode_report(1);
     assert!(matches!(dec.decode(&mut &good[..]), Some(Err(FrameError::UnknownState { state: 9 }))));
 }
 
 #[test]
 fn negative_ack_is_refused() {
-    let mut raw = encode_ack(0);
+    let mut raw = encode_report(0);
     raw[4..].copy_from_slice(&(-1i64).to_be_bytes());
     assert_eq!(
         decode_slave(&raw, &[]).1,
-        Some(FrameError::NegativeOffset { field: "ack offset", value: -1 })
+        Some(FrameError::NegativeOffset { field: "report offset", value: -1 })
     );
 }
 
@@ -291,7 +291,7 @@ fn slave_frame() -> impl Strategy<Value = SlaveFrame> {
         (any::<bool>(), any::<bool>(), any::<i64>()).prop_map(|(s, l, id)| SlaveFrame::Handshake(
             HandshakeRequest { sync_from_last_file: s, async_learner: l, broker_id: id }
         )),
-        (0..=i64::MAX as u64).prop_map(SlaveFrame::Ack),
+        (0..=i64::MAX as u64).prop_map(SlaveFrame::Report),
     ]
 }
 

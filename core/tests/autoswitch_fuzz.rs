@@ -1,7 +1,7 @@
 //! The AutoSwitch fuzz bodies under `cargo test`: fixed seeds and proptest inputs, so the fuzz
 //! targets can never rot unnoticed.
 
-use logship_core::autoswitch::EpochEntry;
+use logship_core::EpochEntry;
 use logship_core::autoswitch::frame::{
     HandshakeReply, HandshakeRequest, MasterFrame, SlaveFrame, TransferHeader,
 };
@@ -11,7 +11,7 @@ use proptest::prelude::*;
 fn seeds() -> Vec<Vec<u8>> {
     let mut slave = vec![3u8];
     slave.extend(HandshakeRequest { sync_from_last_file: true, async_learner: false, broker_id: 2 }.encode());
-    slave.extend(SlaveFrame::Ack(0x1000).encode());
+    slave.extend(SlaveFrame::Report(0x1000).encode());
     let mut master = vec![9u8];
     master.extend(
         HandshakeReply {

@@ -13,6 +13,7 @@ use common::Clock;
 use logship_core::autoswitch::frame::*;
 use logship_core::autoswitch::*;
 use logship_core::{ConnId, LogBounds, LogSpan, WaitError, WaitId};
+use logship_core::{EpochCache, EpochEntry};
 
 const SEG: u64 = 1 << 20;
 
@@ -63,7 +64,7 @@ fn handshake(id: i64, learner: bool) -> Bytes {
 }
 
 fn ack(offset: u64) -> Bytes {
-    Bytes::copy_from_slice(&encode_ack(offset))
+    Bytes::copy_from_slice(&encode_report(offset))
 }
 
 /// Transfer frames in `out` as (conn, header, span); handshake replies decoded separately.
@@ -280,7 +281,7 @@ fn ack_before_a_handshake_and_a_changed_identity_are_refused() {
     let mut m = master_with(config(), &clock, 100, &[(1, 0)], &[1]);
     m.handle_input(clock.at(0), MasterInput::Accepted { conn: ConnId(1) }).unwrap();
     m.handle_input(clock.at(0), MasterInput::Received { conn: ConnId(1), data: ack(0) }).unwrap();
-    assert_eq!(peer_errors(&drain(&mut m).0), [(ConnId(1), PeerError::AckBeforeHandshake)]);
+    assert_eq!(peer_errors(&drain(&mut m).0), [(ConnId(1), PeerError::ReportBeforeHandshake)]);
     let out = join(&mut m, clock.at(0), 2, 2, 0);
     sent_all(&mut m, clock.at(0), &out);
     m.handle_input(clock.at(0), MasterInput::Received { conn: ConnId(2), data: handshake(3, false) })
@@ -476,22 +477,22 @@ fn slave_info_reports_lag_and_whether_it_counts() {
 #[test]
 fn first_ack_inside_the_log_waits_for_verification_and_a_non_boundary_is_refused() {
     let clock = Clock::new();
-    let cfg = AutoSwitchMasterConfig { verify_first_acks: true, ..config() };
+    let cfg = AutoSwitchMasterConfig { verify_first_reports: true, ..config() };
     let mut m = master_with(cfg, &clock, 100, &[(1, 0)], &[1]);
     let out = join(&mut m, clock.at(0), 1, 2, 40);
-    assert!(out.contains(&MasterOutput::Event(MasterEvent::VerifyAck { conn: ConnId(1), offset: 40 })));
+    assert!(out.contains(&MasterOutput::Event(MasterEvent::VerifyReport { conn: ConnId(1), offset: 40 })));
     assert!(transfers(&out).is_empty(), "nothing streams before the answer");
     assert!(!m.slaves().next().unwrap().counted);
-    m.handle_input(clock.at(1), MasterInput::AckVerified { conn: ConnId(1), boundary: false }).unwrap();
+    m.handle_input(clock.at(1), MasterInput::ReportVerified { conn: ConnId(1), boundary: false }).unwrap();
     assert_eq!(peer_errors(&drain(&mut m).0), [(ConnId(1), PeerError::SlaveDiverged { reported: 40 })]);
     // A boundary streams from the ack; acks at 0 or at the end need no check.
     let out = join(&mut m, clock.at(2), 2, 3, 40);
     sent_all(&mut m, clock.at(2), &out);
-    m.handle_input(clock.at(3), MasterInput::AckVerified { conn: ConnId(2), boundary: true }).unwrap();
+    m.handle_input(clock.at(3), MasterInput::ReportVerified { conn: ConnId(2), boundary: true }).unwrap();
     let t = transfers(&drain(&mut m).0);
     assert_eq!(t[0].2, Some(LogSpan { offset: 40, len: 60 }));
     let out = join(&mut m, clock.at(4), 3, 4, 100);
-    assert!(!out.iter().any(|o| matches!(o, MasterOutput::Event(MasterEvent::VerifyAck { .. }))));
+    assert!(!out.iter().any(|o| matches!(o, MasterOutput::Event(MasterEvent::VerifyReport { .. }))));
 }
 
 /// Feeds `Appended { end }` and marks every transmit sent; returns the outputs.

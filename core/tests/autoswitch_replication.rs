@@ -10,6 +10,7 @@ use bytes::Bytes;
 use common::Clock;
 use logship_core::autoswitch::*;
 use logship_core::{ConnId, LogBounds};
+use logship_core::{EpochAppended, EpochCache, EpochEntry};
 use proptest::prelude::*;
 
 /// A broker's log in memory: bytes from offset 0.
@@ -192,7 +193,7 @@ fn old_master_whose_epoch_the_new_master_holds_empty_cuts_everything() {
     let mut epochs = EpochCache::from_entries([EpochEntry { epoch: 1, start_offset: 0 }]).unwrap();
     assert_eq!(
         epochs.append(2, 0),
-        Ok(Appended::PreviousEmpty { previous: EpochEntry { epoch: 1, start_offset: 0 } })
+        Ok(EpochAppended::PreviousEmpty { previous: EpochEntry { epoch: 1, start_offset: 0 } })
     );
     let mut b = Node { epochs: epochs.entries().collect(), ..Default::default() };
     b.write(80, 9);

@@ -12,6 +12,7 @@ use common::Clock;
 use logship_core::ApiMisuse;
 use logship_core::autoswitch::frame::*;
 use logship_core::autoswitch::*;
+use logship_core::{EpochCache, EpochEntry};
 
 fn cache(entries: &[(i32, u64)]) -> EpochCache {
     EpochCache::from_entries(entries.iter().map(|&(epoch, start_offset)| EpochEntry { epoch, start_offset }))
@@ -53,7 +54,7 @@ fn transfer(offset: u64, epoch: i32, epoch_start: u64, confirm: u64, body: &[u8]
 fn acks(out: &[SlaveOutput]) -> Vec<u64> {
     out.iter()
         .filter_map(|o| match o {
-            SlaveOutput::Transmit(SlaveFrame::Ack(a)) => Some(*a),
+            SlaveOutput::Transmit(SlaveFrame::Report(a)) => Some(*a),
             _ => None,
         })
         .collect()

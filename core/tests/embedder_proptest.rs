@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use bytes::Bytes;
-use logship_core::frame::{FrameError, PUSH_HEADER_LEN, PushDecoder, ReportDecoder};
+use logship_core::classic::frame::{FrameError, PUSH_HEADER_LEN, PushDecoder, ReportDecoder};
 use logship_core::testing::{Pair, Step, frames, reports, schedules};
 use proptest::prelude::*;
 

@@ -4,6 +4,7 @@ mod common;
 
 use bytes::Bytes;
 use common::*;
+use logship_core::classic::*;
 use logship_core::*;
 
 const C: ConnId = ConnId(1);

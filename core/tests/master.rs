@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use common::*;
-use logship_core::frame::PushHeader;
+use logship_core::classic::frame::PushHeader;
+use logship_core::classic::*;
 use logship_core::*;
 
 const C: ConnId = ConnId(1);

@@ -326,7 +326,7 @@ mod slave_driver {
     use bytes::Bytes;
     use logship_core::memlog::MemoryLog;
     use logship_core::service::{SlaveServiceConfig, adapter::SlaveDriver};
-    use logship_core::{LogRead, LogWrite, SlaveOutput};
+    use logship_core::{LogRead, LogWrite, classic::SlaveOutput};
 
     use super::common::{Clock, push};
 

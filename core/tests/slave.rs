@@ -4,6 +4,7 @@ mod common;
 
 use bytes::Bytes;
 use common::*;
+use logship_core::classic::*;
 use logship_core::*;
 
 fn flushed_config() -> SlaveConfig {

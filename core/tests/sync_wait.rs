@@ -4,6 +4,7 @@
 mod common;
 
 use common::*;
+use logship_core::classic::*;
 use logship_core::*;
 
 /// A master at `end` with one streaming connection per entry of `firsts` (first report each),

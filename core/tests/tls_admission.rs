@@ -12,7 +12,7 @@ use std::time::Duration;
 use logship_core::time::Instant;
 
 use bytes::Bytes;
-use logship_core::frame::encode_report;
+use logship_core::classic::frame::encode_report;
 use logship_core::service::tls::rustls::pki_types::CertificateDer;
 use logship_core::service::tls::rustls::pki_types::pem::PemObject;
 use logship_core::service::tls::{Link, TlsMode};

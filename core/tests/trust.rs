@@ -10,7 +10,7 @@ use std::time::Duration;
 use logship_core::time::Instant;
 
 use bytes::Bytes;
-use logship_core::frame::encode_report;
+use logship_core::classic::frame::encode_report;
 use logship_core::service::{
     Admission, Fence, MasterServiceConfig,
     adapter::{ConnSink, MasterDriver, Transmit, WaitSink},

@@ -5,7 +5,8 @@ mod common;
 
 use bytes::Bytes;
 use common::*;
-use logship_core::frame::*;
+use logship_core::classic::frame::*;
+use logship_core::classic::*;
 use logship_core::fuzzing::{MasterOp, SlaveOp, run_master, run_slave, small_master_config};
 use logship_core::*;
 use proptest::prelude::*;

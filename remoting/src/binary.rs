@@ -15,8 +15,9 @@
 use bytes::{BufMut, BytesMut};
 
 use crate::code::LanguageCode;
-use crate::command::{ExtFields, RemotingCommand};
+use crate::command::RemotingCommand;
 use crate::error::{DecodeError, EncodeError};
+use crate::header::ExtFields;
 
 /// Appends `cmd`'s ROCKETMQ header to `dst`; on error, `dst` may hold a partial header (the
 /// caller truncates).

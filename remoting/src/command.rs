@@ -1,19 +1,10 @@
 //! [`RemotingCommand`]: one request or response of RocketMQ's remoting protocol.
 
-use std::collections::BTreeMap;
-
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::Bytes;
 
 use crate::code::{LanguageCode, RequestCode, ResponseCode};
-use crate::error::{EncodeError, HeaderError};
-use crate::header::CommandHeader;
-use crate::{binary, json};
-
-/// A command's `extFields`: the custom header as text, by Java field name.
-///
-/// Ordered, so an encoding is deterministic; Java keeps a `HashMap` and no peer depends on the
-/// order.
-pub type ExtFields = BTreeMap<String, String>;
+use crate::error::HeaderError;
+use crate::header::{CommandHeader, ExtFields};
 
 /// Bit 0 of [`RemotingCommand::flag`]: the command is a response (`RPC_TYPE` in Java).
 pub const FLAG_RESPONSE: i32 = 1 << 0;
@@ -230,99 +221,16 @@ impl RemotingCommand {
     pub fn response_code(&self) -> ResponseCode {
         ResponseCode(self.code)
     }
-
-    /// The whole frame's length on the wire, its 4-byte length field included; fails as
-    /// [`encode`](Self::encode) would.
-    pub fn encoded_len(&self) -> Result<usize, EncodeError> {
-        let mut header = BytesMut::new();
-        self.write_header(&mut header)?;
-        frame_len(header.len(), self.body.len())
-    }
-
-    /// Appends the whole frame to `dst`: length, serialize type and header length, header, body.
-    ///
-    /// On error nothing is appended.
-    pub fn encode(&self, dst: &mut BytesMut) -> Result<(), EncodeError> {
-        self.encode_head(dst)?;
-        dst.extend_from_slice(&self.body);
-        Ok(())
-    }
-
-    /// Appends everything but the body to `dst`, counting the body in the frame length; write
-    /// [`body`](Self::body) after it (for a body not to be copied, such as a pull response's
-    /// messages).
-    ///
-    /// On error nothing is appended.
-    pub fn encode_head(&self, dst: &mut BytesMut) -> Result<(), EncodeError> {
-        self.encode_head_for_body(dst, self.body.len())
-    }
-
-    /// Appends everything but a body of `body_len` bytes that is kept elsewhere (in several
-    /// pieces, such as the stored messages of a pull response, written after it without a
-    /// copy); [`body`](Self::body) is not counted and not written.
-    ///
-    /// On error nothing is appended.
-    pub fn encode_head_for_body(&self, dst: &mut BytesMut, body_len: usize) -> Result<(), EncodeError> {
-        let start = dst.len();
-        dst.put_u64(0); // the two words, filled in below
-        if let Err(e) = self.write_header(dst) {
-            dst.truncate(start);
-            return Err(e);
-        }
-        let header_len = dst.len() - start - 8;
-        let total = match frame_len(header_len, body_len) {
-            Ok(total) => total,
-            Err(e) => {
-                dst.truncate(start);
-                return Err(e);
-            }
-        };
-        // Both fit: frame_len checked the frame against i32 and the header against 24 bits.
-        let length = (total - 4) as u32;
-        let word = (u32::from(self.serialize_type.code()) << 24) | header_len as u32;
-        dst[start..start + 4].copy_from_slice(&length.to_be_bytes());
-        dst[start + 4..start + 8].copy_from_slice(&word.to_be_bytes());
-        Ok(())
-    }
-
-    /// Encodes the whole frame into a new buffer.
-    pub fn to_bytes(&self) -> Result<Bytes, EncodeError> {
-        let mut dst = BytesMut::new();
-        self.encode(&mut dst)?;
-        Ok(dst.freeze())
-    }
-
-    fn write_header(&self, dst: &mut BytesMut) -> Result<(), EncodeError> {
-        match self.serialize_type {
-            SerializeType::Json => {
-                json::encode_header(self, dst);
-                Ok(())
-            }
-            SerializeType::RocketMq => binary::encode_header(self, dst),
-        }
-    }
 }
 
 /// The largest header the 24-bit header-length field can announce.
 pub const MAX_HEADER_LEN: usize = 0xFF_FFFF;
 
-/// A frame's whole length (length field included) for a header and a body, or why it cannot be
-/// sent.
-fn frame_len(header_len: usize, body_len: usize) -> Result<usize, EncodeError> {
-    if header_len > MAX_HEADER_LEN {
-        return Err(EncodeError::HeaderTooLarge { len: header_len, max: MAX_HEADER_LEN });
-    }
-    let total = 8usize.saturating_add(header_len).saturating_add(body_len);
-    // The length field is a Java int and excludes itself.
-    if total - 4 > i32::MAX as usize {
-        return Err(EncodeError::FrameTooLarge { len: total });
-    }
-    Ok(total)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::EncodeError;
+    use bytes::BytesMut;
 
     #[test]
     fn response_to_copies_the_opaque_and_the_serialize_type_of_the_request() {

@@ -6,10 +6,10 @@
 //! bytes, 16 MiB by default, counting its length field: so the largest length field it takes is
 //! 16 MiB − 4. [`FrameDecoder`] applies the same limit the same way.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
-use crate::command::{RemotingCommand, SerializeType};
-use crate::error::DecodeError;
+use crate::command::{MAX_HEADER_LEN, RemotingCommand, SerializeType};
+use crate::error::{DecodeError, EncodeError};
 use crate::{binary, json};
 
 /// The default frame limit: Java's 16 MiB, the 4-byte length field included.
@@ -176,6 +176,95 @@ fn parse_frame(mut frame: Bytes) -> Result<RemotingCommand, DecodeError> {
     cmd.serialize_type = serialize_type;
     cmd.body = frame;
     Ok(cmd)
+}
+
+/// Encoding: the frame's two words, then the header in its serialize type (JSON or RocketMQ's
+/// binary), then the body.
+impl RemotingCommand {
+    /// The whole frame's length on the wire, its 4-byte length field included; fails as
+    /// [`encode`](Self::encode) would.
+    pub fn encoded_len(&self) -> Result<usize, EncodeError> {
+        let mut header = BytesMut::new();
+        self.write_header(&mut header)?;
+        frame_len(header.len(), self.body.len())
+    }
+
+    /// Appends the whole frame to `dst`: length, serialize type and header length, header, body.
+    ///
+    /// On error nothing is appended.
+    pub fn encode(&self, dst: &mut BytesMut) -> Result<(), EncodeError> {
+        self.encode_head(dst)?;
+        dst.extend_from_slice(&self.body);
+        Ok(())
+    }
+
+    /// Appends everything but the body to `dst`, counting the body in the frame length; write
+    /// [`body`](Self::body) after it (for a body not to be copied, such as a pull response's
+    /// messages).
+    ///
+    /// On error nothing is appended.
+    pub fn encode_head(&self, dst: &mut BytesMut) -> Result<(), EncodeError> {
+        self.encode_head_for_body(dst, self.body.len())
+    }
+
+    /// Appends everything but a body of `body_len` bytes that is kept elsewhere (in several
+    /// pieces, such as the stored messages of a pull response, written after it without a
+    /// copy); [`body`](Self::body) is not counted and not written.
+    ///
+    /// On error nothing is appended.
+    pub fn encode_head_for_body(&self, dst: &mut BytesMut, body_len: usize) -> Result<(), EncodeError> {
+        let start = dst.len();
+        dst.put_u64(0); // the two words, filled in below
+        if let Err(e) = self.write_header(dst) {
+            dst.truncate(start);
+            return Err(e);
+        }
+        let header_len = dst.len() - start - 8;
+        let total = match frame_len(header_len, body_len) {
+            Ok(total) => total,
+            Err(e) => {
+                dst.truncate(start);
+                return Err(e);
+            }
+        };
+        // Both fit: frame_len checked the frame against i32 and the header against 24 bits.
+        let length = (total - 4) as u32;
+        let word = (u32::from(self.serialize_type.code()) << 24) | header_len as u32;
+        dst[start..start + 4].copy_from_slice(&length.to_be_bytes());
+        dst[start + 4..start + 8].copy_from_slice(&word.to_be_bytes());
+        Ok(())
+    }
+
+    /// Encodes the whole frame into a new buffer.
+    pub fn to_bytes(&self) -> Result<Bytes, EncodeError> {
+        let mut dst = BytesMut::new();
+        self.encode(&mut dst)?;
+        Ok(dst.freeze())
+    }
+
+    fn write_header(&self, dst: &mut BytesMut) -> Result<(), EncodeError> {
+        match self.serialize_type {
+            SerializeType::Json => {
+                json::encode_header(self, dst);
+                Ok(())
+            }
+            SerializeType::RocketMq => binary::encode_header(self, dst),
+        }
+    }
+}
+
+/// A frame's whole length (length field included) for a header and a body, or why it cannot be
+/// sent.
+fn frame_len(header_len: usize, body_len: usize) -> Result<usize, EncodeError> {
+    if header_len > MAX_HEADER_LEN {
+        return Err(EncodeError::HeaderTooLarge { len: header_len, max: MAX_HEADER_LEN });
+    }
+    let total = 8usize.saturating_add(header_len).saturating_add(body_len);
+    // The length field is a Java int and excludes itself.
+    if total - 4 > i32::MAX as usize {
+        return Err(EncodeError::FrameTooLarge { len: total });
+    }
+    Ok(total)
 }
 
 #[cfg(test)]

@@ -22,8 +22,9 @@ use bytes::BytesMut;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
 use crate::code::LanguageCode;
-use crate::command::{ExtFields, RemotingCommand};
+use crate::command::RemotingCommand;
 use crate::error::DecodeError;
+use crate::header::ExtFields;
 
 /// Appends `cmd`'s JSON header to `dst`.
 pub(crate) fn encode_header(cmd: &RemotingCommand, dst: &mut BytesMut) {

@@ -77,9 +77,10 @@ mod json;
 pub mod server;
 
 pub use code::{LanguageCode, RequestCode, ResponseCode};
-pub use command::{ExtFields, FLAG_ONEWAY, FLAG_RESPONSE, MAX_HEADER_LEN, RemotingCommand, SerializeType};
+pub use command::{FLAG_ONEWAY, FLAG_RESPONSE, MAX_HEADER_LEN, RemotingCommand, SerializeType};
 pub use error::{BodyError, DecodeError, EncodeError, HeaderError};
 pub use frame::{DEFAULT_MAX_FRAME_LEN, FrameDecoder};
+pub use header::ExtFields;
 
 /// Protocol versions: `MQVersion.Version` ordinals, which a command's
 /// [`version`](RemotingCommand::version) carries and some Java peers branch on (checked against

@@ -22,6 +22,7 @@ mod clients;
 mod peer;
 mod report;
 mod series;
+mod text;
 mod user;
 
 use std::io::{Read, Write};
@@ -761,7 +762,7 @@ fn print_report(args: &BenchArgs, report: &report::Report) -> anyhow::Result<boo
         print!("{}", report::render(report));
     }
     if let Some(dir) = &args.out {
-        for path in series::write_files(dir, report)? {
+        for path in report::write_files(dir, report)? {
             if !args.json {
                 println!("wrote {}", path.display());
             }

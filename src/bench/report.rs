@@ -8,10 +8,8 @@ use std::fmt::Write as _;
 use serde::{Deserialize, Serialize};
 
 use super::Row;
-use super::series::Series;
-
-/// The widest line the table prints.
-pub const WIDTH: usize = 100;
+use super::series::{self, Series};
+use super::text::{WIDTH, figure, wrap};
 
 /// What one run found: its rows, its notes and its scale series.
 #[derive(Serialize, Deserialize, Debug, Clone, Default)]
@@ -113,59 +111,10 @@ impl Report {
     }
 }
 
-/// `text` in lines of at most `width` characters, broken at spaces (a word longer than the
-/// width is cut).
-pub fn wrap(text: &str, width: usize) -> Vec<String> {
-    let width = width.max(1);
-    let mut lines = Vec::new();
-    let mut line = String::new();
-    for word in text.split_whitespace() {
-        let mut word = word.to_string();
-        loop {
-            let len = line.chars().count();
-            let wlen = word.chars().count();
-            let need = if len == 0 { wlen } else { len + 1 + wlen };
-            if need <= width {
-                if len > 0 {
-                    line.push(' ');
-                }
-                line.push_str(&word);
-                break;
-            }
-            if len > 0 {
-                lines.push(std::mem::take(&mut line));
-                continue;
-            }
-            // A word wider than the line: cut it.
-            let head: String = word.chars().take(width).collect();
-            word = word.chars().skip(width).collect();
-            lines.push(head);
-            if word.is_empty() {
-                break;
-            }
-        }
-    }
-    if !line.is_empty() || lines.is_empty() {
-        lines.push(line);
-    }
-    lines
-}
-
 /// `text` wrapped to [`WIDTH`], every line after `indent` spaces.
 fn push_wrapped(out: &mut String, text: &str, indent: usize) {
     for l in wrap(text, WIDTH - indent) {
         let _ = writeln!(out, "{:indent$}{l}", "");
-    }
-}
-
-/// A figure in a fixed width: no decimals from 1000 up, one below; `-` for none.
-pub fn figure(v: f64) -> String {
-    if !v.is_finite() {
-        "-".into()
-    } else if v.abs() >= 1000.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.1}")
     }
 }
 
@@ -223,7 +172,7 @@ pub fn render(report: &Report) -> String {
     }
     for s in &report.series {
         out.push('\n');
-        out.push_str(&super::series::render(s));
+        out.push_str(&series::render(s));
     }
     if !report.notes.is_empty() {
         out.push_str("\nNotes:\n");
@@ -274,6 +223,23 @@ pub fn render(report: &Report) -> String {
     out
 }
 
+/// Writes each series' SVG plot and the report's JSON into `dir`; returns the paths written.
+pub fn write_files(dir: &std::path::Path, report: &Report) -> anyhow::Result<Vec<std::path::PathBuf>> {
+    use anyhow::Context as _;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut written = Vec::new();
+    for s in &report.series {
+        let path = dir.join(format!("{}.svg", s.name));
+        std::fs::write(&path, series::svg(s)).with_context(|| format!("writing {}", path.display()))?;
+        written.push(path);
+    }
+    let path = dir.join("report.json");
+    std::fs::write(&path, serde_json::to_string_pretty(report)?)
+        .with_context(|| format!("writing {}", path.display()))?;
+    written.push(path);
+    Ok(written)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,12 +254,5 @@ mod tests {
         assert_eq!(Target::AtLeast(0.8).judge(0.8), Verdict::Met);
         assert_eq!(Target::AtMost(2.0).judge(3.2), Verdict::Missed);
         assert_eq!(Target::AtMost(2.0).judge(f64::NAN), Verdict::NoFigure);
-    }
-
-    #[test]
-    fn wrap_breaks_at_spaces_and_cuts_long_words() {
-        assert_eq!(wrap("a bb ccc", 4), ["a bb", "ccc"]);
-        assert_eq!(wrap("abcdefghij", 4), ["abcd", "efgh", "ij"]);
-        assert_eq!(wrap("", 4), [""]);
     }
 }

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::report::{WIDTH, figure, wrap};
+use super::text::{WIDTH, figure, wrap};
 
 /// One series: x values and the curves measured at each.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq)]
@@ -236,24 +236,4 @@ fn bounds(v: &[f64]) -> (f64, f64) {
     let lo = v.iter().copied().filter(|v| v.is_finite()).fold(f64::INFINITY, f64::min);
     let hi = v.iter().copied().filter(|v| v.is_finite()).fold(f64::NEG_INFINITY, f64::max);
     if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) }
-}
-
-/// Writes each series' SVG plot and the report's JSON into `dir`; returns the paths written.
-pub fn write_files(
-    dir: &std::path::Path,
-    report: &super::report::Report,
-) -> anyhow::Result<Vec<std::path::PathBuf>> {
-    use anyhow::Context as _;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut written = Vec::new();
-    for s in &report.series {
-        let path = dir.join(format!("{}.svg", s.name));
-        std::fs::write(&path, svg(s)).with_context(|| format!("writing {}", path.display()))?;
-        written.push(path);
-    }
-    let path = dir.join("report.json");
-    std::fs::write(&path, serde_json::to_string_pretty(report)?)
-        .with_context(|| format!("writing {}", path.display()))?;
-    written.push(path);
-    Ok(written)
 }

@@ -1,6 +1,6 @@
 //! The running broker's shared state: what the HTTP handlers, the remoting port, the role
 //! changes and the failover loop all hold ([`Broker`]), the replication side it swaps on a role
-//! change ([`Node`]), the in-flight body budget and the put path every way in shares.
+//! change ([`ReplicationHandle`]), the in-flight body budget and the put path every way in shares.
 
 mod in_flight;
 mod put;
@@ -18,9 +18,12 @@ use crate::config::BrokerSettings;
 use crate::coordination::Coordination;
 use crate::metrics::Metrics;
 
-/// The replication side of a running broker: a handle handlers clone out of the broker.
+/// The replication side of a running broker: the handle of its HA master or slave service,
+/// which handlers clone out of the broker. Not a role: which handle runs follows the configured
+/// [`BrokerRole`](logship_core::BrokerRole) (classic) or the current
+/// [`LocalRole`](logship_core::service::coordinator::LocalRole) (controller mode).
 #[derive(Clone)]
-pub enum Node {
+pub enum ReplicationHandle {
     /// A master.
     Master(logship_tokio::MasterHandle<CommitLog>),
     /// A slave.
@@ -32,7 +35,7 @@ pub enum Node {
 /// What every handler shares.
 pub struct Broker {
     /// Master, slave or (controller mode) no role; swapped by a role change.
-    pub node: std::sync::Mutex<Node>,
+    pub node: std::sync::Mutex<ReplicationHandle>,
     /// Controller mode's roles; `None`: the classic protocol, whose role never changes.
     pub roles: Option<Roles>,
     /// The local store.
@@ -56,12 +59,12 @@ pub struct Broker {
 
 impl Broker {
     /// The replication side now (a clone of its handle).
-    pub fn node(&self) -> Node {
+    pub fn node(&self) -> ReplicationHandle {
         self.node.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Installs `node`; returns the one it replaces.
-    pub fn set_node(&self, node: Node) -> Node {
+    pub fn set_node(&self, node: ReplicationHandle) -> ReplicationHandle {
         std::mem::replace(&mut *self.node.lock().unwrap_or_else(|e| e.into_inner()), node)
     }
 

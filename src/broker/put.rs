@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use logship_core::PutStatus;
 
-use super::{Broker, Node, Role};
+use super::{Broker, ReplicationHandle, Role};
 
 /// How a put through this broker's master service ended.
 pub enum MasterPut {
@@ -34,7 +34,7 @@ pub async fn put_through_master(broker: &Broker, message: logship_store::Message
     // is read before the node: a PUT_OK names the epoch only if the role is the same after.
     let role_before = broker.roles.as_ref().map(|r| r.current());
     let node = broker.node();
-    let Node::Master(master) = &node else {
+    let ReplicationHandle::Master(master) = &node else {
         return MasterPut::NotMaster(put_refusal(&node).unwrap_or_default());
     };
     let started = Instant::now();
@@ -61,7 +61,7 @@ pub async fn put_through_master(broker: &Broker, message: logship_store::Message
 /// closed (a master), or it is not the master (`None`: it may put).
 pub fn failover_put_refusal(broker: &Broker) -> Option<String> {
     let c = broker.coordination()?;
-    if matches!(broker.node(), Node::Master(_)) {
+    if matches!(broker.node(), ReplicationHandle::Master(_)) {
         if c.lease_open() {
             return None;
         }
@@ -72,11 +72,11 @@ pub fn failover_put_refusal(broker: &Broker) -> Option<String> {
 }
 
 /// Why a broker in this role refuses puts; `None` for a master.
-pub fn put_refusal(node: &Node) -> Option<&'static str> {
+pub fn put_refusal(node: &ReplicationHandle) -> Option<&'static str> {
     match node {
-        Node::Master(_) => None,
-        Node::Slave(_) => Some("this broker is a SLAVE: put to its master"),
-        Node::Unassigned => Some(
+        ReplicationHandle::Master(_) => None,
+        ReplicationHandle::Slave(_) => Some("this broker is a SLAVE: put to its master"),
+        ReplicationHandle::Unassigned => Some(
             "controller mode: this broker has no HA role yet (or is changing roles): promote it with \
              POST /ha/changeToMaster, or put to its master",
         ),

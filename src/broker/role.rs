@@ -5,7 +5,9 @@ use logship::status::AssignedRole;
 use logship_core::autoswitch::BrokerId;
 use logship_core::service::coordinator::LocalRole;
 
-/// The role of a controller-mode broker.
+/// The role of a controller-mode broker, with what its HA slave connects to: the
+/// [`LocalRole`] the failover rules see, plus the master's HA address, which the rules do not
+/// need and the slave service does ([`Role::local`] drops it).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Role {
     /// No role yet, or between two roles, or after a failed change.

@@ -68,7 +68,7 @@ declare_keys! {
         "largest frame body (at most 4 MiB − 12, what a RocketMQ slave can read)"
         => {
                 s.ha_transfer_batch_size =
-                    number(key, v, 1, u64::from(logship_core::frame::MAX_JAVA_FRAME_BODY))? as u32
+                    number(key, v, 1, u64::from(logship_core::MAX_JAVA_FRAME_BODY))? as u32
             };
     "haMaxGapNotInSync" | "haSlaveFallbehindMax", ALL, Value "268435456",
         "a slave further behind is not in sync"

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::error;
-use crate::broker::{Broker, Node};
+use crate::broker::{Broker, ReplicationHandle};
 
 /// The most bytes an admin call's body may hold.
 const ADMIN_BODY_LIMIT: usize = 4096;
@@ -156,7 +156,7 @@ pub async fn set_sync_state_set(State(broker): State<Arc<Broker>>, body: Body) -
     if let Err(r) = coordinator_gate(&broker, request.override_coordinator).await {
         return r;
     }
-    let Node::Master(master) = broker.node() else {
+    let ReplicationHandle::Master(master) = broker.node() else {
         return error(
             StatusCode::CONFLICT,
             "this broker is not a master: only a master has a sync-state-set",
@@ -209,7 +209,7 @@ pub async fn forget_replica(State(broker): State<Arc<Broker>>, body: Body) -> Re
         Ok(request) => request,
         Err(r) => return r,
     };
-    let Node::Master(master) = broker.node() else {
+    let ReplicationHandle::Master(master) = broker.node() else {
         return error(StatusCode::CONFLICT, "this broker is not a master: only a master expects replicas");
     };
     let Some(s) = master.status().await else {

@@ -63,7 +63,7 @@ use serde_json::json;
 use crate::broker::Busy;
 // For the remoting port, which takes the shared state and the put path from here: they are
 // `crate::broker`'s.
-pub use crate::broker::{Broker, MasterPut, Node, failover_put_refusal, put_through_master};
+pub use crate::broker::{Broker, MasterPut, ReplicationHandle, failover_put_refusal, put_through_master};
 
 /// The router over a shared broker.
 pub fn router(broker: Arc<Broker>) -> Router {

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{busy, error};
-use crate::broker::{Broker, Busy, Held, Node};
+use crate::broker::{Broker, Busy, Held, ReplicationHandle};
 use crate::config::MAX_PULL_COUNT;
 
 /// A pull's query: `offset` (default the queue's minimum), `max` (default 32) and `decompress`.
@@ -137,13 +137,13 @@ pub async fn get_messages(
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
 ) -> Response {
     match broker.node() {
-        Node::Slave(_) if !broker.settings.slave_read_enable => {
+        ReplicationHandle::Slave(_) if !broker.settings.slave_read_enable => {
             return error(
                 StatusCode::FORBIDDEN,
                 "this broker is a SLAVE and slaveReadEnable is false: read from the master",
             );
         }
-        Node::Unassigned if !broker.settings.slave_read_enable => {
+        ReplicationHandle::Unassigned if !broker.settings.slave_read_enable => {
             return error(
                 StatusCode::FORBIDDEN,
                 "controller mode: this broker has no HA role yet and slaveReadEnable is false: read from \

@@ -16,7 +16,7 @@ use logship_core::PutStatus;
 use serde_json::json;
 
 use super::{busy, error, refused};
-use crate::broker::{Broker, Held, MasterPut, Node, put_refusal, put_through_master};
+use crate::broker::{Broker, Held, MasterPut, ReplicationHandle, put_refusal, put_through_master};
 use crate::coordination::Coordination;
 
 /// The HTTP status for a put outcome.
@@ -189,8 +189,8 @@ fn lease_lost(stored: bool, why: &str) -> Response {
 /// Automatic failover: a put to a broker that is not master answers 503 `NOT_MASTER` naming
 /// the live master (or `null`). (A master whose lease is closed refuses the put itself:
 /// [`PutStatus::LeaseLost`], answered 503 `LEASE_LOST`.)
-fn failover_refusal(broker: &Broker, c: &Coordination, node: &Node) -> Option<Response> {
-    if matches!(node, Node::Master(_)) {
+fn failover_refusal(broker: &Broker, c: &Coordination, node: &ReplicationHandle) -> Option<Response> {
+    if matches!(node, ReplicationHandle::Master(_)) {
         return None;
     }
     let view = c.view();
@@ -218,6 +218,6 @@ fn failover_refusal(broker: &Broker, c: &Coordination, node: &Node) -> Option<Re
 
 /// The fence a master refuses puts behind, if it is a master and fenced.
 async fn master_fence(broker: &Broker) -> Option<String> {
-    let Node::Master(master) = broker.node() else { return None };
+    let ReplicationHandle::Master(master) = broker.node() else { return None };
     master.status().await?.fence.as_ref().map(ToString::to_string)
 }

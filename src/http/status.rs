@@ -13,10 +13,10 @@ use logship::status::{
     StoreIntegrity, Unassigned, UnassignedController,
 };
 use logship_core::BrokerRole;
-use logship_core::SlaveState;
+use logship_core::classic::SlaveState;
 
 use super::error;
-use crate::broker::{Broker, Node};
+use crate::broker::{Broker, ReplicationHandle};
 use crate::config::BrokerSettings;
 use crate::coordination::Coordination;
 
@@ -95,7 +95,7 @@ async fn node_status(broker: &Broker) -> Option<Status> {
     let gap = broker.settings.ha_max_gap_not_in_sync;
     let assigned = broker.roles.as_ref().map(|r| r.current().status());
     let (node, min_offset, max_offset, flushed_offset) = match broker.node() {
-        Node::Unassigned => {
+        ReplicationHandle::Unassigned => {
             broker.metrics.observe_unassigned(&store, broker.store.epochs().last().map(|e| e.epoch));
             let controller = UnassignedController {
                 broker_id: broker.roles.as_ref().map(|r| r.broker_id),
@@ -103,10 +103,10 @@ async fn node_status(broker: &Broker) -> Option<Status> {
                 confirm_offset: store.confirm_offset,
                 epochs: epochs(&broker.store.epochs()),
             };
-            let node = logship::status::Node::Unassigned(Unassigned { controller });
+            let node = logship::status::RoleStatus::Unassigned(Unassigned { controller });
             (node, store.min_offset, store.max_offset, store.flushed_offset)
         }
-        Node::Master(master) => {
+        ReplicationHandle::Master(master) => {
             let s = master.status().await?;
             let replicas = broker.metrics.observe_master(&s, store.disk_used_ratio);
             let slaves = s
@@ -186,12 +186,12 @@ async fn node_status(broker: &Broker) -> Option<Status> {
                 },
             };
             let node = match s.role {
-                BrokerRole::SyncMaster => logship::status::Node::SyncMaster(fields),
-                _ => logship::status::Node::AsyncMaster(fields),
+                BrokerRole::SyncMaster => logship::status::RoleStatus::SyncMaster(fields),
+                _ => logship::status::RoleStatus::AsyncMaster(fields),
             };
             (node, s.min_offset, s.max_offset, s.flushed_offset)
         }
-        Node::Slave(slave) => {
+        ReplicationHandle::Slave(slave) => {
             let s = slave.status().await?;
             let in_sync = s.state == SlaveState::Streaming && s.lag_bytes < gap && s.append_error.is_none();
             broker.metrics.observe_slave(
@@ -239,7 +239,7 @@ async fn node_status(broker: &Broker) -> Option<Status> {
                 append_error: s.append_error.clone(),
                 append_failures: s.append_failures,
             };
-            let node = logship::status::Node::Slave(Slave { controller, master });
+            let node = logship::status::RoleStatus::Slave(Slave { controller, master });
             (node, store.min_offset, s.max_offset, s.flushed_offset)
         }
     };
@@ -278,7 +278,7 @@ fn ha_trust(settings: &BrokerSettings) -> HaTrust {
 }
 
 /// An epoch list in `/status`, oldest first.
-fn epochs(epochs: &[logship_core::autoswitch::EpochEntry]) -> Vec<Epoch> {
+fn epochs(epochs: &[logship_core::EpochEntry]) -> Vec<Epoch> {
     epochs.iter().map(|e| Epoch { epoch: e.epoch, start_offset: e.start_offset }).collect()
 }
 

@@ -519,7 +519,7 @@ async fn follow_named_master(
     mut learned: watch::Receiver<Option<String>>,
     mut stopped: watch::Receiver<bool>,
 ) {
-    use crate::http::Node;
+    use crate::http::ReplicationHandle;
     loop {
         tokio::select! {
             () = until_stopped(&mut stopped) => return,
@@ -537,13 +537,13 @@ async fn follow_named_master(
             warn!(%e, master_ha = %master, "the NameServer named an unusable master address; not following it");
             continue;
         }
-        if let Node::Slave(old) = http.set_node(Node::Unassigned) {
+        if let ReplicationHandle::Slave(old) = http.set_node(ReplicationHandle::Unassigned) {
             old.shutdown().await;
         }
         match logship_tokio::spawn_slave(config, store.clone()).await {
             Ok(slave) => {
                 info!(master_ha = %master, "following the master the NameServer names");
-                http.set_node(Node::Slave(slave));
+                http.set_node(ReplicationHandle::Slave(slave));
             }
             Err(e) => warn!(%e, master_ha = %master, "cannot start replicating from the named master"),
         }

@@ -39,7 +39,7 @@ const MAX_FILE_LEN: u64 = 1 << 20;
 
 /// One entry of the epoch file: the core's [`EpochEntry`], the leader epoch that started
 /// writing at `start_offset`.
-pub use logship_core::autoswitch::EpochEntry;
+pub use logship_core::EpochEntry;
 
 /// Why an epoch list cannot be written or a file's contents are refused.
 fn check_entries(entries: &[EpochEntry]) -> Result<(), String> {

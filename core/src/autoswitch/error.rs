@@ -2,8 +2,8 @@
 //! caller that broke the contract, [`PeerError`] raised with a `Close` when the peer misbehaved,
 //! and a panic only for a broken internal invariant.
 
-use super::epoch::EpochError;
 use super::frame::FrameError;
+use crate::log::EpochError;
 use crate::log::Offset;
 
 /// An AutoSwitch peer broke the protocol or cannot be served; the connection is closed.
@@ -65,9 +65,9 @@ pub enum PeerError {
         /// The configured bound.
         max: Offset,
     },
-    /// An ack arrived before the slave's handshake.
-    #[error("slave acknowledged before its handshake")]
-    AckBeforeHandshake,
+    /// A report arrived before the slave's handshake.
+    #[error("slave reported before its handshake")]
+    ReportBeforeHandshake,
     /// An ack past the master's end: forged or diverged (the check 5.x lost).
     #[error("slave acknowledges offset {ack}, beyond the master's end {end}")]
     AckBeyondEnd {
@@ -100,11 +100,11 @@ pub enum PeerError {
         /// The master's min offset.
         min: Offset,
     },
-    /// A slave's first ack is not a message boundary of the master's log: the logs differ
+    /// A slave's first report is not a message boundary of the master's log: the logs differ
     /// before it (a slave without epochs cannot be checked otherwise).
     #[error("slave acknowledges offset {reported}, which is not a message boundary of the master's log")]
     SlaveDiverged {
-        /// The first ack.
+        /// The first report's offset.
         reported: Offset,
     },
     /// The master's last epoch is below the epoch the controller said it was elected in: a

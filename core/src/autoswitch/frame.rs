@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! A  slave → master  handshake  [i32 state=1][i16 syncFromLastFile][i16 asyncLearner][i64 brokerId]
-//! B  slave → master  ack        [i32 state=2][i64 maxOffset]
+//! B  slave → master  report     [i32 state=2][i64 maxOffset]
 //! C  master → slave  handshake  [i32 state=1][i32 bodySize=12·N][i64 maxOffset][i32 lastEpoch]
 //!                               N × [i32 epoch][i64 startOffset]
 //! D  master → slave  transfer   [i32 state=2][i32 bodySize][i64 offset][i32 epoch][i64 epochStart]
@@ -17,7 +17,7 @@ use crate::chunks::Chunks;
 
 use bytes::Bytes;
 
-use super::epoch::EpochEntry;
+use crate::log::EpochEntry;
 use crate::log::Offset;
 
 /// `HAConnectionState.HANDSHAKE.ordinal()`.
@@ -26,8 +26,8 @@ pub const STATE_HANDSHAKE: i32 = 1;
 pub const STATE_TRANSFER: i32 = 2;
 /// Length of frame A, the slave's handshake.
 pub const HANDSHAKE_REQUEST_LEN: usize = 16;
-/// Length of frame B, the slave's ack.
-pub const ACK_LEN: usize = 12;
+/// Length of frame B, the slave's report.
+pub const REPORT_LEN: usize = 12;
 /// Length of frame C's header, before the epoch entries.
 pub const HANDSHAKE_REPLY_HEADER_LEN: usize = 20;
 /// Length of frame D's header, before the body.
@@ -147,13 +147,13 @@ impl HandshakeRequest {
     }
 }
 
-/// The 12 wire bytes of frame B, an ack of every byte before `offset`.
+/// The 12 wire bytes of frame B, a report acknowledging every byte before `offset`.
 ///
 /// # Panics
 /// If `offset` exceeds `i64::MAX` (no log is that long).
-pub fn encode_ack(offset: Offset) -> [u8; ACK_LEN] {
+pub fn encode_report(offset: Offset) -> [u8; REPORT_LEN] {
     let offset = i64::try_from(offset).expect("offsets fit in Java's long");
-    let mut out = [0u8; ACK_LEN];
+    let mut out = [0u8; REPORT_LEN];
     out[..4].copy_from_slice(&STATE_TRANSFER.to_be_bytes());
     out[4..].copy_from_slice(&offset.to_be_bytes());
     out
@@ -165,7 +165,7 @@ pub enum SlaveFrame {
     /// Frame A.
     Handshake(HandshakeRequest),
     /// Frame B: the slave holds every byte before this offset.
-    Ack(Offset),
+    Report(Offset),
 }
 
 impl SlaveFrame {
@@ -173,7 +173,7 @@ impl SlaveFrame {
     pub fn encode(&self) -> Vec<u8> {
         match self {
             Self::Handshake(h) => h.encode().to_vec(),
-            Self::Ack(o) => encode_ack(*o).to_vec(),
+            Self::Report(o) => encode_report(*o).to_vec(),
         }
     }
 }
@@ -208,7 +208,7 @@ impl SlaveFrameDecoder {
         let state = be_i32(&self.partial[..4]);
         let need = match state {
             STATE_HANDSHAKE => HANDSHAKE_REQUEST_LEN,
-            STATE_TRANSFER => ACK_LEN,
+            STATE_TRANSFER => REPORT_LEN,
             _ => {
                 let e = FrameError::UnknownState { state };
                 self.error = Some(e);
@@ -229,7 +229,7 @@ impl SlaveFrameDecoder {
                 broker_id: be_i64(&raw[8..16]),
             }))
         } else {
-            offset_field("ack offset", be_i64(&raw[4..12])).map(SlaveFrame::Ack)
+            offset_field("report offset", be_i64(&raw[4..12])).map(SlaveFrame::Report)
         };
         if let Err(e) = frame {
             self.error = Some(e);

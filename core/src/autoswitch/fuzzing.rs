@@ -9,7 +9,6 @@ use crate::time::Instant;
 
 use bytes::Bytes;
 
-use super::epoch::{EpochCache, EpochEntry};
 use super::frame::{
     FrameError, HandshakeReply, HandshakeRequest, MasterFrame, MasterFrameDecoder, MasterHeader, SlaveFrame,
     SlaveFrameDecoder, TransferHeader,
@@ -21,6 +20,7 @@ use super::slave::{AutoSwitchSlave, AutoSwitchSlaveConfig, SlaveInput, SlaveOutp
 use super::sync_state::SyncPolicy;
 use crate::config::AckOn;
 use crate::fuzzing::Unstructured;
+use crate::log::{EpochCache, EpochEntry};
 use crate::log::{LogBounds, Offset};
 use crate::{ConnId, WaitId};
 
@@ -138,7 +138,7 @@ pub fn master_session(data: &[u8]) {
             in_sync_replicas: u32::from((b >> 5) % 3),
             min_in_sync_replicas: u32::from(b >> 7) + 1,
         },
-        verify_first_acks: b & 0x04 != 0,
+        verify_first_reports: b & 0x04 != 0,
         identified_only: false,
     };
     let max = u64::from(u.u16() % 2000);
@@ -177,7 +177,7 @@ pub fn master_session(data: &[u8]) {
             3 => {
                 let base = next.get(&conn).copied().unwrap_or(0);
                 let ack = base.saturating_add_signed(i64::from(u.u8() as i8));
-                MasterInput::Received { conn, data: Bytes::from(SlaveFrame::Ack(ack).encode()) }
+                MasterInput::Received { conn, data: Bytes::from(SlaveFrame::Report(ack).encode()) }
             }
             4 => MasterInput::Sent { conn },
             5 => MasterInput::Closed { conn },
@@ -285,8 +285,8 @@ fn drain_master(
                 m.handle_input(now, MasterInput::Closed { conn }).expect("closing conn is known");
             }
             MasterOutput::ConfirmOffset(c) => assert!(c <= end, "confirmOffset past the end"),
-            MasterOutput::Event(MasterEvent::VerifyAck { conn, offset }) => {
-                m.handle_input(now, MasterInput::AckVerified { conn, boundary: offset % 3 != 0 })
+            MasterOutput::Event(MasterEvent::VerifyReport { conn, offset }) => {
+                m.handle_input(now, MasterInput::ReportVerified { conn, boundary: offset % 3 != 0 })
                     .expect("answering a verification is always allowed");
             }
             MasterOutput::Event(MasterEvent::WaitDone { id, .. }) => {

@@ -10,7 +10,6 @@ use crate::time::Instant;
 use bytes::Bytes;
 use tracing::{debug, info, trace, warn};
 
-use super::epoch::{EpochCache, EpochEntry};
 use super::error::{CloseReason, PeerError};
 use super::frame::{HandshakeReply, HandshakeRequest, SlaveFrame, SlaveFrameDecoder, TransferHeader};
 use super::sync_state::{self, BrokerId, DEFAULT_HA_MAX_TIME_SLAVE_NOT_CATCHUP, SyncPolicy, SyncStateSet};
@@ -20,6 +19,7 @@ use crate::config::{
     DEFAULT_MAPPED_FILE_SIZE_COMMIT_LOG, DEFAULT_MAX_INFLIGHT, DEFAULT_TRANSFER_BATCH_SIZE, MasterConfig,
 };
 use crate::error::WaitError;
+use crate::log::{EpochCache, EpochEntry};
 use crate::log::{LogBounds, LogSpan, Offset};
 use crate::stream;
 use crate::waiters::Waiters;
@@ -48,11 +48,11 @@ pub struct AutoSwitchMasterConfig {
     pub ha_max_time_slave_not_catchup: Duration,
     /// How SYNC puts wait.
     pub sync: SyncPolicy,
-    /// Hold a first ack strictly inside the log until the driver confirms it is a message
-    /// boundary ([`MasterEvent::VerifyAck`]): a slave without epochs (new to controller mode)
+    /// Hold a first report strictly inside the log until the driver confirms it is a message
+    /// boundary ([`MasterEvent::VerifyReport`]): a slave without epochs (new to controller mode)
     /// gets no divergence check from the handshake. Off for bare cores; a service answers
     /// from its log.
-    pub verify_first_acks: bool,
+    pub verify_first_reports: bool,
     /// Count only connections the driver identified ([`MasterInput::Identified`]): an
     /// unidentified one may stream, but never joins the sync-state-set, moves the
     /// confirmOffset or releases a SYNC wait. Off for bare cores (every handshake's broker id
@@ -72,7 +72,7 @@ impl Default for AutoSwitchMasterConfig {
             max_inflight: DEFAULT_MAX_INFLIGHT,
             ha_max_time_slave_not_catchup: DEFAULT_HA_MAX_TIME_SLAVE_NOT_CATCHUP,
             sync: SyncPolicy::default(),
-            verify_first_acks: false,
+            verify_first_reports: false,
             identified_only: false,
         }
     }
@@ -172,10 +172,10 @@ pub enum MasterInput {
         /// The wait.
         id: WaitId,
     },
-    /// The answer to a [`MasterEvent::VerifyAck`]: whether the offset is a message boundary of
+    /// The answer to a [`MasterEvent::VerifyReport`]: whether the offset is a message boundary of
     /// the local log. On `false` the connection closes with [`PeerError::SlaveDiverged`].
     /// Unknown or closing connections are ignored.
-    AckVerified {
+    ReportVerified {
         /// The connection.
         conn: ConnId,
         /// Whether the offset is a message boundary.
@@ -237,18 +237,18 @@ pub enum MasterEvent {
         /// The handshake.
         request: HandshakeRequest,
     },
-    /// A slave's first ack arrived; streaming starts at `start`.
+    /// A slave's first report arrived; streaming starts at `start`.
     SlaveStarted {
         /// The connection.
         conn: ConnId,
-        /// The slave's first ack.
+        /// The offset of the slave's first report.
         requested: Offset,
         /// Where streaming starts.
         start: Offset,
     },
-    /// With `verify_first_acks`: a first ack lies strictly inside the log. The connection
-    /// neither streams nor counts until [`MasterInput::AckVerified`] answers.
-    VerifyAck {
+    /// With `verify_first_reports`: a first report lies strictly inside the log. The connection
+    /// neither streams nor counts until [`MasterInput::ReportVerified`] answers.
+    VerifyReport {
         /// The connection.
         conn: ConnId,
         /// The acked offset.
@@ -534,7 +534,7 @@ impl AutoSwitchMaster {
                     self.wait_done(id, Err(WaitError::Cancelled));
                 }
             }
-            MasterInput::AckVerified { conn, boundary } => self.on_verified(conn, boundary),
+            MasterInput::ReportVerified { conn, boundary } => self.on_verified(conn, boundary),
             MasterInput::SyncStateSetApplied { set, epoch } => {
                 info!(?set, epoch, "sync-state-set applied");
                 let previous =
@@ -668,7 +668,7 @@ impl AutoSwitchMaster {
             c.last_read = self.now;
             let result = match frame {
                 SlaveFrame::Handshake(request) => self.on_handshake(conn, request),
-                SlaveFrame::Ack(offset) => self.on_ack(conn, offset),
+                SlaveFrame::Report(offset) => self.on_report(conn, offset),
             };
             if let Err(reason) = result {
                 failure = Some(reason);
@@ -704,7 +704,7 @@ impl AutoSwitchMaster {
         if taken || request.broker_id == self.config.broker_id {
             return Err(CloseReason::DuplicateBrokerId { broker_id: request.broker_id });
         }
-        let entries: Vec<EpochEntry> = self.epochs.handshake_entries().to_vec();
+        let entries: Vec<EpochEntry> = super::epoch::handshake_entries(&self.epochs).to_vec();
         let reply =
             HandshakeReply { max_offset: self.log.max, last_epoch: self.epochs.last_epoch(), entries };
         let c = self.conns.get_mut(&conn).expect("caller holds the connection");
@@ -721,7 +721,7 @@ impl AutoSwitchMaster {
         Ok(())
     }
 
-    fn on_ack(&mut self, conn: ConnId, offset: Offset) -> Result<(), CloseReason> {
+    fn on_report(&mut self, conn: ConnId, offset: Offset) -> Result<(), CloseReason> {
         let log = self.log;
         let segment = self.config.mapped_file_size_commit_log;
         let c = self.conns.get_mut(&conn).expect("caller holds the connection");
@@ -730,7 +730,7 @@ impl AutoSwitchMaster {
             return peer(PeerError::AckBeyondEnd { ack: offset, end: log.max });
         }
         match &mut c.phase {
-            Phase::AwaitingHandshake => return peer(PeerError::AckBeforeHandshake),
+            Phase::AwaitingHandshake => return peer(PeerError::ReportBeforeHandshake),
             Phase::Handshaken { request } => {
                 let request = *request;
                 let start = if offset == 0 {
@@ -745,10 +745,10 @@ impl AutoSwitchMaster {
                 if start < log.min {
                     return peer(PeerError::SlaveBehindRetention { reported: offset, min: log.min });
                 }
-                if self.config.verify_first_acks && offset > log.min && offset < log.max {
+                if self.config.verify_first_reports && offset > log.min && offset < log.max {
                     c.phase = Phase::Verifying { request, offset };
                     debug!(?conn, offset, "first ack to verify");
-                    self.queue.push_back(MasterOutput::Event(MasterEvent::VerifyAck { conn, offset }));
+                    self.queue.push_back(MasterOutput::Event(MasterEvent::VerifyReport { conn, offset }));
                     return Ok(());
                 }
                 c.phase = Phase::Transfer { request, next: start, ack: offset };
@@ -760,7 +760,7 @@ impl AutoSwitchMaster {
                 }));
             }
             Phase::Verifying { offset: first, .. } => {
-                // A heartbeat repeating the first ack while it is checked.
+                // A heartbeat repeating the first report while it is checked.
                 if offset > *first {
                     return peer(PeerError::AckBeyondSent { ack: offset, sent: *first });
                 }

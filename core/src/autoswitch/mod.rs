@@ -5,7 +5,8 @@
 //! logs agree, has its driver truncate the divergent tail, and only then streams.
 //!
 //! - [`frame`]: frames A–D and their resumable decoders.
-//! - [`epoch`]: the epoch cache ([`EpochCache`]) and [`find_consistent_point`].
+//! - [`epoch`]: [`find_consistent_point`] over the log's epoch list
+//!   ([`EpochCache`](crate::EpochCache), which the log owns).
 //! - [`AutoSwitchSlave`]: a slave's connection cycle: handshake, truncation, transfer.
 //! - [`AutoSwitchMaster`]: every slave connection of a master, confirmOffset, sync-state-set
 //!   proposals and SYNC waits; [`sync_state`] holds the arithmetic.
@@ -31,7 +32,7 @@
 //! Master ([`MasterOutput`]):
 //! - `Transmit { header, body }`: write `header`, then `LogRead::read(body)`; feed `Sent`.
 //! - `ConfirmOffset(o)`: persist it and bound the master's own dispatch.
-//! - `Event(VerifyAck { offset })` (with `verify_first_acks`): answer `AckVerified` with
+//! - `Event(VerifyReport { offset })` (with `verify_first_reports`): answer `ReportVerified` with
 //!   whether `offset` is a message boundary of the log (`LogRead::is_record_boundary`).
 //! - `Event(SyncStateSetChange { proposed })`: send to the coordinator (AlterSyncStateSet);
 //!   when it accepts, feed [`MasterInput::SyncStateSetApplied`]. Until then acks count over
@@ -42,11 +43,11 @@
 //! ## Where logship differs from Java on purpose
 //!
 //! - An empty epoch is kept, not silently dropped ([`epoch`] explains why).
-//! - The slave acks at once after the handshake or truncation, not after up to 5 s.
+//! - The slave reports at once after the handshake or truncation, not after up to 5 s.
 //! - The slave refuses a data frame whose epoch is below the highest it has seen, or that
 //!   names another start for a known epoch, and takes the epoch of bytes a Java master tags
 //!   with the next epoch from the handshake list.
-//! - The master refuses an ack beyond its end or beyond what it sent, an ack before the
+//! - The master refuses an ack beyond its end or beyond what it sent, a report before the
 //!   handshake, a second live connection claiming a connected broker id (or its own), and a
 //!   changed identity; a learner is never proposed nor counted.
 //! - The master answers one handshake per connection (a second reply closes a Java slave).
@@ -66,7 +67,7 @@ mod error;
 mod master;
 mod slave;
 
-pub use epoch::{Appended, EpochCache, EpochEntry, EpochError, find_consistent_point};
+pub use epoch::find_consistent_point;
 pub use error::{CloseReason, EpochRefusal, PeerError};
 pub use frame::FrameError;
 pub use master::{

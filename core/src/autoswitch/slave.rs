@@ -1,5 +1,5 @@
 //! The AutoSwitch slave: connect, handshake (frame A), read the master's epochs (frame C),
-//! have the driver truncate to the consistent point, then stream (frames D) and ack (frame B).
+//! have the driver truncate to the consistent point, then stream (frames D) and report (frame B).
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -10,19 +10,20 @@ use crate::time::Instant;
 use bytes::Bytes;
 use tracing::{debug, info, trace, warn};
 
-use super::epoch::{EpochCache, EpochEntry, find_consistent_point};
+use super::epoch::find_consistent_point;
 use super::error::{CloseReason, EpochRefusal, PeerError};
 use super::frame::{
     EPOCH_ENTRY_LEN, HANDSHAKE_REPLY_HEADER_LEN, HandshakeRequest, MAX_HANDSHAKE_EPOCHS, MasterFrame,
     MasterFrameDecoder, SlaveFrame, TRANSFER_HEADER_LEN, TransferHeader,
 };
 use crate::ApiMisuse;
+use crate::MAX_JAVA_FRAME_BODY;
 use crate::config::{
     AckOn, CoreConfigError, DEFAULT_HEARTBEAT_INTERVAL, DEFAULT_HOUSEKEEPING_INTERVAL,
     DEFAULT_MAX_FIRST_OFFSET, DEFAULT_MAX_UNSTORED, DEFAULT_RECONNECT_INTERVAL,
 };
-use crate::frame::MAX_JAVA_FRAME_BODY;
 use crate::log::Offset;
+use crate::log::{EpochCache, EpochEntry};
 
 const IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
 
@@ -35,7 +36,7 @@ pub struct AutoSwitchSlaveConfig {
     pub async_learner: bool,
     /// `isSyncFromLastFile`: an empty slave asks only for the master's last segment.
     pub sync_from_last_file: bool,
-    /// Ack at least this often (`haSendHeartbeatInterval`).
+    /// Report at least this often (`haSendHeartbeatInterval`).
     pub heartbeat_interval: Duration,
     /// Close after this long without a complete frame (`haHousekeepingInterval`).
     pub housekeeping_interval: Duration,
@@ -192,8 +193,8 @@ pub enum SlaveEvent {
     },
     /// A new epoch was recorded from the master's stream.
     EpochRecorded(EpochEntry),
-    /// The first ack of a connection went out: the master streams from `offset`.
-    FirstAck {
+    /// The first report of a connection went out: the master streams from `offset`.
+    FirstReport {
         /// The offset acknowledged.
         offset: Offset,
     },
@@ -532,10 +533,10 @@ impl AutoSwitchSlave {
                 if let Phase::Transfer { reported, .. } = &mut c.phase {
                     // Ack at once after the handshake or truncation (Java waits up to one
                     // heartbeat interval), whenever the end advances, and as a heartbeat.
-                    // The first ack is where the master starts: it must be the whole log.
+                    // The first report is where the master starts: it must be the whole log.
                     let ack = match *reported {
                         None if settled && ackable == end => {
-                            self.queue.push_back(SlaveOutput::Event(SlaveEvent::FirstAck { offset: end }));
+                            self.queue.push_back(SlaveOutput::Event(SlaveEvent::FirstReport { offset: end }));
                             Some(end)
                         }
                         Some(r) if ackable > r => Some(ackable),
@@ -545,7 +546,7 @@ impl AutoSwitchSlave {
                     if let Some(offset) = ack {
                         *reported = Some(offset);
                         c.last_ack = now;
-                        return SlaveOutput::Transmit(SlaveFrame::Ack(offset));
+                        return SlaveOutput::Transmit(SlaveFrame::Report(offset));
                     }
                 }
             }

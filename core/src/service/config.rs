@@ -7,8 +7,9 @@ use crate::BrokerRole;
 use crate::config::{CoreConfigError, MasterConfig, SlaveConfig};
 pub use crate::log::DEFAULT_SYNC_FLUSH_TIMEOUT;
 use crate::log::MessageLog;
+use crate::service::Admission;
+use crate::service::controller::{MasterControllerConfig, SlaveControllerConfig};
 use crate::service::tls::SlaveTls;
-use crate::service::{Admission, MasterControllerConfig, SlaveControllerConfig};
 
 /// RocketMQ `slaveTimeout`: how long a SYNC_MASTER put waits for slaves.
 pub const DEFAULT_SLAVE_TIMEOUT: Duration = Duration::from_secs(3);

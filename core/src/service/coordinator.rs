@@ -54,7 +54,7 @@ pub use lease::{LeaseConfig, LeaseConfigError, LeaseFence, LeaseGuard, LeaseSnap
 pub use record::{GroupRecord, MAX_RECORD_LEN, MAX_SET_MEMBERS, MemberState, RECORD_VERSION, RecordError};
 
 use crate::autoswitch::BrokerId;
-use crate::service::ServiceFuture;
+use crate::service::future::ServiceFuture;
 
 /// A value read from the coordinator with its revision.
 #[derive(Clone, Debug, PartialEq, Eq)]

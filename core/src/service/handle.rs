@@ -4,9 +4,7 @@
 //! master or a slave on any adapter (an embedder's, or the tests that pair adapters) can hold
 //! a `Box<dyn MasterService<L>>` or `Box<dyn SlaveService>`.
 
-use std::future::Future;
 use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,15 +13,13 @@ use tracing::info;
 use crate::autoswitch::BrokerId;
 use crate::error::WaitError;
 use crate::log::{MessageLog, PutResult};
+use crate::service::future::ServiceFuture;
 use crate::service::runtime::{MasterCommandOn, MasterTaskOn, SlaveCommandOn, WaitReply, join};
 use crate::service::{
     AutoSwitchMasterStatus, InSyncError, InSyncWait, MasterCommand, MasterServiceConfig, MasterStatus,
     PutGate, Runtime, SlaveCommand, SlaveStatus, SyncStateSetError, TaskCommand, WaitQueue,
     check_sync_state_set,
 };
-
-/// A boxed future a service handle returns through its trait.
-pub type ServiceFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// A running master service, on whichever adapter.
 pub trait MasterService<L: MessageLog>: Send + Sync {

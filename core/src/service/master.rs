@@ -11,14 +11,20 @@ use tracing::{debug, error, info, warn};
 use super::*;
 use crate::BrokerRole;
 use crate::config::{CoreConfigError, MasterConfig};
-use crate::error::{ApiMisuse, PeerError, WaitError};
 use crate::log::LogRead;
 use crate::log::{LogBounds, Offset};
 use crate::service::admission::{Slot, Trust};
 use crate::service::conns::{Accepted, Conn, ConnTable, Progress, log_moved};
 use crate::service::tls::Link;
 use crate::service::{Admission, Refusals};
-use crate::{ConnId, Master, MasterEvent, MasterInput, MasterOutput, ReplicaId};
+use crate::{
+    ConnId,
+    classic::{Master, MasterEvent, MasterInput, MasterOutput, ReplicaId},
+};
+use crate::{
+    classic::PeerError,
+    error::{ApiMisuse, WaitError},
+};
 
 /// A report this far past the master's end, or further, is no lost tail but stray bytes (an
 /// HTTP request, a Redis `PING`, a TLS ClientHello to a plain port): every real offset a
@@ -192,7 +198,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
         let peer = self.table.peer(victim);
         warn!(conn = victim.0, peer = peer.map(tracing::field::display), %newcomer, "HA slots full: displacing a less trusted connection");
         self.table.refusals.displaced += 1;
-        self.feed(now, MasterInput::Evict { conn: victim, reason: crate::CloseReason::Displaced });
+        self.feed(now, MasterInput::Evict { conn: victim, reason: crate::classic::CloseReason::Displaced });
     }
 
     /// Tells the core which replica `conn` is, so that a quorum counts replicas, not
@@ -305,7 +311,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                     self.table.transmit(conn, header, body);
                 }
                 MasterOutput::Close { conn, reason } => {
-                    if reason == crate::CloseReason::FirstReportTimeout {
+                    if reason == crate::classic::CloseReason::FirstReportTimeout {
                         self.table.refusals.first_report_timeouts += 1;
                         let peer = self.table.peer(conn);
                         warn!(
@@ -460,7 +466,7 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
             .collect();
         for old in stale {
             warn!(conn = old.0, peer = %ip, replica = identity.as_deref(), "the same replica connected again and its older connection is silent: closing it");
-            self.feed(now, MasterInput::Evict { conn: old, reason: crate::CloseReason::Superseded });
+            self.feed(now, MasterInput::Evict { conn: old, reason: crate::classic::CloseReason::Superseded });
         }
     }
 
@@ -546,7 +552,10 @@ impl<C: ConnSink, W: WaitSink> MasterDriver<C, W> {
                     Ok(boundary) => self.feed(now, MasterInput::ReportVerified { conn, boundary }),
                     Err(e) => {
                         warn!(conn = conn.0, offset, %e, "cannot check the first report against the log: closing");
-                        self.feed(now, MasterInput::Evict { conn, reason: crate::CloseReason::StoreFailed });
+                        self.feed(
+                            now,
+                            MasterInput::Evict { conn, reason: crate::classic::CloseReason::StoreFailed },
+                        );
                     }
                 }
             }

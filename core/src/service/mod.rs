@@ -69,7 +69,9 @@ mod admission;
 mod autoswitch;
 mod config;
 mod conns;
+mod controller;
 pub mod coordinator;
+mod future;
 mod handle;
 mod in_sync;
 mod master;
@@ -97,15 +99,18 @@ pub use admission::{
     IpNet, IpNetError, MemberAddress, Trust, parse_allow_list,
 };
 pub use autoswitch::{
-    AuthorityFactory, AutoSwitchMasterStatus, AutoSwitchSlaveInfo, AutoSwitchSlaveStatus, FollowRefusals,
-    LocalAuthority, MasterControllerConfig, MemberDirectory, SlaveControllerConfig, SyncStateSetAuthority,
+    AutoSwitchMasterStatus, AutoSwitchSlaveInfo, AutoSwitchSlaveStatus, FollowRefusals, LocalAuthority,
     SyncStateSetError, check_sync_state_set,
 };
 pub use config::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_SLAVE_TIMEOUT, DEFAULT_SYNC_FLUSH_TIMEOUT, MasterServiceConfig,
     SlaveServiceConfig, StartError,
 };
-pub use handle::{MasterHandle, MasterService, ServiceFuture, SlaveHandle, SlaveService};
+pub use controller::{
+    AuthorityFactory, MasterControllerConfig, MemberDirectory, SlaveControllerConfig, SyncStateSetAuthority,
+};
+pub use future::ServiceFuture;
+pub use handle::{MasterHandle, MasterService, SlaveHandle, SlaveService};
 pub use in_sync::{InSyncError, InSyncWait};
 pub use status::{ConnectedSlave, Fence, MasterStatus, Refusals, SlaveStatus};
 

@@ -21,7 +21,7 @@ use crate::error::WaitError;
 use crate::log::{LogRead, Offset, PutStatus};
 use crate::memlog::MemoryLog;
 use crate::time::Instant;
-use crate::{BrokerRole, ConnId, FlushDiskType, FlushSettings, SlaveState};
+use crate::{BrokerRole, ConnId, FlushDiskType, FlushSettings, classic::SlaveState};
 
 /// A channel of the test runtime: a queue, and whether its receiver is gone.
 struct Queue<T> {

@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use bytes::Bytes;
 
 use crate::ConnId;
+use crate::classic::frame::PUSH_HEADER_LEN;
 use crate::error::WaitError;
-use crate::frame::PUSH_HEADER_LEN;
 use crate::log::{LogSpan, Offset};
 use crate::service::tls::Link;
 

@@ -8,12 +8,12 @@ use bytes::Bytes;
 use tracing::{debug, error, info, warn};
 
 use super::*;
+use crate::classic::frame::encode_report;
+use crate::classic::{Slave, SlaveEvent, SlaveInput, SlaveOutput};
 use crate::config::CoreConfigError;
 use crate::error::ApiMisuse;
-use crate::frame::encode_report;
 use crate::log::LogWrite;
 use crate::log::Offset;
-use crate::{Slave, SlaveEvent, SlaveInput, SlaveOutput};
 
 /// What a slave driver must do next that needs the runtime.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,7 +131,7 @@ impl<L: LogWrite> SlaveDriver<L> {
     /// bookkeeping (events are logged and peer errors counted already).
     ///
     /// Perform it as [`SlaveAction`] describes (`Report` is `Send` of the
-    /// [encoded](crate::frame::encode_report) report, `Close` is `Disconnect`,
+    /// [encoded](crate::classic::frame::encode_report) report, `Close` is `Disconnect`,
     /// `Timeout` is `SleepUntil`), and store each [`SlaveOutput::Append`] at its offset
     /// ([`LogWrite::append_at`]), reporting the outcomes through [`appended`](Self::appended)
     /// in the order the appends came, now or late; keep polling meanwhile.

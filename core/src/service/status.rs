@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::BrokerRole;
 use crate::log::Offset;
-use crate::{ConnId, SlaveState};
+use crate::{ConnId, classic::SlaveState};
 
 /// Why a master refuses puts for now (they get `SERVICE_NOT_AVAILABLE`).
 #[derive(Clone, Debug, PartialEq, Eq)]

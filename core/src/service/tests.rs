@@ -14,7 +14,7 @@ use crate::{BrokerRole, FlushDiskType};
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use crate::frame::encode_report;
+use crate::classic::frame::encode_report;
 
 #[derive(Default)]
 struct Sink {

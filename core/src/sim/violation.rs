@@ -3,8 +3,8 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::error::{PeerError, WaitError};
 use crate::log::Offset;
+use crate::{classic::PeerError, error::WaitError};
 
 use super::stats::Stats;
 

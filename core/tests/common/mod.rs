@@ -6,7 +6,8 @@ use std::time::Duration;
 use logship_core::time::Instant;
 
 use bytes::Bytes;
-use logship_core::frame::{PushHeader, encode_report};
+use logship_core::classic::frame::{PushHeader, encode_report};
+use logship_core::classic::*;
 use logship_core::*;
 
 pub const SEG: u64 = 1 << 20;

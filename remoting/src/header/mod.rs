@@ -50,8 +50,15 @@ pub use pull::{PullMessageRequestHeader, PullMessageResponseHeader};
 pub use query::{QueryMessageRequestHeader, QueryMessageResponseHeader, ViewMessageRequestHeader};
 pub use send::{SendMessageRequestHeader, SendMessageRequestHeaderV2, SendMessageResponseHeader};
 
-use crate::command::ExtFields;
+use std::collections::BTreeMap;
+
 use crate::error::HeaderError;
+
+/// A command's `extFields`: the custom header as text, by Java field name.
+///
+/// Ordered, so an encoding is deterministic; Java keeps a `HashMap` and no peer depends on the
+/// order.
+pub type ExtFields = BTreeMap<String, String>;
 
 /// A typed custom header: Java's `CommandCustomHeader`.
 pub trait CommandHeader: Sized {
@@ -218,12 +225,12 @@ macro_rules! command_header {
 
         impl $crate::header::CommandHeader for $name {
             fn from_ext_fields(
-                fields: &$crate::command::ExtFields,
+                fields: &$crate::header::ExtFields,
             ) -> ::std::result::Result<Self, $crate::error::HeaderError> {
                 Ok(Self { $( $field: command_header!(@read $kind, $ty, fields $(, $jname)?), )* })
             }
 
-            fn write_ext_fields(&self, fields: &mut $crate::command::ExtFields) {
+            fn write_ext_fields(&self, fields: &mut $crate::header::ExtFields) {
                 $( command_header!(@write $kind, $ty, self.$field, fields $(, $jname)?); )*
             }
 

@@ -37,160 +37,26 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tracing::{debug, error, info, warn};
 
-use crate::autoswitch::{
-    AutoSwitchMaster, AutoSwitchMasterConfig, BrokerId, CloseReason, EpochCache, EpochEntry, MasterEvent,
-    MasterInput, MasterOutput, MasterStart, PeerError, SyncPolicy, sync_state,
-};
 use crate::config::CoreConfigError;
 use crate::error::WaitError;
 use crate::log::{LogBounds, LogRead, Offset};
 use crate::service::admission::{MemberAddress, Slot, Trust};
 use crate::service::conns::{Accepted, Conn, ConnTable, Progress, log_moved};
+use crate::service::controller::{AuthorityFactory, MemberDirectory, SyncStateSetAuthority};
 use crate::service::tls::Link;
 use crate::service::{ConnSink, Fence, MasterServiceConfig, MasterStatus, StartError, WaitSink};
 use crate::time::Instant;
 use crate::{BrokerRole, ConnId};
-
-/// Controller mode (RocketMQ `enableControllerMode=true`) for a master service: the
-/// AutoSwitch protocol instead of the classic one, for one master epoch. Set
-/// [`MasterServiceConfig::controller`] to it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MasterControllerConfig {
-    /// This broker's id (the controller's `brokerId`); always a member of the sync-state-set.
-    pub broker_id: BrokerId,
-    /// The master epoch this service runs in (`changeToMaster`'s `newMasterEpoch`).
-    pub epoch: i32,
-    /// The sync-state-set to start from (the master is added if missing).
-    pub sync_state_set: BTreeSet<BrokerId>,
-    /// The epoch of that set (`syncStateSetEpoch`).
-    pub sync_state_set_epoch: i32,
-    /// How SYNC puts wait: `allAckInSyncStateSet`, `inSyncReplicas`, `minInSyncReplicas`
-    /// (too small a set: `IN_SYNC_REPLICAS_NOT_ENOUGH` at once).
-    pub sync: SyncPolicy,
-    /// Propose removing a member behind for this long (`haMaxTimeSlaveNotCatchup`).
-    pub ha_max_time_slave_not_catchup: Duration,
-    /// Who decides the sync-state-set of the service started with this config (`None`:
-    /// [`LocalAuthority`], every proposal applied at once).
-    pub authority: Option<AuthorityFactory>,
-    /// The identity each member's broker id is bound to (on etcd, the HA addresses the
-    /// members published); `None`: no binding, so only connections the admission identifies
-    /// count, with whatever id they claim.
-    pub members: Option<MemberDirectory>,
-    /// The broker's lease (automatic failover): while it is closed puts are refused
-    /// ([`PutStatus::LeaseLost`](crate::PutStatus::LeaseLost)), and a put whose waits end after
-    /// it closed is not acknowledged
-    /// ([`PutStatus::LeaseLostAfterStore`](crate::PutStatus::LeaseLostAfterStore)). `None`: no
-    /// lease (roles given by an operator).
-    pub lease: Option<crate::service::coordinator::LeaseFence>,
-}
-
-/// Looks up the identity a broker id is bound to ([`MemberAddress`]): a handshake claiming the
-/// id must come from it. Consulted at every handshake, and again for a connection not yet
-/// identified, so it may change over time (members publishing their addresses). Compared by
-/// identity.
-#[derive(Clone)]
-pub struct MemberDirectory(Arc<dyn Fn(BrokerId) -> Option<MemberAddress> + Send + Sync>);
-
-impl MemberDirectory {
-    /// A directory answering with `lookup`.
-    pub fn new(lookup: impl Fn(BrokerId) -> Option<MemberAddress> + Send + Sync + 'static) -> Self {
-        Self(Arc::new(lookup))
-    }
-
-    /// The identity `broker_id` is bound to, if any.
-    pub fn lookup(&self, broker_id: BrokerId) -> Option<MemberAddress> {
-        (self.0)(broker_id)
-    }
-}
-
-impl std::fmt::Debug for MemberDirectory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("MemberDirectory(..)")
-    }
-}
-
-impl PartialEq for MemberDirectory {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for MemberDirectory {}
-
-/// Makes the [`SyncStateSetAuthority`] of each master service started with a config (a
-/// coordinator's, whose answers come later through the handle). Compared by identity.
-#[derive(Clone)]
-pub struct AuthorityFactory(Arc<dyn Fn() -> Box<dyn SyncStateSetAuthority> + Send + Sync>);
-
-impl AuthorityFactory {
-    /// A factory calling `make` once per master service.
-    pub fn new(make: impl Fn() -> Box<dyn SyncStateSetAuthority> + Send + Sync + 'static) -> Self {
-        Self(Arc::new(make))
-    }
-
-    /// A new authority.
-    pub fn make(&self) -> Box<dyn SyncStateSetAuthority> {
-        (self.0)()
-    }
-}
-
-impl std::fmt::Debug for AuthorityFactory {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AuthorityFactory(..)")
-    }
-}
-
-impl PartialEq for AuthorityFactory {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
-    }
-}
-
-impl Eq for AuthorityFactory {}
-
-impl Default for MasterControllerConfig {
-    fn default() -> Self {
-        Self {
-            broker_id: 1,
-            epoch: 1,
-            sync_state_set: BTreeSet::new(),
-            sync_state_set_epoch: 1,
-            sync: SyncPolicy::default(),
-            ha_max_time_slave_not_catchup: sync_state::DEFAULT_HA_MAX_TIME_SLAVE_NOT_CATCHUP,
-            authority: None,
-            members: None,
-            lease: None,
-        }
-    }
-}
-
-impl MasterControllerConfig {
-    /// Checks every field, naming the first that cannot work.
-    pub fn validate(&self) -> Result<(), CoreConfigError> {
-        let invalid = |field, value: String, reason| Err(CoreConfigError::Invalid { field, value, reason });
-        if self.broker_id < 0 {
-            return invalid("controller.broker_id", self.broker_id.to_string(), "must not be negative");
-        }
-        if self.epoch < 0 {
-            return invalid("controller.epoch", self.epoch.to_string(), "must not be negative");
-        }
-        if let Some(id) = self.sync_state_set.iter().find(|&&id| id < 0) {
-            return invalid("controller.sync_state_set", id.to_string(), "broker ids must not be negative");
-        }
-        if self.ha_max_time_slave_not_catchup.is_zero() {
-            return invalid(
-                "controller.ha_max_time_slave_not_catchup",
-                format!("{:?}", self.ha_max_time_slave_not_catchup),
-                "must be longer than zero",
-            );
-        }
-        Ok(())
-    }
-}
+use crate::{
+    EpochCache, EpochEntry,
+    autoswitch::{
+        AutoSwitchMaster, AutoSwitchMasterConfig, BrokerId, CloseReason, MasterEvent, MasterInput,
+        MasterOutput, MasterStart, PeerError, sync_state,
+    },
+};
 
 /// The AutoSwitch part of a master's status ([`MasterStatus::autoswitch`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -224,20 +90,6 @@ pub struct AutoSwitchSlaveInfo {
     pub async_learner: bool,
     /// Whether its acks count for confirmOffset and SYNC waits.
     pub counted: bool,
-}
-
-/// Who decides the sync-state-set: the master proposes, the authority answers. The seam a
-/// coordinator (RocketMQ's controller, `AlterSyncStateSet`) takes over.
-pub trait SyncStateSetAuthority: Send {
-    /// The master proposes `proposed` while `applied` (with its `epoch`) is in force. Returns
-    /// the set and epoch to apply now, or `None` if the answer comes later (through
-    /// [`AutoSwitchDriver::set_sync_state_set`]).
-    fn propose(
-        &mut self,
-        proposed: &BTreeSet<BrokerId>,
-        applied: &BTreeSet<BrokerId>,
-        epoch: i32,
-    ) -> Option<(BTreeSet<BrokerId>, i32)>;
 }
 
 /// Why a sync-state-set given from outside ([`AutoSwitchDriver::set_sync_state_set`], an
@@ -355,7 +207,7 @@ pub struct AutoSwitchDriver<L, C, W> {
 impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
     /// The driver of a controller-mode master service over `log`, for `config.controller`'s
     /// epoch, applying sync-state-set proposals through the config's
-    /// [`authority`](MasterControllerConfig::authority) ([`LocalAuthority`] without one).
+    /// [`authority`](crate::service::MasterControllerConfig::authority) ([`LocalAuthority`] without one).
     /// Records the epoch in the log first (see the module docs).
     pub fn for_service(config: &MasterServiceConfig, now: Instant, log: Arc<L>) -> Result<Self, StartError> {
         let authority = config.controller.as_ref().and_then(|c| c.authority.as_ref()).map_or_else(
@@ -391,7 +243,7 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
             max_inflight: config.core.max_inflight,
             ha_max_time_slave_not_catchup: controller.ha_max_time_slave_not_catchup,
             sync: controller.sync,
-            verify_first_acks: true,
+            verify_first_reports: true,
             identified_only: true,
         };
         // Checked before the epoch is recorded: a refused start leaves the log as it was.
@@ -803,8 +655,8 @@ impl<L: LogRead, C: ConnSink, W: WaitSink> AutoSwitchDriver<L, C, W> {
                 }
                 self.table.refusals.last = Some(format!("{}: {error}", self.table.shown(conn)));
             }
-            MasterEvent::VerifyAck { conn, offset } => match self.log.is_record_boundary(offset) {
-                Ok(boundary) => self.feed(now, MasterInput::AckVerified { conn, boundary }),
+            MasterEvent::VerifyReport { conn, offset } => match self.log.is_record_boundary(offset) {
+                Ok(boundary) => self.feed(now, MasterInput::ReportVerified { conn, boundary }),
                 Err(e) => {
                     warn!(conn = conn.0, offset, %e, "cannot check the first ack against the log: closing");
                     self.table.refusals.last =

@@ -10,14 +10,17 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::autoswitch::frame::{HandshakeRequest, MasterFrame, MasterFrameDecoder, encode_ack};
-use crate::autoswitch::{BrokerId, EpochEntry, SyncPolicy};
+use crate::autoswitch::frame::{HandshakeRequest, MasterFrame, MasterFrameDecoder, encode_report};
 use crate::error::WaitError;
 use crate::log::{EpochLog, LogBounds, LogRead, LogSpan, MessageLog, Offset, PutResult, PutStatus};
 use crate::memlog::{MemoryLog, MemoryLogError};
 use crate::service::*;
 use crate::time::Instant;
 use crate::{BrokerRole, ConnId, FlushSettings};
+use crate::{
+    EpochEntry,
+    autoswitch::{BrokerId, SyncPolicy},
+};
 
 /// A reply channel that records what it got.
 struct Got<T>(Arc<Mutex<Vec<T>>>);
@@ -321,7 +324,7 @@ fn a_member_streams_and_its_acks_raise_the_logs_confirm_offset() {
     let conn = h.connect(1, "127.0.0.1:5000");
     h.handshake(conn, 2);
     h.deliver(conn);
-    h.send(conn, &encode_ack(0));
+    h.send(conn, &encode_report(0));
     let frames = h.deliver(conn);
     let bodies: Vec<_> = frames
         .iter()
@@ -333,7 +336,7 @@ fn a_member_streams_and_its_acks_raise_the_logs_confirm_offset() {
         })
         .collect();
     assert_eq!(bodies, vec![(Some(0), 1, 10)], "epoch 1's bytes, labelled epoch 1");
-    h.send(conn, &encode_ack(10));
+    h.send(conn, &encode_report(10));
     assert_eq!(h.log.inner.confirm_offset(), 10);
     let status = h.autoswitch();
     assert_eq!(status.confirm_offset, 10);
@@ -355,14 +358,14 @@ fn a_sync_put_completes_when_the_set_acknowledges_it() {
     let conn = h.connect(1, "127.0.0.1:5000");
     h.handshake(conn, 2);
     h.deliver(conn);
-    h.send(conn, &encode_ack(0));
+    h.send(conn, &encode_report(0));
     h.deliver(conn);
     let (pending, waits) = h.put(&cfg, b"hello");
     assert!(waits.lock().unwrap().is_empty(), "waits for member 2");
     h.task.appended(h.now);
     h.task.settle(h.now);
     h.deliver(conn);
-    h.send(conn, &encode_ack(5));
+    h.send(conn, &encode_report(5));
     let result = waits.lock().unwrap().pop().expect("answered");
     assert_eq!(pending.finish(None, Some(result)).status, PutStatus::PutOk);
 }
@@ -401,9 +404,9 @@ fn a_caught_up_slave_is_added_to_the_set_at_once_by_the_local_authority() {
     let conn = h.connect(1, "127.0.0.1:5000");
     h.handshake(conn, 3);
     h.deliver(conn);
-    h.send(conn, &encode_ack(0));
+    h.send(conn, &encode_report(0));
     h.deliver(conn);
-    h.send(conn, &encode_ack(8));
+    h.send(conn, &encode_report(8));
     let after = h.autoswitch();
     assert_eq!(after.sync_state_set, BTreeSet::from([MASTER_ID, 3]));
     assert_eq!(after.sync_state_set_epoch, before.sync_state_set_epoch + 1);
@@ -494,7 +497,7 @@ fn a_first_ack_off_a_record_boundary_closes_the_slave() {
     let conn = h.connect(1, "127.0.0.1:5000");
     h.handshake(conn, 2);
     h.deliver(conn);
-    h.send(conn, &encode_ack(5));
+    h.send(conn, &encode_report(5));
     assert!(h.closed(conn));
     let status = h.status();
     assert_eq!((status.peer_errors, status.refusals.diverged), (1, 1));
@@ -508,7 +511,7 @@ fn a_first_ack_on_a_record_boundary_streams_from_it() {
     let conn = h.connect(1, "127.0.0.1:5000");
     h.handshake(conn, 2);
     h.deliver(conn);
-    h.send(conn, &encode_ack(4));
+    h.send(conn, &encode_report(4));
     let offsets: Vec<_> = h
         .deliver(conn)
         .into_iter()
@@ -591,7 +594,7 @@ fn a_restarted_slave_whose_old_connection_is_silent_gets_back_in_on_its_next_att
     let old = h.connect(1, "10.0.0.2:5000");
     h.handshake(old, 2);
     h.deliver(old);
-    h.send(old, &encode_ack(10));
+    h.send(old, &encode_report(10));
     // The slave's machine restarts: its old connection says nothing more.
     h.advance(heartbeat * 2);
     assert!(!h.closed(old), "still within the housekeeping interval");
@@ -615,9 +618,9 @@ fn a_live_slave_keeps_its_id_against_a_second_claimant() {
     let live = h.connect(1, "10.0.0.2:5000");
     h.handshake(live, 2);
     h.deliver(live);
-    h.send(live, &encode_ack(10));
+    h.send(live, &encode_report(10));
     h.advance(heartbeat);
-    h.send(live, &encode_ack(10));
+    h.send(live, &encode_report(10));
     h.advance(heartbeat);
     let claimant = h.connect(2, "10.0.0.3:5000");
     h.handshake(claimant, 2);
@@ -633,7 +636,7 @@ fn another_host_claiming_a_silent_slaves_id_evicts_nothing() {
     let old = h.connect(1, "10.0.0.2:5000");
     h.handshake(old, 2);
     h.deliver(old);
-    h.send(old, &encode_ack(10));
+    h.send(old, &encode_report(10));
     h.advance(heartbeat * 2);
     let stranger = h.connect(2, "10.0.0.9:5000");
     h.handshake(stranger, 2);
@@ -657,9 +660,9 @@ fn two_copies(admission: Admission, members: Option<MemberDirectory>) -> MasterS
 fn stream_as(h: &mut Harness, conn: ConnId, id: BrokerId, end: Offset) {
     h.handshake(conn, id);
     h.deliver(conn);
-    h.send(conn, &encode_ack(0));
+    h.send(conn, &encode_report(0));
     h.deliver(conn);
-    h.send(conn, &encode_ack(end));
+    h.send(conn, &encode_report(end));
 }
 
 #[test]
@@ -712,7 +715,7 @@ fn a_claim_the_member_directory_contradicts_is_refused_and_a_stranger_counts_onl
     // Member 3 publishes that address: the connection is identified on its next beat.
     published.lock().unwrap().insert(3, addr("10.0.0.3:10912").ip());
     h.advance(cfg.core.heartbeat_interval);
-    h.send(early, &encode_ack(10));
+    h.send(early, &encode_report(10));
     assert_eq!(h.autoswitch().sync_state_set, BTreeSet::from([1, 2, 3]));
 }
 

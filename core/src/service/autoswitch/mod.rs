@@ -10,7 +10,7 @@ mod slave;
 mod slave_tests;
 
 pub use master::{
-    AuthorityFactory, AutoSwitchDriver, AutoSwitchMasterStatus, AutoSwitchSlaveInfo, LocalAuthority,
-    MasterControllerConfig, MemberDirectory, SyncStateSetAuthority, SyncStateSetError, check_sync_state_set,
+    AutoSwitchDriver, AutoSwitchMasterStatus, AutoSwitchSlaveInfo, LocalAuthority, SyncStateSetError,
+    check_sync_state_set,
 };
-pub use slave::{AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, FollowRefusals, SlaveControllerConfig};
+pub use slave::{AutoSwitchSlaveDriver, AutoSwitchSlaveStatus, FollowRefusals};

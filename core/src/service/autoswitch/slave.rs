@@ -34,7 +34,6 @@
 //! start), so its last epoch stays below the one it was elected in: a logship slave does not
 //! follow it until the controller elects it again.
 
-use std::ops::Range;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -42,85 +41,21 @@ use bytes::Bytes;
 use tracing::{debug, error, info, warn};
 
 use crate::ApiMisuse;
-use crate::SlaveState;
 use crate::autoswitch::frame::SlaveFrame;
-use crate::autoswitch::{
-    AutoSwitchSlave, AutoSwitchSlaveConfig, BrokerId, EpochCache, EpochEntry, EpochError, PeerError,
-    SlaveEvent, SlaveInput, SlaveOutput, SlaveState as AutoSwitchState,
-};
+use crate::classic::SlaveState;
 use crate::config::CoreConfigError;
 use crate::log::{LogWrite, Offset};
-use crate::service::{SlaveAction, SlaveServiceConfig, SlaveStatus, StartError};
+use crate::service::{SlaveAction, SlaveControllerConfig, SlaveServiceConfig, SlaveStatus, StartError};
 use crate::time::Instant;
-
-/// Controller mode for a slave service ([`SlaveServiceConfig::controller`]): what the
-/// controller's `changeToSlave` says, plus this broker's AutoSwitch settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SlaveControllerConfig {
-    /// This broker's id, sent in the handshake (the controller's `brokerId`).
-    pub broker_id: BrokerId,
-    /// The broker id of the master to follow (`changeToSlave`'s `masterBrokerId`).
-    pub master_broker_id: BrokerId,
-    /// The epoch the master was elected in (`changeToSlave`'s `newMasterEpoch`).
-    pub master_epoch: i32,
-    /// `isAsyncLearner`: replicate without ever joining the sync-state-set.
-    pub async_learner: bool,
-    /// `isSyncFromLastFile`: an empty slave asks only for the master's last segment.
-    pub sync_from_last_file: bool,
-    /// The operator's explicit override (`haSlaveDropConfirmed`): the one range of confirmed
-    /// bytes `[point, confirmOffset)` a truncation may drop, exactly as a
-    /// [`PeerError::WouldTruncateConfirmed`] refusal named it. `None`: never below the
-    /// confirmOffset.
-    pub drop_confirmed: Option<Range<Offset>>,
-}
-
-impl Default for SlaveControllerConfig {
-    fn default() -> Self {
-        Self {
-            broker_id: 2,
-            master_broker_id: 1,
-            master_epoch: 1,
-            async_learner: false,
-            sync_from_last_file: false,
-            drop_confirmed: None,
-        }
-    }
-}
+use crate::{
+    EpochCache, EpochEntry, EpochError,
+    autoswitch::{
+        AutoSwitchSlave, AutoSwitchSlaveConfig, BrokerId, PeerError, SlaveEvent, SlaveInput, SlaveOutput,
+        SlaveState as AutoSwitchState,
+    },
+};
 
 impl SlaveControllerConfig {
-    /// Checks every field, naming the first that cannot work.
-    pub fn validate(&self) -> Result<(), CoreConfigError> {
-        let invalid = |field, value: String, reason| Err(CoreConfigError::Invalid { field, value, reason });
-        if self.broker_id < 0 {
-            return invalid("controller.broker_id", self.broker_id.to_string(), "must not be negative");
-        }
-        if self.master_broker_id < 0 {
-            return invalid(
-                "controller.master_broker_id",
-                self.master_broker_id.to_string(),
-                "must not be negative",
-            );
-        }
-        if self.master_broker_id == self.broker_id {
-            return invalid(
-                "controller.master_broker_id",
-                self.master_broker_id.to_string(),
-                "is this broker's own id: a broker cannot follow itself",
-            );
-        }
-        if self.master_epoch < 0 {
-            return invalid("controller.master_epoch", self.master_epoch.to_string(), "must not be negative");
-        }
-        if let Some(range) = self.drop_confirmed.as_ref().filter(|r| r.start >= r.end) {
-            return invalid(
-                "controller.drop_confirmed",
-                format!("{}-{}", range.start, range.end),
-                "must name a range of at least one byte, start below end",
-            );
-        }
-        Ok(())
-    }
-
     /// The machine's configuration: this and the service's core settings.
     pub fn core_config(&self, service: &SlaveServiceConfig) -> AutoSwitchSlaveConfig {
         let core = &service.core;
@@ -321,7 +256,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
                 SlaveOutput::Timeout(at) => return SlaveAction::SleepUntil(at),
                 SlaveOutput::Connect => return SlaveAction::Connect,
                 SlaveOutput::Transmit(frame) => {
-                    if let SlaveFrame::Ack(offset) = frame {
+                    if let SlaveFrame::Report(offset) = frame {
                         self.acked = Some(offset);
                         if offset >= self.master_offset.unwrap_or(0) {
                             self.caught_up_at = now;
@@ -381,7 +316,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
             SlaveEvent::EpochRecorded(entry) => {
                 info!(epoch = entry.epoch, start = entry.start_offset, "epoch recorded")
             }
-            SlaveEvent::FirstAck { offset } => info!(offset, "replicating from master"),
+            SlaveEvent::FirstReport { offset } => info!(offset, "replicating from master"),
             SlaveEvent::Disconnected { reason } => {
                 self.acked = None;
                 self.last_read = None;

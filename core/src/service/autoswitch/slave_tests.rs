@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::autoswitch::frame::{HandshakeReply, HandshakeRequest, MasterFrame, TransferHeader, encode_ack};
-use crate::autoswitch::{EpochEntry, SlaveState as Phase};
+use crate::autoswitch::frame::{
+    HandshakeReply, HandshakeRequest, MasterFrame, TransferHeader, encode_report,
+};
 use crate::log::{EpochLog, LogBounds, LogRead, LogSpan, LogWrite, Offset};
 use crate::memlog::{MemoryLog, MemoryLogError};
 use crate::service::tests::origin;
@@ -16,6 +17,7 @@ use crate::service::{
     SlaveTask, StartError,
 };
 use crate::time::Instant;
+use crate::{EpochEntry, autoswitch::SlaveState as Phase};
 
 fn e(epoch: i32, start_offset: Offset) -> EpochEntry {
     EpochEntry { epoch, start_offset }
@@ -146,7 +148,7 @@ fn sends(out: &[SlaveAction]) -> Vec<Bytes> {
 }
 
 fn ack(offset: Offset) -> Bytes {
-    Bytes::copy_from_slice(&encode_ack(offset))
+    Bytes::copy_from_slice(&encode_report(offset))
 }
 
 /// A driver over `log`, following a master elected in epoch 2, connected, its handshake sent.

@@ -8,7 +8,10 @@ use crate::autoswitch::BrokerId;
 
 use super::record::GroupRecord;
 
-/// The HA role a broker runs now, as its coordinator loop knows it.
+/// The HA role a controller-mode broker runs now, as its coordinator loop and the failover
+/// rules know it: it changes with failover, unlike the configured
+/// [`BrokerRole`](crate::BrokerRole) (a classic broker's fixed `brokerRole`). It names the
+/// master by broker id; the binary's role adds the master's HA address.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum LocalRole {
     /// No role (started, stepped down, or between two roles).

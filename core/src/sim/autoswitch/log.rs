@@ -6,9 +6,9 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 
-use crate::autoswitch::{EpochCache, EpochEntry};
 use crate::log::{EpochLog, LogBounds, LogRead, LogSpan, LogWrite, MessageLog, Offset, PutResult, PutStatus};
 use crate::sim::memlog::MemLog;
+use crate::{EpochCache, EpochEntry};
 
 /// Why the simulated log refused an operation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -10,14 +10,20 @@ use crate::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::classic::frame::{FrameError, MAX_WIRE_OFFSET, PushDecoder, PushHeader, REPORT_LEN};
 use crate::config::{AckOn, AckPolicy, MasterConfig, NewSlaveStart, SlaveConfig};
-use crate::error::{CloseReason, PeerError, WaitError};
-use crate::frame::{FrameError, MAX_WIRE_OFFSET, PushDecoder, PushHeader, REPORT_LEN};
 use crate::log::{LogSpan, Offset};
 use crate::service::{
     Admission, Fence, IpNet, MasterDriver, MasterServiceConfig, SlaveDriver, SlaveServiceConfig,
 };
-use crate::{ConnId, Master, Slave, SlaveEvent, SlaveOutput};
+use crate::{
+    ConnId,
+    classic::{Master, Slave, SlaveEvent, SlaveOutput},
+};
+use crate::{
+    classic::{CloseReason, PeerError},
+    error::WaitError,
+};
 
 mod disk;
 mod faults;

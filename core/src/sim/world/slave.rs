@@ -185,7 +185,7 @@ impl Simulation {
             return Err(Violation::ReportBeyondStored { slave: i, report: r, stored, durable });
         }
         let Some(conn) = s.conn else { return Err(Violation::ReportWithoutConnection { slave: i }) };
-        self.send(conn, Dir::ToMaster, Bytes::copy_from_slice(&crate::frame::encode_report(r)));
+        self.send(conn, Dir::ToMaster, Bytes::copy_from_slice(&crate::classic::frame::encode_report(r)));
         Ok(())
     }
 

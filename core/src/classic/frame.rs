@@ -16,11 +16,9 @@ use bytes::Bytes;
 use crate::log::Offset;
 
 /// Length of a push frame header: offset (8) and body size (4).
-pub const PUSH_HEADER_LEN: usize = 12;
+pub const PUSH_HEADER_LEN: usize = crate::config::PUSH_HEADER_LEN;
 /// Length of a slave report.
 pub const REPORT_LEN: usize = 8;
-/// The largest body a RocketMQ slave can ever read: its 4 MiB read buffer minus a header.
-pub const MAX_JAVA_FRAME_BODY: u32 = 4 * 1024 * 1024 - PUSH_HEADER_LEN as u32;
 /// The largest offset the wire can carry: Java's `long` is signed.
 pub const MAX_WIRE_OFFSET: Offset = i64::MAX as u64;
 
@@ -293,6 +291,7 @@ mod tests {
     }
 
     use super::*;
+    use crate::config::MAX_JAVA_FRAME_BODY;
 
     fn push_bytes(offset: Offset, body: &[u8]) -> Vec<u8> {
         let mut v = PushHeader { offset, body_len: body.len() as u32 }.encode().to_vec();

@@ -6,11 +6,14 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use tracing::{debug, info, trace, warn};
 
+use super::master::IDLE_TIMEOUT;
+use crate::classic::frame::PushDecoder;
 use crate::config::{AckOn, CoreConfigError, SlaveConfig};
-use crate::error::{ApiMisuse, CloseReason, PeerError};
-use crate::frame::PushDecoder;
 use crate::log::Offset;
-use crate::master::IDLE_TIMEOUT;
+use crate::{
+    classic::{CloseReason, PeerError},
+    error::ApiMisuse,
+};
 
 /// Something the slave driver tells the core.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,7 +53,7 @@ pub enum SlaveOutput {
     /// Open a connection to the master; feed `Connected` or `Closed`.
     Connect,
     /// Report this offset to the master (RocketMQ's 8-byte `maxOffset` report, encoded by
-    /// [`encode_report`](crate::frame::encode_report)): every byte before it is stored.
+    /// [`encode_report`](crate::classic::frame::encode_report)): every byte before it is stored.
     Report(Offset),
     /// Store `data` at `offset` (`LogWrite::append_at`); feed `Appended` or `AppendFailed`.
     Append {

@@ -4,14 +4,20 @@
 //! and the driver performs them against something that implements these traits. The store
 //! (`logship-store`) implements them over an mmap commit log; tests and the simulator implement
 //! them over memory.
+//!
+//! The log also owns its epoch list ([`EpochCache`], [`EpochEntry`]): controller mode
+//! ([`EpochLog`]) stores it beside the bytes, and the AutoSwitch protocol reads and extends it.
 
 use std::future::Future;
 use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::autoswitch::EpochEntry;
 use crate::roles::FlushDiskType;
+
+mod epoch;
+
+pub use epoch::{EpochAppended, EpochCache, EpochEntry, EpochError};
 
 /// A physical commit-log offset: RocketMQ's `phyOffset`, a byte position in the commit log.
 pub type Offset = u64;
