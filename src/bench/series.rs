@@ -39,6 +39,12 @@ pub struct Curve {
 fn x_text(series: &Series, x: f64) -> String {
     if series.x_label.contains("bytes") {
         let x = x as u64;
+        if x >= 1 << 30 && x % (1 << 30) == 0 {
+            return format!("{} GiB", x >> 30);
+        }
+        if x >= 1_000_000 && x % 1_000_000 == 0 {
+            return format!("{} MB", x / 1_000_000);
+        }
         if x >= 1 << 20 && x % (1 << 20) == 0 {
             return format!("{} MiB", x >> 20);
         }
@@ -256,4 +262,34 @@ pub fn write_files(
         .with_context(|| format!("writing {}", path.display()))?;
     written.push(path);
     Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sized(x: &[f64]) -> Series {
+        Series {
+            name: "s".into(),
+            title: "t".into(),
+            x_label: "log, bytes".into(),
+            x: x.to_vec(),
+            curves: vec![],
+        }
+    }
+
+    /// Sizes read as they are written on the command line: decimal megabytes (the 129
+    /// MB) as MB, whole binary units as KiB, MiB and GiB.
+    #[test]
+    fn byte_x_values_are_written_in_the_unit_they_were_given_in() {
+        let s = sized(&[]);
+        let text = |x: f64| x_text(&s, x);
+        assert_eq!(text(129_000_000.0), "129 MB");
+        assert_eq!(text((8u64 << 30) as f64), "8 GiB");
+        assert_eq!(text((1020u64 << 20) as f64), "1020 MiB");
+        assert_eq!(text(16384.0), "16 KiB");
+        assert_eq!(text(64.0), "64 B");
+        let plain = Series { x_label: "slaves".into(), ..sized(&[]) };
+        assert_eq!(x_text(&plain, 8.0), "8");
+    }
 }
