@@ -585,18 +585,19 @@ async fn slaves(plan: &Plan, dir: &Path, notes: &mut Notes) -> Series {
     Series {
         name: "slaves".into(),
         title: format!(
-            "Slaves on one logship SYNC_MASTER ({} MB prefilled, 1 KiB messages; SYNC waits for any \
-             one slave)",
+            "k slaves on one logship SYNC_MASTER ({} MB prefilled, 1 KiB messages): master CPU per \
+             replicated MB while they catch up; SYNC p50, p99 of 1 producer (any one slave acks); a \
+             fresh slave's catch-up while 4 producers stream",
             prefill / 1_000_000
         ),
         x_label: "slaves".into(),
         x: SLAVES.iter().map(|&k| k as f64).collect(),
         curves: vec![
-            curve("master CPU per replicated MB, slaves catching up".into(), "us/MB", cpu),
-            curve("SYNC p50, 1 producer".into(), "us", p50),
-            curve("SYNC p99, 1 producer".into(), "us", p99),
-            curve("a fresh slave catches up while the others stream".into(), "s", secs),
-            curve("the fresh slave's catch-up".into(), "MB/s", mbs),
+            curve("master CPU, k slaves catching up".into(), "us/MB", cpu),
+            curve("SYNC p50".into(), "us", p50),
+            curve("SYNC p99".into(), "us", p99),
+            curve("fresh slave, k streaming".into(), "s", secs),
+            curve("fresh slave, k streaming".into(), "MB/s", mbs),
         ],
     }
 }
@@ -844,7 +845,7 @@ async fn memory(plan: &Plan, dir: &Path, notes: &mut Notes) -> Series {
         curves: vec![
             curve("VmRSS".into(), "MiB", vm),
             curve("RssAnon".into(), "MiB", anon),
-            curve("RssAnon over no connection, per connection".into(), "KiB", per),
+            curve("RssAnon per connection".into(), "KiB", per),
         ],
     }
 }
@@ -1027,14 +1028,15 @@ async fn recovery(plan: &Plan, dir: &Path, notes: &mut Notes) -> Series {
         }
         let n = kind.name();
         let [killed, clean, empty] = values;
-        curves.push(curve(format!("{n} after kill -9 under load"), "s", killed));
-        curves.push(curve(format!("{n} after a clean stop"), "s", clean));
-        curves.push(curve(format!("{n} on an empty store"), "s", empty));
+        curves.push(curve(format!("{n} after kill -9"), "s", killed));
+        curves.push(curve(format!("{n} after clean stop"), "s", clean));
+        curves.push(curve(format!("{n} empty store"), "s", empty));
     }
     Series {
         name: "recovery".into(),
-        title: "Restart time by store size: from spawning the process until it serves (logship: /status; \
-                a peer: its store loaded and started)"
+        title: "Restart time by store size, after kill -9 under load (4 producers), after a clean stop, \
+                and on an empty store: from spawning the process until it serves (logship: /status; a \
+                peer: its store loaded and started)"
             .into(),
         x_label: "store, bytes".into(),
         x: plan.recovery_sizes.iter().map(|&b| b as f64).collect(),
