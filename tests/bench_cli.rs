@@ -240,3 +240,50 @@ fn bench_quick_runs_and_prints_every_scenario() {
     let table = |s: &str| s.lines().filter(|l| !l.starts_with("wrote ")).collect::<Vec<_>>().join("\n");
     assert_eq!(table(&printed), table(&stdout));
 }
+
+/// `--quick --series all` measures every series (nothing else), writes each into the report
+/// with its x values and a value for every point of logship's curves, and draws each as an SVG.
+#[test]
+fn quick_series_give_a_value_per_point_and_a_plot_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    let out = bench(&["--quick", "--series", "all", "--out", &out_dir.display().to_string()]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "bench failed:\n{stdout}\n{stderr}");
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("report.json")).unwrap()).unwrap();
+    assert_eq!(report["rows"], json!([]), "with --series alone no scenario runs: {report}");
+    let kib = |k: u64| (k << 10) as f64;
+    let expected: [(&str, Vec<f64>); 7] = [
+        ("producers", vec![1.0, 4.0, 16.0, 64.0, 256.0]),
+        ("size", vec![64.0, kib(1), kib(16), kib(256), kib(4096)]),
+        ("slaves", vec![1.0, 2.0, 4.0, 8.0]),
+        ("log", vec![kib(4096), kib(16 << 10)]),
+        ("recovery", vec![kib(2048)]),
+        ("memory", vec![1.0, 2.0, 4.0, 8.0]),
+        ("memory-catchup", vec![kib(4096), kib(16 << 10)]),
+    ];
+    let series = report["series"].as_array().expect("a series list");
+    let names: Vec<&str> = series.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, expected.iter().map(|(n, _)| *n).collect::<Vec<_>>());
+    for (s, (name, x)) in series.iter().zip(&expected) {
+        let got: Vec<f64> = s["x"].as_array().unwrap().iter().map(|v| v.as_f64().unwrap()).collect();
+        assert_eq!(&got, x, "{name}'s x values");
+        let curves = s["curves"].as_array().unwrap();
+        assert!(!curves.is_empty(), "{name} has no curve");
+        for c in curves {
+            let values = c["values"].as_array().unwrap();
+            assert_eq!(values.len(), x.len(), "{name}: {c}");
+            assert!(
+                values.iter().all(|v| v.as_f64().is_some_and(f64::is_finite)),
+                "{name}: a point without a value: {c}"
+            );
+        }
+        let svg = std::fs::read_to_string(out_dir.join(format!("{name}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("<polyline"), "{name}.svg: {svg}");
+        assert!(stdout.contains(s["title"].as_str().unwrap().split(' ').next().unwrap()), "{stdout}");
+    }
+    for line in stdout.lines() {
+        assert!(line.chars().count() <= WIDTH, "a line over {WIDTH} columns:\n{line}");
+    }
+}

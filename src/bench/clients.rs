@@ -223,12 +223,18 @@ impl Drop for App {
 }
 
 /// A free listenPort whose neighbours a broker also takes: `port - 2` (RocketMQ's VIP channel,
-/// logship's fast remoting port), `port + 1` (HA) and `port + 2` (logship's HTTP port).
-fn free_broker_port() -> anyhow::Result<u16> {
+/// logship's fast remoting port), `port + 1` (HA) and `port + 2` (logship's HTTP port). None of
+/// the five is within reach of a port this process handed out before: brokers started one after
+/// another bind theirs only once they run, so a check that they are free is not enough.
+pub(crate) fn free_broker_port() -> anyhow::Result<u16> {
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
     for _ in 0..200 {
         let p = peer::free_port()?;
         let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
-        if (1026..65534).contains(&p) && free(p - 2) && free(p + 1) && free(p + 2) {
+        let clear = given.iter().all(|&g| g.abs_diff(p) > 4);
+        if clear && (1026..65534).contains(&p) && free(p - 2) && free(p + 1) && free(p + 2) {
+            given.push(p);
             return Ok(p);
         }
     }

@@ -17,10 +17,14 @@
 //! the same bytes in the same run. With `--peer java` (or `java5`) the client scenarios
 //! ([`clients`]) run too: RocketMQ's own Java producer and push consumer, through the Apache
 //! NameServer, against a logship pair and a Java broker pair.
+//!
+//! With `--series` ([`scale`]), the scale series run instead: how puts, catch-up, restart and
+//! memory grow with producers, message size, slaves, log size and connections.
 
 mod clients;
 mod peer;
 mod report;
+mod scale;
 mod series;
 mod text;
 mod user;
@@ -101,6 +105,26 @@ pub struct BenchArgs {
     /// directory.
     #[arg(long, value_name = "DIR")]
     pub out: Option<std::path::PathBuf>,
+    /// Run these scale series (comma-separated or repeated): `producers`, `size`, `slaves`,
+    /// `log`, `recovery`, `memory`, or `all`. They take long, so with `--series` the scenarios
+    /// run only if `--only` names some.
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub series: Vec<String>,
+    /// The log sizes of the `log` series (and of the `memory` series' catch-ups), e.g.
+    /// `129MB,1GiB,8GiB` [default: 129MB,1020MiB; with --quick 4MiB,16MiB].
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub log_sizes: Vec<String>,
+    /// The store sizes of the `recovery` series, e.g. `1GiB,8GiB` [default: 1GiB; with --quick
+    /// 2MiB].
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub recovery_sizes: Vec<String>,
+    /// Internal (the `recovery` series' load process): fill a logship store here, then keep
+    /// putting until killed.
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub load_store: Option<std::path::PathBuf>,
+    /// Internal: the bytes `--load-store` fills before it says `filled`.
+    #[arg(long, default_value_t = 0, hide = true)]
+    pub load_bytes: u64,
     /// Print a report saved with `--json` again (table, verdicts, exit code) instead of running.
     #[arg(long, value_name = "FILE")]
     pub from_json: Option<std::path::PathBuf>,
@@ -585,6 +609,34 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
         report.judge()?;
         return print_report(&args, &report);
     }
+    if let Some(dir) = &args.load_store {
+        user::set_options(user::LogshipOptions { sets: args.set.clone(), ..user::LogshipOptions::default() });
+        let segment = args
+            .set
+            .iter()
+            .find_map(|kv| kv.strip_prefix("mappedFileSizeCommitLog="))
+            .map(|v| v.trim().parse::<u64>())
+            .transpose()
+            .context("mappedFileSizeCommitLog: a number of bytes")?
+            .unwrap_or(user::DEFAULT_SEGMENT);
+        scale::load_until_killed(dir, args.load_bytes, segment).await?;
+        return Ok(false);
+    }
+    let which = scale::Which::parse(&args.series)?;
+    let sizes = |list: &[String], default: &[u64]| -> anyhow::Result<Vec<u64>> {
+        if list.is_empty() {
+            Ok(default.to_vec())
+        } else {
+            list.iter().map(|s| scale::parse_size(s)).collect()
+        }
+    };
+    let log_sizes = sizes(
+        &args.log_sizes,
+        if args.quick { &[4 << 20, 16 << 20] } else { &[129_000_000, (1 << 30) - (4 << 20)] },
+    )?;
+    let recovery_sizes = sizes(&args.recovery_sizes, if args.quick { &[2 << 20] } else { &[1 << 30] })?;
+    // The series take long: beside them, scenarios run only when `--only` names some.
+    let scenarios = which.is_empty() || args.only.is_some();
     if args.quick {
         args.messages = args.messages.min(5_000);
         args.samples = args.samples.min(300);
@@ -612,11 +664,12 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
     let peers: Vec<peer::Impl> = peers.into_iter().flatten().collect();
     let scratch = tempfile::Builder::new().prefix("logship-bench-").tempdir()?;
     let segment = if args.quick { 64 << 20 } else { user::DEFAULT_SEGMENT };
+    let want = |name: &str| scenarios && wanted(&args, name);
 
-    if wanted(&args, "join") {
+    if want("join") {
         join_scenarios(&args, &peers, scratch.path(), segment, &mut rows).await?;
     }
-    if wanted(&args, "roll") {
+    if want("roll") {
         let (seg, window) = if args.quick { (16 << 20, 2 << 20) } else { (user::DEFAULT_SEGMENT, 32 << 20) };
         let (mut p99s, mut maxes, mut mids, mut mid_maxes) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for round in 1..=repeat {
@@ -651,16 +704,16 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
 
     let mut rtt50 = Vec::new();
     let mut rtt99 = Vec::new();
-    for _ in 0..repeat {
+    for _ in 0..if want("sync") || want("idle") { repeat } else { 0 } {
         let rtts = ping_pong(args.samples, Duration::ZERO)?;
         rtt50.push(micros(percentile(&rtts, 0.5)));
         rtt99.push(micros(percentile(&rtts, 0.99)));
     }
     let (rtt50, rtt99) = (median(rtt50), median(rtt99));
-    if wanted(&args, "sync") {
+    if want("sync") {
         sync_scenarios(&args, &peers, scratch.path(), segment, (rtt50, rtt99), &mut rows, &mut notes).await?;
     }
-    if wanted(&args, "idle") {
+    if want("idle") {
         let (mut p50, mut idle_rtt, mut worst) = (Vec::new(), Vec::new(), (0.0, 0.0));
         let (samples, pause) = (args.samples.min(2_000), Duration::from_millis(2));
         for round in 1..=repeat {
@@ -699,7 +752,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
         }
         rows.push(Row::new(scenario.into(), p50, "us", "one TCP round trip p50, back to back", rtt50, "-"));
     }
-    if wanted(&args, "throughput") {
+    if want("throughput") {
         for producers in [1usize, 64] {
             let (mut asyncs, mut async_replicated, mut syncs) = (Vec::new(), Vec::new(), Vec::new());
             let mut latencies: [(Vec<f64>, Vec<f64>); 2] = Default::default();
@@ -731,9 +784,20 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
         }
     }
 
-    if wanted(&args, "clients") && peers.contains(&peer::Impl::Java5) {
+    if want("clients") && peers.contains(&peer::Impl::Java5) {
         client_scenarios(&args, scratch.path(), &mut rows, &mut info)?;
     }
+
+    let plan = scale::Plan {
+        quick: args.quick,
+        repeat,
+        messages: args.messages,
+        samples: args.samples,
+        peers: peers.clone(),
+        log_sizes,
+        recovery_sizes,
+    };
+    let series = scale::run(&plan, &which, scratch.path(), &mut notes).await;
 
     drop(scratch);
     let mut report = report::Report {
@@ -741,7 +805,7 @@ pub async fn run(mut args: BenchArgs) -> anyhow::Result<bool> {
         load: load_average(),
         rows,
         notes: info.into_iter().chain(notes.iter().map(|(_, n)| n.clone())).collect(),
-        series: Vec::new(),
+        series,
     };
     report.judge()?;
     let met = print_report(&args, &report)?;

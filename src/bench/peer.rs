@@ -356,6 +356,16 @@ impl PeerProcess {
     }
 }
 
+impl PeerProcess {
+    /// Kills the process with SIGKILL (as `kill -9`: no shutdown, the store left as it was) and
+    /// reaps it.
+    pub fn kill(mut self) -> anyhow::Result<()> {
+        self.child.kill().with_context(|| format!("killing the {} peer", self.kind.name()))?;
+        self.child.wait()?;
+        Ok(())
+    }
+}
+
 /// How a peer process ended after [`PeerProcess::shutdown`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Ended {
@@ -397,19 +407,6 @@ impl Drop for PeerProcess {
 /// A free TCP port on loopback.
 pub fn free_port() -> anyhow::Result<u16> {
     Ok(std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// Three consecutive free ports (listenPort, haListenPort = listenPort + 1, httpListenPort =
-/// listenPort + 2).
-pub fn free_port_pair() -> anyhow::Result<u16> {
-    for _ in 0..200 {
-        let port = free_port()?;
-        let free = |p: u16| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok();
-        if port < 65534 && free(port + 1) && free(port + 2) {
-            return Ok(port);
-        }
-    }
-    bail!("no three consecutive free ports")
 }
 
 /// Spawns a `logship` broker command (`role` names it in the error) logging at WARN, with no
@@ -458,7 +455,8 @@ impl LogshipSlave {
     /// Starts `logship slave --store dir --master master` plus `--set` overrides, under the
     /// `wrap` command if one is given.
     pub fn start(dir: &Path, master: &str, sets: &[String], wrap: &[String]) -> anyhow::Result<Self> {
-        let port = free_port_pair()?;
+        // Its fast remoting port (`listenPort - 2`) is taken too.
+        let port = super::clients::free_broker_port()?;
         let mut cmd = match wrap.split_first() {
             None => peer_command(Impl::Logship)?,
             Some((program, args)) => {
@@ -478,6 +476,14 @@ impl LogshipSlave {
     /// Its last lines on stderr.
     pub fn stderr_tail(&self) -> String {
         self.stderr.lock().unwrap_or_else(|e| e.into_inner()).join("\n")
+    }
+
+    /// An error naming its exit status and last stderr lines if the process has exited.
+    pub fn check_running(&mut self) -> anyhow::Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            bail!("`logship slave` exited with {status}:\n{}", self.stderr_tail());
+        }
+        Ok(())
     }
 
     /// The `logship slave` process: the child, or the wrapper's child if the wrapper forked.

@@ -39,6 +39,12 @@ pub struct Curve {
 fn x_text(series: &Series, x: f64) -> String {
     if series.x_label.contains("bytes") {
         let x = x as u64;
+        if x >= 1 << 30 && x % (1 << 30) == 0 {
+            return format!("{} GiB", x >> 30);
+        }
+        if x >= 1_000_000 && x % 1_000_000 == 0 {
+            return format!("{} MB", x / 1_000_000);
+        }
         if x >= 1 << 20 && x % (1 << 20) == 0 {
             return format!("{} MiB", x >> 20);
         }
@@ -112,7 +118,10 @@ pub fn svg(s: &Series) -> String {
             units.push(&c.unit);
         }
     }
-    let (w, ph, left, right, top) = (720.0, 260.0, 80.0, 200.0, 40.0);
+    // The title in lines that fit the width (about 7 px a character at 14 px).
+    let title = wrap(&s.title, 90);
+    let (w, ph, left, right) = (720.0, 260.0, 80.0, 200.0);
+    let top = 22.0 + 18.0 * title.len() as f64;
     let height = top + ph * units.len().max(1) as f64 + 20.0;
     let mut out = String::new();
     let _ = writeln!(
@@ -120,12 +129,15 @@ pub fn svg(s: &Series) -> String {
         r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{height}" viewBox="0 0 {w} {height}" font-family="sans-serif" font-size="12">"#
     );
     let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        out,
-        r#"<text x="{}" y="20" font-size="14" text-anchor="middle">{}</text>"#,
-        w / 2.0,
-        esc(&s.title)
-    );
+    for (i, line) in title.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            r#"<text x="{}" y="{}" font-size="14" text-anchor="middle">{}</text>"#,
+            w / 2.0,
+            20.0 + 18.0 * i as f64,
+            esc(line)
+        );
+    }
     let xs: Vec<f64> = s.x.iter().map(|&x| x.max(f64::MIN_POSITIVE).log10()).collect();
     let (x0, x1) = bounds(&xs);
     let plot_w = w - left - right;
@@ -236,4 +248,54 @@ fn bounds(v: &[f64]) -> (f64, f64) {
     let lo = v.iter().copied().filter(|v| v.is_finite()).fold(f64::INFINITY, f64::min);
     let hi = v.iter().copied().filter(|v| v.is_finite()).fold(f64::NEG_INFINITY, f64::max);
     if lo.is_finite() { (lo, hi) } else { (0.0, 1.0) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sized(x: &[f64]) -> Series {
+        Series {
+            name: "s".into(),
+            title: "t".into(),
+            x_label: "log, bytes".into(),
+            x: x.to_vec(),
+            curves: vec![],
+        }
+    }
+
+    /// Sizes read as they are written on the command line: decimal megabytes (the issue's 129
+    /// MB) as MB, whole binary units as KiB, MiB and GiB.
+    #[test]
+    fn byte_x_values_are_written_in_the_unit_they_were_given_in() {
+        let s = sized(&[]);
+        let text = |x: f64| x_text(&s, x);
+        assert_eq!(text(1.5e6), "1500000 B");
+        assert_eq!(text(129_000_000.0), "129 MB");
+        assert_eq!(text((8u64 << 30) as f64), "8 GiB");
+        assert_eq!(text((1020u64 << 20) as f64), "1020 MiB");
+        assert_eq!(text(16384.0), "16 KiB");
+        assert_eq!(text(64.0), "64 B");
+        let plain = Series { x_label: "slaves".into(), ..sized(&[]) };
+        assert_eq!(x_text(&plain, 8.0), "8");
+    }
+
+    /// A long title is drawn in lines that fit the plot's width, every word kept, and the
+    /// panels start below it.
+    #[test]
+    fn a_long_title_is_wrapped_above_the_panels() {
+        let s = Series {
+            name: "s".into(),
+            title: "word ".repeat(40),
+            x_label: "slaves".into(),
+            x: vec![1.0, 2.0],
+            curves: vec![Curve { name: "c".into(), unit: "us".into(), values: vec![Some(1.0), None] }],
+        };
+        let svg = svg(&s);
+        let titles: Vec<&str> = svg.lines().filter(|l| l.contains(r#"font-size="14""#)).collect();
+        assert!(titles.len() >= 2, "{svg}");
+        assert_eq!(titles.iter().map(|l| l.matches("word").count()).sum::<usize>(), 40, "{svg}");
+        let panel = svg.lines().find(|l| l.starts_with("<rect x=")).expect("a panel");
+        assert!(panel.contains(&format!(r#"y="{}""#, 22 + 18 * titles.len())), "{panel}");
+    }
 }

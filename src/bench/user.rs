@@ -132,9 +132,21 @@ impl LogshipMaster {
         flush: FlushDiskType,
         segment: u64,
     ) -> anyhow::Result<Self> {
+        Self::start_with(dir, role, flush, segment, &[]).await
+    }
+
+    /// [`Self::start`] with broker.conf settings (`KEY=VALUE`) beyond the run's `--set` ones.
+    pub async fn start_with(
+        dir: &Path,
+        role: BrokerRole,
+        flush: FlushDiskType,
+        segment: u64,
+        extra: &[String],
+    ) -> anyhow::Result<Self> {
         let overrides: Vec<(String, String)> = options()
             .sets
             .iter()
+            .chain(extra)
             .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())))
             .collect();
         let loaded = crate::config::load(&[], None, &overrides)?;
@@ -209,8 +221,13 @@ impl LogshipMaster {
         Ok(all)
     }
 
+    /// The HA service's handle (puts, status).
+    pub fn handle(&self) -> &logship_tokio::MasterHandle<CommitLog> {
+        &self.handle
+    }
+
     /// Waits until no slave connection is left (a stopped slave's may linger a moment).
-    async fn wait_no_slaves(&self) -> anyhow::Result<()> {
+    pub async fn wait_no_slaves(&self) -> anyhow::Result<()> {
         let deadline = Instant::now() + Duration::from_secs(60);
         while !self.handle.status().await.context("master stopped")?.slaves.is_empty() {
             ensure!(Instant::now() < deadline, "a slave stayed connected for a minute after it stopped");
@@ -300,9 +317,24 @@ impl Master {
         flush: FlushDiskType,
         segment: u64,
     ) -> anyhow::Result<Self> {
+        Self::start_with(kind, dir, role, flush, segment, &[]).await
+    }
+
+    /// [`Self::start`] with broker.conf settings for a logship master beyond the run's `--set`
+    /// ones (a peer takes none).
+    pub async fn start_with(
+        kind: Impl,
+        dir: &Path,
+        role: BrokerRole,
+        flush: FlushDiskType,
+        segment: u64,
+        extra: &[String],
+    ) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir)?;
         Ok(match kind {
-            Impl::Logship => Self::Logship(LogshipMaster::start(dir, role, flush, segment).await?),
+            Impl::Logship => {
+                Self::Logship(LogshipMaster::start_with(dir, role, flush, segment, extra).await?)
+            }
             _ => {
                 let spec = PeerSpec {
                     role: role_name(role),
@@ -392,15 +424,27 @@ impl Slave {
         flush: FlushDiskType,
         segment: u64,
     ) -> anyhow::Result<Self> {
+        Self::start_with(kind, dir, master, flush, segment, &[]).await
+    }
+
+    /// [`Self::start`] with broker.conf settings for a `logship slave` beyond the run's `--set`
+    /// ones (a peer takes none).
+    pub async fn start_with(
+        kind: Impl,
+        dir: &Path,
+        master: String,
+        flush: FlushDiskType,
+        segment: u64,
+        extra: &[String],
+    ) -> anyhow::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let dir = dir.to_path_buf();
         Ok(match kind {
-            Impl::Logship => Self::Logship(LogshipSlave::start(
-                &dir,
-                &master,
-                &logship_sets(flush, segment),
-                &options().slave_wrap,
-            )?),
+            Impl::Logship => {
+                let mut sets = logship_sets(flush, segment);
+                sets.extend_from_slice(extra);
+                Self::Logship(LogshipSlave::start(&dir, &master, &sets, &options().slave_wrap)?)
+            }
             _ => {
                 let spec =
                     PeerSpec { role: "SLAVE", dir, segment, flush: flush_name(flush), master: Some(master) };
@@ -464,6 +508,14 @@ impl Slave {
                 ensure!(v["reached"] == true, "the {} slave did not reach {end}: {v}", p.kind.name());
                 Ok(at)
             }
+        }
+    }
+
+    /// An error if a `logship slave` process has exited (a peer is not checked).
+    pub fn check_running(&mut self) -> anyhow::Result<()> {
+        match self {
+            Self::Logship(s) => s.check_running(),
+            Self::Peer(_) => Ok(()),
         }
     }
 
