@@ -1,7 +1,8 @@
 //! The real `mqadmin` (rocketmq-tools 5.5.0 and 4.9.7) against one logship broker group: a
 //! SYNC_MASTER and a slave registered with the real Apache NameServer, a Java producer and a
 //! Java push consumer. `clusterList`, `topicRoute`, `topicStatus`, `brokerStatus`,
-//! `consumerProgress`, `consumerConnection`, `producerConnection` and `queryMsgById` are each checked field by field
+//! `consumerProgress`, `statsAll`, `consumerConnection`, `producerConnection` and
+//! `queryMsgById` are each checked field by field
 //! against what the group holds, with both tool lines.
 //!
 //! Skips without Java unless `LOGSHIP_REQUIRE_JAVA=1`.
@@ -63,6 +64,22 @@ fn topic_put_tps(c: &mut Client) -> f64 {
     let rest = &body[at + "\"topicPutTps\":".len()..];
     let end = rest.find(['}', ',']).unwrap_or(rest.len());
     rest[..end].parse().unwrap_or_else(|_| panic!("topicPutTps in {body}"))
+}
+
+/// `consumeTps` of `GROUP` on `TOPIC` in the master's `GET_CONSUME_STATS` answer.
+fn consume_tps(c: &mut Client) -> f64 {
+    let r = c.call(
+        RemotingCommand::request(RequestCode::GET_CONSUME_STATS)
+            .with_version(513)
+            .with_ext_field("consumerGroup", GROUP)
+            .with_ext_field("topic", TOPIC),
+    );
+    assert_eq!(r.code, 0, "GET_CONSUME_STATS: {:?}", r.remark);
+    let body = String::from_utf8_lossy(&r.body).to_string();
+    let at = body.find("\"consumeTps\":").unwrap_or_else(|| panic!("no consumeTps in {body}"));
+    let rest = &body[at + "\"consumeTps\":".len()..];
+    let end = rest.find(['}', ',']).unwrap_or(rest.len());
+    rest[..end].parse().unwrap_or_else(|_| panic!("consumeTps in {body}"))
 }
 
 /// mqadmin's `key : value` lines (`brokerStatus`).
@@ -209,13 +226,48 @@ fn mqadmin_5_5_0_and_4_9_7_report_a_logship_group_as_it_is() {
     // sample of the messages, with both tool lines.
     let deadline = Instant::now() + Duration::from_secs(50);
     loop {
-        let tps = topic_put_tps(&mut c);
-        if tps > 0.0 {
+        let tps = (topic_put_tps(&mut c), consume_tps(&mut c));
+        if tps.0 > 0.0 && tps.1 > 0.0 {
             break;
         }
-        assert!(Instant::now() < deadline, "topicPutTps stayed {tps} after {SENT} sends");
+        assert!(Instant::now() < deadline, "(topicPutTps, consumeTps) stayed {tps:?} after {SENT} sends");
         std::thread::sleep(Duration::from_millis(500));
     }
+    // statsAll: the topic's row, from the master's VIEW_BROKER_STATS_DATA answers
+    // (TOPIC_PUT_NUMS of the topic, GROUP_GET_NUMS of `topic@group`): the in and out rates of
+    // the last minute above 0, and the messages in and out (the broker has run less than ten
+    // minutes, so these are the minute's sums, as a Java broker's are): every message sent
+    // (the seed may be older than the minute) and at least as many consumed, nothing behind.
+    for (apps, line) in [(&apps5, CLIENT_5), (&apps4, CLIENT_4)] {
+        let who = format!("mqadmin {}", line.version);
+        let text = ok(&apps.mqadmin(&["statsAll", "-n", &ns, "-t", TOPIC]), "statsAll");
+        let header: Vec<&str> = text.lines().next().unwrap_or("").split_whitespace().collect();
+        assert_eq!(
+            header,
+            [
+                "#Topic",
+                "#Consumer",
+                "Group",
+                "#Accumulation",
+                "#InTPS",
+                "#OutTPS",
+                "#InMsg24Hour",
+                "#OutMsg24Hour"
+            ],
+            "{who} statsAll:\n{text}"
+        );
+        let row = rows(&text, TOPIC);
+        assert_eq!(row.len(), 1, "{who} statsAll: one row, the topic and its group:\n{text}");
+        let cells = &row[0];
+        assert_eq!(cells.len(), 7, "{who} statsAll: {cells:?}");
+        assert_eq!((cells[1], cells[2]), (GROUP, "0"), "{who}: the group, nothing behind: {cells:?}");
+        let rate = |i: usize| cells[i].parse::<f64>().unwrap_or_else(|_| panic!("{who}: {cells:?}"));
+        let count = |i: usize| cells[i].parse::<u64>().unwrap_or_else(|_| panic!("{who}: {cells:?}"));
+        assert!(rate(3) > 0.0 && rate(4) > 0.0, "{who}: the minute's in and out rates:\n{text}");
+        assert!((SENT..=SENT + 1).contains(&count(5)), "{who}: the messages in:\n{text}");
+        assert!(count(6) >= SENT, "{who}: the messages out:\n{text}");
+    }
+
     for (apps, line) in [(&apps5, CLIENT_5), (&apps4, CLIENT_4)] {
         let text = ok(&apps.mqadmin(&["consumerProgress", "-n", &ns, "-g", GROUP]), "consumerProgress");
         let tps: f64 = text

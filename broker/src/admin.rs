@@ -2,10 +2,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use logship_remoting::body::{DataVersion, JsonBody};
+use logship_remoting::body::{BrokerStatsData, BrokerStatsItem, DataVersion, JsonBody};
 use logship_remoting::header::{
     GetBrokerConfigResponseHeader, GetConsumeStatsRequestHeader, GetTopicConfigRequestHeader,
-    GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader,
+    GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader, ViewBrokerStatsDataRequestHeader,
 };
 use logship_remoting::{RemotingCommand, ResponseCode};
 use logship_store::DiskUsage;
@@ -13,6 +13,7 @@ use serde_json::{Value, json};
 
 use crate::serve::{Processed, Refusal, RequestContext};
 use crate::settings::RocketmqLine;
+use crate::stats::{KeyedStat, StatsSnapshot};
 
 /// `GET_ALL_TOPIC_CONFIG` (21): every topic config with the table's version. A 5.x broker sends
 /// a `TopicConfigAndMappingSerializeWrapper`: the same, plus the static-topic mappings (none
@@ -166,6 +167,27 @@ pub(crate) fn get_broker_runtime_info(ctx: &RequestContext, request: &RemotingCo
     let body = serde_json::to_vec(&json!({ "table": table }))
         .map_err(|e| Refusal::system_error(format!("cannot encode the runtime table: {e}")))?;
     Ok(ctx.response(request, ResponseCode::SUCCESS).with_body(body))
+}
+
+/// `VIEW_BROKER_STATS_DATA` (315): one `BrokerStatsManager` statistic of one key over the last
+/// minute, hour and day (sum, per second, per increment), as a `BrokerStatsData`; what
+/// `mqadmin statsAll` reads (`TOPIC_PUT_NUMS` of each topic, `GROUP_GET_NUMS` of
+/// `topic@group`). Served: `TOPIC_PUT_NUMS`, `TOPIC_PUT_SIZE`, `GROUP_GET_NUMS` and
+/// `GROUP_GET_SIZE`. Any other statistic, and a key never counted, gets Java's answer to a
+/// statistic that does not exist: `SYSTEM_ERROR`, `The stats <name> <key> not exist`.
+pub(crate) fn view_broker_stats_data(ctx: &RequestContext, request: &RemotingCommand) -> Processed {
+    let h: ViewBrokerStatsDataRequestHeader = request.decode_header()?;
+    let views = KeyedStat::from_java_name(&h.stats_name)
+        .and_then(|stat| ctx.broker.stats.keyed_views(stat, &h.stats_key));
+    let Some(views) = views else {
+        return Err(Refusal::new(
+            ResponseCode::SYSTEM_ERROR,
+            format!("The stats <{}> <{}> not exist", h.stats_name, h.stats_key),
+        ));
+    };
+    let item = |s: StatsSnapshot| BrokerStatsItem::new(s.sum, s.tps, s.avgpt);
+    let data = BrokerStatsData::new(item(views.minute), item(views.hour), item(views.day));
+    Ok(ctx.response(request, ResponseCode::SUCCESS).with_body(data.encode()))
 }
 
 /// The configuration `GET_BROKER_CONFIG` reports: the broker's settings under RocketMQ's key
@@ -507,6 +529,58 @@ mod tests {
                 "no secret-bearing key: {k}"
             );
         }
+    }
+
+    fn view_stats(ctx: &RequestContext, name: &str, key: &str) -> RemotingCommand {
+        let h = ViewBrokerStatsDataRequestHeader { stats_name: name.into(), stats_key: key.into() };
+        ask(ctx, RequestCode::VIEW_BROKER_STATS_DATA, &h)
+    }
+
+    #[test]
+    fn broker_stats_data_shows_a_topic_s_puts_and_a_group_s_pulls_per_view() {
+        let d = tempfile::tempdir().unwrap();
+        let (ctx, host) = broker(d.path(), BrokerSettings::default());
+        let now = || host.now_ms.load(std::sync::atomic::Ordering::Acquire);
+        ctx.broker.stats.sample(now());
+        put(&ctx, 0);
+        put(&ctx, 1);
+        ctx.broker.stats.group_got("cg", "TopicA", 2, 300);
+        // Counted, not sampled yet: every view is zero, as Java's is until its next sample.
+        let r = view_stats(&ctx, "TOPIC_PUT_NUMS", "TopicA");
+        assert_eq!(r.code, 0, "{:?}", r.remark);
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        let zero = json!({"avgpt": 0.0, "sum": 0, "tps": 0.0});
+        assert_eq!(v, json!({"statsDay": zero, "statsHour": zero, "statsMinute": zero}));
+        host.now_ms.fetch_add(10_000, std::sync::atomic::Ordering::AcqRel);
+        ctx.broker.stats.sample(now());
+        let view = |name: &str, key: &str| {
+            let r = view_stats(&ctx, name, key);
+            assert_eq!(r.code, 0, "{name} {key}: {:?}", r.remark);
+            BrokerStatsData::decode(&r.body).unwrap()
+        };
+        // Two puts of one message each over the 10 s since the key's first sample.
+        let puts = view("TOPIC_PUT_NUMS", "TopicA");
+        assert_eq!(puts.stats_minute, BrokerStatsItem::new(2, 0.2, 1.0));
+        assert_eq!(puts.stats_hour, BrokerStatsItem::default(), "sampled every 10 minutes");
+        let size = view("TOPIC_PUT_SIZE", "TopicA").stats_minute;
+        assert!(size.sum > 2 && size.avgpt == size.sum as f64 / 2.0, "{size:?}");
+        let gets = view("GROUP_GET_NUMS", "TopicA@cg");
+        assert_eq!(gets.stats_minute, BrokerStatsItem::new(2, 0.2, 2.0));
+        assert_eq!(view("GROUP_GET_SIZE", "TopicA@cg").stats_minute.sum, 300);
+        // Java's answer to a statistic or key that does not exist.
+        for (name, key) in
+            [("TOPIC_PUT_NUMS", "Nope"), ("GROUP_GET_NUMS", "TopicA"), ("NO_SUCH_STAT", "TopicA")]
+        {
+            let r = view_stats(&ctx, name, key);
+            assert_eq!(r.code, ResponseCode::SYSTEM_ERROR.0, "{name} {key}");
+            assert_eq!(r.remark.unwrap(), format!("The stats <{name}> <{key}> not exist"));
+        }
+        let r = call(
+            &ctx,
+            RemotingCommand::request(RequestCode::VIEW_BROKER_STATS_DATA).with_ext_field("statsName", "X"),
+        );
+        assert_eq!(r.code, ResponseCode::SYSTEM_ERROR.0);
+        assert!(r.remark.unwrap().contains("statsKey"), "the missing field is named");
     }
 
     fn stats(ctx: &RequestContext, group: &str, topic: Option<&str>) -> String {

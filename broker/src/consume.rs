@@ -580,10 +580,10 @@ fn count_pull(ctx: &RequestContext, request: &RemotingCommand, r: &crate::pull::
     if code == ResponseCode::SUCCESS {
         let messages = r.messages.len() as u64;
         ctx.broker.stats.pulled(messages);
-        // Java's incGroupGetNums, keyed by the request's group and topic.
+        // Java's incGroupGetNums and incGroupGetSize, keyed by the request's group and topic.
         let field = |k: &str| request.ext_fields.get(k).map(String::as_str);
         if let (Some(group), Some(topic)) = (field("consumerGroup"), field("topic")) {
-            ctx.broker.stats.group_got(group, topic, messages);
+            ctx.broker.stats.group_got(group, topic, messages, r.body_len() as u64);
         }
     } else if [
         ResponseCode::PULL_NOT_FOUND,

@@ -55,6 +55,7 @@ pub async fn dispatch(ctx: RequestContext, request: RemotingCommand) -> Option<R
         RequestCode::GET_TOPIC_STATS_INFO => admin::get_topic_stats_info(&ctx, &request),
         RequestCode::GET_BROKER_RUNTIME_INFO => admin::get_broker_runtime_info(&ctx, &request),
         RequestCode::GET_BROKER_CONFIG => admin::get_broker_config(&ctx, &request),
+        RequestCode::VIEW_BROKER_STATS_DATA => admin::view_broker_stats_data(&ctx, &request),
         RequestCode::GET_CONSUME_STATS => admin::get_consume_stats(&ctx, &request),
         RequestCode::QUERY_TOPIC_CONSUME_BY_WHO => admin::query_topic_consume_by_who(&ctx, &request),
         RequestCode::GET_TOPIC_CONFIG if ctx.broker.settings.line == crate::settings::RocketmqLine::V5 => {

@@ -21,9 +21,17 @@ const SEPARATOR: char = '\u{2}';
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct JavaProperties {
     /// In insertion order (a replaced value keeps its key's place).
-    entries: Vec<(String, String)>,
+    entries: Vec<Entry>,
     /// The table's capacity now (it only grows, as Java's).
     capacity: usize,
+}
+
+/// One property, with its name's [`spread`] hash (computed once).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Entry {
+    hash: u32,
+    name: String,
+    value: String,
 }
 
 /// Java's `HashMap.hash`: the hash code with its high half folded in.
@@ -58,17 +66,48 @@ impl JavaProperties {
         map
     }
 
+    /// What [`parse`](Self::parse) of this map's [`serialize`](Self::serialize) gives (Java's
+    /// send path turns its map into the string and reads the string back), without the string:
+    /// the entries in iteration order into a new map of `line`, less those with an empty
+    /// value.
+    pub fn reparsed(self, line: RocketmqLine) -> Self {
+        // A separator inside a name or value would read back differently: take the text's way.
+        let plain = self
+            .entries
+            .iter()
+            .all(|e| !e.name.contains([NAME_VALUE, SEPARATOR]) && !e.value.contains(SEPARATOR));
+        if !plain {
+            return Self::parse(line, &self.serialize(line));
+        }
+        let order = self.order();
+        let mut slots: Vec<Option<Entry>> = self.entries.into_iter().map(Some).collect();
+        let mut map = Self::new(line);
+        map.entries.reserve(slots.len());
+        for i in order {
+            let Some(e) = slots[i].take() else { continue };
+            if !e.name.is_empty() && !e.value.is_empty() {
+                map.insert(e);
+            }
+        }
+        map
+    }
+
     /// `put`: sets `name` (keeping its place if present).
     pub fn put(&mut self, name: &str, value: &str) {
-        if let Some(e) = self.entries.iter_mut().find(|(n, _)| n == name) {
-            e.1 = value.to_string();
+        if let Some(e) = self.entries.iter_mut().find(|e| e.name == name) {
+            value.clone_into(&mut e.value);
             return;
         }
-        self.entries.push((name.to_string(), value.to_string()));
+        self.insert(Entry { hash: spread(name), name: name.to_string(), value: value.to_string() });
+    }
+
+    /// Adds an entry whose name is not in the map, growing the table as Java's does.
+    fn insert(&mut self, entry: Entry) {
+        let bucket = |cap: usize, hash: u32| hash as usize & (cap - 1);
+        let b = bucket(self.capacity, entry.hash);
+        self.entries.push(entry);
         // A bucket of more than eight keys below capacity 64 doubles the table (treeifyBin).
-        let bucket = |cap: usize, k: &str| spread(k) as usize & (cap - 1);
-        let b = bucket(self.capacity, name);
-        let in_bucket = self.entries.iter().filter(|(n, _)| bucket(self.capacity, n) == b).count();
+        let in_bucket = self.entries.iter().filter(|e| bucket(self.capacity, e.hash) == b).count();
         if in_bucket > 8 && self.capacity < 64 {
             self.capacity *= 2;
         }
@@ -79,13 +118,13 @@ impl JavaProperties {
 
     /// `get`.
     pub fn get(&self, name: &str) -> Option<&str> {
-        self.entries.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+        self.entries.iter().find(|e| e.name == name).map(|e| e.value.as_str())
     }
 
     /// `remove`: the value it had.
     pub fn remove(&mut self, name: &str) -> Option<String> {
-        let at = self.entries.iter().position(|(n, _)| n == name)?;
-        Some(self.entries.remove(at).1)
+        let at = self.entries.iter().position(|e| e.name == name)?;
+        Some(self.entries.remove(at).value)
     }
 
     /// Whether it holds `name`.
@@ -93,19 +132,26 @@ impl JavaProperties {
         self.get(name).is_some()
     }
 
-    /// The entries in Java's iteration order: by bucket, then insertion within a bucket.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+    /// The entries' indexes in Java's iteration order: by bucket, then insertion within a
+    /// bucket.
+    fn order(&self) -> Vec<usize> {
         let mask = self.capacity - 1;
         let mut order: Vec<(usize, usize)> =
-            self.entries.iter().enumerate().map(|(i, (n, _))| (spread(n) as usize & mask, i)).collect();
+            self.entries.iter().enumerate().map(|(i, e)| (e.hash as usize & mask, i)).collect();
         order.sort_unstable();
-        order.into_iter().map(move |(_, i)| (self.entries[i].0.as_str(), self.entries[i].1.as_str()))
+        order.into_iter().map(|(_, i)| i).collect()
+    }
+
+    /// The entries in Java's iteration order: by bucket, then insertion within a bucket.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.order().into_iter().map(move |i| (self.entries[i].name.as_str(), self.entries[i].value.as_str()))
     }
 
     /// `messageProperties2String` of `line`: `name\u{1}value\u{2}` for each entry; 4.9 drops
     /// the last `\u{2}`.
     pub fn serialize(&self, line: RocketmqLine) -> String {
-        let mut out = String::new();
+        let len: usize = self.entries.iter().map(|e| e.name.len() + e.value.len() + 2).sum();
+        let mut out = String::with_capacity(len);
         for (name, value) in self.iter() {
             out.push_str(name);
             out.push(NAME_VALUE);
@@ -162,7 +208,38 @@ mod tests {
             RocketmqLine::V5,
             "\u{1}x\u{2}a\u{1}\u{2}ab\u{2}k\u{1}1\u{2}k\u{1}2\u{2}z\u{1}a\u{1}b",
         );
-        assert_eq!(m.entries, [("k".to_string(), "2".to_string()), ("z".to_string(), "a\u{1}b".to_string())]);
+        let entries: Vec<(&str, &str)> =
+            m.entries.iter().map(|e| (e.name.as_str(), e.value.as_str())).collect();
+        assert_eq!(entries, [("k", "2"), ("z", "a\u{1}b")]);
+    }
+
+    #[test]
+    fn reparsed_is_the_parse_of_the_serialized_string() {
+        let sent = "KEYS\u{1}k1\u{2}UNIQ_KEY\u{1}U\u{2}WAIT\u{1}true\u{2}TAGS\u{1}TagA\u{2}p1\u{1}v\u{1}1";
+        for line in [RocketmqLine::V4_9, RocketmqLine::V5] {
+            let mut cases = Vec::new();
+            let mut m = JavaProperties::parse(line, sent);
+            m.put("MSG_REGION", "DefaultRegion");
+            m.put("TRACE_ON", "true");
+            cases.push(m.clone());
+            // An empty value is dropped by the read back; separators in a value take the text's way.
+            m.put("EMPTY", "");
+            cases.push(m.clone());
+            m.put("ODD", "a\u{2}b\u{1}c");
+            cases.push(m.clone());
+            // Enough keys to grow the table on the way back.
+            let mut big = JavaProperties::new(line);
+            for i in 0..40 {
+                big.put(&format!("key{i}"), "v");
+            }
+            cases.push(big);
+            for m in cases {
+                let want = JavaProperties::parse(line, &m.serialize(line));
+                let got = m.reparsed(line);
+                assert_eq!(got, want);
+                assert_eq!(got.serialize(line), want.serialize(line));
+            }
+        }
     }
 
     #[test]

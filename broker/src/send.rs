@@ -347,9 +347,10 @@ fn request_properties(ctx: &RequestContext, header: &SendMessageRequestHeader) -
         RocketmqLine::V5 => {
             let mut first = JavaProperties::parse(line, raw);
             first.put(property::MSG_REGION, &ctx.broker.settings.region_id);
-            first.put(property::TRACE_ON, &ctx.broker.settings.trace_on.to_string());
-            // The header's properties become this map's string, then are parsed again.
-            let mut props = JavaProperties::parse(line, &first.serialize(line));
+            first.put(property::TRACE_ON, if ctx.broker.settings.trace_on { "true" } else { "false" });
+            // The header's properties become this map's string, then are parsed again: the
+            // same map, without building the string.
+            let mut props = first.reparsed(line);
             props.remove(property::POP_CK);
             props
         }

@@ -8,6 +8,11 @@
 //! empty (`""`) until the broker has run that long, as Java's is. The day counters
 //! (`msgPutTotalTodayMorning` and the like) are the totals at the last two midnights (UTC;
 //! Java takes the broker's time zone), zero until the broker has seen a midnight.
+//!
+//! Per topic and per `topic@group` it keeps Java's `BrokerStatsManager` items that logship has
+//! the figures of ([`KeyedStat`]): each a running count and number of increments, sampled into
+//! a minute, an hour and a day view as Java's `StatsItem` is, for `GET_TOPIC_STATS_INFO`'s
+//! `topicPutTps`, `GET_CONSUME_STATS`'s `consumeTps` and `VIEW_BROKER_STATS_DATA` (315).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -41,34 +46,147 @@ pub struct Counters {
     pub get_transferred: u64,
 }
 
-/// How often the per-topic and per-group counters are sampled (Java's `StatsItemSet` samples
-/// every 10 s).
+/// How often the per-topic and per-group counters are sampled for their minute view (Java's
+/// `StatsItemSet` samples every 10 s).
 pub const KEYED_SAMPLE_MS: i64 = 10_000;
 
-/// Samples a per-key rate is computed over: the newest and six before it, a minute (Java's
-/// `csListMinute` keeps 7).
-const KEYED_SAMPLES: usize = 7;
+/// One of Java's `StatsItem` views: how often it is sampled and how many samples it keeps.
+#[derive(Clone, Copy, Debug)]
+struct View {
+    every_ms: i64,
+    kept: usize,
+}
 
-/// Java's `StatsItem` minute view of one key (`TOPIC_PUT_NUMS` of a topic, `GROUP_GET_NUMS` of
-/// `topic@group`): the running count, and its samples every [`KEYED_SAMPLE_MS`].
+/// `csListMinute`: every 10 s, 7 kept (a minute).
+const MINUTE: View = View { every_ms: KEYED_SAMPLE_MS, kept: 7 };
+/// `csListHour`: every 10 min, 7 kept (an hour).
+const HOUR: View = View { every_ms: 10 * 60_000, kept: 7 };
+/// `csListDay`: every hour, 25 kept (a day).
+const DAY: View = View { every_ms: 60 * 60_000, kept: 25 };
+/// The views, in the order of [`KeyedItem::views`].
+const VIEWS: [View; 3] = [MINUTE, HOUR, DAY];
+
+/// One sample of a keyed counter: `(ms, times, value)`.
+type Snap = (i64, u64, u64);
+
+/// One of Java's `StatsSnapshot`s: what a keyed counter did over one view's samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct StatsSnapshot {
+    /// The count between the oldest and the newest sample.
+    pub sum: u64,
+    /// [`sum`](Self::sum) per second between them.
+    pub tps: f64,
+    /// [`sum`](Self::sum) per increment between them (messages per put, say); 0 without one.
+    pub avgpt: f64,
+}
+
+/// The three views of one keyed counter, as `VIEW_BROKER_STATS_DATA` (315) reports them.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[non_exhaustive]
+pub struct StatsViews {
+    /// Over the last minute (samples every 10 s).
+    pub minute: StatsSnapshot,
+    /// Over the last hour (samples every 10 minutes).
+    pub hour: StatsSnapshot,
+    /// Over the last day (samples every hour).
+    pub day: StatsSnapshot,
+}
+
+/// The keyed statistics Java's `BrokerStatsManager` keeps that logship keeps too, by their
+/// Java names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum KeyedStat {
+    /// `TOPIC_PUT_NUMS`, keyed by topic: messages stored, per put.
+    TopicPutNums,
+    /// `TOPIC_PUT_SIZE`, keyed by topic: bytes stored, per put.
+    TopicPutSize,
+    /// `GROUP_GET_NUMS`, keyed `topic@group`: messages pulled, per pull.
+    GroupGetNums,
+    /// `GROUP_GET_SIZE`, keyed `topic@group`: bytes pulled, per pull.
+    GroupGetSize,
+}
+
+impl KeyedStat {
+    /// The statistic of Java name `name`, if logship keeps it.
+    pub fn from_java_name(name: &str) -> Option<Self> {
+        Some(match name {
+            "TOPIC_PUT_NUMS" => Self::TopicPutNums,
+            "TOPIC_PUT_SIZE" => Self::TopicPutSize,
+            "GROUP_GET_NUMS" => Self::GroupGetNums,
+            "GROUP_GET_SIZE" => Self::GroupGetSize,
+            _ => return None,
+        })
+    }
+}
+
+/// Java's `StatsItem` of one key: the running value and increments, and each view's samples.
+#[derive(Debug, Default)]
+struct StatItem {
+    value: u64,
+    times: u64,
+    /// Per view (minute, hour, day), oldest first; the first sample of a view is preceded by
+    /// `(t - period, 0, 0)`, as Java's is.
+    views: [VecDeque<Snap>; 3],
+}
+
+impl StatItem {
+    fn add(&mut self, value: u64) {
+        self.value += value;
+        self.times += 1;
+    }
+
+    fn sample(&mut self, view: usize, now_ms: i64) {
+        let View { every_ms, kept } = VIEWS[view];
+        let samples = &mut self.views[view];
+        if samples.is_empty() {
+            samples.push_back((now_ms - every_ms, 0, 0));
+        }
+        samples.push_back((now_ms, self.times, self.value));
+        while samples.len() > kept {
+            samples.pop_front();
+        }
+    }
+
+    /// Java's `computeStatsData` over one view: zeros before its first sample.
+    fn snapshot(&self, view: usize) -> StatsSnapshot {
+        let samples = &self.views[view];
+        match (samples.front(), samples.back()) {
+            (Some(&(t0, n0, v0)), Some(&(t1, n1, v1))) if t1 > t0 => {
+                let sum = v1.saturating_sub(v0);
+                let times = n1.saturating_sub(n0);
+                StatsSnapshot {
+                    sum,
+                    tps: sum as f64 * 1000.0 / (t1 - t0) as f64,
+                    avgpt: if times > 0 { sum as f64 / times as f64 } else { 0.0 },
+                }
+            }
+            _ => StatsSnapshot::default(),
+        }
+    }
+
+    fn views(&self) -> StatsViews {
+        StatsViews { minute: self.snapshot(0), hour: self.snapshot(1), day: self.snapshot(2) }
+    }
+}
+
+/// The counters of one key: messages (`*_NUMS`) and bytes (`*_SIZE`), counted together.
 #[derive(Debug, Default)]
 struct KeyedItem {
-    value: u64,
-    /// `(ms, value)`, oldest first; the first sample of a key is preceded by `(t - 10 s, 0)`,
-    /// as Java's is.
-    samples: VecDeque<(i64, u64)>,
+    nums: StatItem,
+    size: StatItem,
 }
 
 impl KeyedItem {
-    /// Java's `getStatsDataInMinute().getTps()`: the count between the oldest and the newest
-    /// sample, per second; 0 before the first sample.
-    fn tps(&self) -> f64 {
-        match (self.samples.front(), self.samples.back()) {
-            (Some(&(t0, v0)), Some(&(t1, v1))) if t1 > t0 => {
-                v1.saturating_sub(v0) as f64 * 1000.0 / (t1 - t0) as f64
-            }
-            _ => 0.0,
-        }
+    fn add(&mut self, messages: u64, bytes: u64) {
+        self.nums.add(messages);
+        self.size.add(bytes);
+    }
+
+    fn sample(&mut self, view: usize, now_ms: i64) {
+        self.nums.sample(view, now_ms);
+        self.size.sample(view, now_ms);
     }
 }
 
@@ -80,8 +198,8 @@ struct Inner {
     /// Messages pulled per topic, then per group (Java's `GROUP_GET_NUMS`, keyed `topic@group`;
     /// nested here so that a pull looks its counter up without building the key).
     group_gets: HashMap<String, HashMap<String, KeyedItem>>,
-    /// When the keyed counters were last sampled.
-    keyed_sampled: Option<i64>,
+    /// When the keyed counters' views (minute, hour, day) were last sampled.
+    keyed_sampled: [Option<i64>; 3],
     /// `(ms, counters)`, oldest first, at least a second apart.
     samples: VecDeque<(i64, Counters)>,
     /// The day (since the epoch) of the last midnight seen, and the totals then and a day before.
@@ -115,25 +233,25 @@ impl BrokerStats {
     }
 
     /// A put of `messages` messages to `topic` taking `bytes` in the log was stored, after
-    /// `took_ms`.
+    /// `took_ms` (Java's `incTopicPutNums` and `incTopicPutSize`).
     pub fn put_stored(&self, topic: &str, messages: u64, bytes: u64, took_ms: u64) {
         let mut i = self.inner();
         i.now.put_times += 1;
         i.now.put_messages += messages;
         i.now.put_bytes += bytes;
         i.put_time_max_ms = i.put_time_max_ms.max(took_ms);
-        add_keyed(&mut i.topic_puts, topic, messages);
+        add_keyed(&mut i.topic_puts, topic, messages, bytes);
     }
 
-    /// A pull of `group` from `topic` carried `messages` messages (Java's `incGroupGetNums`,
-    /// counted for pulls answered `SUCCESS`).
-    pub fn group_got(&self, group: &str, topic: &str, messages: u64) {
+    /// A pull of `group` from `topic` carried `messages` messages of `bytes` bytes (Java's
+    /// `incGroupGetNums` and `incGroupGetSize`, counted for pulls answered `SUCCESS`).
+    pub fn group_got(&self, group: &str, topic: &str, messages: u64, bytes: u64) {
         let mut i = self.inner();
         match i.group_gets.get_mut(topic) {
-            Some(groups) => add_keyed(groups, group, messages),
+            Some(groups) => add_keyed(groups, group, messages, bytes),
             None => {
                 let mut groups = HashMap::new();
-                add_keyed(&mut groups, group, messages);
+                add_keyed(&mut groups, group, messages, bytes);
                 i.group_gets.insert(topic.to_string(), groups);
             }
         }
@@ -142,13 +260,36 @@ impl BrokerStats {
     /// Messages stored to `topic` per second over the last minute of samples (Java's
     /// `tpsTopicPutNums`, `TopicStatsTable.topicPutTps`); 0 for a topic without any.
     pub fn topic_put_tps(&self, topic: &str) -> f64 {
-        self.inner().topic_puts.get(topic).map_or(0.0, KeyedItem::tps)
+        self.inner().topic_puts.get(topic).map_or(0.0, |item| item.nums.snapshot(0).tps)
     }
 
     /// Messages `group` pulled from `topic` per second over the last minute of samples (Java's
     /// `tpsGroupGetNums`, what `ConsumeStats.consumeTps` sums).
     pub fn group_get_tps(&self, group: &str, topic: &str) -> f64 {
-        self.inner().group_gets.get(topic).and_then(|groups| groups.get(group)).map_or(0.0, KeyedItem::tps)
+        self.inner()
+            .group_gets
+            .get(topic)
+            .and_then(|groups| groups.get(group))
+            .map_or(0.0, |item| item.nums.snapshot(0).tps)
+    }
+
+    /// The minute, hour and day views of `stat` for `key` (a topic, or `topic@group` for the
+    /// group statistics), as Java's `BrokerStatsManager.getStatsItem` finds them: `None` for a
+    /// key never counted.
+    pub fn keyed_views(&self, stat: KeyedStat, key: &str) -> Option<StatsViews> {
+        let i = self.inner();
+        let item = match stat {
+            KeyedStat::TopicPutNums | KeyedStat::TopicPutSize => i.topic_puts.get(key),
+            KeyedStat::GroupGetNums | KeyedStat::GroupGetSize => {
+                // Neither topic nor group names may hold `@` (Java's name check).
+                let (topic, group) = key.split_once('@')?;
+                i.group_gets.get(topic).and_then(|groups| groups.get(group))
+            }
+        }?;
+        Some(match stat {
+            KeyedStat::TopicPutNums | KeyedStat::GroupGetNums => item.nums.views(),
+            KeyedStat::TopicPutSize | KeyedStat::GroupGetSize => item.size.views(),
+        })
     }
 
     /// A put was refused by the store.
@@ -184,17 +325,16 @@ impl BrokerStats {
             i.today_morning = i.now;
             i.day = Some(day);
         }
-        if i.keyed_sampled.is_none_or(|t| now_ms - t >= KEYED_SAMPLE_MS) {
-            i.keyed_sampled = Some(now_ms);
+        // Each view from the first sample on, at its own period (Java's `StatsItemSet`
+        // schedules from the broker's start); keys counted since are sampled from the next.
+        for (view, View { every_ms, .. }) in VIEWS.iter().enumerate() {
+            if i.keyed_sampled[view].is_some_and(|t| now_ms - t < *every_ms) {
+                continue;
+            }
+            i.keyed_sampled[view] = Some(now_ms);
             let Inner { topic_puts, group_gets, .. } = &mut *i;
             for item in topic_puts.values_mut().chain(group_gets.values_mut().flat_map(HashMap::values_mut)) {
-                if item.samples.is_empty() {
-                    item.samples.push_back((now_ms - KEYED_SAMPLE_MS, 0));
-                }
-                item.samples.push_back((now_ms, item.value));
-                while item.samples.len() > KEYED_SAMPLES {
-                    item.samples.pop_front();
-                }
+                item.sample(view, now_ms);
             }
         }
         if i.samples.back().is_some_and(|(t, _)| now_ms - t < 1000) {
@@ -264,11 +404,13 @@ impl BrokerStats {
     }
 }
 
-fn add_keyed(items: &mut HashMap<String, KeyedItem>, key: &str, n: u64) {
+fn add_keyed(items: &mut HashMap<String, KeyedItem>, key: &str, messages: u64, bytes: u64) {
     match items.get_mut(key) {
-        Some(item) => item.value += n,
+        Some(item) => item.add(messages, bytes),
         None => {
-            items.insert(key.to_string(), KeyedItem { value: n, samples: VecDeque::new() });
+            let mut item = KeyedItem::default();
+            item.add(messages, bytes);
+            items.insert(key.to_string(), item);
         }
     }
 }
@@ -345,7 +487,7 @@ mod tests {
         s.sample(T0);
         s.put_stored("T", 30, 3000, 0);
         s.put_stored("U", 1, 100, 0);
-        s.group_got("g", "T", 20);
+        s.group_got("g", "T", 20, 2000);
         assert_eq!(s.topic_put_tps("T"), 0.0, "no sample yet");
         s.sample(T0 + 5_000);
         assert_eq!(s.topic_put_tps("T"), 0.0, "the next sample is 10 s after the last");
@@ -365,6 +507,37 @@ mod tests {
         s.put_stored("T", 60, 6000, 0);
         s.sample(T0 + 90_000);
         assert_eq!(s.topic_put_tps("T"), 1.0, "60 messages over the minute kept");
+    }
+
+    #[test]
+    fn keyed_views_are_java_s_minute_hour_and_day_samples() {
+        // Sampled once at boot, as the glue samples.
+        let stats = BrokerStats::new(T0);
+        stats.sample(T0);
+        let view = |k: &str| stats.keyed_views(KeyedStat::TopicPutNums, k);
+        stats.put_stored("T", 3, 300, 0);
+        assert_eq!(view("T").unwrap(), StatsViews::default(), "counted, not sampled");
+        assert_eq!(view("U"), None, "a key never counted does not exist");
+        // One put of three a minute for two hours, sampled every second.
+        for sec in 1..=7200 {
+            if sec % 60 == 0 {
+                stats.put_stored("T", 3, 300, 0);
+            }
+            stats.sample(T0 + sec * 1000);
+        }
+        let v = view("T").unwrap();
+        // The minute: the samples at 7140..7200 s, one put among them.
+        assert_eq!(v.minute, StatsSnapshot { sum: 3, tps: 0.05, avgpt: 3.0 });
+        // The hour: samples every 10 minutes, the oldest at 3600 s: 60 puts.
+        assert_eq!((v.hour.sum, v.hour.avgpt), (180, 3.0));
+        assert!((v.hour.tps - 0.05).abs() < 1e-9, "{:?}", v.hour);
+        // The day: hourly samples, the first preceded by a zero an hour before it (at 0 s, when
+        // the key did not exist yet): everything since.
+        assert_eq!((v.day.sum, v.day.avgpt), (363, 3.0));
+        let bytes = stats.keyed_views(KeyedStat::TopicPutSize, "T").unwrap();
+        assert_eq!(bytes.day.sum, 36_300);
+        assert_eq!(KeyedStat::from_java_name("GROUP_GET_NUMS"), Some(KeyedStat::GroupGetNums));
+        assert_eq!(KeyedStat::from_java_name("SNDBCK_PUT_NUMS"), None);
     }
 
     #[test]

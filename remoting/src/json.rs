@@ -28,46 +28,73 @@ use crate::header::ExtFields;
 
 /// Appends `cmd`'s JSON header to `dst`.
 pub(crate) fn encode_header(cmd: &RemotingCommand, dst: &mut BytesMut) {
-    let mut put = |bytes: &[u8]| dst.extend_from_slice(bytes);
-    put(b"{\"code\":");
-    put(cmd.code.to_string().as_bytes());
+    use std::fmt::Write as _;
+    // Writing into a `BytesMut` cannot fail.
+    dst.extend_from_slice(b"{\"code\":");
+    let _ = write!(dst, "{}", cmd.code);
     if !cmd.ext_fields.is_empty() {
-        put(b",\"extFields\":{");
+        dst.extend_from_slice(b",\"extFields\":{");
         for (i, (key, value)) in cmd.ext_fields.iter().enumerate() {
             if i > 0 {
-                put(b",");
+                dst.extend_from_slice(b",");
             }
-            put(&json_string(key));
-            put(b":");
-            put(&json_string(value));
+            json_string(dst, key);
+            dst.extend_from_slice(b":");
+            json_string(dst, value);
         }
-        put(b"}");
+        dst.extend_from_slice(b"}");
     }
-    put(b",\"flag\":");
-    put(cmd.flag.to_string().as_bytes());
-    put(b",\"language\":");
+    dst.extend_from_slice(b",\"flag\":");
+    let _ = write!(dst, "{}", cmd.flag);
+    dst.extend_from_slice(b",\"language\":");
     match cmd.language.name() {
         Some(name) => {
-            put(b"\"");
-            put(name.as_bytes());
-            put(b"\"");
+            dst.extend_from_slice(b"\"");
+            dst.extend_from_slice(name.as_bytes());
+            dst.extend_from_slice(b"\"");
         }
         // fastjson reads an enum from its ordinal, which is the code for every LanguageCode.
-        None => put(cmd.language.0.to_string().as_bytes()),
+        None => {
+            let _ = write!(dst, "{}", cmd.language.0);
+        }
     }
-    put(b",\"opaque\":");
-    put(cmd.opaque.to_string().as_bytes());
+    dst.extend_from_slice(b",\"opaque\":");
+    let _ = write!(dst, "{}", cmd.opaque);
     if let Some(remark) = &cmd.remark {
-        put(b",\"remark\":");
-        put(&json_string(remark));
+        dst.extend_from_slice(b",\"remark\":");
+        json_string(dst, remark);
     }
-    put(b",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
-    put(cmd.version.to_string().as_bytes());
-    put(b"}");
+    dst.extend_from_slice(b",\"serializeTypeCurrentRPC\":\"JSON\",\"version\":");
+    let _ = write!(dst, "{}", cmd.version);
+    dst.extend_from_slice(b"}");
 }
 
-fn json_string(s: &str) -> Vec<u8> {
-    serde_json::to_vec(s).expect("a string always serializes")
+/// Appends `s` as a JSON string, escaped as serde_json escapes it: `"`, `\\`, and the control
+/// characters (`\b`, `\f`, `\n`, `\r`, `\t`, else `\u00xx`).
+fn json_string(dst: &mut BytesMut, s: &str) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    dst.reserve(s.len() + 2);
+    dst.extend_from_slice(b"\"");
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x0C => b"\\f",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x00..=0x1F => &[b'\\', b'u', b'0', b'0', HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xF)]],
+            _ => continue,
+        };
+        dst.extend_from_slice(&bytes[start..i]);
+        dst.extend_from_slice(escape);
+        start = i + 1;
+    }
+    dst.extend_from_slice(&bytes[start..]);
+    dst.extend_from_slice(b"\"");
 }
 
 /// Reads a JSON header into a command (without body; JSON serialize type).
@@ -315,19 +342,76 @@ impl<'de> Visitor<'de> for ExtFieldsSeed {
         let mut out = ExtFields::new();
         while let Some(key) = map.next_key::<String>()? {
             // fastjson turns any value into its text; `null` is Java's absent field.
-            match map.next_value::<serde_json::Value>()? {
-                serde_json::Value::Null => {
+            match map.next_value_seed(ExtValue)? {
+                None => {
                     out.remove(&key);
                 }
-                serde_json::Value::String(s) => {
-                    out.insert(key, s);
-                }
-                other => {
-                    out.insert(key, other.to_string());
+                Some(value) => {
+                    out.insert(key, value);
                 }
             }
         }
         Ok(out)
+    }
+}
+
+/// One extFields value as its text: a string as it is, a number, boolean, object or array as
+/// its JSON text (as `serde_json::Value`'s `to_string` writes it), `null` as `None`. Strings
+/// and numbers, nearly every value, are read without building a `Value`.
+struct ExtValue;
+
+impl<'de> DeserializeSeed<'de> for ExtValue {
+    type Value = Option<String>;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Option<String>, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ExtValue {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an extFields value")
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Some(v))
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(Some(v.to_string()))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Some(serde_json::Value::from(v).to_string()))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Some(serde_json::Value::from(v).to_string()))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(Some(serde_json::Value::from(v).to_string()))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+        use serde::Deserialize as _;
+        let v = serde_json::Value::deserialize(de::value::MapAccessDeserializer::new(map))?;
+        Ok(Some(v.to_string()))
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
+        use serde::Deserialize as _;
+        let v = serde_json::Value::deserialize(de::value::SeqAccessDeserializer::new(seq))?;
+        Ok(Some(v.to_string()))
     }
 }
 
@@ -351,6 +435,34 @@ mod tests {
             std::str::from_utf8(&out).unwrap(),
             r#"{"code":105,"extFields":{"topic":"TBW102"},"flag":0,"language":"JAVA","opaque":1,"serializeTypeCurrentRPC":"JSON","version":401}"#
         );
+    }
+
+    #[test]
+    fn strings_are_escaped_as_serde_json_escapes_them() {
+        for text in ["plain", "a \"q\" \\ b", "\u{0}\u{1}\u{8}\u{c}\n\r\t\u{1f}\u{7f}", "é ✓ \u{2028}", ""]
+        {
+            let mut out = BytesMut::new();
+            json_string(&mut out, text);
+            assert_eq!(&out[..], serde_json::to_vec(text).unwrap(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn ext_field_values_of_every_json_kind_read_as_their_text() {
+        let cmd = decode(
+            r#"{"code":10,"extFields":{"s":"x","i":-3,"u":7,"f":1.5,"b":true,"n":null,"o":{"k":[1,"v"]},"a":[true]}}"#,
+        )
+        .unwrap();
+        let e = &cmd.ext_fields;
+        assert_eq!(
+            (e["s"].as_str(), e["i"].as_str(), e["u"].as_str(), e["f"].as_str()),
+            ("x", "-3", "7", "1.5")
+        );
+        assert_eq!(
+            (e["b"].as_str(), e["o"].as_str(), e["a"].as_str()),
+            ("true", r#"{"k":[1,"v"]}"#, "[true]")
+        );
+        assert!(!e.contains_key("n"), "null is an absent field");
     }
 
     #[test]

@@ -1,25 +1,35 @@
 //! One remoting connection on tokio: the driver loop of its [`ServerConnection`].
+//!
+//! The connection's requests are processed in its own task, not each in a task of its own:
+//! a request that needs nothing it must wait for (a lookup, a heartbeat, most pulls) is
+//! answered in the same pass that read it, and one that waits (a put for its slave's ack, a
+//! held pull) stays in the connection's set of requests in flight and wakes the connection
+//! when it can go on. Its answer then goes out with every other one ready, in one write.
 
+use std::future::{Future, poll_fn};
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::task::Poll;
 use std::time::Instant;
 
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use logship_broker::{Connection, Outbound, RequestContext};
 use logship_remoting::RemotingCommand;
 use logship_remoting::server::{CloseReason, RequestId, ServerConnection, busy_response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
-use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
 use super::Shared;
 
-/// What the connection's other tasks hand its driver.
+/// A request being processed: its answer, with the id to answer it under, once done.
+type Processing = Pin<Box<dyn Future<Output = (RequestId, Option<RemotingCommand>)> + Send>>;
+
+/// What the broker hands the connection's driver from elsewhere.
 enum Event {
-    /// A processor's answer.
-    Answer(RequestId, Option<RemotingCommand>),
     /// A command the broker starts.
     Send(RemotingCommand),
     /// The broker closes the connection.
@@ -54,12 +64,12 @@ pub async fn run(
     let local = stream.local_addr().unwrap_or(peer);
     let (mut rd, mut wr) = stream.into_split();
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let connection = Arc::new(Connection::new(id, peer, local, Arc::new(ChannelOutbound(tx.clone()))));
+    let connection = Arc::new(Connection::new(id, peer, local, Arc::new(ChannelOutbound(tx))));
     let broker = shared.broker.clone();
     broker.connection_opened(&connection);
     let mut conn = ServerConnection::new(shared.config.clone(), now());
     let mut buf = vec![0u8; 64 << 10];
-    let mut tasks = JoinSet::new();
+    let mut processing: FuturesUnordered<Processing> = FuturesUnordered::new();
     let mut draining: Option<tokio::time::Instant> = None;
     let version = shared.config.version;
     // One timer for the connection's deadlines, re-armed only when a deadline comes earlier
@@ -69,9 +79,6 @@ pub async fn run(
     tokio::pin!(timer);
     let mut armed: Option<Instant> = None;
     loop {
-        // Finished tasks stay in the set until reaped: without this a long-lived connection
-        // keeps one entry per request it ever made.
-        while tasks.try_join_next().is_some() {}
         while let Some(request) = conn.poll_request() {
             let bytes = request.command.body.len() + 256;
             let Some(permit) = shared.budget.try_acquire(bytes) else {
@@ -81,12 +88,22 @@ pub async fn run(
                 continue;
             };
             let ctx = RequestContext::new(broker.clone(), connection.clone());
-            let tx = tx.clone();
-            tasks.spawn(async move {
+            let id = request.id;
+            processing.push(Box::pin(async move {
                 let answer = logship_broker::dispatch::dispatch(ctx, request.command).await;
                 drop(permit);
-                let _ = tx.send(Event::Answer(request.id, answer));
-            });
+                (id, answer)
+            }));
+        }
+        // Every request that can go on does, now; what finishes is answered at once.
+        if !processing.is_empty() {
+            poll_fn(|cx| {
+                while let Poll::Ready(Some((id, answer))) = processing.poll_next_unpin(cx) {
+                    answer_request(&mut conn, id, answer);
+                }
+                Poll::Ready(())
+            })
+            .await;
         }
         if conn.is_finished() {
             break;
@@ -134,8 +151,10 @@ pub async fn run(
                     conn.close(now(), format!("write failed: {e}"));
                 }
             },
+            Some((id, answer)) = processing.next(), if !processing.is_empty() => {
+                answer_request(&mut conn, id, answer);
+            },
             Some(event) = rx.recv() => {
-                // Every answer ready now, so that they leave in one write.
                 let mut next = Some(event);
                 while let Some(event) = next {
                     handle_event(&mut conn, event);
@@ -155,21 +174,25 @@ pub async fn run(
     let _ = wr.shutdown().await;
     // Every request read is carried out even though its answer has nowhere to go, as a Java
     // broker does: a client sends its last one-way messages and hangs up at once, and aborting
-    // here lost them (or cut a put short). Each task still holds its share of the in-flight
-    // budget until it ends; a SYNC_MASTER send ends within slaveTimeout.
-    tasks.detach_all();
+    // here lost them (or cut a put short). Each still holds its share of the in-flight budget
+    // until it ends; a SYNC_MASTER send ends within slaveTimeout.
+    for request in processing {
+        tokio::spawn(request);
+    }
     note_close(&shared, &conn);
     broker.connection_closed(&connection);
 }
 
-/// Applies one event of the connection's other tasks.
+/// Queues a processor's answer.
+fn answer_request(conn: &mut ServerConnection, id: RequestId, answer: Option<RemotingCommand>) {
+    if let Err(e) = conn.respond(now(), id, answer) {
+        warn!(%e, "remoting answer");
+    }
+}
+
+/// Applies one event from elsewhere in the broker.
 fn handle_event(conn: &mut ServerConnection, event: Event) {
     match event {
-        Event::Answer(id, answer) => {
-            if let Err(e) = conn.respond(now(), id, answer) {
-                warn!(%e, "remoting answer");
-            }
-        }
         Event::Send(command) => {
             let _ = conn.send(now(), command);
         }

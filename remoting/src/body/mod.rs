@@ -21,6 +21,7 @@ mod heartbeat;
 mod metadata;
 mod register;
 mod route;
+mod stats;
 
 use std::collections::BTreeMap;
 
@@ -38,6 +39,7 @@ pub use metadata::{
 };
 pub use register::{DEFAULT_MAX_INFLATED_LEN, RegisterBrokerBody};
 pub use route::{BrokerData, QueueData, TopicRouteData};
+pub use stats::{BrokerStatsData, BrokerStatsItem};
 
 use crate::error::BodyError;
 

@@ -49,6 +49,17 @@ command_header! {
 }
 
 command_header! {
+    /// `ViewBrokerStatsDataRequestHeader`: the header of `VIEW_BROKER_STATS_DATA` (315), both
+    /// lines (5.x adds no RPC fields to it).
+    pub struct ViewBrokerStatsDataRequestHeader {
+        /// `statsName`: a `BrokerStatsManager` statistic (`TOPIC_PUT_NUMS`, ...).
+        pub stats_name: String => required "statsName",
+        /// `statsKey`: its key (a topic, `topic@group`, ...).
+        pub stats_key: String => required "statsKey",
+    }
+}
+
+command_header! {
     /// `GetBrokerConfigResponseHeader`: the header of `GET_BROKER_CONFIG`'s (26) answer.
     pub struct GetBrokerConfigResponseHeader {
         /// `version`: the configuration's data version, as JSON.

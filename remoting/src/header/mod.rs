@@ -30,7 +30,7 @@ use std::fmt;
 
 pub use admin::{
     GetBrokerConfigResponseHeader, GetConsumeStatsRequestHeader, GetTopicConfigRequestHeader,
-    GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader,
+    GetTopicStatsInfoRequestHeader, QueryTopicConsumeByWhoRequestHeader, ViewBrokerStatsDataRequestHeader,
 };
 pub use client::{
     ConsumerSendMsgBackRequestHeader, GetConsumerListByGroupRequestHeader,
