@@ -10,11 +10,10 @@ use serde_json::Value;
 use crate::error::BrokerError;
 use crate::file::{ConfigFile, DELAY_OFFSET_FILE};
 use crate::managed::{Managed, from_value, to_value};
+#[cfg(test)]
+use crate::settings::DEFAULT_DELAY_LEVELS;
 use crate::settings::{BrokerSettings, RocketmqLine};
 use logship_remoting::body::{DataVersion, JsonBody};
-
-/// RocketMQ's default `messageDelayLevel`: levels 1 to 18.
-pub const DEFAULT_DELAY_LEVELS: &str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
 
 /// The delay of each level, in milliseconds (`ScheduleMessageService.parseDelayLevel`).
 #[derive(Clone, Debug, PartialEq, Eq)]

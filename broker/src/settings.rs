@@ -3,6 +3,9 @@
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
+/// RocketMQ's default `messageDelayLevel`: levels 1 to 18.
+pub const DEFAULT_DELAY_LEVELS: &str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h";
+
 /// Which RocketMQ line's defaults the broker creates (the default topics and groups differ).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
 #[non_exhaustive]
@@ -134,7 +137,7 @@ impl Default for BrokerSettings {
             enable_create_sys_group: true,
             consumer_offset_update_version_step: 500,
             delay_offset_update_version_step: 200,
-            message_delay_level: crate::delay::DEFAULT_DELAY_LEVELS.to_string(),
+            message_delay_level: DEFAULT_DELAY_LEVELS.to_string(),
             broker_id: 0,
             broker_ip1: IpAddr::V4(Ipv4Addr::LOCALHOST),
             listen_port: 10911,

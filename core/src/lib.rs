@@ -43,6 +43,11 @@
 //! 5. **The simulator** (`sim`, feature `sim`): a deterministic simulator of a master and its
 //!    slaves under seeded faults, checking the protocol's invariants after every step.
 //!
+//! Beside the layers, `testing` (feature `testing`) and the fuzz targets' bodies (feature
+//! `fuzzing`) drive the classic machines in memory: they import the protocols, and nothing in
+//! the crate imports them. `tests/module_cycles.rs` fails if two sibling modules import each
+//! other.
+//!
 //! ## The run-loop contract
 //!
 //! Both state machines have the same four methods:

@@ -9,17 +9,15 @@ use crate::time::Instant;
 use bytes::Bytes;
 use tracing::{debug, info, trace, warn};
 
-use crate::classic::frame::{PUSH_HEADER_LEN, PushHeader, ReportDecoder};
+use super::error::{CloseReason, PeerError};
+use super::frame::{PUSH_HEADER_LEN, PushHeader, ReportDecoder};
 use crate::config::{CoreConfigError, MasterConfig, NewSlaveStart};
+use crate::error::{ApiMisuse, WaitError};
 use crate::log::{LogBounds, LogSpan, Offset};
 use crate::policy;
 use crate::stream;
 use crate::waiters::Waiters;
 use crate::{ConnId, WaitId};
-use crate::{
-    classic::{CloseReason, PeerError},
-    error::{ApiMisuse, WaitError},
-};
 
 /// How far ahead the core schedules its timeout when it has nothing to wait for.
 pub(crate) const IDLE_TIMEOUT: Duration = Duration::from_secs(3600);

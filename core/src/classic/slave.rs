@@ -6,14 +6,12 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 use tracing::{debug, info, trace, warn};
 
+use super::error::{CloseReason, PeerError};
+use super::frame::PushDecoder;
 use super::master::IDLE_TIMEOUT;
-use crate::classic::frame::PushDecoder;
 use crate::config::{AckOn, CoreConfigError, SlaveConfig};
+use crate::error::ApiMisuse;
 use crate::log::Offset;
-use crate::{
-    classic::{CloseReason, PeerError},
-    error::ApiMisuse,
-};
 
 /// Something the slave driver tells the core.
 #[derive(Clone, Debug, PartialEq, Eq)]
