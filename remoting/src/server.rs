@@ -394,7 +394,11 @@ impl ServerConnection {
     }
 
     fn queue(&mut self, now: Instant, command: &RemotingCommand) {
-        let mut head = BytesMut::new();
+        // Room for the whole head at once: the fixed fields, and the text of the variable ones
+        // with room for quoting (growing the buffer as it is written copied it several times).
+        let text: usize = command.ext_fields.iter().map(|(k, v)| k.len() + v.len() + 8).sum::<usize>()
+            + command.remark.as_ref().map_or(0, |r| r.len() + 16);
+        let mut head = BytesMut::with_capacity(192 + text);
         if let Err(e) = command.encode_head(&mut head) {
             let error = RemotingCommand::response(ResponseCode::SYSTEM_ERROR)
                 .with_opaque(command.opaque)

@@ -552,7 +552,7 @@ pub fn parse_properties(properties: &str) -> Vec<(String, String)> {
 
 /// The raw `(name, value)` entries of an encoded properties string, with RocketMQ's rules. The
 /// separators are ASCII, so splitting the UTF-8 bytes splits exactly where Java splits the chars.
-fn property_entries(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
+pub(crate) fn property_entries(props: &[u8]) -> impl Iterator<Item = (&[u8], &[u8])> {
     props.split(|&b| b == PROPERTY_SEPARATOR as u8).filter_map(|entry| {
         let sep = entry.iter().position(|&b| b == NAME_VALUE_SEPARATOR as u8)?;
         let (name, value) = (&entry[..sep], &entry[sep + 1..]);

@@ -548,6 +548,7 @@ impl MessageIndex {
         end: u64,
         seg: u64,
     ) -> Result<(), StoreError> {
+        let mut key_buf = String::new();
         while *at < end {
             let head = log.read(LogSpan { offset: *at, len: (end - *at).min(8) as u32 })?;
             if head.len() < 8 {
@@ -563,26 +564,48 @@ impl MessageIndex {
             if total <= 0 {
                 return Err(StoreError::NotAMessage { offset: *at });
             }
-            let m = log.read_message(*at)?;
+            // The record read in place (checked as a full read checks it), without copying
+            // out its topic and every property.
+            let (record, corrupt) = log.shared.read_record(*at)?;
+            let checks = codec::Checks { crc: true, zero_suffix: false };
+            let m = match codec::parse_record(&record, record.len(), Some(*at), checks) {
+                codec::Record::Message(m) => m,
+                codec::Record::Blank { .. } => return Err(corrupt(codec::RecordError::Blank)),
+                codec::Record::Incomplete => {
+                    let available = record.len();
+                    return Err(corrupt(codec::RecordError::Truncated { total: total as usize, available }));
+                }
+                codec::Record::Invalid { error } => return Err(corrupt(error)),
+            };
             let skip = m.sys_flag & sys_flag::TRANSACTION_MASK == sys_flag::TRANSACTION_ROLLBACK_TYPE;
             if !skip {
-                let (topic, phy) = (&m.topic, *at as i64);
+                let (topic, phy) = (String::from_utf8_lossy(m.topic), *at as i64);
                 let partial = s.partial.take() == Some(*at);
-                let uniq = codec::property(&m.properties, PROPERTY_UNIQ_KEY).into_iter();
-                let keys =
-                    codec::property(&m.properties, PROPERTY_KEYS).into_iter().flat_map(|k| k.split(' '));
-                for key in uniq.chain(keys.filter(|k| !k.is_empty())) {
-                    let key = format!("{topic}#{key}");
+                // The last of each name, as a full read keeps it.
+                let last = |name: &str| {
+                    codec::property_entries(m.properties)
+                        .filter(|(n, _)| *n == name.as_bytes())
+                        .last()
+                        .map(|(_, v)| String::from_utf8_lossy(v))
+                };
+                let (uniq, keys) = (last(PROPERTY_UNIQ_KEY), last(PROPERTY_KEYS));
+                let keys = keys.as_deref().into_iter().flat_map(|k| k.split(' '));
+                for key in uniq.as_deref().into_iter().chain(keys.filter(|k| !k.is_empty())) {
+                    key_buf.clear();
+                    key_buf.push_str(&topic);
+                    key_buf.push('#');
+                    key_buf.push_str(key);
+                    let key = key_buf.as_str();
                     if partial {
                         // The lookup reads the file: the round's writes go in first.
                         if let Some(last) = s.files.last_mut() {
                             last.write_pending()?;
                         }
                     }
-                    if partial && has_entry(s, &key, phy)? {
+                    if partial && has_entry(s, key, phy)? {
                         continue;
                     }
-                    self.put_key(s, &key, phy, m.store_timestamp)?;
+                    self.put_key(s, key, phy, m.store_timestamp)?;
                 }
             }
             *at += total as u64;

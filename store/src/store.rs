@@ -585,6 +585,16 @@ impl Shared {
     }
 
     fn read_message(&self, offset: Offset) -> Result<StoredMessage, StoreError> {
+        let (record, corrupt) = self.read_record(offset)?;
+        codec::decode(&record, Some(offset), true).map_err(corrupt)
+    }
+
+    /// The bytes of the message record at `offset` (its total size checked against the log),
+    /// and how to report it corrupt.
+    pub(crate) fn read_record(
+        &self,
+        offset: Offset,
+    ) -> Result<(Bytes, impl FnOnce(codec::RecordError) -> StoreError + use<>), StoreError> {
         let LogBounds { min, max } = self.bounds();
         let out_of_range = |end| StoreError::OutOfRange { offset, end, min, max };
         if offset < min || offset >= max {
@@ -603,18 +613,23 @@ impl Shared {
         } else {
             0
         };
-        let corrupt = |reason| StoreError::Corrupt { segment: seg.path().to_path_buf(), offset, reason };
         let available = limit - offset;
-        if total <= 0 || total as u64 > available {
-            let reason = if total > 0 && offset + total as u64 <= seg.base + self.log.segment_size {
+        let bad_size = if total <= 0 || total as u64 > available {
+            Some(if total > 0 && offset + total as u64 <= seg.base + self.log.segment_size {
                 codec::RecordError::Truncated { total: total as usize, available: available as usize }
             } else {
                 codec::RecordError::BadTotalSize { total, remaining: available as usize }
-            };
+            })
+        } else {
+            None
+        };
+        // The segment's path is copied only for an error.
+        let corrupt = move |reason| StoreError::Corrupt { segment: seg.path().to_path_buf(), offset, reason };
+        if let Some(reason) = bad_size {
             return Err(corrupt(reason));
         }
         let record = self.read_span(LogSpan { offset, len: total as u32 })?;
-        codec::decode(&record, Some(offset), true).map_err(corrupt)
+        Ok((record, corrupt))
     }
 
     /// Whether a record starts at `offset`: walks the size fields of the records of its
