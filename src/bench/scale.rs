@@ -444,12 +444,15 @@ fn stream(
 }
 
 /// Seconds from a new slave's connection (as the master saw it; the connection is the one not
-/// in `before`) until it acked `end`.
+/// in `before`) until it acked `end`. Polls the master's status every `every`, calling
+/// `on_poll` at each.
 async fn new_link_caught_up(
     master: &LogshipMaster,
     slave: &mut Slave,
     before: &[logship_core::ConnId],
     end: u64,
+    every: Duration,
+    mut on_poll: impl FnMut(),
 ) -> anyhow::Result<f64> {
     let deadline = Instant::now() + Duration::from_secs(600);
     let mut connected = None;
@@ -457,6 +460,7 @@ async fn new_link_caught_up(
         slave.check_running()?;
         let status = master.handle().status().await.context("master stopped")?;
         let now = Instant::now();
+        on_poll();
         if let Some(link) = status.slaves.iter().find(|l| !before.contains(&l.conn)) {
             let at = *connected.get_or_insert(now.checked_sub(link.connected_for).unwrap_or(now));
             if link.ack.is_some_and(|a| a >= end) {
@@ -464,7 +468,7 @@ async fn new_link_caught_up(
             }
         }
         ensure!(now < deadline, "the new slave did not ack {end} in 10 minutes");
-        tokio::time::sleep(Duration::from_micros(500)).await;
+        tokio::time::sleep(every).await;
     }
 }
 
@@ -529,7 +533,9 @@ async fn slaves_point(plan: &Plan, dir: &Path, k: usize, prefill: u64) -> anyhow
             let end = master.store().max_offset();
             let dir = dir.join("slave-fresh");
             let mut fresh = Slave::start(Impl::Logship, &dir, master.ha_addr(), flush, segment).await?;
-            let secs = new_link_caught_up(&master, &mut fresh, &before, end).await;
+            let secs =
+                new_link_caught_up(&master, &mut fresh, &before, end, Duration::from_micros(500), || {})
+                    .await;
             slaves.push(fresh);
             let secs = secs?;
             anyhow::Ok((secs, end as f64 / secs / 1e6))
@@ -624,26 +630,11 @@ async fn logship_catch_up(
     let mut slave =
         Slave::start(Impl::Logship, dir, master.ha_addr(), FlushDiskType::AsyncFlush, segment).await?;
     let mut peak = own_rss();
-    let measured = async {
-        let deadline = Instant::now() + Duration::from_secs(600);
-        let mut connected = None;
-        loop {
-            slave.check_running()?;
-            let status = master.handle().status().await.context("master stopped")?;
-            let now = Instant::now();
-            let rss = own_rss();
-            peak = (peak.0.max(rss.0), peak.1.max(rss.1));
-            if let Some(link) = status.slaves.first() {
-                let at = *connected.get_or_insert(now.checked_sub(link.connected_for).unwrap_or(now));
-                if link.ack.is_some_and(|a| a >= end) {
-                    return Ok(now.duration_since(at).as_secs_f64());
-                }
-            }
-            ensure!(now < deadline, "the slave did not ack {end} in 10 minutes");
-            tokio::time::sleep(Duration::from_millis(2)).await;
-        }
-    }
-    .await;
+    let sample = || {
+        let rss = own_rss();
+        peak = (peak.0.max(rss.0), peak.1.max(rss.1));
+    };
+    let measured = new_link_caught_up(master, &mut slave, &[], end, Duration::from_millis(2), sample).await;
     slave.stop().await?;
     let _ = std::fs::remove_dir_all(dir);
     Ok((measured?, peak))
