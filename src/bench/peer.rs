@@ -160,7 +160,10 @@ pub fn peer_command(kind: Impl) -> anyhow::Result<Command> {
             }
             let deps =
                 std::fs::read_to_string(&deps).with_context(|| format!("reading {}", deps.display()))?;
-            let mut c = java_command(&java_home(), &["-Xms1g", "-Xmx1g"]);
+            // Each put thread of a DefaultMessageStore holds a direct encoding buffer of
+            // maxMessageSize (4 MiB and a little): 256 producers need more than the 1 GiB of
+            // direct memory the heap size would allow.
+            let mut c = java_command(&java_home(), &["-Xms1g", "-Xmx1g", "-XX:MaxDirectMemorySize=2g"]);
             c.arg("-cp").arg(format!("{}:{}", jar.display(), deps.trim())).arg("logship.interop.Bench");
             Ok(c)
         }

@@ -143,24 +143,39 @@ public final class Bench {
                     threads[t] = new Thread(() -> {
                         long[] lat = new long[16];
                         int n = 0;
-                        for (long i = next.getAndIncrement(); i < end; i = next.getAndIncrement()) {
-                            MessageExt m = message(size, i);
-                            long t0 = System.nanoTime();
-                            PutMessageResult r = Compat.put(store, m);
-                            long d = System.nanoTime() - t0;
-                            if (r.getPutMessageStatus() != PutMessageStatus.PUT_OK) {
-                                // Counted, and kept out of the latencies (a timed-out put waited
-                                // syncFlushTimeout).
-                                failed.incrementAndGet();
-                                firstFailure.compareAndSet("", r.getPutMessageStatus().name());
-                                continue;
+                        try {
+                            for (long i = next.getAndIncrement(); i < end; i = next.getAndIncrement()) {
+                                MessageExt m = message(size, i);
+                                long t0 = System.nanoTime();
+                                PutMessageResult r;
+                                try {
+                                    r = Compat.put(store, m);
+                                } catch (Throwable e) {
+                                    // A put that throws (an OutOfMemoryError for the direct
+                                    // buffer each put thread allocates, say) is a failed put,
+                                    // counted like one: a thread that died of it took its
+                                    // figures with it, and the round came out short of puts
+                                    // without saying why.
+                                    failed.incrementAndGet();
+                                    firstFailure.compareAndSet("", e.toString().replace("\\", "/").replace("\"", "'"));
+                                    continue;
+                                }
+                                long d = System.nanoTime() - t0;
+                                if (r.getPutMessageStatus() != PutMessageStatus.PUT_OK) {
+                                    // Counted, and kept out of the latencies (a timed-out put
+                                    // waited syncFlushTimeout).
+                                    failed.incrementAndGet();
+                                    firstFailure.compareAndSet("", r.getPutMessageStatus().name());
+                                    continue;
+                                }
+                                if (n == lat.length) {
+                                    lat = java.util.Arrays.copyOf(lat, n * 2);
+                                }
+                                lat[n++] = d;
                             }
-                            if (n == lat.length) {
-                                lat = java.util.Arrays.copyOf(lat, n * 2);
-                            }
-                            lat[n++] = d;
+                        } finally {
+                            all.add(java.util.Arrays.copyOf(lat, n));
                         }
-                        all.add(java.util.Arrays.copyOf(lat, n));
                     });
                     threads[t].start();
                 }
