@@ -1,14 +1,18 @@
 //! The stream bookkeeping both HA masters share, the classic [`Master`](crate::classic::Master) and the
 //! [`AutoSwitchMaster`](crate::autoswitch::AutoSwitchMaster): which connection sends next, how
 //! far one frame from an offset may reach, when a streaming connection has a frame (or a
-//! heartbeat) to send, and how long a slave has been behind. Pure functions over what each
-//! core keeps; the frames themselves (headers, wire bytes) stay each protocol's.
+//! heartbeat) to send, and how long a slave has been behind. Likewise for both slaves, the
+//! classic [`Slave`](crate::classic::Slave) and the
+//! [`AutoSwitchSlave`](crate::autoswitch::AutoSwitchSlave): when to flush, what to report
+//! next, and when to wake while streaming or waiting to reconnect. Pure functions over what
+//! each core keeps; the frames themselves (headers, wire bytes) stay each protocol's.
 
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::time::Duration;
 
 use crate::ConnId;
+use crate::config::AckOn;
 use crate::log::Offset;
 use crate::time::Instant;
 
@@ -85,6 +89,59 @@ pub(crate) fn lag(caught_up: bool, now: Instant, since: Instant) -> Duration {
     if caught_up { Duration::ZERO } else { now.saturating_duration_since(since) }
 }
 
+/// Whether a slave asks for a flush now: its acks wait for durable bytes (`AckOn::Flushed`),
+/// some stored bytes (below `end`) are not durable yet (`flushed`), and no flush is under way.
+/// Asking marks one under way (`in_flight`) until the driver answers.
+pub(crate) fn flush_due(ack_on: AckOn, flushed: Offset, end: Offset, in_flight: &mut bool) -> bool {
+    let due = ack_on == AckOn::Flushed && flushed < end && !*in_flight;
+    *in_flight |= due;
+    due
+}
+
+/// What a slave streaming to its master reports at `now`, if anything, after `reported` (none
+/// yet on this connection) went out at `last_report`. The first report is where the master
+/// starts streaming, so it waits until the slave is `settled` (every store it asked for
+/// answered) and all it stored may be acknowledged (`ackable` is `end`). Later ones go out
+/// as soon as `ackable` passes the last, and repeat it every `heartbeat`.
+pub(crate) fn next_report(
+    now: Instant,
+    reported: Option<Offset>,
+    last_report: Instant,
+    heartbeat: Duration,
+    ackable: Offset,
+    end: Offset,
+    settled: bool,
+) -> Option<Offset> {
+    match reported {
+        None if settled && ackable == end => Some(end),
+        Some(r) if ackable > r => Some(ackable),
+        Some(r) if now >= last_report + heartbeat => Some(r),
+        _ => None,
+    }
+}
+
+/// When a slave streaming to its master must next act: the housekeeping deadline after the
+/// last complete frame (`last_read`), and once it has reported, the next heartbeat report.
+pub(crate) fn streaming_deadline(
+    last_read: Instant,
+    housekeeping: Duration,
+    reported: Option<Offset>,
+    last_report: Instant,
+    heartbeat: Duration,
+) -> Instant {
+    let housekeeping = last_read + housekeeping;
+    match reported {
+        Some(_) => housekeeping.min(last_report + heartbeat),
+        None => housekeeping,
+    }
+}
+
+/// When a disconnected slave next connects: at `retry_at` once it is `settled`; until then
+/// no sooner than `idle` (the next input, an answer to what is outstanding, wakes it).
+pub(crate) fn reconnect_deadline(retry_at: Instant, settled: bool, idle: Instant) -> Instant {
+    if settled { retry_at } else { retry_at.max(idle) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +186,41 @@ mod tests {
     fn a_caught_up_slave_lags_by_nothing() {
         assert_eq!(lag(true, at(10), at(3)), Duration::ZERO);
         assert_eq!(lag(false, at(10), at(3)), Duration::from_millis(7));
+    }
+
+    #[test]
+    fn a_flush_is_asked_for_once_while_durable_acks_wait_for_it() {
+        let mut in_flight = false;
+        assert!(!flush_due(AckOn::Written, 0, 10, &mut in_flight), "acks on written bytes");
+        assert!(!flush_due(AckOn::Flushed, 10, 10, &mut in_flight), "all durable");
+        assert!(flush_due(AckOn::Flushed, 0, 10, &mut in_flight));
+        assert!(in_flight);
+        assert!(!flush_due(AckOn::Flushed, 0, 10, &mut in_flight), "one under way");
+    }
+
+    #[test]
+    fn the_first_report_waits_for_a_settled_store_and_later_ones_advance_or_beat() {
+        let hb = Duration::from_secs(5);
+        assert_eq!(next_report(at(0), None, at(0), hb, 10, 10, false), None, "not settled");
+        assert_eq!(next_report(at(0), None, at(0), hb, 5, 10, true), None, "not all ackable");
+        assert_eq!(next_report(at(0), None, at(0), hb, 10, 10, true), Some(10));
+        assert_eq!(next_report(at(1), Some(10), at(0), hb, 12, 15, false), Some(12), "advance");
+        assert_eq!(next_report(at(4_999), Some(10), at(0), hb, 10, 15, true), None);
+        assert_eq!(next_report(at(5_000), Some(10), at(0), hb, 10, 15, true), Some(10), "heartbeat");
+    }
+
+    #[test]
+    fn a_streaming_slave_wakes_for_housekeeping_or_its_next_heartbeat() {
+        let (hk, hb) = (Duration::from_secs(20), Duration::from_secs(5));
+        assert_eq!(streaming_deadline(at(0), hk, None, at(0), hb), at(20_000), "no report yet");
+        assert_eq!(streaming_deadline(at(0), hk, Some(1), at(1_000), hb), at(6_000));
+        assert_eq!(streaming_deadline(at(0), hk, Some(1), at(18_000), hb), at(20_000));
+    }
+
+    #[test]
+    fn an_unsettled_slave_does_not_wake_to_reconnect_before_idle() {
+        assert_eq!(reconnect_deadline(at(5), true, at(100)), at(5));
+        assert_eq!(reconnect_deadline(at(5), false, at(100)), at(100));
+        assert_eq!(reconnect_deadline(at(500), false, at(100)), at(500));
     }
 }

@@ -24,6 +24,7 @@ use crate::config::{
 };
 use crate::log::Offset;
 use crate::log::{EpochCache, EpochEntry};
+use crate::stream;
 
 const IDLE_TIMEOUT: Duration = Duration::from_secs(3600);
 
@@ -509,8 +510,7 @@ impl AutoSwitchSlave {
         if let Some(out) = self.queue.pop_front() {
             return out;
         }
-        if self.config.ack_on == AckOn::Flushed && self.flushed < self.end && !self.flush_in_flight {
-            self.flush_in_flight = true;
+        if stream::flush_due(self.config.ack_on, self.flushed, self.end, &mut self.flush_in_flight) {
             return SlaveOutput::Flush;
         }
         let end = self.end;
@@ -534,16 +534,12 @@ impl AutoSwitchSlave {
                     // Ack at once after the handshake or truncation (Java waits up to one
                     // heartbeat interval), whenever the end advances, and as a heartbeat.
                     // The first report is where the master starts: it must be the whole log.
-                    let ack = match *reported {
-                        None if settled && ackable == end => {
-                            self.queue.push_back(SlaveOutput::Event(SlaveEvent::FirstReport { offset: end }));
-                            Some(end)
-                        }
-                        Some(r) if ackable > r => Some(ackable),
-                        Some(r) if now >= c.last_ack + heartbeat => Some(r.max(ackable)),
-                        _ => None,
-                    };
+                    let ack =
+                        stream::next_report(now, *reported, c.last_ack, heartbeat, ackable, end, settled);
                     if let Some(offset) = ack {
+                        if reported.is_none() {
+                            self.queue.push_back(SlaveOutput::Event(SlaveEvent::FirstReport { offset }));
+                        }
                         *reported = Some(offset);
                         c.last_ack = now;
                         return SlaveOutput::Transmit(SlaveFrame::Report(offset));
@@ -557,18 +553,21 @@ impl AutoSwitchSlave {
 
     fn next_timeout(&self) -> Instant {
         match &self.state {
-            State::Disconnected { retry_at } if self.unanswered > 0 || self.truncation.is_some() => {
-                (*retry_at).max(self.now + IDLE_TIMEOUT)
+            State::Disconnected { retry_at } => {
+                let settled = self.unanswered == 0 && self.truncation.is_none();
+                stream::reconnect_deadline(*retry_at, settled, self.now + IDLE_TIMEOUT)
             }
-            State::Disconnected { retry_at } => *retry_at,
             State::Connecting => self.now + IDLE_TIMEOUT,
             State::Connected(c) => match c.phase {
                 Phase::Truncating { .. } => self.now + IDLE_TIMEOUT,
                 Phase::Handshake => c.last_read + self.config.housekeeping_interval,
-                Phase::Transfer { reported, .. } => {
-                    let hk = c.last_read + self.config.housekeeping_interval;
-                    if reported.is_some() { hk.min(c.last_ack + self.config.heartbeat_interval) } else { hk }
-                }
+                Phase::Transfer { reported, .. } => stream::streaming_deadline(
+                    c.last_read,
+                    self.config.housekeeping_interval,
+                    reported,
+                    c.last_ack,
+                    self.config.heartbeat_interval,
+                ),
             },
         }
     }

@@ -12,6 +12,7 @@ use super::master::IDLE_TIMEOUT;
 use crate::config::{AckOn, CoreConfigError, SlaveConfig};
 use crate::error::ApiMisuse;
 use crate::log::Offset;
+use crate::stream;
 
 /// Something the slave driver tells the core.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -332,8 +333,7 @@ impl Slave {
         if let Some(out) = self.queue.pop_front() {
             return out;
         }
-        if self.config.ack_on == AckOn::Flushed && self.flushed < self.end && !self.flush_in_flight {
-            self.flush_in_flight = true;
+        if stream::flush_due(self.config.ack_on, self.flushed, self.end, &mut self.flush_in_flight) {
             return SlaveOutput::Flush;
         }
         let reportable = self.reportable();
@@ -344,22 +344,26 @@ impl Slave {
                 return SlaveOutput::Connect;
             }
             State::Streaming(s) => {
-                let report = match s.reported {
-                    // The first report is where the master starts: it must be the whole log,
-                    // with every append answered. The log's end may stop short of the bytes
-                    // handed out (a log keeps an incomplete trailing record unpublished): the
-                    // new stream starts at the end, and sends that record again.
-                    None if self.unanswered == 0 && self.doomed == 0 && reportable == self.end => {
-                        self.append_end = self.end;
-                        self.queue
-                            .push_back(SlaveOutput::Event(SlaveEvent::FirstReport { offset: reportable }));
-                        Some(reportable)
-                    }
-                    Some(r) if reportable > r => Some(reportable),
-                    Some(r) if self.now >= s.last_report + self.config.heartbeat_interval => Some(r),
-                    _ => None,
-                };
+                // The first report is where the master starts: it must be the whole log, with
+                // every append answered. The log's end may stop short of the bytes handed out
+                // (a log keeps an incomplete trailing record unpublished): the new stream
+                // starts at the end, and sends that record again.
+                let settled = self.unanswered == 0 && self.doomed == 0;
+                let heartbeat = self.config.heartbeat_interval;
+                let report = stream::next_report(
+                    self.now,
+                    s.reported,
+                    s.last_report,
+                    heartbeat,
+                    reportable,
+                    self.end,
+                    settled,
+                );
                 if let Some(offset) = report {
+                    if s.reported.is_none() {
+                        self.append_end = self.end;
+                        self.queue.push_back(SlaveOutput::Event(SlaveEvent::FirstReport { offset }));
+                    }
                     s.reported = Some(offset);
                     s.last_report = self.now;
                     return SlaveOutput::Report(offset);
@@ -383,16 +387,17 @@ impl Slave {
     fn next_timeout(&self) -> Instant {
         match &self.state {
             // Waiting for the answers to a failed stream's appends: the next input brings them.
-            State::Disconnected { retry_at } if self.doomed > 0 => (*retry_at).max(self.now + IDLE_TIMEOUT),
-            State::Disconnected { retry_at } => *retry_at,
-            State::Connecting => self.now + IDLE_TIMEOUT,
-            State::Streaming(s) => {
-                let housekeeping = s.last_read + self.config.housekeeping_interval;
-                match s.reported {
-                    Some(_) => housekeeping.min(s.last_report + self.config.heartbeat_interval),
-                    None => housekeeping,
-                }
+            State::Disconnected { retry_at } => {
+                stream::reconnect_deadline(*retry_at, self.doomed == 0, self.now + IDLE_TIMEOUT)
             }
+            State::Connecting => self.now + IDLE_TIMEOUT,
+            State::Streaming(s) => stream::streaming_deadline(
+                s.last_read,
+                self.config.housekeeping_interval,
+                s.reported,
+                s.last_report,
+                self.config.heartbeat_interval,
+            ),
         }
     }
 

@@ -82,6 +82,7 @@ mod runtime;
 mod runtime_tests;
 mod sink;
 mod slave;
+mod slave_link;
 mod spans;
 mod status;
 mod task;

@@ -1,17 +1,15 @@
 //! The slave driver: a [`Slave`] that stores appends through the log.
 
-use std::time::Duration;
-
 use crate::time::Instant;
 
 use bytes::Bytes;
 use tracing::{debug, error, info, warn};
 
+use super::slave_link::{LinkProgress, SlaveLink};
 use super::*;
 use crate::classic::frame::encode_report;
 use crate::classic::{Slave, SlaveEvent, SlaveInput, SlaveOutput};
 use crate::config::CoreConfigError;
-use crate::error::ApiMisuse;
 use crate::log::LogWrite;
 use crate::log::Offset;
 
@@ -38,19 +36,11 @@ pub enum SlaveAction {
 pub struct SlaveDriver<L> {
     core: Slave,
     log: std::sync::Arc<L>,
-    master_address: String,
-    connections: u64,
-    peer_errors: u64,
-    /// When the reports last covered everything the master had shown.
-    caught_up_at: Instant,
-    append_error: Option<String>,
-    append_failures: u64,
+    /// Connections, peer errors, the append error, the span and the status rows.
+    link: SlaveLink,
     /// Whether an append failed on this connection: the appends already handed out after it
     /// fail too, as a consequence, and are neither logged nor counted again.
     failed_on_conn: bool,
-    /// The current connection's span ([`slave_link_span`](super::spans::slave_link_span)),
-    /// entered while the driver runs; none before the first connection.
-    span: tracing::Span,
 }
 
 impl<L: LogWrite> SlaveDriver<L> {
@@ -74,14 +64,8 @@ impl<L: LogWrite> SlaveDriver<L> {
         Ok(Self {
             core,
             log,
-            master_address: config.master_address.clone(),
-            connections: 0,
-            peer_errors: 0,
-            caught_up_at: now,
-            append_error: None,
-            append_failures: 0,
+            link: SlaveLink::new(config.master_address.clone(), now),
             failed_on_conn: false,
-            span: tracing::Span::none(),
         })
     }
 
@@ -111,7 +95,7 @@ impl<L: LogWrite> SlaveDriver<L> {
                 SlaveOutput::Close(_) => return SlaveAction::Disconnect,
                 SlaveOutput::Event(_) => {}
                 SlaveOutput::Append { offset, data } => {
-                    let _link = self.span.clone().entered();
+                    let _link = self.link.enter();
                     let result = self.log.append_at(offset, &data);
                     match &result {
                         Err(e) if !self.failed_on_conn => {
@@ -136,13 +120,11 @@ impl<L: LogWrite> SlaveDriver<L> {
     /// ([`LogWrite::append_at`]), reporting the outcomes through [`appended`](Self::appended)
     /// in the order the appends came, now or late; keep polling meanwhile.
     pub fn poll_action(&mut self, now: Instant) -> SlaveOutput {
-        let _link = self.span.clone().entered();
+        let _link = self.link.enter();
         let output = self.core.poll_output();
         match &output {
             SlaveOutput::Report(offset) => {
-                if *offset >= self.core.master_offset().unwrap_or(0) {
-                    self.caught_up_at = now;
-                }
+                self.link.reported(now, *offset, self.core.master_offset());
             }
             SlaveOutput::Close(reason) => info!(%reason, "closing connection to master"),
             SlaveOutput::Event(event) => match event {
@@ -151,7 +133,7 @@ impl<L: LogWrite> SlaveDriver<L> {
                     debug!(reason = reason.map(|r| r.to_string()), "disconnected from master");
                 }
                 SlaveEvent::PeerError(error) => {
-                    self.peer_errors += 1;
+                    self.link.peer_error();
                     warn!(%error, "master broke the protocol");
                 }
             },
@@ -166,19 +148,18 @@ impl<L: LogWrite> SlaveDriver<L> {
     /// An append returned by [`poll_action`](Self::poll_action) finished: `result` is the log's
     /// new end, or why the append failed (the log's end is then read from the log).
     pub fn appended<E: std::fmt::Display>(&mut self, now: Instant, result: Result<Offset, E>) {
-        let _link = self.span.clone().entered();
+        let _link = self.link.enter();
         match result {
             Ok(end) => {
                 if end > self.core.end() {
-                    self.append_error = None;
+                    self.link.stored();
                 }
                 self.feed(now, SlaveInput::Appended { end });
             }
             Err(e) => {
                 // The first failure on a connection is the cause; the rest follow from it.
                 if !self.failed_on_conn {
-                    self.append_error = Some(e.to_string());
-                    self.append_failures += 1;
+                    self.link.store_failed(e.to_string());
                     self.failed_on_conn = true;
                 }
                 let end = self.log.bounds().max;
@@ -190,9 +171,8 @@ impl<L: LogWrite> SlaveDriver<L> {
     /// The connection asked for by `Connect` is up. Opens its span (`link{conn=N}`, 1 for the
     /// first), which the driver enters while it works for this connection.
     pub fn connected(&mut self, now: Instant) {
-        self.connections += 1;
+        self.link.connected();
         self.failed_on_conn = false;
-        self.span = super::spans::slave_link_span(self.connections);
         self.feed(now, SlaveInput::Connected);
     }
 
@@ -208,7 +188,7 @@ impl<L: LogWrite> SlaveDriver<L> {
 
     /// A `Flush` finished.
     pub fn flushed<E: std::fmt::Display>(&mut self, now: Instant, result: Result<Offset, E>) {
-        let _link = self.span.clone().entered();
+        let _link = self.link.enter();
         match result {
             Ok(end) => self.feed(now, SlaveInput::Flushed { end }),
             Err(e) => {
@@ -220,42 +200,25 @@ impl<L: LogWrite> SlaveDriver<L> {
 
     /// The instant of the last `SleepUntil` has come (spurious calls are fine).
     pub fn handle_timeout(&mut self, now: Instant) {
-        let _link = self.span.clone().entered();
+        let _link = self.link.enter();
         self.core.handle_timeout(now);
     }
 
     /// A status snapshot.
     pub fn status(&self, now: Instant) -> SlaveStatus {
-        let ack_offset = self.core.reported();
-        let master_offset = self.core.master_offset();
-        let lag_bytes = master_offset.unwrap_or(0).saturating_sub(ack_offset.unwrap_or(self.core.end()));
-        SlaveStatus {
+        let progress = LinkProgress {
             state: self.core.state(),
-            master_address: self.master_address.clone(),
-            max_offset: self.log.bounds().max,
-            flushed_offset: self.log.flushed(),
-            ack_offset,
-            master_offset,
-            lag_bytes,
-            lag: if lag_bytes == 0 {
-                Duration::ZERO
-            } else {
-                now.saturating_duration_since(self.caught_up_at)
-            },
-            since_last_read: self.core.last_read().map(|t| now.saturating_duration_since(t)),
-            connections: self.connections,
-            peer_errors: self.peer_errors,
-            append_error: self.append_error.clone(),
-            append_failures: self.append_failures,
-            autoswitch: None,
-        }
+            ack_offset: self.core.reported(),
+            master_offset: self.core.master_offset(),
+            end: self.core.end(),
+            last_read: self.core.last_read(),
+        };
+        self.link.status(now, &*self.log, progress)
     }
 
     fn feed(&mut self, now: Instant, input: SlaveInput) {
-        let _link = self.span.clone().entered();
-        if let Err(e) = self.core.handle_input(now, input) {
-            error!(%e, "slave driver fed an invalid input");
-            debug_assert!(matches!(e, ApiMisuse::TimeWentBackwards), "driver misuse: {e}");
-        }
+        let _link = self.link.enter();
+        let result = self.core.handle_input(now, input);
+        self.link.fed(result, "slave driver");
     }
 }

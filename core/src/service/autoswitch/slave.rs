@@ -35,16 +35,15 @@
 //! follow it until the controller elects it again.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bytes::Bytes;
 use tracing::{debug, error, info, warn};
 
-use crate::ApiMisuse;
 use crate::autoswitch::frame::SlaveFrame;
 use crate::classic::SlaveState;
 use crate::config::CoreConfigError;
 use crate::log::{LogWrite, Offset};
+use crate::service::slave_link::{LinkProgress, SlaveLink};
 use crate::service::{SlaveAction, SlaveControllerConfig, SlaveServiceConfig, SlaveStatus, StartError};
 use crate::time::Instant;
 use crate::{
@@ -160,9 +159,8 @@ pub struct AutoSwitchSlaveDriver<L> {
     core: AutoSwitchSlave,
     log: Arc<L>,
     controller: SlaveControllerConfig,
-    master_address: String,
-    connections: u64,
-    peer_errors: u64,
+    /// Connections, peer errors, the store error, the span and the shared status rows.
+    link: SlaveLink,
     /// The latest ack sent on the current connection.
     acked: Option<Offset>,
     /// The furthest offset the master has shown: its end in the handshake, or a frame's end.
@@ -171,16 +169,11 @@ pub struct AutoSwitchSlaveDriver<L> {
     consistent_point: Option<Offset>,
     /// When bytes last arrived on the current connection.
     last_read: Option<Instant>,
-    caught_up_at: Instant,
-    store_error: Option<String>,
-    store_failures: u64,
     truncations: u64,
     truncated_bytes: u64,
     /// Epochs to record once the log reaches their start, oldest first.
     pending_epochs: Vec<EpochEntry>,
     refusals: FollowRefusals,
-    /// The current connection's span, entered while the driver runs.
-    span: tracing::Span,
 }
 
 impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
@@ -218,22 +211,16 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
             core,
             log,
             controller,
-            master_address: config.master_address.clone(),
-            connections: 0,
-            peer_errors: 0,
+            link: SlaveLink::new(config.master_address.clone(), now),
             acked: None,
             master_offset: None,
             master_last_epoch: None,
             consistent_point: None,
             last_read: None,
-            caught_up_at: now,
-            store_error: None,
-            store_failures: 0,
             truncations: 0,
             truncated_bytes: 0,
             pending_epochs: Vec::new(),
             refusals: FollowRefusals::default(),
-            span: tracing::Span::none(),
         })
     }
 
@@ -250,7 +237,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
     /// Performs every output that needs no runtime (the log's work, events) and returns the
     /// next action.
     pub fn next_action(&mut self, now: Instant) -> SlaveAction {
-        let _link = self.span.clone().entered();
+        let _link = self.link.enter();
         loop {
             match self.core.poll_output() {
                 SlaveOutput::Timeout(at) => return SlaveAction::SleepUntil(at),
@@ -258,9 +245,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
                 SlaveOutput::Transmit(frame) => {
                     if let SlaveFrame::Report(offset) = frame {
                         self.acked = Some(offset);
-                        if offset >= self.master_offset.unwrap_or(0) {
-                            self.caught_up_at = now;
-                        }
+                        self.link.reported(now, offset, self.master_offset);
                     }
                     return SlaveAction::Send(Bytes::from(frame.encode()));
                 }
@@ -283,7 +268,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
                     self.master_offset = Some(self.master_offset.map_or(end, |m| m.max(end)));
                     match self.log.append_at(offset, &data) {
                         Ok(end) => {
-                            self.store_error = None;
+                            self.link.stored();
                             self.feed(now, SlaveInput::Appended { end });
                             if let Err(reason) = self.record_pending_epochs() {
                                 self.store_failed(now, reason);
@@ -323,11 +308,11 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
                 debug!(reason = reason.map(|r| r.to_string()), "disconnected from master");
             }
             SlaveEvent::PeerError(error) => {
-                self.peer_errors += 1;
+                self.link.peer_error();
                 if self.refusals.count(&error) {
                     error!(
                         %error,
-                        master = %self.master_address,
+                        master = %self.link.master_address(),
                         elected_epoch = self.controller.master_epoch,
                         "refusing to follow this master; nothing was truncated or written, trying again later"
                     );
@@ -399,16 +384,14 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
     }
 
     fn store_failed(&mut self, now: Instant, reason: String) {
-        self.store_error = Some(reason);
-        self.store_failures += 1;
+        self.link.store_failed(reason);
         let end = self.log.bounds().max;
         self.feed(now, SlaveInput::StoreFailed { end });
     }
 
     /// The connection asked for by `Connect` is up; opens its span (`link{conn=N}`).
     pub fn connected(&mut self, now: Instant) {
-        self.connections += 1;
-        self.span = crate::service::spans::slave_link_span(self.connections);
+        self.link.connected();
         self.last_read = Some(now);
         self.feed(now, SlaveInput::Connected);
     }
@@ -428,7 +411,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
 
     /// A `Flush` finished.
     pub fn flushed<E: std::fmt::Display>(&mut self, now: Instant, result: Result<Offset, E>) {
-        let _link = self.span.clone().entered();
+        let _link = self.link.enter();
         match result {
             Ok(end) => self.feed(now, SlaveInput::Flushed { end }),
             Err(e) => {
@@ -440,7 +423,7 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
 
     /// The instant of the last `SleepUntil` has come (spurious calls are fine).
     pub fn handle_timeout(&mut self, now: Instant) {
-        let _link = self.span.clone().entered();
+        let _link = self.link.enter();
         self.core.handle_timeout(now);
     }
 
@@ -454,26 +437,15 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
                 SlaveState::Streaming
             }
         };
-        let epoch_log = self.log.epoch_log();
-        let lag_bytes = self.master_offset.unwrap_or(0).saturating_sub(self.acked.unwrap_or(self.core.end()));
-        SlaveStatus {
+        let progress = LinkProgress {
             state,
-            master_address: self.master_address.clone(),
-            max_offset: self.log.bounds().max,
-            flushed_offset: self.log.flushed(),
             ack_offset: self.acked,
             master_offset: self.master_offset,
-            lag_bytes,
-            lag: if lag_bytes == 0 {
-                Duration::ZERO
-            } else {
-                now.saturating_duration_since(self.caught_up_at)
-            },
-            since_last_read: self.last_read.map(|t| now.saturating_duration_since(t)),
-            connections: self.connections,
-            peer_errors: self.peer_errors,
-            append_error: self.store_error.clone(),
-            append_failures: self.store_failures,
+            end: self.core.end(),
+            last_read: self.last_read,
+        };
+        let epoch_log = self.log.epoch_log();
+        SlaveStatus {
             autoswitch: Some(AutoSwitchSlaveStatus {
                 broker_id: self.controller.broker_id,
                 master_broker_id: self.controller.master_broker_id,
@@ -487,14 +459,13 @@ impl<L: LogWrite> AutoSwitchSlaveDriver<L> {
                 truncated_bytes: self.truncated_bytes,
                 refusals: self.refusals.clone(),
             }),
+            ..self.link.status(now, &*self.log, progress)
         }
     }
 
     fn feed(&mut self, now: Instant, input: SlaveInput) {
-        let _link = self.span.clone().entered();
-        if let Err(e) = self.core.handle_input(now, input) {
-            error!(%e, "AutoSwitch slave driver fed an invalid input");
-            debug_assert!(matches!(e, ApiMisuse::TimeWentBackwards), "driver misuse: {e}");
-        }
+        let _link = self.link.enter();
+        let result = self.core.handle_input(now, input);
+        self.link.fed(result, "AutoSwitch slave driver");
     }
 }
