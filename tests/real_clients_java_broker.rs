@@ -45,9 +45,18 @@ struct Group {
 fn group(apps: &JavaApps, name: &str) -> Group {
     let dir = tempfile::Builder::new().prefix("logship-apps-").tempdir().unwrap();
     let namesrv = Namesrv::start(apps, &[]);
+    // Java's fast failure rejects a send that waited 200 ms in the send queue
+    // (`waitTimeMillsInSendQueue`), or a put while the page cache lock is held for a second
+    // (`osPageCacheBusyTimeOutMills`), with SYSTEM_BUSY; for a one-way send that answer is
+    // dropped, and the message with it. On a loaded 2-core CI machine both happen (seen: five
+    // one-way messages in a row lost from the Go producer). The oracle's own flow control is
+    // not what these tests compare, so it waits for minutes instead.
     let master = JavaBroker::start(
         apps,
-        BrokerSpec::new(name, "SYNC_MASTER", 0, &dir.path().join("master")).namesrv(&namesrv.addr()),
+        BrokerSpec::new(name, "SYNC_MASTER", 0, &dir.path().join("master"))
+            .namesrv(&namesrv.addr())
+            .set("waitTimeMillsInSendQueue=120000")
+            .set("osPageCacheBusyTimeOutMills=120000"),
     );
     // After the master registered: the slave's first registration answers it the master's
     // address (HA and metadata sync), so it connects at once.
