@@ -275,3 +275,77 @@ fn a_full_last_segment_reopens_and_rolls_on_the_next_write() {
     let slave = env.open(sdir.path(), config()).unwrap();
     assert_eq!(slave.max_offset(), boundary);
 }
+
+/// Crashes after a checkpoint with messages 5 to 7 in the unflushed tail; returns the puts.
+fn crash_with_an_unflushed_tail(dir: &Path, env: &Env) -> Vec<PutResult> {
+    let log = env.open(dir, config()).unwrap();
+    let mut puts = put_all(&log, 0..5);
+    log.checkpoint().unwrap();
+    puts.extend(put_all(&log, 5..8));
+    log.abandon();
+    puts
+}
+
+#[test]
+fn a_crash_that_tore_nothing_recovers_the_end_and_keeps_the_tail_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let puts = crash_with_an_unflushed_tail(dir.path(), &env);
+    let end = puts[7].end();
+    let log = env.open(dir.path(), config()).unwrap();
+    let report = log.recovery_report().clone();
+    assert_eq!(
+        (report.kind, report.end, report.truncated_at, report.zeroed_bytes),
+        (RecoveryKind::Crash, end, None, 0)
+    );
+    assert_eq!(report.scanned_from, Some(0), "the scan starts at the segment holding the durable boundary");
+    let queue: Vec<u64> =
+        log.read_queue("T1", 1, 0, 100).unwrap().iter().map(|e| e.physical_offset).collect();
+    assert_eq!(queue, vec![puts[1].offset, puts[7].offset], "message 7 of the tail is in its queue again");
+    let bytes = std::fs::read(segment_path(dir.path(), 0)).unwrap();
+    assert!(bytes[end as usize..].iter().all(|&b| b == 0));
+}
+
+#[test]
+fn a_stray_byte_in_the_last_byte_of_the_segment_after_a_crash_is_cut_as_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let end = crash_with_an_unflushed_tail(dir.path(), &env)[7].end();
+    let seg0 = segment_path(dir.path(), 0);
+    patch(&seg0, SEGMENT - 1, &[0x5A]);
+    let log = env.open(dir.path(), config()).unwrap();
+    let report = log.recovery_report().clone();
+    assert_eq!(report.end, end);
+    assert_eq!(
+        report.truncated_at,
+        Some((end, RecordError::Empty)),
+        "a non-zero byte after the end is a torn tail"
+    );
+    assert_eq!(report.zeroed_bytes, 4096, "the page holding the stray byte is rewritten");
+    let bytes = std::fs::read(&seg0).unwrap();
+    assert!(bytes[end as usize..].iter().all(|&b| b == 0), "the stray byte is zeroed on disk");
+    log.abandon();
+    let log = env.open(dir.path(), config()).unwrap();
+    assert_eq!(log.recovery_report().truncated_at, None, "the cut held across another crash");
+    assert_eq!(log.bounds().max, end);
+}
+
+#[test]
+fn a_stray_byte_in_a_segment_past_the_end_after_a_crash_removes_that_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let end = crash_with_an_unflushed_tail(dir.path(), &env)[7].end();
+    let next = segment_path(dir.path(), SEGMENT);
+    std::fs::File::create(&next).unwrap().set_len(SEGMENT).unwrap();
+    patch(&next, SEGMENT / 2 + 3, &[0x01]);
+    let log = env.open(dir.path(), config()).unwrap();
+    let report = log.recovery_report().clone();
+    assert_eq!(report.end, end);
+    assert_eq!(
+        report.truncated_at,
+        Some((end, RecordError::Empty)),
+        "a non-zero byte past the end is a torn tail"
+    );
+    assert_eq!(report.removed_segments, vec![next]);
+    assert_eq!(report.zeroed_bytes, 0, "segment 0 was zero after the end already");
+}
