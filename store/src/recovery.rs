@@ -196,10 +196,10 @@ impl Ctx<'_> {
     fn valid_message_after(&self, inv: &Invalid) -> bool {
         let size = self.size as usize;
         let first = (inv.offset - self.segs[inv.seg].base) as usize + 1;
+        let page = mmap::PAGE_SIZE;
         self.segs[inv.seg..].iter().enumerate().any(|(i, seg)| {
             let bytes = seg.writer.peek();
-            let from = if i == 0 { first } else { 0 };
-            (from..size.saturating_sub(codec::BLANK_RECORD_LEN)).any(|p| {
+            let message_at = |p: usize| {
                 // Cheap filter first: the magic codes share their first three bytes.
                 bytes[p + 4] == 0xDA
                     && bytes[p + 5] == 0xA3
@@ -215,7 +215,26 @@ impl Ctx<'_> {
                         codec::parse_record(&bytes[p..], size - p, Some(seg.base + p as u64), ALL),
                         Record::Message(_)
                     )
-            })
+            };
+            let limit = size.saturating_sub(codec::BLANK_RECORD_LEN);
+            let mut p = if i == 0 { first } else { 0 };
+            while p < limit {
+                // A message's magic code (4 bytes in) is not zero, so no message has its magic
+                // code in a page of zeros: skip every start whose magic would fall in one.
+                let magic = p + 4;
+                if magic % page == 0 {
+                    let page_end = (magic + page).min(bytes.len());
+                    if mmap::all_zero(&bytes[magic..page_end]) {
+                        p = page_end - 4;
+                        continue;
+                    }
+                }
+                if message_at(p) {
+                    return true;
+                }
+                p += 1;
+            }
+            false
         })
     }
 

@@ -4,7 +4,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{Env, SEGMENT, config, message, patch, segment_path, zero_from};
+use common::{Env, SEGMENT, config, message, patch, record_at, segment_path, zero_from};
 use logship_store::{LogSpan, PutResult, PutStatus, RecordError, RecoveryKind, StoreError};
 
 fn put_all(log: &logship_store::CommitLog, range: std::ops::Range<usize>) -> Vec<PutResult> {
@@ -348,4 +348,40 @@ fn a_stray_byte_in_a_segment_past_the_end_after_a_crash_removes_that_segment() {
     );
     assert_eq!(report.removed_segments, vec![next]);
     assert_eq!(report.zeroed_bytes, 0, "segment 0 was zero after the end already");
+}
+
+#[test]
+fn a_valid_message_after_a_torn_record_is_corruption_wherever_it_lies_in_the_pages() {
+    let base = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let end = crash_with_an_unflushed_tail(base.path(), &env)[7].end();
+    const PAGE: u64 = 4096;
+    // Starts around page boundaries (the magic code is 4 bytes into a record, after a length
+    // whose first bytes are zero), in segment 0 and in a segment past it.
+    let starts = [
+        PAGE - 4,
+        2 * PAGE - 1,
+        2 * PAGE,
+        3 * PAGE - 2,
+        3 * PAGE + 5,
+        SEGMENT + PAGE - 3,
+        SEGMENT + 2 * PAGE - 1,
+        SEGMENT + 2 * PAGE + 1,
+    ];
+    for at in starts {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(base.path(), dir.path());
+        let (seg_base, seg) = if at < SEGMENT {
+            (0, segment_path(dir.path(), 0))
+        } else {
+            let next = segment_path(dir.path(), SEGMENT);
+            std::fs::File::create(&next).unwrap().set_len(SEGMENT).unwrap();
+            (SEGMENT, next)
+        };
+        // A write torn after 40 bytes at the end, and a whole message further on.
+        patch(&segment_path(dir.path(), 0), end, &record_at(end, 8)[..40]);
+        patch(&seg, at - seg_base, &record_at(at, 9));
+        let e = env.open(dir.path(), config()).unwrap_err();
+        assert!(matches!(e, StoreError::Corrupt { offset, .. } if offset == end), "message at {at}: {e}");
+    }
 }
