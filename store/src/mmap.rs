@@ -38,6 +38,20 @@ use memmap2::{MmapOptions, MmapRaw};
 /// The page size used for flush alignment and page touching (RocketMQ's `OS_PAGE_SIZE`).
 pub(crate) const PAGE_SIZE: usize = 4096;
 
+/// A page of zeros to compare against.
+static ZERO_PAGE: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
+
+/// Whether every byte of `bytes` is zero. Compares a page at a time against a zero page (a
+/// `memcmp`), which is many times faster than a byte loop, above all in a debug build: recovery
+/// checks up to two segments of zeros this way after a crash.
+pub(crate) fn all_zero(bytes: &[u8]) -> bool {
+    let mut pages = bytes.chunks_exact(PAGE_SIZE);
+    pages.all(|p| p == ZERO_PAGE) && {
+        let rest = pages.remainder();
+        rest == &ZERO_PAGE[..rest.len()]
+    }
+}
+
 /// A fixed-size file mapped read-write, shared by one [`MapWriter`] and any number of readers.
 pub(crate) struct MappedFile {
     map: MmapRaw,
@@ -359,7 +373,7 @@ impl MapWriter {
         let mut at = range.start;
         while at < range.end {
             let chunk_end = ((at / PAGE_SIZE + 1) * PAGE_SIZE).min(range.end);
-            let dirty = self.peek()[at..chunk_end].iter().any(|&b| b != 0);
+            let dirty = !all_zero(&self.peek()[at..chunk_end]);
             if dirty {
                 // SAFETY: `[at, chunk_end)` is inside the mapping and the unpublished suffix
                 // (asserted above), which only this writer touches, through `&mut self`.
@@ -570,6 +584,20 @@ mod tests {
         assert!(map.read(0..6).is_none());
         let span = map.span(1..4).unwrap();
         assert_eq!(span.as_ref(), b"ell");
+    }
+
+    #[test]
+    fn all_zero_finds_a_non_zero_byte_anywhere() {
+        assert!(all_zero(&[]));
+        for len in [1, 7, PAGE_SIZE - 1, PAGE_SIZE, PAGE_SIZE + 1, 3 * PAGE_SIZE + 100] {
+            let mut bytes = vec![0u8; len];
+            assert!(all_zero(&bytes), "len {len}");
+            for at in [0, len / 2, len.saturating_sub(PAGE_SIZE), len - 1] {
+                bytes[at] = 0x80;
+                assert!(!all_zero(&bytes), "len {len}, non-zero at {at}");
+                bytes[at] = 0;
+            }
+        }
     }
 
     #[test]

@@ -25,6 +25,7 @@
 //!
 //! Consume queues are then trimmed to the durable dispatch point and re-dispatched from the log.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fs::{self, File};
 use std::path::{Path, PathBuf};
@@ -131,6 +132,9 @@ struct Ctx<'a> {
     size: u64,
     segs: Vec<Loaded>,
     min: u64,
+    /// An offset from which [`Ctx::zero_after`] found every byte of the log to be zero, so that
+    /// cutting the log there has nothing to zero and need not read those bytes again.
+    zero_from: Cell<Option<u64>>,
 }
 
 impl Ctx<'_> {
@@ -178,8 +182,12 @@ impl Ctx<'_> {
     fn zero_after(&self, inv: &Invalid) -> bool {
         let seg = &self.segs[inv.seg];
         let rel = (inv.offset - seg.base) as usize;
-        seg.writer.peek()[rel..].iter().all(|&b| b == 0)
-            && self.segs[inv.seg + 1..].iter().all(|s| s.writer.peek().iter().all(|&b| b == 0))
+        let zero = mmap::all_zero(&seg.writer.peek()[rel..])
+            && self.segs[inv.seg + 1..].iter().all(|s| mmap::all_zero(s.writer.peek()));
+        if zero {
+            self.zero_from.set(Some(inv.offset));
+        }
+        zero
     }
 
     /// Whether a valid message starts anywhere after `inv`: later in its segment or in a later
@@ -188,10 +196,10 @@ impl Ctx<'_> {
     fn valid_message_after(&self, inv: &Invalid) -> bool {
         let size = self.size as usize;
         let first = (inv.offset - self.segs[inv.seg].base) as usize + 1;
+        let page = mmap::PAGE_SIZE;
         self.segs[inv.seg..].iter().enumerate().any(|(i, seg)| {
             let bytes = seg.writer.peek();
-            let from = if i == 0 { first } else { 0 };
-            (from..size.saturating_sub(codec::BLANK_RECORD_LEN)).any(|p| {
+            let message_at = |p: usize| {
                 // Cheap filter first: the magic codes share their first three bytes.
                 bytes[p + 4] == 0xDA
                     && bytes[p + 5] == 0xA3
@@ -207,7 +215,26 @@ impl Ctx<'_> {
                         codec::parse_record(&bytes[p..], size - p, Some(seg.base + p as u64), ALL),
                         Record::Message(_)
                     )
-            })
+            };
+            let limit = size.saturating_sub(codec::BLANK_RECORD_LEN);
+            let mut p = if i == 0 { first } else { 0 };
+            while p < limit {
+                // A message's magic code (4 bytes in) is not zero, so no message has its magic
+                // code in a page of zeros: skip every start whose magic would fall in one.
+                let magic = p + 4;
+                if magic % page == 0 {
+                    let page_end = (magic + page).min(bytes.len());
+                    if mmap::all_zero(&bytes[magic..page_end]) {
+                        p = page_end - 4;
+                        continue;
+                    }
+                }
+                if message_at(p) {
+                    return true;
+                }
+                p += 1;
+            }
+            false
         })
     }
 
@@ -306,7 +333,7 @@ impl Ctx<'_> {
         // leaves logship's checkpoint block, and its stale end, as they were.
         let zero_at = |i: usize, rel: usize| {
             let page = self.segs[i].writer.peek();
-            page[rel..(rel + codec::BLANK_RECORD_LEN).min(page.len())].iter().all(|&b| b == 0)
+            mmap::all_zero(&page[rel..(rel + codec::BLANK_RECORD_LEN).min(page.len())])
         };
         let tail_is_zero = (0..self.segs.len())
             .find(|&i| clean_end >= self.segs[i].base && clean_end < self.segs[i].base + self.size)
@@ -341,7 +368,7 @@ pub(crate) fn recover(root: &Path, config: &StoreConfig) -> Result<Recovered, St
     }
     let min = log_min(&segs, block, size);
     check_missing_segments(&commitlog_dir, config, &segs, block, size)?;
-    let mut ctx = Ctx { config, size, segs, min };
+    let mut ctx = Ctx { config, size, segs, min, zero_from: Cell::new(None) };
     let mut report = RecoveryReport {
         kind: recovery_kind(ctx.segs.is_empty(), abort, block),
         scanned_from: None,
@@ -624,7 +651,8 @@ fn cut_log(
     report: &mut RecoveryReport,
 ) -> Result<Vec<Loaded>, StoreError> {
     let (size, min) = (ctx.size, ctx.min);
-    let scanned = report.scanned_from.is_some();
+    // Bytes recovery already found to be zero need no zeroing (a crash that tore nothing).
+    let zero_tail = report.scanned_from.is_some() && ctx.zero_from.get() != Some(end);
     let mut kept = Vec::new();
     let mut removed_any = false;
     for mut seg in std::mem::take(&mut ctx.segs) {
@@ -638,7 +666,7 @@ fn cut_log(
             continue;
         }
         let seg_end = seg.base + size;
-        if scanned && end < seg_end {
+        if zero_tail && end < seg_end {
             let rel = (end - seg.base) as usize;
             let zeroed = seg.writer.zero(rel..size as usize);
             if zeroed > 0 {

@@ -4,7 +4,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{Env, SEGMENT, config, message, patch, segment_path, zero_from};
+use common::{Env, SEGMENT, config, message, patch, record_at, segment_path, zero_from};
 use logship_store::{LogSpan, PutResult, PutStatus, RecordError, RecoveryKind, StoreError};
 
 fn put_all(log: &logship_store::CommitLog, range: std::ops::Range<usize>) -> Vec<PutResult> {
@@ -274,4 +274,114 @@ fn a_full_last_segment_reopens_and_rolls_on_the_next_write() {
     }
     let slave = env.open(sdir.path(), config()).unwrap();
     assert_eq!(slave.max_offset(), boundary);
+}
+
+/// Crashes after a checkpoint with messages 5 to 7 in the unflushed tail; returns the puts.
+fn crash_with_an_unflushed_tail(dir: &Path, env: &Env) -> Vec<PutResult> {
+    let log = env.open(dir, config()).unwrap();
+    let mut puts = put_all(&log, 0..5);
+    log.checkpoint().unwrap();
+    puts.extend(put_all(&log, 5..8));
+    log.abandon();
+    puts
+}
+
+#[test]
+fn a_crash_that_tore_nothing_recovers_the_end_and_keeps_the_tail_zero() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let puts = crash_with_an_unflushed_tail(dir.path(), &env);
+    let end = puts[7].end();
+    let log = env.open(dir.path(), config()).unwrap();
+    let report = log.recovery_report().clone();
+    assert_eq!(
+        (report.kind, report.end, report.truncated_at, report.zeroed_bytes),
+        (RecoveryKind::Crash, end, None, 0)
+    );
+    assert_eq!(report.scanned_from, Some(0), "the scan starts at the segment holding the durable boundary");
+    let queue: Vec<u64> =
+        log.read_queue("T1", 1, 0, 100).unwrap().iter().map(|e| e.physical_offset).collect();
+    assert_eq!(queue, vec![puts[1].offset, puts[7].offset], "message 7 of the tail is in its queue again");
+    let bytes = std::fs::read(segment_path(dir.path(), 0)).unwrap();
+    assert!(bytes[end as usize..].iter().all(|&b| b == 0));
+}
+
+#[test]
+fn a_stray_byte_in_the_last_byte_of_the_segment_after_a_crash_is_cut_as_a_torn_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let end = crash_with_an_unflushed_tail(dir.path(), &env)[7].end();
+    let seg0 = segment_path(dir.path(), 0);
+    patch(&seg0, SEGMENT - 1, &[0x5A]);
+    let log = env.open(dir.path(), config()).unwrap();
+    let report = log.recovery_report().clone();
+    assert_eq!(report.end, end);
+    assert_eq!(
+        report.truncated_at,
+        Some((end, RecordError::Empty)),
+        "a non-zero byte after the end is a torn tail"
+    );
+    assert_eq!(report.zeroed_bytes, 4096, "the page holding the stray byte is rewritten");
+    let bytes = std::fs::read(&seg0).unwrap();
+    assert!(bytes[end as usize..].iter().all(|&b| b == 0), "the stray byte is zeroed on disk");
+    log.abandon();
+    let log = env.open(dir.path(), config()).unwrap();
+    assert_eq!(log.recovery_report().truncated_at, None, "the cut held across another crash");
+    assert_eq!(log.bounds().max, end);
+}
+
+#[test]
+fn a_stray_byte_in_a_segment_past_the_end_after_a_crash_removes_that_segment() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let end = crash_with_an_unflushed_tail(dir.path(), &env)[7].end();
+    let next = segment_path(dir.path(), SEGMENT);
+    std::fs::File::create(&next).unwrap().set_len(SEGMENT).unwrap();
+    patch(&next, SEGMENT / 2 + 3, &[0x01]);
+    let log = env.open(dir.path(), config()).unwrap();
+    let report = log.recovery_report().clone();
+    assert_eq!(report.end, end);
+    assert_eq!(
+        report.truncated_at,
+        Some((end, RecordError::Empty)),
+        "a non-zero byte past the end is a torn tail"
+    );
+    assert_eq!(report.removed_segments, vec![next]);
+    assert_eq!(report.zeroed_bytes, 0, "segment 0 was zero after the end already");
+}
+
+#[test]
+fn a_valid_message_after_a_torn_record_is_corruption_wherever_it_lies_in_the_pages() {
+    let base = tempfile::tempdir().unwrap();
+    let env = Env::default();
+    let end = crash_with_an_unflushed_tail(base.path(), &env)[7].end();
+    const PAGE: u64 = 4096;
+    // Starts around page boundaries (the magic code is 4 bytes into a record, after a length
+    // whose first bytes are zero), in segment 0 and in a segment past it.
+    let starts = [
+        PAGE - 4,
+        2 * PAGE - 1,
+        2 * PAGE,
+        3 * PAGE - 2,
+        3 * PAGE + 5,
+        SEGMENT + PAGE - 3,
+        SEGMENT + 2 * PAGE - 1,
+        SEGMENT + 2 * PAGE + 1,
+    ];
+    for at in starts {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(base.path(), dir.path());
+        let (seg_base, seg) = if at < SEGMENT {
+            (0, segment_path(dir.path(), 0))
+        } else {
+            let next = segment_path(dir.path(), SEGMENT);
+            std::fs::File::create(&next).unwrap().set_len(SEGMENT).unwrap();
+            (SEGMENT, next)
+        };
+        // A write torn after 40 bytes at the end, and a whole message further on.
+        patch(&segment_path(dir.path(), 0), end, &record_at(end, 8)[..40]);
+        patch(&seg, at - seg_base, &record_at(at, 9));
+        let e = env.open(dir.path(), config()).unwrap_err();
+        assert!(matches!(e, StoreError::Corrupt { offset, .. } if offset == end), "message at {at}: {e}");
+    }
 }
