@@ -110,6 +110,11 @@ impl<L: LogWrite> Runner<L> {
                 break reply;
             }
         };
+        // Refuse later commands, and drop queued ones so that their callers (a `status()` sent
+        // during shutdown) see the service stopped instead of waiting forever: async-channel
+        // keeps queued messages after the receiver goes.
+        self.commands.close();
+        while self.commands.try_recv().is_ok() {}
         self.task.stop(self.flushing.take(), flush, reply).await;
     }
 

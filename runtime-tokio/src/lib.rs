@@ -137,6 +137,16 @@ pub(crate) fn now() -> logship_core::time::Instant {
     origin(at).instant(at)
 }
 
+/// Closes a stopping task's command queue and drops what is queued, so that a caller (a
+/// `status()` or `wait_in_sync()` sent during or after shutdown) sees the service stopped
+/// instead of waiting forever. Receives until the queue says it is done: a send that had
+/// reserved its slot before the close still lands, and a handle keeps the channel alive, so a
+/// command landing after a mere drop of the receiver would stay queued, unanswered, for good.
+pub(crate) async fn refuse_later<T>(commands: &mut mpsc::Receiver<T>) {
+    commands.close();
+    while commands.recv().await.is_some() {}
+}
+
 /// The tokio instant of a core instant, for timers.
 pub(crate) fn timer_at(at: logship_core::time::Instant) -> tokio::time::Instant {
     tokio::time::Instant::from_std(origin(tokio::time::Instant::now().into_std()).to_std(at))

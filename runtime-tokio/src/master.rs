@@ -196,5 +196,6 @@ async fn core_task<L: MessageLog>(
             sleep.as_mut().reset(deadline);
         }
     }
+    crate::refuse_later(&mut commands).await;
     task.stop(&Tokio::current(), shared.log.flush_settings().sync_flush_timeout).await;
 }

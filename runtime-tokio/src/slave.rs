@@ -106,6 +106,7 @@ impl<L: LogWrite> Runner<L> {
                 break reply;
             }
         };
+        crate::refuse_later(&mut self.commands).await;
         self.task.stop(self.flushing.take(), flush, reply).await;
     }
 
